@@ -1,0 +1,1 @@
+"""VERA services: each owns its schema and speaks only its protobuf contract."""

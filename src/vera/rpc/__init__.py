@@ -1,0 +1,1 @@
+"""gRPC plumbing shared by every service and client: server factory, errors, deadlines."""
