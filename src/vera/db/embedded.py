@@ -48,7 +48,9 @@ class EmbeddedPostgres:
         if self._server is None:
             return
         try:
-            _commands.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self._server.system_user)
+            _commands.pg_ctl(
+                ["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self._server.system_user
+            )
         except Exception:  # already stopped
             log.warning("embedded PostgreSQL was not running at stop")
         self._server = None

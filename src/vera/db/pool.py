@@ -14,7 +14,9 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         )
 
 
-async def create_pool(dsn: str, schema: str, *, min_size: int = 1, max_size: int = 8) -> asyncpg.Pool:
+async def create_pool(
+    dsn: str, schema: str, *, min_size: int = 1, max_size: int = 8
+) -> asyncpg.Pool:
     """A pool whose connections see only ``schema`` (and pg_catalog) by default."""
     return await asyncpg.create_pool(
         dsn,

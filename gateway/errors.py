@@ -1,0 +1,92 @@
+"""The seed's MCP error contract, and the one table that maps service errors onto it.
+
+Every guarded failure leaves the gateway as ``MCPError(code, message, data)`` where
+``data.code`` is the stable slug a client branches on. Messages are fixed strings:
+they never carry a query, a principal id or an internal exception text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.shared.exceptions import MCPError
+
+from vera.errors import VeraError
+
+# data.code -> (JSON-RPC integer code, fixed message); GUIDE §Structured Error Contract.
+ERROR_CODES: dict[str, tuple[int, str]] = {
+    "unauthenticated": (-32001, "no valid credential was presented"),
+    "unauthorized": (-32002, "this tool requires an additional authorization scope"),
+    "invalid_input": (-32602, "an argument is out of range or invalid"),
+    "quota_exceeded": (-32003, "a per-principal quota bucket is exhausted"),
+    "ambiguous_project": (-32004, "no project was given and the scope is ambiguous"),
+    "project_out_of_scope": (-32005, "the requested project is outside the caller's scopes"),
+    "expired_context_pack": (-32006, "the context pack has expired or does not exist"),
+    "unsupported_version": (-32007, "the requested contract version is not served"),
+    "internal_error": (-32603, "the tool failed unexpectedly"),
+}
+
+
+def tool_error(slug: str, **data: Any) -> MCPError:
+    """The top-level JSON-RPC error for ``slug`` with extra context in ``data``."""
+    code, message = ERROR_CODES[slug]
+    return MCPError(code, message, {"code": slug, **{k: v for k, v in data.items() if v is not None}})
+
+
+def invalid_input(field: str, reason: str) -> MCPError:
+    return tool_error("invalid_input", field=field, reason=reason)
+
+
+def internal_error() -> MCPError:
+    return tool_error("internal_error")
+
+
+# Service-side field names that differ from the tool argument a client sent.
+_FIELD_ALIASES = {"page_token": "cursor", "page_size": "limit"}
+
+
+def _split(value: str | None) -> list[str]:
+    return [item for item in (value or "").split(",") if item]
+
+
+def _invalid(err: VeraError) -> dict[str, Any]:
+    field = getattr(err, "field", None) or err.metadata.get("field") or ""
+    return {"field": _FIELD_ALIASES.get(field, field) or None, "reason": err.metadata.get("reason")}
+
+
+def _ambiguous(err: VeraError) -> dict[str, Any]:
+    return {"candidates": _split(err.metadata.get("candidates"))}
+
+
+def _unauthorized(err: VeraError) -> dict[str, Any]:
+    return {"required_scope": err.metadata.get("required_scope")}
+
+
+def _quota(err: VeraError) -> dict[str, Any]:
+    return {"bucket": err.metadata.get("bucket")}
+
+
+def _nothing(err: VeraError) -> dict[str, Any]:
+    return {}
+
+
+# The one table: ErrorInfo reason -> (data.code, extra data). Anything absent
+# (UNAVAILABLE, NOT_FOUND, INTERNAL, unknown reasons) is redacted to internal_error.
+_REASON_TABLE = {
+    "INVALID_INPUT": ("invalid_input", _invalid),
+    "AMBIGUOUS_PROJECT": ("ambiguous_project", _ambiguous),
+    "PROJECT_OUT_OF_SCOPE": ("project_out_of_scope", _nothing),
+    "EXPIRED_CONTEXT_PACK": ("expired_context_pack", _nothing),
+    "UNSUPPORTED_VERSION": ("unsupported_version", _nothing),
+    "QUOTA_EXCEEDED": ("quota_exceeded", _quota),
+    "UNAUTHORIZED": ("unauthorized", _unauthorized),
+    "UNAUTHENTICATED": ("unauthenticated", _nothing),
+}
+
+
+def from_vera_error(err: VeraError) -> MCPError:
+    entry = _REASON_TABLE.get(err.reason)
+    if entry is None:
+        return internal_error()
+    slug, extract = entry
+    return tool_error(slug, **extract(err))

@@ -1,0 +1,49 @@
+"""Entry point of the identity service: migrate, pool, servicer, bound gRPC server."""
+
+from __future__ import annotations
+
+from vera.config import ConfigError, Settings
+from vera.db.migrate import migrate
+from vera.db.pool import create_pool
+from vera.identity.v1 import identity_pb2_grpc
+from vera.rpc.server import HostedService, ServiceBinding, create_server
+from vera.services.identity.api import IdentityApi
+from vera.services.identity.domain import IdentityService
+from vera.services.identity.store import PgIdentityStore
+
+SCHEMA = "identity"
+SERVICE_NAME = "vera.identity.v1.IdentityService"
+
+
+async def create(settings: Settings, address: str) -> HostedService:
+    """Applies migrations and returns the bound (not yet started) identity server."""
+    if settings.database.dsn is None:
+        raise ConfigError("VERA_DATABASE__DSN: required")
+    dsn = settings.database.dsn.get_secret_value()
+    await migrate(dsn, SCHEMA, "vera.services.identity")
+    pool = await create_pool(
+        dsn,
+        SCHEMA,
+        min_size=settings.database.pool_min_size,
+        max_size=settings.database.pool_max_size,
+    )
+    try:
+        service = IdentityService(PgIdentityStore(pool))
+        running = create_server(
+            [
+                ServiceBinding(
+                    SERVICE_NAME,
+                    IdentityApi(service),
+                    identity_pb2_grpc.add_IdentityServiceServicer_to_server,
+                )
+            ],
+            address,
+        )
+    except BaseException:
+        await pool.close()
+        raise
+
+    async def aclose() -> None:
+        await pool.close()
+
+    return HostedService(running, aclose)

@@ -1,0 +1,73 @@
+"""The ports the retrieval domain depends on; adapters implement them.
+
+embedding.MiniLMEmbedder -> Embedder, vector_qdrant.QdrantVectorIndex -> VectorIndex,
+lexical.PgLexicalIndex -> LexicalIndex, knowledge_source.KnowledgeFactSource -> FactSource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from vera.services.retrieval.model import Candidate, ChangePage, Fact, IndexQuery
+
+
+class Embedder(Protocol):
+    dimensions: int
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Unit-length vectors, one per text, computed off the event loop."""
+        ...
+
+
+class VectorIndex(Protocol):
+    async def upsert(self, facts: Sequence[Fact], vectors: Sequence[Sequence[float]]) -> None:
+        """Idempotent by version id; a version without ``superseded_at`` marks the older
+        current versions of its fact key superseded at its ``recorded_at``."""
+        ...
+
+    async def search(
+        self, vector: Sequence[float], query: IndexQuery, limit: int
+    ) -> list[Candidate]:
+        """Nearest versions within the query's scopes, states, times and attributes;
+        the score is cosine similarity."""
+        ...
+
+    async def count(self) -> int: ...
+
+    async def close(self) -> None: ...
+
+
+class LexicalIndex(Protocol):
+    async def search(self, text: str, query: IndexQuery, limit: int) -> list[Candidate]:
+        """Full-text hits within the same filters; the score is the raw text rank (> 0)."""
+        ...
+
+    async def has_documents(self, query: IndexQuery, *, with_attributes: bool) -> bool:
+        """Whether any live version is indexed in the query's scopes (and, when
+        ``with_attributes``, also matches its attribute filters)."""
+        ...
+
+    async def apply(self, facts: Sequence[Fact], position: int) -> None:
+        """Upserts the versions and advances the change-log cursor in one transaction."""
+        ...
+
+    async def cursor(self) -> int:
+        """The last change-log position applied."""
+        ...
+
+
+class FactSource(Protocol):
+    async def list_changes(self, after_position: int, page_size: int) -> ChangePage: ...
+
+    async def batch_get_facts(
+        self,
+        scope_ids: Sequence[str],
+        fact_keys: Sequence[str],
+        as_of: datetime | None,
+        known_as_of: datetime | None,
+    ) -> list[Fact]:
+        """Authoritative current versions, only within ``scope_ids``; absent keys are
+        missing, out of scope, retracted or not valid at the given times."""
+        ...

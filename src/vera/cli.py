@@ -1,0 +1,174 @@
+"""`vera`: the front door. up | serve | migrate | ingest."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import sys
+from pathlib import Path
+
+from vera.config import ConfigError, Settings, load_settings
+from vera.logs import configure_logging
+
+SERVICE_NAMES = ("identity", "knowledge", "retrieval", "snapshot")
+log = logging.getLogger("vera.cli")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vera", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    up = commands.add_parser("up", help="run the whole embedded stack in the foreground")
+    up.add_argument("--data-dir", type=Path, help="where data lives (default: VERA_DATA_DIR "
+                    "or the user data directory)")
+    up.add_argument("--port", type=int, help="MCP port (default: VERA_MCP__PORT or 8080)")
+
+    serve = commands.add_parser("serve", help="run one gRPC service alone")
+    serve.add_argument("service", choices=SERVICE_NAMES)
+    serve.add_argument("--address", help="HOST:PORT to bind (default: VERA_SERVICES__<SVC>)")
+
+    migrate = commands.add_parser("migrate", help="apply every service's SQL migrations")
+    migrate.add_argument("--data-dir", type=Path, help="embedded PostgreSQL data dir "
+                         "(ignored when VERA_DATABASE__DSN is set)")
+
+    ingest = commands.add_parser("ingest", help="load curated knowledge from a JSONL file")
+    ingest.add_argument("file", type=Path)
+    ingest.add_argument("--project", required=True, help="project slug (created if missing)")
+    ingest.add_argument("--data-dir", type=Path, help="data dir of the running stack")
+    return parser
+
+
+def _settings(data_dir: Path | None) -> Settings:
+    return load_settings(data_dir=data_dir) if data_dir else load_settings()
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from vera.stack import StackError, run_stack
+
+    settings = _settings(args.data_dir)
+    port = args.port if args.port is not None else settings.mcp.port
+    try:
+        return asyncio.run(run_stack(settings, settings.data_dir, port))
+    except StackError as exc:
+        print(f"vera up: {exc}", file=sys.stderr)
+        return 1
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from vera.rpc.server import serve_until_signalled
+
+    settings = load_settings()
+    address = args.address or getattr(settings.services, args.service)
+    module = importlib.import_module(f"vera.services.{args.service}.server")
+
+    async def main() -> None:
+        hosted = await module.create(settings, address)
+        await serve_until_signalled(hosted.running, hosted.aclose)
+
+    asyncio.run(main())
+    return 0
+
+
+async def _migrate_all(dsn: str) -> None:
+    from vera.db.migrate import migrate
+
+    for name in SERVICE_NAMES:
+        applied = await migrate(dsn, name, f"vera.services.{name}")
+        print(f"{name}: {len(applied)} migration(s) applied")
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    settings = _settings(args.data_dir)
+    if settings.database.dsn is not None:
+        asyncio.run(_migrate_all(settings.database.dsn.get_secret_value()))
+        return 0
+    from vera.db.embedded import EmbeddedPostgres
+
+    pg = EmbeddedPostgres(settings.data_dir.expanduser())
+
+    async def with_embedded() -> None:
+        await _migrate_all(await pg.ensure_database())
+
+    pg.start()
+    try:
+        asyncio.run(with_embedded())
+    finally:
+        pg.stop()
+    return 0
+
+
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from vera.errors import VeraError
+    from vera.ingest import IngestFileError, ingest_file, parse_jsonl
+    from vera.stack import read_stack_file
+
+    settings = _settings(args.data_dir)
+    if not args.file.is_file():
+        print(f"vera ingest: {args.file}: no such file", file=sys.stderr)
+        return 2
+    try:
+        parsed = parse_jsonl(args.file)
+    except IngestFileError as exc:
+        print(f"vera ingest: {args.file} rejected, nothing was written:", file=sys.stderr)
+        for line, reason in exc.errors:
+            print(f"  line {line}: {reason}", file=sys.stderr)
+        return 2
+    stack = read_stack_file(settings.data_dir.expanduser().resolve())
+    if stack is not None:
+        settings = settings.model_copy(update={
+            "services": settings.services.model_copy(update=stack["services"])})
+
+    bars: dict[str, tqdm] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if total < 200:  # short files finish before a bar would help
+            return
+        bar = bars.get(stage)
+        if bar is None:
+            label = "loading facts" if stage == "load" else "indexing"
+            bar = bars[stage] = tqdm(total=total, desc=label, unit="fact", file=sys.stderr)
+        bar.total = total
+        bar.update(done - bar.n)
+
+    try:
+        summary = asyncio.run(ingest_file(settings, parsed, args.project, on_progress=progress))
+    except VeraError as exc:
+        print(f"vera ingest: failed ({exc.reason.lower()}): {exc.message}. Is the stack "
+              "running (scripts/up) with the same --data-dir?", file=sys.stderr)
+        return 1
+    finally:
+        for bar in bars.values():
+            bar.close()
+    (sc, sd), (ec, ed), (fc, fd) = summary.sources, summary.entities, summary.facts
+    verb = "created" if summary.project_created else "existing"
+    print(f"project {summary.project_slug} ({verb})\n"
+          f"  facts:    {fc} created, {fd} deduplicated\n"
+          f"  sources:  {sc} created, {sd} deduplicated\n"
+          f"  entities: {ec} created, {ed} deduplicated\n"
+          f"all facts searchable after {summary.seconds:.1f} s")
+    return 0
+
+
+COMMANDS = {"up": _cmd_up, "serve": _cmd_serve, "migrate": _cmd_migrate, "ingest": _cmd_ingest}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings()
+        component = args.service if args.command == "serve" else args.command
+        configure_logging(settings.observability.log_level, component)
+        return COMMANDS[args.command](args)
+    except ConfigError as exc:
+        print(f"vera: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

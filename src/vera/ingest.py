@@ -1,0 +1,274 @@
+"""`vera ingest`: validate a curated JSONL file whole, then load it into one project.
+
+The file is checked completely before anything is written; any bad line rejects the
+file with its line number and reason. Loading is idempotent (re-ingesting creates
+nothing), so a load interrupted half-way is finished by running it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from vera.config import Settings
+from vera.identity.v1 import identity_pb2, identity_pb2_grpc
+from vera.knowledge.v1 import knowledge_pb2, knowledge_pb2_grpc
+from vera.repository_identity import canonicalize
+from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from vera.rpc.client import open_channel
+from vera.rpc.timestamps import to_timestamp
+
+FACTS_PER_CALL = 500
+MAX_REPORTED_ERRORS = 20
+
+# field -> (type, max length or None); lengths follow the MCP input bounds.
+_STR = str
+SOURCE_FIELDS: dict[str, tuple[type, int | None]] = {
+    "id": (_STR, 512), "source_type": (_STR, 256), "title": (_STR, 1024),
+    "uri": (_STR, 2048), "observed_at": (_STR, 64),
+}
+FACT_FIELDS: dict[str, tuple[type, int | None]] = {
+    "subject": (_STR, 512), "predicate": (_STR, 2048), "object": (_STR, 8000),
+    "source": (_STR, 512), "evidence": (_STR, 8000), "locator": (_STR, 1024),
+    "valid_from": (_STR, 64), "valid_to": (_STR, 64), "trust_tier": (int, None),
+    "authority": (float, None), "repository": (_STR, 1024), "branch": (_STR, 512),
+    "code_path": (_STR, 1024), "document_type": (_STR, 256),
+}
+ENTITY_FIELDS: dict[str, tuple[type, int | None]] = {
+    "name": (_STR, 1024), "aliases": (list, 64), "kind": (_STR, 256),
+}
+REQUIRED = {"source": ("id",), "fact": ("subject", "predicate", "object"), "entity": ("name",)}
+FIELDS = {"source": SOURCE_FIELDS, "fact": FACT_FIELDS, "entity": ENTITY_FIELDS}
+
+
+class IngestFileError(Exception):
+    """The file is invalid; ``errors`` holds (line number, reason) pairs."""
+
+    def __init__(self, errors: list[tuple[int, str]]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"line {line}: {reason}" for line, reason in errors))
+
+
+@dataclass
+class ParsedFile:
+    sources: list[knowledge_pb2.SourceInput] = field(default_factory=list)
+    entities: list[knowledge_pb2.EntityInput] = field(default_factory=list)
+    facts: list[knowledge_pb2.FactInput] = field(default_factory=list)
+    fact_lines: list[int] = field(default_factory=list)
+    repositories: set[str] = field(default_factory=set)
+
+
+@dataclass
+class IngestSummary:
+    sources: tuple[int, int] = (0, 0)  # (created, deduplicated)
+    entities: tuple[int, int] = (0, 0)
+    facts: tuple[int, int] = (0, 0)
+    project_slug: str = ""
+    project_created: bool = False
+    seconds: float = 0.0
+
+
+def _parse_time(value: str, name: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{name}: not an ISO-8601 timestamp") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _check_fields(kind: str, obj: dict[str, Any]) -> None:
+    spec = FIELDS[kind]
+    for name in obj:
+        if name != "type" and name not in spec:
+            raise ValueError(f"{name}: unknown field for a {kind}")
+    for name in REQUIRED[kind]:
+        if obj.get(name) in (None, ""):
+            raise ValueError(f"{name}: required")
+    for name, (expected, limit) in spec.items():
+        value = obj.get(name)
+        if value is None:
+            continue
+        if expected is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, expected) and not isinstance(value, bool)
+        if not ok:
+            raise ValueError(f"{name}: must be {expected.__name__}")
+        if limit is not None and len(value) > limit:
+            raise ValueError(f"{name}: longer than {limit}")
+    if kind == "entity" and not all(isinstance(a, str) and a for a in obj.get("aliases") or []):
+        raise ValueError("aliases: must be non-empty strings")
+
+
+def _fact_input(obj: dict[str, Any], parsed: ParsedFile) -> knowledge_pb2.FactInput:
+    tier = obj.get("trust_tier")
+    if tier is not None and not 0 <= tier <= 4:
+        raise ValueError("trust_tier: must be 0..4")
+    authority = obj.get("authority")
+    if authority is not None and not 0.0 <= authority <= 1.0:
+        raise ValueError("authority: must be 0.0..1.0")
+    valid_from = _parse_time(obj["valid_from"], "valid_from") if obj.get("valid_from") else None
+    valid_to = _parse_time(obj["valid_to"], "valid_to") if obj.get("valid_to") else None
+    if valid_from and valid_to and valid_to <= valid_from:
+        raise ValueError("valid_to: must be after valid_from")
+    repository = ""
+    if obj.get("repository"):
+        repository = canonicalize(obj["repository"]) or ""
+        if not repository:
+            raise ValueError("repository: not a supported repository identity")
+        parsed.repositories.add(repository)
+    fact = knowledge_pb2.FactInput(
+        subject=obj["subject"], predicate=obj["predicate"], object=obj["object"],
+        source_id=obj.get("source") or "", evidence=obj.get("evidence") or "",
+        locator=obj.get("locator") or "", valid_from=to_timestamp(valid_from),
+        valid_to=to_timestamp(valid_to), repository=repository,
+        branch=obj.get("branch") or "", code_path=obj.get("code_path") or "",
+        document_type=obj.get("document_type") or "",
+    )
+    if tier is not None:
+        fact.trust_tier = tier
+    if authority is not None:
+        fact.authority = float(authority)
+    return fact
+
+
+def parse_jsonl(path: Path) -> ParsedFile:
+    """Validates the whole file; raises IngestFileError listing bad lines."""
+    parsed = ParsedFile()
+    errors: list[tuple[int, str]] = []
+    source_lines: dict[str, int] = {}
+    fact_sources: list[tuple[int, str]] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError("not a JSON object")
+                kind = obj.get("type")
+                if kind not in FIELDS:
+                    raise ValueError("type: must be source, fact or entity")
+                _check_fields(kind, obj)
+                if kind == "source":
+                    if obj["id"] in source_lines:
+                        raise ValueError(f"id: duplicate of line {source_lines[obj['id']]}")
+                    source_lines[obj["id"]] = number
+                    observed = obj.get("observed_at")
+                    parsed.sources.append(knowledge_pb2.SourceInput(
+                        source_id=obj["id"], source_type=obj.get("source_type") or "",
+                        title=obj.get("title") or "", uri=obj.get("uri") or "",
+                        observed_at=to_timestamp(_parse_time(observed, "observed_at"))
+                        if observed else None,
+                    ))
+                elif kind == "entity":
+                    parsed.entities.append(knowledge_pb2.EntityInput(
+                        name=obj["name"], aliases=obj.get("aliases") or [],
+                        kind=obj.get("kind") or "",
+                    ))
+                else:
+                    parsed.facts.append(_fact_input(obj, parsed))
+                    parsed.fact_lines.append(number)
+                    if obj.get("source"):
+                        fact_sources.append((number, obj["source"]))
+            except json.JSONDecodeError as exc:
+                errors.append((number, f"invalid JSON ({exc.msg})"))
+            except ValueError as exc:
+                errors.append((number, str(exc)))
+            if len(errors) >= MAX_REPORTED_ERRORS:
+                break
+    # A fact cites a source defined in the same file, so the file is checked whole here.
+    for number, source_id in fact_sources:
+        if source_id not in source_lines and len(errors) < MAX_REPORTED_ERRORS:
+            errors.append((number, f"source: no source with id {source_id!r} in this file"))
+    errors.sort()
+    if errors:
+        raise IngestFileError(errors)
+    if not (parsed.sources or parsed.entities or parsed.facts):
+        raise IngestFileError([(0, "the file holds no records")])
+    return parsed
+
+
+async def ingest_file(
+    settings: Settings,
+    parsed: ParsedFile,
+    project_slug: str,
+    *,
+    on_progress: Callable[[str, int, int], None] | None = None,
+    index_timeout_seconds: float = 600.0,
+) -> IngestSummary:
+    """Loads a parsed file (``parse_jsonl``) and waits until its facts are searchable.
+
+    ``on_progress(stage, done, total)`` is called with stage "load" then "index".
+    """
+    started = time.monotonic()
+    progress = on_progress or (lambda stage, done, total: None)
+    deadline = settings.rpc.deadline_seconds
+    principal_id = str(settings.mcp.local_principal_id)
+    channels = [open_channel(getattr(settings.services, name), deadline)
+                for name in ("identity", "knowledge", "retrieval")]
+    try:
+        identity = identity_pb2_grpc.IdentityServiceStub(channels[0])
+        knowledge = knowledge_pb2_grpc.KnowledgeServiceStub(channels[1])
+        retrieval = retrieval_pb2_grpc.RetrievalServiceStub(channels[2])
+        await identity.EnsureLocalPrincipal(
+            identity_pb2.EnsureLocalPrincipalRequest(principal_id=principal_id))
+        project = await identity.EnsureProject(identity_pb2.EnsureProjectRequest(
+            principal_id=principal_id, slug=project_slug))
+        scope_id = project.project.project_id
+        for repository in sorted(parsed.repositories):
+            await identity.MapRepository(identity_pb2.MapRepositoryRequest(
+                principal_id=principal_id, project_id=scope_id, repository=repository))
+
+        summary = IngestSummary(project_slug=project_slug, project_created=project.created)
+        totals = {"sources": [0, 0], "entities": [0, 0], "facts": [0, 0]}
+        position = 0
+        chunks = [parsed.facts[i:i + FACTS_PER_CALL]
+                  for i in range(0, len(parsed.facts), FACTS_PER_CALL)] or [[]]
+        done = 0
+        for index, chunk in enumerate(chunks):
+            request = knowledge_pb2.IngestKnowledgeRequest(
+                principal_id=principal_id, scope_id=scope_id, facts=chunk,
+                # Sources and entities ride with the first call so later facts can cite them.
+                sources=parsed.sources if index == 0 else [],
+                entities=parsed.entities if index == 0 else [],
+            )
+            response = await knowledge.IngestKnowledge(request, timeout=max(deadline, 120.0))
+            for name in totals:
+                counts = getattr(response, name)
+                totals[name][0] += counts.created
+                totals[name][1] += counts.deduplicated
+            position = max(position, response.change_position)
+            done += len(chunk)
+            progress("load", done, len(parsed.facts))
+
+        await _wait_until_indexed(retrieval, position, progress, index_timeout_seconds)
+        summary.sources = tuple(totals["sources"])  # type: ignore[assignment]
+        summary.entities = tuple(totals["entities"])  # type: ignore[assignment]
+        summary.facts = tuple(totals["facts"])  # type: ignore[assignment]
+        summary.seconds = time.monotonic() - started
+        return summary
+    finally:
+        for channel in channels:
+            await channel.close()
+
+
+async def _wait_until_indexed(retrieval, position: int, progress, timeout: float) -> None:
+    status = await retrieval.GetIndexStatus(retrieval_pb2.GetIndexStatusRequest())
+    start = min(status.indexed_position, position)
+    give_up = time.monotonic() + timeout
+    while status.indexed_position < position:
+        progress("index", status.indexed_position - start, position - start)
+        if time.monotonic() > give_up:
+            raise TimeoutError(
+                f"facts were stored but indexing has not caught up after {timeout:.0f} s; "
+                "they become searchable when the retrieval service catches up")
+        await asyncio.sleep(0.05)
+        status = await retrieval.GetIndexStatus(retrieval_pb2.GetIndexStatusRequest())
+    progress("index", position - start, position - start)

