@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -12,8 +11,6 @@ import asyncpg
 import pytest
 
 from vera.db.embedded import EmbeddedPostgres
-
-os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
 
 
 @pytest.fixture(scope="session")

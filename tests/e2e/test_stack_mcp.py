@@ -10,7 +10,6 @@ import httpx
 import pytest
 from mcp import Client, MCPError
 
-from .conftest import Stack
 
 pytestmark = pytest.mark.e2e
 
@@ -46,7 +45,7 @@ async def call(client: Client, tool: str, **arguments):
     return result.structured_content
 
 
-async def test_ingest_then_ground_propose_persist_and_feedback(stack: Stack, tmp_path: Path):
+async def test_ingest_then_ground_propose_persist_and_feedback(stack, tmp_path: Path):
     good = write_jsonl(tmp_path / "payments.jsonl", RECORDS)
     first = stack.vera("ingest", str(good), "--project", "payments", "--data-dir",
                        str(stack.data_dir))
@@ -133,14 +132,14 @@ async def test_ingest_then_ground_propose_persist_and_feedback(stack: Stack, tmp
             assert caught.value.data["field"] == field
 
 
-async def test_metrics_listener_is_separate_and_bounded(stack: Stack):
+async def test_metrics_listener_is_separate_and_bounded(stack):
     port = stack.env["VERA_OBSERVABILITY__MCP_METRICS_PORT"]
     body = httpx.get(f"http://127.0.0.1:{port}/metrics").text
     assert "vera_mcp_tool_calls_total" in body
     assert httpx.get(f"http://127.0.0.1:{stack.port}/metrics").status_code == 404
 
 
-async def test_facts_survive_a_restart(stack: Stack):
+async def test_facts_survive_a_restart(stack):
     assert stack.stop() == 0
     stack.start()
     async with Client(stack.mcp_url) as client:

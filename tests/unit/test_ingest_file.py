@@ -1,0 +1,80 @@
+"""The JSONL file is validated whole, with line numbers, before anything is written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vera.ingest import IngestFileError, parse_jsonl
+
+
+def write(tmp_path: Path, *lines: object) -> Path:
+    path = tmp_path / "k.jsonl"
+    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line)
+                              for line in lines) + "\n")
+    return path
+
+
+SOURCE = {"type": "source", "id": "adr-7", "source_type": "adr", "title": "ADR 7",
+          "uri": "https://wiki/adr/7", "observed_at": "2025-01-02T00:00:00Z"}
+FACT = {"type": "fact", "subject": "payments-api", "predicate": "uses_database",
+        "object": "PostgreSQL", "source": "adr-7", "evidence": "…", "locator": "L10-L20",
+        "valid_from": "2025-01-02T00:00:00Z", "valid_to": None, "trust_tier": 1,
+        "authority": 0.9, "repository": "git@github.com:Acme/Payments.git", "branch": "main",
+        "code_path": "services/payments", "document_type": "adr"}
+
+
+def test_a_full_file_parses_into_inputs(tmp_path: Path):
+    parsed = parse_jsonl(write(tmp_path, SOURCE, "", FACT,
+                               {"type": "entity", "name": "payments-api", "aliases": ["pay"]}))
+    assert [s.source_id for s in parsed.sources] == ["adr-7"]
+    fact = parsed.facts[0]
+    assert fact.trust_tier == 1 and fact.HasField("trust_tier")
+    assert fact.repository == "github.com/Acme/Payments"
+    assert fact.valid_from.ToJsonString() == "2025-01-02T00:00:00Z"
+    assert not fact.HasField("valid_to")
+    assert parsed.fact_lines == [3]
+    assert parsed.repositories == {"github.com/Acme/Payments"}
+
+
+def test_only_subject_predicate_object_are_required(tmp_path: Path):
+    parsed = parse_jsonl(write(tmp_path, {"type": "fact", "subject": "a", "predicate": "b",
+                                          "object": "c"}))
+    assert not parsed.facts[0].HasField("trust_tier")
+    assert not parsed.facts[0].HasField("authority")
+
+
+@pytest.mark.parametrize(("bad", "expected"), [
+    ("{not json", "invalid JSON"),
+    ({"type": "fact", "subject": "a", "predicate": "b"}, "object: required"),
+    ({**FACT, "trust_tier": 5}, "trust_tier"),
+    ({**FACT, "trust_tier": True}, "trust_tier"),
+    ({**FACT, "authority": 1.5}, "authority"),
+    ({**FACT, "valid_from": "yesterday"}, "valid_from"),
+    ({**FACT, "valid_to": "2024-01-01T00:00:00Z"}, "valid_to"),
+    ({**FACT, "source": "adr-99"}, "source"),
+    ({**FACT, "repository": "/home/me/src/payments"}, "repository"),
+    ({**FACT, "colour": "blue"}, "colour"),
+    ({"type": "note"}, "type"),
+    ([1, 2], "JSON object"),
+    ({**SOURCE}, "duplicate"),
+])
+def test_a_bad_line_rejects_the_file_naming_line_and_field(tmp_path: Path, bad, expected):
+    with pytest.raises(IngestFileError) as caught:
+        parse_jsonl(write(tmp_path, SOURCE, FACT, bad))
+    [(line, reason)] = caught.value.errors
+    assert line == 3
+    assert expected in reason
+
+
+def test_every_bad_line_is_reported_in_order(tmp_path: Path):
+    with pytest.raises(IngestFileError) as caught:
+        parse_jsonl(write(tmp_path, {**FACT, "source": "nope"}, SOURCE, {"type": "x"}))
+    assert [line for line, _ in caught.value.errors] == [1, 3]
+
+
+def test_an_empty_file_is_rejected(tmp_path: Path):
+    with pytest.raises(IngestFileError):
+        parse_jsonl(write(tmp_path, ""))
