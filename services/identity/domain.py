@@ -76,7 +76,10 @@ class IdentityStore(Protocol):
     """The persistence port; ``store.PgIdentityStore`` implements it."""
 
     async def ensure_principal(
-        self, principal_id: uuid.UUID, display_name: str, kind: PrincipalKind,
+        self,
+        principal_id: uuid.UUID,
+        display_name: str,
+        kind: PrincipalKind,
         personal_slugs: Sequence[str],
     ) -> tuple[Principal, bool]:
         """Creates the principal and its personal project when missing; True when created."""
@@ -125,7 +128,10 @@ def _as_uuid(value: str) -> uuid.UUID | None:
 
 def personal_slugs(principal_id: uuid.UUID) -> list[str]:
     """The personal scope's slug, and a collision-free fallback (two ids can share 8 chars)."""
-    return [f"{PERSONAL_SLUG_PREFIX}{principal_id.hex[:8]}", f"{PERSONAL_SLUG_PREFIX}{principal_id.hex}"]
+    return [
+        f"{PERSONAL_SLUG_PREFIX}{principal_id.hex[:8]}",
+        f"{PERSONAL_SLUG_PREFIX}{principal_id.hex}",
+    ]
 
 
 class IdentityService:
@@ -228,10 +234,7 @@ class IdentityService:
         """The readable projects and the personal scope; an unknown principal is invalid input."""
         projects = await self._store.readable_projects(pid)
         personal = next(
-            (
-                p for p in projects
-                if p.kind is ProjectKind.PERSONAL and p.owner_principal_id == pid
-            ),
+            (p for p in projects if p.kind is ProjectKind.PERSONAL and p.owner_principal_id == pid),
             None,
         )
         if personal is None:

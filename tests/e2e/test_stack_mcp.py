@@ -10,7 +10,6 @@ import httpx
 import pytest
 from mcp import Client, MCPError
 
-
 pytestmark = pytest.mark.e2e
 
 REPO = "https://ci-bot:s3cret@github.com/Acme/Payments.git"

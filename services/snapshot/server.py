@@ -1,0 +1,83 @@
+"""Entry point of the snapshot service: migrate, pool, servicer, sweeper, bound gRPC server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+
+from vera.config import ConfigError, Settings
+from vera.db.migrate import migrate
+from vera.db.pool import create_pool
+from vera.rpc.server import HostedService, ServiceBinding, create_server
+from vera.services.snapshot.api import SnapshotApi
+from vera.services.snapshot.domain import Clock, SnapshotService, utc_now
+from vera.services.snapshot.store import PgSnapshotStore
+from vera.snapshot.v1 import snapshot_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "snapshot"
+SERVICE_NAME = "vera.snapshot.v1.SnapshotService"
+
+
+async def run_sweeper(service: SnapshotService, interval_seconds: float) -> None:
+    """Physically deletes expired packs every interval, even when nothing else is written."""
+    while True:
+        try:
+            deleted = await service.sweep()
+            if deleted:
+                log.info("swept %d expired context packs", deleted)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # A database blip must not end maintenance; the next tick retries.
+            log.exception("context pack sweep failed")
+        await asyncio.sleep(interval_seconds)
+
+
+async def create(settings: Settings, address: str, *, clock: Clock = utc_now) -> HostedService:
+    """Applies migrations, starts the sweeper and returns the bound (not started) server.
+
+    ``clock`` exists for tests: it drives creation times, expiry and the sweeper.
+    """
+    if settings.database.dsn is None:
+        raise ConfigError("VERA_DATABASE__DSN: required")
+    dsn = settings.database.dsn.get_secret_value()
+    await migrate(dsn, SCHEMA, "vera.services.snapshot")
+    pool = await create_pool(
+        dsn,
+        SCHEMA,
+        min_size=settings.database.pool_min_size,
+        max_size=settings.database.pool_max_size,
+    )
+    try:
+        service = SnapshotService(
+            PgSnapshotStore(pool), timedelta(days=settings.snapshot.pack_ttl_days), clock
+        )
+        running = create_server(
+            [
+                ServiceBinding(
+                    SERVICE_NAME,
+                    SnapshotApi(service),
+                    snapshot_pb2_grpc.add_SnapshotServiceServicer_to_server,
+                )
+            ],
+            address,
+        )
+    except BaseException:
+        await pool.close()
+        raise
+    sweeper = asyncio.create_task(
+        run_sweeper(service, settings.snapshot.sweep_interval_seconds),
+        name="snapshot-sweeper",
+    )
+
+    async def aclose() -> None:
+        sweeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweeper
+        await pool.close()
+
+    return HostedService(running, aclose)
