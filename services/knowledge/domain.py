@@ -15,7 +15,7 @@ import unicodedata
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from functools import lru_cache
 from importlib import resources
 from urllib.parse import urlsplit
@@ -46,7 +46,7 @@ FEEDBACK_SIGNALS = ("up", "down")
 _WHITESPACE = re.compile(r"\s+")
 
 
-class FactState(str, Enum):
+class FactState(StrEnum):
     PROPOSED = "PROPOSED"
     ACTIVE = "ACTIVE"
     DISPUTED = "DISPUTED"  # derived on read, never stored
@@ -57,7 +57,7 @@ class FactState(str, Enum):
 LIVE_STATES = (FactState.PROPOSED.value, FactState.ACTIVE.value)
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     CREATED = "created"
     DEDUPLICATED = "deduplicated"
     SKIPPED = "skipped"
@@ -65,7 +65,7 @@ class Outcome(str, Enum):
     REJECTED = "rejected"
 
 
-class Verification(str, Enum):
+class Verification(StrEnum):
     VERIFIED = "verified"
     UNVERIFIED = "unverified"
     WITHDRAWN = "withdrawn"
@@ -520,8 +520,17 @@ def citation_of(assertion: AssertionView) -> CitationView:
 
 
 def best_first(assertions: list[AssertionView]) -> list[AssertionView]:
-    """Best trust tier first, then higher authority, then oldest."""
-    return sorted(assertions, key=lambda a: (a.trust_tier, -a.authority, a.recorded_at))
+    """Best trust tier first, then higher authority, then oldest, then by source id."""
+    return sorted(
+        assertions,
+        key=lambda a: (
+            a.trust_tier,
+            -a.authority,
+            a.recorded_at,
+            a.source.source_id if a.source else "",
+            str(a.assertion_id),
+        ),
+    )
 
 
 # --- proposals --------------------------------------------------------------------------
@@ -637,7 +646,7 @@ class ProposalResult:
     fact: FactView | None
 
 
-class RetractionStatus(str, Enum):
+class RetractionStatus(StrEnum):
     RETRACTED = "retracted"
     ALREADY_RETRACTED = "already_retracted"
 
@@ -722,7 +731,7 @@ class FeedbackView:
     recorded_at: datetime
 
 
-class ChangeKind(str, Enum):
+class ChangeKind(StrEnum):
     FACT_UPSERTED = "fact_upserted"
     SOURCE_UPSERTED = "source_upserted"
     FEEDBACK_RECORDED = "feedback_recorded"

@@ -26,7 +26,11 @@ class FactState(enum.IntEnum):
 LIVE_STATES: tuple[FactState, ...] = (FactState.PROPOSED, FactState.ACTIVE, FactState.DISPUTED)
 # A transaction-time read may land on versions that are superseded or retracted today;
 # the time filters and the authoritative re-read decide.
-TIME_TRAVEL_STATES: tuple[FactState, ...] = (*LIVE_STATES, FactState.SUPERSEDED, FactState.RETRACTED)
+TIME_TRAVEL_STATES: tuple[FactState, ...] = (
+    *LIVE_STATES,
+    FactState.SUPERSEDED,
+    FactState.RETRACTED,
+)
 
 
 class ChangeKind(enum.IntEnum):

@@ -131,7 +131,7 @@ async def test_ingest_then_ground_propose_persist_and_feedback(stack, tmp_path: 
             assert caught.value.data["field"] == field
 
 
-async def test_metrics_listener_is_separate_and_bounded(stack):
+def test_metrics_listener_is_separate_and_bounded(stack):
     port = stack.env["VERA_OBSERVABILITY__MCP_METRICS_PORT"]
     body = httpx.get(f"http://127.0.0.1:{port}/metrics").text
     assert "vera_mcp_tool_calls_total" in body
