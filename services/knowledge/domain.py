@@ -18,9 +18,9 @@ from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
 from importlib import resources
-from urllib.parse import urlsplit
 
 from vera.errors import InvalidInput
+from vera.repository_identity import canonicalize
 
 # Curated facts default to a good-but-not-best tier; proposals are always unverified.
 CURATED_TRUST_TIER = 1
@@ -98,9 +98,7 @@ class Ontology:
 
 @lru_cache(maxsize=1)
 def load_ontology() -> Ontology:
-    raw = json.loads(
-        (resources.files(__package__) / "ontology.json").read_text(encoding="utf-8")
-    )
+    raw = json.loads((resources.files(__package__) / "ontology.json").read_text(encoding="utf-8"))
     return Ontology(
         version=str(raw["version"]),
         single_valued_predicates=frozenset(normalize(p) for p in raw["single_valued_predicates"]),
@@ -114,38 +112,13 @@ def excerpt(text: str) -> str:
 # --- task identity ----------------------------------------------------------------------
 
 
-_SCP_LIKE = re.compile(r"^(?:[^@/\s]+@)?([^:/\s]+):(?!//)(.+)$")
-_WINDOWS_PATH = re.compile(r"^[A-Za-z]:[\\/]")
-
-
 def canonical_repository(ref: str) -> str:
-    """A repository reference without credentials, query, fragment, scheme or ``.git``.
+    """The canonical ``host/path`` identity of a repository reference, or "".
 
-    ``https://u:p@GitHub.com/org/repo.git?x#y`` and ``git@github.com:org/repo.git`` both
-    become ``github.com/org/repo``. Local paths are never stored: they become "".
+    Credentials, query, fragment, port and ``.git`` are dropped; local paths and anything
+    else that names no remote host become "" so they are never stored.
     """
-    ref = unicodedata.normalize("NFKC", ref).strip()
-    if not ref:
-        return ""
-    if ref.startswith(("/", "~", ".", "\\", "file:")) or _WINDOWS_PATH.match(ref):
-        return ""
-    if "://" in ref:
-        parts = urlsplit(ref)
-        host = (parts.hostname or "").lower()
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        path = parts.path
-    else:
-        scp = _SCP_LIKE.match(ref)
-        if scp:
-            host, path = scp.group(1).lower(), scp.group(2)
-        else:
-            # "github.com/org/repo" or a bare name: drop anything after ? or #.
-            head, _, path = re.split(r"[?#]", ref, maxsplit=1)[0].partition("/")
-            host = head.rsplit("@", 1)[-1].lower()
-    path = re.split(r"[?#]", path, maxsplit=1)[0].strip("/")
-    path = path.removesuffix(".git").rstrip("/")
-    return f"{host}/{path}" if path else host
+    return canonicalize(unicodedata.normalize("NFKC", ref)) or ""
 
 
 @dataclass(frozen=True)
@@ -390,11 +363,21 @@ def validate_fact(
         valid_to=valid_to,
         trust_tier=tier,
         authority=auth,
-        repository=canonical_repository(bound_text(f"{prefix}.repository", repository, MAX_TEXT)),
+        repository=_fact_repository(f"{prefix}.repository", repository),
         branch=bound_text(f"{prefix}.branch", branch, MAX_TEXT).strip(),
         code_path=bound_text(f"{prefix}.code_path", code_path, MAX_TEXT).strip(),
         document_type=bound_text(f"{prefix}.document_type", document_type, MAX_TEXT).strip(),
     )
+
+
+def _fact_repository(field_name: str, value: str) -> str:
+    value = bound_text(field_name, value, MAX_TEXT).strip()
+    if not value:
+        return ""
+    canonical = canonical_repository(value)
+    if not canonical:
+        raise InvalidInput(field_name, "not a supported repository identity", reason="malformed")
+    return canonical
 
 
 def check_batch(batch: IngestBatch, known_source_ids: set[str]) -> None:

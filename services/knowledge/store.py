@@ -1,0 +1,948 @@
+"""The asyncpg adapter: every SQL statement of the knowledge service lives here.
+
+Writes run in one transaction each and append their outbox rows last, under one
+advisory lock, so outbox positions become visible in commit order (a tailing indexer
+never skips a position that commits late). Reads are one or two queries per call.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from vera.errors import InvalidInput
+
+from . import domain
+from .domain import (
+    AssertionView,
+    ChangeKind,
+    ChangesPage,
+    ChangeView,
+    Counts,
+    EvidenceView,
+    FactState,
+    FactView,
+    FeedbackIn,
+    FeedbackView,
+    IngestBatch,
+    IngestResult,
+    Ontology,
+    Outcome,
+    Proposal,
+    ProposalFindings,
+    ProposalReport,
+    ProposalResult,
+    RetractionStatus,
+    SourceView,
+    TaskContext,
+)
+
+# Any constant works; it only has to be the same for every writer of this schema.
+_OUTBOX_LOCK = 0x6B6E6F776C656467  # "knowledg"
+
+_FACT_COLUMNS = """
+    f.version_id, f.fact_key, f.scope_id, f.subject, f.predicate, f.object, f.state,
+    f.trust_tier, f.authority, f.valid_from, f.valid_to, f.recorded_at, f.superseded_at,
+    f.repository, f.branch, f.code_path, f.document_type, f.source_type
+"""
+
+_LIVE = "('ACTIVE', 'PROPOSED')"
+
+
+class _Params:
+    """Collects positional parameters so SQL text only ever holds $n placeholders."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+
+    def __call__(self, value: Any) -> str:
+        self.values.append(value)
+        return f"${len(self.values)}"
+
+
+def _tx_time(alias: str, known_as_of: str | None) -> str:
+    """The version is current at transaction time (``known_as_of`` placeholder or now)."""
+    if known_as_of is None:
+        return f"{alias}.superseded_at IS NULL"
+    return (
+        f"{alias}.recorded_at <= {known_as_of}"
+        f" AND ({alias}.superseded_at IS NULL OR {alias}.superseded_at > {known_as_of})"
+    )
+
+
+def _valid_time(alias: str, as_of: str) -> str:
+    return (
+        f"({alias}.valid_from IS NULL OR {alias}.valid_from <= {as_of})"
+        f" AND ({alias}.valid_to IS NULL OR {alias}.valid_to > {as_of})"
+    )
+
+
+def _conflicts(single_valued: str, known_as_of: str | None) -> str:
+    """Keys of live facts in the same scope contradicting ``f`` on a single-valued predicate."""
+    return f"""
+        CASE WHEN f.state IN {_LIVE} AND f.predicate_norm = ANY({single_valued}::text[])
+        THEN ARRAY(
+            SELECT DISTINCT c.fact_key FROM facts c
+            WHERE c.scope_id = f.scope_id
+              AND c.subject_norm = f.subject_norm
+              AND c.predicate_norm = f.predicate_norm
+              AND c.object_norm <> f.object_norm
+              AND c.state IN {_LIVE}
+              AND {_tx_time("c", known_as_of)}
+              AND (c.valid_from IS NULL OR f.valid_to IS NULL OR c.valid_from < f.valid_to)
+              AND (f.valid_from IS NULL OR c.valid_to IS NULL OR f.valid_from < c.valid_to)
+            ORDER BY c.fact_key)
+        ELSE ARRAY[]::text[] END AS conflicting_fact_keys
+    """
+
+
+@dataclass
+class _Outbox:
+    """Outbox rows of one transaction, written last by ``flush``."""
+
+    rows: list[tuple[str, uuid.UUID | None, uuid.UUID, str]] = field(default_factory=list)
+    _seen: set[tuple[str, object]] = field(default_factory=set)
+
+    def add(
+        self,
+        kind: ChangeKind,
+        scope_id: uuid.UUID,
+        *,
+        version_id: uuid.UUID | None = None,
+        ref: str = "",
+    ) -> None:
+        key = (kind.value, version_id or ref)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.rows.append((kind.value, version_id, scope_id, ref))
+
+    async def flush(self, conn: asyncpg.Connection) -> None:
+        if not self.rows:
+            return
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _OUTBOX_LOCK)
+        await conn.executemany(
+            "INSERT INTO outbox (kind, version_id, scope_id, ref) VALUES ($1, $2, $3, $4)",
+            self.rows,
+        )
+
+
+async def _lock_keys(conn: asyncpg.Connection, keys: Iterable[str]) -> None:
+    """Transaction locks on fact keys (or other names), taken in one stable order."""
+    await conn.execute(
+        """SELECT count(pg_advisory_xact_lock(h)) FROM (
+               SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k
+               ORDER BY h) AS locks""",
+        sorted(set(keys)),
+    )
+
+
+class KnowledgeStore:
+    def __init__(self, pool: asyncpg.Pool, ontology: Ontology) -> None:
+        self._pool = pool
+        self._ontology = ontology
+        self._single_valued = sorted(ontology.single_valued_predicates)
+
+    # --- reads --------------------------------------------------------------------------
+
+    async def batch_get_facts(
+        self,
+        scope_ids: Sequence[uuid.UUID],
+        fact_keys: Sequence[str],
+        as_of: datetime | None,
+        known_as_of: datetime | None,
+    ) -> list[FactView]:
+        if not scope_ids or not fact_keys:
+            return []
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            views = await self._facts(
+                conn,
+                scope_ids=scope_ids,
+                fact_keys=fact_keys,
+                as_of=as_of,
+                known_as_of=known_as_of,
+                live_only=True,
+            )
+        by_key = {v.fact_key: v for v in views}
+        ordered: list[FactView] = []
+        for key in dict.fromkeys(fact_keys):
+            if key in by_key:
+                ordered.append(by_key[key])
+        return ordered
+
+    async def explain_fact(
+        self,
+        scope_ids: Sequence[uuid.UUID],
+        fact_key: str,
+        as_of: datetime | None,
+        known_as_of: datetime | None,
+    ) -> tuple[FactView, list[AssertionView]] | None:
+        if not scope_ids:
+            return None
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            rows = await self._fact_rows(
+                conn,
+                scope_ids=scope_ids,
+                fact_keys=[fact_key],
+                as_of=as_of,
+                known_as_of=known_as_of,
+                live_only=False,
+            )
+            if not rows:
+                return None
+            assertions = await self._assertions(
+                conn, [fact_key], known_as_of, include_withdrawn=True
+            )
+        all_assertions = assertions.get(fact_key, [])
+        view = self._view(rows[0], [a for a in all_assertions if _cites(a)])
+        return view, domain.best_first(all_assertions)
+
+    async def list_changes(self, after_position: int, page_size: int) -> ChangesPage:
+        async with (
+            self._pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            rows = await conn.fetch(
+                """SELECT position, kind, version_id, created_at FROM outbox
+                   WHERE position > $1 ORDER BY position LIMIT $2""",
+                after_position,
+                page_size,
+            )
+            version_ids = [r["version_id"] for r in rows if r["version_id"] is not None]
+            facts = (
+                {
+                    v.version_id: v
+                    for v in await self._facts(conn, version_ids=version_ids, live_only=False)
+                }
+                if version_ids
+                else {}
+            )
+            head = await conn.fetchval("SELECT coalesce(max(position), 0) FROM outbox")
+        changes = tuple(
+            ChangeView(
+                position=r["position"],
+                kind=ChangeKind(r["kind"]),
+                fact=facts.get(r["version_id"]) if r["version_id"] is not None else None,
+                created_at=r["created_at"],
+            )
+            for r in rows
+        )
+        return ChangesPage(changes=changes, head_position=head)
+
+    async def _fact_rows(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        scope_ids: Sequence[uuid.UUID] | None = None,
+        fact_keys: Sequence[str] | None = None,
+        version_ids: Sequence[uuid.UUID] | None = None,
+        as_of: datetime | None = None,
+        known_as_of: datetime | None = None,
+        live_only: bool,
+        valid_filter: bool = True,
+    ) -> list[asyncpg.Record]:
+        """Versions with their conflicts in one query.
+
+        By key: the version current at ``known_as_of`` (or now) and valid at ``as_of`` (or
+        now). By version id: exactly those versions, whatever their times.
+        """
+        p = _Params()
+        single_valued = p(self._single_valued)
+        known = p(known_as_of) if known_as_of is not None else None
+        where: list[str] = []
+        if version_ids is not None:
+            where.append(f"f.version_id = ANY({p(list(version_ids))}::uuid[])")
+        else:
+            where.append(_tx_time("f", known))
+            if valid_filter:
+                at = f"{p(as_of)}::timestamptz" if as_of is not None else "now()"
+                where.append(_valid_time("f", at))
+        if fact_keys is not None:
+            where.append(f"f.fact_key = ANY({p(list(fact_keys))}::text[])")
+        if scope_ids is not None:
+            where.append(f"f.scope_id = ANY({p(list(scope_ids))}::uuid[])")
+        if live_only:
+            where.append(f"f.state IN {_LIVE}")
+        sql = (
+            f"SELECT {_FACT_COLUMNS}, {_conflicts(single_valued, known)}"
+            f" FROM facts f WHERE {' AND '.join(where)}"
+        )
+        return await conn.fetch(sql, *p.values)
+
+    async def _facts(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        known_as_of: datetime | None = None,
+        **filters: Any,
+    ) -> list[FactView]:
+        rows = await self._fact_rows(conn, known_as_of=known_as_of, **filters)
+        if not rows:
+            return []
+        assertions = await self._assertions(
+            conn, [r["fact_key"] for r in rows], known_as_of, include_withdrawn=False
+        )
+        return [
+            self._view(r, [a for a in assertions.get(r["fact_key"], []) if _cites(a)]) for r in rows
+        ]
+
+    async def _assertions(
+        self,
+        conn: asyncpg.Connection,
+        fact_keys: Sequence[str],
+        known_as_of: datetime | None,
+        *,
+        include_withdrawn: bool,
+    ) -> dict[str, list[AssertionView]]:
+        """Assertions (with source and evidence) of the keys, as known at ``known_as_of``."""
+        p = _Params()
+        where = [f"a.fact_key = ANY({p(sorted(set(fact_keys)))}::text[])"]
+        if known_as_of is not None:
+            t = p(known_as_of)
+            where.append(f"a.recorded_at <= {t}")
+            where.append(f"(e.evidence_id IS NULL OR e.recorded_at <= {t})")
+            if not include_withdrawn:
+                where.append(f"(a.withdrawn_at IS NULL OR a.withdrawn_at > {t})")
+        elif not include_withdrawn:
+            where.append("a.status <> 'withdrawn'")
+        rows = await conn.fetch(
+            f"""SELECT a.assertion_id, a.fact_key, a.supports, a.trust_tier, a.authority,
+                       a.status, a.withdrawn_at, a.recorded_at,
+                       s.source_id, s.source_type, s.title, s.uri, s.observed_at,
+                       e.evidence_id, e.text, e.locator
+                FROM assertions a
+                LEFT JOIN sources s ON s.source_pk = a.source_pk
+                LEFT JOIN evidence e ON e.assertion_id = a.assertion_id
+                WHERE {" AND ".join(where)}
+                ORDER BY a.recorded_at, a.assertion_id, e.recorded_at, e.evidence_id""",
+            *p.values,
+        )
+        grouped: dict[uuid.UUID, tuple[str, asyncpg.Record, list[EvidenceView]]] = {}
+        for r in rows:
+            entry = grouped.setdefault(r["assertion_id"], (r["fact_key"], r, []))
+            if r["evidence_id"] is not None:
+                entry[2].append(EvidenceView(r["evidence_id"], r["text"], r["locator"]))
+        out: dict[str, list[AssertionView]] = {}
+        for assertion_id, (key, r, evidence) in grouped.items():
+            status = r["status"]
+            if (
+                status == "withdrawn"
+                and known_as_of is not None
+                and r["withdrawn_at"] is not None
+                and r["withdrawn_at"] > known_as_of
+            ):
+                status = "pending"  # only pending assertions are ever withdrawn
+            source = (
+                SourceView(r["source_id"], r["source_type"], r["title"], r["uri"], r["observed_at"])
+                if r["source_id"] is not None
+                else None
+            )
+            out.setdefault(key, []).append(
+                AssertionView(
+                    assertion_id=assertion_id,
+                    supports=r["supports"],
+                    trust_tier=r["trust_tier"],
+                    authority=r["authority"],
+                    verification=domain.verification_of(status),
+                    source=source,
+                    evidence=tuple(evidence),
+                    recorded_at=r["recorded_at"],
+                )
+            )
+        return out
+
+    def _view(self, r: asyncpg.Record, cited: list[AssertionView]) -> FactView:
+        cited = domain.best_first(cited)
+        citations = tuple(domain.citation_of(a) for a in cited)
+        conflicts = tuple(r["conflicting_fact_keys"] or ())
+        source_type = r["source_type"] or next(
+            (c.source_type for c in citations if c.source_type), ""
+        )
+        return FactView(
+            fact_key=r["fact_key"],
+            version_id=r["version_id"],
+            scope_id=r["scope_id"],
+            subject=r["subject"],
+            predicate=r["predicate"],
+            object=r["object"],
+            state=domain.displayed_state(r["state"], conflicts),
+            trust_tier=min([a.trust_tier for a in cited], default=r["trust_tier"]),
+            authority=r["authority"],
+            valid_from=r["valid_from"],
+            valid_to=r["valid_to"],
+            recorded_at=r["recorded_at"],
+            superseded_at=r["superseded_at"],
+            repository=r["repository"],
+            branch=r["branch"],
+            code_path=r["code_path"],
+            document_type=r["document_type"],
+            source_type=source_type,
+            citations=citations,
+            conflicting_fact_keys=conflicts,
+        )
+
+    # --- ingest -------------------------------------------------------------------------
+
+    async def ingest(self, batch: IngestBatch) -> IngestResult:
+        result = IngestResult()
+        outbox = _Outbox()
+        scope = batch.scope_id
+        async with self._pool.acquire() as conn:
+            async with conn.transaction():
+                await _lock_keys(conn, [f.fact_key for f in batch.facts])
+                referenced = sorted(batch.referenced_source_ids())
+                known = (
+                    {
+                        r["source_id"]: r["source_pk"]
+                        for r in await conn.fetch(
+                            """SELECT source_id, source_pk FROM sources
+                           WHERE scope_id = $1 AND source_id = ANY($2::text[])""",
+                            scope,
+                            referenced,
+                        )
+                    }
+                    if referenced
+                    else {}
+                )
+                domain.check_batch(batch, set(known))
+                source_pks = dict(known)
+                await self._ingest_sources(conn, batch, source_pks, result.sources, outbox)
+                await self._ingest_entities(conn, batch, result.entities)
+                await self._ingest_facts(conn, batch, source_pks, result.facts, outbox)
+                await outbox.flush(conn)
+            result.change_position = await conn.fetchval(
+                "SELECT coalesce(max(position), 0) FROM outbox"
+            )
+        return result
+
+    async def _ingest_sources(
+        self,
+        conn: asyncpg.Connection,
+        batch: IngestBatch,
+        source_pks: dict[str, uuid.UUID],
+        counts: Counts,
+        outbox: _Outbox,
+    ) -> None:
+        seen: set[str] = set()
+        for s in batch.sources:
+            if s.source_id in seen:
+                counts.deduplicated += 1
+                continue
+            seen.add(s.source_id)
+            row = await conn.fetchrow(
+                """INSERT INTO sources
+                       (source_pk, scope_id, source_id, source_type, title, uri, observed_at)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7)
+                   ON CONFLICT (scope_id, source_id) DO UPDATE SET
+                       source_type = EXCLUDED.source_type,
+                       title = EXCLUDED.title,
+                       uri = EXCLUDED.uri,
+                       observed_at = coalesce(EXCLUDED.observed_at, sources.observed_at),
+                       updated_at = now()
+                   WHERE (sources.source_type, sources.title, sources.uri, sources.observed_at)
+                       IS DISTINCT FROM (EXCLUDED.source_type, EXCLUDED.title, EXCLUDED.uri,
+                           coalesce(EXCLUDED.observed_at, sources.observed_at))
+                   RETURNING source_pk, (xmax = 0) AS inserted""",
+                uuid.uuid4(),
+                batch.scope_id,
+                s.source_id,
+                s.source_type,
+                s.title,
+                s.uri,
+                s.observed_at,
+            )
+            if row is None:  # identical to what is stored: nothing written
+                source_pks[s.source_id] = await conn.fetchval(
+                    "SELECT source_pk FROM sources WHERE scope_id = $1 AND source_id = $2",
+                    batch.scope_id,
+                    s.source_id,
+                )
+                counts.deduplicated += 1
+                continue
+            source_pks[s.source_id] = row["source_pk"]
+            if row["inserted"]:
+                counts.created += 1
+            else:
+                counts.deduplicated += 1
+            outbox.add(ChangeKind.SOURCE_UPSERTED, batch.scope_id, ref=s.source_id)
+
+    async def _ingest_entities(
+        self, conn: asyncpg.Connection, batch: IngestBatch, counts: Counts
+    ) -> None:
+        for e in batch.entities:
+            row = await conn.fetchrow(
+                """INSERT INTO entities (entity_id, scope_id, name, name_key, aliases, kind)
+                   VALUES ($1, $2, $3, $4, $5::text[], $6)
+                   ON CONFLICT (scope_id, name_key) DO UPDATE SET
+                       aliases = ARRAY(
+                           SELECT a FROM unnest(entities.aliases || EXCLUDED.aliases)
+                               WITH ORDINALITY AS t(a, n)
+                           GROUP BY a ORDER BY min(n)),
+                       kind = CASE WHEN entities.kind = '' THEN EXCLUDED.kind
+                                   ELSE entities.kind END
+                   WHERE NOT (EXCLUDED.aliases <@ entities.aliases)
+                      OR (entities.kind = '' AND EXCLUDED.kind <> '')
+                   RETURNING (xmax = 0) AS inserted""",
+                uuid.uuid4(),
+                batch.scope_id,
+                e.name,
+                e.name_key,
+                list(e.aliases),
+                e.kind,
+            )
+            if row is not None and row["inserted"]:
+                counts.created += 1
+            else:
+                counts.deduplicated += 1
+
+    async def _ingest_facts(
+        self,
+        conn: asyncpg.Connection,
+        batch: IngestBatch,
+        source_pks: dict[str, uuid.UUID],
+        counts: Counts,
+        outbox: _Outbox,
+    ) -> None:
+        if not batch.facts:
+            return
+        keys = sorted({f.fact_key for f in batch.facts})
+        current: dict[str, tuple[uuid.UUID, str]] = {
+            r["fact_key"]: (r["version_id"], r["state"])
+            for r in await conn.fetch(
+                """SELECT fact_key, version_id, state FROM facts
+                   WHERE fact_key = ANY($1::text[]) AND superseded_at IS NULL""",
+                keys,
+            )
+        }
+        asserted: set[tuple[str, uuid.UUID | None]] = {
+            (r["fact_key"], r["source_pk"])
+            for r in await conn.fetch(
+                """SELECT fact_key, source_pk FROM assertions
+                   WHERE fact_key = ANY($1::text[]) AND status = 'verified'""",
+                keys,
+            )
+        }
+        types = {s.source_id: s.source_type for s in batch.sources}
+        for f in batch.facts:
+            source_pk = source_pks.get(f.source_id) if f.source_id else None
+            existing = current.get(f.fact_key)
+            if existing is not None and existing[1] == FactState.ACTIVE.value:
+                counts.deduplicated += 1
+                version_id = existing[0]
+            else:
+                # New, or a proposal / retracted fact now published as curated truth.
+                version_id = uuid.uuid4()
+                if existing is not None:
+                    await conn.execute(
+                        "UPDATE facts SET superseded_at = now() WHERE version_id = $1",
+                        existing[0],
+                    )
+                source_type = await self._source_type(conn, f.source_id, source_pk, types)
+                await conn.execute(
+                    """INSERT INTO facts (
+                           version_id, fact_key, scope_id, subject, predicate, object,
+                           subject_norm, predicate_norm, object_norm, state, trust_tier,
+                           authority, valid_from, valid_to, recorded_at, repository, branch,
+                           code_path, document_type, source_type, origin, created_by)
+                       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'ACTIVE', $10, $11, $12,
+                               $13, now(), $14, $15, $16, $17, $18, 'curated', $19)""",
+                    version_id,
+                    f.fact_key,
+                    batch.scope_id,
+                    f.subject,
+                    f.predicate,
+                    f.object,
+                    f.subject_norm,
+                    f.predicate_norm,
+                    f.object_norm,
+                    f.trust_tier,
+                    f.authority,
+                    f.valid_from,
+                    f.valid_to,
+                    f.repository,
+                    f.branch,
+                    f.code_path,
+                    f.document_type,
+                    source_type,
+                    batch.principal_id,
+                )
+                current[f.fact_key] = (version_id, FactState.ACTIVE.value)
+                counts.created += 1
+                outbox.add(ChangeKind.FACT_UPSERTED, batch.scope_id, version_id=version_id)
+            if (f.fact_key, source_pk) in asserted:
+                continue
+            asserted.add((f.fact_key, source_pk))
+            assertion_id = uuid.uuid4()
+            await conn.execute(
+                """INSERT INTO assertions (assertion_id, fact_key, scope_id, source_pk, supports,
+                       trust_tier, authority, status, asserted_by)
+                   VALUES ($1, $2, $3, $4, true, $5, $6, 'verified', $7)""",
+                assertion_id,
+                f.fact_key,
+                batch.scope_id,
+                source_pk,
+                f.trust_tier,
+                f.authority,
+                batch.principal_id,
+            )
+            if f.evidence or f.locator:
+                await conn.execute(
+                    "INSERT INTO evidence (evidence_id, assertion_id, text, locator)"
+                    " VALUES ($1, $2, $3, $4)",
+                    uuid.uuid4(),
+                    assertion_id,
+                    f.evidence,
+                    f.locator,
+                )
+            # The version's citations changed: indexers re-read it.
+            outbox.add(ChangeKind.FACT_UPSERTED, batch.scope_id, version_id=version_id)
+
+    @staticmethod
+    async def _source_type(
+        conn: asyncpg.Connection,
+        source_id: str,
+        source_pk: uuid.UUID | None,
+        types: dict[str, str],
+    ) -> str:
+        """The source type of a fact's primary source (the batch's, else the stored one)."""
+        if not source_id or source_pk is None:
+            return ""
+        if source_id not in types:
+            types[source_id] = (
+                await conn.fetchval(
+                    "SELECT source_type FROM sources WHERE source_pk = $1", source_pk
+                )
+                or ""
+            )
+        return types[source_id]
+
+    # --- proposals ----------------------------------------------------------------------
+
+    async def propose(self, proposal: Proposal) -> ProposalResult:
+        outbox = _Outbox()
+        ctx = proposal.context
+        identity = ctx.identity()
+        async with self._pool.acquire() as conn, conn.transaction():
+            await _lock_keys(conn, [proposal.fact_key, f"task:{proposal.principal_id}:{identity}"])
+            findings = await self._findings(conn, proposal, identity)
+            decision = domain.decide_proposal(proposal, findings, self._ontology)
+            if decision.outcome is Outcome.CREATED:
+                await self._create_proposal(conn, proposal, outbox)
+            attempt_id = uuid.uuid4()
+            await conn.execute(
+                """INSERT INTO proposal_attempts (
+                       attempt_id, principal_id, scope_id, fact_key, subject, predicate, object,
+                       outcome, reason, conflicting_fact_keys, runtime, session_ref, task_ref,
+                       repository_ref, task_identity)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text[], $11, $12, $13,
+                           $14, $15)""",
+                attempt_id,
+                proposal.principal_id,
+                proposal.personal_scope_id,
+                decision.fact_key,
+                proposal.subject,
+                proposal.predicate,
+                proposal.object,
+                decision.outcome.value,
+                decision.reason,
+                list(decision.conflicting_fact_keys),
+                ctx.runtime,
+                ctx.session_ref,
+                ctx.task_ref,
+                ctx.repository_ref,
+                identity,
+            )
+            fact = None
+            if decision.outcome in (Outcome.CREATED, Outcome.DEDUPLICATED, Outcome.SKIPPED):
+                views = await self._facts(
+                    conn,
+                    scope_ids=proposal.lookup_scope_ids,
+                    fact_keys=[decision.fact_key],
+                    live_only=False,
+                    valid_filter=False,
+                )
+                fact = views[0] if views else None
+            await outbox.flush(conn)
+        return ProposalResult(attempt_id=attempt_id, decision=decision, fact=fact)
+
+    async def _findings(
+        self, conn: asyncpg.Connection, proposal: Proposal, identity: str
+    ) -> ProposalFindings:
+        scopes = list(proposal.lookup_scope_ids)
+        # Shared truth outside the personal scope wins over a verified personal copy.
+        known = await conn.fetchval(
+            """SELECT fact_key FROM facts
+               WHERE scope_id = ANY($1::uuid[]) AND subject_norm = $2 AND predicate_norm = $3
+                 AND object_norm = $4 AND state = 'ACTIVE' AND superseded_at IS NULL
+                 AND (valid_from IS NULL OR valid_from <= now())
+                 AND (valid_to IS NULL OR valid_to > now())
+               ORDER BY scope_id = $5, recorded_at LIMIT 1""",
+            scopes,
+            proposal.subject_norm,
+            proposal.predicate_norm,
+            proposal.object_norm,
+            proposal.personal_scope_id,
+        )
+        conflicts: tuple[str, ...] = ()
+        if known is None and self._ontology.is_single_valued(proposal.predicate):
+            conflicts = tuple(
+                r["fact_key"]
+                for r in await conn.fetch(
+                    """SELECT DISTINCT fact_key FROM facts
+                       WHERE scope_id = ANY($1::uuid[]) AND subject_norm = $2
+                         AND predicate_norm = $3 AND object_norm <> $4 AND state = 'ACTIVE'
+                         AND superseded_at IS NULL
+                         AND (valid_from IS NULL OR valid_from <= now())
+                         AND (valid_to IS NULL OR valid_to > now())
+                       ORDER BY fact_key""",
+                    scopes,
+                    proposal.subject_norm,
+                    proposal.predicate_norm,
+                    proposal.object_norm,
+                )
+            )
+        state = await conn.fetchval(
+            "SELECT state FROM facts WHERE fact_key = $1 AND superseded_at IS NULL",
+            proposal.fact_key,
+        )
+        created = await conn.fetchval(
+            """SELECT count(*) FROM proposal_attempts
+               WHERE principal_id = $1 AND task_identity = $2 AND outcome = 'created'""",
+            proposal.principal_id,
+            identity,
+        )
+        return ProposalFindings(
+            known_fact_key=known,
+            conflicting_fact_keys=conflicts,
+            pending_in_personal_scope=state == FactState.PROPOSED.value,
+            created_in_task=created,
+        )
+
+    async def _create_proposal(
+        self, conn: asyncpg.Connection, proposal: Proposal, outbox: _Outbox
+    ) -> None:
+        # A retracted proposal proposed again becomes a new PROPOSED version.
+        await conn.execute(
+            "UPDATE facts SET superseded_at = now() WHERE fact_key = $1 AND superseded_at IS NULL",
+            proposal.fact_key,
+        )
+        version_id = uuid.uuid4()
+        await conn.execute(
+            """INSERT INTO facts (
+                   version_id, fact_key, scope_id, subject, predicate, object, subject_norm,
+                   predicate_norm, object_norm, state, trust_tier, authority, recorded_at,
+                   origin, created_by)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'PROPOSED', $10, $11, now(),
+                       'proposal', $12)""",
+            version_id,
+            proposal.fact_key,
+            proposal.personal_scope_id,
+            proposal.subject,
+            proposal.predicate,
+            proposal.object,
+            proposal.subject_norm,
+            proposal.predicate_norm,
+            proposal.object_norm,
+            domain.PROPOSAL_TRUST_TIER,
+            domain.PROPOSAL_AUTHORITY,
+            proposal.principal_id,
+        )
+        assertion_id = uuid.uuid4()
+        await conn.execute(
+            """INSERT INTO assertions (assertion_id, fact_key, scope_id, source_pk, supports,
+                   trust_tier, authority, status, asserted_by)
+               VALUES ($1, $2, $3, NULL, true, $4, $5, 'pending', $6)""",
+            assertion_id,
+            proposal.fact_key,
+            proposal.personal_scope_id,
+            domain.PROPOSAL_TRUST_TIER,
+            domain.PROPOSAL_AUTHORITY,
+            proposal.principal_id,
+        )
+        if proposal.evidence_text:
+            await conn.execute(
+                "INSERT INTO evidence (evidence_id, assertion_id, text, locator)"
+                " VALUES ($1, $2, $3, '')",
+                uuid.uuid4(),
+                assertion_id,
+                proposal.evidence_text,
+            )
+        outbox.add(ChangeKind.FACT_UPSERTED, proposal.personal_scope_id, version_id=version_id)
+
+    async def retract(
+        self, personal_scope_id: uuid.UUID, fact_key: str
+    ) -> tuple[RetractionStatus, FactView]:
+        outbox = _Outbox()
+        async with self._pool.acquire() as conn, conn.transaction():
+            await _lock_keys(conn, [fact_key])
+            row = await conn.fetchrow(
+                "SELECT version_id, scope_id, state FROM facts"
+                " WHERE fact_key = $1 AND superseded_at IS NULL",
+                fact_key,
+            )
+            if row is None or row["scope_id"] != personal_scope_id:
+                raise InvalidInput("fact_key", "no such proposal", reason="not_found")
+            if row["state"] == FactState.RETRACTED.value:
+                status = RetractionStatus.ALREADY_RETRACTED
+            elif row["state"] == FactState.PROPOSED.value:
+                status = RetractionStatus.RETRACTED
+                version_id = uuid.uuid4()
+                await conn.execute(
+                    "UPDATE facts SET superseded_at = now() WHERE version_id = $1",
+                    row["version_id"],
+                )
+                await conn.execute(
+                    """INSERT INTO facts (
+                           version_id, fact_key, scope_id, subject, predicate, object,
+                           subject_norm, predicate_norm, object_norm, state, trust_tier,
+                           authority, valid_from, valid_to, recorded_at, repository, branch,
+                           code_path, document_type, source_type, origin, created_by)
+                       SELECT $1, fact_key, scope_id, subject, predicate, object, subject_norm,
+                              predicate_norm, object_norm, 'RETRACTED', trust_tier, authority,
+                              valid_from, valid_to, now(), repository, branch, code_path,
+                              document_type, source_type, origin, created_by
+                       FROM facts WHERE version_id = $2""",
+                    version_id,
+                    row["version_id"],
+                )
+                await conn.execute(
+                    """UPDATE assertions SET status = 'withdrawn', withdrawn_at = now()
+                       WHERE fact_key = $1 AND status = 'pending'""",
+                    fact_key,
+                )
+                outbox.add(ChangeKind.FACT_UPSERTED, personal_scope_id, version_id=version_id)
+            else:
+                raise InvalidInput("fact_key", "not a pending proposal", reason="not_pending")
+            views = await self._facts(
+                conn,
+                scope_ids=[personal_scope_id],
+                fact_keys=[fact_key],
+                live_only=False,
+                valid_filter=False,
+            )
+            await outbox.flush(conn)
+        return status, views[0]
+
+    async def proposal_report(
+        self,
+        principal_id: uuid.UUID,
+        context: TaskContext,
+        page_size: int,
+        after_seq: int,
+    ) -> ProposalReport:
+        p = _Params()
+        where = [f"principal_id = {p(principal_id)}"]
+        for column in ("runtime", "session_ref", "task_ref", "repository_ref"):
+            value = getattr(context, column)
+            if value:
+                where.append(f"{column} = {p(value)}")
+        filtered = " AND ".join(where)
+        async with (
+            self._pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            outcome_rows = await conn.fetch(
+                f"SELECT outcome, count(*) AS n FROM proposal_attempts WHERE {filtered}"
+                " GROUP BY outcome",
+                *p.values,
+            )
+            # Current state of every fact the report touches (DISPUTED included).
+            sv = len(p.values) + 1
+            state_rows = await conn.fetch(
+                f"""SELECT f.fact_key, f.state, {_conflicts(f"${sv}", None)}
+                    FROM facts f
+                    WHERE f.superseded_at IS NULL AND f.fact_key IN (
+                        SELECT fact_key FROM proposal_attempts WHERE {filtered})""",
+                *p.values,
+                self._single_valued,
+            )
+            after = len(p.values) + 1
+            page = await conn.fetch(
+                f"""SELECT * FROM proposal_attempts WHERE {filtered} AND seq > ${after}
+                    ORDER BY seq LIMIT ${after + 1}""",
+                *p.values,
+                after_seq,
+                page_size + 1,
+            )
+        states = {
+            r["fact_key"]: domain.displayed_state(r["state"], tuple(r["conflicting_fact_keys"]))
+            for r in state_rows
+        }
+        outcome_counts = {o.value: 0 for o in Outcome}
+        for r in outcome_rows:
+            outcome_counts[r["outcome"]] = r["n"]
+        state_counts: dict[str, int] = {}
+        for state in states.values():
+            state_counts[state.value.lower()] = state_counts.get(state.value.lower(), 0) + 1
+        more = len(page) > page_size
+        page = page[:page_size]
+        attempts = tuple(
+            domain.AttemptView(
+                attempt_id=r["attempt_id"],
+                seq=r["seq"],
+                outcome=Outcome(r["outcome"]),
+                reason=r["reason"],
+                fact_key=r["fact_key"],
+                subject=r["subject"],
+                predicate=r["predicate"],
+                object=r["object"],
+                fact_state=states.get(r["fact_key"]),
+                context=TaskContext(
+                    r["runtime"], r["session_ref"], r["task_ref"], r["repository_ref"]
+                ),
+                created_at=r["created_at"],
+            )
+            for r in page
+        )
+        return ProposalReport(
+            attempts=attempts,
+            next_page_token=domain.encode_page_token(page[-1]["seq"]) if more else "",
+            outcome_counts=outcome_counts,
+            state_counts=state_counts,
+            total_attempts=sum(outcome_counts.values()),
+        )
+
+    # --- feedback -----------------------------------------------------------------------
+
+    async def record_feedback(self, fb: FeedbackIn) -> FeedbackView:
+        outbox = _Outbox()
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                """INSERT INTO retrieval_feedback (feedback_id, principal_id, scope_id, pack_id,
+                       result_ref, signal, query, rank, signal_vector, fact_key)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10)
+                   ON CONFLICT (principal_id, pack_id, result_ref) DO NOTHING
+                   RETURNING feedback_id, signal, recorded_at""",
+                uuid.uuid4(),
+                fb.principal_id,
+                fb.scope_id,
+                fb.pack_id,
+                fb.result_ref,
+                fb.signal,
+                fb.query,
+                fb.rank,
+                fb.signal_vector,
+                fb.fact_key,
+            )
+            created = row is not None
+            if row is None:
+                row = await conn.fetchrow(
+                    """SELECT feedback_id, signal, recorded_at FROM retrieval_feedback
+                       WHERE principal_id = $1 AND pack_id = $2 AND result_ref = $3""",
+                    fb.principal_id,
+                    fb.pack_id,
+                    fb.result_ref,
+                )
+            else:
+                outbox.add(ChangeKind.FEEDBACK_RECORDED, fb.scope_id, ref=str(row["feedback_id"]))
+            await outbox.flush(conn)
+        return FeedbackView(row["feedback_id"], row["signal"], created, row["recorded_at"])
+
+
+def _cites(assertion: AssertionView) -> bool:
+    return assertion.supports and assertion.verification is not domain.Verification.WITHDRAWN
