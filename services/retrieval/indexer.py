@@ -1,0 +1,113 @@
+"""The change-log tailer: knowledge's outbox -> vectors (Qdrant) + documents (PostgreSQL).
+
+Each page is applied vectors first, then documents and the cursor in one PostgreSQL
+transaction, so a crash in between replays the page harmlessly (both writes are
+idempotent by version id). It never dies: failures are logged without content and
+retried with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from vera.errors import VeraError
+from vera.services.retrieval.model import ChangeKind, Fact, IndexStatus
+from vera.services.retrieval.ports import Embedder, FactSource, LexicalIndex, VectorIndex
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 256
+MAX_BACKOFF_SECONDS = 5.0
+
+
+def embedding_text(fact: Fact) -> str:
+    """What a fact version is embedded as (index contract "index-1")."""
+    return f"{fact.subject} {fact.predicate.replace('_', ' ')} {fact.object}"
+
+
+def _describe(exc: BaseException) -> str:
+    # Type and stable reason only: messages may quote fact text or queries.
+    if isinstance(exc, VeraError):
+        return f"{type(exc).__name__}({exc.reason})"
+    return type(exc).__name__
+
+
+class ChangeIndexer:
+    def __init__(
+        self,
+        source: FactSource,
+        embedder: Embedder,
+        vectors: VectorIndex,
+        lexical: LexicalIndex,
+        *,
+        poll_seconds: float,
+        page_size: int = PAGE_SIZE,
+    ) -> None:
+        self._source = source
+        self._embedder = embedder
+        self._vectors = vectors
+        self._lexical = lexical
+        self._poll = poll_seconds
+        self._page_size = page_size
+        self.indexed_position: int | None = None
+        self.head_position = 0
+
+    async def status(self) -> IndexStatus:
+        indexed = self.indexed_position
+        if indexed is None:
+            indexed = await self._lexical.cursor()
+        return IndexStatus(
+            indexed_position=indexed,
+            head_position=max(self.head_position, indexed),
+            indexed_facts=await self._vectors.count(),
+        )
+
+    async def _start_position(self) -> int:
+        cursor = await self._lexical.cursor()
+        if cursor > 0 and await self._vectors.count() == 0:
+            # The vector store was dropped or is in memory: rebuild it from the log
+            # (document upserts are idempotent, so replaying them is harmless).
+            log.info("vector index is empty; replaying the change log from the start")
+            return 0
+        return cursor
+
+    async def step(self) -> bool:
+        """Applies one page; True when caught up with the head."""
+        if self.indexed_position is None:
+            self.indexed_position = await self._start_position()
+        page = await self._source.list_changes(self.indexed_position, self._page_size)
+        self.head_position = max(self.head_position, page.head_position)
+        changes = [c for c in page.changes if c.position > self.indexed_position]
+        if not changes:
+            return True
+        latest: dict[str, Fact] = {}  # a version changed twice in one page: keep the last
+        for change in changes:
+            if change.kind == ChangeKind.FACT_UPSERTED and change.fact is not None:
+                latest.pop(change.fact.version_id, None)
+                latest[change.fact.version_id] = change.fact
+        facts = list(latest.values())
+        if facts:
+            vectors = await self._embedder.embed([embedding_text(f) for f in facts])
+            await self._vectors.upsert(facts, vectors)
+        position = changes[-1].position
+        await self._lexical.apply(facts, position)
+        self.indexed_position = position
+        self.head_position = max(self.head_position, position)
+        return position >= page.head_position
+
+    async def run(self) -> None:
+        backoff = self._poll
+        while True:
+            try:
+                caught_up = await self.step()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("indexing failed (%s); retrying in %.1fs", _describe(exc), backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+                continue
+            backoff = self._poll
+            if caught_up:
+                await asyncio.sleep(self._poll)

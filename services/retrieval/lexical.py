@@ -1,0 +1,166 @@
+"""The lexical leg and the change-log cursor, in PostgreSQL (schema ``retrieval``).
+
+Natural-language questions rarely contain every word of a fact, so the query is the OR
+of its English lexemes (stop words dropped, stemmed), ranked by ts_rank_cd over the
+fact (weight A) and its evidence (weight B).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+
+from vera.services.retrieval.model import Candidate, Fact, FactState, IndexQuery
+
+# The OR of the query's lexemes, each quoted for tsquery input ('' and \ escaped).
+_OR_QUERY = r"""
+    SELECT (string_agg(
+                '''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | '
+            ))::tsquery AS tsq
+    FROM unnest(to_tsvector('english'::regconfig, $1::text))
+"""
+
+
+def _where(query: IndexQuery, args: list[object], *, with_attributes: bool = True) -> str:
+    """The shared filter; appends its parameters to ``args`` (numbered after them)."""
+
+    def arg(value: object) -> str:
+        args.append(value)
+        return f"${len(args)}"
+
+    clauses = [
+        f"d.scope_id = ANY({arg(list(query.scope_ids))}::text[])",
+        f"d.state = ANY({arg([int(s) for s in query.states])}::smallint[])",
+    ]
+    as_of = arg(query.as_of)
+    clauses.append(f"(d.valid_from IS NULL OR d.valid_from <= {as_of})")
+    clauses.append(f"(d.valid_to IS NULL OR d.valid_to > {as_of})")
+    if query.known_as_of is not None:
+        known = arg(query.known_as_of)
+        clauses.append(f"(d.recorded_at IS NULL OR d.recorded_at <= {known})")
+        clauses.append(f"(d.superseded_at IS NULL OR d.superseded_at > {known})")
+    if with_attributes:
+        if query.document_type:
+            clauses.append(f"d.document_type = {arg(query.document_type)}")
+        if query.source_type:
+            clauses.append(f"d.source_type = {arg(query.source_type)}")
+        if query.include_predicates:
+            clauses.append(f"d.predicate = ANY({arg(list(query.include_predicates))}::text[])")
+        if query.exclude_predicates:
+            clauses.append(
+                f"NOT (d.predicate = ANY({arg(list(query.exclude_predicates))}::text[]))"
+            )
+        if query.min_authority is not None:
+            clauses.append(f"d.authority >= {arg(query.min_authority)}")
+        if query.max_trust_tier is not None:
+            clauses.append(f"d.trust_tier <= {arg(query.max_trust_tier)}")
+    return " AND ".join(clauses)
+
+
+def evidence_text(fact: Fact) -> str:
+    return "\n".join(c.excerpt for c in fact.citations if c.excerpt)
+
+
+class PgLexicalIndex:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def search(self, text: str, query: IndexQuery, limit: int) -> list[Candidate]:
+        args: list[object] = [text]
+        where = _where(query, args)
+        args.append(limit)
+        sql = f"""
+            WITH q AS ({_OR_QUERY})
+            SELECT d.fact_key, d.version_id, ts_rank_cd(d.tsv, q.tsq) AS score
+            FROM documents d, q
+            WHERE q.tsq IS NOT NULL AND d.tsv @@ q.tsq AND {where}
+            ORDER BY score DESC, d.version_id
+            LIMIT ${len(args)}
+        """
+        rows = await self._pool.fetch(sql, *args)
+        return [
+            Candidate(fact_key=r["fact_key"], version_id=r["version_id"], score=float(r["score"]))
+            for r in rows
+            if r["score"] > 0
+        ]
+
+    async def has_documents(self, query: IndexQuery, *, with_attributes: bool) -> bool:
+        args: list[object] = []
+        where = _where(query, args, with_attributes=with_attributes)
+        sql = f"SELECT EXISTS (SELECT 1 FROM documents d WHERE {where})"
+        return bool(await self._pool.fetchval(sql, *args))
+
+    async def apply(self, facts: Sequence[Fact], position: int) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            if facts:
+                await conn.executemany(
+                    """
+                    INSERT INTO documents (
+                        version_id, fact_key, scope_id, state, subject, predicate, object,
+                        evidence, valid_from, valid_to, recorded_at, superseded_at, repository,
+                        branch, code_path, document_type, source_type, trust_tier, authority,
+                        change_position)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+                            $16, $17, $18, $19, $20)
+                    ON CONFLICT (version_id) DO UPDATE SET
+                        fact_key = EXCLUDED.fact_key, scope_id = EXCLUDED.scope_id,
+                        state = EXCLUDED.state, subject = EXCLUDED.subject,
+                        predicate = EXCLUDED.predicate, object = EXCLUDED.object,
+                        evidence = EXCLUDED.evidence, valid_from = EXCLUDED.valid_from,
+                        valid_to = EXCLUDED.valid_to, recorded_at = EXCLUDED.recorded_at,
+                        superseded_at = EXCLUDED.superseded_at,
+                        repository = EXCLUDED.repository, branch = EXCLUDED.branch,
+                        code_path = EXCLUDED.code_path, document_type = EXCLUDED.document_type,
+                        source_type = EXCLUDED.source_type, trust_tier = EXCLUDED.trust_tier,
+                        authority = EXCLUDED.authority,
+                        change_position = EXCLUDED.change_position
+                    """,
+                    [
+                        (
+                            f.version_id,
+                            f.fact_key,
+                            f.scope_id,
+                            int(f.state),
+                            f.subject,
+                            f.predicate,
+                            f.object,
+                            evidence_text(f),
+                            f.valid_from,
+                            f.valid_to,
+                            f.recorded_at,
+                            f.superseded_at,
+                            f.repository,
+                            f.branch,
+                            f.code_path,
+                            f.document_type,
+                            f.source_type,
+                            f.trust_tier,
+                            f.authority,
+                            position,
+                        )
+                        for f in facts
+                    ],
+                )
+                # A new current version supersedes the older current ones of its key.
+                superseding = [
+                    (f.fact_key, f.version_id, f.recorded_at, int(FactState.SUPERSEDED))
+                    for f in facts
+                    if f.superseded_at is None and f.recorded_at is not None
+                ]
+                if superseding:
+                    await conn.executemany(
+                        """
+                        UPDATE documents SET state = $4, superseded_at = $3
+                        WHERE fact_key = $1 AND version_id <> $2 AND superseded_at IS NULL
+                          AND recorded_at < $3
+                        """,
+                        superseding,
+                    )
+            await conn.execute(
+                "UPDATE index_state SET position = $1, updated_at = now() WHERE id",
+                position,
+            )
+
+    async def cursor(self) -> int:
+        return int(await self._pool.fetchval("SELECT position FROM index_state WHERE id"))

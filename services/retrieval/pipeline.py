@@ -1,0 +1,408 @@
+"""Hybrid search and bounded context assembly (the retrieval domain).
+
+query -> embed -> dense ANN and lexical legs (same scope/state/time/attribute filters)
+-> weighted fusion -> authoritative re-read from knowledge (scope re-check) -> filters,
+binding boosts, conflict handling -> rank -> limit -> (context) token budget.
+Imports only the ports; the adapters live next to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+from vera.errors import InvalidInput
+from vera.services.retrieval.model import (
+    Candidate,
+    Citation,
+    Conflict,
+    ConflictHandling,
+    ContextOutcome,
+    Fact,
+    Filters,
+    FreshnessWarning,
+    IndexQuery,
+    Omission,
+    Result,
+    SearchOutcome,
+)
+from vera.services.retrieval.ports import Embedder, FactSource, LexicalIndex, VectorIndex
+
+# Fusion: each leg normalized to 0..1 (dense cosine as is, lexical rank / best lexical rank
+# of this query), then weighted. Tuned later against the benchmark.
+DENSE_WEIGHT = 0.6
+LEXICAL_WEIGHT = 0.4
+# A candidate with no lexical overlap must be at least this close in embedding space;
+# below it MiniLM similarities are noise, and abstaining beats returning noise.
+MIN_DENSE_SIMILARITY = 0.2
+# Binding boosts multiply the fused score; they raise matches and hide nothing.
+REPOSITORY_BOOST = 1.25
+BRANCH_BOOST = 1.1
+CODE_PATH_BOOST = 1.15
+
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 50
+DEFAULT_TOKEN_BUDGET = 2000
+MAX_TOKEN_BUDGET = 32000
+MAX_QUERY_CHARS = 8000
+CHARS_PER_TOKEN = 4
+OMITTED_CAP = 50
+
+# Bump a part when its behaviour changes: persisted packs record which contract made them.
+ASSEMBLER_VERSION = "assembler-1;minilm-l6-v2;index-1"
+
+REASON_LIMIT = "limit"
+REASON_CONFLICT_HANDLING = "conflict_handling"
+REASON_TOKEN_BUDGET = "token_budget"
+REASON_SOURCE_STALE = "source_stale"
+EMPTY_NO_FACTS_IN_SCOPE = "no_facts_in_scope"
+EMPTY_NO_MATCH = "no_match"
+EMPTY_FILTERED_OUT = "filtered_out"
+EMPTY_TOKEN_BUDGET = "token_budget"
+
+
+@dataclass
+class _Ranking:
+    ranked: list[Result] = field(default_factory=list)  # rank not yet assigned
+    conflict_omitted: list[str] = field(default_factory=list)
+    empty_reason: str = ""
+
+
+def fuse(
+    dense: Sequence[Candidate], lexical: Sequence[Candidate]
+) -> dict[str, tuple[float, float, float]]:
+    """fact_key -> (dense, normalized lexical, fused), best version per key, above the floor."""
+    dense_by_key: dict[str, float] = {}
+    for hit in dense:
+        dense_by_key[hit.fact_key] = max(dense_by_key.get(hit.fact_key, 0.0), max(hit.score, 0.0))
+    lexical_by_key: dict[str, float] = {}
+    for hit in lexical:
+        lexical_by_key[hit.fact_key] = max(lexical_by_key.get(hit.fact_key, 0.0), hit.score)
+    best_lexical = max(lexical_by_key.values(), default=0.0)
+    fused: dict[str, tuple[float, float, float]] = {}
+    for key in dict.fromkeys([*dense_by_key, *lexical_by_key]):
+        d = dense_by_key.get(key, 0.0)
+        lex = lexical_by_key.get(key, 0.0) / best_lexical if best_lexical > 0 else 0.0
+        if lex <= 0.0 and d < MIN_DENSE_SIMILARITY:
+            continue
+        fused[key] = (d, lex, DENSE_WEIGHT * d + LEXICAL_WEIGHT * lex)
+    return fused
+
+
+def _normal_path(path: str) -> str:
+    path = path.strip().replace("\\", "/")
+    while path.startswith("./"):
+        path = path[2:]
+    return path.strip("/")
+
+
+def binding_boost(fact: Fact, filters: Filters) -> float:
+    """Multiplier for a fact bound to the caller's repository, branch, or a path at or above
+    the caller's code path. A fact bound to another repository gets no branch/path boost."""
+    boost = 1.0
+    same_repository = (
+        not fact.repository or not filters.repository or fact.repository == filters.repository
+    )
+    if filters.repository and fact.repository == filters.repository:
+        boost *= REPOSITORY_BOOST
+    if filters.branch and fact.branch == filters.branch and same_repository:
+        boost *= BRANCH_BOOST
+    if filters.code_path and fact.code_path and same_repository:
+        wanted, bound = _normal_path(filters.code_path), _normal_path(fact.code_path)
+        if bound and (wanted == bound or wanted.startswith(bound + "/")):
+            boost *= CODE_PATH_BOOST
+    return boost
+
+
+def passes_filters(fact: Fact, filters: Filters) -> bool:
+    if filters.document_type and fact.document_type != filters.document_type:
+        return False
+    if filters.source_type and fact.source_type != filters.source_type:
+        return False
+    if filters.include_predicates and fact.predicate not in filters.include_predicates:
+        return False
+    if fact.predicate in filters.exclude_predicates:
+        return False
+    if filters.min_authority is not None and fact.authority < filters.min_authority:
+        return False
+    return filters.max_trust_tier is None or fact.trust_tier <= filters.max_trust_tier
+
+
+def find_conflicts(results: Sequence[Result]) -> list[Conflict]:
+    groups: dict[tuple[str, str], dict[str, None]] = {}
+    for result in results:
+        fact = result.fact
+        if not fact.conflicting_fact_keys:
+            continue
+        keys = groups.setdefault((fact.subject, fact.predicate), {})
+        keys[fact.fact_key] = None
+        for key in fact.conflicting_fact_keys:
+            keys[key] = None
+    return [
+        Conflict(subject=subject, predicate=predicate, fact_keys=tuple(keys))
+        for (subject, predicate), keys in groups.items()
+    ]
+
+
+def freshness_warnings(
+    results: Sequence[Result], now: datetime, stale_source_days: int
+) -> list[FreshnessWarning]:
+    cutoff = now - timedelta(days=stale_source_days)
+    warnings: list[FreshnessWarning] = []
+    seen: set[tuple[str, str]] = set()
+    for result in results:
+        for citation in result.fact.citations:
+            if citation.observed_at is None or citation.observed_at >= cutoff:
+                continue
+            key = (result.fact.fact_key, citation.source_id)
+            if key in seen:
+                continue
+            seen.add(key)
+            warnings.append(
+                FreshnessWarning(
+                    fact_key=result.fact.fact_key,
+                    source_id=citation.source_id,
+                    reason=REASON_SOURCE_STALE,
+                    observed_at=citation.observed_at,
+                )
+            )
+    return warnings
+
+
+def render(fact: Fact, *, compact: bool) -> str:
+    """The text a result costs in a context window (what the token estimate counts)."""
+    parts = [fact.subject, fact.predicate, fact.object]
+    for citation in fact.citations:
+        if compact:
+            parts += [citation.source_id, citation.locator]
+        else:
+            parts += [
+                citation.source_id,
+                citation.locator,
+                citation.title,
+                citation.uri,
+                citation.excerpt,
+            ]
+    return " ".join(part for part in parts if part)
+
+
+def estimate_tokens(fact: Fact, *, compact: bool) -> int:
+    return math.ceil(len(render(fact, compact=compact)) / CHARS_PER_TOKEN)
+
+
+def compact_citations(fact: Fact) -> Fact:
+    return replace(
+        fact,
+        citations=tuple(
+            Citation(source_id=c.source_id, locator=c.locator, verification=c.verification)
+            for c in fact.citations
+        ),
+    )
+
+
+def _check_limit(limit: int) -> int:
+    if limit == 0:
+        return DEFAULT_LIMIT
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput("limit")
+    return limit
+
+
+def _check_query(query: str) -> str:
+    if not query.strip() or len(query) > MAX_QUERY_CHARS:
+        raise InvalidInput("query")
+    return query
+
+
+def _omissions(keys: Sequence[str], reason: str) -> list[Omission]:
+    return [Omission(fact_key=key, reason=reason) for key in keys]
+
+
+def _numbered(results: Sequence[Result]) -> list[Result]:
+    return [replace(result, rank=rank) for rank, result in enumerate(results, start=1)]
+
+
+class Retriever:
+    def __init__(
+        self,
+        embedder: Embedder,
+        vectors: VectorIndex,
+        lexical: LexicalIndex,
+        facts: FactSource,
+        *,
+        candidate_pool: int,
+        stale_source_days: int,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._embedder = embedder
+        self._vectors = vectors
+        self._lexical = lexical
+        self._facts = facts
+        self._pool = candidate_pool
+        self._stale_days = stale_source_days
+        self._clock = clock
+
+    async def search(
+        self, scope_ids: Sequence[str], query: str, limit: int, filters: Filters
+    ) -> SearchOutcome:
+        limit = _check_limit(limit)
+        now = self._clock()
+        ranking = await self._rank(scope_ids, _check_query(query), filters, now)
+        kept = _numbered(ranking.ranked[:limit])
+        omitted = _omissions([r.fact.fact_key for r in ranking.ranked[limit:]], REASON_LIMIT)
+        omitted += _omissions(ranking.conflict_omitted, REASON_CONFLICT_HANDLING)
+        return SearchOutcome(
+            results=kept,
+            conflicts=find_conflicts(kept),
+            freshness_warnings=freshness_warnings(kept, now, self._stale_days),
+            omitted=omitted[:OMITTED_CAP],
+            empty_reason="" if kept else ranking.empty_reason,
+        )
+
+    async def assemble(
+        self,
+        scope_id: str,
+        query: str,
+        limit: int,
+        token_budget: int,
+        filters: Filters,
+        *,
+        compact: bool,
+    ) -> ContextOutcome:
+        if not scope_id:
+            raise InvalidInput("scope_id")
+        limit = _check_limit(limit)
+        if token_budget == 0:
+            token_budget = DEFAULT_TOKEN_BUDGET
+        if not 1 <= token_budget <= MAX_TOKEN_BUDGET:
+            raise InvalidInput("token_budget")
+        now = self._clock()
+        ranking = await self._rank([scope_id], _check_query(query), filters, now)
+        candidates = ranking.ranked[:limit]
+        kept: list[Result] = []
+        spent = 0
+        for result in candidates:
+            cost = estimate_tokens(result.fact, compact=compact)
+            if spent + cost > token_budget:
+                break
+            spent += cost
+            kept.append(result)
+        over_budget = candidates[len(kept) :]
+        omitted = _omissions([r.fact.fact_key for r in over_budget], REASON_TOKEN_BUDGET)
+        omitted += _omissions([r.fact.fact_key for r in ranking.ranked[limit:]], REASON_LIMIT)
+        omitted += _omissions(ranking.conflict_omitted, REASON_CONFLICT_HANDLING)
+        kept = _numbered(kept)
+        warnings = freshness_warnings(kept, now, self._stale_days)
+        if compact:
+            kept = [replace(r, fact=compact_citations(r.fact)) for r in kept]
+        if kept:
+            empty_reason = ""
+        elif candidates:
+            empty_reason = EMPTY_TOKEN_BUDGET
+        else:
+            empty_reason = ranking.empty_reason
+        return ContextOutcome(
+            results=kept,
+            conflicts=find_conflicts(kept),
+            freshness_warnings=warnings,
+            omitted=omitted[:OMITTED_CAP],
+            empty_reason=empty_reason,
+            token_estimate=spent,
+            assembler_version=ASSEMBLER_VERSION,
+        )
+
+    async def _rank(
+        self, scope_ids: Sequence[str], query: str, filters: Filters, now: datetime
+    ) -> _Ranking:
+        scopes = tuple(dict.fromkeys(s for s in scope_ids if s))
+        if not scopes:
+            raise InvalidInput("scope_ids")
+        index_query = IndexQuery(
+            scope_ids=scopes,
+            as_of=filters.as_of or now,
+            known_as_of=filters.known_as_of,
+            document_type=filters.document_type,
+            source_type=filters.source_type,
+            include_predicates=filters.include_predicates,
+            exclude_predicates=filters.exclude_predicates,
+            min_authority=filters.min_authority,
+            max_trust_tier=filters.max_trust_tier,
+        )
+
+        async def dense_leg() -> list[Candidate]:
+            vector = (await self._embedder.embed([query]))[0]
+            return await self._vectors.search(vector, index_query, self._pool)
+
+        dense, lexical = await asyncio.gather(
+            dense_leg(), self._lexical.search(query, index_query, self._pool)
+        )
+        fused = fuse(dense, lexical)
+        keys = sorted(fused, key=lambda k: (-fused[k][2], k))
+        facts = (
+            await self._facts.batch_get_facts(scopes, keys, filters.as_of, filters.known_as_of)
+            if keys
+            else []
+        )
+        # Defence in depth: knowledge already re-checks scopes; so do we.
+        authoritative = {
+            f.fact_key: f
+            for f in facts
+            if f.fact_key in fused and f.scope_id in scopes and f.state in index_query.states
+        }
+
+        ranking = _Ranking()
+        filtered_out = 0
+        for key in keys:
+            fact = authoritative.get(key)
+            if fact is None:
+                continue
+            if not passes_filters(fact, filters):
+                filtered_out += 1
+                continue
+            handling = filters.conflict_handling
+            if (handling == ConflictHandling.EXCLUDE and fact.disputed) or (
+                handling == ConflictHandling.ONLY and not fact.disputed
+            ):
+                ranking.conflict_omitted.append(key)
+                continue
+            dense_score, lexical_score, fused_score = fused[key]
+            boost = binding_boost(fact, filters)
+            final = fused_score * boost
+            ranking.ranked.append(
+                Result(
+                    fact=fact,
+                    score=final,
+                    rank=0,
+                    result_ref=fact.version_id,
+                    signals={
+                        "dense": dense_score,
+                        "lexical": lexical_score,
+                        "fused": fused_score,
+                        "boost": boost,
+                        "trust_tier": float(fact.trust_tier),
+                        "authority": fact.authority,
+                        "final": final,
+                    },
+                )
+            )
+        ranking.ranked.sort(
+            key=lambda r: (-r.score, r.fact.trust_tier, -r.fact.authority, r.fact.fact_key)
+        )
+        if not ranking.ranked:
+            if filtered_out or ranking.conflict_omitted:
+                ranking.empty_reason = EMPTY_FILTERED_OUT
+            else:
+                ranking.empty_reason = await self._why_nothing(index_query)
+        return ranking
+
+    async def _why_nothing(self, query: IndexQuery) -> str:
+        if not await self._lexical.has_documents(query, with_attributes=False):
+            return EMPTY_NO_FACTS_IN_SCOPE
+        if query.has_attribute_filters and not await self._lexical.has_documents(
+            query, with_attributes=True
+        ):
+            return EMPTY_FILTERED_OUT
+        return EMPTY_NO_MATCH

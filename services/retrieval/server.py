@@ -1,0 +1,114 @@
+"""Wires the retrieval service: migrations, pool, knowledge channel, embedder, vector
+index, the change-log tailer and the gRPC server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from vera.config import ConfigError, Settings
+from vera.db.migrate import migrate
+from vera.db.pool import create_pool
+from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from vera.rpc.client import open_channel
+from vera.rpc.server import HostedService, ServiceBinding, create_server
+from vera.services.retrieval.api import RetrievalApi
+from vera.services.retrieval.embedding import MiniLMEmbedder
+from vera.services.retrieval.indexer import ChangeIndexer
+from vera.services.retrieval.knowledge_source import KnowledgeFactSource
+from vera.services.retrieval.lexical import PgLexicalIndex
+from vera.services.retrieval.pipeline import Retriever
+from vera.services.retrieval.ports import Embedder
+from vera.services.retrieval.vector_qdrant import MEMORY_LOCATION, QdrantVectorIndex, open_client
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "retrieval"
+PACKAGE = "vera.services.retrieval"
+SERVICE_NAME = retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"].full_name
+
+
+async def create(
+    settings: Settings, address: str, *, embedder: Embedder | None = None
+) -> HostedService:
+    """Builds the bound (not yet started) service. ``embedder`` lets tests share one model
+    across services; when given, the caller owns it."""
+    if settings.database.dsn is None:
+        raise ConfigError("VERA_DATABASE__DSN: required")
+    dsn = settings.database.dsn.get_secret_value()
+    rs = settings.retrieval
+    cleanups: list[Callable[[], Awaitable[None]]] = []
+
+    async def close_all() -> None:
+        for cleanup in reversed(cleanups):
+            try:
+                await cleanup()
+            except Exception:
+                log.exception("retrieval cleanup failed")
+
+    try:
+        await migrate(dsn, SCHEMA, PACKAGE)
+        pool = await create_pool(
+            dsn,
+            SCHEMA,
+            min_size=settings.database.pool_min_size,
+            max_size=settings.database.pool_max_size,
+        )
+        cleanups.append(pool.close)
+        channel = open_channel(settings.services.knowledge, settings.rpc.deadline_seconds)
+        cleanups.append(channel.close)
+
+        if embedder is None:
+            owned = await MiniLMEmbedder.load(rs.model_path, rs.embed_threads)
+
+            async def close_embedder() -> None:
+                owned.close()
+
+            cleanups.append(close_embedder)
+            embedder = owned
+
+        vectors = await QdrantVectorIndex.open(
+            lambda: open_client(rs.qdrant_url, settings.data_dir),
+            rs.qdrant_collection,
+            embedder.dimensions,
+            server=bool(rs.qdrant_url) and rs.qdrant_url != MEMORY_LOCATION,
+        )
+        cleanups.append(vectors.close)
+
+        source = KnowledgeFactSource(channel)
+        lexical = PgLexicalIndex(pool)
+        indexer = ChangeIndexer(
+            source, embedder, vectors, lexical, poll_seconds=rs.index_poll_seconds
+        )
+        retriever = Retriever(
+            embedder,
+            vectors,
+            lexical,
+            source,
+            candidate_pool=rs.candidate_pool,
+            stale_source_days=rs.stale_source_days,
+        )
+        running = create_server(
+            [
+                ServiceBinding(
+                    SERVICE_NAME,
+                    RetrievalApi(retriever, indexer),
+                    retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server,
+                )
+            ],
+            address,
+        )
+        tailer = asyncio.create_task(indexer.run(), name="retrieval-indexer")
+
+        async def stop_tailer() -> None:
+            tailer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await tailer
+
+        cleanups.append(stop_tailer)
+    except BaseException:
+        await close_all()
+        raise
+    return HostedService(running=running, aclose=close_all)

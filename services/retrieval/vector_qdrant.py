@@ -1,0 +1,238 @@
+"""VectorIndex over qdrant-client: a Qdrant server, local mode on disk, or ``:memory:``.
+
+qdrant-client calls block (local mode is brute force in Python), so every call runs on
+one dedicated worker thread, which also serializes access to the local-mode client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+from qdrant_client import QdrantClient, models
+
+from vera.services.retrieval.model import Candidate, Fact, FactState, IndexQuery
+
+T = TypeVar("T")
+
+# Point ids are uuid5(POINT_NAMESPACE, version_id): a replayed change overwrites its point.
+POINT_NAMESPACE = uuid.UUID("6f1c2a8e-6c47-4a3e-9d0f-1f1b6e5f7a21")
+MEMORY_LOCATION = ":memory:"
+# Unset bounds become sentinels so range filters need no "is null" branches.
+SINCE_ALWAYS = -1.0e15
+FOREVER = 1.0e15
+
+
+def point_id(version_id: str) -> str:
+    return str(uuid.uuid5(POINT_NAMESPACE, version_id))
+
+
+def _epoch(value: datetime | None, default: float) -> float:
+    return value.timestamp() if value is not None else default
+
+
+def payload(fact: Fact) -> dict[str, object]:
+    return {
+        "fact_key": fact.fact_key,
+        "version_id": fact.version_id,
+        "scope_id": fact.scope_id,
+        "state": int(fact.state),
+        "predicate": fact.predicate,
+        "valid_from": _epoch(fact.valid_from, SINCE_ALWAYS),
+        "valid_to": _epoch(fact.valid_to, FOREVER),
+        "recorded_at": _epoch(fact.recorded_at, SINCE_ALWAYS),
+        "superseded_at": _epoch(fact.superseded_at, FOREVER),
+        "document_type": fact.document_type,
+        "source_type": fact.source_type,
+        "trust_tier": fact.trust_tier,
+        "authority": fact.authority,
+    }
+
+
+def build_filter(query: IndexQuery) -> models.Filter:
+    as_of = query.as_of.timestamp()
+    must: list[models.Condition] = [
+        models.FieldCondition(key="scope_id", match=models.MatchAny(any=list(query.scope_ids))),
+        models.FieldCondition(
+            key="state", match=models.MatchAny(any=[int(s) for s in query.states])
+        ),
+        models.FieldCondition(key="valid_from", range=models.Range(lte=as_of)),
+        models.FieldCondition(key="valid_to", range=models.Range(gt=as_of)),
+    ]
+    if query.known_as_of is not None:
+        known = query.known_as_of.timestamp()
+        must.append(models.FieldCondition(key="recorded_at", range=models.Range(lte=known)))
+        must.append(models.FieldCondition(key="superseded_at", range=models.Range(gt=known)))
+    if query.document_type:
+        must.append(
+            models.FieldCondition(
+                key="document_type", match=models.MatchValue(value=query.document_type)
+            )
+        )
+    if query.source_type:
+        must.append(
+            models.FieldCondition(
+                key="source_type", match=models.MatchValue(value=query.source_type)
+            )
+        )
+    if query.include_predicates:
+        must.append(
+            models.FieldCondition(
+                key="predicate", match=models.MatchAny(any=list(query.include_predicates))
+            )
+        )
+    if query.min_authority is not None:
+        must.append(
+            models.FieldCondition(key="authority", range=models.Range(gte=query.min_authority))
+        )
+    if query.max_trust_tier is not None:
+        must.append(
+            models.FieldCondition(key="trust_tier", range=models.Range(lte=query.max_trust_tier))
+        )
+    must_not: list[models.Condition] = []
+    if query.exclude_predicates:
+        must_not.append(
+            models.FieldCondition(
+                key="predicate", match=models.MatchAny(any=list(query.exclude_predicates))
+            )
+        )
+    return models.Filter(must=must, must_not=must_not or None)
+
+
+def open_client(qdrant_url: str | None, data_dir: Path) -> QdrantClient:
+    """A server URL, ``:memory:`` (tests), or local mode under ``<data_dir>/qdrant``."""
+    if qdrant_url == MEMORY_LOCATION:
+        return QdrantClient(location=MEMORY_LOCATION)
+    if qdrant_url:
+        return QdrantClient(url=qdrant_url)
+    path = data_dir / "qdrant"
+    path.mkdir(parents=True, exist_ok=True)
+    return QdrantClient(path=str(path))
+
+
+class QdrantVectorIndex:
+    def __init__(self, collection: str, dimensions: int) -> None:
+        self._client: QdrantClient | None = None
+        self._collection = collection
+        self._dimensions = dimensions
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-qdrant")
+
+    @classmethod
+    async def open(
+        cls,
+        connect: Callable[[], QdrantClient],
+        collection: str,
+        dimensions: int,
+        *,
+        server: bool,
+    ) -> QdrantVectorIndex:
+        """``connect`` runs on the index's own thread (local mode keeps SQLite handles that
+        belong to the thread that opened them)."""
+        index = cls(collection, dimensions)
+        try:
+            await index._run(index._open_sync, connect, server)
+        except BaseException:
+            await index.close()
+            raise
+        return index
+
+    @property
+    def client(self) -> QdrantClient:
+        assert self._client is not None, "index is not open"
+        return self._client
+
+    async def _run(self, fn: Callable[..., T], *args: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def _open_sync(self, connect: Callable[[], QdrantClient], server: bool) -> None:
+        self._client = connect()
+        if self.client.collection_exists(self._collection):
+            return
+        self.client.create_collection(
+            self._collection,
+            vectors_config=models.VectorParams(
+                size=self._dimensions, distance=models.Distance.COSINE
+            ),
+        )
+        if server:  # local mode has no payload indexes; a server needs them for filters
+            for key, schema in (
+                ("scope_id", models.PayloadSchemaType.KEYWORD),
+                ("fact_key", models.PayloadSchemaType.KEYWORD),
+                ("state", models.PayloadSchemaType.INTEGER),
+                ("valid_from", models.PayloadSchemaType.FLOAT),
+                ("valid_to", models.PayloadSchemaType.FLOAT),
+            ):
+                self.client.create_payload_index(self._collection, key, schema)
+
+    def _upsert_sync(self, facts: Sequence[Fact], vectors: Sequence[Sequence[float]]) -> None:
+        points = [
+            models.PointStruct(id=point_id(f.version_id), vector=list(v), payload=payload(f))
+            for f, v in zip(facts, vectors, strict=True)
+        ]
+        if points:
+            self.client.upsert(self._collection, points=points, wait=True)
+        for fact in facts:
+            if fact.superseded_at is not None or fact.recorded_at is None:
+                continue
+            recorded = fact.recorded_at.timestamp()
+            self.client.set_payload(
+                self._collection,
+                payload={"state": int(FactState.SUPERSEDED), "superseded_at": recorded},
+                points=models.Filter(
+                    must=[
+                        models.FieldCondition(
+                            key="fact_key", match=models.MatchValue(value=fact.fact_key)
+                        ),
+                        models.FieldCondition(key="superseded_at", range=models.Range(gte=FOREVER)),
+                        models.FieldCondition(key="recorded_at", range=models.Range(lt=recorded)),
+                    ],
+                    must_not=[
+                        models.FieldCondition(
+                            key="version_id", match=models.MatchValue(value=fact.version_id)
+                        )
+                    ],
+                ),
+                wait=True,
+            )
+
+    async def upsert(self, facts: Sequence[Fact], vectors: Sequence[Sequence[float]]) -> None:
+        await self._run(self._upsert_sync, list(facts), list(vectors))
+
+    def _search_sync(self, vector: list[float], query: IndexQuery, limit: int) -> list[Candidate]:
+        response = self.client.query_points(
+            self._collection,
+            query=vector,
+            query_filter=build_filter(query),
+            limit=limit,
+            with_payload=["fact_key", "version_id"],
+        )
+        return [
+            Candidate(
+                fact_key=str(point.payload["fact_key"]),
+                version_id=str(point.payload["version_id"]),
+                score=float(point.score),
+            )
+            for point in response.points
+            if point.payload
+        ]
+
+    async def search(
+        self, vector: Sequence[float], query: IndexQuery, limit: int
+    ) -> list[Candidate]:
+        return await self._run(self._search_sync, list(vector), query, limit)
+
+    async def count(self) -> int:
+        result = await self._run(lambda: self.client.count(self._collection, exact=True))
+        return int(result.count)
+
+    async def close(self) -> None:
+        try:
+            if self._client is not None:
+                await self._run(self._client.close)
+        finally:
+            self._executor.shutdown(wait=True)

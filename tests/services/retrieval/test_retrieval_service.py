@@ -1,0 +1,264 @@
+"""The retrieval service end to end: real PostgreSQL, Qdrant in memory, the real MiniLM
+embedder, and an in-process fake knowledge service serving the change log."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pytest
+
+from vera.config import ConfigError, Settings
+from vera.errors import InvalidInput
+from vera.knowledge.v1 import knowledge_pb2, knowledge_pb2_grpc
+from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from vera.rpc.client import open_channel
+from vera.rpc.server import ServiceBinding, create_server
+from vera.rpc.timestamps import to_timestamp
+from vera.services.retrieval.embedding import MiniLMEmbedder
+from vera.services.retrieval.pipeline import ASSEMBLER_VERSION
+from vera.services.retrieval.server import create
+
+SCOPE_A = str(uuid.uuid4())
+SCOPE_B = str(uuid.uuid4())
+RECORDED = datetime(2025, 1, 1, tzinfo=UTC)
+
+FACTS_A = [
+    ("payments-api", "owned_by", "the Payments Platform team (#payments-oncall)"),
+    ("billing-service", "deployed_with", "Argo CD rollouts from the infra repository"),
+    ("checkout-web", "uses_database", "PostgreSQL 16 on Amazon RDS"),
+    ("auth-service", "token_lifetime", "access tokens expire after 15 minutes"),
+    ("search-indexer", "runs_on", "a nightly Kubernetes CronJob at 02:00 UTC"),
+    ("frontend", "style_guide", "components use Tailwind utility classes"),
+]
+# Same subject and predicate as a scope-A fact, in a scope the caller cannot read.
+FACTS_B = [("payments-api", "owned_by", "the secret skunkworks squad")]
+
+
+def make_fact(scope: str, n: int, subject: str, predicate: str, obj: str, **extra):
+    key = f"{scope[:8]}-{n}"
+    return knowledge_pb2.Fact(
+        fact_key=key,
+        version_id=extra.pop("version_id", f"{key}-v1"),
+        scope_id=scope,
+        subject=subject,
+        predicate=predicate,
+        object=obj,
+        state=knowledge_pb2.FACT_STATE_ACTIVE,
+        trust_tier=1,
+        authority=0.9,
+        recorded_at=to_timestamp(extra.pop("recorded_at", RECORDED)),
+        document_type="adr",
+        source_type="adr",
+        citations=[
+            knowledge_pb2.Citation(
+                source_id=f"adr-{n}",
+                locator="L1-L5",
+                title=f"ADR {n}",
+                excerpt=f"We decided that {subject} {predicate.replace('_', ' ')} {obj}.",
+                verification=knowledge_pb2.VERIFICATION_STATE_VERIFIED,
+                observed_at=to_timestamp(datetime.now(UTC)),
+            )
+        ],
+        **extra,
+    )
+
+
+class FakeKnowledge(knowledge_pb2_grpc.KnowledgeServiceServicer):
+    """The change log and the current version of each fact, in memory."""
+
+    def __init__(self) -> None:
+        self.changes: list[knowledge_pb2.Change] = []
+        self.current: dict[str, knowledge_pb2.Fact] = {}
+
+    def record(self, fact: knowledge_pb2.Fact) -> None:
+        if fact.state in (knowledge_pb2.FACT_STATE_RETRACTED, knowledge_pb2.FACT_STATE_SUPERSEDED):
+            self.current.pop(fact.fact_key, None)
+        else:
+            self.current[fact.fact_key] = fact
+        self.changes.append(
+            knowledge_pb2.Change(
+                position=len(self.changes) + 1,
+                kind=knowledge_pb2.CHANGE_KIND_FACT_UPSERTED,
+                fact=fact,
+            )
+        )
+
+    async def ListChanges(self, request, context):
+        page = [c for c in self.changes if c.position > request.after_position]
+        return knowledge_pb2.ListChangesResponse(
+            changes=page[: request.page_size], head_position=len(self.changes)
+        )
+
+    async def BatchGetFacts(self, request, context):
+        scopes = set(request.scope_ids)
+        return knowledge_pb2.BatchGetFactsResponse(
+            facts=[
+                self.current[key]
+                for key in request.fact_keys
+                if key in self.current and self.current[key].scope_id in scopes
+            ]
+        )
+
+
+@pytest.fixture(scope="session")
+async def embedder() -> AsyncIterator[MiniLMEmbedder]:
+    model = await MiniLMEmbedder.load(None, threads=2)
+    yield model
+    model.close()
+
+
+@dataclass
+class Stack:
+    knowledge: FakeKnowledge
+    retrieval: retrieval_pb2_grpc.RetrievalServiceStub
+
+    async def wait_indexed(self, timeout: float = 20.0) -> retrieval_pb2.GetIndexStatusResponse:
+        head = len(self.knowledge.changes)
+        deadline = time.monotonic() + timeout
+        while True:
+            status = await self.retrieval.GetIndexStatus(retrieval_pb2.GetIndexStatusRequest())
+            if status.indexed_position >= head:
+                return status
+            assert time.monotonic() < deadline, f"indexer stuck at {status}"
+            await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+async def stack(pg_dsn, embedder, tmp_path) -> AsyncIterator[Stack]:
+    knowledge = FakeKnowledge()
+    for n, triple in enumerate(FACTS_A):
+        knowledge.record(make_fact(SCOPE_A, n, *triple))
+    for n, triple in enumerate(FACTS_B):
+        knowledge.record(make_fact(SCOPE_B, n, *triple))
+    fake = create_server(
+        [
+            ServiceBinding(
+                "vera.knowledge.v1.KnowledgeService",
+                knowledge,
+                knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server,
+            )
+        ],
+        "127.0.0.1:0",
+    )
+    await fake.server.start()
+    settings = Settings(
+        data_dir=tmp_path,
+        database={"dsn": pg_dsn},
+        services={"knowledge": f"127.0.0.1:{fake.port}"},
+        retrieval={"qdrant_url": ":memory:", "index_poll_seconds": 0.02},
+    )
+    hosted = await create(settings, "127.0.0.1:0", embedder=embedder)
+    await hosted.running.server.start()
+    channel = open_channel(f"127.0.0.1:{hosted.running.port}", 30.0)
+    try:
+        yield Stack(knowledge, retrieval_pb2_grpc.RetrievalServiceStub(channel))
+    finally:
+        await channel.close()
+        await hosted.running.stop(grace=1.0)
+        await hosted.aclose()
+        await fake.stop(grace=1.0)
+
+
+async def search(stack: Stack, query: str, scopes=(SCOPE_A,), **kwargs):
+    return await stack.retrieval.Search(
+        retrieval_pb2.SearchRequest(scope_ids=list(scopes), query=query, limit=5, **kwargs)
+    )
+
+
+async def test_indexes_the_log_and_finds_paraphrased_facts(stack: Stack):
+    status = await stack.wait_indexed()
+    assert status.head_position == status.indexed_position == len(FACTS_A) + len(FACTS_B)
+    assert status.indexed_facts == len(FACTS_A) + len(FACTS_B)
+
+    response = await search(stack, "which team is responsible for the payments API?")
+    top = response.results[0]
+    assert (top.fact.subject, top.fact.predicate) == ("payments-api", "owned_by")
+    assert top.rank == 1 and top.result_ref == top.fact.version_id
+    assert top.fact.citations[0].source_id == "adr-0"
+    assert {"dense", "lexical", "fused", "final"} <= set(top.signals)
+
+    response = await search(stack, "how long do login credentials stay valid")
+    assert response.results[0].fact.subject == "auth-service"
+
+    # A scope the caller does not hold never leaks, whatever the query.
+    for query in ("skunkworks squad", "who owns payments-api"):
+        response = await search(stack, query)
+        assert all(r.fact.scope_id == SCOPE_A for r in response.results)
+    response = await search(stack, "skunkworks squad", scopes=(SCOPE_B,))
+    assert [r.fact.scope_id for r in response.results] == [SCOPE_B]
+
+
+async def test_retracted_and_superseded_versions_disappear(stack: Stack):
+    await stack.wait_indexed()
+    owner = stack.knowledge.current[f"{SCOPE_A[:8]}-0"]
+
+    retracted = knowledge_pb2.Fact()
+    retracted.CopyFrom(owner)
+    retracted.state = knowledge_pb2.FACT_STATE_RETRACTED
+    stack.knowledge.record(retracted)
+    # The authoritative re-read drops it at once, before the indexer catches up.
+    response = await search(stack, "which team owns the payments API")
+    assert owner.fact_key not in [r.fact.fact_key for r in response.results]
+
+    deploy = stack.knowledge.current[f"{SCOPE_A[:8]}-1"]
+    newer = make_fact(
+        SCOPE_A,
+        1,
+        "billing-service",
+        "deployed_with",
+        "GitHub Actions with blue-green deploys",
+        version_id=f"{deploy.fact_key}-v2",
+        recorded_at=datetime(2025, 3, 1, tzinfo=UTC),
+    )
+    stack.knowledge.record(newer)
+    await stack.wait_indexed()
+    response = await search(stack, "how is the billing service deployed?")
+    top = response.results[0]
+    assert top.fact.fact_key == deploy.fact_key and top.result_ref == newer.version_id
+    assert sum(r.fact.fact_key == deploy.fact_key for r in response.results) == 1
+
+
+async def test_assemble_context_within_budget(stack: Stack):
+    await stack.wait_indexed()
+    request = retrieval_pb2.AssembleContextRequest(
+        scope_id=SCOPE_A,
+        query="what database does checkout use",
+        limit=3,
+        token_budget=2000,
+        filters=retrieval_pb2.RetrievalFilters(repository="github.com/acme/shop"),
+        compact_citations=True,
+    )
+    response = await stack.retrieval.AssembleContext(request)
+    assert response.results[0].fact.subject == "checkout-web"
+    assert response.assembler_version == ASSEMBLER_VERSION
+    assert 0 < response.token_estimate <= 2000
+    assert response.results[0].fact.citations[0].excerpt == ""  # compact
+
+    request.token_budget = 1
+    response = await stack.retrieval.AssembleContext(request)
+    assert not response.results and response.empty_reason == "token_budget"
+    assert response.omitted and {o.reason for o in response.omitted} == {"token_budget"}
+
+
+async def test_empty_reasons_and_errors(stack: Stack):
+    await stack.wait_indexed()
+    response = await search(stack, "anything", scopes=(str(uuid.uuid4()),))
+    assert not response.results and response.empty_reason == "no_facts_in_scope"
+    response = await search(
+        stack,
+        "payments team",
+        filters=retrieval_pb2.RetrievalFilters(document_type="runbook"),
+    )
+    assert not response.results and response.empty_reason == "filtered_out"
+    with pytest.raises(InvalidInput):
+        await search(stack, "payments", scopes=())
+
+
+async def test_create_requires_a_database(tmp_path):
+    with pytest.raises(ConfigError, match="VERA_DATABASE__DSN"):
+        await create(Settings(data_dir=tmp_path, database={"dsn": None}), "127.0.0.1:0")
