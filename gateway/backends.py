@@ -1,0 +1,45 @@
+"""gRPC stubs for the four services, over channels whose every call has a deadline
+and whose failures arrive as ``vera.errors.VeraError``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+
+from vera.config import Settings
+from vera.identity.v1.identity_pb2_grpc import IdentityServiceStub
+from vera.knowledge.v1.knowledge_pb2_grpc import KnowledgeServiceStub
+from vera.retrieval.v1.retrieval_pb2_grpc import RetrievalServiceStub
+from vera.rpc.client import open_channel
+from vera.snapshot.v1.snapshot_pb2_grpc import SnapshotServiceStub
+
+
+@dataclass
+class Backends:
+    identity: IdentityServiceStub
+    knowledge: KnowledgeServiceStub
+    retrieval: RetrievalServiceStub
+    snapshot: SnapshotServiceStub
+    channels: tuple[grpc.aio.Channel, ...]
+
+    @classmethod
+    def open(cls, settings: Settings) -> Backends:
+        """Opens one channel per service; call inside the event loop that will use them."""
+        rpc, addresses = settings.rpc, settings.services
+        identity = open_channel(addresses.identity, rpc.deadline_seconds)
+        knowledge = open_channel(addresses.knowledge, rpc.deadline_seconds)
+        # Search and context assembly embed, search and re-read: a longer budget.
+        retrieval = open_channel(addresses.retrieval, rpc.retrieval_deadline_seconds)
+        snapshot = open_channel(addresses.snapshot, rpc.deadline_seconds)
+        return cls(
+            identity=IdentityServiceStub(identity),
+            knowledge=KnowledgeServiceStub(knowledge),
+            retrieval=RetrievalServiceStub(retrieval),
+            snapshot=SnapshotServiceStub(snapshot),
+            channels=(identity, knowledge, retrieval, snapshot),
+        )
+
+    async def close(self) -> None:
+        for channel in self.channels:
+            await channel.close()

@@ -1,0 +1,133 @@
+"""The one boundary every tool call passes: authorize class -> bounds -> quota -> body.
+
+A refused or invalid call is stopped before the quota is charged, so it uses none.
+Every failure leaves as ``MCPError`` with the seed's integer code and ``data.code``;
+service errors are mapped in ``errors``; anything unexpected becomes ``internal_error``
+with no internal text (the SDK would otherwise turn it into an ``isError`` result).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from starlette.requests import Request
+
+from vera.config import Settings
+from vera.errors import VeraError
+from vera.gateway.auth import Authenticator, scope_names
+from vera.gateway.backends import Backends
+from vera.gateway.bounds import BoundsError
+from vera.gateway.errors import from_vera_error, internal_error, invalid_input, tool_error
+from vera.gateway.handlers import CallContext, Handler
+from vera.gateway.metrics import ToolMetrics
+from vera.gateway.quota import QuotaPolicy
+from vera.gateway.render import render
+from vera.gateway.tools import ToolSpec
+
+log = logging.getLogger(__name__)
+
+
+class Guard:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        tools: tuple[ToolSpec, ...],
+        handlers: Mapping[str, Handler],
+        authenticator: Authenticator,
+        quota: QuotaPolicy,
+        metrics: ToolMetrics,
+        backends: Callable[[], Backends],
+    ) -> None:
+        self._settings = settings
+        self._specs = tools
+        self._tools = {spec.name: spec for spec in tools}
+        self._input_schemas = {spec.name: spec.arguments.schema() for spec in tools}
+        self._handlers = handlers
+        self._authenticator = authenticator
+        self._quota = quota
+        self._metrics = metrics
+        self._backends = backends
+        self._scope_names = scope_names(settings)
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return self._specs
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        return self._input_schemas.get(name)
+
+    async def call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        request: Request | None = None,
+        protocol_version: str | None = None,
+    ) -> types.CallToolResult:
+        spec = self._tools.get(name)
+        if spec is None:
+            # Unknown and hidden tools read the same, and never become a metrics label.
+            raise invalid_input("name", "unknown_tool")
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            result = await self._guarded(spec, dict(arguments or {}), request, protocol_version)
+            outcome = "success"
+            return result
+        finally:
+            self._metrics.observe(spec.name, outcome, time.perf_counter() - started)
+
+    async def _guarded(
+        self,
+        spec: ToolSpec,
+        arguments: dict[str, Any],
+        request: Request | None,
+        protocol_version: str | None,
+    ) -> types.CallToolResult:
+        try:
+            backends = self._backends()
+            caller = await self._authenticator.authenticate(request, backends)
+            required = spec.required_class(arguments)
+            if required not in caller.granted:
+                raise tool_error("unauthorized", required_scope=self._scope_names[required])
+            try:
+                args = spec.arguments.validate(arguments)
+            except BoundsError as exc:
+                raise invalid_input(exc.field, exc.reason) from None
+            refusal = await self._quota.charge(caller.principal_id, spec.bucket)
+            if refusal is not None:
+                raise tool_error(
+                    "quota_exceeded",
+                    bucket=refusal.bucket,
+                    retry_after_seconds=refusal.retry_after_seconds,
+                )
+            ctx = CallContext(
+                caller=caller,
+                backends=backends,
+                settings=self._settings,
+                protocol_version=protocol_version,
+                visible_tools=self.tool_names,
+            )
+            data = await self._handlers[spec.name](ctx, args)
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=render(spec.name, data))],
+                structured_content=data,
+            )
+        except MCPError:
+            raise
+        except VeraError as exc:
+            log.info("tool %s: service refused with %s", spec.name, exc.reason)
+            raise from_vera_error(exc) from None
+        except Exception:
+            log.exception("tool %s failed unexpectedly", spec.name)
+            raise internal_error() from None

@@ -1,0 +1,90 @@
+"""``create_app`` and ``python -m vera.entrypoints.mcp.main`` as the supervisor runs them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from vera.config import ConfigError, McpSettings, Settings
+from vera.entrypoints.mcp.main import create_app
+
+
+def test_create_app_refuses_authenticated_profiles():
+    settings = Settings(environment="prod")
+    assert settings.auth_profile == "remote-authenticated"
+    with pytest.raises(ConfigError):
+        create_app(settings)
+    secret = Settings(environment="local", mcp=McpSettings(jwt_secret="s" * 32))
+    with pytest.raises(ConfigError):
+        create_app(secret)
+
+
+def test_create_app_reads_the_environment(monkeypatch):
+    monkeypatch.setenv("VERA_ENVIRONMENT", "local")
+    monkeypatch.setenv("VERA_MCP__TOOL_PROFILE", "advanced")
+    assert isinstance(create_app(), Starlette)
+    monkeypatch.setenv("VERA_ENVIRONMENT", "staging")
+    with pytest.raises(ConfigError):
+        create_app()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VERA_")}
+    return {**env, "VERA_ENVIRONMENT": "local", **extra}
+
+
+async def test_module_serves_healthz_and_stops_on_sigterm():
+    port = _free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "vera.entrypoints.mcp.main",
+        env=_env(VERA_MCP__PORT=str(port), VERA_OBSERVABILITY__MCP_METRICS_PORT="0"),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with httpx.AsyncClient(timeout=1) as http:
+            for _ in range(200):
+                try:
+                    response = await http.get(f"http://127.0.0.1:{port}/healthz")
+                    break
+                except httpx.TransportError:
+                    await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("gateway did not come up")
+        assert response.status_code == 200
+    finally:
+        process.terminate()
+        _, stderr = await asyncio.wait_for(process.communicate(), 10)
+    # uvicorn shuts down gracefully, then re-raises the signal it caught.
+    assert process.returncode in (0, -signal.SIGTERM), stderr.decode()
+    assert "GET /healthz" not in stderr.decode()  # no access log
+
+
+async def test_module_refuses_to_start_outside_local_dev():
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "vera.entrypoints.mcp.main",
+        env=_env(VERA_ENVIRONMENT="prod"),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, stderr = await asyncio.wait_for(process.communicate(), 20)
+    assert process.returncode == 2
+    lines = stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "local-dev" in lines[0]

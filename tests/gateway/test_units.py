@@ -1,0 +1,109 @@
+"""Small pieces of the gateway without a server: bounds, quota windows, the error table."""
+
+from __future__ import annotations
+
+import pytest
+
+from vera.errors import (
+    AmbiguousProject,
+    ExpiredContextPack,
+    InvalidInput,
+    NotFound,
+    ProjectOutOfScope,
+    QuotaExceeded,
+    Unauthenticated,
+    Unauthorized,
+    Unavailable,
+    UnsupportedVersion,
+    VeraError,
+)
+from vera.gateway.bounds import parse_timestamp
+from vera.gateway.errors import ERROR_CODES, from_vera_error
+from vera.gateway.metrics import ToolMetrics
+from vera.gateway.quota import BucketLimit, InMemoryQuotaStore, QuotaPolicy
+from vera.gateway.tools import CODING_TOOLS, tools_for_profile
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "data"),
+    [
+        (
+            InvalidInput("limit", reason="too_big"),
+            -32602,
+            {"code": "invalid_input", "field": "limit", "reason": "too_big"},
+        ),
+        (
+            AmbiguousProject(candidates=["a", "b"]),
+            -32004,
+            {"code": "ambiguous_project", "candidates": ["a", "b"]},
+        ),
+        (ProjectOutOfScope(), -32005, {"code": "project_out_of_scope"}),
+        (ExpiredContextPack(), -32006, {"code": "expired_context_pack"}),
+        (UnsupportedVersion(), -32007, {"code": "unsupported_version"}),
+        (QuotaExceeded(bucket="read"), -32003, {"code": "quota_exceeded", "bucket": "read"}),
+        (
+            Unauthorized(required_scope="memory:propose"),
+            -32002,
+            {"code": "unauthorized", "required_scope": "memory:propose"},
+        ),
+        (Unauthenticated(), -32001, {"code": "unauthenticated"}),
+        (Unavailable("db down at 10.0.0.1"), -32603, {"code": "internal_error"}),
+        (NotFound("fact x"), -32603, {"code": "internal_error"}),
+        (VeraError("boom"), -32603, {"code": "internal_error"}),
+    ],
+)
+def test_one_table_maps_service_reasons(error, code, data):
+    mapped = from_vera_error(error)
+    assert (mapped.code, mapped.data) == (code, data)
+    assert mapped.message == ERROR_CODES[data["code"]][1]
+
+
+def test_timestamps_parse_as_iso8601_utc():
+    assert parse_timestamp("2024-05-01T12:00:00Z").isoformat() == "2024-05-01T12:00:00+00:00"
+    assert parse_timestamp("2024-05-01").isoformat() == "2024-05-01T00:00:00+00:00"
+    assert parse_timestamp("2024-05-01T12:00:00-05:00").hour == 17
+    for bad in ("yesterday", "2024-02-30", "12:00", "", "2024-05-01T25:00"):
+        assert parse_timestamp(bad) is None, bad
+
+
+async def test_fixed_window_quota_is_per_principal_and_bucket():
+    now = [600.0]
+    clock = lambda: now[0]  # noqa: E731
+    policy = QuotaPolicy(
+        {"read": BucketLimit(2, 60), "context": BucketLimit(1, 60)},
+        InMemoryQuotaStore(clock),
+        clock=clock,
+    )
+    assert await policy.charge("alice", "read") is None
+    assert await policy.charge("alice", "read") is None
+    refusal = await policy.charge("alice", "read")
+    assert refusal is not None and refusal.bucket == "read"
+    assert refusal.retry_after_seconds == 60
+    assert await policy.charge("bob", "read") is None
+    assert await policy.charge("alice", "context") is None
+    now[0] = 659.5
+    refused = await policy.charge("alice", "read")
+    assert refused is not None and refused.retry_after_seconds == 1
+    now[0] = 660.0
+    assert await policy.charge("alice", "read") is None
+    disabled = QuotaPolicy(
+        {"read": BucketLimit(1, 60)}, InMemoryQuotaStore(clock), enabled=False, clock=clock
+    )
+    for _ in range(3):
+        assert await disabled.charge("alice", "read") is None
+
+
+def test_metrics_ignore_unregistered_names():
+    metrics = ToolMetrics(["knowledge_search"])
+    metrics.observe("knowledge_search", "success", 0.01)
+    metrics.observe("evil_name", "success", 0.01)
+    metrics.observe("knowledge_search", "weird", 0.01)
+    names = {s.labels.get("tool") for m in metrics.registry.collect() for s in m.samples}
+    assert names == {"knowledge_search"}
+
+
+def test_other_profiles_serve_the_coding_set_with_a_warning(caplog):
+    with caplog.at_level("WARNING"):
+        assert tools_for_profile("advanced") == CODING_TOOLS
+        assert tools_for_profile("compatibility") == CODING_TOOLS
+    assert "later" in caplog.text
