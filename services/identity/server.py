@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from vera.config import ConfigError, Settings
-from vera.db.migrate import migrate
-from vera.db.pool import create_pool
+from vera.config import Settings
+from vera.db.pool import open_service_database
 from vera.identity.v1 import identity_pb2_grpc
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 from vera.services.identity.api import IdentityApi
@@ -17,16 +16,7 @@ SERVICE_NAME = "vera.identity.v1.IdentityService"
 
 async def create(settings: Settings, address: str) -> HostedService:
     """Applies migrations and returns the bound (not yet started) identity server."""
-    if settings.database.dsn is None:
-        raise ConfigError("VERA_DATABASE__DSN: required")
-    dsn = settings.database.dsn.get_secret_value()
-    await migrate(dsn, SCHEMA, "vera.services.identity")
-    pool = await create_pool(
-        dsn,
-        SCHEMA,
-        min_size=settings.database.pool_min_size,
-        max_size=settings.database.pool_max_size,
-    )
+    pool = await open_service_database(settings, SCHEMA, "vera.services.identity")
     try:
         service = IdentityService(PgIdentityStore(pool))
         running = create_server(

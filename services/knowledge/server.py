@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from vera.config import ConfigError, Settings
-from vera.db.migrate import migrate
-from vera.db.pool import create_pool
+from vera.config import Settings
+from vera.db.pool import open_service_database
 from vera.knowledge.v1 import knowledge_pb2_grpc
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 
@@ -18,17 +17,8 @@ SCHEMA = "knowledge"
 
 async def create(settings: Settings, address: str) -> HostedService:
     """Builds the bound (not yet started) knowledge server; ``aclose`` closes the pool."""
-    if settings.database.dsn is None:
-        raise ConfigError("VERA_DATABASE__DSN: required")
-    dsn = settings.database.dsn.get_secret_value()
     ontology = load_ontology()
-    await migrate(dsn, SCHEMA, "vera.services.knowledge")
-    pool = await create_pool(
-        dsn,
-        SCHEMA,
-        min_size=settings.database.pool_min_size,
-        max_size=settings.database.pool_max_size,
-    )
+    pool = await open_service_database(settings, SCHEMA, "vera.services.knowledge")
     try:
         servicer = KnowledgeServicer(KnowledgeStore(pool, ontology))
         register = knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server

@@ -8,9 +8,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from vera.config import ConfigError, Settings
-from vera.db.migrate import migrate
-from vera.db.pool import create_pool
+from vera.config import Settings
+from vera.db.pool import open_service_database
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import HostedService, ServiceBinding, create_server
@@ -35,9 +34,6 @@ async def create(
 ) -> HostedService:
     """Builds the bound (not yet started) service. ``embedder`` lets tests share one model
     across services; when given, the caller owns it."""
-    if settings.database.dsn is None:
-        raise ConfigError("VERA_DATABASE__DSN: required")
-    dsn = settings.database.dsn.get_secret_value()
     rs = settings.retrieval
     cleanups: list[Callable[[], Awaitable[None]]] = []
 
@@ -49,13 +45,7 @@ async def create(
                 log.exception("retrieval cleanup failed")
 
     try:
-        await migrate(dsn, SCHEMA, PACKAGE)
-        pool = await create_pool(
-            dsn,
-            SCHEMA,
-            min_size=settings.database.pool_min_size,
-            max_size=settings.database.pool_max_size,
-        )
+        pool = await open_service_database(settings, SCHEMA, PACKAGE)
         cleanups.append(pool.close)
         channel = open_channel(settings.services.knowledge, settings.rpc.deadline_seconds)
         cleanups.append(channel.close)

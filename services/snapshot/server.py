@@ -7,9 +7,8 @@ import contextlib
 import logging
 from datetime import timedelta
 
-from vera.config import ConfigError, Settings
-from vera.db.migrate import migrate
-from vera.db.pool import create_pool
+from vera.config import Settings
+from vera.db.pool import open_service_database
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 from vera.services.snapshot.api import SnapshotApi
 from vera.services.snapshot.domain import Clock, SnapshotService, utc_now
@@ -42,16 +41,7 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
 
     ``clock`` exists for tests: it drives creation times, expiry and the sweeper.
     """
-    if settings.database.dsn is None:
-        raise ConfigError("VERA_DATABASE__DSN: required")
-    dsn = settings.database.dsn.get_secret_value()
-    await migrate(dsn, SCHEMA, "vera.services.snapshot")
-    pool = await create_pool(
-        dsn,
-        SCHEMA,
-        min_size=settings.database.pool_min_size,
-        max_size=settings.database.pool_max_size,
-    )
+    pool = await open_service_database(settings, SCHEMA, "vera.services.snapshot")
     try:
         service = SnapshotService(
             PgSnapshotStore(pool), timedelta(days=settings.snapshot.pack_ttl_days), clock
