@@ -138,9 +138,16 @@ def test_metrics_listener_is_separate_and_bounded(stack):
     assert httpx.get(f"http://127.0.0.1:{stack.port}/metrics").status_code == 404
 
 
-async def test_facts_survive_a_restart(stack):
+async def test_facts_survive_a_restart(stack, tmp_path: Path):
+    durable = write_jsonl(tmp_path / "durable.jsonl", [
+        {"type": "fact", "subject": "ledger-service", "predicate": "written_in",
+         "object": "Rust with the tokio runtime"}])
+    loaded = stack.vera("ingest", str(durable), "--project", "ledger", "--data-dir",
+                        str(stack.data_dir))
+    assert loaded.returncode == 0, loaded.stderr
     assert stack.stop() == 0
     stack.start()
     async with Client(stack.mcp_url) as client:
-        found = await call(client, "knowledge_search", query="payments database PostgreSQL")
-        assert any(r["predicate"] == "uses_database" for r in found["results"])
+        found = await call(client, "knowledge_search", query="ledger-service written in Rust",
+                           project="ledger")
+        assert [r["object"] for r in found["results"]] == ["Rust with the tokio runtime"]
