@@ -1,0 +1,455 @@
+"""The LoCoMo retrieval-quality bench: VERA (through MCP) next to BM25 and dense baselines.
+
+    python -m bench.run [--only-baselines] [--out PATH] [--data PATH]
+
+Loads ``shared/data/locomo/locomo-dev.json``, turns every turn into one fact (see
+bench/locomo.py), starts a stack with ``vera up`` in a temporary data dir, ingests each
+conversation with ``vera ingest`` into its own project, asks every scored question through
+the real MCP client (``knowledge_search`` and ``knowledge_get_context``, limit 10), and
+scores the answers next to Okapi BM25 and dense-only MiniLM computed on the same turns in
+the same run. Prints a table and a per-category table and writes a JSON report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import math
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tqdm import tqdm
+
+from bench import locomo
+from bench.metrics import METRIC_NAMES, Tally
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+DEFAULT_OUT = ROOT / "bench-results" / "locomo.json"
+LIMIT = 10
+TOKEN_BUDGET = 32000  # the maximum: the budget never truncates the top 10
+READY_TIMEOUT_SECONDS = 300
+SYSTEMS = ("VERA search", "VERA get_context", "BM25", "dense MiniLM")
+DENSE_TEXT_CHOICES = ("fact", "turn")
+
+
+# --- baselines ---------------------------------------------------------------------------
+
+
+def _doc_text(turn: locomo.Turn, mode: str) -> str:
+    return turn.fact_text if mode == "fact" else turn.text
+
+
+def run_baselines(conversations: list[locomo.Conversation], tallies: dict[str, Tally],
+                  per_question: dict[tuple[str, int], dict], *, dense_text: str,
+                  bm25_text: str, skip_dense: bool) -> dict[str, float]:
+    from bench.bm25 import BM25
+
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    model = None
+    if not skip_dense:
+        from bench.dense import DenseIndex, MiniLM
+
+        model = MiniLM()
+        timings["dense_model_load_s"] = time.perf_counter() - started
+    index_s = {"bm25": 0.0, "dense": 0.0}
+    total = sum(len(c.questions) for c in conversations)
+    with tqdm(total=total, desc="baselines", unit="q", file=sys.stderr) as bar:
+        for conv in conversations:
+            t0 = time.perf_counter()
+            bm25 = BM25([_doc_text(t, bm25_text) for t in conv.turns])
+            index_s["bm25"] += time.perf_counter() - t0
+            dense = None
+            if model is not None:
+                t0 = time.perf_counter()
+                dense = DenseIndex(model, [_doc_text(t, dense_text) for t in conv.turns])
+                index_s["dense"] += time.perf_counter() - t0
+            for q in conv.questions:
+                category = locomo.CATEGORY_NAMES.get(q.category, str(q.category))
+                record = per_question[(q.sample_id, q.index)]
+                t0 = time.perf_counter()
+                hits = bm25.search(q.question, LIMIT)
+                ms = (time.perf_counter() - t0) * 1000
+                ranking = [[conv.turns[i].dia_id] for i, _ in hits]
+                record["BM25"] = _question_record(
+                    tallies["BM25"].add(ranking, q.evidence, category, ms), ranking)
+                if dense is not None:
+                    t0 = time.perf_counter()
+                    hits = dense.search(q.question, LIMIT)
+                    ms = (time.perf_counter() - t0) * 1000
+                    ranking = [[conv.turns[i].dia_id] for i, _ in hits]
+                    record["dense MiniLM"] = _question_record(
+                        tallies["dense MiniLM"].add(ranking, q.evidence, category, ms), ranking)
+                bar.update(1)
+    timings["bm25_index_s"] = index_s["bm25"]
+    if model is not None:
+        timings["dense_index_s"] = index_s["dense"]
+    timings["baselines_total_s"] = time.perf_counter() - started
+    return timings
+
+
+def _question_record(score: dict[str, float], ranking: list) -> dict:
+    return {"hit@10": score["hit@10"], "rr": score["mrr@10"],
+            "top": [sorted(r) for r in ranking]}
+
+
+# --- the stack ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _vera_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "vera.cli", *args]
+
+
+@contextmanager
+def running_stack(root: Path) -> Iterator[tuple[str, Path, dict[str, str]]]:
+    """Starts ``vera up`` in ``root/data``; yields (MCP URL, data dir, env); stops it."""
+    import httpx
+
+    data_dir = root / "data"
+    port = _free_port()
+    env = {**os.environ,
+           "VERA_DATA_DIR": str(data_dir),
+           "VERA_OBSERVABILITY__MCP_METRICS_PORT": str(_free_port()),
+           "VERA_MCP__QUOTA_ENABLED": "false",
+           "HF_HUB_OFFLINE": "1"}
+    env.pop("VERA_DATABASE__DSN", None)
+    log_path = root / "stack.log"
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            _vera_cmd("up", "--data-dir", str(data_dir), "--port", str(port)),
+            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        give_up = time.monotonic() + READY_TIMEOUT_SECONDS
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"vera up exited with {process.returncode}:\n"
+                                   + _tail(log_path))
+            if (data_dir / "run" / "stack.json").exists():
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+            if time.monotonic() > give_up:
+                raise RuntimeError("the stack did not become ready:\n" + _tail(log_path))
+            time.sleep(0.3)
+        yield f"http://127.0.0.1:{port}/mcp", data_dir, env
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _tail(path: Path, chars: int = 4000) -> str:
+    return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+
+INGEST_ATTEMPTS = 3  # a load is idempotent: running it again finishes an interrupted one
+# `vera ingest`'s per-call deadline (VERA_RPC__DEADLINE_SECONDS, default 10 s). Its
+# GetIndexStatus polls can wait behind a long vector-index upsert on a loaded 2-core box and
+# fail the load with DEADLINE_EXCEEDED; the bench measures retrieval, so it gives them longer.
+INGEST_DEADLINE_SECONDS = 60
+
+
+def ingest_all(conversations: list[locomo.Conversation], root: Path, data_dir: Path,
+               env: dict[str, str], failures: list[dict],
+               deadline_s: float = INGEST_DEADLINE_SECONDS) -> dict[str, float]:
+    """`vera ingest` per conversation; a failed load is retried (and reported in failures)."""
+    seconds: dict[str, float] = {}
+    for conv in tqdm(conversations, desc="vera ingest", unit="conv", file=sys.stderr):
+        path = locomo.write_jsonl(conv, root / f"{conv.project}.jsonl")
+        t0 = time.perf_counter()
+        ingest_env = {**env, "VERA_RPC__DEADLINE_SECONDS": str(deadline_s)}
+        for attempt in range(1, INGEST_ATTEMPTS + 1):
+            done = subprocess.run(
+                _vera_cmd("ingest", str(path), "--project", conv.project, "--data-dir",
+                          str(data_dir)),
+                env=ingest_env, capture_output=True, text=True, timeout=900, cwd=ROOT)
+            if done.returncode == 0:
+                break
+            reason = _last_line(done.stderr) or _last_line(done.stdout)
+            failures.append({"project": conv.project, "attempt": attempt,
+                             "exit_code": done.returncode, "reason": reason})
+            tqdm.write(f"WARNING: vera ingest {conv.project} attempt {attempt} failed "
+                       f"({done.returncode}): {reason}", file=sys.stderr)
+        else:
+            raise RuntimeError(f"vera ingest {conv.project} failed {INGEST_ATTEMPTS} times:\n"
+                               f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+        seconds[conv.project] = time.perf_counter() - t0
+    return seconds
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "vera ingest" in line or "error" in line.lower() or "failed" in line:
+            return line[-500:]
+    return lines[-1][-500:] if lines else ""
+
+
+def _ranking_from(payload: dict | None, conv: locomo.Conversation) -> list[list[str]]:
+    """Each result's cited dia_ids, counting only citations of this conversation's sessions."""
+    prefix = f"{conv.sample_id}-session_"
+    results = sorted((payload or {}).get("results") or [],
+                     key=lambda r: r.get("rank") if r.get("rank") is not None else math.inf)
+    ranking = []
+    for result in results[:LIMIT]:
+        locators = []
+        for citation in result.get("citations") or []:
+            source = citation.get("source_id") or ""
+            locator = locomo.normalize_dia_id(citation.get("locator") or "")
+            if locator and (not source or source.startswith(prefix)):
+                locators.append(locator)
+        ranking.append(locators)
+    return ranking
+
+
+async def ask_vera(url: str, conversations: list[locomo.Conversation],
+                   tallies: dict[str, Tally], per_question: dict[tuple[str, int], dict],
+                   errors: list[dict]) -> None:
+    from mcp import Client
+
+    tools = {
+        "VERA search": ("knowledge_search", {}),
+        "VERA get_context": ("knowledge_get_context", {"token_budget": TOKEN_BUDGET}),
+    }
+    total = sum(len(c.questions) for c in conversations)
+    async with Client(url) as client:
+        for tool, extra in tools.values():  # warm-up: the first call pays one-off costs
+            await client.call_tool(tool, {"query": "warm up", "limit": LIMIT,
+                                          "project": conversations[0].project, **extra})
+        with tqdm(total=total, desc="VERA via MCP", unit="q", file=sys.stderr) as bar:
+            for conv in conversations:
+                for q in conv.questions:
+                    category = locomo.CATEGORY_NAMES.get(q.category, str(q.category))
+                    for system, (tool, extra) in tools.items():
+                        args = {"query": q.question, "project": conv.project, "limit": LIMIT,
+                                **extra}
+                        t0 = time.perf_counter()
+                        result = await client.call_tool(tool, args)
+                        ms = (time.perf_counter() - t0) * 1000
+                        payload = None
+                        if result.is_error:
+                            tallies[system].errors += 1
+                            if len(errors) < 20:
+                                errors.append({"system": system, "question": q.question,
+                                               "content": str(result.content)[:500]})
+                        else:
+                            payload = result.structured_content
+                        ranking = _ranking_from(payload, conv)
+                        score = tallies[system].add(ranking, q.evidence, category, ms)
+                        per_question[(q.sample_id, q.index)][system] = _question_record(
+                            score, ranking)
+                    bar.update(1)
+
+
+# --- report ------------------------------------------------------------------------------
+
+
+def _fmt(value, ms: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.1f}" if ms else f"{value:.3f}"
+
+
+def format_table(summaries: dict[str, dict]) -> str:
+    header = ["system", *METRIC_NAMES, "p50 ms", "p95 ms", "n"]
+    rows = [header]
+    for system, s in summaries.items():
+        rows.append([system, *(_fmt(s.get(m)) for m in METRIC_NAMES),
+                     _fmt(s.get("p50_ms"), True), _fmt(s.get("p95_ms"), True),
+                     str(s.get("questions", 0))])
+    return _render(rows)
+
+
+def format_category_table(by_category: dict[str, dict[str, dict]]) -> str:
+    header = ["category", "system", *METRIC_NAMES, "n"]
+    rows = [header]
+    categories = sorted({c for per in by_category.values() for c in per})
+    for category in categories:
+        for system, per in by_category.items():
+            s = per.get(category)
+            if s:
+                rows.append([category, system, *(_fmt(s.get(m)) for m in METRIC_NAMES),
+                             str(s["questions"])])
+    return _render(rows)
+
+
+def _render(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [c.ljust(w) if i < 2 else c.rjust(w)
+                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("| " + " | ".join(cells) + " |")
+        if n == 0:
+            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def machine_info() -> dict:
+    info = {"platform": platform.platform(), "machine": platform.machine(),
+            "processor": platform.processor() or None, "cpu_count": os.cpu_count(),
+            "python": platform.python_version()}
+    try:
+        info["usable_cpus"] = len(os.sched_getaffinity(0))
+    except AttributeError:
+        pass
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON file")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON report path")
+    parser.add_argument("--only-baselines", action="store_true",
+                        help="skip the stack: BM25 and dense only")
+    parser.add_argument("--no-dense", action="store_true", help="skip the dense baseline")
+    parser.add_argument("--dense-text", choices=DENSE_TEXT_CHOICES, default="fact",
+                        help="dense baseline documents: 'fact' = \"speaker said text\" "
+                             "(subject predicate object, default) or 'turn' = the text")
+    parser.add_argument("--bm25-text", choices=DENSE_TEXT_CHOICES, default="fact",
+                        help="BM25 documents, as --dense-text")
+    parser.add_argument("--ingest-deadline", type=float, default=INGEST_DEADLINE_SECONDS,
+                        help="per-call deadline (s) of `vera ingest` (its default is 10)")
+    parser.add_argument("--max-questions", type=int, default=0,
+                        help="score only the first N questions of each conversation (smoke)")
+    args = parser.parse_args(argv)
+
+    wall = time.perf_counter()
+    conversations = locomo.load(args.data)
+    if args.max_questions:
+        conversations = [
+            locomo.Conversation(c.sample_id, c.turns, c.questions[: args.max_questions],
+                                c.skipped_adversarial, c.skipped_no_evidence,
+                                c.dropped_evidence)
+            for c in conversations]
+    dataset = {
+        "file": str(args.data),
+        "conversations": len(conversations),
+        "turns": sum(len(c.turns) for c in conversations),
+        "scored_questions": sum(len(c.questions) for c in conversations),
+        "skipped_adversarial": sum(c.skipped_adversarial for c in conversations),
+        "skipped_no_evidence": sum(c.skipped_no_evidence for c in conversations),
+        "dropped_evidence_ids": {c.sample_id: list(c.dropped_evidence)
+                                 for c in conversations if c.dropped_evidence},
+    }
+    print(f"LoCoMo: {dataset['conversations']} conversations, {dataset['turns']} turns, "
+          f"{dataset['scored_questions']} scored questions "
+          f"({dataset['skipped_adversarial']} adversarial and "
+          f"{dataset['skipped_no_evidence']} without evidence left out)", file=sys.stderr)
+
+    systems = SYSTEMS[2:] if args.only_baselines else SYSTEMS
+    if args.no_dense:
+        systems = tuple(s for s in systems if s != "dense MiniLM")
+    tallies = {name: Tally() for name in systems}
+    per_question: dict[tuple[str, int], dict] = {
+        (q.sample_id, q.index): {"sample_id": q.sample_id, "qa_index": q.index,
+                                 "category": q.category, "question": q.question,
+                                 "evidence": list(q.evidence)}
+        for c in conversations for q in c.questions}
+    timings: dict[str, float | dict] = {}
+    errors: list[dict] = []
+    ingest_failures: list[dict] = []
+
+    if not args.only_baselines:
+        with tempfile.TemporaryDirectory(prefix="vera-bench-") as tmp:
+            root = Path(tmp)
+            t0 = time.perf_counter()
+            try:
+                with running_stack(root) as (url, data_dir, env):
+                    timings["stack_start_s"] = time.perf_counter() - t0
+                    t0 = time.perf_counter()
+                    timings["ingest_s"] = ingest_all(conversations, root, data_dir, env,
+                                                     ingest_failures, args.ingest_deadline)
+                    timings["ingest_total_s"] = time.perf_counter() - t0
+                    t0 = time.perf_counter()
+                    asyncio.run(ask_vera(url, conversations, tallies, per_question, errors))
+                    timings["vera_questions_s"] = time.perf_counter() - t0
+            except BaseException:
+                print("stack log tail:\n" + _tail(root / "stack.log"), file=sys.stderr)
+                raise
+
+    timings.update(run_baselines(
+        conversations, tallies, per_question, dense_text=args.dense_text,
+        bm25_text=args.bm25_text, skip_dense="dense MiniLM" not in tallies))
+    timings["wall_s"] = time.perf_counter() - wall
+
+    summaries = {name: {**t.summary(), "errors": t.errors} for name, t in tallies.items()}
+    by_category = {name: t.by_category() for name, t in tallies.items()}
+    table = format_table(summaries)
+    category_table = format_category_table(by_category)
+    now = dt.datetime.now(dt.UTC)
+    machine = machine_info()
+    print()
+    print(f"LoCoMo dev retrieval, {now:%Y-%m-%d}, {machine['cpu_count']} CPUs "
+          f"({machine.get('cpu_model', machine['machine'])}), Python {machine['python']}")
+    print(table)
+    print()
+    print("per category")
+    print(category_table)
+    print(f"\nwall time {timings['wall_s']:.1f} s", file=sys.stderr)
+    if ingest_failures:
+        print(f"WARNING: {len(ingest_failures)} vera ingest attempts failed and were retried "
+              "(see ingest_failures in the JSON)", file=sys.stderr)
+    for name, t in tallies.items():
+        if t.errors:
+            print(f"WARNING: {name}: {t.errors} calls returned an MCP error", file=sys.stderr)
+
+    report = {
+        "bench": "locomo-dev retrieval",
+        "date": now.isoformat(timespec="seconds"),
+        "machine": machine,
+        "settings": {"limit": LIMIT, "token_budget": TOKEN_BUDGET, "bm25": {"k1": 1.2,
+                     "b": 0.75, "stopwords": "english (classic list)", "stemmer": "snowball "
+                     "english", "text": args.bm25_text}, "dense": {"model": "all-MiniLM-L6-v2",
+                     "pooling": "mean", "normalized": True, "text": args.dense_text},
+                     "max_questions": args.max_questions or None,
+                     "ingest_deadline_s": args.ingest_deadline, "quota_enabled": False},
+        "dataset": dataset,
+        "summary": summaries,
+        "by_category": by_category,
+        "timings": timings,
+        "errors": errors,
+        "ingest_failures": ingest_failures,
+        "table": table,
+        "category_table": category_table,
+        "questions": list(per_question.values()),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
