@@ -128,6 +128,7 @@ def running_stack(root: Path) -> Iterator[tuple[str, Path, dict[str, str]]]:
     env = {**os.environ,
            "VERA_DATA_DIR": str(data_dir),
            "VERA_OBSERVABILITY__MCP_METRICS_PORT": str(_free_port()),
+           "VERA_API__PORT": str(_free_port()),
            "VERA_MCP__QUOTA_ENABLED": "false",
            "HF_HUB_OFFLINE": "1"}
     env.pop("VERA_DATABASE__DSN", None)

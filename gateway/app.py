@@ -29,12 +29,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from vera import SERVER_VERSION
 from vera.config import Settings
 from vera.gateway.auth import Authenticator, LocalDevAuthenticator
-from vera.gateway.backends import Backends
 from vera.gateway.guard import Guard
 from vera.gateway.handlers import HANDLERS
 from vera.gateway.metrics import MetricsListener, ToolMetrics, start_listener
 from vera.gateway.quota import InMemoryQuotaStore, QuotaPolicy, QuotaStore, limits_from_settings
 from vera.gateway.tools import tools_for_profile
+from vera.rpc.backends import Backends
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from typing import Protocol
 from starlette.requests import Request
 
 from vera.config import Settings
-from vera.gateway.backends import Backends
 from vera.gateway.tools import AuthClass
 from vera.identity.v1 import identity_pb2
+from vera.rpc.backends import Backends
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from starlette.requests import Request
 from vera.config import Settings
 from vera.errors import VeraError
 from vera.gateway.auth import Authenticator, scope_names
-from vera.gateway.backends import Backends
 from vera.gateway.bounds import BoundsError
 from vera.gateway.errors import from_vera_error, internal_error, invalid_input, tool_error
 from vera.gateway.handlers import CallContext, Handler
@@ -28,6 +27,7 @@ from vera.gateway.metrics import ToolMetrics
 from vera.gateway.quota import QuotaPolicy
 from vera.gateway.render import render
 from vera.gateway.tools import ToolSpec
+from vera.rpc.backends import Backends
 
 log = logging.getLogger(__name__)
 

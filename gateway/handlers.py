@@ -18,11 +18,11 @@ from vera.config import Settings
 from vera.errors import InvalidInput, NotFound
 from vera.gateway import views
 from vera.gateway.auth import Caller, scope_names
-from vera.gateway.backends import Backends
 from vera.gateway.tools import TASK_CONTEXT_NAMES, AuthClass
 from vera.identity.v1 import identity_pb2
 from vera.knowledge.v1 import knowledge_pb2
 from vera.retrieval.v1 import retrieval_pb2
+from vera.rpc.backends import Backends
 from vera.rpc.timestamps import to_timestamp
 from vera.snapshot.v1 import snapshot_pb2
 

@@ -29,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("service", choices=SERVICE_NAMES)
     serve.add_argument("--address", help="HOST:PORT to bind (default: VERA_SERVICES__<SVC>)")
 
+    commands.add_parser("api", help="run the REST API process (identity admin, curation)")
+
     migrate = commands.add_parser("migrate", help="apply every service's SQL migrations")
     migrate.add_argument("--data-dir", type=Path, help="embedded PostgreSQL data dir "
                          "(ignored when VERA_DATABASE__DSN is set)")
@@ -153,7 +155,16 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"up": _cmd_up, "serve": _cmd_serve, "migrate": _cmd_migrate, "ingest": _cmd_ingest}
+def _cmd_api(args: argparse.Namespace) -> int:
+    from vera.entrypoints.api.main import main as api_main
+
+    return api_main()
+
+
+COMMANDS = {
+    "up": _cmd_up, "api": _cmd_api, "serve": _cmd_serve, "migrate": _cmd_migrate,
+    "ingest": _cmd_ingest,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,6 +45,13 @@ class McpSettings(BaseModel):
     quota_snapshot_per_hour: int = Field(10, ge=1)
 
 
+class ApiSettings(BaseModel):
+    """The REST API process for humans: identity administration and curation."""
+
+    host: str | None = None  # None: loopback in the local profile, 0.0.0.0 otherwise
+    port: int = Field(8081, ge=0, le=65535)
+
+
 class ObservabilitySettings(BaseModel):
     mcp_metrics_enabled: bool = True
     mcp_metrics_host: str = "127.0.0.1"
@@ -97,6 +104,7 @@ class Settings(BaseSettings):
     environment: Literal["local", "dev", "staging", "prod"] = "local"
     data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("vera")))
     mcp: McpSettings = Field(default_factory=McpSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     services: ServiceAddresses = Field(default_factory=ServiceAddresses)
@@ -115,8 +123,15 @@ class Settings(BaseSettings):
 
     @property
     def mcp_bind_host(self) -> str:
-        if self.mcp.host:
-            return self.mcp.host
+        return self._bind_host(self.mcp.host)
+
+    @property
+    def api_bind_host(self) -> str:
+        return self._bind_host(self.api.host)
+
+    def _bind_host(self, configured: str | None) -> str:
+        if configured:
+            return configured
         return "127.0.0.1" if self.auth_profile == "local-dev" else "0.0.0.0"
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from vera.config import Settings
-from vera.identity.v1 import identity_pb2, identity_pb2_grpc
-from vera.knowledge.v1 import knowledge_pb2, knowledge_pb2_grpc
+from vera.identity.v1 import identity_pb2
+from vera.knowledge.v1 import knowledge_pb2
 from vera.repository_identity import canonicalize
-from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
-from vera.rpc.client import open_channel
+from vera.retrieval.v1 import retrieval_pb2
+from vera.rpc.backends import Backends
 from vera.rpc.timestamps import to_timestamp
 
 FACTS_PER_CALL = 500
@@ -211,12 +211,9 @@ async def ingest_file(
     progress = on_progress or (lambda stage, done, total: None)
     deadline = settings.rpc.deadline_seconds
     principal_id = str(settings.mcp.local_principal_id)
-    channels = [open_channel(getattr(settings.services, name), deadline)
-                for name in ("identity", "knowledge", "retrieval")]
+    backends = Backends.open(settings)
     try:
-        identity = identity_pb2_grpc.IdentityServiceStub(channels[0])
-        knowledge = knowledge_pb2_grpc.KnowledgeServiceStub(channels[1])
-        retrieval = retrieval_pb2_grpc.RetrievalServiceStub(channels[2])
+        identity, knowledge = backends.identity, backends.knowledge
         await identity.EnsureLocalPrincipal(
             identity_pb2.EnsureLocalPrincipalRequest(principal_id=principal_id))
         project = await identity.EnsureProject(identity_pb2.EnsureProjectRequest(
@@ -248,15 +245,14 @@ async def ingest_file(
             done += len(chunk)
             progress("load", done, len(parsed.facts))
 
-        await _wait_until_indexed(retrieval, position, progress, index_timeout_seconds)
+        await _wait_until_indexed(backends.retrieval, position, progress, index_timeout_seconds)
         summary.sources = tuple(totals["sources"])  # type: ignore[assignment]
         summary.entities = tuple(totals["entities"])  # type: ignore[assignment]
         summary.facts = tuple(totals["facts"])  # type: ignore[assignment]
         summary.seconds = time.monotonic() - started
         return summary
     finally:
-        for channel in channels:
-            await channel.close()
+        await backends.close()
 
 
 async def _wait_until_indexed(retrieval, position: int, progress, timeout: float) -> None:

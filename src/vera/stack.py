@@ -1,7 +1,7 @@
 """`vera up`: the whole embedded stack in the foreground.
 
 Embedded PostgreSQL, then the four services as child processes (`vera serve <svc>` on
-free loopback ports), then the MCP gateway. The addresses are written to
+free loopback ports), then the MCP gateway and the REST API. The addresses are written to
 ``<data-dir>/run/stack.json`` so `vera ingest --data-dir` finds the running stack.
 SIGINT/SIGTERM stop the gateway, the services, then PostgreSQL, in that order.
 """
@@ -160,15 +160,24 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
         base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
         await _wait_http_ok(f"{base}/healthz", gateway, START_TIMEOUT_SECONDS)
 
+        api = Child("api", await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "vera.entrypoints.api.main", env=env, start_new_session=True))
+        children.append(api)
+        api_host = settings.api_bind_host
+        api_url = f"http://{'127.0.0.1' if api_host in ('0.0.0.0', '::') else api_host}:" \
+                  f"{settings.api.port}"
+        await _wait_http_ok(f"{api_url}/readyz", api, START_TIMEOUT_SECONDS)
+
         mcp_url = f"{base}/mcp"
         path = stack_file(data_dir)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({
-            "pid": os.getpid(), "mcp_url": mcp_url, "services": addresses,
+            "pid": os.getpid(), "mcp_url": mcp_url, "api_url": api_url, "services": addresses,
             "metrics": f"http://{settings.observability.mcp_metrics_host}:"
                        f"{settings.observability.mcp_metrics_port}/metrics",
         }, indent=2))
-        print(f"\nVERA is ready.\n  MCP endpoint: {mcp_url}\n  Data dir:     {data_dir}\n"
+        print(f"\nVERA is ready.\n  MCP endpoint: {mcp_url}\n  REST API:     {api_url}\n"
+              f"  Data dir:     {data_dir}\n"
               f"\nMCP client config:\n{client_snippet(mcp_url)}\n\nPress Ctrl-C to stop.",
               flush=True)
 

@@ -78,6 +78,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     env = {
         **os.environ,
         "VERA_OBSERVABILITY__MCP_METRICS_PORT": str(free_port()),
+        "VERA_API__PORT": str(free_port()),
         "VERA_DATA_DIR": str(root / "data"),
     }
     env.pop("VERA_DATABASE__DSN", None)

@@ -131,6 +131,12 @@ async def test_ingest_then_ground_propose_persist_and_feedback(stack, tmp_path: 
             assert caught.value.data["field"] == field
 
 
+def test_rest_api_reports_live_and_ready(stack):
+    api = f"http://127.0.0.1:{stack.env['VERA_API__PORT']}"
+    assert httpx.get(f"{api}/livez").json() == {"status": "ok"}
+    assert httpx.get(f"{api}/readyz").json() == {"status": "ok"}
+
+
 def test_metrics_listener_is_separate_and_bounded(stack):
     port = stack.env["VERA_OBSERVABILITY__MCP_METRICS_PORT"]
     body = httpx.get(f"http://127.0.0.1:{port}/metrics").text

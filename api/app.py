@@ -1,0 +1,63 @@
+"""The REST API ASGI app: liveness, readiness, and the route modules."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from vera.api.auth import LocalDevRestAuthenticator, RestAuthenticator
+from vera.config import Settings
+from vera.rpc.backends import Backends
+
+log = logging.getLogger(__name__)
+
+READINESS_TIMEOUT_SECONDS = 2.0
+
+
+async def livez(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    """Ready when every service this process calls answers its gRPC health check."""
+    backends: Backends = request.app.state.backends
+    failing = []
+    for name, channel in zip(("identity", "knowledge", "retrieval", "snapshot"),
+                             backends.channels, strict=True):
+        try:
+            reply = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=READINESS_TIMEOUT_SECONDS)
+            if reply.status != health_pb2.HealthCheckResponse.SERVING:
+                failing.append(name)
+        except Exception:
+            failing.append(name)
+    if failing:
+        return JSONResponse({"status": "unavailable", "failing": failing}, status_code=503)
+    return JSONResponse({"status": "ok"})
+
+
+def build_app(settings: Settings, *, authenticator: RestAuthenticator | None = None) -> Starlette:
+    routes = [Route("/livez", livez), Route("/readyz", readyz)]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        app.state.backends = Backends.open(settings)
+        try:
+            yield
+        finally:
+            await app.state.backends.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.authenticator = authenticator or LocalDevRestAuthenticator(settings)
+    return app
+
+
+

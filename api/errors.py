@@ -1,0 +1,29 @@
+"""VeraError -> HTTP status and a JSON body with the same stable codes as MCP."""
+
+from __future__ import annotations
+
+from starlette.responses import JSONResponse
+
+from vera.errors import VeraError
+
+HTTP_STATUS = {
+    "INVALID_INPUT": 400,
+    "UNAUTHENTICATED": 401,
+    "UNAUTHORIZED": 403,
+    "PROJECT_OUT_OF_SCOPE": 404,
+    "NOT_FOUND": 404,
+    "EXPIRED_CONTEXT_PACK": 404,
+    "AMBIGUOUS_PROJECT": 409,
+    "UNSUPPORTED_VERSION": 409,
+    "QUOTA_EXCEEDED": 429,
+    "UNAVAILABLE": 503,
+}
+
+
+def error_response(error: VeraError) -> JSONResponse:
+    status = HTTP_STATUS.get(error.reason, 500)
+    body: dict[str, object] = {"code": error.reason.lower() if status != 500 else "internal_error"}
+    if status != 500:
+        body.update(error.metadata)
+        body["message"] = error.message
+    return JSONResponse({"error": body}, status_code=status)

@@ -1,0 +1,40 @@
+"""The REST API process: ``create_app`` is its ASGI factory.
+
+    python -m vera.entrypoints.api.main
+    uvicorn --factory vera.entrypoints.api.main:create_app
+"""
+
+from __future__ import annotations
+
+import sys
+
+from starlette.applications import Starlette
+
+from vera.api.app import build_app
+from vera.config import ConfigError, Settings, load_settings
+from vera.logs import configure_logging
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    return build_app(settings if settings is not None else load_settings())
+
+
+def main() -> int:
+    try:
+        settings = load_settings()
+        configure_logging(settings.observability.log_level, "api")
+        app = create_app(settings)
+    except ConfigError as exc:
+        print(f"vera api: {exc}", file=sys.stderr)
+        return 2
+
+    import uvicorn
+
+    uvicorn.run(app, host=settings.api_bind_host, port=settings.api.port, workers=1,
+                log_level=settings.observability.log_level.lower(), lifespan="on",
+                log_config=None, access_log=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
