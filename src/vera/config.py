@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_LOCAL_PRINCIPAL_ID = uuid.UUID("00000000-0000-4000-8000-00000000cafe")
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 
 
 class McpSettings(BaseModel):
@@ -24,7 +25,9 @@ class McpSettings(BaseModel):
     port: int = Field(8080, ge=0, le=65535)
     tool_profile: Literal["coding", "advanced", "compatibility"] = "coding"
     allowed_hosts: list[str] = Field(default_factory=lambda: list(LOOPBACK_HOSTS))
-    allowed_origins: list[str] = Field(default_factory=list)
+    # A page served from this machine may call the local server; other origins must be
+    # listed exactly (VERA_MCP__ALLOWED_ORIGINS). Requests without Origin stay valid.
+    allowed_origins: list[str] = Field(default_factory=lambda: list(LOOPBACK_ORIGINS))
     local_principal_id: uuid.UUID = DEFAULT_LOCAL_PRINCIPAL_ID
     jwt_secret: SecretStr | None = None
     auth_issuer: str | None = None

@@ -72,7 +72,7 @@ class Stack:
                               capture_output=True, text=True, timeout=300)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("stack")
     env = {
