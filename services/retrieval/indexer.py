@@ -91,12 +91,13 @@ class ChangeIndexer:
                 latest.pop(change.fact.version_id, None)
                 latest[change.fact.version_id] = change.fact
         facts = list(latest.values())
+        vectors: list[list[float]] | None = None
         if facts:
             vectors = await self._embedder.embed([embedding_text(f) for f in facts])
             await self._vectors.upsert(facts, vectors)
             self.indexed_facts = await self._vectors.count()
         position = changes[-1].position
-        await self._lexical.apply(facts, position)
+        await self._lexical.apply(facts, position, vectors=vectors)
         self.indexed_position = position
         self.head_position = max(self.head_position, position)
         return position >= page.head_position

@@ -1,17 +1,29 @@
 """The lexical leg and the change-log cursor, in PostgreSQL (schema ``retrieval``).
 
-Natural-language questions rarely contain every word of a fact, so the query is the OR
-of its English lexemes (stop words dropped, stemmed), ranked by ts_rank_cd over the
-fact (weight A) and its evidence (weight B).
+``retrieval.documents`` is the durable copy of what was indexed (text, attributes, first
+citation, vector). With a FactMemory (the default in the service), searches run BM25 in
+process over it (memory.py) on one worker thread, and the memory is reloaded from the table
+on start. Without one, the query is the OR of its English lexemes ranked by ts_rank_cd over
+the fact (weight A) and its evidence (weight B): the PostgreSQL-only fallback.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import asyncpg
+import numpy as np
 
-from vera.services.retrieval.model import Candidate, Fact, FactState, IndexQuery
+from vera.services.retrieval.memory import FactMemory, Features
+from vera.services.retrieval.model import Candidate, Citation, Fact, FactState, IndexQuery
+
+T = TypeVar("T")
+# Weight of the neighbours' field next to the fact's own text in BM25 (memory.py).
+CONTEXT_WEIGHT = 0.7
+LOAD_BATCH = 5000
 
 # The OR of the query's lexemes, each quoted for tsquery input ('' and \ escaped).
 _OR_QUERY = r"""
@@ -62,11 +74,85 @@ def evidence_text(fact: Fact) -> str:
     return "\n".join(c.excerpt for c in fact.citations if c.excerpt)
 
 
+def _vector_bytes(vector: Sequence[float] | None) -> bytes | None:
+    return None if vector is None else np.asarray(vector, "<f4").tobytes()
+
+
 class PgLexicalIndex:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        memory: FactMemory | None = None,
+        *,
+        context_weight: float = CONTEXT_WEIGHT,
+    ) -> None:
         self._pool = pool
+        self.memory = memory
+        self.context_weight = context_weight
+        self._executor = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-lexical")
+            if memory is not None
+            else None
+        )
+
+    async def _run(self, fn: Callable[..., T], *args: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def load(self) -> int:
+        """Refills the memory from ``documents`` (start-up); returns the facts loaded."""
+        if self.memory is None:
+            return 0
+        loaded = 0
+        async with self._pool.acquire() as conn:
+            while True:
+                rows = await conn.fetch(
+                    "SELECT * FROM documents ORDER BY change_position, version_id"
+                    " OFFSET $1 LIMIT $2",
+                    loaded,
+                    LOAD_BATCH,
+                )
+                if not rows:
+                    break
+                by_position: dict[int, list[asyncpg.Record]] = {}
+                for row in rows:
+                    by_position.setdefault(row["change_position"], []).append(row)
+                for position, group in by_position.items():
+                    facts = [_fact_from_row(r) for r in group]
+                    vectors = [
+                        np.frombuffer(r["vector"], "<f4") if r["vector"] is not None else None
+                        for r in group
+                    ]
+                    await self._run(self._upsert_memory, facts, vectors, position)
+                loaded += len(rows)
+        return loaded
+
+    def _upsert_memory(self, facts, vectors, position: int) -> None:
+        assert self.memory is not None
+        self.memory.upsert(facts, vectors, position)
+
+    async def features(
+        self,
+        scope_ids: Sequence[str],
+        version_ids: Sequence[str],
+        vector: Sequence[float],
+        query_text: str,
+    ) -> dict[str, Features]:
+        if self.memory is None:
+            return {}
+        return await self._run(self.memory.features, scope_ids, version_ids, vector, query_text)
+
+    async def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
 
     async def search(self, text: str, query: IndexQuery, limit: int) -> list[Candidate]:
+        if self.memory is not None:
+            return await self._run(
+                lambda: self.memory.search(text, query, limit, context_weight=self.context_weight)
+            )
+        return await self._search_pg(text, query, limit)
+
+    async def _search_pg(self, text: str, query: IndexQuery, limit: int) -> list[Candidate]:
         args: list[object] = [text]
         where = _where(query, args)
         args.append(limit)
@@ -91,7 +177,22 @@ class PgLexicalIndex:
         sql = f"SELECT EXISTS (SELECT 1 FROM documents d WHERE {where})"
         return bool(await self._pool.fetchval(sql, *args))
 
-    async def apply(self, facts: Sequence[Fact], position: int) -> None:
+    async def apply(
+        self,
+        facts: Sequence[Fact],
+        position: int,
+        vectors: Sequence[Sequence[float]] | None = None,
+    ) -> None:
+        await self._apply_pg(facts, position, vectors)
+        if self.memory is not None and facts:
+            await self._run(self._upsert_memory, list(facts), vectors, position)
+
+    async def _apply_pg(
+        self,
+        facts: Sequence[Fact],
+        position: int,
+        vectors: Sequence[Sequence[float]] | None,
+    ) -> None:
         async with self._pool.acquire() as conn, conn.transaction():
             if facts:
                 await conn.executemany(
@@ -100,9 +201,9 @@ class PgLexicalIndex:
                         version_id, fact_key, scope_id, state, subject, predicate, object,
                         evidence, valid_from, valid_to, recorded_at, superseded_at, repository,
                         branch, code_path, document_type, source_type, trust_tier, authority,
-                        change_position)
+                        change_position, source_id, locator, vector)
                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-                            $16, $17, $18, $19, $20)
+                            $16, $17, $18, $19, $20, $21, $22, $23)
                     ON CONFLICT (version_id) DO UPDATE SET
                         fact_key = EXCLUDED.fact_key, scope_id = EXCLUDED.scope_id,
                         state = EXCLUDED.state, subject = EXCLUDED.subject,
@@ -114,7 +215,9 @@ class PgLexicalIndex:
                         code_path = EXCLUDED.code_path, document_type = EXCLUDED.document_type,
                         source_type = EXCLUDED.source_type, trust_tier = EXCLUDED.trust_tier,
                         authority = EXCLUDED.authority,
-                        change_position = EXCLUDED.change_position
+                        change_position = EXCLUDED.change_position,
+                        source_id = EXCLUDED.source_id, locator = EXCLUDED.locator,
+                        vector = COALESCE(EXCLUDED.vector, documents.vector)
                     """,
                     [
                         (
@@ -138,8 +241,11 @@ class PgLexicalIndex:
                             f.trust_tier,
                             f.authority,
                             position,
+                            f.citations[0].source_id if f.citations else "",
+                            f.citations[0].locator if f.citations else "",
+                            _vector_bytes(vectors[i] if vectors is not None else None),
                         )
-                        for f in facts
+                        for i, f in enumerate(facts)
                     ],
                 )
                 # A new current version supersedes the older current ones of its key.
@@ -164,3 +270,32 @@ class PgLexicalIndex:
 
     async def cursor(self) -> int:
         return int(await self._pool.fetchval("SELECT position FROM index_state WHERE id"))
+
+
+def _fact_from_row(row: asyncpg.Record) -> Fact:
+    citations = ()
+    if row["source_id"] or row["locator"] or row["evidence"]:
+        citations = (
+            Citation(source_id=row["source_id"], locator=row["locator"], excerpt=row["evidence"]),
+        )
+    return Fact(
+        fact_key=row["fact_key"],
+        version_id=row["version_id"],
+        scope_id=row["scope_id"],
+        subject=row["subject"],
+        predicate=row["predicate"],
+        object=row["object"],
+        state=FactState(row["state"]),
+        trust_tier=row["trust_tier"],
+        authority=row["authority"],
+        valid_from=row["valid_from"],
+        valid_to=row["valid_to"],
+        recorded_at=row["recorded_at"],
+        superseded_at=row["superseded_at"],
+        repository=row["repository"],
+        branch=row["branch"],
+        code_path=row["code_path"],
+        document_type=row["document_type"],
+        source_type=row["source_type"],
+        citations=citations,
+    )

@@ -1,9 +1,10 @@
 """Hybrid search and bounded context assembly (the retrieval domain).
 
 query -> embed -> dense ANN and lexical legs (same scope/state/time/attribute filters)
--> weighted fusion -> authoritative re-read from knowledge (scope re-check) -> filters,
-binding boosts, conflict handling -> rank -> limit -> (context) token budget.
-Imports only the ports; the adapters live next to it.
+-> candidate features (exact dense cosine, the neighbourhood's cosine, subject mentioned in
+the query) -> calibrated fusion -> rerank of a short list -> authoritative re-read from
+knowledge (scope re-check) -> filters, binding boosts, conflict handling -> rank -> limit
+-> (context) token budget. Imports only the ports; the adapters live next to it.
 """
 
 from __future__ import annotations
@@ -29,12 +30,25 @@ from vera.services.retrieval.model import (
     Result,
     SearchOutcome,
 )
-from vera.services.retrieval.ports import Embedder, FactSource, LexicalIndex, VectorIndex
+from vera.services.retrieval.ports import (
+    Embedder,
+    FactSource,
+    FeatureSource,
+    LexicalIndex,
+    Reranker,
+    VectorIndex,
+)
 
-# Fusion: each leg normalized to 0..1 (dense cosine as is, lexical rank / best lexical rank
-# of this query), then weighted. Tuned later against the benchmark.
-DENSE_WEIGHT = 0.6
-LEXICAL_WEIGHT = 0.4
+# Calibrated fusion: lexical BM25 / the query's best BM25 (0..1) and dense cosine (already
+# on a fixed scale), equally weighted; the cosine of the fact's neighbourhood (its source
+# context) adds at half weight and a fact whose subject the query names gains a fixed
+# bonus. Each part earns its place in the benchmark's ablation table (bench/ablation.py).
+DENSE_WEIGHT = 0.5
+LEXICAL_WEIGHT = 0.5
+DENSE_CONTEXT_WEIGHT = 0.5
+ENTITY_BONUS = 0.2
+# Facts re-read from knowledge per call: enough for the limit after filters drop a few.
+REREAD_MIN = 30
 # A candidate with no lexical overlap must be at least this close in embedding space;
 # below it MiniLM similarities are noise, and abstaining beats returning noise.
 MIN_DENSE_SIMILARITY = 0.2
@@ -69,27 +83,69 @@ class _Ranking:
     ranked: list[Result] = field(default_factory=list)  # rank not yet assigned
     conflict_omitted: list[str] = field(default_factory=list)
     empty_reason: str = ""
+    # Candidates below the re-read short list (scoped by the index legs, not re-read).
+    unread: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Stages:
+    """Which ranking stages run (all on by default; the benchmark's ablation turns each off)."""
+
+    dense_context: bool = True
+    entities: bool = True
+    rerank: bool = True
+
+
+@dataclass(frozen=True)
+class CandidateFeatures:
+    """Per-version signals beyond the two legs' own scores (see FeatureSource)."""
+
+    dense: float
+    dense_context: float = 0.0
+    subject_mentioned: bool = False
 
 
 def fuse(
-    dense: Sequence[Candidate], lexical: Sequence[Candidate]
+    dense: Sequence[Candidate],
+    lexical: Sequence[Candidate],
+    features: dict[str, CandidateFeatures] | None = None,
+    stages: Stages = Stages(),
 ) -> dict[str, tuple[float, float, float]]:
-    """fact_key -> (dense, normalized lexical, fused), best version per key, above the floor."""
-    dense_by_key: dict[str, float] = {}
-    for hit in dense:
-        dense_by_key[hit.fact_key] = max(dense_by_key.get(hit.fact_key, 0.0), max(hit.score, 0.0))
-    lexical_by_key: dict[str, float] = {}
+    """fact_key -> (dense, normalized lexical, fused), best version per key, above the floor.
+
+    ``features`` (by version id) replace the dense leg's cosine with the exact one for every
+    candidate of either leg and add the neighbourhood and entity terms."""
+    features = features or {}
+    best: dict[str, tuple[float, float, float]] = {}
+    lexical_by_version: dict[str, float] = {}
     for hit in lexical:
-        lexical_by_key[hit.fact_key] = max(lexical_by_key.get(hit.fact_key, 0.0), hit.score)
-    best_lexical = max(lexical_by_key.values(), default=0.0)
-    fused: dict[str, tuple[float, float, float]] = {}
-    for key in dict.fromkeys([*dense_by_key, *lexical_by_key]):
-        d = dense_by_key.get(key, 0.0)
-        lex = lexical_by_key.get(key, 0.0) / best_lexical if best_lexical > 0 else 0.0
+        lexical_by_version[hit.version_id] = max(
+            lexical_by_version.get(hit.version_id, 0.0), hit.score
+        )
+    best_lexical = max(lexical_by_version.values(), default=0.0)
+    dense_by_version = {hit.version_id: max(hit.score, 0.0) for hit in dense}
+    keys = {hit.version_id: hit.fact_key for hit in [*dense, *lexical]}
+    for version, key in keys.items():
+        feature = features.get(version)
+        d = feature.dense if feature is not None else dense_by_version.get(version, 0.0)
+        d = max(d, 0.0)
+        lex = lexical_by_version.get(version, 0.0) / best_lexical if best_lexical > 0 else 0.0
         if lex <= 0.0 and d < MIN_DENSE_SIMILARITY:
             continue
-        fused[key] = (d, lex, DENSE_WEIGHT * d + LEXICAL_WEIGHT * lex)
-    return fused
+        score = DENSE_WEIGHT * d + LEXICAL_WEIGHT * lex
+        if feature is not None:
+            if stages.dense_context:
+                score += DENSE_WEIGHT * DENSE_CONTEXT_WEIGHT * max(feature.dense_context, 0.0)
+            if stages.entities and feature.subject_mentioned:
+                score += ENTITY_BONUS
+        if key not in best or score > best[key][2]:
+            best[key] = (d, lex, score)
+    return best
+
+
+def filters_need_more(filters: Filters) -> bool:
+    """Filters applied only after the re-read (conflict handling) may drop many candidates."""
+    return filters.conflict_handling != ConflictHandling.INCLUDE
 
 
 def _normal_path(path: str) -> str:
@@ -236,6 +292,9 @@ class Retriever:
         candidate_pool: int,
         stale_source_days: int,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        features: FeatureSource | None = None,
+        reranker: Reranker | None = None,
+        stages: Stages = Stages(),
     ) -> None:
         self._embedder = embedder
         self._vectors = vectors
@@ -244,15 +303,19 @@ class Retriever:
         self._pool = candidate_pool
         self._stale_days = stale_source_days
         self._clock = clock
+        self._features = features
+        self._reranker = reranker
+        self.stages = stages
 
     async def search(
         self, scope_ids: Sequence[str], query: str, limit: int, filters: Filters
     ) -> SearchOutcome:
         limit = _check_limit(limit)
         now = self._clock()
-        ranking = await self._rank(scope_ids, _check_query(query), filters, now)
+        ranking = await self._rank(scope_ids, _check_query(query), filters, now, limit)
         kept = _numbered(ranking.ranked[:limit])
         omitted = _omissions([r.fact.fact_key for r in ranking.ranked[limit:]], REASON_LIMIT)
+        omitted += _omissions(ranking.unread, REASON_LIMIT)
         omitted += _omissions(ranking.conflict_omitted, REASON_CONFLICT_HANDLING)
         return SearchOutcome(
             results=kept,
@@ -280,7 +343,7 @@ class Retriever:
         if not 1 <= token_budget <= MAX_TOKEN_BUDGET:
             raise InvalidInput("token_budget")
         now = self._clock()
-        ranking = await self._rank([scope_id], _check_query(query), filters, now)
+        ranking = await self._rank([scope_id], _check_query(query), filters, now, limit)
         candidates = ranking.ranked[:limit]
         kept: list[Result] = []
         spent = 0
@@ -293,6 +356,7 @@ class Retriever:
         over_budget = candidates[len(kept) :]
         omitted = _omissions([r.fact.fact_key for r in over_budget], REASON_TOKEN_BUDGET)
         omitted += _omissions([r.fact.fact_key for r in ranking.ranked[limit:]], REASON_LIMIT)
+        omitted += _omissions(ranking.unread, REASON_LIMIT)
         omitted += _omissions(ranking.conflict_omitted, REASON_CONFLICT_HANDLING)
         kept = _numbered(kept)
         warnings = freshness_warnings(kept, now, self._stale_days)
@@ -315,7 +379,7 @@ class Retriever:
         )
 
     async def _rank(
-        self, scope_ids: Sequence[str], query: str, filters: Filters, now: datetime
+        self, scope_ids: Sequence[str], query: str, filters: Filters, now: datetime, limit: int
     ) -> _Ranking:
         scopes = tuple(dict.fromkeys(s for s in scope_ids if s))
         if not scopes:
@@ -332,15 +396,29 @@ class Retriever:
             max_trust_tier=filters.max_trust_tier,
         )
 
+        vector: list[float] = []
+
         async def dense_leg() -> list[Candidate]:
-            vector = (await self._embedder.embed([query]))[0]
+            vector.extend((await self._embedder.embed([query]))[0])
             return await self._vectors.search(vector, index_query, self._pool)
 
         dense, lexical = await asyncio.gather(
             dense_leg(), self._lexical.search(query, index_query, self._pool)
         )
-        fused = fuse(dense, lexical)
+        features: dict[str, CandidateFeatures] = {}
+        if self._features is not None:
+            versions = list(dict.fromkeys(c.version_id for c in [*dense, *lexical]))
+            features = await self._features.features(scopes, versions, vector, query)
+        fused = fuse(dense, lexical, features, self.stages)
         keys = sorted(fused, key=lambda k: (-fused[k][2], k))
+        if self._reranker is not None and self.stages.rerank and keys:
+            fused = await self._reranker.rerank(query, keys, fused)
+            keys = sorted(fused, key=lambda k: (-fused[k][2], k))
+        # Re-read a short list: what can make the limit after filters, not every candidate.
+        unread: list[str] = []
+        if not filters_need_more(filters):
+            cut = max(REREAD_MIN, 2 * limit)
+            keys, unread = keys[:cut], keys[cut:]
         facts = (
             await self._facts.batch_get_facts(scopes, keys, filters.as_of, filters.known_as_of)
             if keys
@@ -353,7 +431,7 @@ class Retriever:
             if f.fact_key in fused and f.scope_id in scopes and f.state in index_query.states
         }
 
-        ranking = _Ranking()
+        ranking = _Ranking(unread=unread)
         filtered_out = 0
         for key in keys:
             fact = authoritative.get(key)

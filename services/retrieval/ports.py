@@ -6,11 +6,14 @@ lexical.PgLexicalIndex -> LexicalIndex, knowledge_source.KnowledgeFactSource -> 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from vera.services.retrieval.model import Candidate, ChangePage, Fact, IndexQuery
+
+if TYPE_CHECKING:
+    from vera.services.retrieval.pipeline import CandidateFeatures
 
 
 class Embedder(Protocol):
@@ -49,12 +52,40 @@ class LexicalIndex(Protocol):
         ``with_attributes``, also matches its attribute filters)."""
         ...
 
-    async def apply(self, facts: Sequence[Fact], position: int) -> None:
-        """Upserts the versions and advances the change-log cursor in one transaction."""
+    async def apply(
+        self,
+        facts: Sequence[Fact],
+        position: int,
+        vectors: Sequence[Sequence[float]] | None = None,
+    ) -> None:
+        """Upserts the versions (with their vectors, when given) and advances the change-log
+        cursor in one transaction."""
         ...
 
     async def cursor(self) -> int:
         """The last change-log position applied."""
+        ...
+
+
+class FeatureSource(Protocol):
+    async def features(
+        self,
+        scope_ids: Sequence[str],
+        version_ids: Sequence[str],
+        vector: Sequence[float],
+        query_text: str,
+    ) -> Mapping[str, CandidateFeatures]:
+        """Per known version: exact dense cosine, the neighbourhood's cosine and whether the
+        query names the fact's subject (memory.FactMemory via the lexical adapter)."""
+        ...
+
+
+class Reranker(Protocol):
+    async def rerank(
+        self, query: str, keys: Sequence[str], fused: Mapping[str, tuple[float, float, float]]
+    ) -> dict[str, tuple[float, float, float]]:
+        """Re-scores a short list (best first in ``keys``); the rest keep their fused score
+        but never rise above the reranked list."""
         ...
 
 

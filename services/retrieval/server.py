@@ -14,12 +14,14 @@ from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 from vera.services.retrieval.api import RetrievalApi
-from vera.services.retrieval.embedding import MiniLMEmbedder
+from vera.services.retrieval.embedding import load_embedder
 from vera.services.retrieval.indexer import ChangeIndexer
 from vera.services.retrieval.knowledge_source import KnowledgeFactSource
 from vera.services.retrieval.lexical import PgLexicalIndex
+from vera.services.retrieval.memory import FactMemory
 from vera.services.retrieval.pipeline import Retriever
-from vera.services.retrieval.ports import Embedder
+from vera.services.retrieval.ports import Embedder, VectorIndex
+from vera.services.retrieval.vector_edge import EdgeVectorIndex
 from vera.services.retrieval.vector_qdrant import MEMORY_LOCATION, QdrantVectorIndex, open_client
 
 log = logging.getLogger(__name__)
@@ -51,7 +53,9 @@ async def create(
         cleanups.append(channel.close)
 
         if embedder is None:
-            owned = await MiniLMEmbedder.load(rs.model_path, rs.embed_threads)
+            owned = await load_embedder(
+                rs.model_path, rs.embed_threads, settings.data_dir / "models"
+            )
 
             async def close_embedder() -> None:
                 owned.close()
@@ -59,16 +63,13 @@ async def create(
             cleanups.append(close_embedder)
             embedder = owned
 
-        vectors = await QdrantVectorIndex.open(
-            lambda: open_client(rs.qdrant_url, settings.data_dir),
-            rs.qdrant_collection,
-            embedder.dimensions,
-            server=bool(rs.qdrant_url) and rs.qdrant_url != MEMORY_LOCATION,
-        )
+        vectors = await open_vector_index(settings, embedder.dimensions)
         cleanups.append(vectors.close)
 
         source = KnowledgeFactSource(channel)
-        lexical = PgLexicalIndex(pool)
+        lexical = PgLexicalIndex(pool, FactMemory(embedder.dimensions))
+        cleanups.append(lexical.close)
+        await lexical.load()
         indexer = ChangeIndexer(
             source, embedder, vectors, lexical, poll_seconds=rs.index_poll_seconds
         )
@@ -79,6 +80,7 @@ async def create(
             source,
             candidate_pool=rs.candidate_pool,
             stale_source_days=rs.stale_source_days,
+            features=lexical,
         )
         running = create_server(
             [
@@ -102,3 +104,17 @@ async def create(
         await close_all()
         raise
     return HostedService(running=running, aclose=close_all)
+
+
+async def open_vector_index(settings: Settings, dimensions: int) -> VectorIndex:
+    """A Qdrant server or ``:memory:`` through qdrant-client; otherwise (the embedded
+    default) an HNSW shard of qdrant-edge under ``<data_dir>/vectors``."""
+    rs = settings.retrieval
+    if rs.qdrant_url:
+        return await QdrantVectorIndex.open(
+            lambda: open_client(rs.qdrant_url, settings.data_dir),
+            rs.qdrant_collection,
+            dimensions,
+            server=rs.qdrant_url != MEMORY_LOCATION,
+        )
+    return await EdgeVectorIndex.open(settings.data_dir / "vectors", dimensions)

@@ -12,7 +12,9 @@ import pytest
 from vera.db.migrate import migrate
 from vera.db.pool import create_pool
 from vera.services.retrieval.lexical import PgLexicalIndex
+from vera.services.retrieval.memory import FactMemory
 from vera.services.retrieval.model import Citation, Fact, FactState, IndexQuery
+from vera.services.retrieval.vector_edge import EdgeVectorIndex
 from vera.services.retrieval.vector_qdrant import QdrantVectorIndex, open_client, point_id
 
 T = datetime(2025, 1, 1, tzinfo=UTC)
@@ -99,25 +101,36 @@ def query(**kwargs) -> IndexQuery:
     return IndexQuery(**{"scope_ids": ("a",), "as_of": NOW, **kwargs})
 
 
-@pytest.fixture
-async def vectors() -> AsyncIterator[QdrantVectorIndex]:
-    index = await QdrantVectorIndex.open(
-        lambda: open_client(":memory:", None), "test", 3, server=False
-    )
+# One contract suite, both VectorIndex adapters: qdrant-client (local mode; a server in
+# production) and the embedded qdrant-edge HNSW shard (optimized or not).
+@pytest.fixture(params=["qdrant-client", "qdrant-edge", "qdrant-edge-hnsw"])
+async def vectors(request, tmp_path) -> AsyncIterator[QdrantVectorIndex]:
+    if request.param == "qdrant-client":
+        index = await QdrantVectorIndex.open(
+            lambda: open_client(":memory:", None), "test", 3, server=False
+        )
+    else:
+        index = await EdgeVectorIndex.open(tmp_path / "vectors", 3)
     for fact, angle in FACTS:  # one at a time, as the log delivers them
         await index.upsert([fact], [unit(angle)])
+    if request.param == "qdrant-edge-hnsw":
+        await index.optimize()
     yield index
     await index.close()
 
 
-@pytest.fixture
-async def lexical(pg_dsn) -> AsyncIterator[PgLexicalIndex]:
+# The lexical leg: BM25 in process over the memory (the service default) or PostgreSQL
+# full text (the fallback); the same filters and cursor either way.
+@pytest.fixture(params=["memory", "postgres"])
+async def lexical(request, pg_dsn) -> AsyncIterator[PgLexicalIndex]:
     await migrate(pg_dsn, "retrieval", "vera.services.retrieval")
     pool = await create_pool(pg_dsn, "retrieval", min_size=1, max_size=2)
-    index = PgLexicalIndex(pool)
-    for position, (fact, _) in enumerate(FACTS, start=1):
-        await index.apply([fact], position)
+    memory = FactMemory(3) if request.param == "memory" else None
+    index = PgLexicalIndex(pool, memory)
+    for position, (fact, angle) in enumerate(FACTS, start=1):
+        await index.apply([fact], position, vectors=[unit(angle)])
     yield index
+    await index.close()
     await pool.close()
 
 

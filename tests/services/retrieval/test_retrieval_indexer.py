@@ -71,7 +71,7 @@ class FakeLexical:
     rows: dict[str, Fact] = field(default_factory=dict)
     position: int = 0
 
-    async def apply(self, facts, position: int) -> None:
+    async def apply(self, facts, position: int, vectors=None) -> None:
         for f in facts:
             self.rows[f.version_id] = f
         self.position = position

@@ -1,0 +1,61 @@
+"""Text normalization shared by the lexical index and entity matching.
+
+BM25 terms: lowercase words (an inner apostrophe kept), the classic English stopword list
+dropped, possessive 's dropped, Snowball English stems. Entity names: lowercase words
+joined by one space, so "payments-api" and "Payments API" name the same thing.
+"""
+
+from __future__ import annotations
+
+import re
+
+import snowballstemmer
+
+STOPWORDS: frozenset[str] = frozenset(
+    """
+a about above after again against all am an and any are aren't as at be because been
+before being below between both but by can't cannot could couldn't did didn't do does
+doesn't doing don't down during each few for from further had hadn't has hasn't have
+haven't having he he'd he'll he's her here here's hers herself him himself his how how's
+i i'd i'll i'm i've if in into is isn't it it's its itself let's me more most mustn't my
+myself no nor not of off on once only or other ought our ours ourselves out over own same
+shan't she she'd she'll she's should shouldn't so some such than that that's the their
+theirs them themselves then there there's these they they'd they'll they're they've this
+those through to too under until up very was wasn't we we'd we'll we're we've were
+weren't what what's when when's where where's which while who who's whom why why's with
+won't would wouldn't you you'd you'll you're you've your yours yourself yourselves
+""".split()
+)
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_NAME_WORD = re.compile(r"[a-z0-9]+")
+_STEMMER = snowballstemmer.stemmer("english")
+MAX_NAME_WORDS = 4
+
+
+def _lower(text: str) -> str:
+    return text.lower().replace("\u2019", "'").replace("\u2018", "'")
+
+
+def terms(text: str) -> list[str]:
+    """BM25 terms of ``text``, in order, repeats kept."""
+    words = [w for w in _WORD.findall(_lower(text)) if w not in STOPWORDS]
+    words = [w[:-2] if w.endswith("'s") else w for w in words]
+    return [w for w in _STEMMER.stemWords(words) if w and w not in STOPWORDS]
+
+
+def name_key(name: str) -> str:
+    """An entity name as matching sees it ("" when it has no words)."""
+    return " ".join(_NAME_WORD.findall(_lower(name)))
+
+
+def mentioned_names(text: str) -> set[str]:
+    """Every run of up to MAX_NAME_WORDS consecutive words of ``text``, as name keys."""
+    words = _NAME_WORD.findall(_lower(text))
+    found: set[str] = set()
+    for start in range(len(words)):
+        for size in range(1, MAX_NAME_WORDS + 1):
+            if start + size > len(words):
+                break
+            found.add(" ".join(words[start : start + size]))
+    return found

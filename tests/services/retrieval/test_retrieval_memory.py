@@ -1,0 +1,79 @@
+"""The in-process index: BM25 over a fact's own text and its source neighbours, exact
+dense and neighbourhood cosines, entity mentions, supersession and filters."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from vera.services.retrieval import text
+from vera.services.retrieval.memory import FactMemory, order_key
+from vera.services.retrieval.model import Citation, Fact, IndexQuery
+
+T = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def turn(n: int, subject: str, obj: str, source: str = "s1", **extra) -> Fact:
+    return Fact(
+        f"k{n}", f"k{n}-v1", "a", subject, "said", obj, recorded_at=T,
+        citations=(Citation(source_id=source, locator=f"D1:{n}"),), **extra,
+    )
+
+
+def q(**kwargs) -> IndexQuery:
+    return IndexQuery(**{"scope_ids": ("a",), "as_of": T + timedelta(days=1), **kwargs})
+
+
+@pytest.fixture
+def memory() -> FactMemory:
+    m = FactMemory(2)
+    facts = [
+        turn(1, "Ann", "I adopted a dog last week"),
+        turn(2, "Bob", "What breed is it?"),
+        turn(3, "Ann", "A golden retriever named Max"),
+        turn(10, "Bob", "Unrelated chat about the weather", source="s2"),
+    ]
+    # Delivered out of order: neighbours follow the locator order within a source.
+    m.upsert([facts[2], facts[0]], [[1.0, 0.0], [0.0, 1.0]], 1)
+    m.upsert([facts[1], facts[3]], [[0.6, 0.8], [1.0, 0.0]], 2)
+    return m
+
+
+def test_terms_and_names():
+    assert text.terms("Caroline's dogs were running") == ["carolin", "dog", "run"]
+    assert text.name_key("Payments-API") == "payments api"
+    assert "payments api" in text.mentioned_names("who owns the payments-api service?")
+    assert order_key("D1:9") < order_key("D1:10")
+
+
+def test_neighbour_field_finds_the_answer_next_to_the_question(memory: FactMemory):
+    own_only = memory.search("which dog breed", q(), 10, context_weight=0.0)
+    with_context = memory.search("which dog breed", q(), 10, context_weight=0.7)
+    assert {c.fact_key for c in own_only} == {"k1", "k2"}
+    # k3 names neither word but sits between the question and the dog.
+    assert "k3" in {c.fact_key for c in with_context}
+    assert "k10" not in {c.fact_key for c in with_context}  # another source
+
+
+def test_features_dense_context_and_entities(memory: FactMemory):
+    features = memory.features(("a",), ["k3-v1", "k10-v1"], [1.0, 0.0], "what did Ann adopt")
+    assert features["k3-v1"].dense == pytest.approx(1.0, abs=1e-3)
+    assert features["k3-v1"].subject_mentioned
+    assert not features["k10-v1"].subject_mentioned
+    assert features["k10-v1"].dense_context == 0.0  # alone in its source
+    assert 0.0 < features["k3-v1"].dense_context <= 1.0
+
+
+def test_supersession_and_filters(memory: FactMemory):
+    newer = Fact("k3", "k3-v2", "a", "Ann", "said", "A golden retriever named Rex",
+                 recorded_at=T + timedelta(hours=1),
+                 citations=(Citation(source_id="s1", locator="D1:3"),))
+    memory.upsert([newer], [[1.0, 0.0]], 3)
+    hits = memory.search("golden retriever", q(), 10, context_weight=0.0)
+    assert [h.version_id for h in hits] == ["k3-v2"]
+    past = memory.search("golden retriever", q(known_as_of=T + timedelta(minutes=1)), 10,
+                         context_weight=0.0)
+    assert [h.version_id for h in past] == ["k3-v1"]
+    assert memory.search("golden", q(document_type="adr"), 10, context_weight=0.0) == []
+    assert memory.search("golden", q(scope_ids=("b",)), 10, context_weight=0.0) == []
