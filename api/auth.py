@@ -1,24 +1,37 @@
 """Who is calling the REST API.
 
-Only the local-dev profile exists so far: every request acts as the local principal.
-Authenticated deployments plug in an authenticator that verifies API keys.
+- local-dev profile (``LocalDevRestAuthenticator``): every request acts as the local
+  principal, which is an administrator on its own machine.
+- authenticated deployments (``ApiKeyRestAuthenticator``): ``Authorization: Bearer
+  <VERA API key>``, checked by the identity service (only a SHA-256 digest is stored).
+
+The REST API never accepts an MCP JWT (an agent's token cannot curate or administer), and
+the MCP gateway never accepts an API key: the two credentials are separate by shape and by
+verifier.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Protocol
 
 from starlette.requests import Request
 
 from vera.config import Settings
+from vera.errors import Unauthenticated
+from vera.identity.v1 import identity_pb2
 from vera.rpc.backends import Backends
+
+API_KEY_PREFIX = "vera_"
+MAX_CREDENTIAL_LENGTH = 256
 
 
 @dataclass(frozen=True)
 class RestCaller:
     principal_id: str
     auth_profile: str
+    admin: bool = False
 
 
 class RestAuthenticator(Protocol):
@@ -26,8 +39,55 @@ class RestAuthenticator(Protocol):
 
 
 class LocalDevRestAuthenticator:
+    """The single fixed local principal, created in identity on first use."""
+
     def __init__(self, settings: Settings) -> None:
-        self._caller = RestCaller(str(settings.mcp.local_principal_id), "local-dev")
+        self._caller = RestCaller(str(settings.mcp.local_principal_id), "local-dev", admin=True)
+        self._ensured = False
+        self._lock = asyncio.Lock()
 
     async def authenticate(self, request: Request, backends: Backends) -> RestCaller:
+        if not self._ensured:
+            async with self._lock:
+                if not self._ensured:
+                    await backends.identity.EnsureLocalPrincipal(
+                        identity_pb2.EnsureLocalPrincipalRequest(
+                            principal_id=self._caller.principal_id
+                        )
+                    )
+                    self._ensured = True
         return self._caller
+
+
+def bearer_credential(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, credential = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    credential = credential.strip()
+    return credential or None
+
+
+class ApiKeyRestAuthenticator:
+    """``Authorization: Bearer <API key>``; anything else (an MCP JWT included) is 401."""
+
+    async def authenticate(self, request: Request, backends: Backends) -> RestCaller:
+        credential = bearer_credential(request)
+        if (
+            credential is None
+            or len(credential) > MAX_CREDENTIAL_LENGTH
+            or not credential.startswith(API_KEY_PREFIX)
+        ):
+            raise Unauthenticated()
+        reply = await backends.identity.AuthenticateApiKey(
+            identity_pb2.AuthenticateApiKeyRequest(api_key=credential)
+        )
+        return RestCaller(
+            reply.principal.principal_id, "remote-authenticated", admin=reply.principal.admin
+        )
+
+
+def default_authenticator(settings: Settings) -> RestAuthenticator:
+    if settings.auth_profile == "local-dev":
+        return LocalDevRestAuthenticator(settings)
+    return ApiKeyRestAuthenticator()

@@ -1,22 +1,36 @@
 """Who is calling, and which authorization classes the credential grants.
 
-Only the local-dev profile exists so far: every call acts as the configured local
-principal, which holds every class. Authenticated deployments plug in another
-``Authenticator`` later; the guard already checks classes for every call.
+local-dev: every call acts as the configured local principal, which holds every class.
+remote-authenticated: ``BearerAuthenticator`` turns the bearer JWT into a principal at the
+HTTP boundary (``vera.gateway.resource``), before any MCP message is read, and leaves the
+resolved ``Caller`` in the request state; the guard then checks the tool's class scope.
+The token itself stops here: services only ever receive the principal id, and neither the
+token nor its claims are logged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
 from starlette.requests import Request
 
 from vera.config import Settings
+from vera.errors import VeraError
+from vera.gateway.errors import tool_error
+from vera.gateway.tokens import TokenRejected, TokenVerifier, VerifiedToken
 from vera.gateway.tools import AuthClass
 from vera.identity.v1 import identity_pb2
 from vera.rpc.backends import Backends
+
+log = logging.getLogger(__name__)
+
+# Where the HTTP boundary leaves the resolved caller for the guard (request.state).
+CALLER_STATE_KEY = "vera_caller"
+REMOTE_PROFILE = "remote-authenticated"
 
 
 @dataclass(frozen=True)
@@ -63,3 +77,99 @@ class LocalDevAuthenticator:
                     )
                     self._ensured = True
         return self._caller
+
+
+class AuthFailure(Exception):
+    """The HTTP boundary refuses the request: 401 (no or bad credential) or 403 (a valid
+    token without the server-wide required scopes)."""
+
+    def __init__(
+        self, status: int, reason: str, *, token_presented: bool, required_scope: str = ""
+    ) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.token_presented = token_presented
+        self.required_scope = required_scope
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        return None
+    return token
+
+
+class BearerAuthenticator:
+    """remote-authenticated: a verified bearer JWT, mapped to a real principal."""
+
+    def __init__(self, settings: Settings, verifier: TokenVerifier | None = None) -> None:
+        self._verifier = verifier if verifier is not None else TokenVerifier(settings)
+        self._required = tuple(settings.mcp.required_scopes)
+        self._classes = scope_names(settings)
+
+    @property
+    def verifier(self) -> TokenVerifier:
+        return self._verifier
+
+    async def resolve(self, authorization: str | None, backends: Backends) -> Caller:
+        token = bearer_token(authorization)
+        if token is None:
+            raise AuthFailure(
+                401, "missing", token_presented=authorization is not None and bool(authorization)
+            )
+        try:
+            verified = await self._verifier.verify(token)
+        except TokenRejected as exc:
+            log.info("bearer token refused: %s", exc.reason)
+            raise AuthFailure(401, exc.reason, token_presented=True) from None
+        missing = [scope for scope in self._required if scope not in verified.scopes]
+        if missing:
+            log.info("bearer token refused: insufficient_scope")
+            raise AuthFailure(
+                403, "insufficient_scope", token_presented=True, required_scope=missing[0]
+            )
+        principal_id = await self._principal(verified, backends)
+        return Caller(
+            principal_id=principal_id,
+            granted=frozenset(
+                cls for cls, name in self._classes.items() if name in verified.scopes
+            ),
+            auth_profile=REMOTE_PROFILE,
+        )
+
+    async def _principal(self, verified: VerifiedToken, backends: Backends) -> str:
+        try:
+            if verified.kind == "builtin":
+                try:
+                    principal_id = str(uuid.UUID(verified.subject))
+                except ValueError:
+                    raise AuthFailure(401, "subject", token_presented=True) from None
+                response = await backends.identity.GetPrincipal(
+                    identity_pb2.GetPrincipalRequest(principal_id=principal_id)
+                )
+            else:
+                response = await backends.identity.EnsureExternalPrincipal(
+                    identity_pb2.EnsureExternalPrincipalRequest(
+                        issuer=verified.issuer,
+                        subject=verified.subject,
+                        email=verified.email,
+                        email_verified=verified.email_verified,
+                    )
+                )
+        except VeraError as exc:
+            if exc.reason in ("INVALID_INPUT", "NOT_FOUND"):
+                log.info("bearer token refused: unknown_principal")
+                raise AuthFailure(401, "unknown_principal", token_presented=True) from None
+            raise
+        return response.principal.principal_id
+
+    async def authenticate(self, request: Request | None, backends: Backends) -> Caller:
+        caller = getattr(request.state, CALLER_STATE_KEY, None) if request is not None else None
+        if not isinstance(caller, Caller):
+            # Only reachable if the HTTP boundary was bypassed; refuse rather than guess.
+            raise tool_error("unauthenticated")
+        return caller

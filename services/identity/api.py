@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+from vera.errors import InvalidInput
 from vera.identity.v1 import identity_pb2 as pb
 from vera.identity.v1 import identity_pb2_grpc
+from vera.rpc.timestamps import to_timestamp
+from vera.services.identity.accounts import (
+    AccountService,
+    ApiKey,
+    Workspace,
+    WorkspaceMember,
+    WorkspaceRole,
+)
 from vera.services.identity.domain import (
     IdentityService,
     Principal,
@@ -30,6 +39,7 @@ def principal_to_proto(principal: Principal) -> pb.Principal:
         principal_id=str(principal.principal_id),
         display_name=principal.display_name,
         personal_scope_id=str(principal.personal_scope_id),
+        admin=principal.admin,
     )
 
 
@@ -45,8 +55,9 @@ def project_to_proto(project: Project) -> pb.Project:
 
 
 class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
-    def __init__(self, service: IdentityService) -> None:
+    def __init__(self, service: IdentityService, accounts: AccountService | None = None) -> None:
         self._service = service
+        self._accounts = accounts
 
     async def EnsureLocalPrincipal(self, request, context):
         principal, created = await self._service.ensure_local_principal(request.principal_id)
@@ -81,6 +92,20 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
         )
         return pb.MapRepositoryResponse(canonical_repository=canonical, created=created)
 
+    async def EnsureExternalPrincipal(self, request, context):
+        principal, created = await self._service.ensure_external_principal(
+            request.issuer, request.subject, request.email, request.email_verified
+        )
+        return pb.EnsureExternalPrincipalResponse(
+            principal=principal_to_proto(principal), created=created
+        )
+
+    async def ChargeQuota(self, request, context):
+        allowed = await self._service.charge_quota(
+            request.key, request.window_start, request.limit
+        )
+        return pb.ChargeQuotaResponse(allowed=allowed)
+
     async def ResolveRepository(self, request, context):
         result = await self._service.resolve_repository(request.principal_id, request.repository)
         return pb.ResolveRepositoryResponse(
@@ -88,3 +113,101 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
             canonical_repository=result.canonical_repository,
             candidates=[project_to_proto(p) for p in result.candidates],
         )
+
+    # Accounts: users, API keys, workspaces (services/identity/accounts.py) ----------------
+
+    async def CreateUser(self, request, context):
+        principal = await self._accounts.create_user(
+            request.actor_principal_id, request.display_name, request.admin
+        )
+        return pb.CreateUserResponse(principal=principal_to_proto(principal))
+
+    async def CreateApiKey(self, request, context):
+        key, secret = await self._accounts.create_api_key(request.principal_id, request.label)
+        return pb.CreateApiKeyResponse(key=api_key_to_proto(key), api_key=secret)
+
+    async def AuthenticateApiKey(self, request, context):
+        principal = await self._accounts.authenticate_api_key(request.api_key)
+        return pb.AuthenticateApiKeyResponse(principal=principal_to_proto(principal))
+
+    async def ListApiKeys(self, request, context):
+        keys, token = await self._accounts.list_api_keys(
+            request.principal_id, request.page_size, request.page_token
+        )
+        return pb.ListApiKeysResponse(
+            keys=[api_key_to_proto(k) for k in keys], next_page_token=token
+        )
+
+    async def RevokeApiKey(self, request, context):
+        revoked = await self._accounts.revoke_api_key(request.principal_id, request.key_id)
+        return pb.RevokeApiKeyResponse(revoked=revoked)
+
+    async def CreateWorkspace(self, request, context):
+        workspace = await self._accounts.create_workspace(
+            request.actor_principal_id,
+            request.slug,
+            request.display_name,
+            request.owner_principal_id,
+        )
+        return pb.CreateWorkspaceResponse(workspace=workspace_to_proto(workspace))
+
+    async def SetWorkspaceMember(self, request, context):
+        role = _ROLES_FROM_PROTO.get(request.role)
+        if role is None:
+            raise InvalidInput("role")
+        member = await self._accounts.set_workspace_member(
+            request.actor_principal_id, request.workspace_id, request.principal_id, role
+        )
+        return pb.SetWorkspaceMemberResponse(member=member_to_proto(member))
+
+    async def RemoveWorkspaceMember(self, request, context):
+        removed = await self._accounts.remove_workspace_member(
+            request.actor_principal_id, request.workspace_id, request.principal_id
+        )
+        return pb.RemoveWorkspaceMemberResponse(removed=removed)
+
+    async def ListWorkspaceMembers(self, request, context):
+        members, token = await self._accounts.list_workspace_members(
+            request.actor_principal_id,
+            request.workspace_id,
+            request.page_size,
+            request.page_token,
+        )
+        return pb.ListWorkspaceMembersResponse(
+            members=[member_to_proto(m) for m in members], next_page_token=token
+        )
+
+    async def AttachProject(self, request, context):
+        project = await self._accounts.attach_project(
+            request.actor_principal_id, request.workspace_id, request.project
+        )
+        return pb.AttachProjectResponse(project=project_to_proto(project))
+
+
+_ROLES = {
+    WorkspaceRole.OWNER: pb.WORKSPACE_ROLE_OWNER,
+    WorkspaceRole.CURATOR: pb.WORKSPACE_ROLE_CURATOR,
+    WorkspaceRole.MEMBER: pb.WORKSPACE_ROLE_MEMBER,
+}
+_ROLES_FROM_PROTO = {v: k for k, v in _ROLES.items()}
+
+
+def api_key_to_proto(key: ApiKey) -> pb.ApiKey:
+    out = pb.ApiKey(key_id=key.key_id, label=key.label)
+    out.create_time.CopyFrom(to_timestamp(key.created_at))
+    if key.revoked_at is not None:
+        out.revoke_time.CopyFrom(to_timestamp(key.revoked_at))
+    return out
+
+
+def workspace_to_proto(workspace: Workspace) -> pb.Workspace:
+    return pb.Workspace(
+        workspace_id=str(workspace.workspace_id),
+        slug=workspace.slug,
+        display_name=workspace.display_name,
+        owner_principal_id=str(workspace.owner_principal_id),
+    )
+
+
+def member_to_proto(member: WorkspaceMember) -> pb.WorkspaceMember:
+    return pb.WorkspaceMember(principal_id=str(member.principal_id), role=_ROLES[member.role])

@@ -22,6 +22,7 @@ SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 PERSONAL_SLUG_PREFIX = "personal-"
 LOCAL_DISPLAY_NAME = "local"
 MAX_DISPLAY_NAME = 200
+MAX_EXTERNAL_CLAIM = 512  # issuer, subject, email and quota keys
 
 
 class ProjectKind(enum.StrEnum):
@@ -47,6 +48,8 @@ class Principal:
     principal_id: uuid.UUID
     display_name: str
     personal_scope_id: uuid.UUID
+    # Administrators manage users and workspaces. The local-dev principal counts as one.
+    admin: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,24 @@ class IdentityStore(Protocol):
         """Which of ``project_ids`` the repository is mapped to."""
         ...
 
+    # MCP gateway: external identities and shared quota counters.
+
+    async def ensure_external_principal(
+        self,
+        issuer: str,
+        subject: str,
+        verified_email: str | None,
+        new_principal_id: uuid.UUID,
+        display_name: str,
+    ) -> tuple[uuid.UUID, bool]:
+        """The principal mapped to issuer|subject; else the one holding ``verified_email``;
+        else ``new_principal_id``, created with its personal scope. True when created."""
+        ...
+
+    async def charge_quota(self, key: str, window_start: int, limit: int) -> bool:
+        """Atomically counts one call unless the window holds ``limit``; drops older windows."""
+        ...
+
 
 def parse_principal_id(value: str) -> uuid.UUID:
     try:
@@ -149,6 +170,35 @@ class IdentityService:
         if principal is None:
             raise InvalidInput("principal_id", reason="not_found")
         return principal
+
+    async def ensure_external_principal(
+        self, issuer: str, subject: str, email: str, email_verified: bool
+    ) -> tuple[Principal, bool]:
+        """JIT-maps a verified external identity. An email links an existing principal only
+        when the identity provider asserted it verified; otherwise only issuer|subject links."""
+        if not issuer or len(issuer) > MAX_EXTERNAL_CLAIM:
+            raise InvalidInput("issuer")
+        if not subject or len(subject) > MAX_EXTERNAL_CLAIM:
+            raise InvalidInput("subject")
+        verified_email = None
+        if email_verified and email.strip():
+            verified_email = email.strip().lower()
+            if len(verified_email) > MAX_EXTERNAL_CLAIM or "@" not in verified_email:
+                raise InvalidInput("email")
+        display_name = (verified_email or subject)[:MAX_DISPLAY_NAME]
+        pid, created = await self._store.ensure_external_principal(
+            issuer, subject, verified_email, uuid.uuid4(), display_name
+        )
+        return await self.get_principal(str(pid)), created
+
+    async def charge_quota(self, key: str, window_start: int, limit: int) -> bool:
+        if not key or len(key) > MAX_EXTERNAL_CLAIM:
+            raise InvalidInput("key")
+        if window_start < 0:
+            raise InvalidInput("window_start")
+        if limit < 1:
+            raise InvalidInput("limit")
+        return await self._store.charge_quota(key, window_start, limit)
 
     async def resolve_scopes(self, principal_id: str) -> Scopes:
         pid = parse_principal_id(principal_id)

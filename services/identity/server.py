@@ -6,6 +6,7 @@ from vera.config import Settings
 from vera.db.pool import open_service_database
 from vera.identity.v1 import identity_pb2_grpc
 from vera.rpc.server import HostedService, ServiceBinding, create_server
+from vera.services.identity.accounts import AccountService
 from vera.services.identity.api import IdentityApi
 from vera.services.identity.domain import IdentityService
 from vera.services.identity.store import PgIdentityStore
@@ -18,12 +19,13 @@ async def create(settings: Settings, address: str) -> HostedService:
     """Applies migrations and returns the bound (not yet started) identity server."""
     pool = await open_service_database(settings, SCHEMA, "vera.services.identity")
     try:
-        service = IdentityService(PgIdentityStore(pool))
+        store = PgIdentityStore(pool)
+        service = IdentityService(store)
         running = create_server(
             [
                 ServiceBinding(
                     SERVICE_NAME,
-                    IdentityApi(service),
+                    IdentityApi(service, AccountService(store)),
                     identity_pb2_grpc.add_IdentityServiceServicer_to_server,
                 )
             ],

@@ -7,7 +7,20 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from vera.services.identity.domain import Principal, PrincipalKind, Project, ProjectKind
+from vera.services.identity.accounts import (
+    ApiKey,
+    ApiKeyRecord,
+    Workspace,
+    WorkspaceMember,
+    WorkspaceRole,
+)
+from vera.services.identity.domain import (
+    Principal,
+    PrincipalKind,
+    Project,
+    ProjectKind,
+    personal_slugs,
+)
 
 _PROJECT_COLUMNS = "project_id, slug, display_name, kind, owner_principal_id, workspace_id"
 
@@ -44,9 +57,12 @@ class PgIdentityStore:
                 display_name,
                 kind.value,
             )
-            name = await conn.fetchval(
-                "SELECT display_name FROM principals WHERE principal_id = $1", principal_id
+            row = await conn.fetchrow(
+                "SELECT display_name, (admin OR kind = 'local') AS admin FROM principals"
+                " WHERE principal_id = $1",
+                principal_id,
             )
+            name = row["display_name"]
             personal_id = await conn.fetchval(
                 "SELECT project_id FROM projects WHERE owner_principal_id = $1"
                 " AND kind = 'personal'",
@@ -54,7 +70,7 @@ class PgIdentityStore:
             )
             if personal_id is None:
                 personal_id = await self._insert_personal(conn, principal_id, personal_slugs)
-        return Principal(principal_id, name, personal_id), inserted is not None
+        return Principal(principal_id, name, personal_id, row["admin"]), inserted is not None
 
     @staticmethod
     async def _insert_personal(
@@ -82,7 +98,8 @@ class PgIdentityStore:
 
     async def get_principal(self, principal_id: uuid.UUID) -> Principal | None:
         row = await self._pool.fetchrow(
-            "SELECT p.principal_id, p.display_name, s.project_id AS personal_scope_id"
+            "SELECT p.principal_id, p.display_name, s.project_id AS personal_scope_id,"
+            "       (p.admin OR p.kind = 'local') AS admin"
             " FROM principals p JOIN projects s"
             "   ON s.owner_principal_id = p.principal_id AND s.kind = 'personal'"
             " WHERE p.principal_id = $1",
@@ -90,7 +107,9 @@ class PgIdentityStore:
         )
         if row is None:
             return None
-        return Principal(row["principal_id"], row["display_name"], row["personal_scope_id"])
+        return Principal(
+            row["principal_id"], row["display_name"], row["personal_scope_id"], row["admin"]
+        )
 
     async def readable_projects(self, principal_id: uuid.UUID) -> list[Project]:
         rows = await self._pool.fetch(
@@ -151,6 +170,78 @@ class PgIdentityStore:
         )
         return {row["project_id"] for row in rows}
 
+    # MCP gateway: external identities and shared quota counters.
+
+    async def ensure_external_principal(
+        self,
+        issuer: str,
+        subject: str,
+        verified_email: str | None,
+        new_principal_id: uuid.UUID,
+        display_name: str,
+    ) -> tuple[uuid.UUID, bool]:
+        async with self._pool.acquire() as conn, conn.transaction():
+            # Serializes concurrent first logins of one identity, so it maps exactly once.
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"{issuer}|{subject}"
+            )
+            mapped = await conn.fetchval(
+                "SELECT principal_id FROM external_identities WHERE issuer = $1 AND subject = $2",
+                issuer,
+                subject,
+            )
+            if mapped is not None:
+                return mapped, False
+            linked = None
+            if verified_email is not None:
+                linked = await conn.fetchval(
+                    "SELECT principal_id FROM principal_emails WHERE email = $1", verified_email
+                )
+            created = linked is None
+            principal_id = new_principal_id if linked is None else linked
+            if created:
+                await conn.execute(
+                    "INSERT INTO principals (principal_id, display_name, kind)"
+                    " VALUES ($1, $2, 'user')",
+                    principal_id,
+                    display_name,
+                )
+                await self._insert_personal(conn, principal_id, personal_slugs(principal_id))
+                if verified_email is not None:
+                    await conn.execute(
+                        "INSERT INTO principal_emails (email, principal_id) VALUES ($1, $2)"
+                        " ON CONFLICT DO NOTHING",
+                        verified_email,
+                        principal_id,
+                    )
+            await conn.execute(
+                "INSERT INTO external_identities (issuer, subject, principal_id)"
+                " VALUES ($1, $2, $3)",
+                issuer,
+                subject,
+                principal_id,
+            )
+        return principal_id, created
+
+    async def charge_quota(self, key: str, window_start: int, limit: int) -> bool:
+        async with self._pool.acquire() as conn, conn.transaction():
+            # One statement: concurrent replicas serialize on the row, so the count never
+            # passes the limit, and a refused charge changes nothing.
+            count = await conn.fetchval(
+                "INSERT INTO quota_counters AS q (key, window_start, count) VALUES ($1, $2, 1)"
+                " ON CONFLICT (key, window_start) DO UPDATE SET count = q.count + 1"
+                " WHERE q.count < $3 RETURNING count",
+                key,
+                window_start,
+                limit,
+            )
+            await conn.execute(
+                "DELETE FROM quota_counters WHERE key = $1 AND window_start < $2",
+                key,
+                window_start,
+            )
+        return count is not None
+
     # Workspace administration. No RPC exposes it yet (see the contract); tests and
     # operators use it to place projects in workspaces and add members.
 
@@ -195,3 +286,143 @@ class PgIdentityStore:
             project_id,
             workspace_id,
         )
+
+    # Accounts (services/identity/accounts.py): users, API keys, workspace membership.
+
+    async def create_user(
+        self,
+        principal_id: uuid.UUID,
+        display_name: str,
+        admin: bool,
+        slugs: Sequence[str],
+        *,
+        only_if_no_admin: bool,
+    ) -> Principal | None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            if only_if_no_admin:
+                # Serializes first-admin bootstraps, so exactly one can succeed.
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('admin', 0))")
+                if await conn.fetchval("SELECT EXISTS (SELECT 1 FROM principals WHERE admin)"):
+                    return None
+            await conn.execute(
+                "INSERT INTO principals (principal_id, display_name, kind, admin)"
+                " VALUES ($1, $2, 'user', $3)",
+                principal_id,
+                display_name,
+                admin,
+            )
+            personal_id = await self._insert_personal(conn, principal_id, slugs)
+        return Principal(principal_id, display_name, personal_id, admin)
+
+    async def insert_api_key(
+        self, principal_id: uuid.UUID, key_id: str, secret_sha256: bytes, label: str
+    ) -> ApiKey:
+        row = await self._pool.fetchrow(
+            "INSERT INTO api_keys (key_id, principal_id, secret_sha256, label)"
+            " VALUES ($1, $2, $3, $4) RETURNING key_id, label, created_at, revoked_at",
+            key_id,
+            principal_id,
+            secret_sha256,
+            label,
+        )
+        return _api_key(row)
+
+    async def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        row = await self._pool.fetchrow(
+            "SELECT key_id, label, created_at, revoked_at, principal_id, secret_sha256"
+            " FROM api_keys WHERE key_id = $1",
+            key_id,
+        )
+        if row is None:
+            return None
+        return ApiKeyRecord(_api_key(row), row["principal_id"], bytes(row["secret_sha256"]))
+
+    async def list_api_keys(self, principal_id: uuid.UUID, offset: int, limit: int) -> list[ApiKey]:
+        rows = await self._pool.fetch(
+            "SELECT key_id, label, created_at, revoked_at FROM api_keys WHERE principal_id = $1"
+            " ORDER BY created_at DESC, key_id OFFSET $2 LIMIT $3",
+            principal_id,
+            offset,
+            limit,
+        )
+        return [_api_key(row) for row in rows]
+
+    async def revoke_api_key(self, principal_id: uuid.UUID, key_id: str) -> bool | None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            revoked_at = await conn.fetchrow(
+                "SELECT revoked_at FROM api_keys WHERE key_id = $1 AND principal_id = $2"
+                " FOR UPDATE",
+                key_id,
+                principal_id,
+            )
+            if revoked_at is None:
+                return None
+            if revoked_at["revoked_at"] is not None:
+                return False
+            await conn.execute(
+                "UPDATE api_keys SET revoked_at = now() WHERE key_id = $1", key_id
+            )
+            return True
+
+    async def create_workspace_unique(
+        self, owner_principal_id: uuid.UUID, slug: str, display_name: str
+    ) -> uuid.UUID | None:
+        try:
+            return await self.create_workspace(owner_principal_id, slug, display_name)
+        except asyncpg.UniqueViolationError:
+            return None
+
+    async def get_workspace(self, workspace_id: uuid.UUID) -> Workspace | None:
+        row = await self._pool.fetchrow(
+            "SELECT workspace_id, slug, display_name, owner_principal_id FROM workspaces"
+            " WHERE workspace_id = $1",
+            workspace_id,
+        )
+        if row is None:
+            return None
+        return Workspace(
+            row["workspace_id"], row["slug"], row["display_name"], row["owner_principal_id"]
+        )
+
+    async def member_role(
+        self, workspace_id: uuid.UUID, principal_id: uuid.UUID
+    ) -> WorkspaceRole | None:
+        role = await self._pool.fetchval(
+            "SELECT role FROM workspace_members WHERE workspace_id = $1 AND principal_id = $2",
+            workspace_id,
+            principal_id,
+        )
+        return WorkspaceRole(role) if role else None
+
+    async def remove_workspace_member(
+        self, workspace_id: uuid.UUID, principal_id: uuid.UUID
+    ) -> bool:
+        removed = await self._pool.fetchval(
+            "DELETE FROM workspace_members WHERE workspace_id = $1 AND principal_id = $2"
+            " RETURNING principal_id",
+            workspace_id,
+            principal_id,
+        )
+        return removed is not None
+
+    async def list_workspace_members(
+        self, workspace_id: uuid.UUID, offset: int, limit: int
+    ) -> list[WorkspaceMember]:
+        rows = await self._pool.fetch(
+            "SELECT principal_id, role FROM workspace_members WHERE workspace_id = $1"
+            " ORDER BY principal_id OFFSET $2 LIMIT $3",
+            workspace_id,
+            offset,
+            limit,
+        )
+        return [WorkspaceMember(row["principal_id"], WorkspaceRole(row["role"])) for row in rows]
+
+    async def get_project_by_slug(self, slug: str) -> Project | None:
+        row = await self._pool.fetchrow(
+            f"SELECT {_PROJECT_COLUMNS} FROM projects WHERE slug = $1", slug
+        )
+        return _project(row) if row else None
+
+
+def _api_key(row: asyncpg.Record) -> ApiKey:
+    return ApiKey(row["key_id"], row["label"], row["created_at"], row["revoked_at"])

@@ -5,39 +5,79 @@
 
 Run exactly one worker per process while metrics are enabled: the metrics registry
 and its listener are process-local.
+
+Startup rules: any environment but ``local`` refuses to start without built-in JWT or
+external OAuth verification; a verification setup that cannot check issuer and audience is
+refused; the unauthenticated local-dev profile binds only a loopback address unless
+``VERA_MCP__ALLOW_UNAUTHENTICATED_NON_LOOPBACK=true``, which is logged loudly.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import sys
 
 from starlette.applications import Starlette
 
 from vera.config import ConfigError, Settings, load_settings
 from vera.gateway.app import build_app
+from vera.gateway.tokens import check_settings, verification_configured
 from vera.logs import configure_logging
+
+log = logging.getLogger(__name__)
 
 
 class UnsupportedAuthProfile(ConfigError):
     pass
 
 
-def _require_local_dev(settings: Settings) -> None:
-    if settings.auth_profile != "local-dev":
-        raise UnsupportedAuthProfile(
-            "VERA_ENVIRONMENT/VERA_MCP__JWT_SECRET: only the local-dev auth profile is served "
-            "so far (VERA_ENVIRONMENT=local with no JWT or OAuth verification configured)"
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_startup(settings: Settings) -> None:
+    """Refuses configurations that would serve without authentication where that is unsafe."""
+    if settings.auth_profile == "local-dev":
+        host = settings.mcp_bind_host
+        if _is_loopback(host):
+            return
+        if not settings.mcp.allow_unauthenticated_non_loopback:
+            raise UnsupportedAuthProfile(
+                f"VERA_MCP__HOST: the unauthenticated local-dev profile binds only a loopback "
+                f"address, not {host}; configure VERA_MCP__JWT_SECRET or external OAuth, or set "
+                "VERA_MCP__ALLOW_UNAUTHENTICATED_NON_LOOPBACK=true"
+            )
+        log.warning(
+            "UNAUTHENTICATED MCP SERVER ON A NON-LOOPBACK ADDRESS (%s): every caller on the "
+            "network acts as the local principal with every capability "
+            "(VERA_MCP__ALLOW_UNAUTHENTICATED_NON_LOOPBACK=true)",
+            host,
         )
+        return
+    if not verification_configured(settings):
+        raise UnsupportedAuthProfile(
+            f"VERA_MCP__JWT_SECRET: VERA_ENVIRONMENT={settings.environment} requires built-in "
+            "JWT or external OAuth verification (VERA_MCP__JWT_SECRET, VERA_MCP__OAUTH_JWKS_URL "
+            "or VERA_MCP__OAUTH_SIGNING_KEY); the unauthenticated local-dev profile serves only "
+            "VERA_ENVIRONMENT=local"
+        )
+    check_settings(settings)
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
-    """Reads the settings, refuses any profile but local-dev, and returns the ASGI app.
+    """Reads the settings, applies the startup rules, and returns the ASGI app.
 
     The gRPC channels and the metrics listener open in the app's lifespan, inside the
     event loop that serves it.
     """
     settings = settings if settings is not None else load_settings()
-    _require_local_dev(settings)
+    check_startup(settings)
     return build_app(settings)
 
 

@@ -1,3 +1,6 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -21,6 +24,13 @@ class RepositoryResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REPOSITORY_RESOLUTION_UNMAPPED: _ClassVar[RepositoryResolution]
     REPOSITORY_RESOLUTION_UNSUPPORTED_REPOSITORY: _ClassVar[RepositoryResolution]
     REPOSITORY_RESOLUTION_PERSONAL_ONLY: _ClassVar[RepositoryResolution]
+
+class WorkspaceRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WORKSPACE_ROLE_UNSPECIFIED: _ClassVar[WorkspaceRole]
+    WORKSPACE_ROLE_OWNER: _ClassVar[WorkspaceRole]
+    WORKSPACE_ROLE_CURATOR: _ClassVar[WorkspaceRole]
+    WORKSPACE_ROLE_MEMBER: _ClassVar[WorkspaceRole]
 PROJECT_KIND_UNSPECIFIED: ProjectKind
 PROJECT_KIND_PERSONAL: ProjectKind
 PROJECT_KIND_SHARED: ProjectKind
@@ -30,16 +40,22 @@ REPOSITORY_RESOLUTION_SELECTION_REQUIRED: RepositoryResolution
 REPOSITORY_RESOLUTION_UNMAPPED: RepositoryResolution
 REPOSITORY_RESOLUTION_UNSUPPORTED_REPOSITORY: RepositoryResolution
 REPOSITORY_RESOLUTION_PERSONAL_ONLY: RepositoryResolution
+WORKSPACE_ROLE_UNSPECIFIED: WorkspaceRole
+WORKSPACE_ROLE_OWNER: WorkspaceRole
+WORKSPACE_ROLE_CURATOR: WorkspaceRole
+WORKSPACE_ROLE_MEMBER: WorkspaceRole
 
 class Principal(_message.Message):
-    __slots__ = ("principal_id", "display_name", "personal_scope_id")
+    __slots__ = ("principal_id", "display_name", "personal_scope_id", "admin")
     PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
     PERSONAL_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
     principal_id: str
     display_name: str
     personal_scope_id: str
-    def __init__(self, principal_id: _Optional[str] = ..., display_name: _Optional[str] = ..., personal_scope_id: _Optional[str] = ...) -> None: ...
+    admin: bool
+    def __init__(self, principal_id: _Optional[str] = ..., display_name: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., admin: _Optional[bool] = ...) -> None: ...
 
 class Project(_message.Message):
     __slots__ = ("project_id", "slug", "display_name", "kind", "owner_principal_id", "workspace_id")
@@ -164,3 +180,235 @@ class ResolveRepositoryResponse(_message.Message):
     canonical_repository: str
     candidates: _containers.RepeatedCompositeFieldContainer[Project]
     def __init__(self, resolution: _Optional[_Union[RepositoryResolution, str]] = ..., canonical_repository: _Optional[str] = ..., candidates: _Optional[_Iterable[_Union[Project, _Mapping]]] = ...) -> None: ...
+
+class Workspace(_message.Message):
+    __slots__ = ("workspace_id", "slug", "display_name", "owner_principal_id")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SLUG_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    OWNER_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    slug: str
+    display_name: str
+    owner_principal_id: str
+    def __init__(self, workspace_id: _Optional[str] = ..., slug: _Optional[str] = ..., display_name: _Optional[str] = ..., owner_principal_id: _Optional[str] = ...) -> None: ...
+
+class WorkspaceMember(_message.Message):
+    __slots__ = ("principal_id", "role")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    role: WorkspaceRole
+    def __init__(self, principal_id: _Optional[str] = ..., role: _Optional[_Union[WorkspaceRole, str]] = ...) -> None: ...
+
+class ApiKey(_message.Message):
+    __slots__ = ("key_id", "label", "create_time", "revoke_time")
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    REVOKE_TIME_FIELD_NUMBER: _ClassVar[int]
+    key_id: str
+    label: str
+    create_time: _timestamp_pb2.Timestamp
+    revoke_time: _timestamp_pb2.Timestamp
+    def __init__(self, key_id: _Optional[str] = ..., label: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CreateUserRequest(_message.Message):
+    __slots__ = ("actor_principal_id", "display_name", "admin")
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    actor_principal_id: str
+    display_name: str
+    admin: bool
+    def __init__(self, actor_principal_id: _Optional[str] = ..., display_name: _Optional[str] = ..., admin: _Optional[bool] = ...) -> None: ...
+
+class CreateUserResponse(_message.Message):
+    __slots__ = ("principal",)
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    principal: Principal
+    def __init__(self, principal: _Optional[_Union[Principal, _Mapping]] = ...) -> None: ...
+
+class CreateApiKeyRequest(_message.Message):
+    __slots__ = ("principal_id", "label")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    label: str
+    def __init__(self, principal_id: _Optional[str] = ..., label: _Optional[str] = ...) -> None: ...
+
+class CreateApiKeyResponse(_message.Message):
+    __slots__ = ("key", "api_key")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    API_KEY_FIELD_NUMBER: _ClassVar[int]
+    key: ApiKey
+    api_key: str
+    def __init__(self, key: _Optional[_Union[ApiKey, _Mapping]] = ..., api_key: _Optional[str] = ...) -> None: ...
+
+class AuthenticateApiKeyRequest(_message.Message):
+    __slots__ = ("api_key",)
+    API_KEY_FIELD_NUMBER: _ClassVar[int]
+    api_key: str
+    def __init__(self, api_key: _Optional[str] = ...) -> None: ...
+
+class AuthenticateApiKeyResponse(_message.Message):
+    __slots__ = ("principal",)
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    principal: Principal
+    def __init__(self, principal: _Optional[_Union[Principal, _Mapping]] = ...) -> None: ...
+
+class ListApiKeysRequest(_message.Message):
+    __slots__ = ("principal_id", "page_size", "page_token")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, principal_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListApiKeysResponse(_message.Message):
+    __slots__ = ("keys", "next_page_token")
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedCompositeFieldContainer[ApiKey]
+    next_page_token: str
+    def __init__(self, keys: _Optional[_Iterable[_Union[ApiKey, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class RevokeApiKeyRequest(_message.Message):
+    __slots__ = ("principal_id", "key_id")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    key_id: str
+    def __init__(self, principal_id: _Optional[str] = ..., key_id: _Optional[str] = ...) -> None: ...
+
+class RevokeApiKeyResponse(_message.Message):
+    __slots__ = ("revoked",)
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    revoked: bool
+    def __init__(self, revoked: _Optional[bool] = ...) -> None: ...
+
+class CreateWorkspaceRequest(_message.Message):
+    __slots__ = ("actor_principal_id", "slug", "display_name", "owner_principal_id")
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    SLUG_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    OWNER_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    actor_principal_id: str
+    slug: str
+    display_name: str
+    owner_principal_id: str
+    def __init__(self, actor_principal_id: _Optional[str] = ..., slug: _Optional[str] = ..., display_name: _Optional[str] = ..., owner_principal_id: _Optional[str] = ...) -> None: ...
+
+class CreateWorkspaceResponse(_message.Message):
+    __slots__ = ("workspace",)
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    workspace: Workspace
+    def __init__(self, workspace: _Optional[_Union[Workspace, _Mapping]] = ...) -> None: ...
+
+class SetWorkspaceMemberRequest(_message.Message):
+    __slots__ = ("actor_principal_id", "workspace_id", "principal_id", "role")
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    actor_principal_id: str
+    workspace_id: str
+    principal_id: str
+    role: WorkspaceRole
+    def __init__(self, actor_principal_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., principal_id: _Optional[str] = ..., role: _Optional[_Union[WorkspaceRole, str]] = ...) -> None: ...
+
+class SetWorkspaceMemberResponse(_message.Message):
+    __slots__ = ("member",)
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    member: WorkspaceMember
+    def __init__(self, member: _Optional[_Union[WorkspaceMember, _Mapping]] = ...) -> None: ...
+
+class RemoveWorkspaceMemberRequest(_message.Message):
+    __slots__ = ("actor_principal_id", "workspace_id", "principal_id")
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    actor_principal_id: str
+    workspace_id: str
+    principal_id: str
+    def __init__(self, actor_principal_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., principal_id: _Optional[str] = ...) -> None: ...
+
+class RemoveWorkspaceMemberResponse(_message.Message):
+    __slots__ = ("removed",)
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    removed: bool
+    def __init__(self, removed: _Optional[bool] = ...) -> None: ...
+
+class ListWorkspaceMembersRequest(_message.Message):
+    __slots__ = ("actor_principal_id", "workspace_id", "page_size", "page_token")
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    actor_principal_id: str
+    workspace_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, actor_principal_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListWorkspaceMembersResponse(_message.Message):
+    __slots__ = ("members", "next_page_token")
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[WorkspaceMember]
+    next_page_token: str
+    def __init__(self, members: _Optional[_Iterable[_Union[WorkspaceMember, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class AttachProjectRequest(_message.Message):
+    __slots__ = ("actor_principal_id", "workspace_id", "project")
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    actor_principal_id: str
+    workspace_id: str
+    project: str
+    def __init__(self, actor_principal_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., project: _Optional[str] = ...) -> None: ...
+
+class AttachProjectResponse(_message.Message):
+    __slots__ = ("project",)
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    project: Project
+    def __init__(self, project: _Optional[_Union[Project, _Mapping]] = ...) -> None: ...
+
+class EnsureExternalPrincipalRequest(_message.Message):
+    __slots__ = ("issuer", "subject", "email", "email_verified")
+    ISSUER_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    EMAIL_FIELD_NUMBER: _ClassVar[int]
+    EMAIL_VERIFIED_FIELD_NUMBER: _ClassVar[int]
+    issuer: str
+    subject: str
+    email: str
+    email_verified: bool
+    def __init__(self, issuer: _Optional[str] = ..., subject: _Optional[str] = ..., email: _Optional[str] = ..., email_verified: _Optional[bool] = ...) -> None: ...
+
+class EnsureExternalPrincipalResponse(_message.Message):
+    __slots__ = ("principal", "created")
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    principal: Principal
+    created: bool
+    def __init__(self, principal: _Optional[_Union[Principal, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class ChargeQuotaRequest(_message.Message):
+    __slots__ = ("key", "window_start", "limit")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    window_start: int
+    limit: int
+    def __init__(self, key: _Optional[str] = ..., window_start: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ChargeQuotaResponse(_message.Message):
+    __slots__ = ("allowed",)
+    ALLOWED_FIELD_NUMBER: _ClassVar[int]
+    allowed: bool
+    def __init__(self, allowed: _Optional[bool] = ...) -> None: ...

@@ -72,6 +72,66 @@ class IdentityServiceStub:
                 request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ResolveRepositoryRequest.SerializeToString,
                 response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ResolveRepositoryResponse.FromString,
                 _registered_method=True)
+        self.CreateUser = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/CreateUser',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.CreateUserRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.CreateUserResponse.FromString,
+                _registered_method=True)
+        self.CreateApiKey = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/CreateApiKey',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.CreateApiKeyRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.CreateApiKeyResponse.FromString,
+                _registered_method=True)
+        self.AuthenticateApiKey = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/AuthenticateApiKey',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.AuthenticateApiKeyRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.AuthenticateApiKeyResponse.FromString,
+                _registered_method=True)
+        self.ListApiKeys = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/ListApiKeys',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListApiKeysRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListApiKeysResponse.FromString,
+                _registered_method=True)
+        self.RevokeApiKey = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/RevokeApiKey',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.RevokeApiKeyRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.RevokeApiKeyResponse.FromString,
+                _registered_method=True)
+        self.CreateWorkspace = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/CreateWorkspace',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.CreateWorkspaceRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.CreateWorkspaceResponse.FromString,
+                _registered_method=True)
+        self.SetWorkspaceMember = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/SetWorkspaceMember',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.SetWorkspaceMemberRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.SetWorkspaceMemberResponse.FromString,
+                _registered_method=True)
+        self.RemoveWorkspaceMember = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/RemoveWorkspaceMember',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.RemoveWorkspaceMemberRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.RemoveWorkspaceMemberResponse.FromString,
+                _registered_method=True)
+        self.ListWorkspaceMembers = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/ListWorkspaceMembers',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListWorkspaceMembersRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListWorkspaceMembersResponse.FromString,
+                _registered_method=True)
+        self.AttachProject = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/AttachProject',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.AttachProjectRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.AttachProjectResponse.FromString,
+                _registered_method=True)
+        self.EnsureExternalPrincipal = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/EnsureExternalPrincipal',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.EnsureExternalPrincipalRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.EnsureExternalPrincipalResponse.FromString,
+                _registered_method=True)
+        self.ChargeQuota = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/ChargeQuota',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaResponse.FromString,
+                _registered_method=True)
 
 
 class IdentityServiceServicer:
@@ -130,6 +190,97 @@ class IdentityServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateUser(self, request, context):
+        """--- Accounts, API keys and workspaces (the REST API's identity routes) ---
+
+        Creates a user principal with its personal scope. Self-registration passes no actor;
+        otherwise the actor must be an administrator (only an administrator may create one).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateApiKey(self, request, context):
+        """Creates an API key for the principal; the secret is returned once and only its hash is kept.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AuthenticateApiKey(self, request, context):
+        """Returns the principal an API key belongs to; UNAUTHENTICATED for an unknown or revoked key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListApiKeys(self, request, context):
+        """Lists a principal's API keys (never their secrets), newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeApiKey(self, request, context):
+        """Revokes one of the principal's API keys; another principal's key is NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateWorkspace(self, request, context):
+        """Creates a workspace owned by the actor (an administrator may name another owner).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetWorkspaceMember(self, request, context):
+        """Adds a member to a workspace or changes its role; the actor must be an owner or an administrator.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveWorkspaceMember(self, request, context):
+        """Removes a member from a workspace; the actor must be an owner or an administrator.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkspaceMembers(self, request, context):
+        """Lists a workspace's members; the actor must be a member or an administrator.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AttachProject(self, request, context):
+        """Attaches a shared project to a workspace, so its members read it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EnsureExternalPrincipal(self, request, context):
+        """--- MCP gateway: external identities and shared quotas ---
+
+        Maps a verified external OIDC identity (issuer and subject) to a stable personal
+        principal, creating it just in time. Only a verified email links an existing principal.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ChargeQuota(self, request, context):
+        """Counts one call in a principal's fixed quota window unless the window already holds
+        the limit; the count is shared by every gateway replica.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IdentityServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -167,6 +318,66 @@ def add_IdentityServiceServicer_to_server(servicer, server):
                     servicer.ResolveRepository,
                     request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ResolveRepositoryRequest.FromString,
                     response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ResolveRepositoryResponse.SerializeToString,
+            ),
+            'CreateUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateUser,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.CreateUserRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.CreateUserResponse.SerializeToString,
+            ),
+            'CreateApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateApiKey,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.CreateApiKeyRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.CreateApiKeyResponse.SerializeToString,
+            ),
+            'AuthenticateApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.AuthenticateApiKey,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.AuthenticateApiKeyRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.AuthenticateApiKeyResponse.SerializeToString,
+            ),
+            'ListApiKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListApiKeys,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListApiKeysRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListApiKeysResponse.SerializeToString,
+            ),
+            'RevokeApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeApiKey,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.RevokeApiKeyRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.RevokeApiKeyResponse.SerializeToString,
+            ),
+            'CreateWorkspace': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateWorkspace,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.CreateWorkspaceRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.CreateWorkspaceResponse.SerializeToString,
+            ),
+            'SetWorkspaceMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetWorkspaceMember,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.SetWorkspaceMemberRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.SetWorkspaceMemberResponse.SerializeToString,
+            ),
+            'RemoveWorkspaceMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveWorkspaceMember,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.RemoveWorkspaceMemberRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.RemoveWorkspaceMemberResponse.SerializeToString,
+            ),
+            'ListWorkspaceMembers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkspaceMembers,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListWorkspaceMembersRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListWorkspaceMembersResponse.SerializeToString,
+            ),
+            'AttachProject': grpc.unary_unary_rpc_method_handler(
+                    servicer.AttachProject,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.AttachProjectRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.AttachProjectResponse.SerializeToString,
+            ),
+            'EnsureExternalPrincipal': grpc.unary_unary_rpc_method_handler(
+                    servicer.EnsureExternalPrincipal,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.EnsureExternalPrincipalRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.EnsureExternalPrincipalResponse.SerializeToString,
+            ),
+            'ChargeQuota': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChargeQuota,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -361,6 +572,330 @@ class IdentityService:
             '/vera.identity.v1.IdentityService/ResolveRepository',
             vera_dot_identity_dot_v1_dot_identity__pb2.ResolveRepositoryRequest.SerializeToString,
             vera_dot_identity_dot_v1_dot_identity__pb2.ResolveRepositoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/CreateUser',
+            vera_dot_identity_dot_v1_dot_identity__pb2.CreateUserRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.CreateUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/CreateApiKey',
+            vera_dot_identity_dot_v1_dot_identity__pb2.CreateApiKeyRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.CreateApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AuthenticateApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/AuthenticateApiKey',
+            vera_dot_identity_dot_v1_dot_identity__pb2.AuthenticateApiKeyRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.AuthenticateApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListApiKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/ListApiKeys',
+            vera_dot_identity_dot_v1_dot_identity__pb2.ListApiKeysRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.ListApiKeysResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/RevokeApiKey',
+            vera_dot_identity_dot_v1_dot_identity__pb2.RevokeApiKeyRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.RevokeApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateWorkspace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/CreateWorkspace',
+            vera_dot_identity_dot_v1_dot_identity__pb2.CreateWorkspaceRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.CreateWorkspaceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetWorkspaceMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/SetWorkspaceMember',
+            vera_dot_identity_dot_v1_dot_identity__pb2.SetWorkspaceMemberRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.SetWorkspaceMemberResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveWorkspaceMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/RemoveWorkspaceMember',
+            vera_dot_identity_dot_v1_dot_identity__pb2.RemoveWorkspaceMemberRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.RemoveWorkspaceMemberResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkspaceMembers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/ListWorkspaceMembers',
+            vera_dot_identity_dot_v1_dot_identity__pb2.ListWorkspaceMembersRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.ListWorkspaceMembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AttachProject(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/AttachProject',
+            vera_dot_identity_dot_v1_dot_identity__pb2.AttachProjectRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.AttachProjectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EnsureExternalPrincipal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/EnsureExternalPrincipal',
+            vera_dot_identity_dot_v1_dot_identity__pb2.EnsureExternalPrincipalRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.EnsureExternalPrincipalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChargeQuota(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/ChargeQuota',
+            vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaResponse.FromString,
             options,
             channel_credentials,
             insecure,

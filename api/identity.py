@@ -1,0 +1,345 @@
+"""Identity routes of the REST API: accounts, API keys, workspaces, the MCP token exchange.
+
+Every route is a translation to identity RPCs; the identity service decides who may do
+what (administrators, workspace owners). Errors carry the same stable codes as MCP.
+
+    POST   /identity/register                         open deployments only -> principal + API key
+    POST   /identity/users                            admin: create a user (+ its first API key)
+    GET    /identity/me                               the caller
+    POST   /identity/api-keys                         a new API key for the caller (shown once)
+    GET    /identity/api-keys                         the caller's keys (never secrets), paged
+    DELETE /identity/api-keys/{key_id}                revoke one of the caller's keys
+    POST   /identity/workspaces                       create a workspace (the caller owns it)
+    GET    /identity/workspaces/{id}/members          members (member or admin), paged
+    PUT    /identity/workspaces/{id}/members/{pid}    add a member / change its role (owner, admin)
+    DELETE /identity/workspaces/{id}/members/{pid}    remove a member (owner, admin)
+    POST   /identity/workspaces/{id}/projects         attach a shared project (owner, admin)
+    POST   /identity/mcp-token                        a non-expiring MCP JWT for the caller
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import jwt
+from google.protobuf import json_format
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from vera.api.auth import RestCaller
+from vera.api.errors import error_response
+from vera.config import Settings
+from vera.errors import InvalidInput, Unauthorized, Unavailable, VeraError
+from vera.identity.v1 import identity_pb2 as pb
+from vera.rpc.backends import Backends
+
+MAX_BODY_BYTES = 16 * 1024
+_ROLES = {
+    "owner": pb.WORKSPACE_ROLE_OWNER,
+    "curator": pb.WORKSPACE_ROLE_CURATOR,
+    "member": pb.WORKSPACE_ROLE_MEMBER,
+}
+_ROLE_NAMES = {v: k for k, v in _ROLES.items()}
+
+Handler = Callable[[Request, RestCaller, dict[str, Any]], Awaitable[Response]]
+
+
+# Plumbing ------------------------------------------------------------------------------------
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise InvalidInput("body", reason="too_large")
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidInput("body", reason="malformed") from None
+    if not isinstance(value, dict):
+        raise InvalidInput("body", reason="malformed")
+    return value
+
+
+def _only(body: dict[str, Any], *allowed: str) -> None:
+    for name in body:
+        if name not in allowed:
+            raise InvalidInput(name, reason="unknown_field")
+
+
+def _text(body: dict[str, Any], name: str, default: str = "") -> str:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise InvalidInput(name)
+    return value
+
+
+def _flag(body: dict[str, Any], name: str) -> bool:
+    value = body.get(name, False)
+    if not isinstance(value, bool):
+        raise InvalidInput(name)
+    return value
+
+
+def _page(request: Request) -> tuple[int, str]:
+    raw = request.query_params.get("page_size", "0")
+    try:
+        size = int(raw)
+    except ValueError:
+        raise InvalidInput("page_size") from None
+    return size, request.query_params.get("page_token", "")
+
+
+def _backends(request: Request) -> Backends:
+    return request.app.state.backends
+
+
+def _unauthenticated_response(error: VeraError) -> Response:
+    response = error_response(error)
+    if response.status_code == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="vera-api"'
+    return response
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _route(handler: Handler, *, authenticated: bool = True) -> Endpoint:
+    async def endpoint(request: Request) -> Response:
+        try:
+            caller = None
+            if authenticated:
+                caller = await request.app.state.authenticator.authenticate(
+                    request, _backends(request))
+            body = await _body(request) if request.method in ("POST", "PUT") else {}
+            return await handler(request, caller, body)
+        except VeraError as error:
+            return _unauthenticated_response(error)
+
+    return endpoint
+
+
+def _principal(principal: pb.Principal) -> dict[str, Any]:
+    return {
+        "principal_id": principal.principal_id,
+        "display_name": principal.display_name,
+        "personal_scope_id": principal.personal_scope_id,
+        "admin": principal.admin,
+    }
+
+
+def _key(key: pb.ApiKey) -> dict[str, Any]:
+    return {
+        "key_id": key.key_id,
+        "label": key.label,
+        "created_at": json_format.MessageToJson(key.create_time).strip('"'),
+        "revoked_at": (json_format.MessageToJson(key.revoke_time).strip('"')
+                       if key.HasField("revoke_time") else None),
+    }
+
+
+def _project(project: pb.Project) -> dict[str, Any]:
+    return {
+        "project_id": project.project_id,
+        "slug": project.slug,
+        "display_name": project.display_name,
+        "workspace_id": project.workspace_id or None,
+    }
+
+
+async def _new_account(request: Request, actor: str, body: dict[str, Any]) -> Response:
+    """Creates the user and its first API key, shown once."""
+    identity = _backends(request).identity
+    user = await identity.CreateUser(pb.CreateUserRequest(
+        actor_principal_id=actor,
+        display_name=_text(body, "display_name"),
+        admin=_flag(body, "admin"),
+    ))
+    key = await identity.CreateApiKey(pb.CreateApiKeyRequest(
+        principal_id=user.principal.principal_id, label="initial"))
+    return JSONResponse(
+        {**_principal(user.principal), "api_key": key.api_key, "key_id": key.key.key_id},
+        status_code=201,
+    )
+
+
+# Accounts ------------------------------------------------------------------------------------
+
+
+async def register(request: Request, caller: None, body: dict[str, Any]) -> Response:
+    settings: Settings = request.app.state.settings
+    if not settings.api.open_registration:
+        raise Unauthorized()
+    _only(body, "display_name")
+    return await _new_account(request, "", {**body, "admin": False})
+
+
+async def create_user(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
+    _only(body, "display_name", "admin")
+    return await _new_account(request, caller.principal_id, body)
+
+
+async def me(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
+    reply = await _backends(request).identity.GetPrincipal(
+        pb.GetPrincipalRequest(principal_id=caller.principal_id))
+    return JSONResponse({**_principal(reply.principal), "auth_profile": caller.auth_profile})
+
+
+# API keys ------------------------------------------------------------------------------------
+
+
+async def create_api_key(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
+    _only(body, "label")
+    reply = await _backends(request).identity.CreateApiKey(pb.CreateApiKeyRequest(
+        principal_id=caller.principal_id, label=_text(body, "label")))
+    return JSONResponse({**_key(reply.key), "api_key": reply.api_key}, status_code=201)
+
+
+async def list_api_keys(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
+    size, token = _page(request)
+    reply = await _backends(request).identity.ListApiKeys(pb.ListApiKeysRequest(
+        principal_id=caller.principal_id, page_size=size, page_token=token))
+    return JSONResponse({"keys": [_key(k) for k in reply.keys],
+                         "next_page_token": reply.next_page_token or None})
+
+
+async def revoke_api_key(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
+    reply = await _backends(request).identity.RevokeApiKey(pb.RevokeApiKeyRequest(
+        principal_id=caller.principal_id, key_id=request.path_params["key_id"]))
+    return JSONResponse({"revoked": reply.revoked})
+
+
+# Workspaces ----------------------------------------------------------------------------------
+
+
+async def create_workspace(request: Request, caller: RestCaller, body: dict[str, Any]
+                           ) -> Response:
+    _only(body, "slug", "display_name", "owner_principal_id")
+    reply = await _backends(request).identity.CreateWorkspace(pb.CreateWorkspaceRequest(
+        actor_principal_id=caller.principal_id,
+        slug=_text(body, "slug"),
+        display_name=_text(body, "display_name"),
+        owner_principal_id=_text(body, "owner_principal_id"),
+    ))
+    ws = reply.workspace
+    return JSONResponse({"workspace_id": ws.workspace_id, "slug": ws.slug,
+                         "display_name": ws.display_name,
+                         "owner_principal_id": ws.owner_principal_id}, status_code=201)
+
+
+async def list_members(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
+    size, token = _page(request)
+    reply = await _backends(request).identity.ListWorkspaceMembers(
+        pb.ListWorkspaceMembersRequest(
+            actor_principal_id=caller.principal_id,
+            workspace_id=request.path_params["workspace_id"],
+            page_size=size, page_token=token))
+    return JSONResponse({
+        "members": [{"principal_id": m.principal_id, "role": _ROLE_NAMES[m.role]}
+                    for m in reply.members],
+        "next_page_token": reply.next_page_token or None,
+    })
+
+
+async def set_member(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
+    _only(body, "role")
+    role = _ROLES.get(_text(body, "role", "member"))
+    if role is None:
+        raise InvalidInput("role")
+    reply = await _backends(request).identity.SetWorkspaceMember(pb.SetWorkspaceMemberRequest(
+        actor_principal_id=caller.principal_id,
+        workspace_id=request.path_params["workspace_id"],
+        principal_id=request.path_params["principal_id"],
+        role=role))
+    return JSONResponse({"principal_id": reply.member.principal_id,
+                         "role": _ROLE_NAMES[reply.member.role]})
+
+
+async def remove_member(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
+    reply = await _backends(request).identity.RemoveWorkspaceMember(
+        pb.RemoveWorkspaceMemberRequest(
+            actor_principal_id=caller.principal_id,
+            workspace_id=request.path_params["workspace_id"],
+            principal_id=request.path_params["principal_id"]))
+    return JSONResponse({"removed": reply.removed})
+
+
+async def attach_project(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
+    _only(body, "project")
+    reply = await _backends(request).identity.AttachProject(pb.AttachProjectRequest(
+        actor_principal_id=caller.principal_id,
+        workspace_id=request.path_params["workspace_id"],
+        project=_text(body, "project")))
+    return JSONResponse(_project(reply.project))
+
+
+# The MCP token exchange ----------------------------------------------------------------------
+
+
+def mcp_scope_names(settings: Settings) -> list[str]:
+    mcp = settings.mcp
+    return [mcp.scope_read, mcp.scope_propose, mcp.scope_feedback, mcp.scope_snapshot]
+
+
+def mint_mcp_token(settings: Settings, principal_id: str, scopes: list[str]) -> str:
+    """A built-in MCP JWT with no ``exp``: intentionally non-expiring (rotate the secret to
+    invalidate). Raises ``Unavailable`` when issuance is not configured."""
+    mcp = settings.mcp
+    if mcp.jwt_secret is None or not mcp.auth_issuer or not mcp.auth_audience:
+        raise Unavailable()
+    claims = {
+        "sub": principal_id,
+        "iss": mcp.auth_issuer,
+        "aud": mcp.auth_audience,
+        "scope": " ".join(scopes),
+        "iat": int(time.time()),
+        "jti": secrets.token_hex(16),
+    }
+    return jwt.encode(claims, mcp.jwt_secret.get_secret_value(), algorithm=mcp.jwt_algorithm)
+
+
+async def mcp_token(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
+    settings: Settings = request.app.state.settings
+    # Only "scopes": a body naming a principal (or anything else) is refused, never honored.
+    _only(body, "scopes")
+    allowed = mcp_scope_names(settings)
+    requested = body.get("scopes", [settings.mcp.scope_read])
+    if (not isinstance(requested, list) or not requested
+            or not all(isinstance(s, str) and s in allowed for s in requested)):
+        raise InvalidInput("scopes")
+    scopes = [s for s in allowed if s in requested]  # canonical order, no duplicates
+    token = mint_mcp_token(settings, caller.principal_id, scopes)
+    return JSONResponse({
+        "access_token": token,
+        "token_type": "Bearer",
+        "expires_in": None,
+        "scope": " ".join(scopes),
+        "principal_id": caller.principal_id,
+    }, headers={"Cache-Control": "no-store"})
+
+
+routes = [
+    Route("/identity/register", _route(register, authenticated=False), methods=["POST"]),
+    Route("/identity/users", _route(create_user), methods=["POST"]),
+    Route("/identity/me", _route(me), methods=["GET"]),
+    Route("/identity/api-keys", _route(create_api_key), methods=["POST"]),
+    Route("/identity/api-keys", _route(list_api_keys), methods=["GET"]),
+    Route("/identity/api-keys/{key_id}", _route(revoke_api_key), methods=["DELETE"]),
+    Route("/identity/workspaces", _route(create_workspace), methods=["POST"]),
+    Route("/identity/workspaces/{workspace_id}/members", _route(list_members), methods=["GET"]),
+    Route("/identity/workspaces/{workspace_id}/members/{principal_id}", _route(set_member),
+          methods=["PUT"]),
+    Route("/identity/workspaces/{workspace_id}/members/{principal_id}", _route(remove_member),
+          methods=["DELETE"]),
+    Route("/identity/workspaces/{workspace_id}/projects", _route(attach_project),
+          methods=["POST"]),
+    Route("/identity/mcp-token", _route(mcp_token), methods=["POST"]),
+]

@@ -1,0 +1,352 @@
+"""Account rules: users, administrators, API keys, workspaces and memberships.
+
+Who may do what:
+- Anyone may self-register through ``create_user`` with no actor (the REST API allows it
+  only on open deployments). The very first administrator may be created with no actor
+  (``vera admin create-user --admin``); after that only an administrator creates one.
+- An API key belongs to one principal. Its secret is shown once; only a SHA-256 digest of
+  the whole key is stored, compared in constant time.
+- Any principal may create a workspace it owns; an administrator may name another owner.
+  Owners (and administrators) manage members and attach projects they own (an
+  administrator: any shared project). A workspace the actor is not a member of behaves
+  like a missing one (NOT_FOUND), for members and non-members alike.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import hashlib
+import hmac
+import re
+import secrets
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from vera.errors import InvalidInput, NotFound, ProjectOutOfScope, Unauthenticated, Unauthorized
+from vera.services.identity.domain import (
+    MAX_DISPLAY_NAME,
+    PERSONAL_SLUG_PREFIX,
+    SLUG,
+    Principal,
+    Project,
+    ProjectKind,
+    parse_principal_id,
+    personal_slugs,
+)
+
+API_KEY_PREFIX = "vera_"
+_API_KEY = re.compile(r"^vera_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+MAX_LABEL = 200
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 100
+
+
+class WorkspaceRole(enum.StrEnum):
+    OWNER = "owner"
+    CURATOR = "curator"
+    MEMBER = "member"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    workspace_id: uuid.UUID
+    slug: str
+    display_name: str
+    owner_principal_id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class WorkspaceMember:
+    principal_id: uuid.UUID
+    role: WorkspaceRole
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    key_id: str
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ApiKeyRecord:
+    key: ApiKey
+    principal_id: uuid.UUID
+    secret_sha256: bytes
+
+
+class AccountStore(Protocol):
+    """The persistence port; ``store.PgIdentityStore`` implements it."""
+
+    async def get_principal(self, principal_id: uuid.UUID) -> Principal | None: ...
+
+    async def create_user(
+        self, principal_id: uuid.UUID, display_name: str, admin: bool, slugs: Sequence[str],
+        *, only_if_no_admin: bool,
+    ) -> Principal | None:
+        """Inserts the user and its personal scope; None when ``only_if_no_admin`` and an
+        administrator already exists (checked under a lock, so only one first admin)."""
+        ...
+
+    async def insert_api_key(
+        self, principal_id: uuid.UUID, key_id: str, secret_sha256: bytes, label: str
+    ) -> ApiKey: ...
+
+    async def get_api_key(self, key_id: str) -> ApiKeyRecord | None: ...
+
+    async def list_api_keys(
+        self, principal_id: uuid.UUID, offset: int, limit: int
+    ) -> list[ApiKey]: ...
+
+    async def revoke_api_key(self, principal_id: uuid.UUID, key_id: str) -> bool | None:
+        """True when revoked now, False when already revoked, None when not the principal's."""
+        ...
+
+    async def create_workspace_unique(
+        self, owner_principal_id: uuid.UUID, slug: str, display_name: str
+    ) -> uuid.UUID | None:
+        """None when the slug is taken."""
+        ...
+
+    async def get_workspace(self, workspace_id: uuid.UUID) -> Workspace | None: ...
+
+    async def member_role(
+        self, workspace_id: uuid.UUID, principal_id: uuid.UUID
+    ) -> WorkspaceRole | None: ...
+
+    async def add_workspace_member(
+        self, workspace_id: uuid.UUID, principal_id: uuid.UUID, role: str = "member"
+    ) -> None: ...
+
+    async def remove_workspace_member(
+        self, workspace_id: uuid.UUID, principal_id: uuid.UUID
+    ) -> bool: ...
+
+    async def list_workspace_members(
+        self, workspace_id: uuid.UUID, offset: int, limit: int
+    ) -> list[WorkspaceMember]: ...
+
+    async def get_project(self, project_id: uuid.UUID) -> Project | None: ...
+
+    async def get_project_by_slug(self, slug: str) -> Project | None: ...
+
+    async def assign_project_workspace(
+        self, project_id: uuid.UUID, workspace_id: uuid.UUID
+    ) -> None: ...
+
+
+def _digest(api_key: str) -> bytes:
+    return hashlib.sha256(api_key.encode()).digest()
+
+
+def _uuid_or_none(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value.strip())
+    except (ValueError, AttributeError):
+        return None
+
+
+def encode_offset(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o{offset}".encode()).decode().rstrip("=")
+
+
+def decode_offset(token: str) -> int:
+    if not token:
+        return 0
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        if not raw.startswith("o"):
+            raise ValueError
+        offset = int(raw[1:])
+        if offset < 0:
+            raise ValueError
+        return offset
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidInput("page_token", reason="malformed") from None
+
+
+def page_size(value: int) -> int:
+    if value == 0:
+        return DEFAULT_PAGE_SIZE
+    if not 1 <= value <= MAX_PAGE_SIZE:
+        raise InvalidInput("page_size")
+    return value
+
+
+def _display_name(value: str, field: str = "display_name") -> str:
+    name = value.strip()
+    if not name or len(name) > MAX_DISPLAY_NAME:
+        raise InvalidInput(field)
+    return name
+
+
+class AccountService:
+    def __init__(self, store: AccountStore) -> None:
+        self._store = store
+
+    # Principals -------------------------------------------------------------------------
+
+    async def _principal(self, principal_id: str, field: str = "principal_id") -> Principal:
+        pid = _uuid_or_none(principal_id)
+        principal = await self._store.get_principal(pid) if pid else None
+        if principal is None:
+            raise InvalidInput(field, reason="not_found")
+        return principal
+
+    async def _admin(self, actor_principal_id: str) -> Principal:
+        actor = await self._principal(actor_principal_id, "actor_principal_id")
+        if not actor.admin:
+            raise Unauthorized()
+        return actor
+
+    async def create_user(self, actor_principal_id: str, display_name: str, admin: bool
+                          ) -> Principal:
+        name = _display_name(display_name)
+        bootstrap = False
+        if actor_principal_id.strip():
+            await self._admin(actor_principal_id)
+        elif admin:
+            bootstrap = True  # the first administrator; refused once one exists
+        pid = uuid.uuid4()
+        created = await self._store.create_user(
+            pid, name, admin, personal_slugs(pid), only_if_no_admin=bootstrap)
+        if created is None:
+            raise Unauthorized()
+        return created
+
+    # API keys ---------------------------------------------------------------------------
+
+    async def create_api_key(self, principal_id: str, label: str) -> tuple[ApiKey, str]:
+        principal = await self._principal(principal_id)
+        label = label.strip()
+        if len(label) > MAX_LABEL:
+            raise InvalidInput("label")
+        key_id = secrets.token_hex(8)
+        api_key = f"{API_KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
+        key = await self._store.insert_api_key(
+            principal.principal_id, key_id, _digest(api_key), label)
+        return key, api_key
+
+    async def authenticate_api_key(self, api_key: str) -> Principal:
+        match = _API_KEY.match(api_key.strip())
+        if match is None:
+            raise Unauthenticated()
+        record = await self._store.get_api_key(match.group(1))
+        presented = _digest(api_key.strip())
+        if record is None:
+            # Same work either way, so timing does not tell a known key id from an unknown one.
+            hmac.compare_digest(presented, bytes(32))
+            raise Unauthenticated()
+        if not hmac.compare_digest(presented, record.secret_sha256) or record.key.revoked_at:
+            raise Unauthenticated()
+        principal = await self._store.get_principal(record.principal_id)
+        if principal is None:
+            raise Unauthenticated()
+        return principal
+
+    async def list_api_keys(self, principal_id: str, size: int, token: str
+                            ) -> tuple[list[ApiKey], str]:
+        principal = await self._principal(principal_id)
+        limit, offset = page_size(size), decode_offset(token)
+        rows = await self._store.list_api_keys(principal.principal_id, offset, limit + 1)
+        next_token = encode_offset(offset + limit) if len(rows) > limit else ""
+        return rows[:limit], next_token
+
+    async def revoke_api_key(self, principal_id: str, key_id: str) -> bool:
+        principal = await self._principal(principal_id)
+        revoked = await self._store.revoke_api_key(principal.principal_id, key_id.strip())
+        if revoked is None:
+            raise NotFound()
+        return revoked
+
+    # Workspaces -------------------------------------------------------------------------
+
+    async def create_workspace(self, actor_principal_id: str, slug: str, display_name: str,
+                               owner_principal_id: str) -> Workspace:
+        actor = await self._principal(actor_principal_id, "actor_principal_id")
+        owner = actor
+        if owner_principal_id.strip() and _uuid_or_none(owner_principal_id) != actor.principal_id:
+            if not actor.admin:
+                raise Unauthorized()
+            owner = await self._principal(owner_principal_id, "owner_principal_id")
+        slug = slug.strip()
+        if not SLUG.match(slug):
+            raise InvalidInput("slug")
+        name = display_name.strip() or slug
+        if len(name) > MAX_DISPLAY_NAME:
+            raise InvalidInput("display_name")
+        workspace_id = await self._store.create_workspace_unique(owner.principal_id, slug, name)
+        if workspace_id is None:
+            raise InvalidInput("slug", reason="taken")
+        return Workspace(workspace_id, slug, name, owner.principal_id)
+
+    async def _managed_workspace(self, actor_principal_id: str, workspace_id: str,
+                                 *, manage: bool) -> tuple[Principal, Workspace]:
+        """The workspace, if the actor may see it (member or admin) and, with ``manage``,
+        change it (owner or admin). Not visible behaves exactly like missing."""
+        actor = await self._principal(actor_principal_id, "actor_principal_id")
+        wid = _uuid_or_none(workspace_id)
+        workspace = await self._store.get_workspace(wid) if wid else None
+        if workspace is None:
+            raise NotFound()
+        if actor.admin:
+            return actor, workspace
+        role = await self._store.member_role(workspace.workspace_id, actor.principal_id)
+        if role is None:
+            raise NotFound()
+        if manage and role is not WorkspaceRole.OWNER:
+            raise Unauthorized()
+        return actor, workspace
+
+    async def set_workspace_member(self, actor_principal_id: str, workspace_id: str,
+                                   principal_id: str, role: WorkspaceRole) -> WorkspaceMember:
+        _, workspace = await self._managed_workspace(
+            actor_principal_id, workspace_id, manage=True)
+        member = await self._principal(principal_id)
+        if (member.principal_id == workspace.owner_principal_id
+                and role is not WorkspaceRole.OWNER):
+            raise InvalidInput("role", reason="workspace_owner")
+        await self._store.add_workspace_member(
+            workspace.workspace_id, member.principal_id, role.value)
+        return WorkspaceMember(member.principal_id, role)
+
+    async def remove_workspace_member(self, actor_principal_id: str, workspace_id: str,
+                                      principal_id: str) -> bool:
+        _, workspace = await self._managed_workspace(
+            actor_principal_id, workspace_id, manage=True)
+        pid = parse_principal_id(principal_id)
+        if pid == workspace.owner_principal_id:
+            raise InvalidInput("principal_id", reason="workspace_owner")
+        return await self._store.remove_workspace_member(workspace.workspace_id, pid)
+
+    async def list_workspace_members(self, actor_principal_id: str, workspace_id: str,
+                                     size: int, token: str
+                                     ) -> tuple[list[WorkspaceMember], str]:
+        _, workspace = await self._managed_workspace(
+            actor_principal_id, workspace_id, manage=False)
+        limit, offset = page_size(size), decode_offset(token)
+        rows = await self._store.list_workspace_members(
+            workspace.workspace_id, offset, limit + 1)
+        next_token = encode_offset(offset + limit) if len(rows) > limit else ""
+        return rows[:limit], next_token
+
+    async def attach_project(self, actor_principal_id: str, workspace_id: str,
+                             project: str) -> Project:
+        actor, workspace = await self._managed_workspace(
+            actor_principal_id, workspace_id, manage=True)
+        reference = project.strip()
+        project_uuid = _uuid_or_none(reference)
+        found = (await self._store.get_project(project_uuid) if project_uuid
+                 else await self._store.get_project_by_slug(reference))
+        if found is None or (not actor.admin and found.owner_principal_id != actor.principal_id):
+            raise ProjectOutOfScope()
+        if found.kind is not ProjectKind.SHARED or found.slug.startswith(PERSONAL_SLUG_PREFIX):
+            raise InvalidInput("project", reason="personal_scope")
+        await self._store.assign_project_workspace(found.project_id, workspace.workspace_id)
+        return Project(found.project_id, found.slug, found.display_name, found.kind,
+                       found.owner_principal_id, workspace.workspace_id)

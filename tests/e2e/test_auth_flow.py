@@ -1,0 +1,109 @@
+"""The documented authenticated flow against the real stack (`vera up` with built-in JWT):
+register -> API key -> POST /identity/mcp-token -> MCP call with the bearer token."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+pytestmark = pytest.mark.e2e
+
+ALL_SCOPES = ["memory:read", "memory:propose", "memory:feedback", "memory:snapshot"]
+
+
+def api_url(stack) -> str:
+    return json.loads((stack.data_dir / "run" / "stack.json").read_text())["api_url"]
+
+
+def mcp_client(stack, token: str) -> Client:
+    http = create_mcp_http_client(headers={"authorization": f"Bearer {token}"})
+    return Client(streamable_http_client(stack.mcp_url, http_client=http))
+
+
+def post_mcp(stack, authorization: str | None) -> httpx.Response:
+    headers = {"accept": "application/json, text/event-stream",
+               "content-type": "application/json"}
+    if authorization:
+        headers["authorization"] = authorization
+    return httpx.post(stack.mcp_url, headers=headers, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "e2e", "version": "0"}}})
+
+
+async def test_register_api_key_mcp_token_then_mcp_call(auth_stack) -> None:
+    http = httpx.AsyncClient(base_url=api_url(auth_stack))
+    async with http:
+        await documented_flow(auth_stack, http)
+
+
+async def documented_flow(auth_stack, http: httpx.AsyncClient) -> None:
+    assert (await http.get("/livez")).status_code == 200
+    assert (await http.get("/readyz")).status_code == 200
+
+    registered = await http.post("/identity/register", json={"display_name": "dev"})
+    assert registered.status_code == 201
+    account = registered.json()
+    api_key = account["api_key"]
+
+    exchanged = await http.post("/identity/mcp-token",
+                           headers={"authorization": f"Bearer {api_key}"},
+                           json={"scopes": ALL_SCOPES})
+    assert exchanged.status_code == 200
+    assert exchanged.json()["expires_in"] is None
+    token = exchanged.json()["access_token"]
+
+    async with mcp_client(auth_stack, token) as client:
+        result = await client.call_tool("knowledge_bootstrap", {})
+        assert not result.is_error, result.content
+        boot = result.structured_content
+    assert boot["principal"]["principal_id"] == account["principal_id"]
+    assert boot["auth_profile"] == "remote-authenticated"
+    assert {c["class"] for c in boot["capabilities"] if c["granted"]} == {
+        "READ", "PROPOSE", "FEEDBACK", "SNAPSHOT"}
+    assert boot["repository"]["status"] == "personal_only"
+
+    # A read-only token (no body) is granted READ only.
+    read_only = (await http.post("/identity/mcp-token",
+                                 headers={"authorization": f"Bearer {api_key}"})
+                 ).json()["access_token"]
+    async with mcp_client(auth_stack, read_only) as client:
+        boot = (await client.call_tool("knowledge_bootstrap", {})).structured_content
+    assert {c["class"] for c in boot["capabilities"] if c["granted"]} == {"READ"}
+
+
+def test_credentials_do_not_cross_over(auth_stack) -> None:
+    base = api_url(auth_stack)
+    api_key = httpx.post(f"{base}/identity/register", json={"display_name": "x"}).json()["api_key"]
+    token = httpx.post(f"{base}/identity/mcp-token",
+                       headers={"authorization": f"Bearer {api_key}"}).json()["access_token"]
+    # No credential and an API key are both refused by the MCP server with a pointer to
+    # the protected-resource metadata.
+    for authorization in (None, f"Bearer {api_key}"):
+        response = post_mcp(auth_stack, authorization)
+        assert response.status_code == 401
+        assert "oauth-protected-resource" in response.headers["www-authenticate"]
+    # An MCP token is refused by the REST API.
+    me = httpx.get(f"{base}/identity/me", headers={"authorization": f"Bearer {token}"})
+    assert me.status_code == 401
+
+
+def test_first_admin_from_the_cli_then_users_over_rest(auth_stack) -> None:
+    base = api_url(auth_stack)
+    created = auth_stack.vera("admin", "create-user", "--name", "root", "--admin",
+                              "--data-dir", str(auth_stack.data_dir))
+    assert created.returncode == 0, created.stderr
+    fields = dict(line.split(":", 1) for line in created.stdout.splitlines() if ":" in line)
+    admin_key = fields["api_key"].strip()
+    assert fields["admin"].strip() == "true"
+    again = auth_stack.vera("admin", "create-user", "--name", "root2", "--admin",
+                            "--data-dir", str(auth_stack.data_dir))
+    assert again.returncode == 1
+    user = httpx.post(f"{base}/identity/users", headers={"authorization": f"Bearer {admin_key}"},
+                      json={"display_name": "carol"})
+    assert user.status_code == 201
+    assert user.json()["admin"] is False

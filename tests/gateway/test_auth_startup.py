@@ -1,0 +1,101 @@
+"""Startup rules of the MCP process (issue 4): no unauthenticated serving outside ``local``,
+no verification that cannot check issuer and audience, and the local-dev profile on a
+loopback address only unless the operator overrides it, loudly."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from starlette.applications import Starlette
+
+from vera.config import ConfigError, McpSettings, Settings
+from vera.entrypoints.mcp.main import UnsupportedAuthProfile, check_startup, create_app
+
+SECRET = "built-in-test-secret-0123456789abcdef"
+BUILTIN = {"jwt_secret": SECRET, "auth_issuer": "https://auth.test", "auth_audience": "https://mcp"}
+
+
+@pytest.mark.parametrize("environment", ["dev", "staging", "prod"])
+def test_non_local_environments_refuse_without_verification(environment):
+    with pytest.raises(UnsupportedAuthProfile):
+        create_app(Settings(environment=environment))
+
+
+@pytest.mark.parametrize("environment", ["local", "dev", "staging", "prod"])
+def test_builtin_jwt_serves_every_environment(environment):
+    settings = Settings(environment=environment, mcp=McpSettings(**BUILTIN))
+    assert settings.auth_profile == "remote-authenticated"
+    assert isinstance(create_app(settings), Starlette)
+
+
+@pytest.mark.parametrize(
+    "mcp",
+    [
+        {**BUILTIN, "auth_audience": None},  # no audience binding
+        {**BUILTIN, "auth_issuer": None},  # no issuer to check
+        {**BUILTIN, "jwt_secret": "short"},  # guessable secret
+        {"auth_audience": "https://mcp", "oauth_signing_key": "not a pem"},
+        {"auth_audience": "https://mcp", "oauth_jwks_url": "https://idp/jwks"},  # no issuer
+        {
+            "auth_audience": "https://mcp",
+            "oauth_issuer": "https://idp",
+            "oauth_jwks_url": "https://idp/jwks",
+            "oauth_algorithms": ["HS256"],  # symmetric: key confusion
+        },
+        {
+            "auth_audience": "https://mcp",
+            "oauth_issuer": "https://idp",
+            "oauth_jwks_url": "https://idp/jwks",
+            "oauth_algorithms": ["none"],
+        },
+    ],
+)
+def test_verification_that_cannot_check_every_claim_is_refused(mcp):
+    with pytest.raises(ConfigError):
+        create_app(Settings(environment="prod", mcp=McpSettings(**mcp)))
+
+
+def test_external_oauth_alone_is_enough():
+    settings = Settings(
+        environment="prod",
+        mcp=McpSettings(
+            auth_audience="https://mcp",
+            oauth_issuer="https://idp",
+            oauth_jwks_url="https://idp/jwks",
+            oauth_algorithms=["RS256", "ES256"],
+        ),
+    )
+    assert isinstance(create_app(settings), Starlette)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
+def test_local_dev_binds_loopback(host):
+    check_startup(Settings(environment="local", mcp=McpSettings(host=host)))
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "mcp.example.com"])
+def test_local_dev_refuses_a_non_loopback_address(host):
+    with pytest.raises(UnsupportedAuthProfile):
+        create_app(Settings(environment="local", mcp=McpSettings(host=host)))
+
+
+def test_the_non_loopback_override_is_explicit_and_loud(caplog):
+    caplog.set_level(logging.WARNING, logger="vera.entrypoints.mcp.main")
+    settings = Settings(
+        environment="local",
+        mcp=McpSettings(host="0.0.0.0", allow_unauthenticated_non_loopback=True),
+    )
+    assert isinstance(create_app(settings), Starlette)
+    [record] = [r for r in caplog.records if r.name == "vera.entrypoints.mcp.main"]
+    assert record.levelno == logging.WARNING
+    assert "VERA_MCP__ALLOW_UNAUTHENTICATED_NON_LOOPBACK" in record.getMessage()
+
+
+def test_the_override_reads_from_the_environment(monkeypatch):
+    monkeypatch.setenv("VERA_ENVIRONMENT", "local")
+    monkeypatch.setenv("VERA_MCP__HOST", "0.0.0.0")
+    with pytest.raises(UnsupportedAuthProfile):
+        create_app()
+    monkeypatch.setenv("VERA_MCP__ALLOW_UNAUTHENTICATED_NON_LOOPBACK", "true")
+    assert isinstance(create_app(), Starlette)
