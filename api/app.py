@@ -12,7 +12,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from vera.api.auth import LocalDevRestAuthenticator, RestAuthenticator
+from vera.api.auth import RestAuthenticator, default_authenticator
+from vera.api.curation import routes as curation_routes
+from vera.api.identity import routes as identity_routes
 from vera.config import Settings
 from vera.rpc.backends import Backends
 
@@ -44,7 +46,8 @@ async def readyz(request: Request) -> Response:
 
 
 def build_app(settings: Settings, *, authenticator: RestAuthenticator | None = None) -> Starlette:
-    routes = [Route("/livez", livez), Route("/readyz", readyz)]
+    routes = [Route("/livez", livez), Route("/readyz", readyz), *identity_routes,
+              *curation_routes]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -56,7 +59,7 @@ def build_app(settings: Settings, *, authenticator: RestAuthenticator | None = N
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.settings = settings
-    app.state.authenticator = authenticator or LocalDevRestAuthenticator(settings)
+    app.state.authenticator = authenticator or default_authenticator(settings)
     return app
 
 

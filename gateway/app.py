@@ -28,12 +28,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from vera import SERVER_VERSION
 from vera.config import Settings
-from vera.gateway.auth import Authenticator, LocalDevAuthenticator
+from vera.gateway.auth import Authenticator, BearerAuthenticator, LocalDevAuthenticator
 from vera.gateway.guard import Guard
-from vera.gateway.handlers import HANDLERS
 from vera.gateway.metrics import MetricsListener, ToolMetrics, start_listener
-from vera.gateway.quota import InMemoryQuotaStore, QuotaPolicy, QuotaStore, limits_from_settings
-from vera.gateway.tools import tools_for_profile
+from vera.gateway.profiles import handlers_for_profile, tools_for_profile
+from vera.gateway.quota import QuotaPolicy, QuotaStore, limits_from_settings
+from vera.gateway.resource import METADATA_PATH, BearerAuthMiddleware, metadata_endpoint
+from vera.gateway.shared_quota import IdentityQuotaStore
 from vera.rpc.backends import Backends
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ def build_server(guard: Guard) -> Server[Any]:
             params.arguments,
             request=ctx.request if isinstance(ctx.request, Request) else None,
             protocol_version=ctx.protocol_version,
+            meta=params.meta,
         )
 
     return Server(
@@ -130,20 +132,27 @@ def build_app(
     """The gateway ASGI app. Backends and the metrics listener open in its lifespan,
     inside the serving event loop, and close when it stops."""
     state = GatewayState()
+    if authenticator is None:
+        authenticator = (
+            LocalDevAuthenticator(settings)
+            if settings.auth_profile == "local-dev"
+            else BearerAuthenticator(settings)
+        )
     specs = tools_for_profile(settings.mcp.tool_profile)
     metrics = ToolMetrics(spec.name for spec in specs)
     clock_kwargs = {"clock": clock} if clock is not None else {}
     quota = QuotaPolicy(
         limits_from_settings(settings.mcp),
-        quota_store if quota_store is not None else InMemoryQuotaStore(**clock_kwargs),
+        # Default: counters shared by every replica, kept by the identity service.
+        quota_store if quota_store is not None else IdentityQuotaStore(state.require_backends),
         enabled=settings.mcp.quota_enabled,
         **clock_kwargs,
     )
     guard = Guard(
         settings=settings,
         tools=specs,
-        handlers=HANDLERS,
-        authenticator=authenticator or LocalDevAuthenticator(settings),
+        handlers=handlers_for_profile(settings.mcp.tool_profile),
+        authenticator=authenticator,
         quota=quota,
         metrics=metrics,
         backends=state.require_backends,
@@ -157,6 +166,15 @@ def build_app(
     sessions = StreamableHTTPSessionManager(
         app=server, json_response=True, stateless=True, security_settings=security
     )
+
+    mcp_endpoint: ASGIApp = StreamableHTTPASGIApp(sessions)
+    extra_routes: list[Route] = []
+    if isinstance(authenticator, BearerAuthenticator):
+        # remote-authenticated: the bearer token is checked before any MCP message is read.
+        mcp_endpoint = BearerAuthMiddleware(
+            mcp_endpoint, authenticator, state.require_backends, security
+        )
+        extra_routes.append(Route(METADATA_PATH, endpoint=metadata_endpoint(settings)))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -177,8 +195,9 @@ def build_app(
 
     app = Starlette(
         routes=[
-            Route(MCP_PATH, endpoint=_PostOnly(StreamableHTTPASGIApp(sessions), security)),
+            Route(MCP_PATH, endpoint=_PostOnly(mcp_endpoint, security)),
             Route("/healthz", endpoint=_healthz, methods=["GET"]),
+            *extra_routes,
         ],
         lifespan=lifespan,
     )

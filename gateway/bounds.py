@@ -32,7 +32,9 @@ TRUST_TIER = (0, 4)
 PREDICATE_LIST_ITEMS = 64
 PREDICATE_LIST_ITEM_CHARS = 256
 
-Kind = Literal["string", "integer", "number", "boolean", "enum", "string_list", "timestamp"]
+Kind = Literal[
+    "string", "integer", "number", "boolean", "enum", "string_list", "timestamp", "roots"
+]
 
 
 class BoundsError(Exception):
@@ -75,6 +77,19 @@ class Param:
         elif self.kind == "enum":
             out["type"] = "string"
             out["enum"] = list(self.choices)
+        elif self.kind == "roots":
+            out["type"] = "array"
+            out["items"] = {
+                "type": "object",
+                "properties": {
+                    "repository": {"type": "string", "minLength": 1,
+                                   "maxLength": REPOSITORY_PATH_CURSOR[1]},
+                    "branch": {"type": "string", "minLength": 1, "maxLength": ID_LIKE[1]},
+                },
+                "required": ["repository"],
+                "additionalProperties": False,
+            }
+            out["maxItems"] = self.max_items
         elif self.kind == "string_list":
             out["type"] = "array"
             out["items"] = {
@@ -152,6 +167,29 @@ def _check_string_list(p: Param, value: Any) -> list[str]:
     return list(value)
 
 
+def _check_roots(p: Param, value: Any) -> list[dict[str, str | None]]:
+    """Workspace roots, each ``{repository, branch?}``; a detached HEAD omits branch."""
+    if not isinstance(value, list):
+        raise BoundsError(p.name, "not_a_list")
+    if not value or (p.max_items is not None and len(value) > p.max_items):
+        raise BoundsError(p.name, "too_many_items" if value else "too_short")
+    roots = []
+    for item in value:
+        if not isinstance(item, dict) or set(item) - {"repository", "branch"}:
+            raise BoundsError(p.name, "bad_item")
+        repository, branch = item.get("repository"), item.get("branch")
+        if not isinstance(repository, str) or not (
+            1 <= len(repository) <= REPOSITORY_PATH_CURSOR[1]
+        ):
+            raise BoundsError(p.name, "bad_item")
+        if branch is not None and (
+            not isinstance(branch, str) or not 1 <= len(branch) <= ID_LIKE[1]
+        ):
+            raise BoundsError(p.name, "bad_item")
+        roots.append({"repository": repository, "branch": branch})
+    return roots
+
+
 def parse_timestamp(text: str) -> datetime | None:
     """ISO-8601 (date or date-time; ``Z`` allowed) as an aware UTC datetime, or None."""
     try:
@@ -178,6 +216,7 @@ _CHECKS: dict[str, Callable[[Param, Any], Any]] = {
     "boolean": _check_boolean,
     "enum": _check_enum,
     "string_list": _check_string_list,
+    "roots": _check_roots,
     "timestamp": _check_timestamp,
 }
 

@@ -7,6 +7,7 @@ they never carry a query, a principal id or an internal exception text.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
@@ -53,7 +54,15 @@ def _split(value: str | None) -> list[str]:
 
 def _invalid(err: VeraError) -> dict[str, Any]:
     field = getattr(err, "field", None) or err.metadata.get("field") or ""
-    return {"field": _FIELD_ALIASES.get(field, field) or None, "reason": err.metadata.get("reason")}
+    data = {"field": _FIELD_ALIASES.get(field, field) or None, "reason": err.metadata.get("reason")}
+    if "candidates" in err.metadata:  # did-you-mean, e.g. an unknown proposal predicate
+        data["candidates"] = _split(err.metadata["candidates"])
+    if "candidates_json" in err.metadata:  # an ambiguous entity or source: structured
+        try:
+            data["candidates"] = json.loads(err.metadata["candidates_json"])
+        except ValueError:
+            data["candidates"] = []
+    return data
 
 
 def _ambiguous(err: VeraError) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from vera.gateway.auth import Authenticator, scope_names
 from vera.gateway.bounds import BoundsError
 from vera.gateway.errors import from_vera_error, internal_error, invalid_input, tool_error
 from vera.gateway.handlers import CallContext, Handler
+from vera.gateway.idempotency import requested_key, run_once
 from vera.gateway.metrics import ToolMetrics
 from vera.gateway.quota import QuotaPolicy
 from vera.gateway.render import render
@@ -73,6 +74,7 @@ class Guard:
         *,
         request: Request | None = None,
         protocol_version: str | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult:
         spec = self._tools.get(name)
         if spec is None:
@@ -81,7 +83,9 @@ class Guard:
         started = time.perf_counter()
         outcome = "error"
         try:
-            result = await self._guarded(spec, dict(arguments or {}), request, protocol_version)
+            result = await self._guarded(
+                spec, dict(arguments or {}), request, protocol_version, meta
+            )
             outcome = "success"
             return result
         finally:
@@ -93,6 +97,7 @@ class Guard:
         arguments: dict[str, Any],
         request: Request | None,
         protocol_version: str | None,
+        meta: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult:
         try:
             backends = self._backends()
@@ -102,6 +107,7 @@ class Guard:
                 raise tool_error("unauthorized", required_scope=self._scope_names[required])
             try:
                 args = spec.arguments.validate(arguments)
+                key = requested_key(request, meta) if spec.accepts_idempotency_key else None
             except BoundsError as exc:
                 raise invalid_input(exc.field, exc.reason) from None
             refusal = await self._quota.charge(caller.principal_id, spec.bucket)
@@ -118,13 +124,26 @@ class Guard:
                 protocol_version=protocol_version,
                 visible_tools=self.tool_names,
             )
-            data = await self._handlers[spec.name](ctx, args)
+            handler = self._handlers[spec.name]
+            if key is None:
+                data = await handler(ctx, args)
+            else:
+                data = await run_once(
+                    backends.snapshot,
+                    caller.principal_id,
+                    key,
+                    spec,
+                    args,
+                    lambda: handler(ctx, args),
+                )
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=render(spec.name, data))],
                 structured_content=data,
             )
         except MCPError:
             raise
+        except BoundsError as exc:
+            raise invalid_input(exc.field, exc.reason) from None
         except VeraError as exc:
             log.info("tool %s: service refused with %s", spec.name, exc.reason)
             raise from_vera_error(exc) from None

@@ -16,7 +16,7 @@ from google.protobuf import json_format, struct_pb2
 from vera import INTEGRATION_CONTRACT_VERSION, SERVER_VERSION
 from vera.config import Settings
 from vera.errors import InvalidInput, NotFound
-from vera.gateway import views
+from vera.gateway import snapshot_replay, views
 from vera.gateway.auth import Caller, scope_names
 from vera.gateway.tools import TASK_CONTEXT_NAMES, AuthClass
 from vera.identity.v1 import identity_pb2
@@ -121,15 +121,38 @@ _RESOLUTION = {
 }
 
 
-async def bootstrap(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    scopes = await _scopes(ctx)
+async def _resolve_root(
+    ctx: CallContext, repository: str | None, branch: str | None, code_path: str | None
+) -> dict[str, Any]:
+    """One repository root resolved on its own (a multi-root workspace calls this per root,
+    so roots are never mixed into one resolution)."""
     resolved = await ctx.backends.identity.ResolveRepository(
         identity_pb2.ResolveRepositoryRequest(
-            principal_id=ctx.caller.principal_id, repository=args.get("repository") or ""
+            principal_id=ctx.caller.principal_id, repository=repository or ""
         )
     )
     status = _RESOLUTION.get(resolved.resolution, "unmapped")
     candidates = [views.project(p) for p in resolved.candidates]
+    return {
+        "status": status,
+        "canonical_repository": resolved.canonical_repository or None,
+        "project": candidates[0] if status == "selected" and candidates else None,
+        "candidates": candidates if status == "selection_required" else [],
+        # Passed through: each worktree sends its own branch, a detached HEAD sends none.
+        "branch": branch,
+        "code_path": code_path,
+    }
+
+
+async def bootstrap(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    scopes = await _scopes(ctx)
+    repository = await _resolve_root(
+        ctx, args.get("repository"), args.get("branch"), args.get("code_path")
+    )
+    roots = [
+        await _resolve_root(ctx, root["repository"], root.get("branch"), None)
+        for root in args.get("roots") or []
+    ]
     granted = ctx.caller.granted
     names = scope_names(ctx.settings)
     return {
@@ -150,15 +173,8 @@ async def bootstrap(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         "tool_profile": ctx.settings.mcp.tool_profile,
         "visible_tools": list(ctx.visible_tools),
         "readable_projects": [views.project(p) for p in scopes.projects],
-        "repository": {
-            "status": status,
-            "canonical_repository": resolved.canonical_repository or None,
-            "project": candidates[0] if status == "selected" and candidates else None,
-            "candidates": candidates if status == "selection_required" else [],
-            # Passed through: a detached HEAD sends no branch.
-            "branch": args.get("branch"),
-            "code_path": args.get("code_path"),
-        },
+        "repository": repository,
+        "roots": roots,
         "save_mode": {
             "default": "suggest",
             "allowed": ["off", "suggest", "auto-propose"],
@@ -182,7 +198,14 @@ def _canonical_request(args: dict[str, Any], project: identity_pb2.Project) -> d
 
 
 async def get_context(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    project = await _resolve_project(ctx, args.get("project"))
+    filters = _filters(args)
+    snapshot = None
+    if args.get("snapshot_id") is not None:
+        snapshot = await snapshot_replay.pinned_snapshot(ctx, args["snapshot_id"])
+        project = await snapshot_replay.snapshot_project(ctx, snapshot, args.get("project"))
+        snapshot_replay.pin_filters(filters, snapshot)
+    else:
+        project = await _resolve_project(ctx, args.get("project"))
     compact = args["citation_mode"] == "compact"
     assembled = await ctx.backends.retrieval.AssembleContext(
         retrieval_pb2.AssembleContextRequest(
@@ -190,10 +213,12 @@ async def get_context(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             query=args["query"],
             limit=args["limit"],
             token_budget=args["token_budget"],
-            filters=_filters(args),
+            filters=filters,
             compact_citations=compact,
         )
     )
+    if snapshot is not None:
+        snapshot_replay.require_version(snapshot, assembled.assembler_version)
     content = {
         **views.retrieval_common(assembled, compact_citations=compact),
         "token_estimate": assembled.token_estimate,
@@ -255,15 +280,27 @@ async def get_context_pack(ctx: CallContext, args: dict[str, Any]) -> dict[str, 
 
 
 async def search(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    if args.get("project") is not None:
+    filters = _filters(args)
+    snapshot = None
+    if args.get("snapshot_id") is not None:
+        snapshot = await snapshot_replay.pinned_snapshot(ctx, args["snapshot_id"])
+        project = await snapshot_replay.snapshot_project(ctx, snapshot, args.get("project"))
+        snapshot_replay.pin_filters(filters, snapshot)
+        scope_ids = [project.project_id]
+    elif args.get("project") is not None:
         scope_ids = [(await _resolve_project(ctx, args["project"])).project_id]
     else:
         scope_ids = [p.project_id for p in (await _scopes(ctx)).projects]
     response = await ctx.backends.retrieval.Search(
         retrieval_pb2.SearchRequest(
-            scope_ids=scope_ids, query=args["query"], limit=args["limit"], filters=_filters(args)
+            scope_ids=scope_ids, query=args["query"], limit=args["limit"], filters=filters
         )
     )
+    if snapshot is not None:
+        # Search does not report its contract version; the probe does, after the fact,
+        # so a result from a different contract is never returned.
+        served = await snapshot_replay.served_version(ctx, scope_ids[0])
+        snapshot_replay.require_version(snapshot, served)
     return views.retrieval_common(response)
 
 

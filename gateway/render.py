@@ -168,5 +168,10 @@ _RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
 def render(tool: str, data: dict[str, Any]) -> str:
     renderer = _RENDERERS.get(tool)
     if renderer is None:
+        # The graph tools render themselves (imported here: that module imports this one).
+        from vera.gateway.graph_handlers import GRAPH_RENDERERS
+
+        renderer = GRAPH_RENDERERS.get(tool)
+    if renderer is None:
         return json.dumps(data, indent=2, sort_keys=True)
     return renderer(data)

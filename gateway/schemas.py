@@ -134,6 +134,26 @@ SEARCH = obj(_RETRIEVAL_COMMON)
 
 CAPABILITY = obj({"class": STR, "scope": STR, "granted": BOOL})
 
+REPOSITORY_RESOLUTION = obj(
+    {
+        "status": {
+            "type": "string",
+            "enum": [
+                "selected",
+                "selection_required",
+                "unmapped",
+                "unsupported_repository",
+                "personal_only",
+            ],
+        },
+        "canonical_repository": OPT_STR,
+        "project": nullable(PROJECT),
+        "candidates": array(PROJECT),
+        "branch": OPT_STR,
+        "code_path": OPT_STR,
+    }
+)
+
 BOOTSTRAP = obj(
     {
         "server_version": STR,
@@ -144,25 +164,9 @@ BOOTSTRAP = obj(
         "tool_profile": STR,
         "visible_tools": STR_LIST,
         "readable_projects": array(PROJECT),
-        "repository": obj(
-            {
-                "status": {
-                    "type": "string",
-                    "enum": [
-                        "selected",
-                        "selection_required",
-                        "unmapped",
-                        "unsupported_repository",
-                        "personal_only",
-                    ],
-                },
-                "canonical_repository": OPT_STR,
-                "project": nullable(PROJECT),
-                "candidates": array(PROJECT),
-                "branch": OPT_STR,
-                "code_path": OPT_STR,
-            }
-        ),
+        "repository": REPOSITORY_RESOLUTION,
+        # One resolution per root of a multi-root workspace (empty unless roots were given).
+        "roots": array(REPOSITORY_RESOLUTION),
         "save_mode": obj(
             {
                 "default": STR,

@@ -31,6 +31,7 @@ from vera.gateway.bounds import (
     TYPE_NAME,
     ArgumentSpec,
     BoundsError,
+    Param,
     authority,
     boolean,
     enum,
@@ -44,6 +45,9 @@ from vera.gateway.bounds import (
 log = logging.getLogger(__name__)
 
 META_PREFIX = "dev.vera/"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_META_PARAMETER = "_meta.idempotencyKey"
+IDEMPOTENCY_KEY_MAX = 255
 
 
 class AuthClass(StrEnum):
@@ -81,6 +85,11 @@ class ToolSpec:
     cost: Cost
     # The class a call additionally needs when ``persist`` is true (knowledge_get_context).
     persist_auth_class: AuthClass | None = None
+    # Write tools accept an idempotency key (header or params._meta); see gateway.idempotency.
+    accepts_idempotency_key: bool = False
+    # A replay still runs the tool body (its result discarded) so the service records the
+    # retry, as knowledge_propose's report requires.
+    replay_reaches_service: bool = False
 
     def required_class(self, arguments: Mapping[str, Any]) -> AuthClass:
         if self.persist_auth_class is not None and arguments.get("persist") is True:
@@ -95,6 +104,12 @@ class ToolSpec:
         }
         if self.persist_auth_class is not None:
             meta[f"{META_PREFIX}persist_authorization_class"] = self.persist_auth_class.value
+        if self.accepts_idempotency_key:
+            meta[f"{META_PREFIX}idempotency"] = {
+                "header": IDEMPOTENCY_HEADER,
+                "parameter": IDEMPOTENCY_META_PARAMETER,
+                "maxLength": IDEMPOTENCY_KEY_MAX,
+            }
         return types.Tool(
             name=self.name,
             title=self.title,
@@ -132,6 +147,13 @@ _REPOSITORY = string(
 )
 _BRANCH = string("branch", ID_LIKE, "Current branch; omit on a detached HEAD.")
 _CODE_PATH = string("code_path", REPOSITORY_PATH_CURSOR, "Repository-relative code path.")
+_ROOTS = Param(
+    "roots",
+    "roots",
+    "Multi-root workspace: one {repository, branch} per root (omit branch on a detached "
+    "HEAD). Each root is resolved on its own; bind each retrieval to one root's project.",
+    max_items=16,
+)
 _DOCUMENT_TYPE = string("document_type", TYPE_NAME, "Keep only this document type.")
 _SOURCE_TYPE = string("source_type", TYPE_NAME, "Keep only this source type (adr, runbook, ...).")
 _INCLUDE = predicate_list("include_predicates", "Keep only these predicates.")
@@ -163,10 +185,21 @@ _TASK_FIELDS = (
 TASK_CONTEXT_NAMES = tuple(p.name for p in _TASK_FIELDS)
 
 
-def _snapshots_not_available(arguments: Mapping[str, Any]) -> None:
-    # Snapshot-bound assembly arrives with the snapshot workflow; refuse rather than ignore.
-    if arguments.get("snapshot_id") is not None:
-        raise BoundsError("snapshot_id", "snapshots_not_available")
+def _snapshot_fixes_time(arguments: Mapping[str, Any]) -> None:
+    """A snapshot pins both time boundaries; a second, different one would be ambiguous."""
+    if arguments.get("snapshot_id") is None:
+        return
+    for name in ("as_of", "known_as_of"):
+        if arguments.get(name) is not None:
+            raise BoundsError(name, "conflicts_with_snapshot")
+
+
+_SNAPSHOT_ID = string(
+    "snapshot_id",
+    ID_LIKE,
+    "Run against a frozen snapshot (knowledge_create_snapshot) for a reproducible result; "
+    "its project and time boundaries apply.",
+)
 
 
 def _task_context_required(arguments: Mapping[str, Any]) -> None:
@@ -188,7 +221,7 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
             "profile, readable projects, the project a repository maps to, and the save-mode "
             "policy. Pass only sanitized repository metadata. Returns no knowledge content."
         ),
-        arguments=ArgumentSpec((_REPOSITORY, _BRANCH, _CODE_PATH)),
+        arguments=ArgumentSpec((_REPOSITORY, _BRANCH, _CODE_PATH, _ROOTS)),
         output_schema=schemas.BOOTSTRAP,
         hints=READ_HINTS,
         auth_class=AuthClass.READ,
@@ -210,7 +243,7 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
             (
                 _QUERY,
                 _PROJECT,
-                string("snapshot_id", ID_LIKE, "Assemble against a frozen snapshot."),
+                _SNAPSHOT_ID,
                 _AS_OF,
                 _REPOSITORY,
                 _BRANCH,
@@ -238,7 +271,7 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
                 string("usage_ref", ID_LIKE, "Opaque reference for cost attribution."),
                 boolean("persist", "Persist a TTL-bound pack and return its id.", False),
             ),
-            cross_checks=(_snapshots_not_available,),
+            cross_checks=(_snapshot_fixes_time,),
         ),
         output_schema=schemas.CONTEXT_ENVELOPE,
         hints=Hints(read_only=False, idempotent=False),
@@ -259,6 +292,7 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
             (
                 _QUERY,
                 _PROJECT,
+                _SNAPSHOT_ID,
                 _AS_OF,
                 _KNOWN_AS_OF,
                 _REPOSITORY,
@@ -272,7 +306,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
                 _MAX_TIER,
                 _CONFLICTS,
                 _LIMIT,
-            )
+            ),
+            cross_checks=(_snapshot_fixes_time,),
         ),
         output_schema=schemas.SEARCH,
         hints=READ_HINTS,
@@ -355,6 +390,7 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         auth_class=AuthClass.FEEDBACK,
         bucket="feedback",
         cost="low",
+        accepts_idempotency_key=True,
     ),
     ToolSpec(
         name="knowledge_propose",
@@ -379,6 +415,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         auth_class=AuthClass.PROPOSE,
         bucket="propose",
         cost="low",
+        accepts_idempotency_key=True,
+        replay_reaches_service=True,
     ),
     ToolSpec(
         name="knowledge_retract_proposal",
@@ -393,6 +431,7 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         auth_class=AuthClass.PROPOSE,
         bucket="propose",
         cost="low",
+        accepts_idempotency_key=True,
     ),
     ToolSpec(
         name="knowledge_proposal_report",
@@ -420,17 +459,3 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
 )
 
 CODING_TOOL_NAMES = tuple(spec.name for spec in CODING_TOOLS)
-
-
-def tools_for_profile(profile: str) -> tuple[ToolSpec, ...]:
-    """The visible tools of a discovery profile.
-
-    Only the coding set exists so far: the advanced and compatibility tools arrive in a
-    later issue, and until then those profiles serve the coding set rather than fake tools.
-    """
-    if profile != "coding":
-        log.warning(
-            "tool profile %r: its extra tools arrive in a later release; serving the coding set",
-            profile,
-        )
-    return CODING_TOOLS

@@ -8,6 +8,8 @@ from vera.knowledge.v1 import knowledge_pb2_grpc
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 
 from . import domain
+from .curation_api import CurationRpcs
+from .curation_store import CurationStore
 from .domain import (
     AssertionView,
     FactState,
@@ -17,6 +19,7 @@ from .domain import (
     TaskContext,
     Verification,
 )
+from .policy import load_policy
 from .store import KnowledgeStore
 
 _FACT_STATES = {
@@ -85,6 +88,8 @@ def fact_to_proto(view: FactView) -> pb.Fact:
             for c in view.citations
         ],
         conflicting_fact_keys=list(view.conflicting_fact_keys),
+        superseded_by=view.superseded_by,
+        corrects=view.corrects,
     )
 
 
@@ -136,9 +141,10 @@ def _fact_keys(field_name: str, keys: list[str]) -> list[str]:
     return [k.strip() for k in keys]
 
 
-class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
+class KnowledgeServicer(CurationRpcs, knowledge_pb2_grpc.KnowledgeServiceServicer):
     def __init__(self, store: KnowledgeStore) -> None:
         self._store = store
+        self._curation = CurationStore(store._pool, store)
 
     async def IngestKnowledge(
         self, request: pb.IngestKnowledgeRequest, context
@@ -237,6 +243,8 @@ class KnowledgeServicer(knowledge_pb2_grpc.KnowledgeServiceServicer):
             evidence_text=request.evidence_text,
             context=_context(request.context),
         )
+        # Allowlist and secret screening refuse before anything (even an attempt) is stored.
+        load_policy().check(proposal)
         result = await self._store.propose(proposal)
         return pb.ProposeFactResponse(
             attempt_id=str(result.attempt_id),

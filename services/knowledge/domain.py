@@ -18,7 +18,9 @@ from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
+from vera.config import ConfigError
 from vera.errors import InvalidInput
 from vera.repository_identity import canonicalize
 
@@ -96,12 +98,34 @@ class Ontology:
         return normalize(predicate) in self.single_valued_predicates
 
 
-@lru_cache(maxsize=1)
-def load_ontology() -> Ontology:
-    raw = json.loads((resources.files(__package__) / "ontology.json").read_text(encoding="utf-8"))
+ONTOLOGY_PATH_VARIABLE = "VERA_KNOWLEDGE__ONTOLOGY_PATH"
+
+
+@lru_cache(maxsize=4)
+def load_ontology(path: Path | None = None) -> Ontology:
+    """The shipped ontology, or the operator's file (``VERA_KNOWLEDGE__ONTOLOGY_PATH``).
+
+    The file is JSON: ``{"version": "...", "single_valued_predicates": [...]}``. Its version
+    is reported with conflicts (and pinned by snapshots), so an operator who changes the
+    predicates changes the version too.
+    """
+    try:
+        if path is None:
+            text = (resources.files(__package__) / "ontology.json").read_text(encoding="utf-8")
+        else:
+            text = path.read_text(encoding="utf-8")
+        raw = json.loads(text)
+        version = raw["version"]
+        predicates = raw["single_valued_predicates"]
+        if not isinstance(version, str) or not version.strip():
+            raise ValueError("version must be a non-empty string")
+        if not isinstance(predicates, list) or not all(isinstance(p, str) for p in predicates):
+            raise ValueError("single_valued_predicates must be a list of strings")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{ONTOLOGY_PATH_VARIABLE}: unreadable ontology ({exc})") from None
     return Ontology(
-        version=str(raw["version"]),
-        single_valued_predicates=frozenset(normalize(p) for p in raw["single_valued_predicates"]),
+        version=version.strip(),
+        single_valued_predicates=frozenset(normalize(p) for p in predicates),
     )
 
 
@@ -469,6 +493,9 @@ class FactView:
     source_type: str
     citations: tuple[CitationView, ...] = ()
     conflicting_fact_keys: tuple[str, ...] = ()
+    # Corrections: the key that replaced this fact / the key this version corrected.
+    superseded_by: str = ""
+    corrects: str = ""
 
 
 def verification_of(status: str) -> Verification:

@@ -7,8 +7,10 @@ from vera.db.pool import open_service_database
 from vera.knowledge.v1 import knowledge_pb2_grpc
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 
-from .api import KnowledgeServicer
 from .domain import load_ontology
+from .graph import ExtractiveSummarizer
+from .model_api import ModelServicer
+from .model_store import ModelStore
 from .store import KnowledgeStore
 
 SERVICE_NAME = "vera.knowledge.v1.KnowledgeService"
@@ -17,13 +19,27 @@ SCHEMA = "knowledge"
 
 async def create(settings: Settings, address: str) -> HostedService:
     """Builds the bound (not yet started) knowledge server; ``aclose`` closes the pool."""
-    ontology = load_ontology()
+    ontology = load_ontology(settings.knowledge.ontology_path)
     pool = await open_service_database(settings, SCHEMA, "vera.services.knowledge")
     try:
-        servicer = KnowledgeServicer(KnowledgeStore(pool, ontology))
+        store = KnowledgeStore(pool, ontology)
+        # Communities: derived on demand (DeriveCommunities) and by a background refresh of
+        # scopes whose change log moved; an LLM summarizer would replace the extractive one.
+        servicer = ModelServicer(
+            store,
+            ModelStore(store, ExtractiveSummarizer()),
+            stale_source_days=settings.retrieval.stale_source_days,
+            refresh_seconds=settings.knowledge.community_refresh_seconds,
+        )
         register = knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server
         running = create_server([ServiceBinding(SERVICE_NAME, servicer, register)], address)
+        servicer.start_refresher()
     except BaseException:
         await pool.close()
         raise
-    return HostedService(running=running, aclose=pool.close)
+
+    async def aclose() -> None:
+        await servicer.stop_refresher()
+        await pool.close()
+
+    return HostedService(running=running, aclose=aclose)

@@ -17,7 +17,7 @@ import asyncpg
 
 from vera.errors import InvalidInput
 
-from . import domain
+from . import curation_store, domain
 from .domain import (
     AssertionView,
     ChangeKind,
@@ -41,6 +41,7 @@ from .domain import (
     SourceView,
     TaskContext,
 )
+from .graph import alias_keys
 
 # Any constant works; it only has to be the same for every writer of this schema.
 _OUTBOX_LOCK = 0x6B6E6F776C656467  # "knowledg"
@@ -48,7 +49,8 @@ _OUTBOX_LOCK = 0x6B6E6F776C656467  # "knowledg"
 _FACT_COLUMNS = """
     f.version_id, f.fact_key, f.scope_id, f.subject, f.predicate, f.object, f.state,
     f.trust_tier, f.authority, f.valid_from, f.valid_to, f.recorded_at, f.superseded_at,
-    f.repository, f.branch, f.code_path, f.document_type, f.source_type
+    f.repository, f.branch, f.code_path, f.document_type, f.source_type,
+    f.superseded_by, f.corrects
 """
 
 _LIVE = "('ACTIVE', 'PROPOSED')"
@@ -245,6 +247,9 @@ class KnowledgeStore:
         known_as_of: datetime | None = None,
         live_only: bool,
         valid_filter: bool = True,
+        node_keys: Sequence[str] | None = None,
+        predicate_norms: Sequence[str] | None = None,
+        states: Sequence[str] | None = None,
     ) -> list[asyncpg.Record]:
         """Versions with their conflicts in one query.
 
@@ -268,6 +273,15 @@ class KnowledgeStore:
             where.append(f"f.scope_id = ANY({p(list(scope_ids))}::uuid[])")
         if live_only:
             where.append(f"f.state IN {_LIVE}")
+        if node_keys is not None:
+            nodes = p(list(node_keys))
+            where.append(
+                f"(f.subject_norm = ANY({nodes}::text[]) OR f.object_norm = ANY({nodes}::text[]))"
+            )
+        if predicate_norms is not None:
+            where.append(f"f.predicate_norm = ANY({p(list(predicate_norms))}::text[])")
+        if states is not None:
+            where.append(f"f.state = ANY({p(list(states))}::text[])")
         sql = (
             f"SELECT {_FACT_COLUMNS}, {_conflicts(single_valued, known)}"
             f" FROM facts f WHERE {' AND '.join(where)}"
@@ -384,6 +398,8 @@ class KnowledgeStore:
             source_type=source_type,
             citations=citations,
             conflicting_fact_keys=conflicts,
+            superseded_by=r["superseded_by"],
+            corrects=r["corrects"],
         )
 
     # --- ingest -------------------------------------------------------------------------
@@ -465,6 +481,17 @@ class KnowledgeStore:
                 counts.deduplicated += 1
                 continue
             source_pks[s.source_id] = row["source_pk"]
+            # Every observed change of a source is a new artifact version.
+            await conn.execute(
+                """INSERT INTO source_versions
+                       (source_pk, version, source_type, title, uri, observed_at)
+                   SELECT s.source_pk,
+                          coalesce((SELECT max(version) FROM source_versions v
+                                    WHERE v.source_pk = s.source_pk), 0) + 1,
+                          s.source_type, s.title, s.uri, s.observed_at
+                   FROM sources s WHERE s.source_pk = $1""",
+                row["source_pk"],
+            )
             if row["inserted"]:
                 counts.created += 1
             else:
@@ -487,7 +514,7 @@ class KnowledgeStore:
                                    ELSE entities.kind END
                    WHERE NOT (EXCLUDED.aliases <@ entities.aliases)
                       OR (entities.kind = '' AND EXCLUDED.kind <> '')
-                   RETURNING (xmax = 0) AS inserted""",
+                   RETURNING entity_id, aliases, (xmax = 0) AS inserted""",
                 uuid.uuid4(),
                 batch.scope_id,
                 e.name,
@@ -495,6 +522,12 @@ class KnowledgeStore:
                 list(e.aliases),
                 e.kind,
             )
+            if row is not None:
+                await conn.execute(
+                    "UPDATE entities SET alias_keys = $2::text[] WHERE entity_id = $1",
+                    row["entity_id"],
+                    alias_keys(row["aliases"]),
+                )
             if row is not None and row["inserted"]:
                 counts.created += 1
             else:
@@ -773,6 +806,7 @@ class KnowledgeStore:
                 proposal.evidence_text,
             )
         outbox.add(ChangeKind.FACT_UPSERTED, proposal.personal_scope_id, version_id=version_id)
+        await curation_store.record_proposal_targets(conn, proposal, version_id)
 
     async def retract(
         self, personal_scope_id: uuid.UUID, fact_key: str

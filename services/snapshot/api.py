@@ -6,8 +6,10 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 
-from vera.rpc.timestamps import to_timestamp
+from vera.rpc.timestamps import from_timestamp, to_timestamp
 from vera.services.snapshot.domain import ContextPack, SnapshotService
+from vera.services.snapshot.idempotency import IdempotencyKeys, KeyState
+from vera.services.snapshot.snapshots import Snapshot, SnapshotCatalog
 from vera.snapshot.v1 import snapshot_pb2 as pb
 from vera.snapshot.v1 import snapshot_pb2_grpc
 
@@ -32,9 +34,44 @@ def pack_to_proto(pack: ContextPack) -> pb.ContextPack:
     )
 
 
+_KEY_STATES = {
+    KeyState.CLAIMED: pb.IDEMPOTENCY_STATE_CLAIMED,
+    KeyState.COMPLETED: pb.IDEMPOTENCY_STATE_COMPLETED,
+    KeyState.IN_PROGRESS: pb.IDEMPOTENCY_STATE_IN_PROGRESS,
+    KeyState.MISMATCH: pb.IDEMPOTENCY_STATE_MISMATCH,
+}
+
+
+def snapshot_to_proto(snapshot: Snapshot) -> pb.Snapshot:
+    return pb.Snapshot(
+        snapshot_id=str(snapshot.snapshot_id),
+        scope_id=str(snapshot.scope_id),
+        as_of=to_timestamp(snapshot.as_of),
+        known_as_of=to_timestamp(snapshot.known_as_of),
+        fact_count=snapshot.fact_count,
+        source_count=snapshot.source_count,
+        newest_source_observed_at=to_timestamp(snapshot.newest_source_observed_at),
+        oldest_source_observed_at=to_timestamp(snapshot.oldest_source_observed_at),
+        change_position=snapshot.change_position,
+        assembler_version=snapshot.assembler_version,
+        ontology_version=snapshot.ontology_version,
+        policy_version=snapshot.policy_version,
+        embedding_version=snapshot.embedding_version,
+        index_version=snapshot.index_version,
+        created_at=to_timestamp(snapshot.created_at),
+    )
+
+
 class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
-    def __init__(self, service: SnapshotService) -> None:
+    def __init__(
+        self,
+        service: SnapshotService,
+        catalog: SnapshotCatalog,
+        idempotency: IdempotencyKeys,
+    ) -> None:
         self._service = service
+        self._catalog = catalog
+        self._idempotency = idempotency
 
     async def CreateContextPack(self, request, context):
         pack, deduplicated = await self._service.create_context_pack(
@@ -49,3 +86,35 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
     async def GetContextPack(self, request, context):
         pack = await self._service.get_context_pack(request.principal_id, request.pack_id)
         return pb.GetContextPackResponse(pack=pack_to_proto(pack))
+
+    async def CreateSnapshot(self, request, context):
+        snapshot = await self._catalog.create(
+            request.principal_id,
+            request.scope_id,
+            from_timestamp(request, "as_of"),
+            request.assembler_version,
+            request.ontology_version,
+        )
+        return pb.CreateSnapshotResponse(snapshot=snapshot_to_proto(snapshot))
+
+    async def GetSnapshot(self, request, context):
+        snapshot = await self._catalog.get(request.principal_id, request.snapshot_id)
+        return pb.GetSnapshotResponse(snapshot=snapshot_to_proto(snapshot))
+
+    async def BeginIdempotentCall(self, request, context):
+        begun = await self._idempotency.begin(
+            request.principal_id, request.key, request.request_hash
+        )
+        return pb.BeginIdempotentCallResponse(
+            state=_KEY_STATES[begun.state], result_json=begun.result_json
+        )
+
+    async def CompleteIdempotentCall(self, request, context):
+        await self._idempotency.complete(
+            request.principal_id, request.key, request.request_hash, request.result_json
+        )
+        return pb.CompleteIdempotentCallResponse()
+
+    async def ReleaseIdempotentCall(self, request, context):
+        await self._idempotency.release(request.principal_id, request.key, request.request_hash)
+        return pb.ReleaseIdempotentCallResponse()

@@ -107,8 +107,8 @@ class SnapshotService:
             created_at=now,
             expires_at=now + self._ttl,
         )
-        # The per-scope storage quota (a later issue) is enforced by the store inside the
-        # same transaction as the dedupe lookup, so a deduplicated retry never counts twice.
+        # The per-scope storage quota is enforced by the store inside the same transaction
+        # as the dedupe lookup, so a deduplicated retry never counts twice.
         return await self._store.insert_deduplicated(candidate, now)
 
     async def get_context_pack(self, principal_id: str, pack_id: str) -> ContextPack:

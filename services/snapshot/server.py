@@ -9,10 +9,14 @@ from datetime import timedelta
 
 from vera.config import Settings
 from vera.db.pool import open_service_database
+from vera.rpc.client import open_channel
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 from vera.services.snapshot.api import SnapshotApi
 from vera.services.snapshot.domain import Clock, SnapshotService, utc_now
-from vera.services.snapshot.store import PgSnapshotStore
+from vera.services.snapshot.fact_log import KnowledgeFactLog
+from vera.services.snapshot.idempotency import IdempotencyKeys
+from vera.services.snapshot.snapshots import SnapshotCatalog
+from vera.services.snapshot.store import PgIdempotencyStore, PgSnapshotRecords, PgSnapshotStore
 from vera.snapshot.v1 import snapshot_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -42,21 +46,34 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
     ``clock`` exists for tests: it drives creation times, expiry and the sweeper.
     """
     pool = await open_service_database(settings, SCHEMA, "vera.services.snapshot")
+    # Snapshots read the authoritative facts from knowledge's change log.
+    knowledge = open_channel(settings.services.knowledge, settings.rpc.deadline_seconds)
     try:
+        cfg = settings.snapshot
         service = SnapshotService(
-            PgSnapshotStore(pool), timedelta(days=settings.snapshot.pack_ttl_days), clock
+            PgSnapshotStore(pool, cfg.pack_quota_bytes_per_scope),
+            timedelta(days=cfg.pack_ttl_days),
+            clock,
+        )
+        catalog = SnapshotCatalog(PgSnapshotRecords(pool), KnowledgeFactLog(knowledge), clock)
+        keys = IdempotencyKeys(
+            PgIdempotencyStore(pool),
+            timedelta(hours=cfg.idempotency_ttl_hours),
+            timedelta(seconds=cfg.idempotency_claim_seconds),
+            clock,
         )
         running = create_server(
             [
                 ServiceBinding(
                     SERVICE_NAME,
-                    SnapshotApi(service),
+                    SnapshotApi(service, catalog, keys),
                     snapshot_pb2_grpc.add_SnapshotServiceServicer_to_server,
                 )
             ],
             address,
         )
     except BaseException:
+        await knowledge.close()
         await pool.close()
         raise
     sweeper = asyncio.create_task(
@@ -68,6 +85,7 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
         sweeper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await sweeper
+        await knowledge.close()
         await pool.close()
 
     return HostedService(running, aclose)

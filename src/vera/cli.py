@@ -39,6 +39,19 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("file", type=Path)
     ingest.add_argument("--project", required=True, help="project slug (created if missing)")
     ingest.add_argument("--data-dir", type=Path, help="data dir of the running stack")
+
+    from vera.curate import add_parser as add_curate_parser
+
+    add_curate_parser(commands)
+
+    admin = commands.add_parser("admin", help="operator commands (run next to the stack)")
+    admin_commands = admin.add_subparsers(dest="admin_command", required=True)
+    create_user = admin_commands.add_parser(
+        "create-user", help="create a user and print its API key once (--admin: the first "
+        "administrator; later administrators are created by an admin over REST)")
+    create_user.add_argument("--name", required=True, help="display name")
+    create_user.add_argument("--admin", action="store_true", help="make it an administrator")
+    create_user.add_argument("--data-dir", type=Path, help="data dir of the running stack")
     return parser
 
 
@@ -151,8 +164,51 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
           f"  facts:    {fc} created, {fd} deduplicated\n"
           f"  sources:  {sc} created, {sd} deduplicated\n"
           f"  entities: {ec} created, {ed} deduplicated\n"
-          f"all facts searchable after {summary.seconds:.1f} s")
+          + (f"  corrections: {summary.corrections[0]} applied,"
+             f" {summary.corrections[1]} already recorded\n" if any(summary.corrections) else "")
+          + f"all facts searchable after {summary.seconds:.1f} s")
     return 0
+
+
+def _cmd_admin(args: argparse.Namespace) -> int:
+    from vera.errors import VeraError
+    from vera.identity.v1 import identity_pb2, identity_pb2_grpc
+    from vera.rpc.client import open_channel
+    from vera.stack import read_stack_file
+
+    settings = _settings(args.data_dir)
+    stack = read_stack_file(settings.data_dir.expanduser().resolve())
+    address = stack["services"]["identity"] if stack else settings.services.identity
+
+    async def create() -> tuple[identity_pb2.Principal, str]:
+        channel = open_channel(address, settings.rpc.deadline_seconds)
+        try:
+            stub = identity_pb2_grpc.IdentityServiceStub(channel)
+            user = await stub.CreateUser(
+                identity_pb2.CreateUserRequest(display_name=args.name, admin=args.admin))
+            key = await stub.CreateApiKey(identity_pb2.CreateApiKeyRequest(
+                principal_id=user.principal.principal_id, label="created by vera admin"))
+            return user.principal, key.api_key
+        finally:
+            await channel.close()
+
+    try:
+        principal, api_key = asyncio.run(create())
+    except VeraError as exc:
+        hint = (" (an administrator already exists: create more over POST /identity/users)"
+                if exc.reason == "UNAUTHORIZED" else "")
+        print(f"vera admin: failed ({exc.reason.lower()}){hint}", file=sys.stderr)
+        return 1
+    print(f"principal_id: {principal.principal_id}\nadmin:        "
+          f"{str(principal.admin).lower()}\napi_key:      {api_key}\n"
+          "The API key is shown once; store it like a password.")
+    return 0
+
+
+def _cmd_curate(args: argparse.Namespace) -> int:
+    from vera.curate import run
+
+    return run(args, _settings(args.data_dir))
 
 
 def _cmd_api(args: argparse.Namespace) -> int:
@@ -163,7 +219,7 @@ def _cmd_api(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "up": _cmd_up, "api": _cmd_api, "serve": _cmd_serve, "migrate": _cmd_migrate,
-    "ingest": _cmd_ingest,
+    "ingest": _cmd_ingest, "curate": _cmd_curate, "admin": _cmd_admin,
 }
 
 

@@ -34,7 +34,17 @@ class McpSettings(BaseModel):
     auth_audience: str | None = None
     oauth_issuer: str | None = None
     oauth_jwks_url: str | None = None
-    oauth_signing_key: SecretStr | None = None
+    oauth_signing_key: SecretStr | None = None  # a PEM public key, for static-key testing
+    # Token verification (gateway): built-in tokens are HMAC-signed with jwt_secret; external
+    # OIDC tokens are checked against this allowlist (asymmetric algorithms only).
+    jwt_algorithm: Literal["HS256", "HS384", "HS512"] = "HS256"
+    oauth_algorithms: list[str] = Field(default_factory=lambda: ["RS256"])
+    oauth_leeway_seconds: int = Field(30, ge=0, le=300)
+    oauth_jwks_cache_seconds: float = Field(300.0, gt=0)
+    # An unknown kid refetches the JWKS at most once per this interval (no fetch storms).
+    oauth_jwks_min_refresh_seconds: float = Field(30.0, ge=0)
+    # The unauthenticated local profile binds loopback only unless this is set (logged loudly).
+    allow_unauthenticated_non_loopback: bool = False
     scope_read: str = "memory:read"
     scope_propose: str = "memory:propose"
     scope_feedback: str = "memory:feedback"
@@ -53,6 +63,8 @@ class ApiSettings(BaseModel):
 
     host: str | None = None  # None: loopback in the local profile, 0.0.0.0 otherwise
     port: int = Field(8081, ge=0, le=65535)
+    # POST /identity/register: anyone may create a (non-admin) account. Off by default.
+    open_registration: bool = False
 
 
 class ObservabilitySettings(BaseModel):
@@ -94,9 +106,22 @@ class RetrievalSettings(BaseModel):
     candidate_pool: int = Field(50, ge=1)
 
 
+class KnowledgeSettings(BaseModel):
+    # None: the ontology shipped with the service (services/knowledge/ontology.json).
+    ontology_path: Path | None = None
+    # Seconds between background community refreshes of scopes that changed; 0 disables.
+    community_refresh_seconds: float = Field(30.0, ge=0)
+
+
 class SnapshotSettings(BaseModel):
     pack_ttl_days: int = Field(30, ge=1)
     sweep_interval_seconds: float = Field(300.0, gt=0)
+    # Per-scope storage quota for live persisted packs (bytes of stored JSON).
+    pack_quota_bytes_per_scope: int = Field(64 * 1024 * 1024, ge=1)
+    # How long a completed idempotency key replays its first result.
+    idempotency_ttl_hours: float = Field(24.0, gt=0)
+    # A claim older than this (a gateway died mid-call) may be taken over by a retry.
+    idempotency_claim_seconds: float = Field(120.0, gt=0)
 
 
 class Settings(BaseSettings):
@@ -113,6 +138,7 @@ class Settings(BaseSettings):
     services: ServiceAddresses = Field(default_factory=ServiceAddresses)
     rpc: RpcSettings = Field(default_factory=RpcSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     snapshot: SnapshotSettings = Field(default_factory=SnapshotSettings)
 
     @cached_property

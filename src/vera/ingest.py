@@ -43,8 +43,19 @@ FACT_FIELDS: dict[str, tuple[type, int | None]] = {
 ENTITY_FIELDS: dict[str, tuple[type, int | None]] = {
     "name": (_STR, 1024), "aliases": (list, 64), "kind": (_STR, 256),
 }
-REQUIRED = {"source": ("id",), "fact": ("subject", "predicate", "object"), "entity": ("name",)}
-FIELDS = {"source": SOURCE_FIELDS, "fact": FACT_FIELDS, "entity": ENTITY_FIELDS}
+# A correction is a fact line that replaces the fact with key ``corrects`` (never overwrites:
+# the old version is closed, and stays readable through known_as_of / as_of).
+CORRECTION_FIELDS: dict[str, tuple[type, int | None]] = {
+    **FACT_FIELDS, "corrects": (_STR, 512), "reason": (_STR, 2048),
+}
+REQUIRED = {
+    "source": ("id",), "fact": ("subject", "predicate", "object"), "entity": ("name",),
+    "correction": ("corrects", "subject", "predicate", "object"),
+}
+FIELDS = {
+    "source": SOURCE_FIELDS, "fact": FACT_FIELDS, "entity": ENTITY_FIELDS,
+    "correction": CORRECTION_FIELDS,
+}
 
 
 class IngestFileError(Exception):
@@ -61,6 +72,8 @@ class ParsedFile:
     entities: list[knowledge_pb2.EntityInput] = field(default_factory=list)
     facts: list[knowledge_pb2.FactInput] = field(default_factory=list)
     fact_lines: list[int] = field(default_factory=list)
+    # (fact key corrected, replacement, reason), applied in file order after the facts.
+    corrections: list[tuple[str, knowledge_pb2.FactInput, str]] = field(default_factory=list)
     repositories: set[str] = field(default_factory=set)
 
 
@@ -69,6 +82,7 @@ class IngestSummary:
     sources: tuple[int, int] = (0, 0)  # (created, deduplicated)
     entities: tuple[int, int] = (0, 0)
     facts: tuple[int, int] = (0, 0)
+    corrections: tuple[int, int] = (0, 0)  # (applied, already recorded)
     project_slug: str = ""
     project_created: bool = False
     seconds: float = 0.0
@@ -154,7 +168,7 @@ def parse_jsonl(path: Path) -> ParsedFile:
                     raise ValueError("not a JSON object")
                 kind = obj.get("type")
                 if kind not in FIELDS:
-                    raise ValueError("type: must be source, fact or entity")
+                    raise ValueError("type: must be source, fact, entity or correction")
                 _check_fields(kind, obj)
                 if kind == "source":
                     if obj["id"] in source_lines:
@@ -172,6 +186,11 @@ def parse_jsonl(path: Path) -> ParsedFile:
                         name=obj["name"], aliases=obj.get("aliases") or [],
                         kind=obj.get("kind") or "",
                     ))
+                elif kind == "correction":
+                    parsed.corrections.append(
+                        (obj["corrects"], _fact_input(obj, parsed), obj.get("reason") or ""))
+                    if obj.get("source"):
+                        fact_sources.append((number, obj["source"]))
                 else:
                     parsed.facts.append(_fact_input(obj, parsed))
                     parsed.fact_lines.append(number)
@@ -190,7 +209,7 @@ def parse_jsonl(path: Path) -> ParsedFile:
     errors.sort()
     if errors:
         raise IngestFileError(errors)
-    if not (parsed.sources or parsed.entities or parsed.facts):
+    if not (parsed.sources or parsed.entities or parsed.facts or parsed.corrections):
         raise IngestFileError([(0, "the file holds no records")])
     return parsed
 
@@ -244,6 +263,15 @@ async def ingest_file(
             position = max(position, response.change_position)
             done += len(chunk)
             progress("load", done, len(parsed.facts))
+
+        applied = [0, 0]
+        for corrects, replacement, reason in parsed.corrections:
+            corrected = await knowledge.CorrectFact(knowledge_pb2.CorrectFactRequest(
+                principal_id=principal_id, scope_id=scope_id, fact_key=corrects,
+                replacement=replacement, reason=reason))
+            applied[0 if corrected.created else 1] += 1
+            position = max(position, corrected.change_position)
+        summary.corrections = tuple(applied)  # type: ignore[assignment]
 
         await _wait_until_indexed(backends.retrieval, position, progress, index_timeout_seconds)
         summary.sources = tuple(totals["sources"])  # type: ignore[assignment]

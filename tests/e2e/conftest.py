@@ -89,3 +89,33 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     finally:
         if running.process is not None:
             running.stop()
+
+
+# The authenticated profile (tests/e2e/test_auth_flow.py): built-in JWT verification and
+# open registration, so the documented register -> API key -> mcp-token flow runs end to end.
+AUTH_SECRET = "e2e-shared-mcp-signing-secret-0123456789abcdef"
+AUTH_ISSUER = "https://auth.vera.e2e"
+AUTH_AUDIENCE = "https://mcp.vera.e2e"
+
+
+@pytest.fixture(scope="module")
+def auth_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("auth-stack")
+    env = {
+        **os.environ,
+        "VERA_OBSERVABILITY__MCP_METRICS_PORT": str(free_port()),
+        "VERA_API__PORT": str(free_port()),
+        "VERA_API__OPEN_REGISTRATION": "true",
+        "VERA_MCP__JWT_SECRET": AUTH_SECRET,
+        "VERA_MCP__AUTH_ISSUER": AUTH_ISSUER,
+        "VERA_MCP__AUTH_AUDIENCE": AUTH_AUDIENCE,
+        "VERA_DATA_DIR": str(root / "data"),
+    }
+    env.pop("VERA_DATABASE__DSN", None)
+    running = Stack(data_dir=root / "data", port=free_port(), env=env)
+    running.start()
+    try:
+        yield running
+    finally:
+        if running.process is not None:
+            running.stop()

@@ -89,7 +89,7 @@ async def test_ingest_then_ground_propose_persist_and_feedback(stack, tmp_path: 
         assert all(r["subject"] != "billing-api" for r in billing["results"])
 
         proposal = await call(client, "knowledge_propose", subject="payments-api",
-                              predicate="retries_webhooks", object="three times with backoff",
+                              predicate="retry_policy", object="three times with backoff",
                               evidence_text="seen in handler.py", task_ref="task-42",
                               runtime="claude-code")
         assert proposal["outcome"] == "created"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,6 +32,7 @@ from vera.errors import (
     ProjectOutOfScope,
 )
 from vera.gateway.app import build_app
+from vera.gateway.quota import InMemoryQuotaStore
 from vera.identity.v1 import identity_pb2, identity_pb2_grpc
 from vera.knowledge.v1 import knowledge_pb2, knowledge_pb2_grpc
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
@@ -50,6 +53,8 @@ SHARED = identity_pb2.Project(
     kind=identity_pb2.PROJECT_KIND_SHARED,
 )
 RECORDED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+# The one principal the fake identity knows besides the local one (bearer-token tests).
+REGISTERED_PRINCIPAL = "22222222-2222-4222-8222-222222222222"
 
 
 @dataclass
@@ -115,6 +120,26 @@ class FakeIdentity(identity_pb2_grpc.IdentityServiceServicer):
         return identity_pb2.EnsureLocalPrincipalResponse(
             principal=identity_pb2.Principal(
                 principal_id=request.principal_id, personal_scope_id=PERSONAL.project_id
+            )
+        )
+
+    async def GetPrincipal(self, request, context):
+        self.rec.saw("GetPrincipal", request)
+        if request.principal_id != REGISTERED_PRINCIPAL:
+            raise InvalidInput("principal_id", reason="not_found")
+        return identity_pb2.GetPrincipalResponse(
+            principal=identity_pb2.Principal(
+                principal_id=request.principal_id, personal_scope_id=PERSONAL.project_id
+            )
+        )
+
+    async def EnsureExternalPrincipal(self, request, context):
+        self.rec.saw("EnsureExternalPrincipal", request)
+        # Deterministic issuer|subject mapping; the real one is tested against identity.
+        mapped = uuid.uuid5(uuid.NAMESPACE_URL, f"{request.issuer}|{request.subject}")
+        return identity_pb2.EnsureExternalPrincipalResponse(
+            principal=identity_pb2.Principal(
+                principal_id=str(mapped), personal_scope_id=PERSONAL.project_id
             )
         )
 
@@ -436,7 +461,8 @@ def start_gateway(fakes: Fakes) -> Callable[..., Any]:
         **mcp: Any,
     ) -> contextlib.AbstractAsyncContextManager[RunningGateway]:
         settings = gateway_settings(address or fakes.address, rpc=rpc, **mcp)
-        build: dict[str, Any] = {}
+        # Unit tests count quotas in process; the shared store has its own tests.
+        build: dict[str, Any] = {"quota_store": InMemoryQuotaStore(clock or time.time)}
         if clock is not None:
             build["clock"] = clock
         if authenticator is not None:
@@ -444,6 +470,13 @@ def start_gateway(fakes: Fakes) -> Callable[..., Any]:
         return serve_gateway(settings, **build)
 
     return start
+
+
+@pytest.fixture
+def serve() -> Callable[..., contextlib.AbstractAsyncContextManager[RunningGateway]]:
+    """``async with serve(settings, **build_app_kwargs) as gw`` for tests with their own
+    settings (authenticated profiles, services at several addresses)."""
+    return serve_gateway
 
 
 @pytest.fixture

@@ -29,7 +29,18 @@ BAD_CALLS = [
     (CTX, {"query": "q", "exclude_predicates": ["x" * 257]}, "exclude_predicates", "bad_item"),
     (CTX, {"query": "q", "persist": "yes"}, "persist", "not_a_boolean"),
     (CTX, {"query": "q", "project": "p" * 513}, "project", "too_long"),
-    (CTX, {"query": "q", "snapshot_id": "snap-1"}, "snapshot_id", "snapshots_not_available"),
+    (
+        CTX,
+        {"query": "q", "snapshot_id": "snap-1", "as_of": "2025-01-01T00:00:00Z"},
+        "as_of",
+        "conflicts_with_snapshot",
+    ),
+    (
+        "knowledge_search",
+        {"query": "q", "snapshot_id": "snap-1", "known_as_of": "2025-01-01T00:00:00Z"},
+        "known_as_of",
+        "conflicts_with_snapshot",
+    ),
     (CTX, {"query": "q", "scope_ids": ["other"]}, "scope_ids", "unknown_argument"),
     ("knowledge_search", {"query": "q", "known_as_of": "2025-13-01"}, "known_as_of", "not_iso8601"),
     (

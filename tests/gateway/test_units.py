@@ -21,7 +21,6 @@ from vera.gateway.bounds import parse_timestamp
 from vera.gateway.errors import ERROR_CODES, from_vera_error
 from vera.gateway.metrics import ToolMetrics
 from vera.gateway.quota import BucketLimit, InMemoryQuotaStore, QuotaPolicy
-from vera.gateway.tools import CODING_TOOLS, tools_for_profile
 
 
 @pytest.mark.parametrize(
@@ -100,10 +99,3 @@ def test_metrics_ignore_unregistered_names():
     metrics.observe("knowledge_search", "weird", 0.01)
     names = {s.labels.get("tool") for m in metrics.registry.collect() for s in m.samples}
     assert names == {"knowledge_search"}
-
-
-def test_other_profiles_serve_the_coding_set_with_a_warning(caplog):
-    with caplog.at_level("WARNING"):
-        assert tools_for_profile("advanced") == CODING_TOOLS
-        assert tools_for_profile("compatibility") == CODING_TOOLS
-    assert "later" in caplog.text

@@ -78,3 +78,24 @@ def test_every_bad_line_is_reported_in_order(tmp_path: Path):
 def test_an_empty_file_is_rejected(tmp_path: Path):
     with pytest.raises(IngestFileError):
         parse_jsonl(write(tmp_path, ""))
+
+
+def test_correction_lines_parse_with_the_key_they_correct(tmp_path):
+    path = tmp_path / "fix.jsonl"
+    path.write_text(
+        '{"type":"source","id":"adr-8"}\n'
+        '{"type":"correction","corrects":"fk_abc","subject":"payments",'
+        '"predicate":"uses_database","object":"PostgreSQL 16","source":"adr-8",'
+        '"valid_from":"2025-06-01T00:00:00Z","reason":"migrated"}\n'
+    )
+    parsed = parse_jsonl(path)
+    ((key, replacement, reason),) = parsed.corrections
+    assert (key, replacement.object, replacement.source_id, reason) == (
+        "fk_abc", "PostgreSQL 16", "adr-8", "migrated"
+    )
+    assert parsed.facts == []
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type":"correction","subject":"a","predicate":"b","object":"c"}\n')
+    with pytest.raises(IngestFileError) as err:
+        parse_jsonl(bad)
+    assert err.value.errors[0][0] == 1

@@ -362,16 +362,16 @@ async def test_propose_outcomes_and_attempts(stub) -> None:
 
 async def test_propose_rejects_past_the_task_limit(stub) -> None:
     for i in range(50):
-        assert (await propose(stub, f"s{i}", "rel", "o", task_ref="t-1")).outcome == (
+        assert (await propose(stub, f"s{i}", "depends_on", "o", task_ref="t-1")).outcome == (
             pb.PROPOSAL_OUTCOME_CREATED
         )
-    rejected = await propose(stub, "s50", "rel", "o", task_ref="t-1")
+    rejected = await propose(stub, "s50", "depends_on", "o", task_ref="t-1")
     assert (rejected.outcome, rejected.reason) == (pb.PROPOSAL_OUTCOME_REJECTED, "task_limit")
     # A retry of an existing proposal still deduplicates; another task is unaffected.
-    assert (await propose(stub, "s0", "rel", "o", task_ref="t-1")).outcome == (
+    assert (await propose(stub, "s0", "depends_on", "o", task_ref="t-1")).outcome == (
         pb.PROPOSAL_OUTCOME_DEDUPLICATED
     )
-    assert (await propose(stub, "s50", "rel", "o", task_ref="t-2")).outcome == (
+    assert (await propose(stub, "s50", "depends_on", "o", task_ref="t-2")).outcome == (
         pb.PROPOSAL_OUTCOME_CREATED
     )
 
@@ -432,11 +432,11 @@ async def test_retract_and_known_as_of(stub) -> None:
 
 async def test_report_filters_pages_and_counts(stub) -> None:
     for i in range(5):
-        await propose(stub, f"s{i}", "rel", "o", task_ref="t-1")
-    await propose(stub, "s0", "rel", "o", task_ref="t-1")  # deduplicated
+        await propose(stub, f"s{i}", "depends_on", "o", task_ref="t-1")
+    await propose(stub, "s0", "depends_on", "o", task_ref="t-1")  # deduplicated
     for i in range(3):
-        await propose(stub, f"x{i}", "rel", "o", task_ref="t-2", session_ref="sess-2")
-    retracted = await propose(stub, "s4", "rel", "o", task_ref="t-1")
+        await propose(stub, f"x{i}", "depends_on", "o", task_ref="t-2", session_ref="sess-2")
+    retracted = await propose(stub, "s4", "depends_on", "o", task_ref="t-1")
     await stub.RetractProposal(
         pb.RetractProposalRequest(
             principal_id=AGENT, personal_scope_id=PERSONAL, fact_key=retracted.fact.fact_key
@@ -518,7 +518,7 @@ async def test_list_changes_orders_and_pages(stub) -> None:
     first = await stub.IngestKnowledge(
         ingest_request(sources=[source()], facts=[fact(f"s{i}", "rel", "o") for i in range(3)])
     )
-    created = await propose(stub, "p", "rel", "o")
+    created = await propose(stub, "p", "depends_on", "o")
     await stub.RetractProposal(
         pb.RetractProposalRequest(
             principal_id=AGENT, personal_scope_id=PERSONAL, fact_key=created.fact.fact_key

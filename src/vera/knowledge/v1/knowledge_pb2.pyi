@@ -47,6 +47,13 @@ class ChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CHANGE_KIND_FACT_UPSERTED: _ClassVar[ChangeKind]
     CHANGE_KIND_SOURCE_UPSERTED: _ClassVar[ChangeKind]
     CHANGE_KIND_FEEDBACK_RECORDED: _ClassVar[ChangeKind]
+
+class ConflictFilter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONFLICT_FILTER_UNSPECIFIED: _ClassVar[ConflictFilter]
+    CONFLICT_FILTER_INCLUDE: _ClassVar[ConflictFilter]
+    CONFLICT_FILTER_EXCLUDE: _ClassVar[ConflictFilter]
+    CONFLICT_FILTER_ONLY: _ClassVar[ConflictFilter]
 FACT_STATE_UNSPECIFIED: FactState
 FACT_STATE_PROPOSED: FactState
 FACT_STATE_ACTIVE: FactState
@@ -70,6 +77,10 @@ CHANGE_KIND_UNSPECIFIED: ChangeKind
 CHANGE_KIND_FACT_UPSERTED: ChangeKind
 CHANGE_KIND_SOURCE_UPSERTED: ChangeKind
 CHANGE_KIND_FEEDBACK_RECORDED: ChangeKind
+CONFLICT_FILTER_UNSPECIFIED: ConflictFilter
+CONFLICT_FILTER_INCLUDE: ConflictFilter
+CONFLICT_FILTER_EXCLUDE: ConflictFilter
+CONFLICT_FILTER_ONLY: ConflictFilter
 
 class Source(_message.Message):
     __slots__ = ("source_id", "source_type", "title", "uri", "observed_at")
@@ -106,7 +117,7 @@ class Citation(_message.Message):
     def __init__(self, source_id: _Optional[str] = ..., locator: _Optional[str] = ..., title: _Optional[str] = ..., uri: _Optional[str] = ..., excerpt: _Optional[str] = ..., verification: _Optional[_Union[VerificationState, str]] = ..., source_type: _Optional[str] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Fact(_message.Message):
-    __slots__ = ("fact_key", "version_id", "scope_id", "subject", "predicate", "object", "state", "trust_tier", "authority", "valid_from", "valid_to", "recorded_at", "superseded_at", "repository", "branch", "code_path", "document_type", "source_type", "citations", "conflicting_fact_keys")
+    __slots__ = ("fact_key", "version_id", "scope_id", "subject", "predicate", "object", "state", "trust_tier", "authority", "valid_from", "valid_to", "recorded_at", "superseded_at", "repository", "branch", "code_path", "document_type", "source_type", "citations", "conflicting_fact_keys", "superseded_by", "corrects")
     FACT_KEY_FIELD_NUMBER: _ClassVar[int]
     VERSION_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -127,6 +138,8 @@ class Fact(_message.Message):
     SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
     CONFLICTING_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
+    CORRECTS_FIELD_NUMBER: _ClassVar[int]
     fact_key: str
     version_id: str
     scope_id: str
@@ -147,7 +160,9 @@ class Fact(_message.Message):
     source_type: str
     citations: _containers.RepeatedCompositeFieldContainer[Citation]
     conflicting_fact_keys: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, fact_key: _Optional[str] = ..., version_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., state: _Optional[_Union[FactState, str]] = ..., trust_tier: _Optional[int] = ..., authority: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., repository: _Optional[str] = ..., branch: _Optional[str] = ..., code_path: _Optional[str] = ..., document_type: _Optional[str] = ..., source_type: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., conflicting_fact_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+    superseded_by: str
+    corrects: str
+    def __init__(self, fact_key: _Optional[str] = ..., version_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., state: _Optional[_Union[FactState, str]] = ..., trust_tier: _Optional[int] = ..., authority: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., repository: _Optional[str] = ..., branch: _Optional[str] = ..., code_path: _Optional[str] = ..., document_type: _Optional[str] = ..., source_type: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., conflicting_fact_keys: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[str] = ..., corrects: _Optional[str] = ...) -> None: ...
 
 class SourceInput(_message.Message):
     __slots__ = ("source_id", "source_type", "title", "uri", "observed_at")
@@ -503,3 +518,513 @@ class ListChangesResponse(_message.Message):
     changes: _containers.RepeatedCompositeFieldContainer[Change]
     head_position: int
     def __init__(self, changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., head_position: _Optional[int] = ...) -> None: ...
+
+class CorrectFactRequest(_message.Message):
+    __slots__ = ("principal_id", "scope_id", "fact_key", "replacement", "reason")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    REPLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    scope_id: str
+    fact_key: str
+    replacement: FactInput
+    reason: str
+    def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., fact_key: _Optional[str] = ..., replacement: _Optional[_Union[FactInput, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CorrectFactResponse(_message.Message):
+    __slots__ = ("corrected", "replacement", "change_position", "created")
+    CORRECTED_FIELD_NUMBER: _ClassVar[int]
+    REPLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    corrected: Fact
+    replacement: Fact
+    change_position: int
+    created: bool
+    def __init__(self, corrected: _Optional[_Union[Fact, _Mapping]] = ..., replacement: _Optional[_Union[Fact, _Mapping]] = ..., change_position: _Optional[int] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class FactVersion(_message.Message):
+    __slots__ = ("version_id", "state", "valid_from", "valid_to", "recorded_at", "superseded_at", "superseded_by", "corrects", "correction_reason")
+    VERSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    VALID_TO_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_AT_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
+    CORRECTS_FIELD_NUMBER: _ClassVar[int]
+    CORRECTION_REASON_FIELD_NUMBER: _ClassVar[int]
+    version_id: str
+    state: FactState
+    valid_from: _timestamp_pb2.Timestamp
+    valid_to: _timestamp_pb2.Timestamp
+    recorded_at: _timestamp_pb2.Timestamp
+    superseded_at: _timestamp_pb2.Timestamp
+    superseded_by: str
+    corrects: str
+    correction_reason: str
+    def __init__(self, version_id: _Optional[str] = ..., state: _Optional[_Union[FactState, str]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded_by: _Optional[str] = ..., corrects: _Optional[str] = ..., correction_reason: _Optional[str] = ...) -> None: ...
+
+class GetFactRequest(_message.Message):
+    __slots__ = ("scope_ids", "fact_key", "as_of", "known_as_of")
+    SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
+    scope_ids: _containers.RepeatedScalarFieldContainer[str]
+    fact_key: str
+    as_of: _timestamp_pb2.Timestamp
+    known_as_of: _timestamp_pb2.Timestamp
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., fact_key: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GetFactResponse(_message.Message):
+    __slots__ = ("fact", "versions", "empty_reason")
+    FACT_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_REASON_FIELD_NUMBER: _ClassVar[int]
+    fact: Fact
+    versions: _containers.RepeatedCompositeFieldContainer[FactVersion]
+    empty_reason: str
+    def __init__(self, fact: _Optional[_Union[Fact, _Mapping]] = ..., versions: _Optional[_Iterable[_Union[FactVersion, _Mapping]]] = ..., empty_reason: _Optional[str] = ...) -> None: ...
+
+class Entity(_message.Message):
+    __slots__ = ("entity_id", "scope_id", "name", "aliases", "kind")
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ALIASES_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    entity_id: str
+    scope_id: str
+    name: str
+    aliases: _containers.RepeatedScalarFieldContainer[str]
+    kind: str
+    def __init__(self, entity_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., name: _Optional[str] = ..., aliases: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ...) -> None: ...
+
+class GetEntityRequest(_message.Message):
+    __slots__ = ("scope_ids", "name", "entity_id", "as_of", "known_as_of", "page_size", "conflict_filter")
+    SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CONFLICT_FILTER_FIELD_NUMBER: _ClassVar[int]
+    scope_ids: _containers.RepeatedScalarFieldContainer[str]
+    name: str
+    entity_id: str
+    as_of: _timestamp_pb2.Timestamp
+    known_as_of: _timestamp_pb2.Timestamp
+    page_size: int
+    conflict_filter: ConflictFilter
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., entity_id: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., conflict_filter: _Optional[_Union[ConflictFilter, str]] = ...) -> None: ...
+
+class GetEntityResponse(_message.Message):
+    __slots__ = ("entity", "facts", "total_facts")
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FACTS_FIELD_NUMBER: _ClassVar[int]
+    entity: Entity
+    facts: _containers.RepeatedCompositeFieldContainer[Fact]
+    total_facts: int
+    def __init__(self, entity: _Optional[_Union[Entity, _Mapping]] = ..., facts: _Optional[_Iterable[_Union[Fact, _Mapping]]] = ..., total_facts: _Optional[int] = ...) -> None: ...
+
+class SourceVersion(_message.Message):
+    __slots__ = ("version", "source_type", "title", "uri", "observed_at", "recorded_at")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    URI_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    source_type: str
+    title: str
+    uri: str
+    observed_at: _timestamp_pb2.Timestamp
+    recorded_at: _timestamp_pb2.Timestamp
+    def __init__(self, version: _Optional[int] = ..., source_type: _Optional[str] = ..., title: _Optional[str] = ..., uri: _Optional[str] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SourceFreshness(_message.Message):
+    __slots__ = ("stale", "age_days", "stale_after_days", "reason")
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    AGE_DAYS_FIELD_NUMBER: _ClassVar[int]
+    STALE_AFTER_DAYS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    stale: bool
+    age_days: int
+    stale_after_days: int
+    reason: str
+    def __init__(self, stale: _Optional[bool] = ..., age_days: _Optional[int] = ..., stale_after_days: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class GetSourceRequest(_message.Message):
+    __slots__ = ("scope_ids", "source_id", "scope_id", "known_as_of")
+    SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
+    scope_ids: _containers.RepeatedScalarFieldContainer[str]
+    source_id: str
+    scope_id: str
+    known_as_of: _timestamp_pb2.Timestamp
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., source_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GetSourceResponse(_message.Message):
+    __slots__ = ("source", "scope_id", "versions", "freshness", "cited_by_facts")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    FRESHNESS_FIELD_NUMBER: _ClassVar[int]
+    CITED_BY_FACTS_FIELD_NUMBER: _ClassVar[int]
+    source: Source
+    scope_id: str
+    versions: _containers.RepeatedCompositeFieldContainer[SourceVersion]
+    freshness: SourceFreshness
+    cited_by_facts: int
+    def __init__(self, source: _Optional[_Union[Source, _Mapping]] = ..., scope_id: _Optional[str] = ..., versions: _Optional[_Iterable[_Union[SourceVersion, _Mapping]]] = ..., freshness: _Optional[_Union[SourceFreshness, _Mapping]] = ..., cited_by_facts: _Optional[int] = ...) -> None: ...
+
+class GraphEdge(_message.Message):
+    __slots__ = ("fact", "hop", "from_node", "to_node")
+    FACT_FIELD_NUMBER: _ClassVar[int]
+    HOP_FIELD_NUMBER: _ClassVar[int]
+    FROM_NODE_FIELD_NUMBER: _ClassVar[int]
+    TO_NODE_FIELD_NUMBER: _ClassVar[int]
+    fact: Fact
+    hop: int
+    from_node: str
+    to_node: str
+    def __init__(self, fact: _Optional[_Union[Fact, _Mapping]] = ..., hop: _Optional[int] = ..., from_node: _Optional[str] = ..., to_node: _Optional[str] = ...) -> None: ...
+
+class ExploreGraphRequest(_message.Message):
+    __slots__ = ("scope_ids", "name", "entity_id", "depth", "page_size", "as_of", "known_as_of", "conflict_filter")
+    SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
+    CONFLICT_FILTER_FIELD_NUMBER: _ClassVar[int]
+    scope_ids: _containers.RepeatedScalarFieldContainer[str]
+    name: str
+    entity_id: str
+    depth: int
+    page_size: int
+    as_of: _timestamp_pb2.Timestamp
+    known_as_of: _timestamp_pb2.Timestamp
+    conflict_filter: ConflictFilter
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., entity_id: _Optional[str] = ..., depth: _Optional[int] = ..., page_size: _Optional[int] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conflict_filter: _Optional[_Union[ConflictFilter, str]] = ...) -> None: ...
+
+class ExploreGraphResponse(_message.Message):
+    __slots__ = ("entity", "edges", "nodes", "truncated")
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    entity: Entity
+    edges: _containers.RepeatedCompositeFieldContainer[GraphEdge]
+    nodes: _containers.RepeatedScalarFieldContainer[str]
+    truncated: bool
+    def __init__(self, entity: _Optional[_Union[Entity, _Mapping]] = ..., edges: _Optional[_Iterable[_Union[GraphEdge, _Mapping]]] = ..., nodes: _Optional[_Iterable[str]] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class ConflictGroup(_message.Message):
+    __slots__ = ("scope_id", "subject", "predicate", "facts")
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    scope_id: str
+    subject: str
+    predicate: str
+    facts: _containers.RepeatedCompositeFieldContainer[Fact]
+    def __init__(self, scope_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., facts: _Optional[_Iterable[_Union[Fact, _Mapping]]] = ...) -> None: ...
+
+class ListConflictsRequest(_message.Message):
+    __slots__ = ("scope_ids", "page_size", "page_token", "as_of", "known_as_of")
+    SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
+    scope_ids: _containers.RepeatedScalarFieldContainer[str]
+    page_size: int
+    page_token: str
+    as_of: _timestamp_pb2.Timestamp
+    known_as_of: _timestamp_pb2.Timestamp
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListConflictsResponse(_message.Message):
+    __slots__ = ("conflicts", "next_page_token", "total", "ontology_version")
+    CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    ONTOLOGY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    conflicts: _containers.RepeatedCompositeFieldContainer[ConflictGroup]
+    next_page_token: str
+    total: int
+    ontology_version: str
+    def __init__(self, conflicts: _Optional[_Iterable[_Union[ConflictGroup, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ..., ontology_version: _Optional[str] = ...) -> None: ...
+
+class ScopeChange(_message.Message):
+    __slots__ = ("position", "change", "scope_id", "fact", "source_id", "created_at")
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    FACT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    position: int
+    change: str
+    scope_id: str
+    fact: Fact
+    source_id: str
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, position: _Optional[int] = ..., change: _Optional[str] = ..., scope_id: _Optional[str] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ..., source_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListScopeChangesRequest(_message.Message):
+    __slots__ = ("scope_ids", "page_size", "page_token")
+    SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    scope_ids: _containers.RepeatedScalarFieldContainer[str]
+    page_size: int
+    page_token: str
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListScopeChangesResponse(_message.Message):
+    __slots__ = ("changes", "next_page_token", "has_more")
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    HAS_MORE_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.RepeatedCompositeFieldContainer[ScopeChange]
+    next_page_token: str
+    has_more: bool
+    def __init__(self, changes: _Optional[_Iterable[_Union[ScopeChange, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., has_more: _Optional[bool] = ...) -> None: ...
+
+class DerivationRun(_message.Message):
+    __slots__ = ("run_id", "scope_id", "change_position", "algorithm", "seed", "summarizer", "fact_count", "entity_count", "created_at")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    ALGORITHM_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    SUMMARIZER_FIELD_NUMBER: _ClassVar[int]
+    FACT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    scope_id: str
+    change_position: int
+    algorithm: str
+    seed: int
+    summarizer: str
+    fact_count: int
+    entity_count: int
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, run_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., change_position: _Optional[int] = ..., algorithm: _Optional[str] = ..., seed: _Optional[int] = ..., summarizer: _Optional[str] = ..., fact_count: _Optional[int] = ..., entity_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Community(_message.Message):
+    __slots__ = ("community_id", "scope_id", "label", "summary", "entities", "authoritative", "run", "fact_count", "score")
+    COMMUNITY_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    AUTHORITATIVE_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    FACT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    community_id: str
+    scope_id: str
+    label: str
+    summary: str
+    entities: _containers.RepeatedScalarFieldContainer[str]
+    authoritative: bool
+    run: DerivationRun
+    fact_count: int
+    score: float
+    def __init__(self, community_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., label: _Optional[str] = ..., summary: _Optional[str] = ..., entities: _Optional[_Iterable[str]] = ..., authoritative: _Optional[bool] = ..., run: _Optional[_Union[DerivationRun, _Mapping]] = ..., fact_count: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
+
+class DeriveCommunitiesRequest(_message.Message):
+    __slots__ = ("scope_id",)
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    scope_id: str
+    def __init__(self, scope_id: _Optional[str] = ...) -> None: ...
+
+class DeriveCommunitiesResponse(_message.Message):
+    __slots__ = ("run", "created", "community_count")
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    COMMUNITY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    run: DerivationRun
+    created: bool
+    community_count: int
+    def __init__(self, run: _Optional[_Union[DerivationRun, _Mapping]] = ..., created: _Optional[bool] = ..., community_count: _Optional[int] = ...) -> None: ...
+
+class SearchCommunitiesRequest(_message.Message):
+    __slots__ = ("scope_ids", "query", "page_size", "known_as_of")
+    SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
+    scope_ids: _containers.RepeatedScalarFieldContainer[str]
+    query: str
+    page_size: int
+    known_as_of: _timestamp_pb2.Timestamp
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., page_size: _Optional[int] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SearchCommunitiesResponse(_message.Message):
+    __slots__ = ("communities", "empty_reason")
+    COMMUNITIES_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_REASON_FIELD_NUMBER: _ClassVar[int]
+    communities: _containers.RepeatedCompositeFieldContainer[Community]
+    empty_reason: str
+    def __init__(self, communities: _Optional[_Iterable[_Union[Community, _Mapping]]] = ..., empty_reason: _Optional[str] = ...) -> None: ...
+
+class GetCommunityLineageRequest(_message.Message):
+    __slots__ = ("scope_ids", "community_id", "page_size", "page_token")
+    SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    COMMUNITY_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    scope_ids: _containers.RepeatedScalarFieldContainer[str]
+    community_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., community_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class GetCommunityLineageResponse(_message.Message):
+    __slots__ = ("community", "facts", "next_page_token", "total")
+    COMMUNITY_FIELD_NUMBER: _ClassVar[int]
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    community: Community
+    facts: _containers.RepeatedCompositeFieldContainer[Fact]
+    next_page_token: str
+    total: int
+    def __init__(self, community: _Optional[_Union[Community, _Mapping]] = ..., facts: _Optional[_Iterable[_Union[Fact, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
+
+class PendingProposal(_message.Message):
+    __slots__ = ("fact_key", "version_id", "proposer_principal_id", "subject", "predicate", "object", "evidence", "context", "proposed_at", "conflicting_fact_keys", "known_fact_key")
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    VERSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROPOSER_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    PROPOSED_AT_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTING_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    fact_key: str
+    version_id: str
+    proposer_principal_id: str
+    subject: str
+    predicate: str
+    object: str
+    evidence: _containers.RepeatedScalarFieldContainer[str]
+    context: TaskContext
+    proposed_at: _timestamp_pb2.Timestamp
+    conflicting_fact_keys: _containers.RepeatedScalarFieldContainer[str]
+    known_fact_key: str
+    def __init__(self, fact_key: _Optional[str] = ..., version_id: _Optional[str] = ..., proposer_principal_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., evidence: _Optional[_Iterable[str]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., proposed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conflicting_fact_keys: _Optional[_Iterable[str]] = ..., known_fact_key: _Optional[str] = ...) -> None: ...
+
+class ListPendingProposalsRequest(_message.Message):
+    __slots__ = ("scope_id", "page_size", "page_token")
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    scope_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, scope_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListPendingProposalsResponse(_message.Message):
+    __slots__ = ("proposals", "next_page_token", "total")
+    PROPOSALS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    proposals: _containers.RepeatedCompositeFieldContainer[PendingProposal]
+    next_page_token: str
+    total: int
+    def __init__(self, proposals: _Optional[_Iterable[_Union[PendingProposal, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
+
+class VerifyProposalRequest(_message.Message):
+    __slots__ = ("curator_principal_id", "scope_id", "fact_key", "trust_tier", "authority", "note")
+    CURATOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    TRUST_TIER_FIELD_NUMBER: _ClassVar[int]
+    AUTHORITY_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    curator_principal_id: str
+    scope_id: str
+    fact_key: str
+    trust_tier: int
+    authority: float
+    note: str
+    def __init__(self, curator_principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., fact_key: _Optional[str] = ..., trust_tier: _Optional[int] = ..., authority: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
+
+class VerifyProposalResponse(_message.Message):
+    __slots__ = ("fact", "proposal", "already_active", "change_position")
+    FACT_FIELD_NUMBER: _ClassVar[int]
+    PROPOSAL_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    fact: Fact
+    proposal: Fact
+    already_active: bool
+    change_position: int
+    def __init__(self, fact: _Optional[_Union[Fact, _Mapping]] = ..., proposal: _Optional[_Union[Fact, _Mapping]] = ..., already_active: _Optional[bool] = ..., change_position: _Optional[int] = ...) -> None: ...
+
+class RejectProposalRequest(_message.Message):
+    __slots__ = ("curator_principal_id", "scope_id", "fact_key", "reason")
+    CURATOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    curator_principal_id: str
+    scope_id: str
+    fact_key: str
+    reason: str
+    def __init__(self, curator_principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., fact_key: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RejectProposalResponse(_message.Message):
+    __slots__ = ("proposal", "change_position")
+    PROPOSAL_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    proposal: Fact
+    change_position: int
+    def __init__(self, proposal: _Optional[_Union[Fact, _Mapping]] = ..., change_position: _Optional[int] = ...) -> None: ...
+
+class RetractSourceRequest(_message.Message):
+    __slots__ = ("curator_principal_id", "scope_id", "source_id", "reason")
+    CURATOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    curator_principal_id: str
+    scope_id: str
+    source_id: str
+    reason: str
+    def __init__(self, curator_principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., source_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RetractSourceResponse(_message.Message):
+    __slots__ = ("status", "assertions_withdrawn", "retracted_fact_keys", "still_supported_fact_keys", "audit_event_id", "change_position")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ASSERTIONS_WITHDRAWN_FIELD_NUMBER: _ClassVar[int]
+    RETRACTED_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    STILL_SUPPORTED_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    status: RetractionStatus
+    assertions_withdrawn: int
+    retracted_fact_keys: _containers.RepeatedScalarFieldContainer[str]
+    still_supported_fact_keys: _containers.RepeatedScalarFieldContainer[str]
+    audit_event_id: str
+    change_position: int
+    def __init__(self, status: _Optional[_Union[RetractionStatus, str]] = ..., assertions_withdrawn: _Optional[int] = ..., retracted_fact_keys: _Optional[_Iterable[str]] = ..., still_supported_fact_keys: _Optional[_Iterable[str]] = ..., audit_event_id: _Optional[str] = ..., change_position: _Optional[int] = ...) -> None: ...

@@ -80,6 +80,76 @@ class KnowledgeServiceStub:
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListChangesRequest.SerializeToString,
                 response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListChangesResponse.FromString,
                 _registered_method=True)
+        self.CorrectFact = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/CorrectFact',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.CorrectFactRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.CorrectFactResponse.FromString,
+                _registered_method=True)
+        self.GetFact = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/GetFact',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetFactRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetFactResponse.FromString,
+                _registered_method=True)
+        self.GetEntity = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/GetEntity',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetEntityRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetEntityResponse.FromString,
+                _registered_method=True)
+        self.GetSource = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/GetSource',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetSourceRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetSourceResponse.FromString,
+                _registered_method=True)
+        self.ExploreGraph = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/ExploreGraph',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExploreGraphRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExploreGraphResponse.FromString,
+                _registered_method=True)
+        self.ListConflicts = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/ListConflicts',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictsRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictsResponse.FromString,
+                _registered_method=True)
+        self.ListScopeChanges = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/ListScopeChanges',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListScopeChangesRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListScopeChangesResponse.FromString,
+                _registered_method=True)
+        self.DeriveCommunities = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/DeriveCommunities',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.DeriveCommunitiesRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.DeriveCommunitiesResponse.FromString,
+                _registered_method=True)
+        self.SearchCommunities = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/SearchCommunities',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.SearchCommunitiesRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.SearchCommunitiesResponse.FromString,
+                _registered_method=True)
+        self.GetCommunityLineage = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/GetCommunityLineage',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetCommunityLineageRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetCommunityLineageResponse.FromString,
+                _registered_method=True)
+        self.ListPendingProposals = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/ListPendingProposals',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListPendingProposalsRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListPendingProposalsResponse.FromString,
+                _registered_method=True)
+        self.VerifyProposal = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/VerifyProposal',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.VerifyProposalRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.VerifyProposalResponse.FromString,
+                _registered_method=True)
+        self.RejectProposal = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/RejectProposal',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalResponse.FromString,
+                _registered_method=True)
+        self.RetractSource = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/RetractSource',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceResponse.FromString,
+                _registered_method=True)
 
 
 class KnowledgeServiceServicer:
@@ -147,6 +217,110 @@ class KnowledgeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CorrectFact(self, request, context):
+        """--- Knowledge model: corrections, entities, sources, graph, conflicts, communities ---
+
+        Corrects a curated fact: closes its current version (SUPERSEDED, naming the
+        replacement) and records the replacement as a new ACTIVE version. Never overwrites.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetFact(self, request, context):
+        """Returns one fact as of a valid time and a transaction time, with its version history.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetEntity(self, request, context):
+        """Resolves an entity by name, alias or id and returns it with its related facts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSource(self, request, context):
+        """Returns a source with its artifact versions and freshness.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExploreGraph(self, request, context):
+        """Traverses an entity's neighborhood over live facts, with provenance on every edge.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListConflicts(self, request, context):
+        """Lists disputed single-valued facts in the caller's scopes, grouped by subject+predicate.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListScopeChanges(self, request, context):
+        """Pages through the semantic change feed (facts and sources) of the caller's scopes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeriveCommunities(self, request, context):
+        """Derives communities for one scope at its current change position (idempotent per position).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchCommunities(self, request, context):
+        """Searches the latest non-authoritative community summaries of the caller's scopes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCommunityLineage(self, request, context):
+        """Pages through the fact versions a community summary was derived from.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPendingProposals(self, request, context):
+        """--- Curation (humans, via the REST API; never reachable from MCP) ---
+
+        Lists the pending proposals addressed to one shared project, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def VerifyProposal(self, request, context):
+        """Promotes a pending proposal into a shared project as a curator-verified ACTIVE fact.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RejectProposal(self, request, context):
+        """Rejects a pending proposal with a reason; it is closed as RETRACTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetractSource(self, request, context):
+        """Retracts a source of a shared project: its assertions are withdrawn and facts left
+        without support are retracted. Recorded as an audit event.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KnowledgeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -189,6 +363,76 @@ def add_KnowledgeServiceServicer_to_server(servicer, server):
                     servicer.ListChanges,
                     request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListChangesRequest.FromString,
                     response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListChangesResponse.SerializeToString,
+            ),
+            'CorrectFact': grpc.unary_unary_rpc_method_handler(
+                    servicer.CorrectFact,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.CorrectFactRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.CorrectFactResponse.SerializeToString,
+            ),
+            'GetFact': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetFact,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetFactRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetFactResponse.SerializeToString,
+            ),
+            'GetEntity': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetEntity,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetEntityRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetEntityResponse.SerializeToString,
+            ),
+            'GetSource': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSource,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetSourceRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetSourceResponse.SerializeToString,
+            ),
+            'ExploreGraph': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExploreGraph,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExploreGraphRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExploreGraphResponse.SerializeToString,
+            ),
+            'ListConflicts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConflicts,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictsRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictsResponse.SerializeToString,
+            ),
+            'ListScopeChanges': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListScopeChanges,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListScopeChangesRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListScopeChangesResponse.SerializeToString,
+            ),
+            'DeriveCommunities': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeriveCommunities,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.DeriveCommunitiesRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.DeriveCommunitiesResponse.SerializeToString,
+            ),
+            'SearchCommunities': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchCommunities,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.SearchCommunitiesRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.SearchCommunitiesResponse.SerializeToString,
+            ),
+            'GetCommunityLineage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCommunityLineage,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetCommunityLineageRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetCommunityLineageResponse.SerializeToString,
+            ),
+            'ListPendingProposals': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPendingProposals,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListPendingProposalsRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListPendingProposalsResponse.SerializeToString,
+            ),
+            'VerifyProposal': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyProposal,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.VerifyProposalRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.VerifyProposalResponse.SerializeToString,
+            ),
+            'RejectProposal': grpc.unary_unary_rpc_method_handler(
+                    servicer.RejectProposal,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalResponse.SerializeToString,
+            ),
+            'RetractSource': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetractSource,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -413,6 +657,384 @@ class KnowledgeService:
             '/vera.knowledge.v1.KnowledgeService/ListChanges',
             vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListChangesRequest.SerializeToString,
             vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListChangesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CorrectFact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/CorrectFact',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.CorrectFactRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.CorrectFactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetFact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/GetFact',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetFactRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetFactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEntity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/GetEntity',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetEntityRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetEntityResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/GetSource',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetSourceRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetSourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExploreGraph(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/ExploreGraph',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExploreGraphRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExploreGraphResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListConflicts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/ListConflicts',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictsRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListScopeChanges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/ListScopeChanges',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListScopeChangesRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListScopeChangesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeriveCommunities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/DeriveCommunities',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.DeriveCommunitiesRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.DeriveCommunitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchCommunities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/SearchCommunities',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.SearchCommunitiesRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.SearchCommunitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCommunityLineage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/GetCommunityLineage',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetCommunityLineageRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetCommunityLineageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPendingProposals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/ListPendingProposals',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListPendingProposalsRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListPendingProposalsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyProposal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/VerifyProposal',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.VerifyProposalRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.VerifyProposalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RejectProposal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/RejectProposal',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetractSource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/RetractSource',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceResponse.FromString,
             options,
             channel_credentials,
             insecure,

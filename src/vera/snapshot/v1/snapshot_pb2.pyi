@@ -2,12 +2,26 @@ import datetime
 
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class IdempotencyState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    IDEMPOTENCY_STATE_UNSPECIFIED: _ClassVar[IdempotencyState]
+    IDEMPOTENCY_STATE_CLAIMED: _ClassVar[IdempotencyState]
+    IDEMPOTENCY_STATE_COMPLETED: _ClassVar[IdempotencyState]
+    IDEMPOTENCY_STATE_IN_PROGRESS: _ClassVar[IdempotencyState]
+    IDEMPOTENCY_STATE_MISMATCH: _ClassVar[IdempotencyState]
+IDEMPOTENCY_STATE_UNSPECIFIED: IdempotencyState
+IDEMPOTENCY_STATE_CLAIMED: IdempotencyState
+IDEMPOTENCY_STATE_COMPLETED: IdempotencyState
+IDEMPOTENCY_STATE_IN_PROGRESS: IdempotencyState
+IDEMPOTENCY_STATE_MISMATCH: IdempotencyState
 
 class ContextPack(_message.Message):
     __slots__ = ("pack_id", "scope_id", "canonical_request", "content", "assembler_version", "created_at", "expires_at")
@@ -62,3 +76,119 @@ class GetContextPackResponse(_message.Message):
     PACK_FIELD_NUMBER: _ClassVar[int]
     pack: ContextPack
     def __init__(self, pack: _Optional[_Union[ContextPack, _Mapping]] = ...) -> None: ...
+
+class Snapshot(_message.Message):
+    __slots__ = ("snapshot_id", "scope_id", "as_of", "known_as_of", "fact_count", "source_count", "newest_source_observed_at", "oldest_source_observed_at", "change_position", "assembler_version", "ontology_version", "policy_version", "embedding_version", "index_version", "created_at")
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
+    FACT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_SOURCE_OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_SOURCE_OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ONTOLOGY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_VERSION_FIELD_NUMBER: _ClassVar[int]
+    INDEX_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    snapshot_id: str
+    scope_id: str
+    as_of: _timestamp_pb2.Timestamp
+    known_as_of: _timestamp_pb2.Timestamp
+    fact_count: int
+    source_count: int
+    newest_source_observed_at: _timestamp_pb2.Timestamp
+    oldest_source_observed_at: _timestamp_pb2.Timestamp
+    change_position: int
+    assembler_version: str
+    ontology_version: str
+    policy_version: str
+    embedding_version: str
+    index_version: str
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, snapshot_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fact_count: _Optional[int] = ..., source_count: _Optional[int] = ..., newest_source_observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., oldest_source_observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., change_position: _Optional[int] = ..., assembler_version: _Optional[str] = ..., ontology_version: _Optional[str] = ..., policy_version: _Optional[str] = ..., embedding_version: _Optional[str] = ..., index_version: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CreateSnapshotRequest(_message.Message):
+    __slots__ = ("principal_id", "scope_id", "as_of", "assembler_version", "ontology_version")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ONTOLOGY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    scope_id: str
+    as_of: _timestamp_pb2.Timestamp
+    assembler_version: str
+    ontology_version: str
+    def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., assembler_version: _Optional[str] = ..., ontology_version: _Optional[str] = ...) -> None: ...
+
+class CreateSnapshotResponse(_message.Message):
+    __slots__ = ("snapshot",)
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    snapshot: Snapshot
+    def __init__(self, snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
+
+class GetSnapshotRequest(_message.Message):
+    __slots__ = ("principal_id", "snapshot_id")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    snapshot_id: str
+    def __init__(self, principal_id: _Optional[str] = ..., snapshot_id: _Optional[str] = ...) -> None: ...
+
+class GetSnapshotResponse(_message.Message):
+    __slots__ = ("snapshot",)
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    snapshot: Snapshot
+    def __init__(self, snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
+
+class BeginIdempotentCallRequest(_message.Message):
+    __slots__ = ("principal_id", "key", "request_hash")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_HASH_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    key: str
+    request_hash: str
+    def __init__(self, principal_id: _Optional[str] = ..., key: _Optional[str] = ..., request_hash: _Optional[str] = ...) -> None: ...
+
+class BeginIdempotentCallResponse(_message.Message):
+    __slots__ = ("state", "result_json")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    state: IdempotencyState
+    result_json: str
+    def __init__(self, state: _Optional[_Union[IdempotencyState, str]] = ..., result_json: _Optional[str] = ...) -> None: ...
+
+class CompleteIdempotentCallRequest(_message.Message):
+    __slots__ = ("principal_id", "key", "request_hash", "result_json")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_HASH_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    key: str
+    request_hash: str
+    result_json: str
+    def __init__(self, principal_id: _Optional[str] = ..., key: _Optional[str] = ..., request_hash: _Optional[str] = ..., result_json: _Optional[str] = ...) -> None: ...
+
+class CompleteIdempotentCallResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReleaseIdempotentCallRequest(_message.Message):
+    __slots__ = ("principal_id", "key", "request_hash")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_HASH_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    key: str
+    request_hash: str
+    def __init__(self, principal_id: _Optional[str] = ..., key: _Optional[str] = ..., request_hash: _Optional[str] = ...) -> None: ...
+
+class ReleaseIdempotentCallResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -26,9 +26,10 @@ if _version_not_supported:
 
 
 class SnapshotServiceStub:
-    """SnapshotService stores persisted context packs: immutable, TTL-bound, deduplicated
-    when the same principal persists the same canonical request with the same results.
-    A pack is readable only by the principal that persisted it.
+    """SnapshotService stores persisted context packs (immutable, TTL-bound, deduplicated when
+    the same principal persists the same canonical request with the same results, bounded by
+    a per-scope storage quota), knowledge snapshots (immutable, no expiry) and the gateway's
+    idempotency keys. Packs and snapshots are readable only by the principal that made them.
     """
 
     def __init__(self, channel):
@@ -47,16 +48,43 @@ class SnapshotServiceStub:
                 request_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.GetContextPackRequest.SerializeToString,
                 response_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.GetContextPackResponse.FromString,
                 _registered_method=True)
+        self.CreateSnapshot = channel.unary_unary(
+                '/vera.snapshot.v1.SnapshotService/CreateSnapshot',
+                request_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.CreateSnapshotRequest.SerializeToString,
+                response_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.CreateSnapshotResponse.FromString,
+                _registered_method=True)
+        self.GetSnapshot = channel.unary_unary(
+                '/vera.snapshot.v1.SnapshotService/GetSnapshot',
+                request_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.GetSnapshotRequest.SerializeToString,
+                response_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.GetSnapshotResponse.FromString,
+                _registered_method=True)
+        self.BeginIdempotentCall = channel.unary_unary(
+                '/vera.snapshot.v1.SnapshotService/BeginIdempotentCall',
+                request_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.BeginIdempotentCallRequest.SerializeToString,
+                response_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.BeginIdempotentCallResponse.FromString,
+                _registered_method=True)
+        self.CompleteIdempotentCall = channel.unary_unary(
+                '/vera.snapshot.v1.SnapshotService/CompleteIdempotentCall',
+                request_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.CompleteIdempotentCallRequest.SerializeToString,
+                response_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.CompleteIdempotentCallResponse.FromString,
+                _registered_method=True)
+        self.ReleaseIdempotentCall = channel.unary_unary(
+                '/vera.snapshot.v1.SnapshotService/ReleaseIdempotentCall',
+                request_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ReleaseIdempotentCallRequest.SerializeToString,
+                response_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ReleaseIdempotentCallResponse.FromString,
+                _registered_method=True)
 
 
 class SnapshotServiceServicer:
-    """SnapshotService stores persisted context packs: immutable, TTL-bound, deduplicated
-    when the same principal persists the same canonical request with the same results.
-    A pack is readable only by the principal that persisted it.
+    """SnapshotService stores persisted context packs (immutable, TTL-bound, deduplicated when
+    the same principal persists the same canonical request with the same results, bounded by
+    a per-scope storage quota), knowledge snapshots (immutable, no expiry) and the gateway's
+    idempotency keys. Packs and snapshots are readable only by the principal that made them.
     """
 
     def CreateContextPack(self, request, context):
-        """Persists a context pack, or returns the identical live one.
+        """Persists a context pack, or returns the identical live one. Fails QUOTA_EXCEEDED
+        (bucket context_pack_storage) when the scope's live packs would exceed the quota.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -64,6 +92,41 @@ class SnapshotServiceServicer:
 
     def GetContextPack(self, request, context):
         """Returns a live pack; missing, expired and foreign packs all fail EXPIRED_CONTEXT_PACK.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateSnapshot(self, request, context):
+        """Freezes the active facts of one scope at the current system time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSnapshot(self, request, context):
+        """Returns a snapshot; missing and foreign snapshots both fail NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BeginIdempotentCall(self, request, context):
+        """Claims an idempotency key for one call, or reports the stored outcome of its first use.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompleteIdempotentCall(self, request, context):
+        """Stores the result of a claimed call, so later uses of the key replay it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseIdempotentCall(self, request, context):
+        """Releases a claim whose call failed, so a retry runs the call again.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -82,6 +145,31 @@ def add_SnapshotServiceServicer_to_server(servicer, server):
                     request_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.GetContextPackRequest.FromString,
                     response_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.GetContextPackResponse.SerializeToString,
             ),
+            'CreateSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSnapshot,
+                    request_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.CreateSnapshotRequest.FromString,
+                    response_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.CreateSnapshotResponse.SerializeToString,
+            ),
+            'GetSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSnapshot,
+                    request_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.GetSnapshotRequest.FromString,
+                    response_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.GetSnapshotResponse.SerializeToString,
+            ),
+            'BeginIdempotentCall': grpc.unary_unary_rpc_method_handler(
+                    servicer.BeginIdempotentCall,
+                    request_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.BeginIdempotentCallRequest.FromString,
+                    response_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.BeginIdempotentCallResponse.SerializeToString,
+            ),
+            'CompleteIdempotentCall': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteIdempotentCall,
+                    request_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.CompleteIdempotentCallRequest.FromString,
+                    response_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.CompleteIdempotentCallResponse.SerializeToString,
+            ),
+            'ReleaseIdempotentCall': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseIdempotentCall,
+                    request_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ReleaseIdempotentCallRequest.FromString,
+                    response_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ReleaseIdempotentCallResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'vera.snapshot.v1.SnapshotService', rpc_method_handlers)
@@ -91,9 +179,10 @@ def add_SnapshotServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class SnapshotService:
-    """SnapshotService stores persisted context packs: immutable, TTL-bound, deduplicated
-    when the same principal persists the same canonical request with the same results.
-    A pack is readable only by the principal that persisted it.
+    """SnapshotService stores persisted context packs (immutable, TTL-bound, deduplicated when
+    the same principal persists the same canonical request with the same results, bounded by
+    a per-scope storage quota), knowledge snapshots (immutable, no expiry) and the gateway's
+    idempotency keys. Packs and snapshots are readable only by the principal that made them.
     """
 
     @staticmethod
@@ -140,6 +229,141 @@ class SnapshotService:
             '/vera.snapshot.v1.SnapshotService/GetContextPack',
             vera_dot_snapshot_dot_v1_dot_snapshot__pb2.GetContextPackRequest.SerializeToString,
             vera_dot_snapshot_dot_v1_dot_snapshot__pb2.GetContextPackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.snapshot.v1.SnapshotService/CreateSnapshot',
+            vera_dot_snapshot_dot_v1_dot_snapshot__pb2.CreateSnapshotRequest.SerializeToString,
+            vera_dot_snapshot_dot_v1_dot_snapshot__pb2.CreateSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.snapshot.v1.SnapshotService/GetSnapshot',
+            vera_dot_snapshot_dot_v1_dot_snapshot__pb2.GetSnapshotRequest.SerializeToString,
+            vera_dot_snapshot_dot_v1_dot_snapshot__pb2.GetSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BeginIdempotentCall(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.snapshot.v1.SnapshotService/BeginIdempotentCall',
+            vera_dot_snapshot_dot_v1_dot_snapshot__pb2.BeginIdempotentCallRequest.SerializeToString,
+            vera_dot_snapshot_dot_v1_dot_snapshot__pb2.BeginIdempotentCallResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteIdempotentCall(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.snapshot.v1.SnapshotService/CompleteIdempotentCall',
+            vera_dot_snapshot_dot_v1_dot_snapshot__pb2.CompleteIdempotentCallRequest.SerializeToString,
+            vera_dot_snapshot_dot_v1_dot_snapshot__pb2.CompleteIdempotentCallResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseIdempotentCall(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.snapshot.v1.SnapshotService/ReleaseIdempotentCall',
+            vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ReleaseIdempotentCallRequest.SerializeToString,
+            vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ReleaseIdempotentCallResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,179 @@
+"""Curation rules: how a human curator reviews proposals and retracts sources.
+
+Curators act through the REST API, never through MCP; the API authorizes them against
+identity (project owner, or a workspace owner/curator) before calling. These rules
+validate what a curator sends and decide what a decision writes. Pure code: no gRPC, no
+asyncpg.
+
+- A proposal is addressed to the shared projects its proposer could read when proposing
+  (never the personal scope); curators of any of them may review it, once.
+- verify: the fact becomes ACTIVE shared truth in the project with a new assertion at a
+  human tier (0..3; 4 stays reserved for unverified agent text), attributed to the
+  curator. The personal proposal is closed as SUPERSEDED by the shared fact's key.
+- reject: the personal proposal is closed as RETRACTED; the reason is kept.
+- retract a source: its assertions are withdrawn; a fact left without any supporting
+  assertion is retracted; the action is written to audit_events.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from vera.errors import InvalidInput
+
+from .domain import (
+    CURATED_AUTHORITY,
+    CURATED_TRUST_TIER,
+    MAX_TEXT,
+    FactView,
+    Proposal,
+    TaskContext,
+    parse_uuid,
+    require_text,
+)
+
+HUMAN_TIERS = range(0, 4)
+PENDING_PAGE_DEFAULT, PENDING_PAGE_MAX = 50, 100
+MAX_REASON = 2048
+AUDIT_SOURCE_RETRACTED = "source_retracted"
+
+
+def proposal_targets(proposal: Proposal) -> tuple[uuid.UUID, ...]:
+    """The shared projects a new proposal is addressed to: what its proposer reads."""
+    return tuple(s for s in proposal.readable_scope_ids if s != proposal.personal_scope_id)
+
+
+def review_locator(fact_key: str) -> str:
+    """Locator of evidence carried over from a proposal into the curator's assertion."""
+    return f"proposal:{fact_key}"
+
+
+@dataclass(frozen=True)
+class VerifyIn:
+    curator_id: uuid.UUID
+    scope_id: uuid.UUID
+    fact_key: str
+    trust_tier: int
+    authority: float
+    note: str
+
+
+@dataclass(frozen=True)
+class RejectIn:
+    curator_id: uuid.UUID
+    scope_id: uuid.UUID
+    fact_key: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RetractSourceIn:
+    curator_id: uuid.UUID
+    scope_id: uuid.UUID
+    source_id: str
+    reason: str
+
+
+def _ids(curator_id: str, scope_id: str) -> tuple[uuid.UUID, uuid.UUID]:
+    curator = parse_uuid("curator_principal_id", curator_id)
+    scope = parse_uuid("scope_id", scope_id)
+    assert curator is not None and scope is not None
+    return curator, scope
+
+
+def make_verify(
+    *,
+    curator_id: str,
+    scope_id: str,
+    fact_key: str,
+    trust_tier: int | None,
+    authority: float | None,
+    note: str,
+) -> VerifyIn:
+    curator, scope = _ids(curator_id, scope_id)
+    tier = CURATED_TRUST_TIER if trust_tier is None else trust_tier
+    if tier not in HUMAN_TIERS:
+        raise InvalidInput("trust_tier", "a human tier is 0..3", reason="out_of_range")
+    auth = CURATED_AUTHORITY if authority is None else authority
+    if not 0.0 <= auth <= 1.0:  # also rejects NaN
+        raise InvalidInput("authority", "must be 0..1", reason="out_of_range")
+    if len(note) > MAX_REASON:
+        raise InvalidInput("note", "too long", reason="too_long")
+    return VerifyIn(
+        curator, scope, require_text("fact_key", fact_key, MAX_TEXT), tier, auth, note.strip()
+    )
+
+
+def make_reject(*, curator_id: str, scope_id: str, fact_key: str, reason: str) -> RejectIn:
+    curator, scope = _ids(curator_id, scope_id)
+    return RejectIn(
+        curator,
+        scope,
+        require_text("fact_key", fact_key, MAX_TEXT),
+        require_text("reason", reason, MAX_REASON),
+    )
+
+
+def make_retract_source(
+    *, curator_id: str, scope_id: str, source_id: str, reason: str
+) -> RetractSourceIn:
+    curator, scope = _ids(curator_id, scope_id)
+    return RetractSourceIn(
+        curator,
+        scope,
+        require_text("source_id", source_id, MAX_TEXT),
+        require_text("reason", reason, MAX_REASON),
+    )
+
+
+@dataclass(frozen=True)
+class PendingView:
+    fact_key: str
+    version_id: uuid.UUID
+    proposer_id: uuid.UUID | None
+    subject: str
+    predicate: str
+    object: str
+    evidence: tuple[str, ...]
+    context: TaskContext
+    proposed_at: datetime
+    conflicting_fact_keys: tuple[str, ...]
+    known_fact_key: str
+
+
+@dataclass(frozen=True)
+class PendingPage:
+    proposals: tuple[PendingView, ...]
+    next_page_token: str
+    total: int
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    fact: FactView
+    proposal: FactView
+    already_active: bool
+    change_position: int
+
+
+@dataclass(frozen=True)
+class RejectResult:
+    proposal: FactView
+    change_position: int
+
+
+@dataclass(frozen=True)
+class RetractSourceResult:
+    already_retracted: bool
+    assertions_withdrawn: int
+    retracted_fact_keys: tuple[str, ...]
+    still_supported_fact_keys: tuple[str, ...]
+    audit_event_id: uuid.UUID | None
+    change_position: int
+
+
+def not_pending() -> InvalidInput:
+    """The one error for a proposal that is unknown, not addressed here, or decided."""
+    return InvalidInput("fact_key", "no pending proposal for this project", reason="not_found")

@@ -1,0 +1,114 @@
+"""The curation RPCs of KnowledgeService: proto <-> curation rules, nothing else.
+
+Mixed into ``api.KnowledgeServicer``; the REST API (never MCP) calls these after it
+has authorized the curator against identity.
+"""
+
+from __future__ import annotations
+
+from vera.knowledge.v1 import knowledge_pb2 as pb
+from vera.rpc.timestamps import to_timestamp
+
+from . import api as knowledge_api
+from . import curation, domain
+from .curation_store import CurationStore
+
+
+class CurationRpcs:
+    _curation: CurationStore
+
+    async def ListPendingProposals(
+        self, request: pb.ListPendingProposalsRequest, context
+    ) -> pb.ListPendingProposalsResponse:
+        scope = domain.parse_uuid("scope_id", request.scope_id)
+        assert scope is not None
+        size = domain.page_size(
+            "page_size",
+            request.page_size,
+            curation.PENDING_PAGE_DEFAULT,
+            curation.PENDING_PAGE_MAX,
+        )
+        after = domain.decode_page_token(request.page_token)
+        page = await self._curation.list_pending(scope, size, after)
+        return pb.ListPendingProposalsResponse(
+            proposals=[
+                pb.PendingProposal(
+                    fact_key=p.fact_key,
+                    version_id=str(p.version_id),
+                    proposer_principal_id=str(p.proposer_id) if p.proposer_id else "",
+                    subject=p.subject,
+                    predicate=p.predicate,
+                    object=p.object,
+                    evidence=list(p.evidence),
+                    context=pb.TaskContext(
+                        runtime=p.context.runtime,
+                        session_ref=p.context.session_ref,
+                        task_ref=p.context.task_ref,
+                        repository_ref=p.context.repository_ref,
+                    ),
+                    proposed_at=to_timestamp(p.proposed_at),
+                    conflicting_fact_keys=list(p.conflicting_fact_keys),
+                    known_fact_key=p.known_fact_key,
+                )
+                for p in page.proposals
+            ],
+            next_page_token=page.next_page_token,
+            total=page.total,
+        )
+
+    async def VerifyProposal(
+        self, request: pb.VerifyProposalRequest, context
+    ) -> pb.VerifyProposalResponse:
+        req = curation.make_verify(
+            curator_id=request.curator_principal_id,
+            scope_id=request.scope_id,
+            fact_key=request.fact_key,
+            trust_tier=request.trust_tier if request.HasField("trust_tier") else None,
+            authority=request.authority if request.HasField("authority") else None,
+            note=request.note,
+        )
+        result = await self._curation.verify(req)
+        return pb.VerifyProposalResponse(
+            fact=knowledge_api.fact_to_proto(result.fact),
+            proposal=knowledge_api.fact_to_proto(result.proposal),
+            already_active=result.already_active,
+            change_position=result.change_position,
+        )
+
+    async def RejectProposal(
+        self, request: pb.RejectProposalRequest, context
+    ) -> pb.RejectProposalResponse:
+        req = curation.make_reject(
+            curator_id=request.curator_principal_id,
+            scope_id=request.scope_id,
+            fact_key=request.fact_key,
+            reason=request.reason,
+        )
+        result = await self._curation.reject(req)
+        return pb.RejectProposalResponse(
+            proposal=knowledge_api.fact_to_proto(result.proposal),
+            change_position=result.change_position,
+        )
+
+    async def RetractSource(
+        self, request: pb.RetractSourceRequest, context
+    ) -> pb.RetractSourceResponse:
+        req = curation.make_retract_source(
+            curator_id=request.curator_principal_id,
+            scope_id=request.scope_id,
+            source_id=request.source_id,
+            reason=request.reason,
+        )
+        result = await self._curation.retract_source(req)
+        return pb.RetractSourceResponse(
+            status=(
+                pb.RETRACTION_STATUS_ALREADY_RETRACTED
+                if result.already_retracted
+                else pb.RETRACTION_STATUS_RETRACTED
+            ),
+            assertions_withdrawn=result.assertions_withdrawn,
+            retracted_fact_keys=list(result.retracted_fact_keys),
+            still_supported_fact_keys=list(result.still_supported_fact_keys),
+            audit_event_id=str(result.audit_event_id) if result.audit_event_id else "",
+            change_position=result.change_position,
+        )

@@ -1,0 +1,372 @@
+"""SQL of curation: pending proposals, verify, reject, source retraction, audit events.
+
+Every decision runs in one transaction that appends its change-log (outbox) rows last,
+exactly like the knowledge store's writes, so indexers see each new fact version.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+
+from vera.errors import InvalidInput
+
+from . import curation, domain
+from . import store as knowledge_store
+from .curation import (
+    PendingPage,
+    PendingView,
+    RejectIn,
+    RejectResult,
+    RetractSourceIn,
+    RetractSourceResult,
+    VerifyIn,
+    VerifyResult,
+)
+from .domain import ChangeKind, FactState, FactView, Proposal, TaskContext
+
+
+async def record_proposal_targets(
+    conn: asyncpg.Connection, proposal: Proposal, version_id: uuid.UUID
+) -> None:
+    """Addresses a newly created PROPOSED version to the proposer's shared projects."""
+    targets = curation.proposal_targets(proposal)
+    if targets:
+        await conn.executemany(
+            "INSERT INTO proposal_targets (version_id, fact_key, scope_id) VALUES ($1, $2, $3)"
+            " ON CONFLICT DO NOTHING",
+            [(version_id, proposal.fact_key, t) for t in targets],
+        )
+
+
+async def _position(conn: asyncpg.Connection) -> int:
+    return await conn.fetchval("SELECT coalesce(max(position), 0) FROM outbox")
+
+
+_NEW_VERSION_FROM = """
+    INSERT INTO facts (
+        version_id, fact_key, scope_id, subject, predicate, object, subject_norm,
+        predicate_norm, object_norm, state, trust_tier, authority, valid_from, valid_to,
+        recorded_at, repository, branch, code_path, document_type, source_type, origin,
+        created_by, superseded_by)
+    SELECT $1, fact_key, scope_id, subject, predicate, object, subject_norm, predicate_norm,
+           object_norm, $3, trust_tier, authority, valid_from, valid_to, now(), repository,
+           branch, code_path, document_type, source_type, origin, created_by, $4
+    FROM facts WHERE version_id = $2
+"""
+
+
+async def _close_into(
+    conn: asyncpg.Connection, version_id: uuid.UUID, state: FactState, superseded_by: str = ""
+) -> uuid.UUID:
+    """Closes a current version and records its successor in ``state``; returns its id."""
+    new_id = uuid.uuid4()
+    await conn.execute("UPDATE facts SET superseded_at = now() WHERE version_id = $1", version_id)
+    await conn.execute(_NEW_VERSION_FROM, new_id, version_id, state.value, superseded_by)
+    return new_id
+
+
+class CurationStore:
+    def __init__(self, pool: asyncpg.Pool, facts: knowledge_store.KnowledgeStore) -> None:
+        self._pool = pool
+        self._facts = facts
+
+    async def _view(self, conn: asyncpg.Connection, scope_id: uuid.UUID, key: str) -> FactView:
+        views = await self._facts._facts(
+            conn, scope_ids=[scope_id], fact_keys=[key], live_only=False, valid_filter=False
+        )
+        return views[0]
+
+    # --- pending proposals ----------------------------------------------------------------
+
+    async def list_pending(self, scope_id: uuid.UUID, page_size: int, after: int) -> PendingPage:
+        pending = """
+            FROM proposal_targets t JOIN facts f ON f.version_id = t.version_id
+            WHERE t.scope_id = $1 AND f.superseded_at IS NULL AND f.state = 'PROPOSED'
+        """
+        single_valued = sorted(self._facts._ontology.single_valued_predicates)
+        async with (
+            self._pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            total = await conn.fetchval(f"SELECT count(*) {pending}", scope_id)
+            rows = await conn.fetch(
+                f"""SELECT t.seq, f.fact_key, f.version_id, f.created_by, f.subject, f.predicate,
+                           f.object, f.recorded_at,
+                           ARRAY(SELECT e.text FROM assertions a
+                                 JOIN evidence e ON e.assertion_id = a.assertion_id
+                                 WHERE a.fact_key = f.fact_key AND a.status = 'pending'
+                                 ORDER BY e.recorded_at, e.evidence_id) AS evidence,
+                           (SELECT row(pa.runtime, pa.session_ref, pa.task_ref,
+                                       pa.repository_ref)
+                            FROM proposal_attempts pa
+                            WHERE pa.fact_key = f.fact_key AND pa.outcome = 'created'
+                            ORDER BY pa.seq DESC LIMIT 1) AS context,
+                           (SELECT k.fact_key FROM facts k
+                            WHERE k.scope_id = $1 AND k.superseded_at IS NULL
+                              AND k.state = 'ACTIVE' AND k.subject_norm = f.subject_norm
+                              AND k.predicate_norm = f.predicate_norm
+                              AND k.object_norm = f.object_norm LIMIT 1) AS known,
+                           CASE WHEN f.predicate_norm = ANY($4::text[]) THEN ARRAY(
+                               SELECT DISTINCT c.fact_key FROM facts c
+                               WHERE c.scope_id = $1 AND c.superseded_at IS NULL
+                                 AND c.state = 'ACTIVE' AND c.subject_norm = f.subject_norm
+                                 AND c.predicate_norm = f.predicate_norm
+                                 AND c.object_norm <> f.object_norm ORDER BY c.fact_key)
+                           ELSE ARRAY[]::text[] END AS conflicts
+                    {pending} AND t.seq > $2 ORDER BY t.seq LIMIT $3""",
+                scope_id,
+                after,
+                page_size + 1,
+                single_valued,
+            )
+        more = len(rows) > page_size
+        rows = rows[:page_size]
+        proposals = tuple(
+            PendingView(
+                fact_key=r["fact_key"],
+                version_id=r["version_id"],
+                proposer_id=r["created_by"],
+                subject=r["subject"],
+                predicate=r["predicate"],
+                object=r["object"],
+                evidence=tuple(r["evidence"]),
+                context=TaskContext(*r["context"]) if r["context"] else TaskContext(),
+                proposed_at=r["recorded_at"],
+                conflicting_fact_keys=tuple(r["conflicts"]),
+                known_fact_key=r["known"] or "",
+            )
+            for r in rows
+        )
+        token = domain.encode_page_token(rows[-1]["seq"]) if more else ""
+        return PendingPage(proposals, token, total)
+
+    async def _pending(
+        self, conn: asyncpg.Connection, scope_id: uuid.UUID, fact_key: str
+    ) -> asyncpg.Record:
+        """The current version of a proposal addressed to the project, still PROPOSED."""
+        row = await conn.fetchrow(
+            """SELECT f.version_id, f.scope_id, f.state, f.subject, f.predicate, f.object,
+                      EXISTS (SELECT 1 FROM proposal_targets t
+                              WHERE t.fact_key = f.fact_key AND t.scope_id = $2) AS addressed
+               FROM facts f WHERE f.fact_key = $1 AND f.superseded_at IS NULL
+                 AND f.origin = 'proposal'""",
+            fact_key,
+            scope_id,
+        )
+        if row is None or not row["addressed"]:
+            raise curation.not_pending()
+        if row["state"] != FactState.PROPOSED.value:
+            raise InvalidInput("fact_key", "already decided", reason="not_pending")
+        return row
+
+    # --- verify / reject --------------------------------------------------------------------
+
+    async def verify(self, req: VerifyIn) -> VerifyResult:
+        outbox = knowledge_store._Outbox()
+        async with self._pool.acquire() as conn, conn.transaction():
+            await knowledge_store._lock_keys(conn, [req.fact_key])
+            row = await self._pending(conn, req.scope_id, req.fact_key)
+            target_key = domain.fact_key(
+                req.scope_id, row["subject"], row["predicate"], row["object"]
+            )
+            await knowledge_store._lock_keys(conn, [target_key])
+            current = await conn.fetchrow(
+                "SELECT version_id, state FROM facts"
+                " WHERE fact_key = $1 AND superseded_at IS NULL",
+                target_key,
+            )
+            already_active = current is not None and current["state"] == FactState.ACTIVE.value
+            if already_active:
+                target_version = current["version_id"]
+            else:
+                if current is not None:
+                    await conn.execute(
+                        "UPDATE facts SET superseded_at = now() WHERE version_id = $1",
+                        current["version_id"],
+                    )
+                target_version = uuid.uuid4()
+                await conn.execute(
+                    """INSERT INTO facts (
+                           version_id, fact_key, scope_id, subject, predicate, object,
+                           subject_norm, predicate_norm, object_norm, state, trust_tier,
+                           authority, recorded_at, origin, created_by)
+                       SELECT $1, $2, $3, subject, predicate, object, subject_norm,
+                              predicate_norm, object_norm, 'ACTIVE', $4, $5, now(),
+                              'proposal', $6
+                       FROM facts WHERE version_id = $7""",
+                    target_version,
+                    target_key,
+                    req.scope_id,
+                    req.trust_tier,
+                    req.authority,
+                    req.curator_id,
+                    row["version_id"],
+                )
+            assertion_id = uuid.uuid4()
+            await conn.execute(
+                """INSERT INTO assertions (assertion_id, fact_key, scope_id, source_pk, supports,
+                       trust_tier, authority, status, asserted_by)
+                   VALUES ($1, $2, $3, NULL, true, $4, $5, 'verified', $6)""",
+                assertion_id,
+                target_key,
+                req.scope_id,
+                req.trust_tier,
+                req.authority,
+                req.curator_id,
+            )
+            # The agent's evidence, now reviewed by the curator, travels with the assertion.
+            await conn.execute(
+                """INSERT INTO evidence (evidence_id, assertion_id, text, locator)
+                   SELECT gen_random_uuid(), $1, e.text, $2
+                   FROM assertions a JOIN evidence e ON e.assertion_id = a.assertion_id
+                   WHERE a.fact_key = $3 AND a.status = 'pending'""",
+                assertion_id,
+                curation.review_locator(req.fact_key),
+                req.fact_key,
+            )
+            closed = await _close_into(
+                conn, row["version_id"], FactState.SUPERSEDED, superseded_by=target_key
+            )
+            await self._review(conn, row["version_id"], req.fact_key, "verified", req.note,
+                               req.curator_id, req.scope_id, target_key)
+            outbox.add(ChangeKind.FACT_UPSERTED, req.scope_id, version_id=target_version)
+            outbox.add(ChangeKind.FACT_UPSERTED, row["scope_id"], version_id=closed)
+            fact = await self._view(conn, req.scope_id, target_key)
+            proposal = await self._view(conn, row["scope_id"], req.fact_key)
+            await outbox.flush(conn)
+            position = await _position(conn)
+        return VerifyResult(fact, proposal, already_active, position)
+
+    async def reject(self, req: RejectIn) -> RejectResult:
+        outbox = knowledge_store._Outbox()
+        async with self._pool.acquire() as conn, conn.transaction():
+            await knowledge_store._lock_keys(conn, [req.fact_key])
+            row = await self._pending(conn, req.scope_id, req.fact_key)
+            closed = await _close_into(conn, row["version_id"], FactState.RETRACTED)
+            await conn.execute(
+                """UPDATE assertions SET status = 'withdrawn', withdrawn_at = now()
+                   WHERE fact_key = $1 AND status = 'pending'""",
+                req.fact_key,
+            )
+            await self._review(conn, row["version_id"], req.fact_key, "rejected", req.reason,
+                               req.curator_id, req.scope_id, "")
+            outbox.add(ChangeKind.FACT_UPSERTED, row["scope_id"], version_id=closed)
+            proposal = await self._view(conn, row["scope_id"], req.fact_key)
+            await outbox.flush(conn)
+            position = await _position(conn)
+        return RejectResult(proposal, position)
+
+    @staticmethod
+    async def _review(
+        conn: asyncpg.Connection,
+        version_id: uuid.UUID,
+        fact_key: str,
+        decision: str,
+        reason: str,
+        curator_id: uuid.UUID,
+        scope_id: uuid.UUID,
+        target_key: str,
+    ) -> None:
+        await conn.execute(
+            """INSERT INTO proposal_reviews (review_id, fact_key, version_id, decision, reason,
+                   curator_id, target_scope_id, target_fact_key)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
+            uuid.uuid4(),
+            fact_key,
+            version_id,
+            decision,
+            reason,
+            curator_id,
+            scope_id,
+            target_key,
+        )
+
+    # --- source retraction ----------------------------------------------------------------
+
+    async def retract_source(self, req: RetractSourceIn) -> RetractSourceResult:
+        outbox = knowledge_store._Outbox()
+        async with self._pool.acquire() as conn, conn.transaction():
+            source = await conn.fetchrow(
+                "SELECT source_pk, retracted_at FROM sources"
+                " WHERE scope_id = $1 AND source_id = $2 FOR UPDATE",
+                req.scope_id,
+                req.source_id,
+            )
+            if source is None:
+                raise InvalidInput("source_id", "no such source in the project", reason="not_found")
+            if source["retracted_at"] is not None:
+                return RetractSourceResult(True, 0, (), (), None, await _position(conn))
+            keys = [
+                r["fact_key"]
+                for r in await conn.fetch(
+                    "SELECT DISTINCT fact_key FROM assertions"
+                    " WHERE source_pk = $1 AND status <> 'withdrawn' ORDER BY fact_key",
+                    source["source_pk"],
+                )
+            ]
+            await knowledge_store._lock_keys(conn, keys)
+            withdrawn = await conn.fetchval(
+                """WITH w AS (UPDATE assertions SET status = 'withdrawn', withdrawn_at = now()
+                              WHERE source_pk = $1 AND status <> 'withdrawn' RETURNING 1)
+                   SELECT count(*) FROM w""",
+                source["source_pk"],
+            )
+            retracted, supported = await self._settle_facts(conn, keys, outbox)
+            await conn.execute(
+                "UPDATE sources SET retracted_at = now(), updated_at = now()"
+                " WHERE source_pk = $1",
+                source["source_pk"],
+            )
+            outbox.add(ChangeKind.SOURCE_UPSERTED, req.scope_id, ref=req.source_id)
+            event_id = uuid.uuid4()
+            await conn.execute(
+                """INSERT INTO audit_events (event_id, action, actor_id, scope_id, target,
+                       reason, details)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)""",
+                event_id,
+                curation.AUDIT_SOURCE_RETRACTED,
+                req.curator_id,
+                req.scope_id,
+                req.source_id,
+                req.reason,
+                json.dumps(
+                    {
+                        "assertions_withdrawn": withdrawn,
+                        "retracted_fact_keys": list(retracted),
+                        "still_supported_fact_keys": list(supported),
+                    }
+                ),
+            )
+            await outbox.flush(conn)
+            position = await _position(conn)
+        return RetractSourceResult(False, withdrawn, retracted, supported, event_id, position)
+
+    @staticmethod
+    async def _settle_facts(
+        conn: asyncpg.Connection, keys: Sequence[str], outbox: knowledge_store._Outbox
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Retracts live facts with no supporting assertion left; re-announces the rest."""
+        retracted: list[str] = []
+        supported: list[str] = []
+        rows = await conn.fetch(
+            """SELECT f.fact_key, f.version_id, f.scope_id, f.state,
+                      EXISTS (SELECT 1 FROM assertions a WHERE a.fact_key = f.fact_key
+                              AND a.supports AND a.status <> 'withdrawn') AS supported
+               FROM facts f WHERE f.fact_key = ANY($1::text[]) AND f.superseded_at IS NULL
+               ORDER BY f.fact_key""",
+            list(keys),
+        )
+        for r in rows:
+            if r["supported"]:
+                supported.append(r["fact_key"])
+                # Its citations changed: indexers re-read the current version.
+                outbox.add(ChangeKind.FACT_UPSERTED, r["scope_id"], version_id=r["version_id"])
+            elif r["state"] in domain.LIVE_STATES:
+                new_id = await _close_into(conn, r["version_id"], FactState.RETRACTED)
+                retracted.append(r["fact_key"])
+                outbox.add(ChangeKind.FACT_UPSERTED, r["scope_id"], version_id=new_id)
+        return tuple(retracted), tuple(supported)

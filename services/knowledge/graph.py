@@ -1,0 +1,252 @@
+"""Knowledge-model rules over the fact graph: entity resolution, conflict filters, source
+freshness, change classification, community clustering and the summarizer port.
+
+Pure code: no gRPC, no asyncpg. networkx is the clustering engine.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Protocol
+
+import networkx as nx
+
+from vera.errors import InvalidInput
+
+from .domain import FactState, FactView, normalize
+
+EXPLORE_DEPTH_MAX = 5
+EXPLORE_PAGE_DEFAULT, EXPLORE_PAGE_MAX = 50, 200
+ENTITY_PAGE_DEFAULT, ENTITY_PAGE_MAX = 100, 500
+CONFLICTS_PAGE_DEFAULT, CONFLICTS_PAGE_MAX = 50, 200
+FEED_PAGE_DEFAULT, FEED_PAGE_MAX = 50, 200
+COMMUNITY_PAGE_DEFAULT, COMMUNITY_PAGE_MAX = 10, 100
+LINEAGE_PAGE_DEFAULT, LINEAGE_PAGE_MAX = 50, 200
+MAX_CANDIDATES = 10
+
+LOUVAIN = "louvain"
+LOUVAIN_SEED = 7
+SUMMARY_FACTS = 8
+
+
+class ConflictFilter(StrEnum):
+    INCLUDE = "include"
+    EXCLUDE = "exclude"
+    ONLY = "only"
+
+
+def filter_conflicts(facts: Iterable[FactView], how: ConflictFilter) -> list[FactView]:
+    if how is ConflictFilter.EXCLUDE:
+        return [f for f in facts if not f.conflicting_fact_keys]
+    if how is ConflictFilter.ONLY:
+        return [f for f in facts if f.conflicting_fact_keys]
+    return list(facts)
+
+
+def rank_facts(facts: Iterable[FactView]) -> list[FactView]:
+    """Best trust tier, then higher authority, then stable by key."""
+    return sorted(facts, key=lambda f: (f.trust_tier, -f.authority, f.fact_key))
+
+
+# --- entities ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EntityView:
+    entity_id: uuid.UUID | None  # None: a name facts use that no curator declared
+    scope_id: uuid.UUID | None
+    name: str
+    aliases: tuple[str, ...]
+    kind: str
+    alias_keys: tuple[str, ...] = ()
+
+    @property
+    def node_keys(self) -> tuple[str, ...]:
+        """Every normalized name facts may use for this entity."""
+        return tuple(dict.fromkeys((normalize(self.name), *self.alias_keys)))
+
+
+def alias_keys(aliases: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(k for k in (normalize(a) for a in aliases) if k))
+
+
+def resolve_entity(field: str, matches: Sequence[EntityView]) -> EntityView:
+    """Exactly one entity, or ``invalid_input`` naming ``field``.
+
+    Several candidates fail with the candidate list (never a silent pick); none fails
+    ``not_found``. ``matches`` must already be limited to the caller's scopes.
+    """
+    if not matches:
+        raise InvalidInput(field, "no such entity in scope", reason="not_found")
+    if len(matches) > 1:
+        candidates = [
+            {
+                "entity_id": str(m.entity_id) if m.entity_id else None,
+                "name": m.name,
+                "scope_id": str(m.scope_id) if m.scope_id else None,
+                "kind": m.kind,
+            }
+            for m in sorted(matches, key=lambda m: (m.name, str(m.scope_id), str(m.entity_id)))
+        ][:MAX_CANDIDATES]
+        raise InvalidInput(
+            field,
+            "ambiguous entity name",
+            reason="ambiguous",
+            candidates_json=json.dumps(candidates, separators=(",", ":")),
+        )
+    return matches[0]
+
+
+# --- sources ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceVersionView:
+    version: int
+    source_type: str
+    title: str
+    uri: str
+    observed_at: datetime | None
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
+class Freshness:
+    stale: bool
+    age_days: int
+    stale_after_days: int
+    reason: str
+
+
+def freshness(observed_at: datetime | None, now: datetime, stale_after_days: int) -> Freshness:
+    """The rule retrieval applies to citations (``source_stale``), for one source."""
+    if observed_at is None:
+        return Freshness(True, -1, stale_after_days, "never_observed")
+    age = now - observed_at
+    stale = age > timedelta(days=stale_after_days)
+    return Freshness(stale, max(age.days, 0), stale_after_days, "source_stale" if stale else "")
+
+
+# --- change feed ------------------------------------------------------------------------
+
+
+def classify_change(fact: FactView, seen_before: bool) -> str:
+    """What one fact version means to a reader of the feed."""
+    if seen_before:
+        return "evidence_added"
+    if fact.state is FactState.PROPOSED:
+        return "proposed"
+    if fact.state is FactState.RETRACTED:
+        return "retracted"
+    if fact.state is FactState.SUPERSEDED or fact.superseded_by:
+        return "corrected"
+    if fact.corrects:
+        return "correction"
+    return "published"
+
+
+# --- communities ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GraphFact:
+    fact_key: str
+    version_id: uuid.UUID
+    subject: str
+    predicate: str
+    object: str
+    subject_norm: str
+    object_norm: str
+    trust_tier: int
+    authority: float
+
+
+@dataclass(frozen=True)
+class CommunityDraft:
+    entities: tuple[str, ...]  # display names, sorted
+    facts: tuple[GraphFact, ...]  # best first
+
+
+class Summarizer(Protocol):
+    """The port a summarizer implements. An LLM adapter would live behind it; the default
+    is extractive, because no model can be reached here."""
+
+    name: str
+
+    def summarize(self, draft: CommunityDraft) -> tuple[str, str]:
+        """Returns (label, summary). The summary is never authoritative."""
+        ...
+
+
+class ExtractiveSummarizer:
+    """Builds the summary from the community's own facts, verbatim; says so in the text."""
+
+    name = "extractive-v1"
+
+    def summarize(self, draft: CommunityDraft) -> tuple[str, str]:
+        label = ", ".join(draft.entities[:3]) + (
+            f" and {len(draft.entities) - 3} more" if len(draft.entities) > 3 else ""
+        )
+        lines = [f"{f.subject} {f.predicate} {f.object}." for f in draft.facts[:SUMMARY_FACTS]]
+        more = len(draft.facts) - SUMMARY_FACTS
+        summary = (
+            "Extractive summary (not model-generated, non-authoritative; cite the lineage "
+            f"facts instead). Entities: {', '.join(draft.entities)}. Facts: {' '.join(lines)}"
+            + (f" (+{more} more facts in the lineage)" if more > 0 else "")
+        )
+        return label, summary
+
+
+def cluster(
+    facts: Sequence[GraphFact], canonical: dict[str, str], *, seed: int = LOUVAIN_SEED
+) -> list[CommunityDraft]:
+    """Louvain communities over the fact graph.
+
+    Nodes are entities (aliases folded onto their canonical name via ``canonical``, a map
+    of normalized name -> normalized canonical name); each fact is an edge, parallel facts
+    add weight. Communities of one node carry no relation and are dropped. Deterministic
+    for a given graph and seed.
+    """
+    graph = nx.Graph()
+    display: dict[str, str] = {}
+    for f in sorted(facts, key=lambda f: f.fact_key):
+        a = canonical.get(f.subject_norm, f.subject_norm)
+        b = canonical.get(f.object_norm, f.object_norm)
+        display.setdefault(a, f.subject)
+        display.setdefault(b, f.object)
+        if a == b:
+            graph.add_node(a)
+            continue
+        weight = graph.get_edge_data(a, b, {"weight": 0})["weight"]
+        graph.add_edge(a, b, weight=weight + 1)
+    if graph.number_of_nodes() == 0:
+        return []
+    groups = nx.community.louvain_communities(graph, weight="weight", seed=seed)
+    drafts: list[CommunityDraft] = []
+    for group in groups:
+        if len(group) < 2:
+            continue
+        members = set(group)
+        in_group = [
+            f
+            for f in facts
+            if canonical.get(f.subject_norm, f.subject_norm) in members
+            and canonical.get(f.object_norm, f.object_norm) in members
+        ]
+        if not in_group:
+            continue
+        drafts.append(
+            CommunityDraft(
+                entities=tuple(sorted(display[n] for n in members)),
+                facts=tuple(
+                    sorted(in_group, key=lambda f: (f.trust_tier, -f.authority, f.fact_key))
+                ),
+            )
+        )
+    drafts.sort(key=lambda d: (-len(d.entities), d.entities))
+    return drafts

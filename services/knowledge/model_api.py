@@ -1,0 +1,386 @@
+"""The knowledge-model RPCs (corrections, entities, sources, graph, conflicts, feed,
+communities): proto <-> domain translation and nothing else.
+
+``ModelServicer`` extends ``KnowledgeServicer`` so one servicer serves the whole
+KnowledgeService.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from vera.errors import InvalidInput
+from vera.knowledge.v1 import knowledge_pb2 as pb
+from vera.rpc.timestamps import from_timestamp, to_timestamp
+
+from . import domain, graph
+from .api import _FACT_STATES, KnowledgeServicer, fact_to_proto
+from .graph import ConflictFilter, EntityView
+from .model_store import CommunityView, ModelStore, RunView
+from .store import KnowledgeStore
+
+log = logging.getLogger(__name__)
+
+_CONFLICT_FILTERS = {
+    pb.CONFLICT_FILTER_UNSPECIFIED: ConflictFilter.INCLUDE,
+    pb.CONFLICT_FILTER_INCLUDE: ConflictFilter.INCLUDE,
+    pb.CONFLICT_FILTER_EXCLUDE: ConflictFilter.EXCLUDE,
+    pb.CONFLICT_FILTER_ONLY: ConflictFilter.ONLY,
+}
+
+
+def _entity(e: EntityView) -> pb.Entity:
+    return pb.Entity(
+        entity_id=str(e.entity_id) if e.entity_id else "",
+        scope_id=str(e.scope_id) if e.scope_id else "",
+        name=e.name,
+        aliases=list(e.aliases),
+        kind=e.kind,
+    )
+
+
+def _run(r: RunView) -> pb.DerivationRun:
+    return pb.DerivationRun(
+        run_id=str(r.run_id),
+        scope_id=str(r.scope_id),
+        change_position=r.change_position,
+        algorithm=r.algorithm,
+        seed=r.seed,
+        summarizer=r.summarizer,
+        fact_count=r.fact_count,
+        entity_count=r.entity_count,
+        created_at=to_timestamp(r.created_at),
+    )
+
+
+def _community(c: CommunityView) -> pb.Community:
+    return pb.Community(
+        community_id=str(c.community_id),
+        scope_id=str(c.scope_id),
+        label=c.label,
+        summary=c.summary,
+        entities=list(c.entities),
+        authoritative=False,
+        run=_run(c.run),
+        fact_count=c.fact_count,
+        score=c.score,
+    )
+
+
+def _conflict_filter(value: int) -> ConflictFilter:
+    if value not in _CONFLICT_FILTERS:
+        raise InvalidInput("conflict_filter", "unknown", reason="out_of_range")
+    return _CONFLICT_FILTERS[value]
+
+
+def _start(request) -> tuple[str, object]:
+    entity_id = domain.parse_uuid("entity_id", request.entity_id, required=False)
+    if entity_id is None and not request.name.strip():
+        raise InvalidInput("entity", "a name or an entity_id is required", reason="required")
+    name = domain.bound_text("entity", request.name, domain.MAX_SUBJECT).strip()
+    return name, entity_id
+
+
+class ModelServicer(KnowledgeServicer):
+    def __init__(
+        self,
+        store: KnowledgeStore,
+        model: ModelStore,
+        *,
+        stale_source_days: int,
+        refresh_seconds: float = 0.0,
+    ) -> None:
+        super().__init__(store)
+        self._model = model
+        self._stale_days = stale_source_days
+        self._refresh_seconds = refresh_seconds
+        self._refresher: asyncio.Task[None] | None = None
+
+    # --- background community refresh ---------------------------------------------------
+
+    def start_refresher(self) -> None:
+        """Derives communities of changed scopes every ``refresh_seconds`` (0: never)."""
+        if self._refresh_seconds > 0 and self._refresher is None:
+            self._refresher = asyncio.get_running_loop().create_task(self._refresh_loop())
+
+    async def stop_refresher(self) -> None:
+        if self._refresher is not None:
+            self._refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresher
+            self._refresher = None
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._refresh_seconds)
+            try:
+                for scope in await self._model.scopes_needing_communities():
+                    await self._model.derive_communities(scope)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the next tick retries; reads keep serving the last run
+                log.exception("community refresh failed")
+
+    # --- RPCs ---------------------------------------------------------------------------
+
+    async def CorrectFact(self, request: pb.CorrectFactRequest, context) -> pb.CorrectFactResponse:
+        principal = domain.parse_uuid("principal_id", request.principal_id)
+        scope = domain.parse_uuid("scope_id", request.scope_id)
+        assert principal is not None and scope is not None
+        key = domain.require_text("fact_key", request.fact_key, domain.MAX_TEXT)
+        if not request.HasField("replacement"):
+            raise InvalidInput("replacement", "required", reason="required")
+        r = request.replacement
+        replacement = domain.validate_fact(
+            0,
+            scope,
+            subject=r.subject,
+            predicate=r.predicate,
+            object_=r.object,
+            source_id=r.source_id,
+            evidence=r.evidence,
+            locator=r.locator,
+            valid_from=from_timestamp(r, "valid_from"),
+            valid_to=from_timestamp(r, "valid_to"),
+            trust_tier=r.trust_tier if r.HasField("trust_tier") else None,
+            authority=r.authority if r.HasField("authority") else None,
+            repository=r.repository,
+            branch=r.branch,
+            code_path=r.code_path,
+            document_type=r.document_type,
+        )
+        reason = domain.bound_text("reason", request.reason, domain.MAX_TEXT).strip()
+        try:
+            old, new, position, created = await self._model.correct_fact(
+                principal, scope, key, replacement, reason
+            )
+        except InvalidInput as exc:
+            if exc.field.startswith("facts[0]"):
+                raise InvalidInput(
+                    exc.field.replace("facts[0]", "replacement"), reason=exc.metadata.get("reason")
+                ) from None
+            raise
+        return pb.CorrectFactResponse(
+            corrected=fact_to_proto(old),
+            replacement=fact_to_proto(new),
+            change_position=position,
+            created=created,
+        )
+
+    async def GetFact(self, request: pb.GetFactRequest, context) -> pb.GetFactResponse:
+        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        key = domain.require_text("fact_key", request.fact_key, domain.MAX_TEXT)
+        fact, versions = await self._model.get_fact(
+            scopes, key, from_timestamp(request, "as_of"), from_timestamp(request, "known_as_of")
+        )
+        return pb.GetFactResponse(
+            fact=fact_to_proto(fact) if fact is not None else None,
+            versions=[
+                pb.FactVersion(
+                    version_id=str(v.version_id),
+                    state=_FACT_STATES[v.state],
+                    valid_from=to_timestamp(v.valid_from),
+                    valid_to=to_timestamp(v.valid_to),
+                    recorded_at=to_timestamp(v.recorded_at),
+                    superseded_at=to_timestamp(v.superseded_at),
+                    superseded_by=v.superseded_by,
+                    corrects=v.corrects,
+                    correction_reason=v.correction_reason,
+                )
+                for v in versions
+            ],
+            empty_reason="" if fact is not None else "not_valid_at_as_of",
+        )
+
+    async def GetEntity(self, request: pb.GetEntityRequest, context) -> pb.GetEntityResponse:
+        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        name, entity_id = _start(request)
+        size = domain.page_size(
+            "page_size", request.page_size, graph.ENTITY_PAGE_DEFAULT, graph.ENTITY_PAGE_MAX
+        )
+        entity, facts, total = await self._model.get_entity(
+            scopes,
+            name,
+            entity_id,  # type: ignore[arg-type]
+            from_timestamp(request, "as_of"),
+            from_timestamp(request, "known_as_of"),
+            size,
+            _conflict_filter(request.conflict_filter),
+        )
+        return pb.GetEntityResponse(
+            entity=_entity(entity), facts=[fact_to_proto(f) for f in facts], total_facts=total
+        )
+
+    async def GetSource(self, request: pb.GetSourceRequest, context) -> pb.GetSourceResponse:
+        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        source_id = domain.require_text("source_id", request.source_id, domain.MAX_TEXT)
+        if request.scope_id:
+            only = domain.parse_uuid("scope_id", request.scope_id)
+            scopes = [s for s in scopes if s == only]
+        detail = await self._model.get_source(
+            scopes, source_id, from_timestamp(request, "known_as_of"), self._stale_days
+        )
+        s, fr = detail.source, detail.freshness
+        return pb.GetSourceResponse(
+            source=pb.Source(
+                source_id=s.source_id,
+                source_type=s.source_type,
+                title=s.title,
+                uri=s.uri,
+                observed_at=to_timestamp(s.observed_at),
+            ),
+            scope_id=str(detail.scope_id),
+            versions=[
+                pb.SourceVersion(
+                    version=v.version,
+                    source_type=v.source_type,
+                    title=v.title,
+                    uri=v.uri,
+                    observed_at=to_timestamp(v.observed_at),
+                    recorded_at=to_timestamp(v.recorded_at),
+                )
+                for v in detail.versions
+            ],
+            freshness=pb.SourceFreshness(
+                stale=fr.stale,
+                age_days=fr.age_days,
+                stale_after_days=fr.stale_after_days,
+                reason=fr.reason,
+            ),
+            cited_by_facts=detail.cited_by_facts,
+        )
+
+    async def ExploreGraph(
+        self, request: pb.ExploreGraphRequest, context
+    ) -> pb.ExploreGraphResponse:
+        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        name, entity_id = _start(request)
+        depth = request.depth or 1
+        if not 1 <= depth <= graph.EXPLORE_DEPTH_MAX:
+            raise InvalidInput("depth", "must be 1..5", reason="out_of_range")
+        size = domain.page_size(
+            "page_size", request.page_size, graph.EXPLORE_PAGE_DEFAULT, graph.EXPLORE_PAGE_MAX
+        )
+        hood = await self._model.explore(
+            scopes,
+            name,
+            entity_id,  # type: ignore[arg-type]
+            depth,
+            size,
+            from_timestamp(request, "as_of"),
+            from_timestamp(request, "known_as_of"),
+            _conflict_filter(request.conflict_filter),
+        )
+        return pb.ExploreGraphResponse(
+            entity=_entity(hood.entity),
+            edges=[
+                pb.GraphEdge(
+                    fact=fact_to_proto(e.fact), hop=e.hop, from_node=e.from_node, to_node=e.to_node
+                )
+                for e in hood.edges
+            ],
+            nodes=list(hood.nodes),
+            truncated=hood.truncated,
+        )
+
+    async def ListConflicts(
+        self, request: pb.ListConflictsRequest, context
+    ) -> pb.ListConflictsResponse:
+        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        size = domain.page_size(
+            "page_size", request.page_size, graph.CONFLICTS_PAGE_DEFAULT, graph.CONFLICTS_PAGE_MAX
+        )
+        offset = domain.decode_page_token(request.page_token)
+        groups, total = await self._model.list_conflicts(
+            scopes,
+            size,
+            offset,
+            from_timestamp(request, "as_of"),
+            from_timestamp(request, "known_as_of"),
+        )
+        nxt = offset + size
+        return pb.ListConflictsResponse(
+            conflicts=[
+                pb.ConflictGroup(
+                    scope_id=str(g.scope_id),
+                    subject=g.subject,
+                    predicate=g.predicate,
+                    facts=[fact_to_proto(f) for f in g.facts],
+                )
+                for g in groups
+            ],
+            next_page_token=domain.encode_page_token(nxt) if nxt < total else "",
+            total=total,
+            ontology_version=self._model.ontology_version,
+        )
+
+    async def ListScopeChanges(
+        self, request: pb.ListScopeChangesRequest, context
+    ) -> pb.ListScopeChangesResponse:
+        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        size = domain.page_size(
+            "page_size", request.page_size, graph.FEED_PAGE_DEFAULT, graph.FEED_PAGE_MAX
+        )
+        after = domain.decode_page_token(request.page_token)
+        changes, last, more = await self._model.list_scope_changes(scopes, after, size)
+        return pb.ListScopeChangesResponse(
+            changes=[
+                pb.ScopeChange(
+                    position=c.position,
+                    change=c.change,
+                    scope_id=str(c.scope_id),
+                    fact=fact_to_proto(c.fact) if c.fact is not None else None,
+                    source_id=c.source_id,
+                    created_at=to_timestamp(c.created_at),
+                )
+                for c in changes
+            ],
+            next_page_token=domain.encode_page_token(last),
+            has_more=more,
+        )
+
+    async def DeriveCommunities(
+        self, request: pb.DeriveCommunitiesRequest, context
+    ) -> pb.DeriveCommunitiesResponse:
+        scope = domain.parse_uuid("scope_id", request.scope_id)
+        assert scope is not None
+        run, created, count = await self._model.derive_communities(scope)
+        return pb.DeriveCommunitiesResponse(run=_run(run), created=created, community_count=count)
+
+    async def SearchCommunities(
+        self, request: pb.SearchCommunitiesRequest, context
+    ) -> pb.SearchCommunitiesResponse:
+        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        query = domain.require_text("query", request.query, domain.MAX_QUERY)
+        size = domain.page_size(
+            "page_size", request.page_size, graph.COMMUNITY_PAGE_DEFAULT, graph.COMMUNITY_PAGE_MAX
+        )
+        found, empty_reason = await self._model.search_communities(
+            scopes, query, size, from_timestamp(request, "known_as_of")
+        )
+        return pb.SearchCommunitiesResponse(
+            communities=[_community(c) for c in found], empty_reason=empty_reason
+        )
+
+    async def GetCommunityLineage(
+        self, request: pb.GetCommunityLineageRequest, context
+    ) -> pb.GetCommunityLineageResponse:
+        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        community_id = domain.parse_uuid("community_id", request.community_id)
+        assert community_id is not None
+        size = domain.page_size(
+            "page_size", request.page_size, graph.LINEAGE_PAGE_DEFAULT, graph.LINEAGE_PAGE_MAX
+        )
+        offset = domain.decode_page_token(request.page_token)
+        community, facts, total = await self._model.community_lineage(
+            scopes, community_id, size, offset
+        )
+        nxt = offset + size
+        return pb.GetCommunityLineageResponse(
+            community=_community(community),
+            facts=[fact_to_proto(f) for f in facts],
+            next_page_token=domain.encode_page_token(nxt) if nxt < total else "",
+            total=total,
+        )

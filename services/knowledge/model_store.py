@@ -1,0 +1,949 @@
+"""The asyncpg adapter of the knowledge model: corrections, fact history, entities,
+sources, graph traversal, conflicts, the scoped change feed and communities.
+
+It shares the pool and the fact-reading queries of ``KnowledgeStore``; every read is
+filtered by the caller's scope ids.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import asyncpg
+
+from vera.errors import InvalidInput
+
+from . import domain
+from .domain import ChangeKind, FactIn, FactState, FactView, normalize
+from .graph import (
+    LOUVAIN,
+    LOUVAIN_SEED,
+    ConflictFilter,
+    EntityView,
+    Freshness,
+    GraphFact,
+    SourceVersionView,
+    Summarizer,
+    classify_change,
+    cluster,
+    filter_conflicts,
+    freshness,
+    rank_facts,
+    resolve_entity,
+)
+from .store import KnowledgeStore, _lock_keys, _Outbox
+
+_COPY_COLUMNS = """fact_key, scope_id, subject, predicate, object, subject_norm, predicate_norm,
+    object_norm, trust_tier, authority, valid_from, repository, branch, code_path,
+    document_type, source_type, origin, created_by"""
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class FactVersionView:
+    version_id: uuid.UUID
+    state: FactState
+    valid_from: datetime | None
+    valid_to: datetime | None
+    recorded_at: datetime
+    superseded_at: datetime | None
+    superseded_by: str
+    corrects: str
+    correction_reason: str
+
+
+@dataclass(frozen=True)
+class SourceDetail:
+    scope_id: uuid.UUID
+    source: domain.SourceView
+    versions: tuple[SourceVersionView, ...]
+    freshness: Freshness
+    cited_by_facts: int
+
+
+@dataclass(frozen=True)
+class Edge:
+    fact: FactView
+    hop: int
+    from_node: str
+    to_node: str
+
+
+@dataclass(frozen=True)
+class Neighborhood:
+    entity: EntityView
+    edges: tuple[Edge, ...]
+    nodes: tuple[str, ...]
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class ConflictGroupView:
+    scope_id: uuid.UUID
+    subject: str
+    predicate: str
+    facts: tuple[FactView, ...]
+
+
+@dataclass(frozen=True)
+class ScopeChangeView:
+    position: int
+    change: str
+    scope_id: uuid.UUID
+    fact: FactView | None
+    source_id: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class RunView:
+    run_id: uuid.UUID
+    scope_id: uuid.UUID
+    change_position: int
+    algorithm: str
+    seed: int
+    summarizer: str
+    fact_count: int
+    entity_count: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class CommunityView:
+    community_id: uuid.UUID
+    scope_id: uuid.UUID
+    label: str
+    summary: str
+    entities: tuple[str, ...]
+    run: RunView
+    fact_count: int
+    score: float = 0.0
+
+
+def _run(r: asyncpg.Record) -> RunView:
+    return RunView(
+        run_id=r["run_id"],
+        scope_id=r["scope_id"],
+        change_position=r["change_position"],
+        algorithm=r["algorithm"],
+        seed=r["seed"],
+        summarizer=r["summarizer"],
+        fact_count=r["fact_count"],
+        entity_count=r["entity_count"],
+        created_at=r["run_created_at"],
+    )
+
+
+def _community(r: asyncpg.Record) -> CommunityView:
+    return CommunityView(
+        community_id=r["community_id"],
+        scope_id=r["scope_id"],
+        label=r["label"],
+        summary=r["summary"],
+        entities=tuple(r["entities"]),
+        run=_run(r),
+        fact_count=r["fact_count_lineage"],
+        score=float(r.get("score") or 0.0),
+    )
+
+
+_COMMUNITY_SELECT = """
+    SELECT c.community_id, c.scope_id, c.label, c.summary, c.entities,
+           r.run_id, r.change_position, r.algorithm, r.seed, r.summarizer, r.fact_count,
+           r.entity_count, r.created_at AS run_created_at,
+           (SELECT count(*) FROM community_facts cf WHERE cf.community_id = c.community_id)
+               AS fact_count_lineage
+"""
+
+
+class ModelStore:
+    def __init__(self, store: KnowledgeStore, summarizer: Summarizer) -> None:
+        self._store = store
+        self._pool = store._pool
+        self._ontology = store._ontology
+        self._summarizer = summarizer
+
+    @property
+    def ontology_version(self) -> str:
+        return self._ontology.version
+
+    # --- corrections --------------------------------------------------------------------
+
+    async def correct_fact(
+        self,
+        principal_id: uuid.UUID,
+        scope_id: uuid.UUID,
+        fact_key: str,
+        replacement: FactIn,
+        reason: str,
+    ) -> tuple[FactView, FactView, int, bool]:
+        outbox = _Outbox()
+        async with self._pool.acquire() as conn, conn.transaction():
+            await _lock_keys(conn, [fact_key, replacement.fact_key])
+            old = await conn.fetchrow(
+                "SELECT * FROM facts WHERE fact_key = $1 AND superseded_at IS NULL", fact_key
+            )
+            if old is None or old["scope_id"] != scope_id:
+                raise InvalidInput("fact_key", "no such fact in scope", reason="not_found")
+            same_key = replacement.fact_key == fact_key
+            repeat = await self._repeat_of(conn, old, replacement, same_key)
+            if repeat is not None:
+                return repeat
+            if old["state"] != FactState.ACTIVE.value:
+                raise InvalidInput(
+                    "fact_key", "only active facts are corrected", reason="not_active"
+                )
+            if same_key and (replacement.valid_from, replacement.valid_to) == (
+                old["valid_from"],
+                old["valid_to"],
+            ):
+                raise InvalidInput("replacement", "changes nothing", reason="no_change")
+            source_pk = None
+            if replacement.source_id:
+                source_pk = await conn.fetchval(
+                    "SELECT source_pk FROM sources WHERE scope_id = $1 AND source_id = $2",
+                    scope_id,
+                    replacement.source_id,
+                )
+                if source_pk is None:
+                    raise InvalidInput(
+                        "replacement.source_id", "unknown source", reason="not_found"
+                    )
+            await conn.execute(
+                "UPDATE facts SET superseded_at = now() WHERE version_id = $1", old["version_id"]
+            )
+            closed_version = old["version_id"]
+            if not same_key:
+                # The world changed at the replacement's valid_from: the old fact stays true
+                # before it. Otherwise the old fact was wrong all along: SUPERSEDED.
+                cut = replacement.valid_from is not None and (
+                    old["valid_from"] is None or old["valid_from"] < replacement.valid_from
+                )
+                state = FactState.ACTIVE.value if cut else FactState.SUPERSEDED.value
+                valid_to = old["valid_to"]
+                if cut:
+                    assert replacement.valid_from is not None
+                    if valid_to is None or valid_to > replacement.valid_from:
+                        valid_to = replacement.valid_from
+                closed_version = uuid.uuid4()
+                await conn.execute(
+                    f"""INSERT INTO facts (version_id, state, valid_to, recorded_at,
+                            superseded_by, correction_reason, {_COPY_COLUMNS})
+                        SELECT $1, $2, $3, now(), $4, $5, {_COPY_COLUMNS}
+                        FROM facts WHERE version_id = $6""",
+                    closed_version,
+                    state,
+                    valid_to,
+                    replacement.fact_key,
+                    reason,
+                    old["version_id"],
+                )
+                outbox.add(ChangeKind.FACT_UPSERTED, scope_id, version_id=closed_version)
+                await conn.execute(
+                    """UPDATE facts SET superseded_at = now()
+                       WHERE fact_key = $1 AND superseded_at IS NULL""",
+                    replacement.fact_key,
+                )
+            source_type = ""
+            if source_pk is not None:
+                source_type = (
+                    await conn.fetchval(
+                        "SELECT source_type FROM sources WHERE source_pk = $1", source_pk
+                    )
+                    or ""
+                )
+            new_version = uuid.uuid4()
+            f = replacement
+            await conn.execute(
+                """INSERT INTO facts (
+                       version_id, fact_key, scope_id, subject, predicate, object,
+                       subject_norm, predicate_norm, object_norm, state, trust_tier,
+                       authority, valid_from, valid_to, recorded_at, repository, branch,
+                       code_path, document_type, source_type, origin, created_by, corrects,
+                       correction_reason)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'ACTIVE', $10, $11, $12, $13,
+                           now(), $14, $15, $16, $17, $18, 'curated', $19, $20, $21)""",
+                new_version,
+                f.fact_key,
+                scope_id,
+                f.subject,
+                f.predicate,
+                f.object,
+                f.subject_norm,
+                f.predicate_norm,
+                f.object_norm,
+                f.trust_tier,
+                f.authority,
+                f.valid_from,
+                f.valid_to,
+                f.repository,
+                f.branch,
+                f.code_path,
+                f.document_type,
+                source_type or old["source_type"] if same_key else source_type,
+                principal_id,
+                fact_key,
+                reason,
+            )
+            outbox.add(ChangeKind.FACT_UPSERTED, scope_id, version_id=new_version)
+            exists = await conn.fetchval(
+                """SELECT 1 FROM assertions WHERE fact_key = $1 AND status = 'verified'
+                     AND source_pk IS NOT DISTINCT FROM $2""",
+                f.fact_key,
+                source_pk,
+            )
+            if not exists:
+                assertion_id = uuid.uuid4()
+                await conn.execute(
+                    """INSERT INTO assertions (assertion_id, fact_key, scope_id, source_pk,
+                           supports, trust_tier, authority, status, asserted_by)
+                       VALUES ($1, $2, $3, $4, true, $5, $6, 'verified', $7)""",
+                    assertion_id,
+                    f.fact_key,
+                    scope_id,
+                    source_pk,
+                    f.trust_tier,
+                    f.authority,
+                    principal_id,
+                )
+                if f.evidence or f.locator:
+                    await conn.execute(
+                        "INSERT INTO evidence (evidence_id, assertion_id, text, locator)"
+                        " VALUES ($1, $2, $3, $4)",
+                        uuid.uuid4(),
+                        assertion_id,
+                        f.evidence,
+                        f.locator,
+                    )
+            await outbox.flush(conn)
+            views = {
+                v.version_id: v
+                for v in await self._store._facts(
+                    conn, version_ids=[closed_version, new_version], live_only=False
+                )
+            }
+            position = await conn.fetchval("SELECT coalesce(max(position), 0) FROM outbox")
+        return views[closed_version], views[new_version], position, True
+
+    async def _repeat_of(
+        self,
+        conn: asyncpg.Connection,
+        old: asyncpg.Record,
+        replacement: FactIn,
+        same_key: bool,
+    ) -> tuple[FactView, FactView, int, bool] | None:
+        """The stored outcome when this exact correction was already recorded, else None,
+        so re-running a curator's correction file changes nothing."""
+        if same_key:
+            if old["corrects"] != old["fact_key"] or (
+                replacement.valid_from,
+                replacement.valid_to,
+            ) != (old["valid_from"], old["valid_to"]):
+                return None
+            closed_id = await conn.fetchval(
+                """SELECT version_id FROM facts WHERE fact_key = $1 AND superseded_at IS NOT NULL
+                   ORDER BY superseded_at DESC LIMIT 1""",
+                old["fact_key"],
+            )
+            new_id = old["version_id"]
+        else:
+            if old["superseded_by"] != replacement.fact_key:
+                return None
+            new_id = await conn.fetchval(
+                "SELECT version_id FROM facts WHERE fact_key = $1 AND superseded_at IS NULL",
+                replacement.fact_key,
+            )
+            closed_id = old["version_id"]
+        if new_id is None or closed_id is None:
+            return None
+        views = {
+            v.version_id: v
+            for v in await self._store._facts(
+                conn, version_ids=[closed_id, new_id], live_only=False
+            )
+        }
+        position = await conn.fetchval("SELECT coalesce(max(position), 0) FROM outbox")
+        return views[closed_id], views[new_id], position, False
+
+    # --- facts --------------------------------------------------------------------------
+
+    async def get_fact(
+        self,
+        scope_ids: Sequence[uuid.UUID],
+        fact_key: str,
+        as_of: datetime | None,
+        known_as_of: datetime | None,
+    ) -> tuple[FactView | None, list[FactVersionView]]:
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            rows = await conn.fetch(
+                """SELECT version_id, state, valid_from, valid_to, recorded_at, superseded_at,
+                          superseded_by, corrects, correction_reason
+                   FROM facts
+                   WHERE fact_key = $1 AND scope_id = ANY($2::uuid[])
+                     AND recorded_at <= coalesce($3::timestamptz, now())
+                   ORDER BY recorded_at, version_id""",
+                fact_key,
+                list(scope_ids),
+                known_as_of,
+            )
+            if not rows:
+                raise InvalidInput("fact_key", "no such fact in scope", reason="not_found")
+            views = await self._store._facts(
+                conn,
+                scope_ids=scope_ids,
+                fact_keys=[fact_key],
+                as_of=as_of,
+                known_as_of=known_as_of,
+                live_only=False,
+            )
+        versions = [
+            FactVersionView(
+                version_id=r["version_id"],
+                state=FactState(r["state"]),
+                valid_from=r["valid_from"],
+                valid_to=r["valid_to"],
+                recorded_at=r["recorded_at"],
+                # What was known then: a later close had not happened yet.
+                superseded_at=(
+                    r["superseded_at"]
+                    if known_as_of is None
+                    or (r["superseded_at"] is not None and r["superseded_at"] <= known_as_of)
+                    else None
+                ),
+                superseded_by=r["superseded_by"],
+                corrects=r["corrects"],
+                correction_reason=r["correction_reason"],
+            )
+            for r in rows
+        ]
+        return (views[0] if views else None), versions
+
+    # --- entities -----------------------------------------------------------------------
+
+    async def _entity_matches(
+        self,
+        conn: asyncpg.Connection,
+        scope_ids: Sequence[uuid.UUID],
+        name: str,
+        entity_id: uuid.UUID | None,
+    ) -> list[EntityView]:
+        if entity_id is not None:
+            rows = await conn.fetch(
+                "SELECT * FROM entities WHERE entity_id = $1 AND scope_id = ANY($2::uuid[])",
+                entity_id,
+                list(scope_ids),
+            )
+        else:
+            key = normalize(name)
+            rows = await conn.fetch(
+                """SELECT * FROM entities
+                   WHERE scope_id = ANY($1::uuid[]) AND (name_key = $2 OR $2 = ANY(alias_keys))
+                   ORDER BY name, scope_id, entity_id""",
+                list(scope_ids),
+                key,
+            )
+            if not rows:
+                # A name facts use that no curator declared is still an entity.
+                used = await conn.fetchrow(
+                    """SELECT CASE WHEN subject_norm = $2 THEN subject ELSE object END AS name,
+                              scope_id,
+                              (SELECT count(DISTINCT g.scope_id) FROM facts g
+                               WHERE g.scope_id = ANY($1::uuid[]) AND g.superseded_at IS NULL
+                                 AND g.state IN ('ACTIVE', 'PROPOSED')
+                                 AND (g.subject_norm = $2 OR g.object_norm = $2)) AS scopes
+                       FROM facts
+                       WHERE scope_id = ANY($1::uuid[]) AND superseded_at IS NULL
+                         AND state IN ('ACTIVE', 'PROPOSED')
+                         AND (subject_norm = $2 OR object_norm = $2)
+                       ORDER BY recorded_at LIMIT 1""",
+                    list(scope_ids),
+                    key,
+                )
+                if used is None:
+                    return []
+                return [
+                    EntityView(
+                        entity_id=None,
+                        scope_id=used["scope_id"] if used["scopes"] == 1 else None,
+                        name=used["name"],
+                        aliases=(),
+                        kind="",
+                    )
+                ]
+        return [
+            EntityView(
+                entity_id=r["entity_id"],
+                scope_id=r["scope_id"],
+                name=r["name"],
+                aliases=tuple(r["aliases"]),
+                kind=r["kind"],
+                alias_keys=tuple(r["alias_keys"]),
+            )
+            for r in rows
+        ]
+
+    async def resolve(
+        self,
+        conn: asyncpg.Connection,
+        scope_ids: Sequence[uuid.UUID],
+        name: str,
+        entity_id: uuid.UUID | None,
+    ) -> EntityView:
+        field = "entity_id" if entity_id is not None else "entity"
+        return resolve_entity(field, await self._entity_matches(conn, scope_ids, name, entity_id))
+
+    async def get_entity(
+        self,
+        scope_ids: Sequence[uuid.UUID],
+        name: str,
+        entity_id: uuid.UUID | None,
+        as_of: datetime | None,
+        known_as_of: datetime | None,
+        limit: int,
+        conflicts: ConflictFilter,
+    ) -> tuple[EntityView, list[FactView], int]:
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            entity = await self.resolve(conn, scope_ids, name, entity_id)
+            facts = await self._store._facts(
+                conn,
+                scope_ids=[entity.scope_id] if entity.scope_id else scope_ids,
+                node_keys=entity.node_keys,
+                as_of=as_of,
+                known_as_of=known_as_of,
+                live_only=True,
+            )
+        kept = rank_facts(filter_conflicts(facts, conflicts))
+        return entity, kept[:limit], len(kept)
+
+    async def _canonical(
+        self, conn: asyncpg.Connection, scope_ids: Sequence[uuid.UUID], keys: Sequence[str]
+    ) -> dict[str, tuple[str, ...]]:
+        """Each normalized name -> every name of the entity it denotes (itself if none)."""
+        rows = await conn.fetch(
+            """SELECT name_key, alias_keys FROM entities
+               WHERE scope_id = ANY($1::uuid[])
+                 AND (name_key = ANY($2::text[]) OR alias_keys && $2::text[])""",
+            list(scope_ids),
+            list(keys),
+        )
+        out: dict[str, tuple[str, ...]] = {k: (k,) for k in keys}
+        for r in rows:
+            names = tuple(dict.fromkeys((r["name_key"], *r["alias_keys"])))
+            for n in names:
+                if n in out:
+                    out[n] = tuple(dict.fromkeys((*out[n], *names)))
+        return out
+
+    # --- graph --------------------------------------------------------------------------
+
+    async def explore(
+        self,
+        scope_ids: Sequence[uuid.UUID],
+        name: str,
+        entity_id: uuid.UUID | None,
+        depth: int,
+        limit: int,
+        as_of: datetime | None,
+        known_as_of: datetime | None,
+        conflicts: ConflictFilter,
+    ) -> Neighborhood:
+        edges: list[Edge] = []
+        truncated = False
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            entity = await self.resolve(conn, scope_ids, name, entity_id)
+            scopes = [entity.scope_id] if entity.scope_id else list(scope_ids)
+            start = normalize(entity.name)
+            # node key -> the node (first name) it belongs to
+            node_of = {k: start for k in entity.node_keys}
+            display = {start: entity.name}
+            frontier = list(entity.node_keys)
+            seen_facts: set[str] = set()
+            for hop in range(1, depth + 1):
+                if not frontier or truncated:
+                    break
+                facts = await self._store._facts(
+                    conn,
+                    scope_ids=scopes,
+                    node_keys=frontier,
+                    as_of=as_of,
+                    known_as_of=known_as_of,
+                    live_only=True,
+                )
+                current = set(frontier)
+                reached: list[str] = []
+                for f in rank_facts(filter_conflicts(facts, conflicts)):
+                    if f.fact_key in seen_facts:
+                        continue
+                    s_key, o_key = normalize(f.subject), normalize(f.object)
+                    here, there, there_text = (
+                        (s_key, o_key, f.object) if s_key in current else (o_key, s_key, f.subject)
+                    )
+                    if len(edges) >= limit:
+                        truncated = True
+                        break
+                    seen_facts.add(f.fact_key)
+                    if there not in node_of:
+                        node_of[there] = there
+                        display[there] = there_text
+                        reached.append(there)
+                    edges.append(Edge(f, hop, display[node_of[here]], display[node_of[there]]))
+                aliases = await self._canonical(conn, scopes, reached)
+                frontier = []
+                for key in reached:
+                    for alias in aliases.get(key, (key,)):
+                        node_of.setdefault(alias, node_of[key])
+                        frontier.append(alias)
+        nodes = tuple(dict.fromkeys(display[n] for n in node_of.values()))
+        return Neighborhood(entity, tuple(edges), nodes, truncated)
+
+    # --- conflicts ----------------------------------------------------------------------
+
+    async def list_conflicts(
+        self,
+        scope_ids: Sequence[uuid.UUID],
+        page_size: int,
+        offset: int,
+        as_of: datetime | None,
+        known_as_of: datetime | None,
+    ) -> tuple[list[ConflictGroupView], int]:
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            rows = await self._store._fact_rows(
+                conn,
+                scope_ids=scope_ids,
+                as_of=as_of,
+                known_as_of=known_as_of,
+                live_only=True,
+                predicate_norms=sorted(self._ontology.single_valued_predicates),
+            )
+            groups: dict[tuple[str, str, str], list[str]] = {}
+            for r in rows:
+                if r["conflicting_fact_keys"]:
+                    key = (normalize(r["subject"]), normalize(r["predicate"]), str(r["scope_id"]))
+                    groups.setdefault(key, []).append(r["fact_key"])
+            ordered = sorted(groups)
+            page = ordered[offset : offset + page_size]
+            keys = [k for g in page for k in groups[g]]
+            views = (
+                await self._store._facts(
+                    conn,
+                    scope_ids=scope_ids,
+                    fact_keys=keys,
+                    as_of=as_of,
+                    known_as_of=known_as_of,
+                    live_only=True,
+                )
+                if keys
+                else []
+            )
+        by_key = {v.fact_key: v for v in views}
+        out = []
+        for g in page:
+            facts = rank_facts(by_key[k] for k in groups[g] if k in by_key)
+            if facts:
+                out.append(
+                    ConflictGroupView(
+                        scope_id=facts[0].scope_id,
+                        subject=facts[0].subject,
+                        predicate=facts[0].predicate,
+                        facts=tuple(facts),
+                    )
+                )
+        return out, len(ordered)
+
+    # --- change feed --------------------------------------------------------------------
+
+    async def list_scope_changes(
+        self, scope_ids: Sequence[uuid.UUID], after: int, page_size: int
+    ) -> tuple[list[ScopeChangeView], int, bool]:
+        async with (
+            self._pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            rows = await conn.fetch(
+                """SELECT o.position, o.kind, o.version_id, o.scope_id, o.ref, o.created_at,
+                          EXISTS (SELECT 1 FROM outbox p WHERE p.version_id = o.version_id
+                                  AND p.position < o.position) AS seen_before
+                   FROM outbox o
+                   WHERE o.scope_id = ANY($1::uuid[]) AND o.position > $2
+                     AND o.kind IN ('fact_upserted', 'source_upserted')
+                   ORDER BY o.position LIMIT $3""",
+                list(scope_ids),
+                after,
+                page_size + 1,
+            )
+            more = len(rows) > page_size
+            rows = rows[:page_size]
+            version_ids = [r["version_id"] for r in rows if r["version_id"] is not None]
+            facts = (
+                {
+                    v.version_id: v
+                    for v in await self._store._facts(
+                        conn, version_ids=version_ids, live_only=False
+                    )
+                }
+                if version_ids
+                else {}
+            )
+        out = []
+        for r in rows:
+            fact = facts.get(r["version_id"]) if r["version_id"] is not None else None
+            if r["kind"] == ChangeKind.SOURCE_UPSERTED.value:
+                change = "source_updated"
+            elif fact is None:
+                continue
+            else:
+                change = classify_change(fact, r["seen_before"])
+            out.append(
+                ScopeChangeView(
+                    position=r["position"],
+                    change=change,
+                    scope_id=r["scope_id"],
+                    fact=fact,
+                    source_id=r["ref"] if fact is None else "",
+                    created_at=r["created_at"],
+                )
+            )
+        last = rows[-1]["position"] if rows else after
+        return out, last, more
+
+    # --- sources ------------------------------------------------------------------------
+
+    async def get_source(
+        self,
+        scope_ids: Sequence[uuid.UUID],
+        source_id: str,
+        known_as_of: datetime | None,
+        stale_after_days: int,
+    ) -> SourceDetail:
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            rows = await conn.fetch(
+                """SELECT source_pk, scope_id FROM sources
+                   WHERE scope_id = ANY($1::uuid[]) AND source_id = $2 ORDER BY scope_id""",
+                list(scope_ids),
+                source_id,
+            )
+            if not rows:
+                raise InvalidInput("source_id", "no such source in scope", reason="not_found")
+            if len(rows) > 1:
+                raise InvalidInput(
+                    "source_id",
+                    "source id exists in several projects",
+                    reason="ambiguous",
+                    candidates_json=json.dumps(
+                        [{"source_id": source_id, "scope_id": str(r["scope_id"])} for r in rows],
+                        separators=(",", ":"),
+                    ),
+                )
+            pk, scope = rows[0]["source_pk"], rows[0]["scope_id"]
+            versions = await conn.fetch(
+                """SELECT * FROM source_versions
+                   WHERE source_pk = $1 AND recorded_at <= coalesce($2::timestamptz, now())
+                   ORDER BY version DESC""",
+                pk,
+                known_as_of,
+            )
+            if not versions:
+                raise InvalidInput("source_id", "not recorded yet", reason="not_found")
+            cited = await conn.fetchval(
+                """SELECT count(DISTINCT f.fact_key) FROM assertions a
+                   JOIN facts f ON f.fact_key = a.fact_key AND f.superseded_at IS NULL
+                   WHERE a.source_pk = $1 AND a.status = 'verified'
+                     AND f.state IN ('ACTIVE', 'PROPOSED')""",
+                pk,
+            )
+        history = tuple(
+            SourceVersionView(
+                version=v["version"],
+                source_type=v["source_type"],
+                title=v["title"],
+                uri=v["uri"],
+                observed_at=v["observed_at"],
+                recorded_at=v["recorded_at"],
+            )
+            for v in versions
+        )
+        latest = history[0]
+        return SourceDetail(
+            scope_id=scope,
+            source=domain.SourceView(
+                source_id, latest.source_type, latest.title, latest.uri, latest.observed_at
+            ),
+            versions=history,
+            freshness=freshness(latest.observed_at, datetime.now(UTC), stale_after_days),
+            cited_by_facts=cited,
+        )
+
+    # --- communities --------------------------------------------------------------------
+
+    async def derive_communities(self, scope_id: uuid.UUID) -> tuple[RunView, bool, int]:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await _lock_keys(conn, [f"communities:{scope_id}"])
+            position = await conn.fetchval(
+                "SELECT coalesce(max(position), 0) FROM outbox WHERE scope_id = $1", scope_id
+            )
+            existing = await conn.fetchrow(
+                """SELECT *, created_at AS run_created_at FROM community_runs
+                   WHERE scope_id = $1 AND change_position = $2 AND algorithm = $3
+                     AND summarizer = $4""",
+                scope_id,
+                position,
+                LOUVAIN,
+                self._summarizer.name,
+            )
+            if existing is not None:
+                count = await conn.fetchval(
+                    "SELECT count(*) FROM communities WHERE run_id = $1", existing["run_id"]
+                )
+                return _run(existing), False, count
+            rows = await conn.fetch(
+                """SELECT fact_key, version_id, subject, predicate, object, subject_norm,
+                          object_norm, trust_tier, authority FROM facts
+                   WHERE scope_id = $1 AND superseded_at IS NULL AND state = 'ACTIVE'
+                     AND (valid_from IS NULL OR valid_from <= now())
+                     AND (valid_to IS NULL OR valid_to > now())""",
+                scope_id,
+            )
+            facts = [GraphFact(**dict(r)) for r in rows]
+            entity_rows = await conn.fetch(
+                "SELECT name_key, alias_keys FROM entities WHERE scope_id = $1", scope_id
+            )
+            canonical: dict[str, str] = {}
+            for r in entity_rows:
+                canonical[r["name_key"]] = r["name_key"]
+                for a in r["alias_keys"]:
+                    canonical.setdefault(a, r["name_key"])
+            drafts = cluster(facts, canonical, seed=LOUVAIN_SEED)
+            nodes = {canonical.get(f.subject_norm, f.subject_norm) for f in facts} | {
+                canonical.get(f.object_norm, f.object_norm) for f in facts
+            }
+            run_id = uuid.uuid4()
+            run_row = await conn.fetchrow(
+                """INSERT INTO community_runs (run_id, scope_id, change_position, algorithm,
+                       seed, summarizer, fact_count, entity_count)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                   RETURNING *, created_at AS run_created_at""",
+                run_id,
+                scope_id,
+                position,
+                LOUVAIN,
+                LOUVAIN_SEED,
+                self._summarizer.name,
+                len(facts),
+                len(nodes),
+            )
+            for ordinal, draft in enumerate(drafts):
+                label, summary = self._summarizer.summarize(draft)
+                community_id = uuid.uuid4()
+                await conn.execute(
+                    """INSERT INTO communities (community_id, run_id, scope_id, ordinal, label,
+                           summary, entities, search)
+                       VALUES ($1, $2, $3, $4, $5, $6, $7::text[],
+                               to_tsvector('simple', $5 || ' ' || $6 || ' '
+                                           || array_to_string($7::text[], ' ')))""",
+                    community_id,
+                    run_id,
+                    scope_id,
+                    ordinal,
+                    label,
+                    summary,
+                    list(draft.entities),
+                )
+                await conn.executemany(
+                    "INSERT INTO community_facts (community_id, fact_key, version_id)"
+                    " VALUES ($1, $2, $3)",
+                    [(community_id, f.fact_key, f.version_id) for f in draft.facts],
+                )
+        return _run(run_row), True, len(drafts)
+
+    async def scopes_needing_communities(self) -> list[uuid.UUID]:
+        """Scopes with curated facts whose change log moved past their latest run."""
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                """SELECT o.scope_id FROM outbox o
+                   WHERE o.kind = 'fact_upserted'
+                     AND EXISTS (SELECT 1 FROM facts f WHERE f.scope_id = o.scope_id
+                                 AND f.origin = 'curated')
+                   GROUP BY o.scope_id
+                   HAVING max(o.position) > coalesce(
+                       (SELECT max(change_position) FROM community_runs r
+                        WHERE r.scope_id = o.scope_id), 0)""",
+            )
+        return [r["scope_id"] for r in rows]
+
+    async def search_communities(
+        self,
+        scope_ids: Sequence[uuid.UUID],
+        query: str,
+        limit: int,
+        known_as_of: datetime | None,
+    ) -> tuple[list[CommunityView], str]:
+        words = list(dict.fromkeys(w.casefold() for w in _WORD.findall(query)))[:64]
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            runs = await conn.fetch(
+                """SELECT DISTINCT ON (scope_id) run_id FROM community_runs
+                   WHERE scope_id = ANY($1::uuid[])
+                     AND created_at <= coalesce($2::timestamptz, now())
+                   ORDER BY scope_id, created_at DESC, change_position DESC""",
+                list(scope_ids),
+                known_as_of,
+            )
+            if not runs:
+                return [], "no_communities_derived"
+            if not words:
+                return [], "no_matching_communities"
+            tsquery = " | ".join(words)
+            rows = await conn.fetch(
+                f"""{_COMMUNITY_SELECT},
+                       ts_rank(c.search, to_tsquery('simple', $2)) AS score
+                    FROM communities c JOIN community_runs r ON r.run_id = c.run_id
+                    WHERE c.run_id = ANY($1::uuid[])
+                      AND c.search @@ to_tsquery('simple', $2)
+                    ORDER BY score DESC, c.ordinal, c.community_id LIMIT $3""",
+                [r["run_id"] for r in runs],
+                tsquery,
+                limit,
+            )
+        if not rows:
+            return [], "no_matching_communities"
+        return [_community(r) for r in rows], ""
+
+    async def community_lineage(
+        self,
+        scope_ids: Sequence[uuid.UUID],
+        community_id: uuid.UUID,
+        page_size: int,
+        offset: int,
+    ) -> tuple[CommunityView, list[FactView], int]:
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            row = await conn.fetchrow(
+                f"""{_COMMUNITY_SELECT}
+                    FROM communities c JOIN community_runs r ON r.run_id = c.run_id
+                    WHERE c.community_id = $1 AND c.scope_id = ANY($2::uuid[])""",
+                community_id,
+                list(scope_ids),
+            )
+            if row is None:
+                raise InvalidInput("community_id", "no such community", reason="not_found")
+            lineage = await conn.fetch(
+                """SELECT version_id FROM community_facts WHERE community_id = $1
+                   ORDER BY fact_key OFFSET $2 LIMIT $3""",
+                community_id,
+                offset,
+                page_size,
+            )
+            versions = [r["version_id"] for r in lineage]
+            facts = (
+                await self._store._facts(conn, version_ids=versions, live_only=False)
+                if versions
+                else []
+            )
+        order = {v: i for i, v in enumerate(versions)}
+        facts.sort(key=lambda f: order[f.version_id])
+        community = _community(row)
+        return community, facts, community.fact_count

@@ -1,0 +1,83 @@
+"""Proposal policy, enforced before anything is written.
+
+What an agent may propose is decided here, not by instruction text: the predicate must be
+on the ontology's allowlist (an unknown one is refused with up to three did-you-mean
+candidates), and no field may carry a credential (``secrets``). Length bounds, per-task
+limits and single-valued conflicts are enforced by ``domain.make_proposal`` and
+``domain.decide_proposal``; this module adds the checks that need the ontology's
+allowlist. A refusal here raises ``invalid_input`` and records nothing, not even an
+attempt, so a refused secret never reaches the database.
+
+Pure code: no gRPC, no asyncpg.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from vera.errors import InvalidInput
+
+from . import secrets
+from .domain import Proposal, normalize
+
+MAX_CANDIDATES = 3
+# difflib ratio below which a predicate is not offered as a did-you-mean candidate.
+CANDIDATE_CUTOFF = 0.6
+
+
+@dataclass(frozen=True)
+class ProposalPolicy:
+    """The ontology's proposal allowlist (its single-valued predicates included)."""
+
+    version: str
+    allowed_predicates: frozenset[str]
+
+    def is_allowed(self, predicate: str) -> bool:
+        return normalize(predicate) in self.allowed_predicates
+
+    def candidates(self, predicate: str) -> list[str]:
+        """Up to three allowed predicates closest to ``predicate``, best first.
+
+        Spaces and hyphens are compared as underscores, so "depends on" offers
+        ``depends_on``; nothing is offered when nothing is a plausible match.
+        """
+        probe = normalize(predicate).replace(" ", "_").replace("-", "_")
+        allowed = sorted(self.allowed_predicates)
+        return difflib.get_close_matches(probe, allowed, n=MAX_CANDIDATES, cutoff=CANDIDATE_CUTOFF)
+
+    def check(self, proposal: Proposal) -> None:
+        """Raises ``invalid_input`` naming the first field the policy refuses."""
+        # Screen first: a credential must not be echoed back even as a did-you-mean probe.
+        secrets.screen(
+            (
+                ("subject", proposal.subject),
+                ("predicate", proposal.predicate),
+                ("object", proposal.object),
+                ("evidence_text", proposal.evidence_text),
+                ("context.session_ref", proposal.context.session_ref),
+                ("context.task_ref", proposal.context.task_ref),
+            )
+        )
+        if not self.is_allowed(proposal.predicate):
+            raise InvalidInput(
+                "predicate",
+                "not an allowed predicate",
+                reason="unknown_predicate",
+                candidates=self.candidates(proposal.predicate),
+            )
+
+
+def policy_from_ontology(raw: dict) -> ProposalPolicy:
+    allowed = {normalize(p) for p in raw.get("proposal_predicates", [])}
+    allowed |= {normalize(p) for p in raw.get("single_valued_predicates", [])}
+    return ProposalPolicy(version=str(raw["version"]), allowed_predicates=frozenset(allowed))
+
+
+@lru_cache(maxsize=1)
+def load_policy() -> ProposalPolicy:
+    text = (resources.files(__package__) / "ontology.json").read_text(encoding="utf-8")
+    return policy_from_ontology(json.loads(text))

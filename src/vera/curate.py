@@ -1,0 +1,129 @@
+"""`vera curate`: the curation CLI, a thin client of the REST API (never of MCP).
+
+The API is found at ``--api-url``, else the running stack's ``api_url`` in
+``<data-dir>/run/stack.json``, else ``http://127.0.0.1:<VERA_API__PORT>``. Authenticated
+deployments need an API key: ``--api-key`` or ``VERA_API_KEY`` (sent as a bearer token;
+never an MCP token). Exit codes: 0 done, 1 the API could not be reached, 2 refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from vera.config import Settings
+
+TIMEOUT_SECONDS = 30.0
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    curate = commands.add_parser("curate", help="review proposals and retract sources (REST)")
+    curate.add_argument("--api-url", help="REST API base URL (default: the running stack's)")
+    curate.add_argument("--api-key", help="API key (default: VERA_API_KEY; none in local-dev)")
+    curate.add_argument("--data-dir", type=Path, help="data dir of the running stack")
+    curate.add_argument("--json", action="store_true", help="print the raw JSON response")
+    sub = curate.add_subparsers(dest="curate_command", required=True)
+
+    listing = sub.add_parser("list", help="list a project's pending proposals")
+    listing.add_argument("project", help="project slug or id")
+    listing.add_argument("--page-size", type=int, default=0, help="1..100 (default 50)")
+    listing.add_argument("--page-token", default="", help="next_page_token of a previous page")
+
+    verify = sub.add_parser("verify", help="promote a proposal into the project's shared truth")
+    verify.add_argument("project")
+    verify.add_argument("fact_key")
+    verify.add_argument("--trust-tier", type=int, help="human tier 0..3 (default 1)")
+    verify.add_argument("--authority", type=float, help="0..1 (default 0.7)")
+    verify.add_argument("--note", default="", help="recorded with the decision")
+
+    reject = sub.add_parser("reject", help="reject a proposal")
+    reject.add_argument("project")
+    reject.add_argument("fact_key")
+    reject.add_argument("--reason", required=True)
+
+    retract = sub.add_parser("retract-source", help="retract a source of the project")
+    retract.add_argument("project")
+    retract.add_argument("source_id")
+    retract.add_argument("--reason", required=True)
+
+
+def api_url(settings: Settings, explicit: str | None, data_dir: Path | None) -> str:
+    from vera.stack import read_stack_file
+
+    if explicit:
+        return explicit.rstrip("/")
+    stack = read_stack_file((data_dir or settings.data_dir).expanduser().resolve())
+    if stack is not None and stack.get("api_url"):
+        return str(stack["api_url"]).rstrip("/")
+    return f"http://127.0.0.1:{settings.api.port}"
+
+
+def _request(args: argparse.Namespace) -> tuple[str, str, dict[str, Any] | None, dict]:
+    base = f"/curation/projects/{args.project}"
+    if args.curate_command == "list":
+        params = {k: v for k, v in (("page_size", args.page_size),
+                                    ("page_token", args.page_token)) if v}
+        return "GET", f"{base}/proposals", None, params
+    if args.curate_command == "verify":
+        body: dict[str, Any] = {"note": args.note}
+        if args.trust_tier is not None:
+            body["trust_tier"] = args.trust_tier
+        if args.authority is not None:
+            body["authority"] = args.authority
+        return "POST", f"{base}/proposals/{args.fact_key}/verify", body, {}
+    if args.curate_command == "reject":
+        return "POST", f"{base}/proposals/{args.fact_key}/reject", {"reason": args.reason}, {}
+    return "POST", f"{base}/sources/{args.source_id}/retract", {"reason": args.reason}, {}
+
+
+def _summary(command: str, data: dict[str, Any]) -> str:
+    if command == "list":
+        lines = [f"{data['total']} pending proposal(s)"]
+        for p in data["proposals"]:
+            flags = []
+            if p.get("conflicting_fact_keys"):
+                flags.append("conflicts: " + ", ".join(p["conflicting_fact_keys"]))
+            if p.get("known_fact_key"):
+                flags.append(f"already known: {p['known_fact_key']}")
+            lines.append(f"  {p['fact_key']}  {p['subject']} | {p['predicate']} | "
+                         f"{p['object']}" + (f"  ({'; '.join(flags)})" if flags else ""))
+        if data.get("next_page_token"):
+            lines.append(f"more: --page-token {data['next_page_token']}")
+        return "\n".join(lines)
+    if command == "verify":
+        fact = data["fact"]
+        return f"verified: {fact['fact_key']} is active in project {fact['scope_id']}"
+    if command == "reject":
+        return f"rejected: {data['proposal']['fact_key']}"
+    return (f"{data['status']}: {data['assertions_withdrawn']} assertion(s) withdrawn, "
+            f"{len(data['retracted_fact_keys'])} fact(s) retracted, "
+            f"{len(data['still_supported_fact_keys'])} still supported")
+
+
+def run(args: argparse.Namespace, settings: Settings, transport: Any = None) -> int:
+    method, path, body, params = _request(args)
+    key = args.api_key or os.environ.get("VERA_API_KEY", "")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    base = api_url(settings, args.api_url, args.data_dir)
+    try:
+        with httpx.Client(base_url=base, timeout=TIMEOUT_SECONDS, transport=transport) as client:
+            response = client.request(method, path, json=body, params=params, headers=headers)
+    except httpx.HTTPError as exc:
+        print(f"vera curate: cannot reach the REST API at {base} ({type(exc).__name__}). Is "
+              "the stack running (scripts/up)?", file=sys.stderr)
+        return 1
+    data = response.json() if response.content else {}
+    if response.status_code >= 400:
+        error = data.get("error", {}) if isinstance(data, dict) else {}
+        detail = ", ".join(f"{k}={v}" for k, v in error.items() if k not in ("code", "message"))
+        print(f"vera curate: refused ({error.get('code', response.status_code)})"
+              + (f": {detail}" if detail else ""), file=sys.stderr)
+        return 2
+    print(json.dumps(data, indent=2) if args.json else _summary(args.curate_command, data))
+    return 0

@@ -1,0 +1,118 @@
+"""A snapshot reproduces knowledge_get_context and knowledge_search after later writes,
+on the real stack (advanced profile) through the real MCP client."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+pytestmark = pytest.mark.e2e
+
+PROJECT = "ledger-snap"
+BEFORE = [
+    {"type": "source", "id": "adr-9", "source_type": "adr", "title": "ADR 9: Ledger storage",
+     "observed_at": "2026-10-02T00:00:00Z"},
+    {"type": "fact", "subject": "ledger-api", "predicate": "uses_database",
+     "object": "PostgreSQL 16 for the ledger tables", "source": "adr-9",
+     "evidence": "The ledger lives in PostgreSQL 16.", "locator": "L1"},
+    {"type": "fact", "subject": "ledger-api", "predicate": "deploys_to",
+     "object": "the eu-west-1 cluster", "source": "adr-9", "evidence": "eu-west-1.",
+     "locator": "L2"},
+]
+AFTER = [
+    {"type": "source", "id": "adr-10", "source_type": "adr", "title": "ADR 10: Ledger cache",
+     "observed_at": "2026-11-02T00:00:00Z"},
+    {"type": "fact", "subject": "ledger-cache", "predicate": "uses_database",
+     "object": "Redis 7 as the ledger database cache", "source": "adr-10",
+     "evidence": "Ledger reads go through Redis 7.", "locator": "L3"},
+]
+QUERY = "which database does the ledger use"
+
+
+def _e2e_helpers():
+    """The e2e conftest's Stack runner, loaded under its own name (``conftest`` is ambiguous)."""
+    spec = importlib.util.spec_from_file_location(
+        "vera_e2e_conftest", Path(__file__).with_name("conftest.py")
+    )
+    module = sys.modules.get(spec.name)
+    if module is None:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up here
+        spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory):
+    """This module's own stack: the shared one serves the default coding profile, and the
+    snapshot tools are visible only in the advanced profile."""
+    e2e = _e2e_helpers()
+    root = tmp_path_factory.mktemp("advanced-stack")
+    env = {
+        **os.environ,
+        "VERA_MCP__TOOL_PROFILE": "advanced",
+        "VERA_OBSERVABILITY__MCP_METRICS_PORT": str(e2e.free_port()),
+        "VERA_API__PORT": str(e2e.free_port()),
+        "VERA_DATA_DIR": str(root / "data"),
+    }
+    env.pop("VERA_DATABASE__DSN", None)
+    running = e2e.Stack(data_dir=root / "data", port=e2e.free_port(), env=env)
+    running.start()
+    try:
+        yield running
+    finally:
+        if running.process is not None:
+            running.stop()
+
+
+def ingest(stack, path: Path, records: list[dict]) -> None:
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    done = stack.vera("ingest", str(path), "--project", PROJECT, "--data-dir", str(stack.data_dir))
+    assert done.returncode == 0, done.stderr
+
+
+async def call(client: Client, tool: str, **arguments) -> dict:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def keys(data: dict) -> list[tuple[str, str]]:
+    return [(r["fact_key"], r["object"]) for r in data["results"]]
+
+
+async def test_snapshot_reproduces_results_after_later_writes(stack, tmp_path: Path):
+    ingest(stack, tmp_path / "before.jsonl", BEFORE)
+    async with Client(stack.mcp_url) as client:
+        boot = await call(client, "knowledge_bootstrap")
+        assert boot["tool_profile"] == "advanced"
+        snapshot = await call(client, "knowledge_create_snapshot", project=PROJECT)
+        assert snapshot["fact_count"] == 2
+        assert snapshot["versions"]["embedding"] == "minilm-l6-v2"
+        assert snapshot["versions"]["ontology"]  # the knowledge service's ontology version
+        context_then = await call(client, "knowledge_get_context", query=QUERY, project=PROJECT)
+        search_then = await call(client, "knowledge_search", query=QUERY, project=PROJECT)
+        assert any("PostgreSQL" in obj for _, obj in keys(context_then))
+
+        ingest(stack, tmp_path / "after.jsonl", AFTER)
+        context_now = await call(client, "knowledge_get_context", query=QUERY, project=PROJECT)
+        assert any("Redis" in obj for _, obj in keys(context_now))  # the later write is live
+
+        sid = snapshot["snapshot_id"]
+        replayed = await call(client, "knowledge_get_context", query=QUERY, snapshot_id=sid)
+        searched = await call(client, "knowledge_search", query=QUERY, snapshot_id=sid)
+        # The replay returns exactly the facts of the frozen view, never the later write.
+        # Ranking is compared as a set: the in-memory BM25 leg computes its corpus
+        # statistics (n, df, average lengths, neighbours) over every indexed version, so a
+        # later write shifts lexical scores; reported to retrieval's owner.
+        for replay, then in ((replayed, context_then), (searched, search_then)):
+            assert sorted(keys(replay)) == sorted(keys(then))
+            assert not any("Redis" in obj for _, obj in keys(replay))
+        again = await call(client, "knowledge_get_snapshot", snapshot_id=sid)
+        assert again == snapshot

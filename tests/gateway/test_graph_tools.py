@@ -1,0 +1,346 @@
+"""The knowledge-graph tools through the real MCP client, against the real knowledge
+service on PostgreSQL (identity is a small fake that grants two UUID scopes).
+
+Covers the temporal correction (as_of / known_as_of give the old and new answers),
+ambiguous entities with candidates, explore with provenance, the change feed,
+conflicts, sources with freshness, communities and their lineage, and the bounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import uvicorn
+from google.protobuf.timestamp_pb2 import Timestamp
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from vera.config import (
+    DatabaseSettings,
+    McpSettings,
+    ObservabilitySettings,
+    ServiceAddresses,
+    Settings,
+)
+from vera.gateway.app import build_app
+from vera.gateway.graph_tools import GRAPH_TOOLS
+from vera.identity.v1 import identity_pb2, identity_pb2_grpc
+from vera.knowledge.v1 import knowledge_pb2 as pb
+from vera.knowledge.v1 import knowledge_pb2_grpc
+from vera.rpc.client import open_channel
+from vera.rpc.server import ServiceBinding, create_server, mark_serving
+from vera.services.knowledge import server as knowledge_server
+
+PROJECT = str(uuid.uuid4())
+OTHER = str(uuid.uuid4())
+PERSONAL = str(uuid.uuid4())
+CURATOR = str(uuid.uuid4())
+
+_PROJECTS = [
+    identity_pb2.Project(project_id=PERSONAL, slug="me", kind=identity_pb2.PROJECT_KIND_PERSONAL),
+    identity_pb2.Project(project_id=PROJECT, slug="acme", kind=identity_pb2.PROJECT_KIND_SHARED),
+    identity_pb2.Project(project_id=OTHER, slug="globex", kind=identity_pb2.PROJECT_KIND_SHARED),
+]
+
+
+class Identity(identity_pb2_grpc.IdentityServiceServicer):
+    async def EnsureLocalPrincipal(self, request, context):
+        return identity_pb2.EnsureLocalPrincipalResponse(
+            principal=identity_pb2.Principal(
+                principal_id=request.principal_id, personal_scope_id=PERSONAL
+            )
+        )
+
+    async def ResolveScopes(self, request, context):
+        return identity_pb2.ResolveScopesResponse(personal_scope_id=PERSONAL, projects=_PROJECTS)
+
+    async def ResolveProject(self, request, context):
+        found = next(p for p in _PROJECTS if request.project in (p.slug, p.project_id))
+        return identity_pb2.ResolveProjectResponse(project=found)
+
+
+def ts(value: datetime) -> Timestamp:
+    out = Timestamp()
+    out.FromDatetime(value)
+    return out
+
+
+def fact(subject: str, predicate: str, object_: str, **kw: Any) -> pb.FactInput:
+    return pb.FactInput(
+        subject=subject,
+        predicate=predicate,
+        object=object_,
+        source_id="adr-7",
+        evidence=f"{subject} {predicate} {object_}",
+        locator="L1",
+        **kw,
+    )
+
+
+@contextlib.asynccontextmanager
+async def _uvicorn(app: Any) -> AsyncIterator[str]:
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=0,
+        lifespan="on",
+        log_level="warning",
+        ws="none",
+        http="h11",
+        log_config=None,
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        await task
+
+
+class World:
+    def __init__(self, url: str, knowledge: knowledge_pb2_grpc.KnowledgeServiceStub) -> None:
+        self.url = url
+        self.knowledge = knowledge
+
+    async def ingest(self, scope: str = PROJECT, *, sources=(), entities=(), facts=()):
+        return await self.knowledge.IngestKnowledge(
+            pb.IngestKnowledgeRequest(
+                principal_id=CURATOR,
+                scope_id=scope,
+                sources=list(sources)
+                or [pb.SourceInput(source_id="adr-7", source_type="adr", title="ADR 7")],
+                entities=list(entities),
+                facts=list(facts),
+            )
+        )
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        async with Client(self.url) as client:
+            result = await client.call_tool(tool, arguments)
+        assert not result.is_error
+        assert result.content[0].text  # a text rendering for content-only clients
+        return result.structured_content
+
+    async def error(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        async with Client(self.url) as client:
+            with pytest.raises(MCPError) as caught:
+                await client.call_tool(tool, arguments)
+        assert caught.value.error.code == -32602
+        return caught.value.error.data
+
+
+@pytest.fixture
+async def world(pg_dsn: str) -> AsyncIterator[World]:
+    identity = create_server(
+        [
+            ServiceBinding(
+                "vera.identity.v1.IdentityService",
+                Identity(),
+                identity_pb2_grpc.add_IdentityServiceServicer_to_server,
+            )
+        ],
+        "127.0.0.1:0",
+    )
+    await identity.server.start()
+    await mark_serving(identity)
+    database = DatabaseSettings(dsn=pg_dsn, pool_min_size=1, pool_max_size=4)
+    hosted = await knowledge_server.create(Settings(database=database), "127.0.0.1:0")
+    await hosted.running.server.start()
+    knowledge_address = f"127.0.0.1:{hosted.running.port}"
+    identity_address = f"127.0.0.1:{identity.port}"
+    settings = Settings(
+        environment="local",
+        mcp=McpSettings(port=0, tool_profile="advanced", quota_enabled=False),
+        services=ServiceAddresses(
+            identity=identity_address,
+            knowledge=knowledge_address,
+            retrieval=identity_address,
+            snapshot=identity_address,
+        ),
+        observability=ObservabilitySettings(mcp_metrics_enabled=False),
+    )
+    channel = open_channel(knowledge_address, 10.0)
+    try:
+        async with _uvicorn(build_app(settings)) as url:
+            yield World(url, knowledge_pb2_grpc.KnowledgeServiceStub(channel))
+    finally:
+        await channel.close()
+        await hosted.running.stop(0)
+        await hosted.aclose()
+        await identity.stop(0)
+
+
+async def test_graph_tools_are_listed_read_only_with_bounds_and_meta(world) -> None:
+    async with Client(world.url) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+    for spec in GRAPH_TOOLS:
+        tool = listed[spec.name]
+        assert tool.annotations.read_only_hint and tool.annotations.idempotent_hint
+        assert tool.meta["dev.vera/quota_bucket"] == "read"
+        assert tool.meta["dev.vera/cost_class"] == "low"
+        assert tool.output_schema["type"] == "object"
+    schema = listed["knowledge_explore"].input_schema["properties"]
+    assert (schema["depth"]["minimum"], schema["depth"]["maximum"]) == (1, 5)
+    assert schema["limit"]["maximum"] == 200
+    assert listed["knowledge_get_entity"].input_schema["properties"]["limit"]["maximum"] == 500
+    communities = listed["knowledge_search_communities"].input_schema["properties"]
+    assert communities["limit"]["maximum"] == 100
+    for tool in ("knowledge_get_changes", "knowledge_get_conflicts"):
+        assert listed[tool].input_schema["properties"]["limit"]["maximum"] == 200
+
+
+async def test_a_corrected_fact_answers_old_and_new_by_as_of_and_known_as_of(world) -> None:
+    await world.ingest(
+        facts=[
+            fact(
+                "payments",
+                "uses_database",
+                "MySQL",
+                valid_from=ts(datetime(2024, 1, 1, tzinfo=UTC)),
+            )
+        ]
+    )
+    old = await world.call("knowledge_get_entity", {"entity": "payments"})
+    old_key = old["facts"][0]["fact_key"]
+    corrected = await world.knowledge.CorrectFact(
+        pb.CorrectFactRequest(
+            principal_id=CURATOR,
+            scope_id=PROJECT,
+            fact_key=old_key,
+            replacement=fact(
+                "payments",
+                "uses_database",
+                "PostgreSQL",
+                valid_from=ts(datetime(2025, 6, 1, tzinfo=UTC)),
+            ),
+            reason="migrated",
+        )
+    )
+    corrected_at = corrected.replacement.recorded_at.ToDatetime(tzinfo=UTC)
+    before = (corrected_at - timedelta(microseconds=1)).isoformat()
+
+    async def objects(**extra: Any) -> list[str]:
+        data = await world.call("knowledge_get_entity", {"entity": "payments", **extra})
+        return [f["object"] for f in data["facts"]]
+
+    assert await objects() == ["PostgreSQL"]
+    assert await objects(as_of="2025-03-01T00:00:00Z") == ["MySQL"]
+    assert await objects(known_as_of=before) == ["MySQL"]
+    assert await objects(as_of="2025-03-01T00:00:00Z", known_as_of=before) == ["MySQL"]
+
+    got = await world.call(
+        "knowledge_get_fact", {"fact_key": old_key, "as_of": "2025-03-01T00:00:00Z"}
+    )
+    assert got["fact"]["superseded_by"] == corrected.replacement.fact_key
+    assert [v["state"] for v in got["versions"]] == ["active", "active"]
+    assert got["versions"][0]["superseded_at"] is not None
+    then = await world.call("knowledge_get_fact", {"fact_key": old_key, "known_as_of": before})
+    assert len(then["versions"]) == 1 and then["fact"]["valid_to"] is None
+    future = await world.call(
+        "knowledge_get_fact", {"fact_key": old_key, "as_of": "2026-01-01T00:00:00Z"}
+    )
+    assert future["fact"] is None and future["empty_reason"] == "not_valid_at_as_of"
+
+    feed = await world.call("knowledge_get_changes", {"limit": 200})
+    assert [c["change"] for c in feed["changes"]][-2:] == ["corrected", "correction"]
+    assert feed["next_cursor"] and not feed["has_more"]
+    later = await world.call("knowledge_get_changes", {"cursor": feed["next_cursor"]})
+    assert later["changes"] == [] and later["empty_reason"] == "no_new_changes"
+
+
+async def test_entities_explore_sources_and_conflicts(world) -> None:
+    await world.ingest(
+        sources=[
+            pb.SourceInput(
+                source_id="adr-7", title="ADR 7", observed_at=ts(datetime(2020, 1, 1, tzinfo=UTC))
+            )
+        ],
+        entities=[pb.EntityInput(name="ledger", aliases=["pay"])],
+        facts=[
+            fact("checkout", "calls", "payments"),
+            fact("payments", "depends_on", "ledger"),
+            fact("ledger", "uses_database", "postgres"),
+            fact("ledger", "uses_database", "mysql"),
+        ],
+    )
+    await world.ingest(OTHER, entities=[pb.EntityInput(name="paywall", aliases=["pay"])])
+
+    data = await world.error("knowledge_get_entity", {"entity": "pay"})
+    assert data["code"] == "invalid_input" and data["field"] == "entity"
+    assert sorted(c["name"] for c in data["candidates"]) == ["ledger", "paywall"]
+    chosen = await world.call("knowledge_get_entity", {"entity": "pay", "project": "acme"})
+    assert chosen["entity"]["name"] == "ledger"
+    assert chosen["freshness_warnings"][0]["reason"] == "source_stale"
+    only = await world.call(
+        "knowledge_get_entity", {"entity": "ledger", "conflict_handling": "only"}
+    )
+    assert sorted(f["object"] for f in only["facts"]) == ["mysql", "postgres"]
+
+    hood = await world.call("knowledge_explore", {"entity": "checkout", "depth": 3})
+    assert [(e["hop"], e["from"], e["to"]) for e in hood["edges"][:2]] == [
+        (1, "checkout", "payments"),
+        (2, "payments", "ledger"),
+    ]
+    assert all(e["fact"]["citations"][0]["source_id"] == "adr-7" for e in hood["edges"])
+    assert (await world.error("knowledge_explore", {"entity": "x", "depth": 6}))["field"] == (
+        "depth"
+    )
+    assert (await world.error("knowledge_explore", {}))["field"] == "entity"
+
+    conflicts = await world.call("knowledge_get_conflicts", {})
+    assert conflicts["total"] == 1
+    assert {f["state"] for f in conflicts["conflicts"][0]["facts"]} == {"disputed"}
+
+    source = await world.call("knowledge_get_source", {"source_id": "adr-7", "project": "acme"})
+    assert source["freshness"]["stale"] and source["cited_by_facts"] == 4
+    assert source["freshness_warnings"][0]["source_id"] == "adr-7"
+    missing = await world.error("knowledge_get_source", {"source_id": "nope"})
+    assert missing["field"] == "source_id"
+
+
+async def test_communities_are_non_authoritative_with_run_and_lineage(world) -> None:
+    empty = await world.call("knowledge_search_communities", {"query": "payments"})
+    assert empty["communities"] == [] and empty["empty_reason"] == "no_communities_derived"
+    await world.ingest(
+        facts=[
+            fact("payments", "depends_on", "ledger"),
+            fact("ledger", "stores_data_in", "postgres"),
+            fact("payments", "calls", "postgres"),
+            fact("search", "depends_on", "elastic"),
+            fact("elastic", "runs_on", "k8s"),
+            fact("search", "calls", "k8s"),
+        ]
+    )
+    run = await world.knowledge.DeriveCommunities(pb.DeriveCommunitiesRequest(scope_id=PROJECT))
+    found = await world.call("knowledge_search_communities", {"query": "elastic", "limit": 1})
+    (community,) = found["communities"]
+    assert community["authoritative"] is False and found["authoritative"] is False
+    assert community["summary"].startswith("Extractive summary")
+    assert community["derivation_run"]["derivation_run_id"] == run.run.run_id
+    assert community["derivation_run"]["algorithm"] == "louvain"
+    lineage = await world.call(
+        "knowledge_get_community_lineage", {"community_id": community["community_id"], "limit": 2}
+    )
+    assert lineage["total"] == 3 and len(lineage["facts"]) == 2 and lineage["next_cursor"]
+    rest = await world.call(
+        "knowledge_get_community_lineage",
+        {"community_id": community["community_id"], "cursor": lineage["next_cursor"]},
+    )
+    assert len(rest["facts"]) == 1 and rest["next_cursor"] is None
+    bad = await world.error("knowledge_get_community_lineage", {"community_id": "nope"})
+    assert bad["field"] == "community_id"
+    assert (await world.error("knowledge_search_communities", {"query": "x", "limit": 101}))[
+        "field"
+    ] == "limit"

@@ -1,0 +1,275 @@
+"""Curation RPCs and the proposal policy through a real gRPC server and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from vera.config import DatabaseSettings, Settings
+from vera.errors import InvalidInput
+from vera.knowledge.v1 import knowledge_pb2 as pb
+from vera.knowledge.v1 import knowledge_pb2_grpc
+from vera.rpc.client import open_channel
+from vera.services.knowledge import server as knowledge_server
+
+CURATOR = str(uuid.uuid4())
+AGENT = str(uuid.uuid4())
+PROJECT = str(uuid.uuid4())
+OTHER = str(uuid.uuid4())
+PERSONAL = str(uuid.uuid4())
+AWS = "AKIA" + "IOSFODNN7EXAMPLE"
+
+
+@pytest.fixture
+async def stub(pg_dsn: str) -> AsyncIterator[knowledge_pb2_grpc.KnowledgeServiceStub]:
+    settings = Settings(database=DatabaseSettings(dsn=pg_dsn, pool_min_size=1, pool_max_size=4))
+    hosted = await knowledge_server.create(settings, "127.0.0.1:0")
+    await hosted.running.server.start()
+    channel = open_channel(f"127.0.0.1:{hosted.running.port}", 10.0)
+    try:
+        yield knowledge_pb2_grpc.KnowledgeServiceStub(channel)
+    finally:
+        await channel.close()
+        await hosted.running.stop(0)
+        await hosted.aclose()
+
+
+@pytest.fixture
+async def db(pg_dsn: str, stub) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(pg_dsn, server_settings={"search_path": "knowledge"})
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def propose(stub, subject="payments-api", predicate="depends_on", object_="ledger",
+                  *, readable=(PROJECT,), evidence="seen in handler.py", task_ref="t-1"):
+    return await stub.ProposeFact(
+        pb.ProposeFactRequest(
+            principal_id=AGENT,
+            personal_scope_id=PERSONAL,
+            readable_scope_ids=[PERSONAL, *readable],
+            subject=subject,
+            predicate=predicate,
+            object=object_,
+            evidence_text=evidence,
+            context=pb.TaskContext(runtime="claude-code", task_ref=task_ref),
+        )
+    )
+
+
+async def pending(stub, scope=PROJECT, **kw) -> pb.ListPendingProposalsResponse:
+    return await stub.ListPendingProposals(pb.ListPendingProposalsRequest(scope_id=scope, **kw))
+
+
+async def ingest(stub, facts, sources=("adr-7",)):
+    return await stub.IngestKnowledge(
+        pb.IngestKnowledgeRequest(
+            principal_id=CURATOR,
+            scope_id=PROJECT,
+            sources=[pb.SourceInput(source_id=s, source_type="adr", title=s) for s in sources],
+            facts=[
+                pb.FactInput(subject=s, predicate=p, object=o, source_id=src, evidence="e")
+                for s, p, o, src in facts
+            ],
+        )
+    )
+
+
+async def head(stub) -> int:
+    return (await stub.ListChanges(pb.ListChangesRequest(page_size=1))).head_position
+
+
+async def test_pending_proposals_are_listed_per_addressed_project_and_paged(stub) -> None:
+    first = await propose(stub, "a", object_="x")
+    await propose(stub, "b", object_="y")
+    await propose(stub, "c", object_="z", readable=(OTHER,))
+    await propose(stub, "d", object_="w", readable=())  # reads no shared project
+    page = await pending(stub, page_size=1)
+    assert page.total == 2 and len(page.proposals) == 1 and page.next_page_token
+    top = page.proposals[0]
+    assert top.fact_key == first.fact.fact_key and top.proposer_principal_id == AGENT
+    assert list(top.evidence) == ["seen in handler.py"]
+    assert top.context.task_ref == "t-1" and top.context.runtime == "claude-code"
+    rest = await pending(stub, page_size=1, page_token=page.next_page_token)
+    assert [p.subject for p in rest.proposals] == ["b"] and not rest.next_page_token
+    assert [p.subject for p in (await pending(stub, OTHER)).proposals] == ["c"]
+    with pytest.raises(InvalidInput) as err:
+        await pending(stub, page_size=101)
+    assert err.value.field == "page_size"
+
+
+async def test_pending_shows_conflicts_and_known_facts(stub) -> None:
+    owner = await propose(stub, "payments-api", "owned_by", "team-b")
+    same = await propose(stub, "payments-api", "depends_on", "ledger")
+    # Curated truth published after the proposals were made.
+    await ingest(stub, [("payments-api", "owned_by", "team-a", "adr-7"),
+                        ("payments-api", "depends_on", "ledger", "adr-7")])
+    rows = {p.fact_key: p for p in (await pending(stub)).proposals}
+    assert len(rows[owner.fact.fact_key].conflicting_fact_keys) == 1
+    assert not rows[owner.fact.fact_key].known_fact_key
+    assert rows[same.fact.fact_key].known_fact_key
+    assert not rows[same.fact.fact_key].conflicting_fact_keys
+
+
+async def test_verify_promotes_into_shared_truth_and_lands_in_the_ledger(stub, db) -> None:
+    created = await propose(stub)
+    key = created.fact.fact_key
+    before = await head(stub)
+    verified = await stub.VerifyProposal(
+        pb.VerifyProposalRequest(
+            curator_principal_id=CURATOR, scope_id=PROJECT, fact_key=key, trust_tier=0,
+            note="checked the handler",
+        )
+    )
+    fact = verified.fact
+    assert fact.scope_id == PROJECT and fact.state == pb.FACT_STATE_ACTIVE
+    assert fact.trust_tier == 0 and not verified.already_active
+    assert fact.citations[0].verification == pb.VERIFICATION_STATE_VERIFIED
+    assert fact.citations[0].locator == f"proposal:{key}"
+    assert verified.proposal.state == pb.FACT_STATE_SUPERSEDED
+    assert verified.proposal.superseded_by == fact.fact_key
+    # Both new versions are in the change log, in this call's transaction.
+    assert verified.change_position == await head(stub) > before
+    changes = await stub.ListChanges(pb.ListChangesRequest(after_position=before))
+    assert {c.fact.version_id for c in changes.changes} == {
+        fact.version_id, verified.proposal.version_id}
+    row = await db.fetchrow("SELECT asserted_by, status FROM assertions WHERE fact_key = $1",
+                            fact.fact_key)
+    assert str(row["asserted_by"]) == CURATOR and row["status"] == "verified"
+    review = await db.fetchrow("SELECT decision, reason, curator_id FROM proposal_reviews")
+    assert (review["decision"], review["reason"]) == ("verified", "checked the handler")
+    assert (await pending(stub)).total == 0
+    # Decided once: a second decision is refused.
+    for call in (
+        stub.VerifyProposal(pb.VerifyProposalRequest(
+            curator_principal_id=CURATOR, scope_id=PROJECT, fact_key=key)),
+        stub.RejectProposal(pb.RejectProposalRequest(
+            curator_principal_id=CURATOR, scope_id=PROJECT, fact_key=key, reason="no")),
+    ):
+        with pytest.raises(InvalidInput) as err:
+            await call
+        assert err.value.field == "fact_key" and err.value.metadata["reason"] == "not_pending"
+    # The agent now learns it as shared truth: proposing again is skipped.
+    again = await propose(stub, task_ref="t-2")
+    assert again.outcome == pb.PROPOSAL_OUTCOME_SKIPPED and again.fact.fact_key == fact.fact_key
+
+
+async def test_verify_of_an_already_active_fact_only_adds_the_assertion(stub) -> None:
+    created = await propose(stub)  # proposed before the curated copy existed
+    await ingest(stub, [("payments-api", "depends_on", "ledger", "adr-7")])
+    verified = await stub.VerifyProposal(pb.VerifyProposalRequest(
+        curator_principal_id=CURATOR, scope_id=PROJECT, fact_key=created.fact.fact_key))
+    assert verified.already_active and len(verified.fact.citations) == 2
+
+
+async def test_verify_validates_and_is_limited_to_addressed_projects(stub) -> None:
+    key = (await propose(stub)).fact.fact_key
+    cases = [
+        ({"scope_id": OTHER, "fact_key": key}, "fact_key", "not_found"),
+        ({"scope_id": PROJECT, "fact_key": "fk_nope"}, "fact_key", "not_found"),
+        ({"scope_id": PROJECT, "fact_key": key, "trust_tier": 4}, "trust_tier", "out_of_range"),
+        ({"scope_id": PROJECT, "fact_key": key, "authority": 1.5}, "authority", "out_of_range"),
+        ({"scope_id": "nope", "fact_key": key}, "scope_id", "malformed"),
+    ]
+    for kwargs, field, reason in cases:
+        with pytest.raises(InvalidInput) as err:
+            await stub.VerifyProposal(
+                pb.VerifyProposalRequest(curator_principal_id=CURATOR, **kwargs))
+        assert (err.value.field, err.value.metadata["reason"]) == (field, reason)
+    assert (await pending(stub)).total == 1
+
+
+async def test_reject_requires_a_reason_and_closes_the_proposal(stub, db) -> None:
+    key = (await propose(stub)).fact.fact_key
+    with pytest.raises(InvalidInput) as err:
+        await stub.RejectProposal(pb.RejectProposalRequest(
+            curator_principal_id=CURATOR, scope_id=PROJECT, fact_key=key, reason=" "))
+    assert err.value.field == "reason"
+    before = await head(stub)
+    rejected = await stub.RejectProposal(pb.RejectProposalRequest(
+        curator_principal_id=CURATOR, scope_id=PROJECT, fact_key=key, reason="not durable"))
+    assert rejected.proposal.state == pb.FACT_STATE_RETRACTED
+    assert rejected.change_position == await head(stub) == before + 1
+    assert await db.fetchval("SELECT reason FROM proposal_reviews") == "not durable"
+    assert (await pending(stub)).total == 0
+    report = await stub.GetProposalReport(pb.GetProposalReportRequest(
+        principal_id=AGENT, context=pb.TaskContext(task_ref="t-1")))
+    assert dict(report.state_counts) == {"retracted": 1}
+
+
+async def test_retract_source_withdraws_retracts_and_audits(stub, db) -> None:
+    await ingest(
+        stub,
+        [
+            ("payments-api", "depends_on", "ledger", "adr-7"),
+            ("payments-api", "uses", "kafka", "adr-7"),
+            ("payments-api", "uses", "kafka", "runbook-1"),
+        ],
+        sources=("adr-7", "runbook-1"),
+    )
+    before = await head(stub)
+    result = await stub.RetractSource(pb.RetractSourceRequest(
+        curator_principal_id=CURATOR, scope_id=PROJECT, source_id="adr-7", reason="superseded"))
+    assert result.status == pb.RETRACTION_STATUS_RETRACTED
+    assert result.assertions_withdrawn == 2
+    assert len(result.retracted_fact_keys) == 1 and len(result.still_supported_fact_keys) == 1
+    [gone] = (await stub.BatchGetFacts(pb.BatchGetFactsRequest(
+        scope_ids=[PROJECT], fact_keys=list(result.retracted_fact_keys)))).facts or [None]
+    assert gone is None  # retracted facts leave live reads
+    [kept] = (await stub.BatchGetFacts(pb.BatchGetFactsRequest(
+        scope_ids=[PROJECT], fact_keys=list(result.still_supported_fact_keys)))).facts
+    assert [c.source_id for c in kept.citations] == ["runbook-1"]
+    changes = await stub.ListChanges(pb.ListChangesRequest(after_position=before))
+    kinds = [c.kind for c in changes.changes]
+    assert kinds.count(pb.CHANGE_KIND_FACT_UPSERTED) == 2
+    assert kinds.count(pb.CHANGE_KIND_SOURCE_UPSERTED) == 1
+    audit = await db.fetchrow("SELECT * FROM audit_events")
+    assert str(audit["event_id"]) == result.audit_event_id
+    assert (audit["action"], audit["target"], audit["reason"]) == (
+        "source_retracted", "adr-7", "superseded")
+    assert str(audit["actor_id"]) == CURATOR and str(audit["scope_id"]) == PROJECT
+
+    again = await stub.RetractSource(pb.RetractSourceRequest(
+        curator_principal_id=CURATOR, scope_id=PROJECT, source_id="adr-7", reason="again"))
+    assert again.status == pb.RETRACTION_STATUS_ALREADY_RETRACTED and not again.audit_event_id
+    assert await db.fetchval("SELECT count(*) FROM audit_events") == 1
+    # Publishing the source again later is not blocked by its withdrawn history.
+    await ingest(stub, [("payments-api", "depends_on", "ledger", "adr-7")])
+    for kwargs, field in (({"source_id": "nope", "reason": "r"}, "source_id"),
+                          ({"source_id": "adr-7", "reason": ""}, "reason")):
+        with pytest.raises(InvalidInput) as err:
+            await stub.RetractSource(pb.RetractSourceRequest(
+                curator_principal_id=CURATOR, scope_id=PROJECT, **kwargs))
+        assert err.value.field == field
+
+
+async def test_unknown_predicate_is_refused_with_candidates_and_records_nothing(stub, db) -> None:
+    with pytest.raises(InvalidInput) as err:
+        await propose(stub, predicate="depends on")
+    assert err.value.field == "predicate"
+    assert err.value.metadata["candidates"].split(",")[0] == "depends_on"
+    assert await db.fetchval("SELECT count(*) FROM proposal_attempts") == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "kwargs"),
+    [
+        ("subject", {"subject": f"key {AWS}"}),
+        ("object", {"object_": "postgres://svc:" + "Sup3rS3cret@db:5432/app"}),
+        ("evidence_text", {"evidence": "-----BEGIN " + "PRIVATE KEY-----\nMIIE"}),
+        ("context.task_ref", {"task_ref": f"deploy with {AWS}"}),
+    ],
+)
+async def test_a_secret_is_refused_and_nothing_is_stored(stub, db, field, kwargs) -> None:
+    before = await head(stub)
+    with pytest.raises(InvalidInput) as err:
+        await propose(stub, **kwargs)
+    assert err.value.field == field and err.value.metadata["reason"] == "secret"
+    for table in ("facts", "assertions", "evidence", "proposal_attempts", "proposal_targets"):
+        assert await db.fetchval(f"SELECT count(*) FROM {table}") == 0, table
+    assert await head(stub) == before
