@@ -15,6 +15,8 @@ what (administrators, workspace owners). Errors carry the same stable codes as M
     DELETE /identity/workspaces/{id}/members/{pid}    remove a member (owner, admin)
     POST   /identity/workspaces/{id}/projects         attach a shared project (owner, admin)
     POST   /identity/mcp-token                        a non-expiring MCP JWT for the caller
+    DELETE /identity/users/{pid}/personal-knowledge   admin: erase a principal's personal
+                                                      knowledge (see erase_personal_knowledge)
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ from vera.api.errors import error_response
 from vera.config import Settings
 from vera.errors import InvalidInput, Unauthorized, Unavailable, VeraError
 from vera.identity.v1 import identity_pb2 as pb
+from vera.knowledge.v1 import knowledge_pb2
 from vera.rpc.backends import Backends
+from vera.snapshot.v1 import snapshot_pb2
 
 MAX_BODY_BYTES = 16 * 1024
 _ROLES = {
@@ -281,6 +285,37 @@ async def attach_project(request: Request, caller: RestCaller, body: dict[str, A
     return JSONResponse(_project(reply.project))
 
 
+# Erasure -------------------------------------------------------------------------------------
+
+
+async def erase_personal_knowledge(request: Request, caller: RestCaller, body: dict[str, Any]
+                                   ) -> Response:
+    """Administrators only. Physically deletes the principal's personal knowledge: snapshot
+    first (persisted packs, snapshots, idempotency results), then knowledge (facts,
+    assertions, evidence, proposal attempts, feedback of its personal scope; retrieval drops
+    the erased versions from its indexes through the change log). Shared facts a curator
+    verified from its proposals stay. The account itself stays. Safe to repeat."""
+    if not caller.admin:
+        raise Unauthorized()
+    backends = _backends(request)
+    target = (await backends.identity.GetPrincipal(pb.GetPrincipalRequest(
+        principal_id=request.path_params["principal_id"]))).principal
+    packs = await backends.snapshot.ErasePrincipalData(
+        snapshot_pb2.ErasePrincipalDataRequest(principal_id=target.principal_id))
+    erased = await backends.knowledge.ErasePrincipalData(
+        knowledge_pb2.ErasePrincipalDataRequest(
+            actor_principal_id=caller.principal_id,
+            principal_id=target.principal_id,
+            personal_scope_id=target.personal_scope_id,
+            related_counts=dict(packs.counts)))
+    return JSONResponse({
+        "principal_id": target.principal_id,
+        "counts": {**dict(erased.counts), **dict(packs.counts)},
+        "audit_event_id": erased.audit_event_id,
+        "change_position": erased.change_position,
+    })
+
+
 # The MCP token exchange ----------------------------------------------------------------------
 
 
@@ -342,4 +377,6 @@ routes = [
     Route("/identity/workspaces/{workspace_id}/projects", _route(attach_project),
           methods=["POST"]),
     Route("/identity/mcp-token", _route(mcp_token), methods=["POST"]),
+    Route("/identity/users/{principal_id}/personal-knowledge",
+          _route(erase_personal_knowledge), methods=["DELETE"]),
 ]

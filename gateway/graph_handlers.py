@@ -156,7 +156,9 @@ async def get_source(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     request = pb.GetSourceRequest(
         scope_ids=await _scope_ids(ctx, args.get("project")), source_id=args["source_id"]
     )
-    response = await ctx.backends.knowledge.GetSource(_times(request, args, ("known_as_of",)))
+    response = await ctx.backends.knowledge.GetSource(
+        _times(request, args, ("as_of", "known_as_of"))
+    )
     fr = response.freshness
     warnings = []
     if fr.stale:
@@ -221,12 +223,13 @@ async def explore(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def get_changes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    request = pb.ListScopeChangesRequest(
+        scope_ids=await _scope_ids(ctx, args.get("project")),
+        page_size=args["limit"],
+        page_token=args.get("cursor") or "",
+    )
     response = await ctx.backends.knowledge.ListScopeChanges(
-        pb.ListScopeChangesRequest(
-            scope_ids=await _scope_ids(ctx, args.get("project")),
-            page_size=args["limit"],
-            page_token=args.get("cursor") or "",
-        )
+        _times(request, args, ("as_of", "known_as_of"))
     )
     changes = [
         {
@@ -281,7 +284,7 @@ async def search_communities(ctx: CallContext, args: dict[str, Any]) -> dict[str
         page_size=args["limit"],
     )
     response = await ctx.backends.knowledge.SearchCommunities(
-        _times(request, args, ("known_as_of",))
+        _times(request, args, ("as_of", "known_as_of"))
     )
     return {
         "communities": [_community(c) for c in response.communities],
@@ -291,13 +294,14 @@ async def search_communities(ctx: CallContext, args: dict[str, Any]) -> dict[str
 
 
 async def get_community_lineage(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    request = pb.GetCommunityLineageRequest(
+        scope_ids=await _scope_ids(ctx, None),
+        community_id=args["community_id"],
+        page_size=args["limit"],
+        page_token=args.get("cursor") or "",
+    )
     response = await ctx.backends.knowledge.GetCommunityLineage(
-        pb.GetCommunityLineageRequest(
-            scope_ids=await _scope_ids(ctx, None),
-            community_id=args["community_id"],
-            page_size=args["limit"],
-            page_token=args.get("cursor") or "",
-        )
+        _times(request, args, ("as_of", "known_as_of"))
     )
     return {
         "community": _community(response.community),

@@ -243,7 +243,16 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
             (
                 string("source_id", ID_LIKE, "The source's id, as cited.", required=True),
                 _PROJECT,
-                _KNOWN_AS_OF,
+                timestamp(
+                    "as_of",
+                    "Valid-time boundary (ISO-8601): only artifact versions observed by then; "
+                    "cited_by_facts counts facts valid then.",
+                ),
+                timestamp(
+                    "known_as_of",
+                    "Transaction-time boundary (ISO-8601): artifact versions and citations "
+                    "as recorded then.",
+                ),
             )
         ),
         GET_SOURCE,
@@ -279,6 +288,15 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
                 _PROJECT,
                 _CURSOR,
                 integer("limit", LIMIT_FEED, "Maximum changes (1..200).", 50),
+                timestamp(
+                    "as_of",
+                    "Valid-time boundary (ISO-8601): only changes to fact versions valid then "
+                    "(source changes always pass).",
+                ),
+                timestamp(
+                    "known_as_of",
+                    "Transaction-time boundary (ISO-8601): only changes recorded by then.",
+                ),
             )
         ),
         CHANGES,
@@ -309,7 +327,16 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
             (
                 string("query", QUERY, "Words to look for.", required=True),
                 _PROJECT,
-                _KNOWN_AS_OF,
+                timestamp(
+                    "as_of",
+                    "Valid-time boundary (ISO-8601): only communities with a lineage fact "
+                    "valid then.",
+                ),
+                timestamp(
+                    "known_as_of",
+                    "Transaction-time boundary (ISO-8601): the latest derivation run "
+                    "recorded by then.",
+                ),
                 integer("limit", LIMIT_COMMUNITIES, "Maximum communities (1..100).", 10),
             )
         ),
@@ -324,6 +351,14 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
                 string("community_id", ID_LIKE, "The community id.", required=True),
                 _CURSOR,
                 integer("limit", LIMIT_FEED, "Facts per page (1..200).", 50),
+                timestamp(
+                    "as_of", "Valid-time boundary (ISO-8601): only lineage facts valid then."
+                ),
+                timestamp(
+                    "known_as_of",
+                    "Transaction-time boundary (ISO-8601): the community must have been "
+                    "derived by then; citations as recorded then.",
+                ),
             )
         ),
         LINEAGE,

@@ -25,6 +25,7 @@ from vera.gateway.errors import from_vera_error, internal_error, invalid_input, 
 from vera.gateway.handlers import CallContext, Handler
 from vera.gateway.idempotency import requested_key, run_once
 from vera.gateway.metrics import ToolMetrics
+from vera.gateway.project_cache import ProjectCache
 from vera.gateway.quota import QuotaPolicy
 from vera.gateway.render import render
 from vera.gateway.tools import ToolSpec
@@ -55,6 +56,7 @@ class Guard:
         self._metrics = metrics
         self._backends = backends
         self._scope_names = scope_names(settings)
+        self._projects = ProjectCache(settings.mcp.project_cache_seconds)
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -123,6 +125,7 @@ class Guard:
                 settings=self._settings,
                 protocol_version=protocol_version,
                 visible_tools=self.tool_names,
+                projects=self._projects,
             )
             handler = self._handlers[spec.name]
             if key is None:

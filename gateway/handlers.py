@@ -18,6 +18,7 @@ from vera.config import Settings
 from vera.errors import InvalidInput, NotFound
 from vera.gateway import snapshot_replay, views
 from vera.gateway.auth import Caller, scope_names
+from vera.gateway.project_cache import ProjectCache
 from vera.gateway.tools import TASK_CONTEXT_NAMES, AuthClass
 from vera.identity.v1 import identity_pb2
 from vera.knowledge.v1 import knowledge_pb2
@@ -34,6 +35,7 @@ class CallContext:
     settings: Settings
     protocol_version: str | None
     visible_tools: tuple[str, ...]
+    projects: ProjectCache | None = None
 
 
 Handler = Callable[[CallContext, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -49,12 +51,17 @@ async def _scopes(ctx: CallContext) -> identity_pb2.ResolveScopesResponse:
 
 
 async def _resolve_project(ctx: CallContext, project: str | None) -> identity_pb2.Project:
-    response = await ctx.backends.identity.ResolveProject(
-        identity_pb2.ResolveProjectRequest(
-            principal_id=ctx.caller.principal_id, project=project or ""
+    async def load() -> identity_pb2.Project:
+        response = await ctx.backends.identity.ResolveProject(
+            identity_pb2.ResolveProjectRequest(
+                principal_id=ctx.caller.principal_id, project=project or ""
+            )
         )
-    )
-    return response.project
+        return response.project
+
+    if ctx.projects is None:
+        return await load()
+    return await ctx.projects.resolve(ctx.caller.principal_id, project or "", load)
 
 
 _CONFLICT_HANDLING = {

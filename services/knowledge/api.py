@@ -19,7 +19,8 @@ from .domain import (
     TaskContext,
     Verification,
 )
-from .policy import load_policy
+from .erasure import ErasureRpcs
+from .policy import policy_for
 from .store import KnowledgeStore
 
 _FACT_STATES = {
@@ -49,6 +50,7 @@ _CHANGE_KINDS = {
     domain.ChangeKind.FACT_UPSERTED: pb.CHANGE_KIND_FACT_UPSERTED,
     domain.ChangeKind.SOURCE_UPSERTED: pb.CHANGE_KIND_SOURCE_UPSERTED,
     domain.ChangeKind.FEEDBACK_RECORDED: pb.CHANGE_KIND_FEEDBACK_RECORDED,
+    domain.ChangeKind.FACT_ERASED: pb.CHANGE_KIND_FACT_ERASED,
 }
 
 MAX_KEYS_PER_BATCH = 1000
@@ -141,7 +143,7 @@ def _fact_keys(field_name: str, keys: list[str]) -> list[str]:
     return [k.strip() for k in keys]
 
 
-class KnowledgeServicer(CurationRpcs, knowledge_pb2_grpc.KnowledgeServiceServicer):
+class KnowledgeServicer(CurationRpcs, ErasureRpcs, knowledge_pb2_grpc.KnowledgeServiceServicer):
     def __init__(self, store: KnowledgeStore) -> None:
         self._store = store
         self._curation = CurationStore(store._pool, store)
@@ -244,7 +246,7 @@ class KnowledgeServicer(CurationRpcs, knowledge_pb2_grpc.KnowledgeServiceService
             context=_context(request.context),
         )
         # Allowlist and secret screening refuse before anything (even an attempt) is stored.
-        load_policy().check(proposal)
+        policy_for(self._store._ontology).check(proposal)
         result = await self._store.propose(proposal)
         return pb.ProposeFactResponse(
             attempt_id=str(result.attempt_id),
@@ -339,6 +341,7 @@ class KnowledgeServicer(CurationRpcs, knowledge_pb2_grpc.KnowledgeServiceService
                     kind=_CHANGE_KINDS[c.kind],
                     fact=fact_to_proto(c.fact) if c.fact is not None else None,
                     created_at=to_timestamp(c.created_at),
+                    erased_version_id=c.erased_version_id,
                 )
                 for c in page.changes
             ],

@@ -6,7 +6,6 @@ exactly like the knowledge store's writes, so indexers see each new fact version
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 
@@ -248,7 +247,8 @@ class CurationStore:
             row = await self._pending(conn, req.scope_id, req.fact_key)
             closed = await _close_into(conn, row["version_id"], FactState.RETRACTED)
             await conn.execute(
-                """UPDATE assertions SET status = 'withdrawn', withdrawn_at = now()
+                """UPDATE assertions SET status = 'withdrawn', withdrawn_at = now(),
+                       status_before_withdrawal = status
                    WHERE fact_key = $1 AND status = 'pending'""",
                 req.fact_key,
             )
@@ -310,7 +310,8 @@ class CurationStore:
             ]
             await knowledge_store._lock_keys(conn, keys)
             withdrawn = await conn.fetchval(
-                """WITH w AS (UPDATE assertions SET status = 'withdrawn', withdrawn_at = now()
+                """WITH w AS (UPDATE assertions SET status = 'withdrawn', withdrawn_at = now(),
+                                  status_before_withdrawal = status
                               WHERE source_pk = $1 AND status <> 'withdrawn' RETURNING 1)
                    SELECT count(*) FROM w""",
                 source["source_pk"],
@@ -333,13 +334,12 @@ class CurationStore:
                 req.scope_id,
                 req.source_id,
                 req.reason,
-                json.dumps(
-                    {
-                        "assertions_withdrawn": withdrawn,
-                        "retracted_fact_keys": list(retracted),
-                        "still_supported_fact_keys": list(supported),
-                    }
-                ),
+                # The pool's jsonb codec encodes: pass the object, not a JSON string.
+                {
+                    "assertions_withdrawn": withdrawn,
+                    "retracted_fact_keys": list(retracted),
+                    "still_supported_fact_keys": list(supported),
+                },
             )
             await outbox.flush(conn)
             position = await _position(conn)

@@ -93,6 +93,9 @@ def fact_key(scope_id: uuid.UUID | str, subject: str, predicate: str, object_: s
 class Ontology:
     version: str
     single_valued_predicates: frozenset[str]
+    # The proposal allowlist of the same file (``policy.policy_for`` adds the single-valued
+    # predicates), so an operator's ontology changes conflicts and the allowlist together.
+    proposal_predicates: frozenset[str] = frozenset()
 
     def is_single_valued(self, predicate: str) -> bool:
         return normalize(predicate) in self.single_valued_predicates
@@ -121,11 +124,15 @@ def load_ontology(path: Path | None = None) -> Ontology:
             raise ValueError("version must be a non-empty string")
         if not isinstance(predicates, list) or not all(isinstance(p, str) for p in predicates):
             raise ValueError("single_valued_predicates must be a list of strings")
+        allowed = raw.get("proposal_predicates", [])
+        if not isinstance(allowed, list) or not all(isinstance(p, str) for p in allowed):
+            raise ValueError("proposal_predicates must be a list of strings")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{ONTOLOGY_PATH_VARIABLE}: unreadable ontology ({exc})") from None
     return Ontology(
         version=version.strip(),
         single_valued_predicates=frozenset(normalize(p) for p in predicates),
+        proposal_predicates=frozenset(normalize(p) for p in allowed),
     )
 
 
@@ -745,6 +752,7 @@ class ChangeKind(StrEnum):
     FACT_UPSERTED = "fact_upserted"
     SOURCE_UPSERTED = "source_upserted"
     FEEDBACK_RECORDED = "feedback_recorded"
+    FACT_ERASED = "fact_erased"
 
 
 @dataclass(frozen=True)
@@ -753,6 +761,7 @@ class ChangeView:
     kind: ChangeKind
     fact: FactView | None
     created_at: datetime
+    erased_version_id: str = ""  # FACT_ERASED: the deleted version (erasure.py)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,11 @@ KnowledgeService.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import logging
+import re
 
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_pb2 as pb
@@ -73,6 +76,26 @@ def _conflict_filter(value: int) -> ConflictFilter:
     if value not in _CONFLICT_FILTERS:
         raise InvalidInput("conflict_filter", "unknown", reason="out_of_range")
     return _CONFLICT_FILTERS[value]
+
+
+_GROUP_TOKEN = re.compile(r"g1:[0-9a-f]{32}")
+
+
+def _encode_group_token(group_id: str) -> str:
+    return base64.urlsafe_b64encode(f"g1:{group_id}".encode()).decode().rstrip("=")
+
+
+def _decode_group_token(token: str) -> str:
+    """The conflict group a conflicts page continues after ("" starts at the beginning)."""
+    if not token:
+        return ""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        raw = ""
+    if not _GROUP_TOKEN.fullmatch(raw):
+        raise InvalidInput("page_token", "malformed", reason="malformed")
+    return raw[3:]
 
 
 def _start(request) -> tuple[str, object]:
@@ -220,7 +243,11 @@ class ModelServicer(KnowledgeServicer):
             only = domain.parse_uuid("scope_id", request.scope_id)
             scopes = [s for s in scopes if s == only]
         detail = await self._model.get_source(
-            scopes, source_id, from_timestamp(request, "known_as_of"), self._stale_days
+            scopes,
+            source_id,
+            from_timestamp(request, "known_as_of"),
+            self._stale_days,
+            from_timestamp(request, "as_of"),
         )
         s, fr = detail.source, detail.freshness
         return pb.GetSourceResponse(
@@ -292,15 +319,13 @@ class ModelServicer(KnowledgeServicer):
         size = domain.page_size(
             "page_size", request.page_size, graph.CONFLICTS_PAGE_DEFAULT, graph.CONFLICTS_PAGE_MAX
         )
-        offset = domain.decode_page_token(request.page_token)
-        groups, total = await self._model.list_conflicts(
+        groups, total, last = await self._model.list_conflicts(
             scopes,
             size,
-            offset,
+            _decode_group_token(request.page_token),
             from_timestamp(request, "as_of"),
             from_timestamp(request, "known_as_of"),
         )
-        nxt = offset + size
         return pb.ListConflictsResponse(
             conflicts=[
                 pb.ConflictGroup(
@@ -311,7 +336,7 @@ class ModelServicer(KnowledgeServicer):
                 )
                 for g in groups
             ],
-            next_page_token=domain.encode_page_token(nxt) if nxt < total else "",
+            next_page_token=_encode_group_token(last) if last else "",
             total=total,
             ontology_version=self._model.ontology_version,
         )
@@ -324,7 +349,13 @@ class ModelServicer(KnowledgeServicer):
             "page_size", request.page_size, graph.FEED_PAGE_DEFAULT, graph.FEED_PAGE_MAX
         )
         after = domain.decode_page_token(request.page_token)
-        changes, last, more = await self._model.list_scope_changes(scopes, after, size)
+        changes, last, more = await self._model.list_scope_changes(
+            scopes,
+            after,
+            size,
+            from_timestamp(request, "as_of"),
+            from_timestamp(request, "known_as_of"),
+        )
         return pb.ListScopeChangesResponse(
             changes=[
                 pb.ScopeChange(
@@ -358,7 +389,11 @@ class ModelServicer(KnowledgeServicer):
             "page_size", request.page_size, graph.COMMUNITY_PAGE_DEFAULT, graph.COMMUNITY_PAGE_MAX
         )
         found, empty_reason = await self._model.search_communities(
-            scopes, query, size, from_timestamp(request, "known_as_of")
+            scopes,
+            query,
+            size,
+            from_timestamp(request, "known_as_of"),
+            from_timestamp(request, "as_of"),
         )
         return pb.SearchCommunitiesResponse(
             communities=[_community(c) for c in found], empty_reason=empty_reason
@@ -375,7 +410,12 @@ class ModelServicer(KnowledgeServicer):
         )
         offset = domain.decode_page_token(request.page_token)
         community, facts, total = await self._model.community_lineage(
-            scopes, community_id, size, offset
+            scopes,
+            community_id,
+            size,
+            offset,
+            from_timestamp(request, "as_of"),
+            from_timestamp(request, "known_as_of"),
         )
         nxt = offset + size
         return pb.GetCommunityLineageResponse(

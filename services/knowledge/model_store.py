@@ -7,6 +7,7 @@ filtered by the caller's scope ids.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
@@ -124,6 +125,12 @@ class CommunityView:
     run: RunView
     fact_count: int
     score: float = 0.0
+
+
+def conflict_group_id(scope_id: uuid.UUID, subject: str, predicate: str) -> str:
+    """Stable, short id of a conflict group: the keyset of the conflicts cursor."""
+    material = "\x1f".join((str(scope_id), normalize(subject), normalize(predicate)))
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
 
 
 def _run(r: asyncpg.Record) -> RunView:
@@ -608,10 +615,14 @@ class ModelStore:
         self,
         scope_ids: Sequence[uuid.UUID],
         page_size: int,
-        offset: int,
+        after: str,
         as_of: datetime | None,
         known_as_of: datetime | None,
-    ) -> tuple[list[ConflictGroupView], int]:
+    ) -> tuple[list[ConflictGroupView], int, str]:
+        """A page of conflict groups in the stable order of their group id (a hash of scope,
+        subject and predicate), after the group ``after`` (a keyset cursor: groups appearing
+        or resolving between pages never shift the rest). Returns the page, the total and
+        the last group id of the page when more follow, else ""."""
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
             rows = await self._store._fact_rows(
                 conn,
@@ -621,13 +632,15 @@ class ModelStore:
                 live_only=True,
                 predicate_norms=sorted(self._ontology.single_valued_predicates),
             )
-            groups: dict[tuple[str, str, str], list[str]] = {}
+            groups: dict[str, list[str]] = {}
             for r in rows:
                 if r["conflicting_fact_keys"]:
-                    key = (normalize(r["subject"]), normalize(r["predicate"]), str(r["scope_id"]))
-                    groups.setdefault(key, []).append(r["fact_key"])
+                    gid = conflict_group_id(r["scope_id"], r["subject"], r["predicate"])
+                    groups.setdefault(gid, []).append(r["fact_key"])
             ordered = sorted(groups)
-            page = ordered[offset : offset + page_size]
+            following = [g for g in ordered if g > after]
+            page = following[:page_size]
+            cursor = page[-1] if len(following) > page_size else ""
             keys = [k for g in page for k in groups[g]]
             views = (
                 await self._store._facts(
@@ -654,13 +667,22 @@ class ModelStore:
                         facts=tuple(facts),
                     )
                 )
-        return out, len(ordered)
+        return out, len(ordered), cursor
 
     # --- change feed --------------------------------------------------------------------
 
     async def list_scope_changes(
-        self, scope_ids: Sequence[uuid.UUID], after: int, page_size: int
+        self,
+        scope_ids: Sequence[uuid.UUID],
+        after: int,
+        page_size: int,
+        as_of: datetime | None = None,
+        known_as_of: datetime | None = None,
     ) -> tuple[list[ScopeChangeView], int, bool]:
+        """Ledger entries after ``after``. ``known_as_of``: only entries recorded at or
+        before it (the ledger as it stood then). ``as_of``: only entries whose fact version
+        was valid at that instant; source entries have no valid time and always pass.
+        Filters apply in SQL, so the cursor (a ledger position) stays exact."""
         async with (
             self._pool.acquire() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
@@ -672,10 +694,17 @@ class ModelStore:
                    FROM outbox o
                    WHERE o.scope_id = ANY($1::uuid[]) AND o.position > $2
                      AND o.kind IN ('fact_upserted', 'source_upserted')
+                     AND ($4::timestamptz IS NULL OR o.created_at <= $4)
+                     AND ($5::timestamptz IS NULL OR o.version_id IS NULL OR EXISTS (
+                         SELECT 1 FROM facts v WHERE v.version_id = o.version_id
+                           AND (v.valid_from IS NULL OR v.valid_from <= $5)
+                           AND (v.valid_to IS NULL OR v.valid_to > $5)))
                    ORDER BY o.position LIMIT $3""",
                 list(scope_ids),
                 after,
                 page_size + 1,
+                known_as_of,
+                as_of,
             )
             more = len(rows) > page_size
             rows = rows[:page_size]
@@ -684,7 +713,7 @@ class ModelStore:
                 {
                     v.version_id: v
                     for v in await self._store._facts(
-                        conn, version_ids=version_ids, live_only=False
+                        conn, version_ids=version_ids, known_as_of=known_as_of, live_only=False
                     )
                 }
                 if version_ids
@@ -720,7 +749,13 @@ class ModelStore:
         source_id: str,
         known_as_of: datetime | None,
         stale_after_days: int,
+        as_of: datetime | None = None,
     ) -> SourceDetail:
+        """A source as recorded by ``known_as_of`` (artifact versions recorded then) and as
+        observed by ``as_of`` (artifact versions observed at or before it). The latest
+        remaining version is the source; ``cited_by_facts`` counts live facts current at
+        ``known_as_of`` and valid at ``as_of`` that a non-withdrawn assertion of the source
+        supported then. Freshness is that version's age today."""
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
             rows = await conn.fetch(
                 """SELECT source_pk, scope_id FROM sources
@@ -744,18 +779,31 @@ class ModelStore:
             versions = await conn.fetch(
                 """SELECT * FROM source_versions
                    WHERE source_pk = $1 AND recorded_at <= coalesce($2::timestamptz, now())
+                     AND ($3::timestamptz IS NULL OR observed_at <= $3)
                    ORDER BY version DESC""",
                 pk,
                 known_as_of,
+                as_of,
             )
             if not versions:
                 raise InvalidInput("source_id", "not recorded yet", reason="not_found")
             cited = await conn.fetchval(
                 """SELECT count(DISTINCT f.fact_key) FROM assertions a
-                   JOIN facts f ON f.fact_key = a.fact_key AND f.superseded_at IS NULL
-                   WHERE a.source_pk = $1 AND a.status = 'verified'
-                     AND f.state IN ('ACTIVE', 'PROPOSED')""",
+                   JOIN facts f ON f.fact_key = a.fact_key
+                   WHERE a.source_pk = $1 AND a.status <> 'pending'
+                     AND f.state IN ('ACTIVE', 'PROPOSED')
+                     AND CASE WHEN $2::timestamptz IS NULL
+                         THEN a.status = 'verified' AND f.superseded_at IS NULL
+                         ELSE a.recorded_at <= $2
+                              AND (a.withdrawn_at IS NULL OR a.withdrawn_at > $2)
+                              AND f.recorded_at <= $2
+                              AND (f.superseded_at IS NULL OR f.superseded_at > $2) END
+                     AND ($3::timestamptz IS NULL OR (
+                          (f.valid_from IS NULL OR f.valid_from <= $3)
+                          AND (f.valid_to IS NULL OR f.valid_to > $3)))""",
                 pk,
+                known_as_of,
+                as_of,
             )
         history = tuple(
             SourceVersionView(
@@ -882,7 +930,10 @@ class ModelStore:
         query: str,
         limit: int,
         known_as_of: datetime | None,
+        as_of: datetime | None = None,
     ) -> tuple[list[CommunityView], str]:
+        """Communities of each scope's latest derivation run recorded by ``known_as_of``
+        (or now); with ``as_of``, only those with a lineage fact valid at that instant."""
         words = list(dict.fromkeys(w.casefold() for w in _WORD.findall(query)))[:64]
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
             runs = await conn.fetch(
@@ -904,10 +955,17 @@ class ModelStore:
                     FROM communities c JOIN community_runs r ON r.run_id = c.run_id
                     WHERE c.run_id = ANY($1::uuid[])
                       AND c.search @@ to_tsquery('simple', $2)
+                      AND ($4::timestamptz IS NULL OR EXISTS (
+                          SELECT 1 FROM community_facts cf
+                          JOIN facts v ON v.version_id = cf.version_id
+                          WHERE cf.community_id = c.community_id
+                            AND (v.valid_from IS NULL OR v.valid_from <= $4)
+                            AND (v.valid_to IS NULL OR v.valid_to > $4)))
                     ORDER BY score DESC, c.ordinal, c.community_id LIMIT $3""",
                 [r["run_id"] for r in runs],
                 tsquery,
                 limit,
+                as_of,
             )
         if not rows:
             return [], "no_matching_communities"
@@ -919,31 +977,51 @@ class ModelStore:
         community_id: uuid.UUID,
         page_size: int,
         offset: int,
+        as_of: datetime | None = None,
+        known_as_of: datetime | None = None,
     ) -> tuple[CommunityView, list[FactView], int]:
+        """A page of the fact versions the community was derived from. ``known_as_of``: the
+        community's run must be recorded by then (else not_found, as for an unknown id)
+        and citations read as known then. ``as_of``: only lineage versions valid at that
+        instant; the total counts the filtered lineage."""
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
             row = await conn.fetchrow(
                 f"""{_COMMUNITY_SELECT}
                     FROM communities c JOIN community_runs r ON r.run_id = c.run_id
-                    WHERE c.community_id = $1 AND c.scope_id = ANY($2::uuid[])""",
+                    WHERE c.community_id = $1 AND c.scope_id = ANY($2::uuid[])
+                      AND r.created_at <= coalesce($3::timestamptz, now())""",
                 community_id,
                 list(scope_ids),
+                known_as_of,
             )
             if row is None:
                 raise InvalidInput("community_id", "no such community", reason="not_found")
+            valid = """($2::timestamptz IS NULL OR EXISTS (
+                           SELECT 1 FROM facts v WHERE v.version_id = cf.version_id
+                             AND (v.valid_from IS NULL OR v.valid_from <= $2)
+                             AND (v.valid_to IS NULL OR v.valid_to > $2)))"""
             lineage = await conn.fetch(
-                """SELECT version_id FROM community_facts WHERE community_id = $1
-                   ORDER BY fact_key OFFSET $2 LIMIT $3""",
+                f"""SELECT cf.version_id FROM community_facts cf
+                    WHERE cf.community_id = $1 AND {valid}
+                    ORDER BY cf.fact_key OFFSET $3 LIMIT $4""",
                 community_id,
+                as_of,
                 offset,
                 page_size,
             )
+            total = await conn.fetchval(
+                f"SELECT count(*) FROM community_facts cf WHERE cf.community_id = $1 AND {valid}",
+                community_id,
+                as_of,
+            )
             versions = [r["version_id"] for r in lineage]
             facts = (
-                await self._store._facts(conn, version_ids=versions, live_only=False)
+                await self._store._facts(
+                    conn, version_ids=versions, known_as_of=known_as_of, live_only=False
+                )
                 if versions
                 else []
             )
         order = {v: i for i, v in enumerate(versions)}
         facts.sort(key=lambda f: order[f.version_id])
-        community = _community(row)
-        return community, facts, community.fact_count
+        return _community(row), facts, total

@@ -14,15 +14,13 @@ Pure code: no gRPC, no asyncpg.
 from __future__ import annotations
 
 import difflib
-import json
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 from vera.errors import InvalidInput
 
 from . import secrets
-from .domain import Proposal, normalize
+from .domain import Ontology, Proposal, load_ontology, normalize
 
 MAX_CANDIDATES = 3
 # difflib ratio below which a predicate is not offered as a did-you-mean candidate.
@@ -77,7 +75,16 @@ def policy_from_ontology(raw: dict) -> ProposalPolicy:
     return ProposalPolicy(version=str(raw["version"]), allowed_predicates=frozenset(allowed))
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=8)
+def policy_for(ontology: Ontology) -> ProposalPolicy:
+    """The allowlist of the loaded ontology (the operator's file when one is configured),
+    the same object the conflict logic reads."""
+    return ProposalPolicy(
+        version=ontology.version,
+        allowed_predicates=ontology.proposal_predicates | ontology.single_valued_predicates,
+    )
+
+
 def load_policy() -> ProposalPolicy:
-    text = (resources.files(__package__) / "ontology.json").read_text(encoding="utf-8")
-    return policy_from_ontology(json.loads(text))
+    """The shipped ontology's allowlist."""
+    return policy_for(load_ontology())

@@ -84,8 +84,12 @@ def _valid_time(alias: str, as_of: str) -> str:
     )
 
 
-def _conflicts(single_valued: str, known_as_of: str | None) -> str:
-    """Keys of live facts in the same scope contradicting ``f`` on a single-valued predicate."""
+def _conflicts(single_valued: str, known_as_of: str | None, as_of: str | None = None) -> str:
+    """Keys of live facts in the same scope contradicting ``f`` on a single-valued predicate.
+
+    Without ``as_of`` any overlap of the valid intervals disagrees; with it, only a fact
+    also valid at that instant (what was true then had one value or a conflict)."""
+    at_valid = f"AND {_valid_time('c', as_of)}" if as_of is not None else ""
     return f"""
         CASE WHEN f.state IN {_LIVE} AND f.predicate_norm = ANY({single_valued}::text[])
         THEN ARRAY(
@@ -98,6 +102,7 @@ def _conflicts(single_valued: str, known_as_of: str | None) -> str:
               AND {_tx_time("c", known_as_of)}
               AND (c.valid_from IS NULL OR f.valid_to IS NULL OR c.valid_from < f.valid_to)
               AND (f.valid_from IS NULL OR c.valid_to IS NULL OR f.valid_from < c.valid_to)
+              {at_valid}
             ORDER BY c.fact_key)
         ELSE ARRAY[]::text[] END AS conflicting_fact_keys
     """
@@ -210,7 +215,7 @@ class KnowledgeStore:
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
             rows = await conn.fetch(
-                """SELECT position, kind, version_id, created_at FROM outbox
+                """SELECT position, kind, version_id, ref, created_at FROM outbox
                    WHERE position > $1 ORDER BY position LIMIT $2""",
                 after_position,
                 page_size,
@@ -231,6 +236,7 @@ class KnowledgeStore:
                 kind=ChangeKind(r["kind"]),
                 fact=facts.get(r["version_id"]) if r["version_id"] is not None else None,
                 created_at=r["created_at"],
+                erased_version_id=r["ref"] if r["kind"] == ChangeKind.FACT_ERASED.value else "",
             )
             for r in rows
         )
@@ -260,12 +266,14 @@ class KnowledgeStore:
         single_valued = p(self._single_valued)
         known = p(known_as_of) if known_as_of is not None else None
         where: list[str] = []
+        at_as_of: str | None = None
         if version_ids is not None:
             where.append(f"f.version_id = ANY({p(list(version_ids))}::uuid[])")
         else:
             where.append(_tx_time("f", known))
             if valid_filter:
                 at = f"{p(as_of)}::timestamptz" if as_of is not None else "now()"
+                at_as_of = at if as_of is not None else None
                 where.append(_valid_time("f", at))
         if fact_keys is not None:
             where.append(f"f.fact_key = ANY({p(list(fact_keys))}::text[])")
@@ -283,7 +291,7 @@ class KnowledgeStore:
         if states is not None:
             where.append(f"f.state = ANY({p(list(states))}::text[])")
         sql = (
-            f"SELECT {_FACT_COLUMNS}, {_conflicts(single_valued, known)}"
+            f"SELECT {_FACT_COLUMNS}, {_conflicts(single_valued, known, at_as_of)}"
             f" FROM facts f WHERE {' AND '.join(where)}"
         )
         return await conn.fetch(sql, *p.values)
@@ -326,7 +334,7 @@ class KnowledgeStore:
             where.append("a.status <> 'withdrawn'")
         rows = await conn.fetch(
             f"""SELECT a.assertion_id, a.fact_key, a.supports, a.trust_tier, a.authority,
-                       a.status, a.withdrawn_at, a.recorded_at,
+                       a.status, a.status_before_withdrawal, a.withdrawn_at, a.recorded_at,
                        s.source_id, s.source_type, s.title, s.uri, s.observed_at,
                        e.evidence_id, e.text, e.locator
                 FROM assertions a
@@ -350,7 +358,9 @@ class KnowledgeStore:
                 and r["withdrawn_at"] is not None
                 and r["withdrawn_at"] > known_as_of
             ):
-                status = "pending"  # only pending assertions are ever withdrawn
+                # Not withdrawn yet at known_as_of: what it was then (a retracted source's
+                # assertions were verified, a withdrawn proposal's pending).
+                status = r["status_before_withdrawal"] or "pending"
             source = (
                 SourceView(r["source_id"], r["source_type"], r["title"], r["uri"], r["observed_at"])
                 if r["source_id"] is not None
@@ -845,7 +855,8 @@ class KnowledgeStore:
                     row["version_id"],
                 )
                 await conn.execute(
-                    """UPDATE assertions SET status = 'withdrawn', withdrawn_at = now()
+                    """UPDATE assertions SET status = 'withdrawn', withdrawn_at = now(),
+                       status_before_withdrawal = status
                        WHERE fact_key = $1 AND status = 'pending'""",
                     fact_key,
                 )

@@ -108,6 +108,7 @@ def change_from_proto(msg: knowledge_pb2.Change) -> Change:
         position=msg.position,
         kind=_enum(ChangeKind, msg.kind),
         fact=fact_from_proto(msg.fact) if msg.HasField("fact") else None,
+        erased_version_id=msg.erased_version_id,
     )
 
 

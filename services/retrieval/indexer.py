@@ -86,10 +86,20 @@ class ChangeIndexer:
         if not changes:
             return True
         latest: dict[str, Fact] = {}  # a version changed twice in one page: keep the last
+        erased: list[str] = []
         for change in changes:
             if change.kind == ChangeKind.FACT_UPSERTED and change.fact is not None:
                 latest.pop(change.fact.version_id, None)
                 latest[change.fact.version_id] = change.fact
+            elif change.kind == ChangeKind.FACT_ERASED and change.erased_version_id:
+                erased.append(change.erased_version_id)
+        if erased:
+            # Before the cursor moves: a crash here replays the deletes (idempotent).
+            for version_id in erased:
+                latest.pop(version_id, None)
+            await self._vectors.delete(erased)
+            await self._lexical.delete(erased)
+            self.indexed_facts = await self._vectors.count()
         facts = list(latest.values())
         vectors: list[list[float]] | None = None
         if facts:

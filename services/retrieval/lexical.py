@@ -136,10 +136,13 @@ class PgLexicalIndex:
         version_ids: Sequence[str],
         vector: Sequence[float],
         query_text: str,
+        query: IndexQuery | None = None,
     ) -> dict[str, Features]:
         if self.memory is None:
             return {}
-        return await self._run(self.memory.features, scope_ids, version_ids, vector, query_text)
+        return await self._run(
+            self.memory.features, scope_ids, version_ids, vector, query_text, query
+        )
 
     async def close(self) -> None:
         if self._executor is not None:
@@ -270,6 +273,35 @@ class PgLexicalIndex:
 
     async def cursor(self) -> int:
         return int(await self._pool.fetchval("SELECT position FROM index_state WHERE id"))
+
+    async def delete(self, version_ids: Sequence[str]) -> None:
+        """Erasure: deletes the documents, then rebuilds the memory of the scopes that held
+        them from what stays in ``documents``."""
+        ids = list(version_ids)
+        if not ids:
+            return
+        await self._pool.execute("DELETE FROM documents WHERE version_id = ANY($1::text[])", ids)
+        if self.memory is None:
+            return
+        scopes = await self._run(self.memory.drop_scopes_holding, ids)
+        if not scopes:
+            return
+        rows = await self._pool.fetch(
+            "SELECT * FROM documents WHERE scope_id = ANY($1::text[])"
+            " ORDER BY change_position, version_id",
+            scopes,
+        )
+        by_position: dict[int, list[asyncpg.Record]] = {}
+        for row in rows:
+            by_position.setdefault(row["change_position"], []).append(row)
+        for position, group in by_position.items():
+            vectors = [
+                np.frombuffer(r["vector"], "<f4") if r["vector"] is not None else None
+                for r in group
+            ]
+            await self._run(
+                self._upsert_memory, [_fact_from_row(r) for r in group], vectors, position
+            )
 
 
 def _fact_from_row(row: asyncpg.Record) -> Fact:

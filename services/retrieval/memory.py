@@ -98,6 +98,9 @@ class _Scope:
         self.subjects: dict[str, int] = {}
         self.total_length = 0.0
         self.total_ctx_length = 0.0
+        # Every sourced slot in source order, with its source's number (for neighbours
+        # over a visible subset); rebuilt lazily after an insert.
+        self._layout: tuple[np.ndarray, np.ndarray] | None = None
 
     def _grow(self) -> None:
         cap = len(self.length) * 2
@@ -152,6 +155,7 @@ class _Scope:
                 members = self.sources.setdefault(source_id, [])
                 bisect.insort(members, (order_key(citation.locator), position, slot))
                 self._link(members)
+                self._layout = None
         else:
             attrs = self.attrs[slot]
             attrs.document_type, attrs.source_type = fact.document_type, fact.source_type
@@ -203,25 +207,77 @@ class _Scope:
             mask &= (times[:, 2] <= known) & (times[:, 3] > known)
         return mask
 
-    def bm25(self, query_terms: Iterable[str], *, context: bool) -> tuple[np.ndarray, np.ndarray]:
-        """(own-field, context-field) BM25 of every slot."""
+    def neighbours(self, visible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(neighbour slots, context lengths) as if only the ``visible`` slots existed: each
+        visible fact's CONTEXT_WINDOW visible neighbours on each side in its source."""
+        n = self.n
+        if self._layout is None:
+            slots: list[int] = []
+            groups: list[int] = []
+            for number, members in enumerate(self.sources.values()):
+                slots += [slot for _, _, slot in members]
+                groups += [number] * len(members)
+            self._layout = (np.asarray(slots, np.int64), np.asarray(groups, np.int64))
+        ordered, groups = self._layout
+        keep = visible[ordered]
+        shown, shown_groups = ordered[keep], groups[keep]
+        m = len(shown)
+        nb = np.full((n, 2 * CONTEXT_WINDOW), -1, np.int64)
+        column = 0
+        for offset in range(-CONTEXT_WINDOW, CONTEXT_WINDOW + 1):
+            if offset == 0:
+                continue
+            index = np.arange(m) + offset
+            ok = (index >= 0) & (index < m)
+            ok[ok] = shown_groups[index[ok]] == shown_groups[ok]
+            nb[shown[ok], column] = shown[index[ok]]
+            column += 1
+        lengths = np.where(nb >= 0, self.length[np.maximum(nb, 0)], 0.0).sum(axis=1)
+        return nb, lengths
+
+    def bm25(
+        self, query_terms: Iterable[str], *, context: bool, visible: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(own-field, context-field) BM25 of every slot.
+
+        With ``visible`` (a snapshot's boundaries), every corpus statistic (n, df, average
+        lengths, neighbours) counts only the visible slots, so writes outside them never
+        change a score; without it, the statistics cover every indexed version (cheaper)."""
         n = self.n
         own = np.zeros(n)
         ctx = np.zeros(n)
         if n == 0:
             return own, ctx
-        avg = (self.total_length / n) or 1.0
-        avg_ctx = (self.total_ctx_length / n) or 1.0
+        if visible is None:
+            count = n
+            avg = (self.total_length / n) or 1.0
+            avg_ctx = (self.total_ctx_length / n) or 1.0
+            nb, ctx_length = self.nb[:n], self.ctx_length[:n]
+        else:
+            count = int(np.count_nonzero(visible))
+            if count == 0:
+                return own, ctx
+            nb, ctx_length = self.neighbours(visible)
+            avg = (float(self.length[:n][visible].sum()) / count) or 1.0
+            avg_ctx = (float(ctx_length[visible].sum()) / count) or 1.0
         found = [(t, self.postings[t]) for t in set(query_terms) if t in self.postings]
-        common_cut = COMMON_TERM_SHARE * n if n >= COMMON_TERM_MIN_FACTS else math.inf
-        rare = [(t, p) for t, p in found if len(p.slots) <= common_cut]
-        common = [(t, p) for t, p in found if len(p.slots) > common_cut]
+        df_of = {
+            t: len(p.slots) if visible is None else int(np.count_nonzero(visible[p.get()[0]]))
+            for t, p in found
+        }
+        found = [(t, p) for t, p in found if df_of[t] > 0]
+        common_cut = COMMON_TERM_SHARE * count if count >= COMMON_TERM_MIN_FACTS else math.inf
+        rare = [(t, p) for t, p in found if df_of[t] <= common_cut]
+        common = [(t, p) for t, p in found if df_of[t] > common_cut]
         for group in (rare, common):
             restrict = own > 0 if group is common and rare else None
             for _, postings in group:
                 slots, tfs = postings.get()
+                if visible is not None:
+                    shown = visible[slots]
+                    slots, tfs = slots[shown], tfs[shown]
                 df = len(slots)
-                idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+                idf = math.log(1.0 + (count - df + 0.5) / (df + 0.5))
                 norm = K1 * (1.0 - B + B * self.length[slots] / avg)
                 add = np.zeros(n)
                 add[slots] = idf * tfs * (K1 + 1.0) / (tfs + norm)
@@ -230,15 +286,15 @@ class _Scope:
                 own += add
                 if not context:
                     continue
-                targets = self.nb[slots]
+                targets = nb[slots]
                 valid = targets >= 0
                 weights = np.repeat(tfs, targets.shape[1])[valid.ravel()]
                 ctx_tf = np.bincount(targets[valid], weights=weights, minlength=n)[:n]
                 df_ctx = int(np.count_nonzero(ctx_tf))
                 if df_ctx == 0:
                     continue
-                idf_ctx = math.log(1.0 + (n - df_ctx + 0.5) / (df_ctx + 0.5))
-                cnorm = K1 * (1.0 - B + B * self.ctx_length[:n] / avg_ctx)
+                idf_ctx = math.log(1.0 + (count - df_ctx + 0.5) / (df_ctx + 0.5))
+                cnorm = K1 * (1.0 - B + B * ctx_length / avg_ctx)
                 cadd = idf_ctx * ctx_tf * (K1 + 1.0) / (ctx_tf + cnorm)
                 if restrict is not None:
                     cadd *= restrict | (ctx > 0)
@@ -298,9 +354,15 @@ class FactMemory:
             scope = self._scopes.get(scope_id)
             if scope is None or scope.n == 0 or not query_terms:
                 continue
-            own, ctx = scope.bm25(query_terms, context=context_weight > 0)
+            allowed = scope.allowed(query)
+            # A snapshot replay (known_as_of) scores against exactly its visible facts.
+            own, ctx = scope.bm25(
+                query_terms,
+                context=context_weight > 0,
+                visible=allowed if query.known_as_of is not None else None,
+            )
             score = own + context_weight * ctx
-            score[~scope.allowed(query)] = 0.0
+            score[~allowed] = 0.0
             nonzero = np.flatnonzero(score > 0)
             if len(nonzero) > 4 * limit:
                 nonzero = nonzero[np.argpartition(-score[nonzero], 4 * limit)[: 4 * limit]]
@@ -322,8 +384,12 @@ class FactMemory:
         version_ids: Iterable[str],
         vector: Sequence[float],
         query_text: str,
+        query: IndexQuery | None = None,
     ) -> dict[str, Features]:
-        """Exact dense cosine, neighbourhood cosine and subject mention per known version."""
+        """Exact dense cosine, neighbourhood cosine and subject mention per known version.
+
+        For a snapshot replay (``query.known_as_of`` set) the neighbourhood is the visible
+        one, as in ``search``."""
         q = np.asarray(vector, np.float32)
         mentioned = textmod.mentioned_names(query_text)
         wanted = set(version_ids)
@@ -336,7 +402,10 @@ class FactMemory:
             if not slots:
                 continue
             own = scope.vectors[slots].astype(np.float32) @ q
-            nb = scope.nb[slots]
+            if query is not None and query.known_as_of is not None:
+                nb = scope.neighbours(scope.allowed(query))[0][slots]
+            else:
+                nb = scope.nb[slots]
             neighbour_vectors = scope.vectors[np.maximum(nb, 0)].astype(np.float32)
             neighbour_vectors *= (nb >= 0)[..., None]
             summed = neighbour_vectors.sum(axis=1)
@@ -350,6 +419,15 @@ class FactMemory:
                     subject_mentioned=bool(a.subject_key) and a.subject_key in mentioned,
                 )
         return out
+
+    def drop_scopes_holding(self, version_ids: Iterable[str]) -> list[str]:
+        """Forgets every scope that holds one of the versions (erasure); returns their ids
+        so the caller can reload what stays in them."""
+        wanted = set(version_ids)
+        dropped = [s for s, scope in self._scopes.items() if wanted & scope.slot_of.keys()]
+        for scope_id in dropped:
+            del self._scopes[scope_id]
+        return dropped
 
     def has_subjects_in(self, scope_ids: Sequence[str], query_text: str) -> bool:
         mentioned = textmod.mentioned_names(query_text)

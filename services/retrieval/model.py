@@ -40,6 +40,7 @@ class ChangeKind(enum.IntEnum):
     FACT_UPSERTED = 1
     SOURCE_UPSERTED = 2
     FEEDBACK_RECORDED = 3
+    FACT_ERASED = 4
 
 
 class ConflictHandling(enum.StrEnum):
@@ -93,6 +94,7 @@ class Change:
     position: int
     kind: ChangeKind
     fact: Fact | None = None
+    erased_version_id: str = ""  # FACT_ERASED: delete this version from every index
 
 
 @dataclass(frozen=True)

@@ -408,7 +408,9 @@ class Retriever:
         features: dict[str, CandidateFeatures] = {}
         if self._features is not None:
             versions = list(dict.fromkeys(c.version_id for c in [*dense, *lexical]))
-            features = await self._features.features(scopes, versions, vector, query)
+            features = await self._features.features(
+                scopes, versions, vector, query, index_query
+            )
         fused = fuse(dense, lexical, features, self.stages)
         keys = sorted(fused, key=lambda k: (-fused[k][2], k))
         if self._reranker is not None and self.stages.rerank and keys:

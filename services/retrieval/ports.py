@@ -39,6 +39,10 @@ class VectorIndex(Protocol):
 
     async def count(self) -> int: ...
 
+    async def delete(self, version_ids: Sequence[str]) -> None:
+        """Removes the versions' points (erasure); unknown ids are ignored."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -66,6 +70,10 @@ class LexicalIndex(Protocol):
         """The last change-log position applied."""
         ...
 
+    async def delete(self, version_ids: Sequence[str]) -> None:
+        """Removes the versions' documents (and their in-memory entries) for erasure."""
+        ...
+
 
 class FeatureSource(Protocol):
     async def features(
@@ -74,9 +82,11 @@ class FeatureSource(Protocol):
         version_ids: Sequence[str],
         vector: Sequence[float],
         query_text: str,
+        query: IndexQuery | None = None,
     ) -> Mapping[str, CandidateFeatures]:
         """Per known version: exact dense cosine, the neighbourhood's cosine and whether the
-        query names the fact's subject (memory.FactMemory via the lexical adapter)."""
+        query names the fact's subject (memory.FactMemory via the lexical adapter); with
+        ``query``, a snapshot replay's neighbourhood is its visible one."""
         ...
 
 

@@ -180,6 +180,11 @@ class EdgeVectorIndex:
     async def count(self) -> int:
         return int(await self._run(lambda: self._shard.count(edge.CountRequest(exact=True))))
 
+    async def delete(self, version_ids: Sequence[str]) -> None:
+        ids = [point_id(v) for v in version_ids]
+        if ids:
+            await self._run(self._shard.update, edge.UpdateOperation.delete_points(ids))
+
     async def close(self) -> None:
         self._closed = True
         if self._timer is not None:

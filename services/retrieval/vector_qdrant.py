@@ -226,6 +226,15 @@ class QdrantVectorIndex:
     ) -> list[Candidate]:
         return await self._run(self._search_sync, list(vector), query, limit)
 
+    async def delete(self, version_ids: Sequence[str]) -> None:
+        ids = [point_id(v) for v in version_ids]
+        if ids:
+            await self._run(
+                lambda: self.client.delete(
+                    self._collection, points_selector=models.PointIdsList(points=ids)
+                )
+            )
+
     async def count(self) -> int:
         result = await self._run(lambda: self.client.count(self._collection, exact=True))
         return int(result.count)

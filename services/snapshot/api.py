@@ -6,8 +6,10 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 
+from vera.errors import Unavailable
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 from vera.services.snapshot.domain import ContextPack, SnapshotService
+from vera.services.snapshot.erasure import PgPrincipalErasure
 from vera.services.snapshot.idempotency import IdempotencyKeys, KeyState
 from vera.services.snapshot.snapshots import Snapshot, SnapshotCatalog
 from vera.snapshot.v1 import snapshot_pb2 as pb
@@ -68,10 +70,12 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
         service: SnapshotService,
         catalog: SnapshotCatalog,
         idempotency: IdempotencyKeys,
+        erasure: PgPrincipalErasure | None = None,
     ) -> None:
         self._service = service
         self._catalog = catalog
         self._idempotency = idempotency
+        self._erasure = erasure
 
     async def CreateContextPack(self, request, context):
         pack, deduplicated = await self._service.create_context_pack(
@@ -118,3 +122,9 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
     async def ReleaseIdempotentCall(self, request, context):
         await self._idempotency.release(request.principal_id, request.key, request.request_hash)
         return pb.ReleaseIdempotentCallResponse()
+
+    async def ErasePrincipalData(self, request, context):
+        if self._erasure is None:
+            raise Unavailable()
+        counts = await self._erasure.erase(request.principal_id)
+        return pb.ErasePrincipalDataResponse(counts=counts)

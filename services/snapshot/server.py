@@ -13,6 +13,7 @@ from vera.rpc.client import open_channel
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 from vera.services.snapshot.api import SnapshotApi
 from vera.services.snapshot.domain import Clock, SnapshotService, utc_now
+from vera.services.snapshot.erasure import PgPrincipalErasure
 from vera.services.snapshot.fact_log import KnowledgeFactLog
 from vera.services.snapshot.idempotency import IdempotencyKeys
 from vera.services.snapshot.snapshots import SnapshotCatalog
@@ -66,7 +67,7 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
             [
                 ServiceBinding(
                     SERVICE_NAME,
-                    SnapshotApi(service, catalog, keys),
+                    SnapshotApi(service, catalog, keys, PgPrincipalErasure(pool)),
                     snapshot_pb2_grpc.add_SnapshotServiceServicer_to_server,
                 )
             ],

@@ -51,6 +51,8 @@ class McpSettings(BaseModel):
     scope_snapshot: str = "memory:snapshot"
     required_scopes: list[str] = Field(default_factory=lambda: ["memory:read"])
     quota_enabled: bool = True
+    # How long the gateway reuses a resolved (principal, project) pair (gateway/project_cache).
+    project_cache_seconds: float = Field(2.0, ge=0, le=60)
     quota_read_per_minute: int = Field(120, ge=1)
     quota_context_per_minute: int = Field(20, ge=1)
     quota_propose_per_minute: int = Field(30, ge=1)

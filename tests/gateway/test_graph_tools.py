@@ -344,3 +344,239 @@ async def test_communities_are_non_authoritative_with_run_and_lineage(world) -> 
     assert (await world.error("knowledge_search_communities", {"query": "x", "limit": 101}))[
         "field"
     ] == "limit"
+
+
+# Bi-temporal boundaries on every read tool ------------------------------------------------
+
+READ_TOOLS_WITH_BOTH_BOUNDARIES = (
+    "knowledge_search",
+    "knowledge_explain_fact",
+    "knowledge_get_evidence",
+    *(spec.name for spec in GRAPH_TOOLS),
+)
+_REQUIRED = {
+    "knowledge_get_changes": {},
+    "knowledge_get_source": {"source_id": "adr-7"},
+    "knowledge_search_communities": {"query": "x"},
+    "knowledge_get_community_lineage": {"community_id": str(uuid.uuid4())},
+}
+
+
+def _at(value: Timestamp) -> datetime:
+    return value.ToDatetime(tzinfo=UTC)
+
+
+async def test_every_read_tool_takes_both_boundaries_with_the_guide_bounds(world) -> None:
+    async with Client(world.url) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+    for name in READ_TOOLS_WITH_BOTH_BOUNDARIES:
+        properties = listed[name].input_schema["properties"]
+        for boundary in ("as_of", "known_as_of"):
+            assert (properties[boundary]["minLength"], properties[boundary]["maxLength"]) == (
+                1,
+                64,
+            ), (name, boundary)
+    for tool, required in _REQUIRED.items():
+        for boundary in ("as_of", "known_as_of"):
+            for bad in ("yesterday", "2025-01-01T00:00:00" + "0" * 60, ""):
+                data = await world.error(tool, {**required, boundary: bad})
+                assert (data["code"], data["field"]) == ("invalid_input", boundary), (tool, bad)
+
+
+async def test_change_feed_honours_known_as_of_and_as_of_independently_and_combined(
+    world,
+) -> None:
+    await world.ingest(
+        facts=[fact("payments", "uses_database", "MySQL", valid_from=ts(datetime(2024, 1, 1)))]
+    )
+    key = (await world.call("knowledge_get_entity", {"entity": "payments"}))["facts"][0]["fact_key"]
+    corrected = await world.knowledge.CorrectFact(
+        pb.CorrectFactRequest(
+            principal_id=CURATOR,
+            scope_id=PROJECT,
+            fact_key=key,
+            replacement=fact(
+                "payments", "uses_database", "PostgreSQL", valid_from=ts(datetime(2025, 6, 1))
+            ),
+            reason="migrated",
+        )
+    )
+    before = (_at(corrected.replacement.recorded_at) - timedelta(microseconds=1)).isoformat()
+
+    async def changes(**extra: Any) -> list[str]:
+        data = await world.call("knowledge_get_changes", {"limit": 200, **extra})
+        return [c["change"] for c in data["changes"] if c["fact"]]
+
+    assert await changes() == ["published", "corrected", "correction"]
+    assert await changes(known_as_of=before) == ["published"]
+    # The closed version was valid until 2025-06; the replacement only from then.
+    assert await changes(as_of="2025-03-01T00:00:00Z") == ["published", "corrected"]
+    assert await changes(as_of="2025-09-01T00:00:00Z") == ["published", "correction"]
+    assert await changes(as_of="2023-01-01T00:00:00Z") == []
+    assert await changes(as_of="2025-09-01T00:00:00Z", known_as_of=before) == ["published"]
+    # The cursor is a ledger position: paging the filtered feed loses nothing.
+    first = await world.call("knowledge_get_changes", {"limit": 1, "known_as_of": before})
+    rest = await world.call(
+        "knowledge_get_changes", {"cursor": first["next_cursor"], "known_as_of": before}
+    )
+    assert [c["change"] for c in first["changes"] + rest["changes"] if c["fact"]] == ["published"]
+
+
+async def test_source_honours_known_as_of_and_as_of(world) -> None:
+    await world.ingest(
+        sources=[
+            pb.SourceInput(source_id="adr-7", title="v1", observed_at=ts(datetime(2020, 1, 1)))
+        ],
+        facts=[fact("payments", "depends_on", "ledger", valid_from=ts(datetime(2021, 1, 1)))],
+    )
+    first = await world.call("knowledge_get_source", {"source_id": "adr-7"})
+    recorded = first["versions"][0]["recorded_at"]
+    await world.ingest(
+        sources=[
+            pb.SourceInput(source_id="adr-7", title="v2", observed_at=ts(datetime(2024, 1, 1)))
+        ],
+        facts=[fact("payments", "calls", "ledger")],
+    )
+
+    async def source(**extra: Any) -> tuple[list[str], int]:
+        data = await world.call("knowledge_get_source", {"source_id": "adr-7", **extra})
+        return [v["title"] for v in data["versions"]], data["cited_by_facts"]
+
+    assert await source() == (["v2", "v1"], 2)
+    assert await source(known_as_of=recorded) == (["v1"], 1)
+    assert await source(as_of="2022-01-01T00:00:00Z") == (["v1"], 2)
+    assert await source(as_of="2020-06-01T00:00:00Z") == (["v1"], 1)  # depends_on not yet valid
+    assert await source(as_of="2020-06-01T00:00:00Z", known_as_of=recorded) == (["v1"], 0)
+    data = await world.error(
+        "knowledge_get_source", {"source_id": "adr-7", "as_of": "2019-01-01T00:00:00Z"}
+    )
+    assert (data["code"], data["field"]) == ("invalid_input", "source_id")
+
+
+async def test_communities_and_lineage_honour_known_as_of_and_as_of(world) -> None:
+    await world.ingest(
+        facts=[
+            fact("payments", "depends_on", "ledger"),
+            fact("ledger", "stores_data_in", "postgres"),
+            fact("payments", "calls", "postgres"),
+        ]
+    )
+    first = await world.knowledge.DeriveCommunities(pb.DeriveCommunitiesRequest(scope_id=PROJECT))
+    first_at = _at(first.run.created_at).isoformat()
+    since = ts(datetime(2025, 1, 1))
+    await world.ingest(
+        facts=[
+            fact("search", "depends_on", "elastic", valid_from=since),
+            fact("elastic", "runs_on", "k8s", valid_from=since),
+            fact("search", "calls", "k8s"),
+        ]
+    )
+    await world.knowledge.DeriveCommunities(pb.DeriveCommunitiesRequest(scope_id=PROJECT))
+
+    async def labels(**extra: Any) -> list[str]:
+        data = await world.call("knowledge_search_communities", {"query": "elastic", **extra})
+        return [c["community_id"] for c in data["communities"]]
+
+    (elastic,) = await labels()
+    assert await labels(known_as_of=first_at) == []  # the first run knew no elastic
+    assert await labels(as_of="2025-06-01T00:00:00Z") == [elastic]
+    assert await labels(as_of="2024-06-01T00:00:00Z") == [elastic]  # search calls k8s
+    assert await labels(as_of="2024-06-01T00:00:00Z", known_as_of=first_at) == []
+
+    async def lineage(**extra: Any) -> int:
+        data = await world.call(
+            "knowledge_get_community_lineage", {"community_id": elastic, **extra}
+        )
+        assert data["total"] == len(data["facts"])
+        return data["total"]
+
+    assert await lineage() == 3
+    assert await lineage(as_of="2024-06-01T00:00:00Z") == 1
+    assert await lineage(as_of="2025-06-01T00:00:00Z") == 3
+    data = await world.error(
+        "knowledge_get_community_lineage", {"community_id": elastic, "known_as_of": first_at}
+    )
+    assert (data["code"], data["field"]) == ("invalid_input", "community_id")
+    (payments,) = (
+        await world.call(
+            "knowledge_search_communities", {"query": "ledger", "known_as_of": first_at}
+        )
+    )["communities"]
+    assert payments["derivation_run"]["derivation_run_id"] == first.run.run_id
+    assert await lineage() == 3
+
+
+async def test_conflicts_explain_and_evidence_combine_both_boundaries(world) -> None:
+    await world.ingest(
+        facts=[fact("ledger", "uses_database", "postgres", valid_from=ts(datetime(2024, 1, 1)))]
+    )
+    key = (await world.call("knowledge_get_entity", {"entity": "ledger"}))["facts"][0]["fact_key"]
+    await world.ingest(
+        facts=[fact("ledger", "uses_database", "mysql", valid_from=ts(datetime(2025, 1, 1)))]
+    )
+    mysql = await world.call(
+        "knowledge_get_entity", {"entity": "ledger", "conflict_handling": "only"}
+    )
+    recorded = max(_iso(f["recorded_at"]) for f in mysql["facts"])
+    before = (recorded - timedelta(microseconds=1)).isoformat()
+
+    async def total(**extra: Any) -> int:
+        return (await world.call("knowledge_get_conflicts", extra))["total"]
+
+    assert await total() == 1
+    assert await total(known_as_of=before) == 0
+    assert await total(as_of="2024-06-01T00:00:00Z") == 0
+    assert await total(as_of="2025-06-01T00:00:00Z", known_as_of=before) == 0
+    explained = await world.call(
+        "knowledge_explain_fact",
+        {"fact_key": key, "as_of": "2024-06-01T00:00:00Z", "known_as_of": before},
+    )
+    assert explained["fact"]["state"] == "active"  # not yet disputed then
+    early = await world.error(
+        "knowledge_explain_fact", {"fact_key": key, "as_of": "2023-06-01T00:00:00Z"}
+    )
+    assert (early["code"], early["field"]) == ("invalid_input", "fact_key")
+    evidence = await world.call(
+        "knowledge_get_evidence",
+        {"fact_key": key, "as_of": "2025-06-01T00:00:00Z", "known_as_of": before},
+    )
+    assert evidence["fact_key"] == key and evidence["total"] >= 1
+
+
+def _iso(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+async def test_conflict_pages_use_a_keyset_cursor_that_survives_a_resolved_group(world) -> None:
+    subjects = ("alpha", "beta", "gamma")
+    await world.ingest(
+        sources=[pb.SourceInput(source_id="adr-7", title="ADR 7")]
+        + [pb.SourceInput(source_id=f"src-{s}", title=s) for s in subjects],
+        facts=[fact(s, "uses_database", "postgres") for s in subjects]
+        + [
+            pb.FactInput(subject=s, predicate="uses_database", object="mysql", source_id=f"src-{s}")
+            for s in subjects
+        ],
+    )
+    first = await world.call("knowledge_get_conflicts", {"limit": 1})
+    assert first["total"] == 3 and first["next_cursor"]
+    (seen,) = [g["subject"] for g in first["conflicts"]]
+    # The first page's group resolves before the next page is read: nothing shifts.
+    await world.knowledge.RetractSource(
+        pb.RetractSourceRequest(
+            curator_principal_id=CURATOR, scope_id=PROJECT, source_id=f"src-{seen}", reason="r"
+        )
+    )
+    rest = await world.call("knowledge_get_conflicts", {"cursor": first["next_cursor"]})
+    assert rest["total"] == 2 and rest["next_cursor"] is None
+    assert sorted(g["subject"] for g in rest["conflicts"]) == sorted(set(subjects) - {seen})
+    again = await world.call("knowledge_get_conflicts", {"limit": 1})
+    second = await world.call(
+        "knowledge_get_conflicts", {"limit": 1, "cursor": again["next_cursor"]}
+    )
+    assert second["next_cursor"] is None
+    assert {g["subject"] for g in again["conflicts"] + second["conflicts"]} == set(subjects) - {
+        seen
+    }
+    bad = await world.error("knowledge_get_conflicts", {"cursor": "djE6MTA"})  # an offset token
+    assert (bad["code"], bad["field"]) == ("invalid_input", "cursor")

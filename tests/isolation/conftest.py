@@ -58,3 +58,20 @@ def make_api(identity_address: str) -> ApiFactory:
 async def api(make_api: ApiFactory) -> AsyncIterator[httpx.AsyncClient]:
     async with make_api() as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+async def embedder():
+    from vera.services.retrieval.embedding import MiniLMEmbedder
+
+    model = await MiniLMEmbedder.load(None, threads=2)
+    yield model
+    model.close()
+
+
+@pytest.fixture
+async def stack(pg_dsn: str, identity_address: str, tmp_path, embedder):
+    from isolation_stack import full_stack
+
+    async with full_stack(pg_dsn, identity_address, tmp_path / "data", embedder) as running:
+        yield running

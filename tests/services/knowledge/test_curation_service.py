@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncpg
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 
-from vera.config import DatabaseSettings, Settings
+from vera.config import DatabaseSettings, KnowledgeSettings, Settings
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_pb2 as pb
 from vera.knowledge.v1 import knowledge_pb2_grpc
@@ -233,6 +236,8 @@ async def test_retract_source_withdraws_retracts_and_audits(stub, db) -> None:
     assert (audit["action"], audit["target"], audit["reason"]) == (
         "source_retracted", "adr-7", "superseded")
     assert str(audit["actor_id"]) == CURATOR and str(audit["scope_id"]) == PROJECT
+    details = json.loads(audit["details"])  # a JSON object, not a JSON-encoded string
+    assert details["retracted_fact_keys"] == list(result.retracted_fact_keys)
 
     again = await stub.RetractSource(pb.RetractSourceRequest(
         curator_principal_id=CURATOR, scope_id=PROJECT, source_id="adr-7", reason="again"))
@@ -273,3 +278,76 @@ async def test_a_secret_is_refused_and_nothing_is_stored(stub, db, field, kwargs
     for table in ("facts", "assertions", "evidence", "proposal_attempts", "proposal_targets"):
         assert await db.fetchval(f"SELECT count(*) FROM {table}") == 0, table
     assert await head(stub) == before
+
+
+async def test_known_as_of_before_a_source_retraction_shows_its_assertions_verified(
+    stub, db
+) -> None:
+    await ingest(
+        stub,
+        [("payments-api", "uses", "kafka", "adr-7"), ("payments-api", "uses", "kafka", "rb-1")],
+        sources=("adr-7", "rb-1"),
+    )
+    recorded = await db.fetchval("SELECT max(recorded_at) FROM assertions")
+    fact_key_ = await db.fetchval(
+        "SELECT fact_key FROM facts WHERE scope_id = $1 AND superseded_at IS NULL",
+        uuid.UUID(PROJECT))
+    await stub.RetractSource(pb.RetractSourceRequest(
+        curator_principal_id=CURATOR, scope_id=PROJECT, source_id="adr-7", reason="superseded"))
+    before = Timestamp()
+    before.FromDatetime(recorded)
+
+    def verification(facts) -> dict[str, int]:
+        [f] = facts
+        return {c.source_id: c.verification for c in f.citations}
+
+    then = await stub.BatchGetFacts(pb.BatchGetFactsRequest(
+        scope_ids=[PROJECT], fact_keys=[fact_key_], known_as_of=before))
+    assert verification(then.facts) == {
+        "adr-7": pb.VERIFICATION_STATE_VERIFIED, "rb-1": pb.VERIFICATION_STATE_VERIFIED}
+    now = await stub.BatchGetFacts(pb.BatchGetFactsRequest(
+        scope_ids=[PROJECT], fact_keys=[fact_key_]))
+    assert verification(now.facts) == {"rb-1": pb.VERIFICATION_STATE_VERIFIED}
+    explained = await stub.ExplainFact(pb.ExplainFactRequest(
+        scope_ids=[PROJECT], fact_key=fact_key_, known_as_of=before))
+    by_source = {a.source.source_id: a.verification for a in explained.assertions}
+    assert by_source["adr-7"] == pb.VERIFICATION_STATE_VERIFIED
+    # Today the same assertion reads as withdrawn.
+    explained_now = await stub.ExplainFact(pb.ExplainFactRequest(
+        scope_ids=[PROJECT], fact_key=fact_key_))
+    by_source = {a.source.source_id: a.verification for a in explained_now.assertions}
+    assert by_source["adr-7"] == pb.VERIFICATION_STATE_WITHDRAWN
+
+
+async def test_operator_ontology_file_decides_the_proposal_allowlist(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "ontology.json"
+    path.write_text(json.dumps({
+        "version": "ops-3",
+        "proposal_predicates": ["mascot_of"],
+        "single_valued_predicates": ["team_colour"],
+    }))
+    settings = Settings(
+        database=DatabaseSettings(dsn=pg_dsn, pool_min_size=1, pool_max_size=4),
+        knowledge=KnowledgeSettings(ontology_path=path),
+    )
+    hosted = await knowledge_server.create(settings, "127.0.0.1:0")
+    await hosted.running.server.start()
+    channel = open_channel(f"127.0.0.1:{hosted.running.port}", 10.0)
+    try:
+        ops = knowledge_pb2_grpc.KnowledgeServiceStub(channel)
+        created = await propose(ops, "payments-api", "mascot_of", "owl")
+        assert created.outcome == pb.PROPOSAL_OUTCOME_CREATED
+        await propose(ops, "payments-api", "team_colour", "green", task_ref="t-2")
+        with pytest.raises(InvalidInput) as err:  # shipped, but not in the operator's file
+            await propose(ops, predicate="depends_on", task_ref="t-3")
+        assert err.value.field == "predicate"
+        assert err.value.metadata["reason"] == "unknown_predicate"
+        with pytest.raises(InvalidInput) as err:
+            await propose(ops, predicate="mascot of", task_ref="t-4")
+        assert err.value.metadata["candidates"].split(",")[0] == "mascot_of"
+    finally:
+        await channel.close()
+        await hosted.running.stop(0)
+        await hosted.aclose()

@@ -77,3 +77,37 @@ def test_supersession_and_filters(memory: FactMemory):
     assert [h.version_id for h in past] == ["k3-v1"]
     assert memory.search("golden", q(document_type="adr"), 10, context_weight=0.0) == []
     assert memory.search("golden", q(scope_ids=("b",)), 10, context_weight=0.0) == []
+
+
+def test_snapshot_scores_ignore_later_writes(memory: FactMemory):
+    """With known_as_of, every corpus statistic counts only the versions visible then, so
+    later writes (in the same source, another source, or another scope) change no score."""
+    later = T + timedelta(hours=6)
+    snapshot = q(known_as_of=T + timedelta(hours=1))
+
+    def scores():
+        found = memory.search("which dog breed is Max", snapshot, 10, context_weight=0.7)
+        keys = [c.version_id for c in found]
+        feats = memory.features(("a",), keys, [0.6, 0.8], "which dog breed is Max", snapshot)
+        return [(c.fact_key, c.score) for c in found], feats
+
+    before = scores()
+    assert before[0]
+    memory.upsert(
+        [
+            Fact("k4", "k4-v1", "a", "Ann", "said", "The dog breed Max loves fetch",
+                 recorded_at=later, citations=(Citation(source_id="s1", locator="D1:4"),)),
+            Fact("k11", "k11-v1", "a", "Cy", "said", "dog dog breed breed weather",
+                 recorded_at=later, citations=(Citation(source_id="s2", locator="D1:11"),)),
+            Fact("k1", "k1-v2", "a", "Ann", "said", "I adopted a cat, not a dog",
+                 recorded_at=later, citations=(Citation(source_id="s1", locator="D1:1"),)),
+            Fact("b1", "b1-v1", "b", "Dee", "said", "dog breed", recorded_at=later,
+                 citations=(Citation(source_id="s9", locator="D1:1"),)),
+        ],
+        [[1.0, 0.0], [0.0, 1.0], [0.6, 0.8], [1.0, 0.0]],
+        3,
+    )
+    assert scores() == before
+    # The live view does see the later writes.
+    live = memory.search("which dog breed is Max", q(), 10, context_weight=0.7)
+    assert "k4" in {c.fact_key for c in live}

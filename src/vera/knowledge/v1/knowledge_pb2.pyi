@@ -47,6 +47,7 @@ class ChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CHANGE_KIND_FACT_UPSERTED: _ClassVar[ChangeKind]
     CHANGE_KIND_SOURCE_UPSERTED: _ClassVar[ChangeKind]
     CHANGE_KIND_FEEDBACK_RECORDED: _ClassVar[ChangeKind]
+    CHANGE_KIND_FACT_ERASED: _ClassVar[ChangeKind]
 
 class ConflictFilter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -77,6 +78,7 @@ CHANGE_KIND_UNSPECIFIED: ChangeKind
 CHANGE_KIND_FACT_UPSERTED: ChangeKind
 CHANGE_KIND_SOURCE_UPSERTED: ChangeKind
 CHANGE_KIND_FEEDBACK_RECORDED: ChangeKind
+CHANGE_KIND_FACT_ERASED: ChangeKind
 CONFLICT_FILTER_UNSPECIFIED: ConflictFilter
 CONFLICT_FILTER_INCLUDE: ConflictFilter
 CONFLICT_FILTER_EXCLUDE: ConflictFilter
@@ -492,16 +494,18 @@ class RecordFeedbackResponse(_message.Message):
     def __init__(self, feedback_id: _Optional[str] = ..., signal: _Optional[str] = ..., created: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Change(_message.Message):
-    __slots__ = ("position", "kind", "fact", "created_at")
+    __slots__ = ("position", "kind", "fact", "created_at", "erased_version_id")
     POSITION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     FACT_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    ERASED_VERSION_ID_FIELD_NUMBER: _ClassVar[int]
     position: int
     kind: ChangeKind
     fact: Fact
     created_at: _timestamp_pb2.Timestamp
-    def __init__(self, position: _Optional[int] = ..., kind: _Optional[_Union[ChangeKind, str]] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    erased_version_id: str
+    def __init__(self, position: _Optional[int] = ..., kind: _Optional[_Union[ChangeKind, str]] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., erased_version_id: _Optional[str] = ...) -> None: ...
 
 class ListChangesRequest(_message.Message):
     __slots__ = ("after_position", "page_size")
@@ -660,16 +664,18 @@ class SourceFreshness(_message.Message):
     def __init__(self, stale: _Optional[bool] = ..., age_days: _Optional[int] = ..., stale_after_days: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class GetSourceRequest(_message.Message):
-    __slots__ = ("scope_ids", "source_id", "scope_id", "known_as_of")
+    __slots__ = ("scope_ids", "source_id", "scope_id", "known_as_of", "as_of")
     SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
     scope_ids: _containers.RepeatedScalarFieldContainer[str]
     source_id: str
     scope_id: str
     known_as_of: _timestamp_pb2.Timestamp
-    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., source_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., source_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetSourceResponse(_message.Message):
     __slots__ = ("source", "scope_id", "versions", "freshness", "cited_by_facts")
@@ -784,14 +790,18 @@ class ScopeChange(_message.Message):
     def __init__(self, position: _Optional[int] = ..., change: _Optional[str] = ..., scope_id: _Optional[str] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ..., source_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListScopeChangesRequest(_message.Message):
-    __slots__ = ("scope_ids", "page_size", "page_token")
+    __slots__ = ("scope_ids", "page_size", "page_token", "as_of", "known_as_of")
     SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
     scope_ids: _containers.RepeatedScalarFieldContainer[str]
     page_size: int
     page_token: str
-    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    known_as_of: _timestamp_pb2.Timestamp
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListScopeChangesResponse(_message.Message):
     __slots__ = ("changes", "next_page_token", "has_more")
@@ -864,16 +874,18 @@ class DeriveCommunitiesResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[DerivationRun, _Mapping]] = ..., created: _Optional[bool] = ..., community_count: _Optional[int] = ...) -> None: ...
 
 class SearchCommunitiesRequest(_message.Message):
-    __slots__ = ("scope_ids", "query", "page_size", "known_as_of")
+    __slots__ = ("scope_ids", "query", "page_size", "known_as_of", "as_of")
     SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
     scope_ids: _containers.RepeatedScalarFieldContainer[str]
     query: str
     page_size: int
     known_as_of: _timestamp_pb2.Timestamp
-    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., page_size: _Optional[int] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., page_size: _Optional[int] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SearchCommunitiesResponse(_message.Message):
     __slots__ = ("communities", "empty_reason")
@@ -884,16 +896,20 @@ class SearchCommunitiesResponse(_message.Message):
     def __init__(self, communities: _Optional[_Iterable[_Union[Community, _Mapping]]] = ..., empty_reason: _Optional[str] = ...) -> None: ...
 
 class GetCommunityLineageRequest(_message.Message):
-    __slots__ = ("scope_ids", "community_id", "page_size", "page_token")
+    __slots__ = ("scope_ids", "community_id", "page_size", "page_token", "as_of", "known_as_of")
     SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
     COMMUNITY_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
     scope_ids: _containers.RepeatedScalarFieldContainer[str]
     community_id: str
     page_size: int
     page_token: str
-    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., community_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    known_as_of: _timestamp_pb2.Timestamp
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., community_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetCommunityLineageResponse(_message.Message):
     __slots__ = ("community", "facts", "next_page_token", "total")
@@ -1028,3 +1044,39 @@ class RetractSourceResponse(_message.Message):
     audit_event_id: str
     change_position: int
     def __init__(self, status: _Optional[_Union[RetractionStatus, str]] = ..., assertions_withdrawn: _Optional[int] = ..., retracted_fact_keys: _Optional[_Iterable[str]] = ..., still_supported_fact_keys: _Optional[_Iterable[str]] = ..., audit_event_id: _Optional[str] = ..., change_position: _Optional[int] = ...) -> None: ...
+
+class ErasePrincipalDataRequest(_message.Message):
+    __slots__ = ("actor_principal_id", "principal_id", "personal_scope_id", "related_counts")
+    class RelatedCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PERSONAL_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    RELATED_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    actor_principal_id: str
+    principal_id: str
+    personal_scope_id: str
+    related_counts: _containers.ScalarMap[str, int]
+    def __init__(self, actor_principal_id: _Optional[str] = ..., principal_id: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., related_counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class ErasePrincipalDataResponse(_message.Message):
+    __slots__ = ("counts", "audit_event_id", "change_position")
+    class CountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    counts: _containers.ScalarMap[str, int]
+    audit_event_id: str
+    change_position: int
+    def __init__(self, counts: _Optional[_Mapping[str, int]] = ..., audit_event_id: _Optional[str] = ..., change_position: _Optional[int] = ...) -> None: ...

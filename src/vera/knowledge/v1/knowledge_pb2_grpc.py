@@ -150,6 +150,11 @@ class KnowledgeServiceStub:
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceRequest.SerializeToString,
                 response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceResponse.FromString,
                 _registered_method=True)
+        self.ErasePrincipalData = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/ErasePrincipalData',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ErasePrincipalDataRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ErasePrincipalDataResponse.FromString,
+                _registered_method=True)
 
 
 class KnowledgeServiceServicer:
@@ -321,6 +326,18 @@ class KnowledgeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ErasePrincipalData(self, request, context):
+        """--- Erasure (administrators, via the REST API; never reachable from MCP) ---
+
+        Physically deletes a principal's personal knowledge (its personal scope's facts,
+        assertions, evidence, proposal attempts, feedback) and appends one FACT_ERASED change
+        per deleted fact version, so indexes drop them. Shared facts a curator verified from
+        its proposals stay. Records an audit event holding only ids, counts and times.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KnowledgeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -433,6 +450,11 @@ def add_KnowledgeServiceServicer_to_server(servicer, server):
                     servicer.RetractSource,
                     request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceRequest.FromString,
                     response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceResponse.SerializeToString,
+            ),
+            'ErasePrincipalData': grpc.unary_unary_rpc_method_handler(
+                    servicer.ErasePrincipalData,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ErasePrincipalDataRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ErasePrincipalDataResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1035,6 +1057,33 @@ class KnowledgeService:
             '/vera.knowledge.v1.KnowledgeService/RetractSource',
             vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceRequest.SerializeToString,
             vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ErasePrincipalData(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/ErasePrincipalData',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ErasePrincipalDataRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ErasePrincipalDataResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -2,6 +2,7 @@ import datetime
 
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -192,3 +193,22 @@ class ReleaseIdempotentCallRequest(_message.Message):
 class ReleaseIdempotentCallResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ErasePrincipalDataRequest(_message.Message):
+    __slots__ = ("principal_id",)
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    def __init__(self, principal_id: _Optional[str] = ...) -> None: ...
+
+class ErasePrincipalDataResponse(_message.Message):
+    __slots__ = ("counts",)
+    class CountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    counts: _containers.ScalarMap[str, int]
+    def __init__(self, counts: _Optional[_Mapping[str, int]] = ...) -> None: ...

@@ -73,6 +73,11 @@ class SnapshotServiceStub:
                 request_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ReleaseIdempotentCallRequest.SerializeToString,
                 response_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ReleaseIdempotentCallResponse.FromString,
                 _registered_method=True)
+        self.ErasePrincipalData = channel.unary_unary(
+                '/vera.snapshot.v1.SnapshotService/ErasePrincipalData',
+                request_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ErasePrincipalDataRequest.SerializeToString,
+                response_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ErasePrincipalDataResponse.FromString,
+                _registered_method=True)
 
 
 class SnapshotServiceServicer:
@@ -132,6 +137,16 @@ class SnapshotServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ErasePrincipalData(self, request, context):
+        """--- Erasure (administrators, via the REST API; never reachable from MCP) ---
+
+        Physically deletes everything a principal persisted: context packs, snapshots and
+        idempotency keys (their stored results).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SnapshotServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -169,6 +184,11 @@ def add_SnapshotServiceServicer_to_server(servicer, server):
                     servicer.ReleaseIdempotentCall,
                     request_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ReleaseIdempotentCallRequest.FromString,
                     response_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ReleaseIdempotentCallResponse.SerializeToString,
+            ),
+            'ErasePrincipalData': grpc.unary_unary_rpc_method_handler(
+                    servicer.ErasePrincipalData,
+                    request_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ErasePrincipalDataRequest.FromString,
+                    response_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ErasePrincipalDataResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -364,6 +384,33 @@ class SnapshotService:
             '/vera.snapshot.v1.SnapshotService/ReleaseIdempotentCall',
             vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ReleaseIdempotentCallRequest.SerializeToString,
             vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ReleaseIdempotentCallResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ErasePrincipalData(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.snapshot.v1.SnapshotService/ErasePrincipalData',
+            vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ErasePrincipalDataRequest.SerializeToString,
+            vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ErasePrincipalDataResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,687 @@
+"""The latency and scale bench on a generated corpus (issue 5): ``scripts/bench --scale``.
+
+    python -m bench.run --scale [--scale-sizes 10000,100000] [--scale-100k] [--scale-out PATH]
+
+For each size it generates a deterministic, varied coding-organization corpus (services,
+teams, libraries, ADRs, runbooks, repositories, code paths; several facts per source so
+every fact has neighbours), starts a stack with ``vera up`` in a temporary data dir, and:
+
+- loads it through ``vera ingest``'s own loader (``vera.ingest``: parse_jsonl, then the
+  IngestKnowledge calls, 10k-fact files into one project) and times the load and the tail
+  from the end of the load until GetIndexStatus reports everything indexed;
+- asks questions generated from held facts through the real MCP client
+  (``knowledge_get_context``, limit 10): p50/p95 and hit@10 as a sanity check;
+- measures index freshness: a one-fact IngestKnowledge returns, then ``knowledge_search``
+  is polled (20 ms) until the fact is found;
+- runs the same retrieval pipeline in process over the same indexes (the documents table the
+  service reloads from, and a copy of its qdrant-edge shard), without the gateway and gRPC
+  hops, and one query embedding alone (the floor);
+- reads the peak RSS (VmHWM) of every process under ``vera up``.
+
+Prints a table and writes ``bench-results/scale.json`` with the machine it ran on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "bench-results" / "scale.json"
+FACTS_PER_FILE = 10_000
+LIMIT = 10
+TOKEN_BUDGET = 32000
+SEED = 5
+FRESHNESS_PROBES = 20
+FRESHNESS_POLL_S = 0.02
+FRESHNESS_GIVE_UP_S = 10.0
+INDEX_TIMEOUT_S = 1800.0
+
+# --- the corpus --------------------------------------------------------------------------
+
+_PREFIXES = ("ledger", "billing", "payments", "checkout", "catalog", "search", "identity",
+             "auth", "session", "inventory", "shipping", "pricing", "notify", "email", "sms",
+             "profile", "risk", "fraud", "audit", "report", "export", "import", "media",
+             "image", "video", "feed", "ranking", "recommend", "ads", "tracking", "metrics",
+             "alerting", "scheduler", "workflow", "orders", "cart", "tax", "refund",
+             "loyalty", "coupon", "geo", "routing", "dispatch", "chat", "support", "docs",
+             "config", "flags", "gateway", "edge")
+_SUFFIXES = ("api", "service", "worker", "gateway", "indexer", "sync", "store", "proxy",
+             "scheduler", "consumer", "publisher", "cache", "batch", "stream", "engine",
+             "ui", "bff", "daemon", "cron", "adapter")
+_TEAMS = ("Team Atlas", "Team Borealis", "Team Cobalt", "Team Dune", "Team Ember",
+          "Team Fjord", "Team Granite", "Team Harbor", "Team Indigo", "Team Juniper",
+          "Team Kestrel", "Team Lumen", "Team Meridian", "Team Nimbus", "Team Onyx",
+          "Team Pioneer", "Team Quartz", "Team Rook", "Team Sierra", "Team Tundra",
+          "Team Umber", "Team Vega", "Team Willow", "Team Xenon", "Team Yarrow", "Team Zephyr")
+_LANGUAGES = ("Python 3.11", "Python 3.12", "Go 1.22", "Go 1.21", "Kotlin 1.9", "Java 21",
+              "TypeScript 5.4", "Rust 1.78", "Scala 3.3", "Elixir 1.16")
+_LIBRARIES = ("FastAPI", "Django", "SQLAlchemy", "asyncpg", "pydantic", "gRPC", "protobuf",
+              "Kafka client", "Celery", "Redis client", "httpx", "Spring Boot", "Ktor",
+              "Gin", "Echo", "tokio", "axum", "serde", "React", "Next.js", "OpenTelemetry",
+              "Prometheus client", "boto3", "Hibernate", "jOOQ", "Flyway", "Alembic",
+              "structlog", "zap", "tracing")
+_DATASTORES = ("PostgreSQL 15", "PostgreSQL 16", "MySQL 8", "Redis", "Cassandra",
+               "DynamoDB", "Elasticsearch", "ClickHouse", "MongoDB", "S3", "BigQuery",
+               "CockroachDB")
+_QUEUES = ("Kafka", "RabbitMQ", "SQS", "Pub/Sub", "NATS", "Kinesis")
+_REGIONS = ("eu-west-1", "eu-central-1", "us-east-1", "us-west-2", "ap-southeast-1",
+            "ap-northeast-1")
+_CLUSTERS = ("prod-blue", "prod-green", "prod-core", "prod-edge", "prod-batch")
+_PROTOCOLS = ("gRPC", "REST over HTTP/2", "GraphQL", "async events on Kafka")
+_FORGES = ("github.com", "gitlab.com")
+_ORGS = ("acme", "acme-platform", "acme-data", "acme-retail")
+_MODULES = ("handlers", "models", "client", "retry", "config", "schema", "jobs", "auth",
+            "cache", "metrics", "routes", "migrations", "validators", "serializers")
+_REASONS = ("to cut p99 latency", "to remove a single point of failure",
+            "because the vendor contract ends", "to simplify on-call",
+            "to meet the data residency rules", "to reduce cloud cost",
+            "because the old client leaked connections", "to unify observability")
+_FEATURES = ("request validation", "idempotent retries", "token refresh", "pagination",
+             "rate limiting", "cache invalidation", "schema migration", "event fan-out")
+_DOC_KINDS = ("adr", "runbook", "design", "readme", "postmortem", "ownership")
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    source_id: str
+    locator: str
+
+
+@dataclass
+class Corpus:
+    files: list[list[dict]] = field(default_factory=list)  # `vera ingest` lines per file
+    questions: list[Question] = field(default_factory=list)
+
+    @property
+    def facts(self) -> int:
+        return sum(1 for records in self.files for r in records if r["type"] == "fact")
+
+
+def _service_name(n: int) -> str:
+    base = f"{_PREFIXES[n % len(_PREFIXES)]}-{_SUFFIXES[(n // len(_PREFIXES)) % len(_SUFFIXES)]}"
+    generation = n // (len(_PREFIXES) * len(_SUFFIXES))
+    return base if generation == 0 else f"{base}-{generation + 1}"
+
+
+def _facts_about(rng: random.Random, svc: str, other: str, kind: str, number: int,
+                 repo: str) -> list[tuple[str, str, str, str, str]]:
+    """(subject, predicate, object, question, code path) candidates for one source."""
+    pkg = svc.replace("-", "_")
+    module = rng.choice(_MODULES)
+    path = f"services/{pkg}/{module}.py"
+    lib, lib2 = rng.sample(_LIBRARIES, 2)
+    store, queue = rng.choice(_DATASTORES), rng.choice(_QUEUES)
+    team = rng.choice(_TEAMS)
+    region, cluster = rng.choice(_REGIONS), rng.choice(_CLUSTERS)
+    timeout = rng.choice((150, 250, 400, 800, 1200, 2000, 3000, 5000))
+    retries = rng.randint(1, 6)
+    slo = rng.choice((99.0, 99.5, 99.9, 99.95, 99.99))
+    p99 = rng.choice((50, 80, 120, 200, 300, 500, 750))
+    port = rng.randint(7000, 9900)
+    reason = rng.choice(_REASONS)
+    ticket = f"{pkg.split('_')[0].upper()}-{rng.randint(100, 9999)}"
+    candidates = [
+        (svc, "is owned by", f"{team}; escalate through the {team.split()[1].lower()} "
+         "on-call rotation", f"Which team owns {svc}?", ""),
+        (svc, "is written in", rng.choice(_LANGUAGES) + f" and built with {lib}",
+         f"What language and framework is {svc} written in?", ""),
+        (svc, "stores its data in", f"{store} (database {pkg}_db, migrations managed by "
+         f"{rng.choice(('Alembic', 'Flyway', 'Liquibase', 'golang-migrate'))})",
+         f"Which database does {svc} use for its data?", ""),
+        (svc, "calls", f"{other} over {rng.choice(_PROTOCOLS)} with a {timeout} ms timeout "
+         f"and {retries} retries", f"How does {svc} call {other}, and with what timeout?", path),
+        (svc, "publishes events to", f"{queue} topic {pkg}.events.v{rng.randint(1, 4)}",
+         f"Where does {svc} publish its events?", ""),
+        (svc, "is deployed to", f"the {cluster} cluster in {region}, {rng.randint(2, 24)} "
+         f"replicas, port {port}", f"Where is {svc} deployed and how many replicas run?", ""),
+        (svc, "has the SLO", f"{slo}% availability and p99 latency under {p99} ms",
+         f"What is the SLO of {svc}?", ""),
+        (f"{svc} ADR-{number:04d}", "decided", f"to replace {lib2} with {lib} in {svc} "
+         f"{reason}", f"Why did {svc} replace {lib2} with {lib}?", ""),
+        (path, "implements", f"the {module} layer of {svc}: {rng.choice(_FEATURES)}",
+         f"Which file in {svc} implements its {module} layer?", path),
+        (svc, "pins", f"{lib} {rng.randint(1, 5)}.{rng.randint(0, 30)}.{rng.randint(0, 9)} "
+         f"because of {ticket}", f"Which version of {lib} does {svc} pin, and why?", ""),
+        (svc, "must not", f"call {store} directly from request handlers; go through "
+         f"{pkg}.repository", f"What must {svc} not do with {store}?", path),
+        (f"{svc} runbook", "says", f"when {svc} alerts on queue lag, scale the consumer to "
+         f"{rng.randint(4, 32)} workers and page {team}", f"What does the {svc} runbook say "
+         "to do on queue lag?", ""),
+        (svc, "lives in", f"the repository {repo} under services/{pkg}",
+         f"Which repository holds the code of {svc}?", ""),
+    ]
+    rng.shuffle(candidates)
+    return candidates
+
+
+def generate(n_facts: int, seed: int = SEED, *, facts_per_file: int = FACTS_PER_FILE,
+             questions: int = 200) -> Corpus:
+    """A deterministic corpus of exactly ``n_facts`` facts in `vera ingest` JSONL records,
+    split into files of ``facts_per_file`` facts (each file defines the sources its facts
+    cite), and ``questions`` questions each answered by one held fact."""
+    rng = random.Random(seed)
+    corpus = Corpus()
+    records: list[dict] = []
+    facts_in_file = 0
+    held: list[Question] = []
+    number = 0
+    produced = 0
+    base = dt.datetime(2023, 1, 1, tzinfo=dt.UTC)
+    while produced < n_facts:
+        svc = _service_name(number)
+        other = _service_name(rng.randrange(max(number, 1) + 50))
+        kind = _DOC_KINDS[number % len(_DOC_KINDS)]
+        org = rng.choice(_ORGS)
+        repo = f"https://{rng.choice(_FORGES)}/{org}/{svc.split('-')[0]}-platform"
+        observed = base + dt.timedelta(days=rng.randrange(900), minutes=rng.randrange(1440))
+        source_id = f"{kind}/{svc}/{number:06d}"
+        want = min(rng.randint(4, 9), n_facts - produced, facts_per_file - facts_in_file)
+        records.append({"type": "source", "id": source_id, "source_type": kind,
+                        "title": f"{kind.upper()} {number:04d}: {svc}",
+                        "uri": f"{repo}/blob/main/docs/{kind}/{number:04d}.md",
+                        "observed_at": observed.isoformat().replace("+00:00", "Z")})
+        for index, (subject, predicate, obj, question, path) in enumerate(
+                _facts_about(rng, svc, other, kind, number, repo)[:want]):
+            locator = f"§{index + 1}"
+            fact = {"type": "fact", "subject": subject, "predicate": predicate, "object": obj,
+                    "source": source_id, "locator": locator,
+                    "valid_from": observed.isoformat().replace("+00:00", "Z"),
+                    "document_type": kind, "trust_tier": rng.randint(1, 3),
+                    "authority": round(rng.uniform(0.4, 1.0), 2)}
+            if path:
+                fact["repository"] = repo
+                fact["code_path"] = path
+            records.append(fact)
+            held.append(Question(question, source_id, locator))
+        produced += want
+        facts_in_file += want
+        number += 1
+        if facts_in_file >= facts_per_file or produced >= n_facts:
+            corpus.files.append(records)
+            records, facts_in_file = [], 0
+    pick = random.Random(seed + 1)
+    corpus.questions = pick.sample(held, min(questions, len(held)))
+    return corpus
+
+
+def write_files(corpus: Corpus, directory: Path) -> list[Path]:
+    paths = []
+    for n, records in enumerate(corpus.files):
+        path = directory / f"scale-{n:03d}.jsonl"
+        with path.open("w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        paths.append(path)
+    return paths
+
+
+# --- measurements ------------------------------------------------------------------------
+
+
+def _pct(values: list[float]) -> dict[str, float | int]:
+    from bench.metrics import percentile
+
+    return {"p50": percentile(values, 50), "p95": percentile(values, 95), "n": len(values)}
+
+
+def _settings(data_dir: Path):
+    from vera.cli import _settings as cli_settings
+    from vera.stack import read_stack_file
+
+    settings = cli_settings(data_dir)
+    stack = read_stack_file(data_dir.resolve())
+    if stack is not None:
+        settings = settings.model_copy(update={
+            "services": settings.services.model_copy(update=stack["services"])})
+    return settings, stack
+
+
+async def load_corpus(paths: list[Path], data_dir: Path, project: str) -> dict:
+    """`vera ingest`'s loader (parse, then IngestKnowledge calls) over every file without
+    waiting in between, then GetIndexStatus until all is indexed."""
+    from vera.identity.v1 import identity_pb2
+    from vera.ingest import FACTS_PER_CALL, parse_jsonl
+    from vera.knowledge.v1 import knowledge_pb2
+    from vera.retrieval.v1 import retrieval_pb2
+    from vera.rpc.backends import Backends
+
+    settings, _ = _settings(data_dir)
+    parsed_files = [parse_jsonl(p) for p in paths]
+    facts = sum(len(p.facts) for p in parsed_files)
+    principal = str(settings.mcp.local_principal_id)
+    backends = Backends.open(settings)
+    try:
+        await backends.identity.EnsureLocalPrincipal(
+            identity_pb2.EnsureLocalPrincipalRequest(principal_id=principal))
+        created = await backends.identity.EnsureProject(
+            identity_pb2.EnsureProjectRequest(principal_id=principal, slug=project))
+        scope = created.project.project_id
+        repositories = sorted(set().union(*(p.repositories for p in parsed_files)))
+        for repository in repositories:
+            await backends.identity.MapRepository(identity_pb2.MapRepositoryRequest(
+                principal_id=principal, project_id=scope, repository=repository))
+        start_status = await backends.retrieval.GetIndexStatus(
+            retrieval_pb2.GetIndexStatusRequest(), timeout=120)
+        t0 = time.perf_counter()
+        position = 0
+        for parsed in parsed_files:
+            for i in range(0, max(len(parsed.facts), 1), FACTS_PER_CALL):
+                response = await backends.knowledge.IngestKnowledge(
+                    knowledge_pb2.IngestKnowledgeRequest(
+                        principal_id=principal, scope_id=scope,
+                        facts=parsed.facts[i:i + FACTS_PER_CALL],
+                        sources=parsed.sources if i == 0 else [],
+                        entities=parsed.entities if i == 0 else []), timeout=600)
+                position = max(position, response.change_position)
+        load_s = time.perf_counter() - t0
+        status = await backends.retrieval.GetIndexStatus(
+            retrieval_pb2.GetIndexStatusRequest(), timeout=120)
+        at_load_end = status.indexed_position
+        while status.indexed_position < position:
+            if time.perf_counter() - t0 > INDEX_TIMEOUT_S:
+                raise TimeoutError("indexing did not catch up")
+            await asyncio.sleep(0.1)
+            status = await backends.retrieval.GetIndexStatus(
+                retrieval_pb2.GetIndexStatusRequest(), timeout=120)
+        total_s = time.perf_counter() - t0
+    finally:
+        await backends.close()
+    span = max(position - start_status.indexed_position, 1)
+    behind = position - at_load_end
+    return {
+        "facts": facts, "files": len(paths), "load_s": load_s,
+        "load_facts_per_s": facts / load_s,
+        "index_tail_s": total_s - load_s,
+        "indexed_share_at_load_end": round(1 - behind / span, 4),
+        "index_tail_facts_per_s": (behind / span * facts) / (total_s - load_s)
+        if total_s > load_s else None,
+        "all_indexed_s": total_s,
+        "end_to_end_facts_per_s": facts / total_s,
+        "scope_id": scope,
+    }
+
+
+def hnsw_on_disk(data_dir: Path) -> dict:
+    """Segments of the embedded shard, and how many carry an HNSW ``vector_index``."""
+    segments = data_dir / "vectors" / "segments"
+    dirs = [d for d in segments.iterdir() if d.is_dir()] if segments.is_dir() else []
+    with_index = [d for d in dirs if (d / "vector_index").is_dir()]
+    return {"segments": len(dirs), "hnsw_segments": len(with_index)}
+
+
+async def wait_for_hnsw(data_dir: Path, give_up_s: float) -> dict:
+    """Waits (bounded) for a segment with an HNSW index and no optimizer work in flight."""
+    t0 = time.perf_counter()
+    state = hnsw_on_disk(data_dir)
+    stable_since = None
+    last = None
+    while time.perf_counter() - t0 < give_up_s:
+        state = hnsw_on_disk(data_dir)
+        if state["hnsw_segments"] and state == last:
+            stable_since = stable_since or time.perf_counter()
+            if time.perf_counter() - stable_since > 3:
+                break
+        else:
+            stable_since = None
+        last = state
+        await asyncio.sleep(0.5)
+    return {**state, "waited_s": time.perf_counter() - t0}
+
+
+def _hit(payload: dict | None, question: Question) -> bool:
+    for result in ((payload or {}).get("results") or [])[:LIMIT]:
+        for c in result.get("citations") or []:
+            if c.get("source_id") == question.source_id and c.get("locator") == question.locator:
+                return True
+    return False
+
+
+async def ask_mcp(url: str, project: str, questions: list[Question]) -> dict:
+    from mcp import Client
+
+    latencies, hits, errors = [], 0, 0
+    async with Client(url) as client:
+        for q in questions[:3]:  # warm-up
+            await client.call_tool("knowledge_get_context", {
+                "query": q.text, "project": project, "limit": LIMIT,
+                "token_budget": TOKEN_BUDGET})
+        for q in questions:
+            t0 = time.perf_counter()
+            result = await client.call_tool("knowledge_get_context", {
+                "query": q.text, "project": project, "limit": LIMIT,
+                "token_budget": TOKEN_BUDGET})
+            latencies.append((time.perf_counter() - t0) * 1000)
+            if result.is_error:
+                errors += 1
+            elif _hit(result.structured_content, q):
+                hits += 1
+    return {"ms": _pct(latencies), "hit@10": hits / len(questions), "errors": errors}
+
+
+async def freshness(url: str, data_dir: Path, project: str, scope: str, probes: int) -> dict:
+    """One-fact IngestKnowledge returns -> polled knowledge_search finds it."""
+    from mcp import Client
+
+    from vera.knowledge.v1 import knowledge_pb2
+    from vera.rpc.backends import Backends
+
+    settings, _ = _settings(data_dir)
+    principal = str(settings.mcp.local_principal_id)
+    backends = Backends.open(settings)
+    seconds, missed = [], 0
+    try:
+        async with Client(url) as client:
+            for n in range(probes):
+                token = f"zq{n:02d}fresh{random.Random(n).randrange(10**6):06d}"
+                source = f"freshness/{token}"
+                await backends.knowledge.IngestKnowledge(knowledge_pb2.IngestKnowledgeRequest(
+                    principal_id=principal, scope_id=scope,
+                    sources=[knowledge_pb2.SourceInput(source_id=source, source_type="adr",
+                                                       title=f"freshness probe {n}")],
+                    facts=[knowledge_pb2.FactInput(
+                        subject=f"probe-service-{token}", predicate="is owned by",
+                        object=f"Team Freshness {token}", source_id=source, locator="§1")]),
+                    timeout=60)
+                t0 = time.perf_counter()
+                found = False
+                while time.perf_counter() - t0 < FRESHNESS_GIVE_UP_S:
+                    result = await client.call_tool("knowledge_search", {
+                        "query": f"probe-service-{token} owner", "project": project,
+                        "limit": 3})
+                    results = (result.structured_content or {}).get("results") or []
+                    if any(any(c.get("source_id") == source for c in r.get("citations") or [])
+                           for r in results):
+                        found = True
+                        break
+                    await asyncio.sleep(FRESHNESS_POLL_S)
+                if found:
+                    seconds.append(time.perf_counter() - t0)
+                else:
+                    missed += 1
+    finally:
+        await backends.close()
+    return {"s": _pct(seconds), "missed": missed, "poll_s": FRESHNESS_POLL_S,
+            "probes": probes}
+
+
+def _dsn_of_stack(stack_pid: int) -> str:
+    import psutil
+
+    for child in psutil.Process(stack_pid).children(recursive=True):
+        try:
+            env = child.environ()
+        except (psutil.Error, OSError):
+            continue
+        if env.get("VERA_DATABASE__DSN"):
+            return env["VERA_DATABASE__DSN"]
+    raise RuntimeError("no service of the stack shows VERA_DATABASE__DSN")
+
+
+async def in_process(data_dir: Path, stack_pid: int, questions: list[Question],
+                     scope: str, tmp: Path) -> dict:
+    """The service's Retriever over the same documents (reloaded from PostgreSQL, as the
+    service does on start) and a copy of its qdrant-edge shard; no gateway, no gRPC."""
+    from bench.ablation import DictFacts
+    from vera.db.pool import create_pool
+    from vera.services.retrieval.embedding import load_embedder
+    from vera.services.retrieval.lexical import PgLexicalIndex
+    from vera.services.retrieval.memory import FactMemory
+    from vera.services.retrieval.model import Filters
+    from vera.services.retrieval.pipeline import Retriever
+    from vera.services.retrieval.vector_edge import EdgeVectorIndex
+
+    settings, _ = _settings(data_dir)
+    rs = settings.retrieval
+    report: dict = {}
+    t0 = time.perf_counter()
+    embedder = await load_embedder(rs.model_path, rs.embed_threads, data_dir / "models")
+    report["embedder"] = embedder.backend
+    copy = tmp / "vectors-copy"
+    shutil.copytree(data_dir / "vectors", copy)
+    vectors = await EdgeVectorIndex.open(copy, embedder.dimensions)
+    info = vectors._shard.info()
+    report["shard"] = {"points": info.points_count, "indexed_vectors": info.indexed_vectors_count,
+                       "segments": info.segments_count}
+    pool = await create_pool(_dsn_of_stack(stack_pid), "retrieval", min_size=1, max_size=2)
+    lexical = PgLexicalIndex(pool, FactMemory(embedder.dimensions))
+    facts: dict[str, object] = {}
+    upsert = lexical._upsert_memory
+
+    def keep(batch, vecs, position):
+        facts.update({f.fact_key: f for f in batch})
+        upsert(batch, vecs, position)
+
+    lexical._upsert_memory = keep  # type: ignore[method-assign]
+    await lexical.load()
+    report["setup_s"] = time.perf_counter() - t0
+    retriever = Retriever(embedder, vectors, lexical, DictFacts(facts),
+                          candidate_pool=rs.candidate_pool,
+                          stale_source_days=rs.stale_source_days, features=lexical)
+    latencies, embed_ms, hits = [], [], 0
+    try:
+        for q in questions[:3]:  # AssembleContext's call: what get_context runs
+            await retriever.assemble(scope, q.text, LIMIT, TOKEN_BUDGET, Filters(),
+                                     compact=False)
+        for q in questions:
+            started = time.perf_counter()
+            outcome = await retriever.assemble(scope, q.text, LIMIT, TOKEN_BUDGET, Filters(),
+                                               compact=False)
+            latencies.append((time.perf_counter() - started) * 1000)
+            if any(c.source_id == q.source_id and c.locator == q.locator
+                   for r in outcome.results[:LIMIT] for c in r.fact.citations):
+                hits += 1
+            e0 = time.perf_counter()
+            await embedder.embed([q.text])
+            embed_ms.append((time.perf_counter() - e0) * 1000)
+    finally:
+        await lexical.close()
+        await pool.close()
+        await vectors.close()
+        embedder.close()
+    report["ms"] = _pct(latencies)
+    report["embed_ms"] = _pct(embed_ms)
+    report["hit@10"] = hits / len(questions)
+    return report
+
+
+def peak_memory(stack_pid: int, data_dir: Path) -> dict[str, float]:
+    """VmHWM (MiB) of ``vera up``, every process under it, and the embedded PostgreSQL
+    (pg_ctl detaches it: found by its data dir; its backends are its children)."""
+    import psutil
+
+    def hwm(proc: psutil.Process) -> float | None:
+        try:
+            for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            return None
+        return None
+
+    def role(cmd: list[str]) -> str:
+        joined = " ".join(cmd)
+        if "serve" in cmd and cmd.index("serve") + 1 < len(cmd):
+            return cmd[cmd.index("serve") + 1]
+        if "entrypoints.mcp" in joined:
+            return "gateway (MCP)"
+        if "entrypoints.api" in joined:
+            return "api (REST)"
+        return Path(cmd[0]).name if cmd else "?"
+
+    out: dict[str, float] = {}
+    root = psutil.Process(stack_pid)
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            name = "vera up" if proc.pid == stack_pid else role(proc.cmdline())
+        except psutil.Error:
+            continue
+        value = hwm(proc)
+        if value is not None:
+            out[name] = max(out.get(name, 0.0), value)
+    pgdata = str((data_dir / "postgres").resolve())
+    for proc in psutil.process_iter(["cmdline"]):
+        if pgdata in " ".join(proc.info.get("cmdline") or []):
+            main = hwm(proc)
+            if main is not None:
+                out["postgres (postmaster)"] = main
+            backends = [v for c in proc.children() if (v := hwm(c)) is not None]
+            if backends:
+                out["postgres (largest backend)"] = max(backends)
+            break
+    return {k: round(v, 1) for k, v in out.items()}
+
+
+def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float) -> dict:
+    from bench.run import _tail, running_stack
+
+    result: dict = {"facts": n_facts}
+    wall = time.perf_counter()
+    t0 = time.perf_counter()
+    corpus = generate(n_facts, questions=questions)
+    result["generate_s"] = time.perf_counter() - t0
+    project = f"scale-{n_facts // 1000}k"
+    with tempfile.TemporaryDirectory(prefix="vera-scale-") as tmp:
+        root = Path(tmp)
+        paths = write_files(corpus, root)
+        t0 = time.perf_counter()
+        try:
+            with running_stack(root) as (url, data_dir, _env):
+                result["stack_start_s"] = time.perf_counter() - t0
+                stack_pid = int(json.loads((data_dir / "run" / "stack.json").read_text())["pid"])
+                print(f"[{n_facts}] loading {corpus.facts} facts in {len(paths)} files",
+                      file=sys.stderr)
+                result["load"] = asyncio.run(load_corpus(paths, data_dir, project))
+                scope = result["load"].pop("scope_id")
+                print(f"[{n_facts}] load {result['load']['load_s']:.1f} s, all indexed "
+                      f"{result['load']['all_indexed_s']:.1f} s; waiting for HNSW",
+                      file=sys.stderr)
+                result["hnsw_wait"] = asyncio.run(wait_for_hnsw(data_dir, hnsw_wait_s))
+                result["hnsw_before_queries"] = hnsw_on_disk(data_dir)
+                result["mcp_get_context"] = asyncio.run(
+                    ask_mcp(url, project, corpus.questions))
+                result["hnsw_after_queries"] = hnsw_on_disk(data_dir)
+                print(f"[{n_facts}] MCP get_context p50 "
+                      f"{result['mcp_get_context']['ms']['p50']:.1f} ms; freshness",
+                      file=sys.stderr)
+                result["freshness"] = asyncio.run(
+                    freshness(url, data_dir, project, scope, probes))
+                result["in_process"] = asyncio.run(
+                    in_process(data_dir, stack_pid, corpus.questions, scope, root))
+                result["peak_rss_mib"] = peak_memory(stack_pid, data_dir)
+        except BaseException:
+            print("stack log tail:\n" + _tail(root / "stack.log"), file=sys.stderr)
+            raise
+    mcp50 = result["mcp_get_context"]["ms"]["p50"]
+    mcp95 = result["mcp_get_context"]["ms"]["p95"]
+    inproc = result["in_process"]
+    result["ratios"] = {
+        "mcp_p50_over_in_process_p50": mcp50 / inproc["ms"]["p50"],
+        "mcp_p95_over_mcp_p50": mcp95 / mcp50,
+        "mcp_p50_over_embed_p50": mcp50 / inproc["embed_ms"]["p50"],
+        "in_process_p50_over_embed_p50": inproc["ms"]["p50"] / inproc["embed_ms"]["p50"],
+    }
+    result["wall_s"] = time.perf_counter() - wall
+    return result
+
+
+def format_table(results: list[dict]) -> str:
+    from bench.run import _render
+
+    def f(v, digits=1):
+        return "-" if v is None else f"{v:.{digits}f}"
+
+    header = ["facts", "MCP p50 ms", "MCP p95 ms", "in-proc p50 ms", "embed p50 ms",
+              "MCP/in-proc", "p95/p50", "MCP/embed", "hit@10", "load f/s", "index tail s",
+              "e2e f/s", "fresh p95 s", "HNSW pts"]
+    rows = [header]
+    for r in results:
+        m, i, ra = r["mcp_get_context"], r["in_process"], r["ratios"]
+        rows.append([
+            str(r["facts"]), f(m["ms"]["p50"]), f(m["ms"]["p95"]), f(i["ms"]["p50"]),
+            f(i["embed_ms"]["p50"]), f(ra["mcp_p50_over_in_process_p50"], 2),
+            f(ra["mcp_p95_over_mcp_p50"], 2), f(ra["mcp_p50_over_embed_p50"], 2),
+            f(m["hit@10"], 3), f(r["load"]["load_facts_per_s"], 0),
+            f(r["load"]["index_tail_s"]), f(r["load"]["end_to_end_facts_per_s"], 0),
+            f(r["freshness"]["s"]["p95"], 3),
+            f"{i['shard']['indexed_vectors']}/{i['shard']['points']}"])
+    return _render(rows)
+
+
+def format_memory(results: list[dict]) -> str:
+    from bench.run import _render
+
+    names = sorted({k for r in results for k in r["peak_rss_mib"]})
+    rows = [["process (VmHWM MiB)", *(str(r["facts"]) for r in results)]]
+    for name in names:
+        rows.append([name, *(f"{r['peak_rss_mib'].get(name, 0):.0f}" for r in results)])
+    return _render(rows)
+
+
+def main(sizes: list[int], out: Path, *, questions: int = 200,
+         probes: int = FRESHNESS_PROBES, hnsw_wait_s: float = 240.0) -> int:
+    from bench.run import machine_info
+
+    wall = time.perf_counter()
+    results = []
+    for n in sizes:
+        results.append(run_size(n, questions, probes, hnsw_wait_s))
+    now = dt.datetime.now(dt.UTC)
+    machine = machine_info()
+    table, memory = format_table(results), format_memory(results)
+    print()
+    print(f"Scale, generated corpus, {now:%Y-%m-%d}, {machine['cpu_count']} CPUs "
+          f"({machine.get('cpu_model', machine['machine'])}), Python {machine['python']}")
+    print(table)
+    print()
+    print(memory)
+    total = time.perf_counter() - wall
+    print(f"\nwall time {total:.1f} s", file=sys.stderr)
+    report = {"bench": "generated-corpus scale", "date": now.isoformat(timespec="seconds"),
+              "machine": machine, "seed": SEED,
+              "settings": {"limit": LIMIT, "token_budget": TOKEN_BUDGET,
+                           "questions": questions, "freshness_probes": probes,
+                           "quota_enabled": False, "hnsw_wait_s": hnsw_wait_s},
+              "results": results, "table": table, "memory_table": memory, "wall_s": total}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def cli(argv: list[str]) -> int:
+    """``scripts/bench --scale ...`` (bench/run.py hands the whole argument list over)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="scripts/bench --scale",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--scale", action="store_true", help="this bench")
+    parser.add_argument("--scale-sizes", default="10000",
+                        help="comma-separated corpus sizes (default 10000)")
+    parser.add_argument("--scale-100k", action="store_true",
+                        help="add the 100k-fact corpus (does not fit 15 min on 2 cores)")
+    parser.add_argument("--scale-questions", type=int, default=200)
+    parser.add_argument("--scale-probes", type=int, default=FRESHNESS_PROBES,
+                        help="index freshness probes")
+    parser.add_argument("--scale-hnsw-wait", type=float, default=240.0,
+                        help="seconds to wait at most for the HNSW build before querying")
+    parser.add_argument("--scale-out", "--out", dest="out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    sizes = [int(x) for x in args.scale_sizes.split(",") if x.strip()]
+    if args.scale_100k and 100_000 not in sizes:
+        sizes.append(100_000)
+    return main(sizes, args.out, questions=args.scale_questions, probes=args.scale_probes,
+                hnsw_wait_s=args.scale_hnsw_wait)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(cli(sys.argv[1:]))

@@ -1,0 +1,147 @@
+"""Erasure of a principal's personal knowledge (issue 4, GDPR-style deletion).
+
+Everything in the principal's personal scope (fact versions, assertions, evidence,
+entities, sources, communities, the proposal bookkeeping that points at those versions)
+and everything keyed by the principal (proposal attempts, feedback) is deleted in one
+transaction. The outbox rows of the scope go too (the change log must not keep pointing
+at, or describing, erased versions); one ``fact_erased`` row per deleted version is
+appended so retrieval deletes its documents and vectors. Shared facts that a curator
+verified from the principal's proposals live in the shared project, are attributed to the
+curator, and stay. The audit event holds ids, counts and the time: never content.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+
+from vera.knowledge.v1 import knowledge_pb2 as pb
+
+from . import domain
+from .domain import ChangeKind
+from .store import _OUTBOX_LOCK
+
+AUDIT_PRINCIPAL_ERASED = "principal_data_erased"
+
+
+async def erase_principal_data(
+    pool: asyncpg.Pool,
+    *,
+    actor_id: uuid.UUID,
+    principal_id: uuid.UUID,
+    personal_scope_id: uuid.UUID,
+    related_counts: dict[str, int],
+) -> tuple[dict[str, int], uuid.UUID, int]:
+    scope = personal_scope_id
+    counts: dict[str, int] = {}
+
+    async def delete(name: str, sql: str, *args: object) -> None:
+        status = await conn.execute(sql, *args)
+        counts[name] = counts.get(name, 0) + int(status.split()[-1])
+
+    async with pool.acquire() as conn, conn.transaction():
+        # Appending to the outbox takes the writers' lock: positions stay in commit order.
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _OUTBOX_LOCK)
+        versions = [
+            r["version_id"]
+            for r in await conn.fetch("SELECT version_id FROM facts WHERE scope_id = $1", scope)
+        ]
+        await delete(
+            "community_facts",
+            """DELETE FROM community_facts WHERE version_id = ANY($1::uuid[])
+               OR community_id IN (SELECT community_id FROM communities WHERE scope_id = $2)""",
+            versions,
+            scope,
+        )
+        await delete("communities", "DELETE FROM communities WHERE scope_id = $1", scope)
+        await delete("community_runs", "DELETE FROM community_runs WHERE scope_id = $1", scope)
+        await delete(
+            "proposal_targets",
+            "DELETE FROM proposal_targets WHERE version_id = ANY($1::uuid[])",
+            versions,
+        )
+        # The review record of a verified proposal; the verified shared fact (its own
+        # version in the shared project, created_by the curator) is not touched.
+        await delete(
+            "proposal_reviews",
+            "DELETE FROM proposal_reviews WHERE version_id = ANY($1::uuid[])",
+            versions,
+        )
+        await delete(
+            "evidence",
+            """DELETE FROM evidence WHERE assertion_id IN
+               (SELECT assertion_id FROM assertions WHERE scope_id = $1)""",
+            scope,
+        )
+        await delete("assertions", "DELETE FROM assertions WHERE scope_id = $1", scope)
+        await delete(
+            "outbox",
+            "DELETE FROM outbox WHERE scope_id = $1 OR version_id = ANY($2::uuid[])",
+            scope,
+            versions,
+        )
+        await delete("facts", "DELETE FROM facts WHERE scope_id = $1", scope)
+        await delete(
+            "source_versions",
+            """DELETE FROM source_versions WHERE source_pk IN
+               (SELECT source_pk FROM sources WHERE scope_id = $1)""",
+            scope,
+        )
+        await delete("sources", "DELETE FROM sources WHERE scope_id = $1", scope)
+        await delete("entities", "DELETE FROM entities WHERE scope_id = $1", scope)
+        await delete(
+            "proposal_attempts",
+            "DELETE FROM proposal_attempts WHERE principal_id = $1 OR scope_id = $2",
+            principal_id,
+            scope,
+        )
+        await delete(
+            "feedback",
+            "DELETE FROM retrieval_feedback WHERE principal_id = $1 OR scope_id = $2",
+            principal_id,
+            scope,
+        )
+        if versions:
+            await conn.executemany(
+                "INSERT INTO outbox (kind, version_id, scope_id, ref) VALUES ($1, NULL, $2, $3)",
+                [(ChangeKind.FACT_ERASED.value, scope, str(v)) for v in versions],
+            )
+        event_id = uuid.uuid4()
+        await conn.execute(
+            """INSERT INTO audit_events (event_id, action, actor_id, scope_id, target,
+                   reason, details)
+               VALUES ($1, $2, $3, $4, $5, '', $6::jsonb)""",
+            event_id,
+            AUDIT_PRINCIPAL_ERASED,
+            actor_id,
+            scope,
+            str(principal_id),
+            {"counts": counts, "related_counts": related_counts},  # the pool encodes jsonb
+        )
+        position = await conn.fetchval("SELECT coalesce(max(position), 0) FROM outbox")
+    return counts, event_id, int(position)
+
+
+class ErasureRpcs:
+    """Mixed into ``api.KnowledgeServicer``; the REST API calls it for administrators."""
+
+    _store: object
+
+    async def ErasePrincipalData(
+        self, request: pb.ErasePrincipalDataRequest, context
+    ) -> pb.ErasePrincipalDataResponse:
+        actor = domain.parse_uuid("actor_principal_id", request.actor_principal_id)
+        principal = domain.parse_uuid("principal_id", request.principal_id)
+        scope = domain.parse_uuid("personal_scope_id", request.personal_scope_id)
+        assert actor is not None and principal is not None and scope is not None
+        counts, event_id, position = await erase_principal_data(
+            self._store._pool,  # type: ignore[attr-defined]
+            actor_id=actor,
+            principal_id=principal,
+            personal_scope_id=scope,
+            related_counts=dict(request.related_counts),
+        )
+        return pb.ErasePrincipalDataResponse(
+            counts=counts, audit_event_id=str(event_id), change_position=position
+        )

@@ -1,0 +1,44 @@
+"""Erasure of everything a principal persisted here: context packs, snapshots (with their
+frozen fact lists) and idempotency keys (their stored results quote tool output).
+
+Snapshots are immutable at the database; only a transaction that sets ``vera.erasure``
+may delete them (migration 0003).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+
+from vera.errors import InvalidInput
+
+
+def _principal(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise InvalidInput("principal_id", "not a uuid", reason="malformed") from None
+
+
+class PgPrincipalErasure:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def erase(self, principal_id: str) -> dict[str, int]:
+        principal = _principal(principal_id)
+        counts: dict[str, int] = {}
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT set_config('vera.erasure', 'on', true)")
+            for name, sql in (
+                ("context_packs", "DELETE FROM context_packs WHERE principal_id = $1"),
+                (
+                    "snapshot_facts",
+                    """DELETE FROM snapshot_facts WHERE snapshot_id IN
+                       (SELECT snapshot_id FROM snapshots WHERE principal_id = $1)""",
+                ),
+                ("snapshots", "DELETE FROM snapshots WHERE principal_id = $1"),
+                ("idempotency_keys", "DELETE FROM idempotency_keys WHERE principal_id = $1"),
+            ):
+                counts[name] = int((await conn.execute(sql, principal)).split()[-1])
+        return counts
