@@ -157,3 +157,32 @@ async def test_facts_survive_a_restart(stack, tmp_path: Path):
         found = await call(client, "knowledge_search", query="ledger-service written in Rust",
                            project="ledger")
         assert [r["object"] for r in found["results"]] == ["Rust with the tokio runtime"]
+
+
+async def test_a_curator_verifies_a_proposal_with_the_cli(stack, tmp_path: Path):
+    seed = write_jsonl(tmp_path / "billing.jsonl", [
+        {"type": "fact", "subject": "billing-api", "predicate": "depends_on",
+         "object": "the payments ledger"}])
+    assert stack.vera("ingest", str(seed), "--project", "billing", "--data-dir",
+                      str(stack.data_dir)).returncode == 0
+    async with Client(stack.mcp_url) as client:
+        proposal = await call(client, "knowledge_propose", subject="billing-api",
+                              predicate="owned_by", object="the billing squad",
+                              task_ref="task-curate")
+        fact_key = proposal["fact"]["fact_key"]
+
+    curate = ("curate", "--data-dir", str(stack.data_dir), "--json")
+    listed = stack.vera(*curate, "list", "billing")
+    assert listed.returncode == 0, listed.stderr
+    assert fact_key in [p["fact_key"] for p in json.loads(listed.stdout)["proposals"]]
+    verified = stack.vera(*curate, "verify", "billing", fact_key, "--note", "checked")
+    assert verified.returncode == 0, verified.stderr
+    refused = stack.vera(*curate, "reject", "billing", fact_key, "--reason", "too late")
+    assert refused.returncode == 2  # already decided: a stable error, not a crash
+
+    async with Client(stack.mcp_url) as client:
+        found = await call(client, "knowledge_search", query="who owns billing-api",
+                           project="billing")
+    owned = [r for r in found["results"] if r["predicate"] == "owned_by"]
+    assert [(r["object"], r["state"]) for r in owned] == [("the billing squad", "active")]
+    assert owned[0]["citations"][0]["verification"] == "verified"
