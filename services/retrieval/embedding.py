@@ -101,6 +101,28 @@ class MiniLMEmbedder:
                 vectors.extend(pooled.tolist())
         return vectors
 
+    def _tokens_sync(self, texts: Sequence[str]):
+        """Per text, its L2-normalized contextual token vectors (float32, tokens x dims),
+        without padding and the [CLS]/[SEP] markers (for late interaction)."""
+        import torch
+
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(texts), BATCH_SIZE):
+                batch = list(texts[start : start + BATCH_SIZE])
+                encoded = self._tokenizer(
+                    batch, padding=True, truncation=True, max_length=MAX_TOKENS,
+                    return_tensors="pt",
+                )
+                hidden = self._model(**encoded).last_hidden_state.float().numpy()
+                out += _token_rows(hidden, encoded["attention_mask"].numpy())
+        return out
+
+    async def token_embeddings(self, texts: Sequence[str]):
+        """Token vectors of each text (see ``_tokens_sync``), computed off the event loop."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._tokens_sync, list(texts))
+
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         # One executor task per batch, so a query's embedding waits for at most one
         # indexing batch, not a whole page.
@@ -114,6 +136,18 @@ class MiniLMEmbedder:
     def close(self) -> None:
         if self._owns_executor:
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _token_rows(hidden, mask) -> list:
+    import numpy as np
+
+    rows = []
+    for vectors, row_mask in zip(hidden, mask, strict=True):
+        length = int(row_mask.sum())
+        tokens = vectors[1 : max(length - 1, 2)].astype(np.float32)
+        tokens /= np.maximum(np.linalg.norm(tokens, axis=1, keepdims=True), 1e-12)
+        rows.append(tokens)
+    return rows
 
 
 def _onnx_path(model_path: Path, cache_dir: Path) -> Path:
@@ -195,6 +229,23 @@ class OnnxMiniLMEmbedder(MiniLMEmbedder):
             vectors.extend(pooled.tolist())
         return vectors
 
+    def _tokens_sync(self, texts: Sequence[str]):
+        import numpy as np
+
+        out = []
+        for start in range(0, len(texts), BATCH_SIZE):
+            batch = list(texts[start : start + BATCH_SIZE])
+            encoded = self._tokenizer(
+                batch, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="np"
+            )
+            feeds = {
+                name: encoded.get(name, np.zeros_like(encoded["input_ids"])).astype(np.int64)
+                for name in ("input_ids", "attention_mask", "token_type_ids")
+            }
+            hidden = self._session.run(None, feeds)[0]
+            out += _token_rows(hidden, feeds["attention_mask"])
+        return out
+
 
 def load_onnx_sync(
     model_path: Path | None, threads: int, cache_dir: Path, executor: ThreadPoolExecutor
@@ -213,6 +264,11 @@ def load_onnx_sync(
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # ORT's pool threads spin after each parallel section by default: on a small shared box
+    # that spinning takes the cores the event loop, the lexical leg and the other services
+    # need, and a preempted spinner stalls the next section (p50 ~2x worse under load).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     session = onnxruntime.InferenceSession(
         str(onnx_file), options, providers=["CPUExecutionProvider"]
     )

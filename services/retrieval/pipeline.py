@@ -2,8 +2,8 @@
 
 query -> embed -> dense ANN and lexical legs (same scope/state/time/attribute filters)
 -> candidate features (exact dense cosine, the neighbourhood's cosine, subject mentioned in
-the query) -> calibrated fusion -> rerank of a short list -> authoritative re-read from
-knowledge (scope re-check) -> filters, binding boosts, conflict handling -> rank -> limit
+the query) -> calibrated fusion -> authoritative re-read from knowledge (scope re-check)
+-> rerank of a short list -> filters, binding boosts, conflict handling -> rank -> limit
 -> (context) token budget. Imports only the ports; the adapters live next to it.
 """
 
@@ -245,6 +245,11 @@ def render(fact: Fact, *, compact: bool) -> str:
     return " ".join(part for part in parts if part)
 
 
+def rerank_text(fact: Fact) -> str:
+    """What a reranker reads of a fact (the text it was embedded as, index contract)."""
+    return f"{fact.subject} {fact.predicate.replace('_', ' ')} {fact.object}"
+
+
 def estimate_tokens(fact: Fact, *, compact: bool) -> int:
     return math.ceil(len(render(fact, compact=compact)) / CHARS_PER_TOKEN)
 
@@ -413,9 +418,6 @@ class Retriever:
             )
         fused = fuse(dense, lexical, features, self.stages)
         keys = sorted(fused, key=lambda k: (-fused[k][2], k))
-        if self._reranker is not None and self.stages.rerank and keys:
-            fused = await self._reranker.rerank(query, keys, fused)
-            keys = sorted(fused, key=lambda k: (-fused[k][2], k))
         # Re-read a short list: what can make the limit after filters, not every candidate.
         unread: list[str] = []
         if not filters_need_more(filters):
@@ -432,6 +434,13 @@ class Retriever:
             for f in facts
             if f.fact_key in fused and f.scope_id in scopes and f.state in index_query.states
         }
+
+        # Rerank a short list of the re-read facts (the reranker bounds it); they stay above
+        # the rest, which keep their fused order.
+        reranked: dict[str, float] = {}
+        if self._reranker is not None and self.stages.rerank and authoritative:
+            texts = {k: rerank_text(authoritative[k]) for k in keys if k in authoritative}
+            reranked = await self._reranker.rerank(query, list(texts), fused, texts)
 
         ranking = _Ranking(unread=unread)
         filtered_out = 0
@@ -450,7 +459,9 @@ class Retriever:
                 continue
             dense_score, lexical_score, fused_score = fused[key]
             boost = binding_boost(fact, filters)
-            final = fused_score * boost
+            rerank_score = reranked.get(key)
+            final = (fused_score if rerank_score is None else rerank_score) * boost
+            extra = {} if rerank_score is None else {"rerank": rerank_score}
             ranking.ranked.append(
                 Result(
                     fact=fact,
@@ -465,11 +476,18 @@ class Retriever:
                         "trust_tier": float(fact.trust_tier),
                         "authority": fact.authority,
                         "final": final,
+                        **extra,
                     },
                 )
             )
         ranking.ranked.sort(
-            key=lambda r: (-r.score, r.fact.trust_tier, -r.fact.authority, r.fact.fact_key)
+            key=lambda r: (
+                "rerank" not in r.signals,
+                -r.score,
+                r.fact.trust_tier,
+                -r.fact.authority,
+                r.fact.fact_key,
+            )
         )
         if not ranking.ranked:
             if filtered_out or ranking.conflict_omitted:

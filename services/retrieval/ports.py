@@ -92,10 +92,16 @@ class FeatureSource(Protocol):
 
 class Reranker(Protocol):
     async def rerank(
-        self, query: str, keys: Sequence[str], fused: Mapping[str, tuple[float, float, float]]
-    ) -> dict[str, tuple[float, float, float]]:
-        """Re-scores a short list (best first in ``keys``); the rest keep their fused score
-        but never rise above the reranked list."""
+        self,
+        query: str,
+        keys: Sequence[str],
+        fused: Mapping[str, tuple[float, float, float]],
+        texts: Mapping[str, str],
+    ) -> dict[str, float]:
+        """Re-scores a short list: ``keys`` are best first by fused score, ``texts`` the
+        re-read facts' text. Returns key -> rerank score (higher is better) for the keys it
+        scored (a prefix of those with text); the pipeline orders them by it, above the
+        rest, which keep their fused order."""
         ...
 
 

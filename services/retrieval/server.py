@@ -21,6 +21,7 @@ from vera.services.retrieval.lexical import PgLexicalIndex
 from vera.services.retrieval.memory import FactMemory
 from vera.services.retrieval.pipeline import Retriever
 from vera.services.retrieval.ports import Embedder, VectorIndex
+from vera.services.retrieval.rerank import CrossEncoderReranker
 from vera.services.retrieval.vector_edge import EdgeVectorIndex
 from vera.services.retrieval.vector_qdrant import MEMORY_LOCATION, QdrantVectorIndex, open_client
 
@@ -66,6 +67,15 @@ async def create(
         vectors = await open_vector_index(settings, embedder.dimensions)
         cleanups.append(vectors.close)
 
+        reranker = None
+        if rs.reranker_path is not None:  # the default: no rerank (see rerank.py)
+            reranker = await CrossEncoderReranker.load(rs.reranker_path, limit=rs.rerank_limit)
+
+            async def close_reranker() -> None:
+                reranker.close()
+
+            cleanups.append(close_reranker)
+
         source = KnowledgeFactSource(channel)
         lexical = PgLexicalIndex(pool, FactMemory(embedder.dimensions))
         cleanups.append(lexical.close)
@@ -81,6 +91,7 @@ async def create(
             candidate_pool=rs.candidate_pool,
             stale_source_days=rs.stale_source_days,
             features=lexical,
+            reranker=reranker,
         )
         running = create_server(
             [

@@ -1,0 +1,202 @@
+"""Rerankers for the pipeline's rerank stage (ports.Reranker): a short list only.
+
+- ``CrossEncoderReranker``: a local cross-encoder directory (transformers format,
+  ``VERA_RETRIEVAL__RERANKER_PATH``), never fetched from a hub; its score is the model's
+  relevance logit. Runs on its own single worker thread, never on the event loop.
+- ``LateInteractionReranker``: needs no extra weights. MaxSim (ColBERT-style late
+  interaction) over the MiniLM token embeddings of the query and each short-listed fact,
+  blended with the fused score: ``fused + weight * maxsim``, over the contextual token
+  vectors (a forward pass over the short list: hundreds of ms on CPU) or the static input
+  ones (``StaticTokenVectors``, ~3 ms). The benchmark's ablation (bench/ablation.py)
+  measures both, with a fixed weight and one calibrated out of fold; neither helps without
+  hurting a category, so the service runs no rerank unless a cross-encoder is configured
+  (README "## Benchmarks").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Protocol
+
+from vera.services.retrieval.ports import Embedder
+
+DEFAULT_LIMIT = 20
+MAX_TOKENS = 256
+PATH_VARIABLE = "VERA_RETRIEVAL__RERANKER_PATH"
+# fused + weight * maxsim (the naive weight; bench/ablation.py also calibrates one).
+LATE_INTERACTION_WEIGHT = 0.5
+
+
+class RerankerUnavailable(RuntimeError):
+    """A configured reranker could not be loaded (raised at start, never per query)."""
+
+
+def short_list(keys: Sequence[str], texts: Mapping[str, str], limit: int) -> list[str]:
+    """The first ``limit`` keys (best fused first) that have a text to read."""
+    return [k for k in keys if k in texts][:limit]
+
+
+class CrossEncoderReranker:
+    """Scores (query, fact text) pairs with a sequence-classification cross-encoder."""
+
+    def __init__(self, tokenizer, model, executor: ThreadPoolExecutor, *, limit: int) -> None:
+        self._tokenizer = tokenizer
+        self._model = model
+        self._executor = executor
+        self.limit = limit
+
+    @classmethod
+    def load_sync(
+        cls, path: Path, *, limit: int = DEFAULT_LIMIT, threads: int = 1,
+        executor: ThreadPoolExecutor | None = None,
+    ) -> CrossEncoderReranker:
+        """Blocking load; a missing or unreadable model fails naming the setting."""
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        path = Path(path)
+        if not path.is_dir():
+            raise RerankerUnavailable(f"{PATH_VARIABLE}: {path} is not a model directory")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            model = AutoModelForSequenceClassification.from_pretrained(
+                str(path), local_files_only=True
+            ).eval()
+        except Exception as exc:
+            raise RerankerUnavailable(
+                f"{PATH_VARIABLE}: cannot load a cross-encoder from {path} "
+                f"({type(exc).__name__})"
+            ) from exc
+        torch.set_num_threads(threads)
+        executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-rerank")
+        return cls(tokenizer, model, executor, limit=limit)
+
+    @classmethod
+    async def load(
+        cls, path: Path, *, limit: int = DEFAULT_LIMIT, threads: int = 1
+    ) -> CrossEncoderReranker:
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-rerank")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(
+                executor, lambda: cls.load_sync(path, limit=limit, threads=threads,
+                                                executor=executor)
+            )
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+
+    def score_sync(self, query: str, texts: Sequence[str]) -> list[float]:
+        """The relevance logit of each (query, text) pair (the last label's when several)."""
+        import torch
+
+        if not texts:
+            return []
+        with torch.inference_mode():
+            encoded = self._tokenizer(
+                [query] * len(texts), list(texts), padding=True, truncation=True,
+                max_length=MAX_TOKENS, return_tensors="pt",
+            )
+            logits = self._model(**encoded).logits
+        return logits[:, -1].float().tolist()
+
+    async def rerank(
+        self,
+        query: str,
+        keys: Sequence[str],
+        fused: Mapping[str, tuple[float, float, float]],
+        texts: Mapping[str, str],
+    ) -> dict[str, float]:
+        chosen = short_list(keys, texts, self.limit)
+        loop = asyncio.get_running_loop()
+        scores = await loop.run_in_executor(
+            self._executor, self.score_sync, query, [texts[k] for k in chosen]
+        )
+        return dict(zip(chosen, scores, strict=True))
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class TokenEmbedder(Embedder, Protocol):
+    async def token_embeddings(self, texts: Sequence[str]) -> list: ...
+
+
+def maxsim(query_tokens, doc_tokens) -> float:
+    """Mean over query tokens of the best cosine with any document token."""
+    if len(query_tokens) == 0 or len(doc_tokens) == 0:
+        return 0.0
+    return float((query_tokens @ doc_tokens.T).max(axis=1).mean())
+
+
+class LateInteractionReranker:
+    """``fused + weight * maxsim`` over MiniLM token embeddings (no extra weights); one
+    forward pass over the query and the short list, on the embedder's thread."""
+
+    def __init__(
+        self, embedder: TokenEmbedder, *, limit: int = DEFAULT_LIMIT,
+        weight: float = LATE_INTERACTION_WEIGHT,
+    ) -> None:
+        self._embedder = embedder
+        self.limit = limit
+        self.weight = weight
+        # Fact text -> token vectors, when a caller (the benchmark) supplies a dict: encoding
+        # the short list is the whole cost (a forward pass over ~20 facts per query).
+        self.cache: dict | None = None
+
+    async def maxsim_scores(
+        self, query: str, keys: Sequence[str], texts: Mapping[str, str]
+    ) -> dict[str, float]:
+        chosen = short_list(keys, texts, self.limit)
+        if not chosen:
+            return {}
+        cache = self.cache if self.cache is not None else {}
+        missing = list(dict.fromkeys(texts[k] for k in chosen if texts[k] not in cache))
+        tokens = await self._embedder.token_embeddings([query, *missing])
+        found = {**cache, **dict(zip(missing, tokens[1:], strict=True))}
+        if self.cache is not None:
+            self.cache.update(found)
+        return {k: maxsim(tokens[0], found[texts[k]]) for k in chosen}
+
+    async def rerank(
+        self,
+        query: str,
+        keys: Sequence[str],
+        fused: Mapping[str, tuple[float, float, float]],
+        texts: Mapping[str, str],
+    ) -> dict[str, float]:
+        sims = await self.maxsim_scores(query, keys, texts)
+        return {k: fused[k][2] + self.weight * s for k, s in sims.items()}
+
+
+class StaticTokenVectors:
+    """MiniLM's input (non-contextual) token embeddings, L2-normalized: token vectors for
+    late interaction without a forward pass (a table lookup, well under a millisecond)."""
+
+    def __init__(self, tokenizer, table) -> None:
+        self._tokenizer = tokenizer
+        self._table = table
+
+    @classmethod
+    def load_sync(cls, model_path: Path | None = None) -> StaticTokenVectors:
+        import numpy as np
+        from transformers import AutoModel, AutoTokenizer
+
+        from vera.services.retrieval.embedding import default_model_path
+
+        path = str(model_path or default_model_path())
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModel.from_pretrained(path, local_files_only=True)
+        table = model.get_input_embeddings().weight.detach().float().numpy()
+        table = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
+        return cls(tokenizer, table.astype(np.float32))
+
+    async def token_embeddings(self, texts: Sequence[str]) -> list:
+        ids = self._tokenizer(list(texts), add_special_tokens=False, truncation=True,
+                              max_length=MAX_TOKENS)["input_ids"]
+        return [self._table[row] for row in ids]
