@@ -15,7 +15,6 @@ the knowledge service then decides what a decision writes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -27,37 +26,16 @@ from starlette.routing import Route
 
 from vera.api.auth import RestCaller
 from vera.api.errors import error_response
+from vera.api.requests import json_body, only_fields
 from vera.errors import InvalidInput, Unauthorized, VeraError
 from vera.identity.v1 import identity_pb2 as ipb
 from vera.knowledge.v1 import knowledge_pb2 as kpb
 from vera.rpc.backends import Backends
 
-MAX_BODY_BYTES = 16 * 1024
 CURATING_ROLES = (ipb.WORKSPACE_ROLE_OWNER, ipb.WORKSPACE_ROLE_CURATOR)
 MEMBERS_PAGE = 100
 
 Handler = Callable[[Request, RestCaller, ipb.Project, dict[str, Any]], Awaitable[Response]]
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise InvalidInput("body", reason="too_large")
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidInput("body", reason="malformed") from None
-    if not isinstance(value, dict):
-        raise InvalidInput("body", reason="malformed")
-    return value
-
-
-def _only(body: dict[str, Any], *allowed: str) -> None:
-    for name in body:
-        if name not in allowed:
-            raise InvalidInput(name, reason="unknown_field")
 
 
 def _text(body: dict[str, Any], name: str) -> str:
@@ -126,7 +104,7 @@ def _route(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         try:
             backends: Backends = request.app.state.backends
             caller = await request.app.state.authenticator.authenticate(request, backends)
-            body = await _body(request) if request.method == "POST" else {}
+            body = await json_body(request) if request.method == "POST" else {}
             project = await authorize_curator(backends, caller, request.path_params["project"])
             return await handler(request, caller, project, body)
         except VeraError as error:
@@ -166,7 +144,7 @@ async def list_pending(
 async def verify(
     request: Request, caller: RestCaller, project: ipb.Project, body: dict[str, Any]
 ) -> Response:
-    _only(body, "trust_tier", "authority", "note")
+    only_fields(body, "trust_tier", "authority", "note")
     message = kpb.VerifyProposalRequest(
         curator_principal_id=caller.principal_id,
         scope_id=project.project_id,
@@ -193,7 +171,7 @@ async def verify(
 async def reject(
     request: Request, caller: RestCaller, project: ipb.Project, body: dict[str, Any]
 ) -> Response:
-    _only(body, "reason")
+    only_fields(body, "reason")
     reply = await request.app.state.backends.knowledge.RejectProposal(
         kpb.RejectProposalRequest(
             curator_principal_id=caller.principal_id,
@@ -210,7 +188,7 @@ async def reject(
 async def retract_source(
     request: Request, caller: RestCaller, project: ipb.Project, body: dict[str, Any]
 ) -> Response:
-    _only(body, "reason")
+    only_fields(body, "reason")
     reply = await request.app.state.backends.knowledge.RetractSource(
         kpb.RetractSourceRequest(
             curator_principal_id=caller.principal_id,

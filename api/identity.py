@@ -21,7 +21,6 @@ what (administrators, workspace owners). Errors carry the same stable codes as M
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -35,6 +34,7 @@ from starlette.routing import Route
 
 from vera.api.auth import RestCaller
 from vera.api.errors import error_response
+from vera.api.requests import json_body, only_fields
 from vera.config import Settings
 from vera.errors import InvalidInput, Unauthorized, Unavailable, VeraError
 from vera.identity.v1 import identity_pb2 as pb
@@ -42,7 +42,6 @@ from vera.knowledge.v1 import knowledge_pb2
 from vera.rpc.backends import Backends
 from vera.snapshot.v1 import snapshot_pb2
 
-MAX_BODY_BYTES = 16 * 1024
 _ROLES = {
     "owner": pb.WORKSPACE_ROLE_OWNER,
     "curator": pb.WORKSPACE_ROLE_CURATOR,
@@ -54,27 +53,6 @@ Handler = Callable[[Request, RestCaller, dict[str, Any]], Awaitable[Response]]
 
 
 # Plumbing ------------------------------------------------------------------------------------
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise InvalidInput("body", reason="too_large")
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidInput("body", reason="malformed") from None
-    if not isinstance(value, dict):
-        raise InvalidInput("body", reason="malformed")
-    return value
-
-
-def _only(body: dict[str, Any], *allowed: str) -> None:
-    for name in body:
-        if name not in allowed:
-            raise InvalidInput(name, reason="unknown_field")
 
 
 def _text(body: dict[str, Any], name: str, default: str = "") -> str:
@@ -123,7 +101,7 @@ def _route(handler: Handler, *, authenticated: bool = True) -> Endpoint:
             if authenticated:
                 caller = await request.app.state.authenticator.authenticate(
                     request, _backends(request))
-            body = await _body(request) if request.method in ("POST", "PUT") else {}
+            body = await json_body(request) if request.method in ("POST", "PUT") else {}
             return await handler(request, caller, body)
         except VeraError as error:
             return _unauthenticated_response(error)
@@ -182,12 +160,12 @@ async def register(request: Request, caller: None, body: dict[str, Any]) -> Resp
     settings: Settings = request.app.state.settings
     if not settings.api.open_registration:
         raise Unauthorized()
-    _only(body, "display_name")
+    only_fields(body, "display_name")
     return await _new_account(request, "", {**body, "admin": False})
 
 
 async def create_user(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
-    _only(body, "display_name", "admin")
+    only_fields(body, "display_name", "admin")
     return await _new_account(request, caller.principal_id, body)
 
 
@@ -201,7 +179,7 @@ async def me(request: Request, caller: RestCaller, body: dict[str, Any]) -> Resp
 
 
 async def create_api_key(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
-    _only(body, "label")
+    only_fields(body, "label")
     reply = await _backends(request).identity.CreateApiKey(pb.CreateApiKeyRequest(
         principal_id=caller.principal_id, label=_text(body, "label")))
     return JSONResponse({**_key(reply.key), "api_key": reply.api_key}, status_code=201)
@@ -226,7 +204,7 @@ async def revoke_api_key(request: Request, caller: RestCaller, body: dict[str, A
 
 async def create_workspace(request: Request, caller: RestCaller, body: dict[str, Any]
                            ) -> Response:
-    _only(body, "slug", "display_name", "owner_principal_id")
+    only_fields(body, "slug", "display_name", "owner_principal_id")
     reply = await _backends(request).identity.CreateWorkspace(pb.CreateWorkspaceRequest(
         actor_principal_id=caller.principal_id,
         slug=_text(body, "slug"),
@@ -254,7 +232,7 @@ async def list_members(request: Request, caller: RestCaller, body: dict[str, Any
 
 
 async def set_member(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
-    _only(body, "role")
+    only_fields(body, "role")
     role = _ROLES.get(_text(body, "role", "member"))
     if role is None:
         raise InvalidInput("role")
@@ -277,7 +255,7 @@ async def remove_member(request: Request, caller: RestCaller, body: dict[str, An
 
 
 async def attach_project(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
-    _only(body, "project")
+    only_fields(body, "project")
     reply = await _backends(request).identity.AttachProject(pb.AttachProjectRequest(
         actor_principal_id=caller.principal_id,
         workspace_id=request.path_params["workspace_id"],
@@ -344,7 +322,7 @@ def mint_mcp_token(settings: Settings, principal_id: str, scopes: list[str]) -> 
 async def mcp_token(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
     settings: Settings = request.app.state.settings
     # Only "scopes": a body naming a principal (or anything else) is refused, never honored.
-    _only(body, "scopes")
+    only_fields(body, "scopes")
     allowed = mcp_scope_names(settings)
     requested = body.get("scopes", [settings.mcp.scope_read])
     if (not isinstance(requested, list) or not requested

@@ -18,7 +18,7 @@ if str(ROOT) not in sys.path:  # bench/ is a top-level folder, not part of the p
     sys.path.insert(0, str(ROOT))
 
 from bench import locomo  # noqa: E402
-from bench.bm25 import BM25, STOPWORDS, tokenize  # noqa: E402
+from bench.bm25 import BM25, tokenize  # noqa: E402
 from bench.metrics import (  # noqa: E402
     Tally,
     hit_at,
@@ -27,6 +27,7 @@ from bench.metrics import (  # noqa: E402
     reciprocal_rank,
     score_question,
 )
+from vera.services.retrieval.text import STOPWORDS  # noqa: E402
 
 KNOWN = frozenset({"D1:1", "D1:2", "D4:4", "D4:6", "D9:1", "D9:17", "D8:6", "D30:5"})
 
