@@ -32,6 +32,7 @@ CONFIGS: dict[str, tuple[float | None, dict[str, bool]]] = {
     "- entity mentions": (None, {"entities": False}),
     "- all three (BM25 + dense, calibrated)": (0.0, {"dense_context": False,
                                                    "entities": False}),
+    "- rerank (static late interaction)": (None, {"rerank": False}),
 }
 
 
@@ -68,6 +69,7 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
     from vera.services.retrieval.memory import FactMemory
     from vera.services.retrieval.model import Filters
     from vera.services.retrieval.pipeline import Retriever, Stages
+    from vera.services.retrieval.rerank import StaticTokenVectors, load_reranker
     from vera.services.retrieval.vector_edge import EdgeVectorIndex
 
     report: dict = {"timings": {}}
@@ -88,6 +90,7 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
         await vectors.optimize()
         report["timings"]["index_s"] = time.perf_counter() - t0
         source = DictFacts(facts)
+        reranker = await load_reranker(None, None)  # what the service runs by default
         results: dict[str, dict] = {}
         latencies: list[float] = []
         embed_ms: list[float] = []
@@ -96,7 +99,7 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
                                      if context_weight is None else context_weight)
             retriever = Retriever(embedder, vectors, lexical, source, candidate_pool=50,
                                   stale_source_days=100_000, features=lexical,
-                                  stages=Stages(**stage_flags))
+                                  reranker=reranker, stages=Stages(**stage_flags))
             tally = Tally()
             for conv in tqdm(conversations, desc=name, file=sys.stderr):
                 for q in conv.questions:
@@ -117,10 +120,8 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
         rows, report["rerank"] = await rerank_rows(
             conversations, embedder, vectors,
             lambda: PgLexicalIndex(None, memory, context_weight=CONTEXT_WEIGHT),
-            source, facts)
+            source, facts, label=" (contextual token vectors)")
         results.update(rows)
-        from vera.services.retrieval.rerank import StaticTokenVectors
-
         rows, report["rerank_static"] = await rerank_rows(
             conversations, embedder, vectors,
             lambda: PgLexicalIndex(None, memory, context_weight=CONTEXT_WEIGHT),
@@ -140,8 +141,8 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
 # even conversations, fold B = the odd ones; each fold is scored with the other's weight).
 RERANK_WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 100.0)
 UNCACHED_CALLS = 30
-RERANK_NAIVE = "+ rerank: MaxSim over MiniLM tokens, weight 0.5"
-RERANK_CALIBRATED = "+ rerank: MaxSim, weight calibrated out of fold"
+RERANK_NAIVE = "rerank variant: MaxSim, weight 0.5"
+RERANK_CALIBRATED = "rerank variant: MaxSim, weight calibrated out of fold"
 
 
 class RecordingReranker:
@@ -189,8 +190,10 @@ def _objective(summary: dict) -> float:
 async def rerank_rows(conversations, embedder, vectors, lexical_factory, source,
                       facts: dict, token_source=None,
                       label: str = "") -> tuple[dict[str, dict], dict]:
-    """The full pipeline with the late-interaction reranker: the naive fixed weight and
-    the weight calibrated on one fold of conversations and scored on the other."""
+    """The pipeline with a late-interaction reranker over ``token_source`` (default: the
+    embedder's contextual token vectors) in place of the default stage: the naive fixed
+    weight and the weight calibrated on one fold of conversations and scored on the
+    other."""
     from vera.services.retrieval.pipeline import Retriever
     from vera.services.retrieval.rerank import LATE_INTERACTION_WEIGHT, LateInteractionReranker
 

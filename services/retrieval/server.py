@@ -21,7 +21,7 @@ from vera.services.retrieval.lexical import PgLexicalIndex
 from vera.services.retrieval.memory import FactMemory
 from vera.services.retrieval.pipeline import Retriever
 from vera.services.retrieval.ports import Embedder, VectorIndex
-from vera.services.retrieval.rerank import CrossEncoderReranker
+from vera.services.retrieval.rerank import load_reranker
 from vera.services.retrieval.vector_edge import EdgeVectorIndex
 from vera.services.retrieval.vector_qdrant import MEMORY_LOCATION, QdrantVectorIndex, open_client
 
@@ -67,14 +67,12 @@ async def create(
         vectors = await open_vector_index(settings, embedder.dimensions)
         cleanups.append(vectors.close)
 
-        reranker = None
-        if rs.reranker_path is not None:  # the default: no rerank (see rerank.py)
-            reranker = await CrossEncoderReranker.load(rs.reranker_path, limit=rs.rerank_limit)
+        reranker = await load_reranker(rs.reranker_path, rs.model_path, limit=rs.rerank_limit)
 
-            async def close_reranker() -> None:
-                reranker.close()
+        async def close_reranker() -> None:
+            reranker.close()
 
-            cleanups.append(close_reranker)
+        cleanups.append(close_reranker)
 
         source = KnowledgeFactSource(channel)
         lexical = PgLexicalIndex(pool, FactMemory(embedder.dimensions))

@@ -106,9 +106,9 @@ class RetrievalSettings(BaseModel):
     index_poll_seconds: float = Field(0.1, gt=0)
     stale_source_days: int = Field(180, ge=1)
     candidate_pool: int = Field(50, ge=1)
-    # A local cross-encoder directory (transformers format) for the rerank stage; None: the
-    # default reranker (see services/retrieval/rerank.py). Only the top rerank_limit fused
-    # candidates are re-scored.
+    # A local cross-encoder directory (transformers format) for the rerank stage; None: late
+    # interaction over MiniLM's static token vectors (services/retrieval/rerank.py). Only
+    # the top rerank_limit fused candidates are re-scored.
     reranker_path: Path | None = None
     rerank_limit: int = Field(20, ge=1)
 
