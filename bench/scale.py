@@ -1,6 +1,7 @@
 """The latency and scale bench on a generated corpus (issue 5): ``scripts/bench --scale``.
 
     python -m bench.run --scale [--scale-sizes 10000,100000] [--scale-100k] [--scale-out PATH]
+                            [--scale-keep DIR]
 
 For each size it generates a deterministic, varied coding-organization corpus (services,
 teams, libraries, ADRs, runbooks, repositories, code paths; several facts per source so
@@ -24,6 +25,7 @@ Prints a table and writes ``bench-results/scale.json`` with the machine it ran o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import random
@@ -43,7 +45,8 @@ SEED = 5
 FRESHNESS_PROBES = 20
 FRESHNESS_POLL_S = 0.02
 FRESHNESS_GIVE_UP_S = 10.0
-INDEX_TIMEOUT_S = 1800.0
+INDEX_TIMEOUT_S = 3600.0
+LOADED_MARKER = "loaded.json"  # in a --scale-keep directory: what it holds
 
 # --- the corpus --------------------------------------------------------------------------
 
@@ -438,6 +441,7 @@ async def in_process(data_dir: Path, stack_pid: int, questions: list[Question],
     from vera.services.retrieval.memory import FactMemory
     from vera.services.retrieval.model import Filters
     from vera.services.retrieval.pipeline import Retriever
+    from vera.services.retrieval.rerank import load_reranker
     from vera.services.retrieval.vector_edge import EdgeVectorIndex
 
     settings, _ = _settings(data_dir)
@@ -464,9 +468,11 @@ async def in_process(data_dir: Path, stack_pid: int, questions: list[Question],
     lexical._upsert_memory = keep  # type: ignore[method-assign]
     await lexical.load()
     report["setup_s"] = time.perf_counter() - t0
+    reranker = await load_reranker(rs.reranker_path, rs.model_path, limit=rs.rerank_limit)
     retriever = Retriever(embedder, vectors, lexical, DictFacts(facts),
                           candidate_pool=rs.candidate_pool,
-                          stale_source_days=rs.stale_source_days, features=lexical)
+                          stale_source_days=rs.stale_source_days, features=lexical,
+                          reranker=reranker)
     latencies, embed_ms, hits = [], [], 0
     try:
         for q in questions[:3]:  # AssembleContext's call: what get_context runs
@@ -488,6 +494,7 @@ async def in_process(data_dir: Path, stack_pid: int, questions: list[Question],
         await pool.close()
         await vectors.close()
         embedder.close()
+        reranker.close()
     report["ms"] = _pct(latencies)
     report["embed_ms"] = _pct(embed_ms)
     report["hit@10"] = hits / len(questions)
@@ -541,7 +548,11 @@ def peak_memory(stack_pid: int, data_dir: Path) -> dict[str, float]:
     return {k: round(v, 1) for k, v in out.items()}
 
 
-def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float) -> dict:
+def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float,
+             keep: Path | None = None) -> dict:
+    """One corpus size end to end. With ``keep``, the stack's data stays in
+    ``keep/<n_facts>`` and a later run with the same ``keep`` queries it again instead of
+    loading and indexing the corpus anew (its load figures are the first run's)."""
     from bench.run import _tail, running_stack
 
     result: dict = {"facts": n_facts}
@@ -550,18 +561,33 @@ def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float) -> d
     corpus = generate(n_facts, questions=questions)
     result["generate_s"] = time.perf_counter() - t0
     project = f"scale-{n_facts // 1000}k"
-    with tempfile.TemporaryDirectory(prefix="vera-scale-") as tmp:
-        root = Path(tmp)
-        paths = write_files(corpus, root)
+    with contextlib.ExitStack() as cleanup:
+        if keep is None:
+            root = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="vera-scale-")))
+        else:
+            root = keep / str(n_facts)
+            root.mkdir(parents=True, exist_ok=True)
+        marker = root / LOADED_MARKER
+        loaded = json.loads(marker.read_text()) if marker.exists() else None
+        if loaded is not None and (loaded["seed"], loaded["facts"]) != (SEED, corpus.facts):
+            raise SystemExit(f"{root} holds another corpus; remove it or pick another --keep")
         t0 = time.perf_counter()
         try:
             with running_stack(root) as (url, data_dir, _env):
                 result["stack_start_s"] = time.perf_counter() - t0
                 stack_pid = int(json.loads((data_dir / "run" / "stack.json").read_text())["pid"])
-                print(f"[{n_facts}] loading {corpus.facts} facts in {len(paths)} files",
-                      file=sys.stderr)
-                result["load"] = asyncio.run(load_corpus(paths, data_dir, project))
-                scope = result["load"].pop("scope_id")
+                if loaded is None:
+                    paths = write_files(corpus, root)
+                    print(f"[{n_facts}] loading {corpus.facts} facts in {len(paths)} files",
+                          file=sys.stderr)
+                    result["load"] = asyncio.run(load_corpus(paths, data_dir, project))
+                    scope = result["load"].pop("scope_id")
+                    marker.write_text(json.dumps({"seed": SEED, "facts": corpus.facts,
+                                                  "scope_id": scope, "load": result["load"]}))
+                else:
+                    print(f"[{n_facts}] reusing the corpus loaded in {root}", file=sys.stderr)
+                    result["load"] = {**loaded["load"], "reused": True}
+                    scope = loaded["scope_id"]
                 print(f"[{n_facts}] load {result['load']['load_s']:.1f} s, all indexed "
                       f"{result['load']['all_indexed_s']:.1f} s; waiting for HNSW",
                       file=sys.stderr)
@@ -628,13 +654,14 @@ def format_memory(results: list[dict]) -> str:
 
 
 def main(sizes: list[int], out: Path, *, questions: int = 200,
-         probes: int = FRESHNESS_PROBES, hnsw_wait_s: float = 240.0) -> int:
+         probes: int = FRESHNESS_PROBES, hnsw_wait_s: float = 240.0,
+         keep: Path | None = None) -> int:
     from bench.run import machine_info
 
     wall = time.perf_counter()
     results = []
     for n in sizes:
-        results.append(run_size(n, questions, probes, hnsw_wait_s))
+        results.append(run_size(n, questions, probes, hnsw_wait_s, keep))
     now = dt.datetime.now(dt.UTC)
     machine = machine_info()
     table, memory = format_table(results), format_memory(results)
@@ -675,12 +702,15 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--scale-hnsw-wait", type=float, default=240.0,
                         help="seconds to wait at most for the HNSW build before querying")
     parser.add_argument("--scale-out", "--out", dest="out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--scale-keep", type=Path, metavar="DIR",
+                        help="keep each size's stack data in DIR/<facts>; a later run with "
+                             "the same DIR queries it again without reloading")
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.scale_sizes.split(",") if x.strip()]
     if args.scale_100k and 100_000 not in sizes:
         sizes.append(100_000)
     return main(sizes, args.out, questions=args.scale_questions, probes=args.scale_probes,
-                hnsw_wait_s=args.scale_hnsw_wait)
+                hnsw_wait_s=args.scale_hnsw_wait, keep=args.scale_keep)
 
 
 if __name__ == "__main__":  # pragma: no cover
