@@ -227,18 +227,18 @@ def cluster(
     if graph.number_of_nodes() == 0:
         return []
     groups = nx.community.louvain_communities(graph, weight="weight", seed=seed)
+    group_of = {node: number for number, group in enumerate(groups) for node in group}
+    facts_in: dict[int, list[GraphFact]] = {}
+    for f in facts:
+        group = group_of.get(canonical.get(f.subject_norm, f.subject_norm))
+        if group is not None and group == group_of.get(
+            canonical.get(f.object_norm, f.object_norm)
+        ):
+            facts_in.setdefault(group, []).append(f)
     drafts: list[CommunityDraft] = []
-    for group in groups:
-        if len(group) < 2:
-            continue
-        members = set(group)
-        in_group = [
-            f
-            for f in facts
-            if canonical.get(f.subject_norm, f.subject_norm) in members
-            and canonical.get(f.object_norm, f.object_norm) in members
-        ]
-        if not in_group:
+    for number, members in enumerate(groups):
+        in_group = facts_in.get(number)
+        if len(members) < 2 or not in_group:
             continue
         drafts.append(
             CommunityDraft(

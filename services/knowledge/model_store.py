@@ -7,6 +7,7 @@ filtered by the caller's scope ids.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -866,7 +867,8 @@ class ModelStore:
                 canonical[r["name_key"]] = r["name_key"]
                 for a in r["alias_keys"]:
                     canonical.setdefault(a, r["name_key"])
-            drafts = cluster(facts, canonical, seed=LOUVAIN_SEED)
+            # Louvain over a large scope takes seconds: never on the event loop.
+            drafts = await asyncio.to_thread(cluster, facts, canonical, seed=LOUVAIN_SEED)
             nodes = {canonical.get(f.subject_norm, f.subject_norm) for f in facts} | {
                 canonical.get(f.object_norm, f.object_norm) for f in facts
             }
@@ -885,28 +887,28 @@ class ModelStore:
                 len(facts),
                 len(nodes),
             )
+            communities, members = [], []
             for ordinal, draft in enumerate(drafts):
                 label, summary = self._summarizer.summarize(draft)
                 community_id = uuid.uuid4()
-                await conn.execute(
-                    """INSERT INTO communities (community_id, run_id, scope_id, ordinal, label,
-                           summary, entities, search)
-                       VALUES ($1, $2, $3, $4, $5, $6, $7::text[],
-                               to_tsvector('simple', $5 || ' ' || $6 || ' '
-                                           || array_to_string($7::text[], ' ')))""",
-                    community_id,
-                    run_id,
-                    scope_id,
-                    ordinal,
-                    label,
-                    summary,
-                    list(draft.entities),
+                communities.append(
+                    (community_id, run_id, scope_id, ordinal, label, summary, list(draft.entities))
                 )
-                await conn.executemany(
-                    "INSERT INTO community_facts (community_id, fact_key, version_id)"
-                    " VALUES ($1, $2, $3)",
-                    [(community_id, f.fact_key, f.version_id) for f in draft.facts],
-                )
+                members += [(community_id, f.fact_key, f.version_id) for f in draft.facts]
+            # Two batched statements: a large scope has tens of thousands of communities.
+            await conn.executemany(
+                """INSERT INTO communities (community_id, run_id, scope_id, ordinal, label,
+                       summary, entities, search)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7::text[],
+                           to_tsvector('simple', $5 || ' ' || $6 || ' '
+                                       || array_to_string($7::text[], ' ')))""",
+                communities,
+            )
+            await conn.executemany(
+                "INSERT INTO community_facts (community_id, fact_key, version_id)"
+                " VALUES ($1, $2, $3)",
+                members,
+            )
         return _run(run_row), True, len(drafts)
 
     async def scopes_needing_communities(self) -> list[uuid.UUID]:
