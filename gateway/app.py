@@ -20,6 +20,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.shared.inbound import find_invalid_x_mcp_header, x_mcp_header_map
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -70,6 +71,22 @@ class GatewayState:
         return self.backends
 
 
+def mcp_param_schemas(definitions: list[types.Tool]) -> dict[str, dict[str, Any]]:
+    """The input schemas the SDK's ``Mcp-Param-*`` header check has something to compare in.
+
+    On every 2026-07-28 ``tools/call`` the SDK asks for the tool's input schema and walks
+    all of it, twice, for properties marked ``x-mcp-header``; with no (valid) mark it then
+    checks nothing. Answering None for such a tool ("nothing to validate") skips the walk
+    with the same outcome, so only schemas that declare headers are handed over.
+    """
+    return {
+        tool.name: tool.input_schema
+        for tool in definitions
+        if find_invalid_x_mcp_header(tool.input_schema) is None
+        and x_mcp_header_map(tool.input_schema)
+    }
+
+
 def build_server(guard: Guard) -> Server[Any]:
     definitions = [spec.definition() for spec in guard.specs]
 
@@ -96,7 +113,7 @@ def build_server(guard: Guard) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         # Answers the SDK's Mcp-Param header check without running tools/list per call.
-        get_tool_input_schema=guard.input_schema,
+        get_tool_input_schema=mcp_param_schemas(definitions).get,
     )
 
 

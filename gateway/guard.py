@@ -49,7 +49,6 @@ class Guard:
         self._settings = settings
         self._specs = tools
         self._tools = {spec.name: spec for spec in tools}
-        self._input_schemas = {spec.name: spec.arguments.schema() for spec in tools}
         self._handlers = handlers
         self._authenticator = authenticator
         self._quota = quota
@@ -65,9 +64,6 @@ class Guard:
     @property
     def tool_names(self) -> tuple[str, ...]:
         return tuple(self._tools)
-
-    def input_schema(self, name: str) -> dict[str, Any] | None:
-        return self._input_schemas.get(name)
 
     async def call(
         self,

@@ -24,30 +24,33 @@ OUTCOMES = ("success", "error")
 class ToolMetrics:
     def __init__(self, tool_names: Iterable[str]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._tools = frozenset(tool_names)
-        self._calls = Counter(
+        calls = Counter(
             "vera_mcp_tool_calls",
             "MCP tool calls by registered tool and outcome.",
             ("tool", "outcome"),
             registry=self.registry,
         )
-        self._duration = Histogram(
+        duration = Histogram(
             "vera_mcp_tool_duration_seconds",
             "MCP tool call latency by registered tool and outcome.",
             ("tool", "outcome"),
             registry=self.registry,
         )
-        # Pre-create every series so a scrape shows all tools from the start.
-        for tool in self._tools:
-            for outcome in OUTCOMES:
-                self._calls.labels(tool, outcome)
-                self._duration.labels(tool, outcome)
+        # Every series exists from the start, so a scrape shows all tools at once; a call
+        # then updates its pair without looking the labels up again.
+        self._series = {
+            (tool, outcome): (calls.labels(tool, outcome), duration.labels(tool, outcome))
+            for tool in tool_names
+            for outcome in OUTCOMES
+        }
 
     def observe(self, tool: str, outcome: str, seconds: float) -> None:
-        if tool not in self._tools or outcome not in OUTCOMES:
+        series = self._series.get((tool, outcome))
+        if series is None:
             return  # never let a caller-chosen name become a label
-        self._calls.labels(tool, outcome).inc()
-        self._duration.labels(tool, outcome).observe(seconds)
+        calls, duration = series
+        calls.inc()
+        duration.observe(seconds)
 
 
 @dataclass
