@@ -227,8 +227,9 @@ def arguments(tool: str) -> dict[str, Any]:
     return args
 
 
-def request_body(tool: str, era: str) -> dict[str, Any]:
-    params: dict[str, Any] = {"name": tool, "arguments": arguments(tool)}
+def request_body(tool: str, era: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON-RPC ``tools/call`` the official client sends in ``era``."""
+    params: dict[str, Any] = {"name": tool, "arguments": args or arguments(tool)}
     if era == MODERN:
         params["_meta"] = {
             "io.modelcontextprotocol/protocolVersion": MODERN,

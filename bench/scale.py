@@ -10,13 +10,15 @@ every fact has neighbours), starts a stack with ``vera up`` in a temporary data 
 - loads it through ``vera ingest``'s own loader (``vera.ingest``: parse_jsonl, then the
   IngestKnowledge calls, 10k-fact files into one project) and times the load and the tail
   from the end of the load until GetIndexStatus reports everything indexed;
-- asks questions generated from held facts through the real MCP client
-  (``knowledge_get_context``, limit 10): p50/p95 and hit@10 as a sanity check;
+- asks questions generated from held facts (``knowledge_get_context``, limit 10) four
+  ways, interleaved per question so the box's load hits all alike: the official MCP
+  client; the same JSON-RPC POST with httpx (the MCP HTTP interface without the Python
+  client's own per-call work); the same retrieval pipeline in process over the same
+  indexes (the documents table the service reloads from, and a copy of its qdrant-edge
+  shard), without the gateway and gRPC hops; one query embedding alone (the floor).
+  p50/p95 of each, and hit@10 as a sanity check;
 - measures index freshness: a one-fact IngestKnowledge returns, then ``knowledge_search``
   is polled (20 ms) until the fact is found;
-- runs the same retrieval pipeline in process over the same indexes (the documents table the
-  service reloads from, and a copy of its qdrant-edge shard), without the gateway and gRPC
-  hops, and one query embedding alone (the floor);
 - reads the peak RSS (VmHWM) of every process under ``vera up``.
 
 Prints a table and writes ``bench-results/scale.json`` with the machine it ran on.
@@ -33,8 +35,10 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "bench-results" / "scale.json"
@@ -349,26 +353,55 @@ def _hit(payload: dict | None, question: Question) -> bool:
     return False
 
 
-async def ask_mcp(url: str, project: str, questions: list[Question]) -> dict:
+async def ask(url: str, project: str, scope: str, questions: list[Question],
+              pipeline: InProcessPipeline) -> dict:
+    """Each question four ways, one after the other so the box's load hits all alike:
+    ``knowledge_get_context`` through the official client; the same JSON-RPC POST with
+    httpx (the MCP HTTP interface without the client's own per-call work: its models and
+    its validation of structuredContent against the output schema); the service's
+    pipeline in process (``assemble``, no gateway, no gRPC); one query embedding alone."""
+    import httpx
     from mcp import Client
 
-    latencies, hits, errors = [], 0, 0
-    async with Client(url) as client:
-        for q in questions[:3]:  # warm-up
-            await client.call_tool("knowledge_get_context", {
-                "query": q.text, "project": project, "limit": LIMIT,
-                "token_budget": TOKEN_BUDGET})
-        for q in questions:
+    from bench.gateway_overhead import MODERN, request_body, request_headers
+    from vera.services.retrieval.model import Filters
+
+    tool = "knowledge_get_context"
+    ms: dict[str, list[float]] = {"mcp": [], "http": [], "in_process": [], "embed": []}
+    hits = {"mcp": 0, "http": 0, "in_process": 0}
+    errors = 0
+    async with Client(url) as client, httpx.AsyncClient(timeout=60) as http:
+        for index, q in enumerate([*questions[:3], *questions]):  # three warm-up rounds
+            args = {"query": q.text, "project": project, "limit": LIMIT,
+                    "token_budget": TOKEN_BUDGET}
             t0 = time.perf_counter()
-            result = await client.call_tool("knowledge_get_context", {
-                "query": q.text, "project": project, "limit": LIMIT,
-                "token_budget": TOKEN_BUDGET})
-            latencies.append((time.perf_counter() - t0) * 1000)
-            if result.is_error:
+            result = await client.call_tool(tool, args)
+            t1 = time.perf_counter()
+            response = await http.post(url, json=request_body(tool, MODERN, args),
+                                       headers=request_headers(tool, MODERN))
+            t2 = time.perf_counter()
+            outcome = await pipeline.retriever.assemble(scope, q.text, LIMIT, TOKEN_BUDGET,
+                                                        Filters(), compact=False)
+            t3 = time.perf_counter()
+            await pipeline.embedder.embed([q.text])
+            t4 = time.perf_counter()
+            if index < 3:
+                continue
+            for name, took in (("mcp", t1 - t0), ("http", t2 - t1), ("in_process", t3 - t2),
+                               ("embed", t4 - t3)):
+                ms[name].append(took * 1000)
+            answer = response.json().get("result", {}) if response.status_code == 200 else {}
+            if result.is_error or not answer or answer.get("isError"):
                 errors += 1
-            elif _hit(result.structured_content, q):
-                hits += 1
-    return {"ms": _pct(latencies), "hit@10": hits / len(questions), "errors": errors}
+                continue
+            hits["mcp"] += _hit(result.structured_content, q)
+            hits["http"] += _hit(answer.get("structuredContent"), q)
+            hits["in_process"] += any(
+                c.source_id == q.source_id and c.locator == q.locator
+                for r in outcome.results[:LIMIT] for c in r.fact.citations)
+    return {**{f"{name}_ms": _pct(values) for name, values in ms.items()},
+            **{f"{name}_hit@10": count / len(questions) for name, count in hits.items()},
+            "errors": errors}
 
 
 async def freshness(url: str, data_dir: Path, project: str, scope: str, probes: int) -> dict:
@@ -382,10 +415,12 @@ async def freshness(url: str, data_dir: Path, project: str, scope: str, probes: 
     principal = str(settings.mcp.local_principal_id)
     backends = Backends.open(settings)
     seconds, missed = [], 0
+    run_nonce = random.SystemRandom().randrange(10**6)
     try:
         async with Client(url) as client:
             for n in range(probes):
-                token = f"zq{n:02d}fresh{random.Random(n).randrange(10**6):06d}"
+                # Unique per run: a --scale-keep directory still holds earlier probes.
+                token = f"zq{n:02d}fresh{run_nonce:06d}"
                 source = f"freshness/{token}"
                 await backends.knowledge.IngestKnowledge(knowledge_pb2.IngestKnowledgeRequest(
                     principal_id=principal, scope_id=scope,
@@ -430,8 +465,16 @@ def _dsn_of_stack(stack_pid: int) -> str:
     raise RuntimeError("no service of the stack shows VERA_DATABASE__DSN")
 
 
-async def in_process(data_dir: Path, stack_pid: int, questions: list[Question],
-                     scope: str, tmp: Path) -> dict:
+@dataclass
+class InProcessPipeline:
+    retriever: Any
+    embedder: Any
+    setup: dict
+
+
+@contextlib.asynccontextmanager
+async def in_process_pipeline(data_dir: Path, stack_pid: int,
+                              tmp: Path) -> AsyncIterator[InProcessPipeline]:
     """The service's Retriever over the same documents (reloaded from PostgreSQL, as the
     service does on start) and a copy of its qdrant-edge shard; no gateway, no gRPC."""
     from bench.ablation import DictFacts
@@ -439,23 +482,23 @@ async def in_process(data_dir: Path, stack_pid: int, questions: list[Question],
     from vera.services.retrieval.embedding import load_embedder
     from vera.services.retrieval.lexical import PgLexicalIndex
     from vera.services.retrieval.memory import FactMemory
-    from vera.services.retrieval.model import Filters
     from vera.services.retrieval.pipeline import Retriever
     from vera.services.retrieval.rerank import load_reranker
     from vera.services.retrieval.vector_edge import EdgeVectorIndex
 
     settings, _ = _settings(data_dir)
     rs = settings.retrieval
-    report: dict = {}
+    setup: dict = {}
     t0 = time.perf_counter()
     embedder = await load_embedder(rs.model_path, rs.embed_threads, data_dir / "models")
-    report["embedder"] = embedder.backend
+    setup["embedder"] = embedder.backend
     copy = tmp / "vectors-copy"
+    shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(data_dir / "vectors", copy)
     vectors = await EdgeVectorIndex.open(copy, embedder.dimensions)
     info = vectors._shard.info()
-    report["shard"] = {"points": info.points_count, "indexed_vectors": info.indexed_vectors_count,
-                       "segments": info.segments_count}
+    setup["shard"] = {"points": info.points_count, "indexed_vectors": info.indexed_vectors_count,
+                      "segments": info.segments_count}
     pool = await create_pool(_dsn_of_stack(stack_pid), "retrieval", min_size=1, max_size=2)
     lexical = PgLexicalIndex(pool, FactMemory(embedder.dimensions))
     facts: dict[str, object] = {}
@@ -466,39 +509,27 @@ async def in_process(data_dir: Path, stack_pid: int, questions: list[Question],
         upsert(batch, vecs, position)
 
     lexical._upsert_memory = keep  # type: ignore[method-assign]
-    await lexical.load()
-    report["setup_s"] = time.perf_counter() - t0
     reranker = await load_reranker(rs.reranker_path, rs.model_path, limit=rs.rerank_limit)
-    retriever = Retriever(embedder, vectors, lexical, DictFacts(facts),
-                          candidate_pool=rs.candidate_pool,
-                          stale_source_days=rs.stale_source_days, features=lexical,
-                          reranker=reranker)
-    latencies, embed_ms, hits = [], [], 0
     try:
-        for q in questions[:3]:  # AssembleContext's call: what get_context runs
-            await retriever.assemble(scope, q.text, LIMIT, TOKEN_BUDGET, Filters(),
-                                     compact=False)
-        for q in questions:
-            started = time.perf_counter()
-            outcome = await retriever.assemble(scope, q.text, LIMIT, TOKEN_BUDGET, Filters(),
-                                               compact=False)
-            latencies.append((time.perf_counter() - started) * 1000)
-            if any(c.source_id == q.source_id and c.locator == q.locator
-                   for r in outcome.results[:LIMIT] for c in r.fact.citations):
-                hits += 1
-            e0 = time.perf_counter()
-            await embedder.embed([q.text])
-            embed_ms.append((time.perf_counter() - e0) * 1000)
+        await lexical.load()
+        setup["setup_s"] = time.perf_counter() - t0
+        retriever = Retriever(embedder, vectors, lexical, DictFacts(facts),
+                              candidate_pool=rs.candidate_pool,
+                              stale_source_days=rs.stale_source_days, features=lexical,
+                              reranker=reranker)
+        yield InProcessPipeline(retriever, embedder, setup)
     finally:
         await lexical.close()
         await pool.close()
         await vectors.close()
         embedder.close()
         reranker.close()
-    report["ms"] = _pct(latencies)
-    report["embed_ms"] = _pct(embed_ms)
-    report["hit@10"] = hits / len(questions)
-    return report
+
+
+async def measure_queries(url: str, data_dir: Path, stack_pid: int, project: str, scope: str,
+                          questions: list[Question], tmp: Path) -> dict:
+    async with in_process_pipeline(data_dir, stack_pid, tmp) as pipeline:
+        return {**await ask(url, project, scope, questions, pipeline), **pipeline.setup}
 
 
 def peak_memory(stack_pid: int, data_dir: Path) -> dict[str, float]:
@@ -593,28 +624,29 @@ def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float,
                       file=sys.stderr)
                 result["hnsw_wait"] = asyncio.run(wait_for_hnsw(data_dir, hnsw_wait_s))
                 result["hnsw_before_queries"] = hnsw_on_disk(data_dir)
-                result["mcp_get_context"] = asyncio.run(
-                    ask_mcp(url, project, corpus.questions))
+                result["queries"] = asyncio.run(measure_queries(
+                    url, data_dir, stack_pid, project, scope, corpus.questions, root))
                 result["hnsw_after_queries"] = hnsw_on_disk(data_dir)
-                print(f"[{n_facts}] MCP get_context p50 "
-                      f"{result['mcp_get_context']['ms']['p50']:.1f} ms; freshness",
+                print(f"[{n_facts}] get_context p50: MCP client "
+                      f"{result['queries']['mcp_ms']['p50']:.1f} ms, in process "
+                      f"{result['queries']['in_process_ms']['p50']:.1f} ms; freshness",
                       file=sys.stderr)
                 result["freshness"] = asyncio.run(
                     freshness(url, data_dir, project, scope, probes))
-                result["in_process"] = asyncio.run(
-                    in_process(data_dir, stack_pid, corpus.questions, scope, root))
                 result["peak_rss_mib"] = peak_memory(stack_pid, data_dir)
         except BaseException:
             print("stack log tail:\n" + _tail(root / "stack.log"), file=sys.stderr)
             raise
-    mcp50 = result["mcp_get_context"]["ms"]["p50"]
-    mcp95 = result["mcp_get_context"]["ms"]["p95"]
-    inproc = result["in_process"]
+    q = result["queries"]
+    p50 = {name: q[f"{name}_ms"]["p50"] for name in ("mcp", "http", "in_process", "embed")}
     result["ratios"] = {
-        "mcp_p50_over_in_process_p50": mcp50 / inproc["ms"]["p50"],
-        "mcp_p95_over_mcp_p50": mcp95 / mcp50,
-        "mcp_p50_over_embed_p50": mcp50 / inproc["embed_ms"]["p50"],
-        "in_process_p50_over_embed_p50": inproc["ms"]["p50"] / inproc["embed_ms"]["p50"],
+        "mcp_p50_over_in_process_p50": p50["mcp"] / p50["in_process"],
+        "http_p50_over_in_process_p50": p50["http"] / p50["in_process"],
+        "mcp_p95_over_mcp_p50": q["mcp_ms"]["p95"] / p50["mcp"],
+        "http_p95_over_http_p50": q["http_ms"]["p95"] / p50["http"],
+        "mcp_p50_over_embed_p50": p50["mcp"] / p50["embed"],
+        "http_p50_over_embed_p50": p50["http"] / p50["embed"],
+        "in_process_p50_over_embed_p50": p50["in_process"] / p50["embed"],
     }
     result["wall_s"] = time.perf_counter() - wall
     return result
@@ -626,20 +658,23 @@ def format_table(results: list[dict]) -> str:
     def f(v, digits=1):
         return "-" if v is None else f"{v:.{digits}f}"
 
-    header = ["facts", "MCP p50 ms", "MCP p95 ms", "in-proc p50 ms", "embed p50 ms",
-              "MCP/in-proc", "p95/p50", "MCP/embed", "hit@10", "load f/s", "index tail s",
-              "e2e f/s", "fresh p95 s", "HNSW pts"]
+    header = ["facts", "MCP client p50 / p95 ms", "MCP HTTP p50 / p95 ms", "in-proc p50 ms",
+              "embed p50 ms", "client/in-proc", "HTTP/in-proc", "HTTP p95/p50",
+              "HTTP/embed", "hit@10", "load f/s", "index tail s", "e2e f/s", "fresh p95 s",
+              "HNSW pts"]
     rows = [header]
     for r in results:
-        m, i, ra = r["mcp_get_context"], r["in_process"], r["ratios"]
+        q, ra = r["queries"], r["ratios"]
         rows.append([
-            str(r["facts"]), f(m["ms"]["p50"]), f(m["ms"]["p95"]), f(i["ms"]["p50"]),
-            f(i["embed_ms"]["p50"]), f(ra["mcp_p50_over_in_process_p50"], 2),
-            f(ra["mcp_p95_over_mcp_p50"], 2), f(ra["mcp_p50_over_embed_p50"], 2),
-            f(m["hit@10"], 3), f(r["load"]["load_facts_per_s"], 0),
+            str(r["facts"]), f"{f(q['mcp_ms']['p50'])} / {f(q['mcp_ms']['p95'])}",
+            f"{f(q['http_ms']['p50'])} / {f(q['http_ms']['p95'])}",
+            f(q["in_process_ms"]["p50"]), f(q["embed_ms"]["p50"]),
+            f(ra["mcp_p50_over_in_process_p50"], 2), f(ra["http_p50_over_in_process_p50"], 2),
+            f(ra["http_p95_over_http_p50"], 2), f(ra["http_p50_over_embed_p50"], 2),
+            f(q["mcp_hit@10"], 3), f(r["load"]["load_facts_per_s"], 0),
             f(r["load"]["index_tail_s"]), f(r["load"]["end_to_end_facts_per_s"], 0),
             f(r["freshness"]["s"]["p95"], 3),
-            f"{i['shard']['indexed_vectors']}/{i['shard']['points']}"])
+            f"{q['shard']['indexed_vectors']}/{q['shard']['points']}"])
     return _render(rows)
 
 

@@ -27,8 +27,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Optimize once this many points arrived since the last optimization and writes paused.
+# An optimization merges segments and rebuilds the HNSW graph of everything (minutes at
+# 80k points on 2 cores), so the pause must outlast the gap between two pages of a bulk
+# load (~4 s): with 2 s, a 100k load rebuilt the graph every 2000 points and crawled.
 OPTIMIZE_AFTER_POINTS = 2000
-OPTIMIZE_IDLE_SECONDS = 2.0
+OPTIMIZE_IDLE_SECONDS = 10.0
 _INDEXED = (
     ("scope_id", edge.PayloadSchemaType.Keyword),
     ("fact_key", edge.PayloadSchemaType.Keyword),
