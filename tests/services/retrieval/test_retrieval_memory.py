@@ -111,3 +111,19 @@ def test_snapshot_scores_ignore_later_writes(memory: FactMemory):
     # The live view does see the later writes.
     live = memory.search("which dog breed is Max", q(), 10, context_weight=0.7)
     assert "k4" in {c.fact_key for c in live}
+
+
+def test_summing_by_slot_is_the_same_whether_it_sorts_or_counts():
+    import numpy as np
+
+    from vera.services.retrieval.memory import _sum_by_slot
+
+    rng = np.random.default_rng(7)
+    slots = rng.integers(0, 100, size=40)
+    weights = rng.integers(1, 4, size=40).astype(float)
+    expected = np.bincount(slots, weights=weights)
+    present = np.flatnonzero(expected)
+    for n in (1000, 100):  # 40 slots among 1000 sort; among 100 they are counted
+        distinct, summed = _sum_by_slot(slots, weights, n)
+        assert distinct.tolist() == present.tolist()
+        assert summed.tolist() == expected[present].tolist()

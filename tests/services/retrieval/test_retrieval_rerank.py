@@ -228,3 +228,22 @@ async def test_static_token_vectors_are_unit_rows_per_wordpiece():
     assert np.linalg.norm(query, axis=1) == pytest.approx([1.0, 1.0], abs=1e-5)
     assert maxsim(query, same) == pytest.approx(1.0, abs=1e-5)
     assert maxsim(query, other) < 0.9
+
+
+async def test_without_a_cross_encoder_the_default_stage_is_static_late_interaction():
+    from vera.services.retrieval.rerank import (
+        STATIC_LATE_INTERACTION_WEIGHT,
+        StaticTokenVectors,
+        load_reranker,
+    )
+
+    reranker = await load_reranker(None, None, limit=5)
+    assert isinstance(reranker, LateInteractionReranker)
+    assert isinstance(reranker._embedder, StaticTokenVectors)
+    assert (reranker.limit, reranker.weight) == (5, STATIC_LATE_INTERACTION_WEIGHT)
+    keys = ["lunch", "db"]
+    texts = {"lunch": "lunch on friday", "db": "the payments database"}
+    fused = {"lunch": (0.0, 0.0, 0.50), "db": (0.0, 0.0, 0.49)}
+    scores = await reranker.rerank("payments database", keys, fused, texts)
+    assert scores["db"] > scores["lunch"]  # MaxSim lifts the matching fact past a close one
+    reranker.close()
