@@ -214,14 +214,18 @@ class ApiKey(_message.Message):
     def __init__(self, key_id: _Optional[str] = ..., label: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoke_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CreateUserRequest(_message.Message):
-    __slots__ = ("actor_principal_id", "display_name", "admin")
+    __slots__ = ("actor_principal_id", "display_name", "admin", "email", "email_issuer")
     ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
     ADMIN_FIELD_NUMBER: _ClassVar[int]
+    EMAIL_FIELD_NUMBER: _ClassVar[int]
+    EMAIL_ISSUER_FIELD_NUMBER: _ClassVar[int]
     actor_principal_id: str
     display_name: str
     admin: bool
-    def __init__(self, actor_principal_id: _Optional[str] = ..., display_name: _Optional[str] = ..., admin: _Optional[bool] = ...) -> None: ...
+    email: str
+    email_issuer: str
+    def __init__(self, actor_principal_id: _Optional[str] = ..., display_name: _Optional[str] = ..., admin: _Optional[bool] = ..., email: _Optional[str] = ..., email_issuer: _Optional[str] = ...) -> None: ...
 
 class CreateUserResponse(_message.Message):
     __slots__ = ("principal",)
@@ -320,10 +324,12 @@ class SetWorkspaceMemberRequest(_message.Message):
     def __init__(self, actor_principal_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., principal_id: _Optional[str] = ..., role: _Optional[_Union[WorkspaceRole, str]] = ...) -> None: ...
 
 class SetWorkspaceMemberResponse(_message.Message):
-    __slots__ = ("member",)
+    __slots__ = ("member", "invitation")
     MEMBER_FIELD_NUMBER: _ClassVar[int]
+    INVITATION_FIELD_NUMBER: _ClassVar[int]
     member: WorkspaceMember
-    def __init__(self, member: _Optional[_Union[WorkspaceMember, _Mapping]] = ...) -> None: ...
+    invitation: Invitation
+    def __init__(self, member: _Optional[_Union[WorkspaceMember, _Mapping]] = ..., invitation: _Optional[_Union[Invitation, _Mapping]] = ...) -> None: ...
 
 class RemoveWorkspaceMemberRequest(_message.Message):
     __slots__ = ("actor_principal_id", "workspace_id", "principal_id")
@@ -340,6 +346,70 @@ class RemoveWorkspaceMemberResponse(_message.Message):
     REMOVED_FIELD_NUMBER: _ClassVar[int]
     removed: bool
     def __init__(self, removed: _Optional[bool] = ...) -> None: ...
+
+class Invitation(_message.Message):
+    __slots__ = ("invitation_id", "workspace", "principal_id", "role", "inviter_principal_id", "create_time")
+    INVITATION_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    INVITER_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    invitation_id: str
+    workspace: Workspace
+    principal_id: str
+    role: WorkspaceRole
+    inviter_principal_id: str
+    create_time: _timestamp_pb2.Timestamp
+    def __init__(self, invitation_id: _Optional[str] = ..., workspace: _Optional[_Union[Workspace, _Mapping]] = ..., principal_id: _Optional[str] = ..., role: _Optional[_Union[WorkspaceRole, str]] = ..., inviter_principal_id: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListInvitationsRequest(_message.Message):
+    __slots__ = ("actor_principal_id", "page_size", "page_token")
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    actor_principal_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, actor_principal_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListInvitationsResponse(_message.Message):
+    __slots__ = ("invitations", "next_page_token")
+    INVITATIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    invitations: _containers.RepeatedCompositeFieldContainer[Invitation]
+    next_page_token: str
+    def __init__(self, invitations: _Optional[_Iterable[_Union[Invitation, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class AcceptInvitationRequest(_message.Message):
+    __slots__ = ("actor_principal_id", "invitation_id")
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    INVITATION_ID_FIELD_NUMBER: _ClassVar[int]
+    actor_principal_id: str
+    invitation_id: str
+    def __init__(self, actor_principal_id: _Optional[str] = ..., invitation_id: _Optional[str] = ...) -> None: ...
+
+class AcceptInvitationResponse(_message.Message):
+    __slots__ = ("workspace", "member")
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    workspace: Workspace
+    member: WorkspaceMember
+    def __init__(self, workspace: _Optional[_Union[Workspace, _Mapping]] = ..., member: _Optional[_Union[WorkspaceMember, _Mapping]] = ...) -> None: ...
+
+class DeclineInvitationRequest(_message.Message):
+    __slots__ = ("actor_principal_id", "invitation_id")
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    INVITATION_ID_FIELD_NUMBER: _ClassVar[int]
+    actor_principal_id: str
+    invitation_id: str
+    def __init__(self, actor_principal_id: _Optional[str] = ..., invitation_id: _Optional[str] = ...) -> None: ...
+
+class DeclineInvitationResponse(_message.Message):
+    __slots__ = ("invitation",)
+    INVITATION_FIELD_NUMBER: _ClassVar[int]
+    invitation: Invitation
+    def __init__(self, invitation: _Optional[_Union[Invitation, _Mapping]] = ...) -> None: ...
 
 class ListWorkspaceMembersRequest(_message.Message):
     __slots__ = ("actor_principal_id", "workspace_id", "page_size", "page_token")

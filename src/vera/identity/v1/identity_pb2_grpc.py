@@ -122,6 +122,21 @@ class IdentityServiceStub:
                 request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.AttachProjectRequest.SerializeToString,
                 response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.AttachProjectResponse.FromString,
                 _registered_method=True)
+        self.ListInvitations = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/ListInvitations',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListInvitationsRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListInvitationsResponse.FromString,
+                _registered_method=True)
+        self.AcceptInvitation = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/AcceptInvitation',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.AcceptInvitationRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.AcceptInvitationResponse.FromString,
+                _registered_method=True)
+        self.DeclineInvitation = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/DeclineInvitation',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.DeclineInvitationRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.DeclineInvitationResponse.FromString,
+                _registered_method=True)
         self.EnsureExternalPrincipal = channel.unary_unary(
                 '/vera.identity.v1.IdentityService/EnsureExternalPrincipal',
                 request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.EnsureExternalPrincipalRequest.SerializeToString,
@@ -237,13 +252,16 @@ class IdentityServiceServicer:
 
     def SetWorkspaceMember(self, request, context):
         """Adds a member to a workspace or changes its role; the actor must be an owner or an administrator.
+        An administrator adds directly; an owner changes an existing member's role directly but
+        only invites a principal that is not a member yet (it joins once it accepts).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RemoveWorkspaceMember(self, request, context):
-        """Removes a member from a workspace; the actor must be an owner or an administrator.
+        """Removes a member from a workspace, or withdraws its pending invitation; the actor must be
+        an owner or an administrator.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -258,6 +276,29 @@ class IdentityServiceServicer:
 
     def AttachProject(self, request, context):
         """Attaches a shared project to a workspace, so its members read it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListInvitations(self, request, context):
+        """Lists the actor's pending workspace invitations, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AcceptInvitation(self, request, context):
+        """Accepts one of the actor's pending invitations: the actor becomes a member with the
+        invited role. Another principal's invitation is NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeclineInvitation(self, request, context):
+        """Declines one of the actor's pending invitations; it is deleted. Another principal's
+        invitation is NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -368,6 +409,21 @@ def add_IdentityServiceServicer_to_server(servicer, server):
                     servicer.AttachProject,
                     request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.AttachProjectRequest.FromString,
                     response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.AttachProjectResponse.SerializeToString,
+            ),
+            'ListInvitations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListInvitations,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListInvitationsRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListInvitationsResponse.SerializeToString,
+            ),
+            'AcceptInvitation': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcceptInvitation,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.AcceptInvitationRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.AcceptInvitationResponse.SerializeToString,
+            ),
+            'DeclineInvitation': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeclineInvitation,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.DeclineInvitationRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.DeclineInvitationResponse.SerializeToString,
             ),
             'EnsureExternalPrincipal': grpc.unary_unary_rpc_method_handler(
                     servicer.EnsureExternalPrincipal,
@@ -842,6 +898,87 @@ class IdentityService:
             '/vera.identity.v1.IdentityService/AttachProject',
             vera_dot_identity_dot_v1_dot_identity__pb2.AttachProjectRequest.SerializeToString,
             vera_dot_identity_dot_v1_dot_identity__pb2.AttachProjectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListInvitations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/ListInvitations',
+            vera_dot_identity_dot_v1_dot_identity__pb2.ListInvitationsRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.ListInvitationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcceptInvitation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/AcceptInvitation',
+            vera_dot_identity_dot_v1_dot_identity__pb2.AcceptInvitationRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.AcceptInvitationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeclineInvitation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/DeclineInvitation',
+            vera_dot_identity_dot_v1_dot_identity__pb2.DeclineInvitationRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.DeclineInvitationResponse.FromString,
             options,
             channel_credentials,
             insecure,

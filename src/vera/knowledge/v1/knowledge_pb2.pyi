@@ -337,7 +337,7 @@ class TaskContext(_message.Message):
     def __init__(self, runtime: _Optional[str] = ..., session_ref: _Optional[str] = ..., task_ref: _Optional[str] = ..., repository_ref: _Optional[str] = ...) -> None: ...
 
 class ProposeFactRequest(_message.Message):
-    __slots__ = ("principal_id", "personal_scope_id", "readable_scope_ids", "subject", "predicate", "object", "evidence_text", "context")
+    __slots__ = ("principal_id", "personal_scope_id", "readable_scope_ids", "subject", "predicate", "object", "evidence_text", "context", "target_scope_id")
     PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     PERSONAL_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     READABLE_SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -346,6 +346,7 @@ class ProposeFactRequest(_message.Message):
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_TEXT_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    TARGET_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     principal_id: str
     personal_scope_id: str
     readable_scope_ids: _containers.RepeatedScalarFieldContainer[str]
@@ -354,7 +355,8 @@ class ProposeFactRequest(_message.Message):
     object: str
     evidence_text: str
     context: TaskContext
-    def __init__(self, principal_id: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., readable_scope_ids: _Optional[_Iterable[str]] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., evidence_text: _Optional[str] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ...) -> None: ...
+    target_scope_id: str
+    def __init__(self, principal_id: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., readable_scope_ids: _Optional[_Iterable[str]] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., evidence_text: _Optional[str] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., target_scope_id: _Optional[str] = ...) -> None: ...
 
 class ProposeFactResponse(_message.Message):
     __slots__ = ("attempt_id", "outcome", "fact", "reason", "conflicting_fact_keys")
