@@ -121,7 +121,7 @@ async def open_vector_index(settings: Settings, dimensions: int) -> VectorIndex:
     rs = settings.retrieval
     if rs.qdrant_url:
         return await QdrantVectorIndex.open(
-            lambda: open_client(rs.qdrant_url, settings.data_dir),
+            lambda: open_client(rs.qdrant_url, settings.data_dir, rs.qdrant_api_key),
             rs.qdrant_collection,
             dimensions,
             server=rs.qdrant_url != MEMORY_LOCATION,

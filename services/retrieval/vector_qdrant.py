@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
+from pydantic import SecretStr
 from qdrant_client import QdrantClient, models
 
 from vera.services.retrieval.model import Candidate, Fact, FactState, IndexQuery
@@ -104,12 +105,16 @@ def build_filter(query: IndexQuery) -> models.Filter:
     return models.Filter(must=must, must_not=must_not or None)
 
 
-def open_client(qdrant_url: str | None, data_dir: Path) -> QdrantClient:
+def open_client(
+    qdrant_url: str | None, data_dir: Path, api_key: SecretStr | None = None
+) -> QdrantClient:
     """A server URL, ``:memory:`` (tests), or local mode under ``<data_dir>/qdrant``."""
     if qdrant_url == MEMORY_LOCATION:
         return QdrantClient(location=MEMORY_LOCATION)
     if qdrant_url:
-        return QdrantClient(url=qdrant_url)
+        return QdrantClient(
+            url=qdrant_url, api_key=api_key.get_secret_value() if api_key else None
+        )
     path = data_dir / "qdrant"
     path.mkdir(parents=True, exist_ok=True)
     return QdrantClient(path=str(path))

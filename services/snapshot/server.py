@@ -52,7 +52,11 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
     try:
         cfg = settings.snapshot
         service = SnapshotService(
-            PgSnapshotStore(pool, cfg.pack_quota_bytes_per_scope),
+            PgSnapshotStore(
+                pool,
+                quota_bytes_per_scope=cfg.pack_quota_bytes_per_scope,
+                quota_bytes_per_principal=cfg.pack_quota_bytes_per_principal,
+            ),
             timedelta(days=cfg.pack_ttl_days),
             clock,
         )
@@ -77,15 +81,20 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
         await knowledge.close()
         await pool.close()
         raise
-    sweeper = asyncio.create_task(
-        run_sweeper(service, settings.snapshot.sweep_interval_seconds),
-        name="snapshot-sweeper",
+    sweeper = (
+        asyncio.create_task(
+            run_sweeper(service, settings.snapshot.sweep_interval_seconds),
+            name="snapshot-sweeper",
+        )
+        if settings.snapshot.sweep_interval_seconds > 0
+        else None
     )
 
     async def aclose() -> None:
-        sweeper.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await sweeper
+        if sweeper is not None:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
         await knowledge.close()
         await pool.close()
 
