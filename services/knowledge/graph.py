@@ -40,14 +40,6 @@ class ConflictFilter(StrEnum):
     ONLY = "only"
 
 
-def filter_conflicts(facts: Iterable[FactView], how: ConflictFilter) -> list[FactView]:
-    if how is ConflictFilter.EXCLUDE:
-        return [f for f in facts if not f.conflicting_fact_keys]
-    if how is ConflictFilter.ONLY:
-        return [f for f in facts if f.conflicting_fact_keys]
-    return list(facts)
-
-
 def rank_facts(facts: Iterable[FactView]) -> list[FactView]:
     """Best trust tier, then higher authority, then stable by key."""
     return sorted(facts, key=lambda f: (f.trust_tier, -f.authority, f.fact_key))

@@ -33,12 +33,11 @@ from .graph import (
     Summarizer,
     classify_change,
     cluster,
-    filter_conflicts,
     freshness,
     rank_facts,
     resolve_entity,
 )
-from .store import KnowledgeStore, _lock_keys, _Outbox
+from .store import KnowledgeStore, _lock_keys, _Outbox, _Params
 
 _COPY_COLUMNS = """fact_key, scope_id, subject, predicate, object, subject_norm, predicate_norm,
     object_norm, trust_tier, authority, valid_from, repository, branch, code_path,
@@ -132,6 +131,12 @@ def conflict_group_id(scope_id: uuid.UUID, subject: str, predicate: str) -> str:
     """Stable, short id of a conflict group: the keyset of the conflicts cursor."""
     material = "\x1f".join((str(scope_id), normalize(subject), normalize(predicate)))
     return hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
+
+
+# ``conflict_group_id`` of a facts row, in SQL, so conflict groups page in the database.
+_GROUP_ID = """left(encode(sha256(convert_to(
+    f.scope_id::text || chr(31) || f.subject_norm || chr(31) || f.predicate_norm, 'UTF8')),
+    'hex'), 32)"""
 
 
 def _run(r: asyncpg.Record) -> RunView:
@@ -518,16 +523,17 @@ class ModelStore:
     ) -> tuple[EntityView, list[FactView], int]:
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
             entity = await self.resolve(conn, scope_ids, name, entity_id)
-            facts = await self._store._facts(
+            facts, total = await self._store.ranked_facts(
                 conn,
+                limit=limit,
+                conflict_filter=conflicts,
+                with_total=True,
                 scope_ids=[entity.scope_id] if entity.scope_id else scope_ids,
                 node_keys=entity.node_keys,
                 as_of=as_of,
                 known_as_of=known_as_of,
-                live_only=True,
             )
-        kept = rank_facts(filter_conflicts(facts, conflicts))
-        return entity, kept[:limit], len(kept)
+        return entity, facts, total
 
     async def _canonical(
         self, conn: asyncpg.Connection, scope_ids: Sequence[uuid.UUID], keys: Sequence[str]
@@ -575,26 +581,29 @@ class ModelStore:
             for hop in range(1, depth + 1):
                 if not frontier or truncated:
                     break
-                facts = await self._store._facts(
+                # Only the edges still fitting the page (plus one, to know it was cut) are
+                # read, so a hop's frontier is bounded by the page size too.
+                room = limit - len(edges)
+                facts, _ = await self._store.ranked_facts(
                     conn,
+                    limit=room + 1,
+                    conflict_filter=conflicts,
                     scope_ids=scopes,
                     node_keys=frontier,
+                    exclude_keys=sorted(seen_facts),
                     as_of=as_of,
                     known_as_of=known_as_of,
-                    live_only=True,
                 )
+                if len(facts) > room:
+                    truncated = True
+                    facts = facts[:room]
                 current = set(frontier)
                 reached: list[str] = []
-                for f in rank_facts(filter_conflicts(facts, conflicts)):
-                    if f.fact_key in seen_facts:
-                        continue
+                for f in facts:
                     s_key, o_key = normalize(f.subject), normalize(f.object)
                     here, there, there_text = (
                         (s_key, o_key, f.object) if s_key in current else (o_key, s_key, f.subject)
                     )
-                    if len(edges) >= limit:
-                        truncated = True
-                        break
                     seen_facts.add(f.fact_key)
                     if there not in node_of:
                         node_of[there] = there
@@ -625,23 +634,29 @@ class ModelStore:
         or resolving between pages never shift the rest). Returns the page, the total and
         the last group id of the page when more follow, else ""."""
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
-            rows = await self._store._fact_rows(
-                conn,
+            p = _Params()
+            conflicted = self._store._fact_select(
+                p,
                 scope_ids=scope_ids,
                 as_of=as_of,
                 known_as_of=known_as_of,
                 live_only=True,
                 predicate_norms=sorted(self._ontology.single_valued_predicates),
+                extra_columns=f", {_GROUP_ID} AS group_id",
             )
-            groups: dict[str, list[str]] = {}
-            for r in rows:
-                if r["conflicting_fact_keys"]:
-                    gid = conflict_group_id(r["scope_id"], r["subject"], r["predicate"])
-                    groups.setdefault(gid, []).append(r["fact_key"])
-            ordered = sorted(groups)
-            following = [g for g in ordered if g > after]
-            page = following[:page_size]
-            cursor = page[-1] if len(following) > page_size else ""
+            groups_sql = f"""SELECT group_id, array_agg(fact_key ORDER BY fact_key) AS keys
+                FROM ({conflicted}) f WHERE cardinality(f.conflicting_fact_keys) > 0
+                GROUP BY group_id"""
+            total = await conn.fetchval(f"SELECT count(*) FROM ({groups_sql}) g", *p.values)
+            after_id, size = p(after), p(page_size + 1)
+            rows = await conn.fetch(
+                f"""SELECT group_id, keys FROM ({groups_sql}) g WHERE group_id > {after_id}
+                    ORDER BY group_id LIMIT {size}""",
+                *p.values,
+            )
+            page = [r["group_id"] for r in rows[:page_size]]
+            cursor = page[-1] if len(rows) > page_size else ""
+            groups = {r["group_id"]: r["keys"] for r in rows[:page_size]}
             keys = [k for g in page for k in groups[g]]
             views = (
                 await self._store._facts(
@@ -668,7 +683,7 @@ class ModelStore:
                         facts=tuple(facts),
                     )
                 )
-        return out, len(ordered), cursor
+        return out, total, cursor
 
     # --- change feed --------------------------------------------------------------------
 

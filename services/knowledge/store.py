@@ -41,7 +41,7 @@ from .domain import (
     SourceView,
     TaskContext,
 )
-from .graph import alias_keys
+from .graph import ConflictFilter, alias_keys
 
 # Any constant works; it only has to be the same for every writer of this schema.
 _OUTBOX_LOCK = 0x6B6E6F776C656467  # "knowledg"
@@ -106,6 +106,27 @@ def _conflicts(single_valued: str, known_as_of: str | None, as_of: str | None = 
             ORDER BY c.fact_key)
         ELSE ARRAY[]::text[] END AS conflicting_fact_keys
     """
+
+
+def _rank_tier(known_as_of: str | None) -> str:
+    """A version's displayed trust tier in SQL: the best tier among the assertions that
+    cite it as known at ``known_as_of`` (or now), else its own (``KnowledgeStore._view``)."""
+    if known_as_of is None:
+        visible = "a.status <> 'withdrawn'"
+    else:
+        visible = (
+            f"a.recorded_at <= {known_as_of}"
+            f" AND (a.withdrawn_at IS NULL OR a.withdrawn_at > {known_as_of})"
+        )
+    return f"""coalesce((SELECT min(a.trust_tier) FROM assertions a
+        WHERE a.fact_key = f.fact_key AND a.supports AND {visible}), f.trust_tier)"""
+
+
+_CONFLICT_FILTER_SQL = {
+    ConflictFilter.INCLUDE: "true",
+    ConflictFilter.EXCLUDE: "cardinality(f.conflicting_fact_keys) = 0",
+    ConflictFilter.ONLY: "cardinality(f.conflicting_fact_keys) > 0",
+}
 
 
 @dataclass
@@ -209,16 +230,21 @@ class KnowledgeStore:
         view = self._view(rows[0], [a for a in all_assertions if _cites(a)])
         return view, domain.best_first(all_assertions)
 
-    async def list_changes(self, after_position: int, page_size: int) -> ChangesPage:
+    async def list_changes(
+        self, after_position: int, page_size: int, scope_ids: Sequence[uuid.UUID] = ()
+    ) -> ChangesPage:
+        """Changes after ``after_position``; only those of ``scope_ids`` when given."""
         async with (
             self._pool.acquire() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
             rows = await conn.fetch(
                 """SELECT position, kind, version_id, ref, created_at FROM outbox
-                   WHERE position > $1 ORDER BY position LIMIT $2""",
+                   WHERE position > $1 AND (cardinality($3::uuid[]) = 0 OR scope_id = ANY($3))
+                   ORDER BY position LIMIT $2""",
                 after_position,
                 page_size,
+                list(scope_ids),
             )
             version_ids = [r["version_id"] for r in rows if r["version_id"] is not None]
             facts = (
@@ -242,9 +268,9 @@ class KnowledgeStore:
         )
         return ChangesPage(changes=changes, head_position=head)
 
-    async def _fact_rows(
+    def _fact_select(
         self,
-        conn: asyncpg.Connection,
+        p: _Params,
         *,
         scope_ids: Sequence[uuid.UUID] | None = None,
         fact_keys: Sequence[str] | None = None,
@@ -256,13 +282,14 @@ class KnowledgeStore:
         node_keys: Sequence[str] | None = None,
         predicate_norms: Sequence[str] | None = None,
         states: Sequence[str] | None = None,
-    ) -> list[asyncpg.Record]:
-        """Versions with their conflicts in one query.
+        exclude_keys: Sequence[str] | None = None,
+        extra_columns: str = "",
+    ) -> str:
+        """The SELECT of versions with their conflicts (``conflicting_fact_keys``).
 
         By key: the version current at ``known_as_of`` (or now) and valid at ``as_of`` (or
         now). By version id: exactly those versions, whatever their times.
         """
-        p = _Params()
         single_valued = p(self._single_valued)
         known = p(known_as_of) if known_as_of is not None else None
         where: list[str] = []
@@ -290,11 +317,53 @@ class KnowledgeStore:
             where.append(f"f.predicate_norm = ANY({p(list(predicate_norms))}::text[])")
         if states is not None:
             where.append(f"f.state = ANY({p(list(states))}::text[])")
-        sql = (
+        if exclude_keys:
+            where.append(f"NOT (f.fact_key = ANY({p(list(exclude_keys))}::text[]))")
+        return (
             f"SELECT {_FACT_COLUMNS}, {_conflicts(single_valued, known, at_as_of)}"
-            f" FROM facts f WHERE {' AND '.join(where)}"
+            f"{extra_columns} FROM facts f WHERE {' AND '.join(where)}"
         )
-        return await conn.fetch(sql, *p.values)
+
+    async def _fact_rows(self, conn: asyncpg.Connection, **filters: Any) -> list[asyncpg.Record]:
+        """Versions with their conflicts in one query (filters of ``_fact_select``)."""
+        p = _Params()
+        return await conn.fetch(self._fact_select(p, **filters), *p.values)
+
+    async def ranked_facts(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        limit: int,
+        conflict_filter: ConflictFilter,
+        known_as_of: datetime | None = None,
+        with_total: bool = False,
+        **filters: Any,
+    ) -> tuple[list[FactView], int]:
+        """The best-ranked ``limit`` live versions (``graph.rank_facts`` order, computed in
+        SQL) that pass the conflict filter, and how many pass it when ``with_total``, so a
+        hub entity never loads every fact it touches."""
+        p = _Params()
+        inner = self._fact_select(
+            p,
+            known_as_of=known_as_of,
+            live_only=True,
+            extra_columns=f", {_rank_tier(p(known_as_of) if known_as_of else None)} AS rank_tier",
+            **filters,
+        )
+        kept = _CONFLICT_FILTER_SQL[conflict_filter]
+        rows = await conn.fetch(
+            f"""SELECT * FROM ({inner}) f WHERE {kept}
+                ORDER BY f.rank_tier, f.authority DESC, f.fact_key LIMIT {p(limit)}""",
+            *p.values,
+        )
+        total = len(rows)
+        if with_total:
+            q = _Params()
+            counted = self._fact_select(q, known_as_of=known_as_of, live_only=True, **filters)
+            total = await conn.fetchval(
+                f"SELECT count(*) FROM ({counted}) f WHERE {kept}", *q.values
+            )
+        return await self._views(conn, rows, known_as_of), total
 
     async def _facts(
         self,
@@ -304,6 +373,11 @@ class KnowledgeStore:
         **filters: Any,
     ) -> list[FactView]:
         rows = await self._fact_rows(conn, known_as_of=known_as_of, **filters)
+        return await self._views(conn, rows, known_as_of)
+
+    async def _views(
+        self, conn: asyncpg.Connection, rows: list[asyncpg.Record], known_as_of: datetime | None
+    ) -> list[FactView]:
         if not rows:
             return []
         assertions = await self._assertions(
