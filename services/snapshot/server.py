@@ -52,11 +52,7 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
     try:
         cfg = settings.snapshot
         service = SnapshotService(
-            PgSnapshotStore(
-                pool,
-                quota_bytes_per_scope=cfg.pack_quota_bytes_per_scope,
-                quota_bytes_per_principal=cfg.pack_quota_bytes_per_principal,
-            ),
+            PgSnapshotStore(pool, cfg.pack_quota_bytes_per_scope),
             timedelta(days=cfg.pack_ttl_days),
             clock,
         )
