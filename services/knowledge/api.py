@@ -333,7 +333,8 @@ class KnowledgeServicer(CurationRpcs, ErasureRpcs, knowledge_pb2_grpc.KnowledgeS
         size = domain.page_size(
             "page_size", request.page_size, domain.CHANGES_PAGE_DEFAULT, domain.CHANGES_PAGE_MAX
         )
-        page = await self._store.list_changes(request.after_position, size)
+        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        page = await self._store.list_changes(request.after_position, size, scopes)
         return pb.ListChangesResponse(
             changes=[
                 pb.Change(

@@ -84,6 +84,7 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
             struct_to_dict(request.canonical_request),
             struct_to_dict(request.content),
             request.assembler_version,
+            request.usage_ref,
         )
         return pb.CreateContextPackResponse(pack=pack_to_proto(pack), deduplicated=deduplicated)
 

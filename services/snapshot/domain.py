@@ -2,6 +2,8 @@
 
 A pack is deduplicated when the same principal persists the same canonical request with the
 same content and assembler version in the same scope while an identical pack is still live.
+A call's ``usage_ref`` (cost attribution) is recorded with the pack it stored or reused and
+is no part of the pack's identity.
 Missing, expired, foreign and malformed pack ids all read as EXPIRED_CONTEXT_PACK, so a
 caller learns nothing about packs it cannot read. Time comes from an injected clock so
 expiry is testable without sleeping.
@@ -21,6 +23,7 @@ from vera.errors import ExpiredContextPack, InvalidInput
 
 Clock = Callable[[], datetime]
 MAX_ASSEMBLER_VERSION = 64
+MAX_USAGE_REF = 512
 
 
 def utc_now() -> datetime:
@@ -54,9 +57,10 @@ class SnapshotStore(Protocol):
     """The persistence port; ``store.PgSnapshotStore`` implements it."""
 
     async def insert_deduplicated(
-        self, candidate: ContextPack, now: datetime
+        self, candidate: ContextPack, now: datetime, usage_ref: str = ""
     ) -> tuple[ContextPack, bool]:
-        """Stores ``candidate`` unless an identical pack is live; True when deduplicated."""
+        """Stores ``candidate`` unless an identical pack is live; True when deduplicated.
+        Records ``usage_ref``, when given, against the stored or reused pack."""
         ...
 
     async def get_live(
@@ -88,12 +92,15 @@ class SnapshotService:
         canonical_request: dict[str, Any],
         content: dict[str, Any],
         assembler_version: str,
+        usage_ref: str = "",
     ) -> tuple[ContextPack, bool]:
         principal = _uuid(principal_id, "principal_id")
         scope = _uuid(scope_id, "scope_id")
         version = assembler_version.strip()
         if not version or len(version) > MAX_ASSEMBLER_VERSION:
             raise InvalidInput("assembler_version")
+        if len(usage_ref) > MAX_USAGE_REF:
+            raise InvalidInput("usage_ref")
         now = self._clock()
         candidate = ContextPack(
             pack_id=uuid.uuid4(),
@@ -107,9 +114,9 @@ class SnapshotService:
             created_at=now,
             expires_at=now + self._ttl,
         )
-        # The per-scope storage quota is enforced by the store inside the same transaction
-        # as the dedupe lookup, so a deduplicated retry never counts twice.
-        return await self._store.insert_deduplicated(candidate, now)
+        # The storage quotas (per scope and per principal) are enforced by the store inside
+        # the same transaction as the dedupe lookup, so a deduplicated retry never counts twice.
+        return await self._store.insert_deduplicated(candidate, now, usage_ref)
 
     async def get_context_pack(self, principal_id: str, pack_id: str) -> ContextPack:
         principal = _uuid(principal_id, "principal_id")

@@ -1,5 +1,6 @@
-"""Erasure of everything a principal persisted here: context packs, snapshots (with their
-frozen fact lists) and idempotency keys (their stored results quote tool output).
+"""Erasure of everything a principal persisted here: context packs (with their usage
+records, and their bytes given back to the storage counters), snapshots (with their frozen
+fact lists) and idempotency keys (their stored results quote tool output).
 
 Snapshots are immutable at the database; only a transaction that sets ``vera.erasure``
 may delete them (migration 0003).
@@ -12,6 +13,7 @@ import uuid
 import asyncpg
 
 from vera.errors import InvalidInput
+from vera.services.snapshot.store import release_pack_bytes
 
 
 def _principal(value: str) -> uuid.UUID:
@@ -30,8 +32,18 @@ class PgPrincipalErasure:
         counts: dict[str, int] = {}
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT set_config('vera.erasure', 'on', true)")
+            packs = await conn.fetch(
+                "DELETE FROM context_packs WHERE principal_id = $1"
+                " RETURNING scope_id, principal_id, stored_bytes",
+                principal,
+            )
+            await release_pack_bytes(conn, packs)
+            await conn.execute(
+                "DELETE FROM principal_pack_storage WHERE principal_id = $1 AND stored_bytes = 0",
+                principal,
+            )
+            counts["context_packs"] = len(packs)
             for name, sql in (
-                ("context_packs", "DELETE FROM context_packs WHERE principal_id = $1"),
                 (
                     "snapshot_facts",
                     """DELETE FROM snapshot_facts WHERE snapshot_id IN

@@ -4,8 +4,9 @@ live at the snapshot's boundaries.
 The change log carries every fact version each time it is recorded or changes state, so
 the last entry per version is its current row. A version counts when it was recorded by
 ``known_as_of``, not superseded by then, live (or superseded only later), and valid at
-``as_of``. Cost is proportional to the log, which is why snapshot creation is a
-high-cost, separately budgeted tool.
+``as_of``. Only the scope's own changes are read (a scoped ListChanges), so cost is
+proportional to that scope's log, not every tenant's; it is still why snapshot creation
+is a high-cost, separately budgeted tool.
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ class KnowledgeFactLog:
         position = 0
         while True:
             page = await self._stub.ListChanges(
-                knowledge_pb2.ListChangesRequest(after_position=position, page_size=PAGE_SIZE)
+                knowledge_pb2.ListChangesRequest(
+                    after_position=position, page_size=PAGE_SIZE, scope_ids=[scope_id]
+                )
             )
             for change in page.changes:
                 position = max(position, change.position)
@@ -67,6 +70,8 @@ class KnowledgeFactLog:
                     if change.fact.scope_id == scope_id:
                         latest[change.fact.version_id] = change.fact
             if len(page.changes) < PAGE_SIZE:
+                # A short page read every change of the scope up to the log's head then.
+                position = max(position, page.head_position)
                 break
         frozen = [
             FrozenFact(

@@ -52,7 +52,11 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
     try:
         cfg = settings.snapshot
         service = SnapshotService(
-            PgSnapshotStore(pool, cfg.pack_quota_bytes_per_scope),
+            PgSnapshotStore(
+                pool,
+                quota_bytes_per_scope=cfg.pack_quota_bytes_per_scope,
+                quota_bytes_per_principal=cfg.pack_quota_bytes_per_principal,
+            ),
             timedelta(days=cfg.pack_ttl_days),
             clock,
         )

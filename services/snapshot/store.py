@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -35,42 +36,129 @@ def _lock_key(*parts: str) -> int:
 
 
 def _stored_bytes(pack: ContextPack) -> int:
-    """What a pack costs against its scope's storage quota: its stored JSON."""
+    """What a pack costs against the storage quotas: its stored JSON. Kept on the row, so
+    whatever deletes the pack gives back exactly what its insert charged."""
     return len(json.dumps(pack.canonical_request).encode()) + len(json.dumps(pack.content).encode())
 
 
-async def sweep_expired(pool: asyncpg.Pool, now: datetime) -> int:
-    """Physically deletes every pack expired at ``now``, in bounded batches, and every lapsed
-    idempotency key; returns how many packs."""
-    await pool.execute("DELETE FROM idempotency_keys WHERE expires_at <= $1", now)
+async def _charge(
+    conn: asyncpg.Connection, table: str, column: str, owner: uuid.UUID, size: int, quota: int
+) -> bool:
+    """Adds ``size`` to one running counter unless that would pass ``quota``. The row lock
+    lasts only to the end of the pack's insert transaction, so concurrent persists queue
+    on it briefly and never overshoot."""
+    if size > quota:
+        return False
+    charged = await conn.fetchval(
+        f"INSERT INTO {table} AS t ({column}, stored_bytes) VALUES ($1, $2)"
+        f" ON CONFLICT ({column}) DO UPDATE SET stored_bytes = t.stored_bytes + $2"
+        "   WHERE t.stored_bytes + $2 <= $3"
+        " RETURNING true",
+        owner,
+        size,
+        quota,
+    )
+    return bool(charged)
+
+
+async def release_pack_bytes(conn: asyncpg.Connection, deleted: Sequence[asyncpg.Record]) -> None:
+    """Gives back what deleted packs (rows with scope_id, principal_id, stored_bytes) held,
+    in the transaction that deleted them. Counters are locked scope rows first, then
+    principal rows, each in id order, the order a pack insert takes them, so a sweep, an
+    erasure and concurrent inserts never deadlock."""
+    by_scope: dict[uuid.UUID, int] = defaultdict(int)
+    by_principal: dict[uuid.UUID, int] = defaultdict(int)
+    for row in deleted:
+        by_scope[row["scope_id"]] += row["stored_bytes"]
+        by_principal[row["principal_id"]] += row["stored_bytes"]
+    for table, column, amounts in (
+        ("scope_pack_storage", "scope_id", by_scope),
+        ("principal_pack_storage", "principal_id", by_principal),
+    ):
+        if amounts:
+            await conn.executemany(
+                f"UPDATE {table} SET stored_bytes = stored_bytes - $2 WHERE {column} = $1",
+                sorted(amounts.items()),
+            )
+
+
+async def sweep_expired(
+    pool: asyncpg.Pool,
+    now: datetime,
+    *,
+    scope_id: uuid.UUID | None = None,
+    principal_id: uuid.UUID | None = None,
+) -> int:
+    """Physically deletes every pack expired at ``now`` (only those of ``scope_id`` or
+    ``principal_id`` when either is given), in bounded batches, giving their bytes back to
+    the quota counters, and every lapsed idempotency key; returns how many packs."""
+    owned = scope_id is not None or principal_id is not None
+    if not owned:
+        await pool.execute("DELETE FROM idempotency_keys WHERE expires_at <= $1", now)
+    owner_filter = " AND (scope_id = $3 OR principal_id = $4)" if owned else ""
+    owner_args = (scope_id, principal_id) if owned else ()
     deleted = 0
     while True:
-        rows = await pool.fetch(
-            "DELETE FROM context_packs WHERE pack_id IN ("
-            "  SELECT pack_id FROM context_packs WHERE expires_at <= $1 LIMIT $2"
-            "  FOR UPDATE SKIP LOCKED)"
-            " RETURNING pack_id",
-            now,
-            SWEEP_BATCH,
-        )
+        async with pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                "DELETE FROM context_packs WHERE pack_id IN ("
+                f"  SELECT pack_id FROM context_packs WHERE expires_at <= $1{owner_filter}"
+                "  LIMIT $2 FOR UPDATE SKIP LOCKED)"
+                " RETURNING scope_id, principal_id, stored_bytes",
+                now,
+                SWEEP_BATCH,
+                *owner_args,
+            )
+            await release_pack_bytes(conn, rows)
         deleted += len(rows)
         if len(rows) < SWEEP_BATCH:
             return deleted
 
 
 class PgSnapshotStore:
-    def __init__(self, pool: asyncpg.Pool, quota_bytes_per_scope: int | None = None) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        quota_bytes_per_scope: int,
+        quota_bytes_per_principal: int,
+    ) -> None:
         self._pool = pool
-        self._quota_bytes = quota_bytes_per_scope
+        self._scope_quota = quota_bytes_per_scope
+        self._principal_quota = quota_bytes_per_principal
 
     async def insert_deduplicated(
-        self, candidate: ContextPack, now: datetime
+        self, candidate: ContextPack, now: datetime, usage_ref: str = ""
+    ) -> tuple[ContextPack, bool]:
+        try:
+            return await self._insert(candidate, now, usage_ref)
+        except QuotaExceeded:
+            # Expired packs hold their bytes until swept; reclaim this scope's and this
+            # principal's before refusing, so only live packs count.
+            reclaimed = await sweep_expired(
+                self._pool, now, scope_id=candidate.scope_id, principal_id=candidate.principal_id
+            )
+            if not reclaimed:
+                raise
+        return await self._insert(candidate, now, usage_ref)
+
+    async def _insert(
+        self, candidate: ContextPack, now: datetime, usage_ref: str
     ) -> tuple[ContextPack, bool]:
         async with self._pool.acquire() as conn, conn.transaction():
-            # Serializes creates in one scope: a retry storm stores one pack, and the quota
-            # check below sees every pack committed before it.
+            # Serializes creates of one pack identity only: a retry storm stores one pack,
+            # while different packs of the same scope or principal do not wait on each other
+            # beyond the counter updates.
             await conn.execute(
-                "SELECT pg_advisory_xact_lock($1)", _lock_key("pack", str(candidate.scope_id))
+                "SELECT pg_advisory_xact_lock($1)",
+                _lock_key(
+                    "pack",
+                    str(candidate.principal_id),
+                    str(candidate.scope_id),
+                    candidate.request_hash,
+                    candidate.content_hash,
+                    candidate.assembler_version,
+                ),
             )
             existing = await conn.fetchrow(
                 f"SELECT {_COLUMNS} FROM context_packs"
@@ -85,33 +173,47 @@ class PgSnapshotStore:
                 now,
             )
             if existing is not None:
-                return _pack(existing), True
-            if self._quota_bytes is not None:
-                used = await conn.fetchval(
-                    "SELECT coalesce(sum(octet_length(canonical_request::text)"
-                    " + octet_length(content::text)), 0)"
-                    " FROM context_packs WHERE scope_id = $1 AND expires_at > $2",
+                pack, deduplicated = _pack(existing), True
+            else:
+                size = _stored_bytes(candidate)
+                row = await conn.fetchrow(
+                    f"INSERT INTO context_packs ({_COLUMNS}, stored_bytes)"
+                    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+                    f" RETURNING {_COLUMNS}",
+                    candidate.pack_id,
+                    candidate.principal_id,
                     candidate.scope_id,
+                    candidate.canonical_request,
+                    candidate.content,
+                    candidate.request_hash,
+                    candidate.content_hash,
+                    candidate.assembler_version,
+                    candidate.created_at,
+                    candidate.expires_at,
+                    size,
+                )
+                # Scope before principal: the lock order release_pack_bytes keeps too.
+                for table, column, owner, quota in (
+                    ("scope_pack_storage", "scope_id", candidate.scope_id, self._scope_quota),
+                    (
+                        "principal_pack_storage",
+                        "principal_id",
+                        candidate.principal_id,
+                        self._principal_quota,
+                    ),
+                ):
+                    if not await _charge(conn, table, column, owner, size, quota):
+                        raise QuotaExceeded(bucket=PACK_STORAGE_BUCKET)
+                pack, deduplicated = _pack(row), False
+            if usage_ref:
+                await conn.execute(
+                    "INSERT INTO context_pack_usage (pack_id, usage_ref, recorded_at)"
+                    " VALUES ($1, $2, $3)",
+                    pack.pack_id,
+                    usage_ref,
                     now,
                 )
-                if used + _stored_bytes(candidate) > self._quota_bytes:
-                    raise QuotaExceeded(bucket=PACK_STORAGE_BUCKET)
-            row = await conn.fetchrow(
-                f"INSERT INTO context_packs ({_COLUMNS})"
-                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-                f" RETURNING {_COLUMNS}",
-                candidate.pack_id,
-                candidate.principal_id,
-                candidate.scope_id,
-                candidate.canonical_request,
-                candidate.content,
-                candidate.request_hash,
-                candidate.content_hash,
-                candidate.assembler_version,
-                candidate.created_at,
-                candidate.expires_at,
-            )
-        return _pack(row), False
+        return pack, deduplicated
 
     async def get_live(
         self, pack_id: uuid.UUID, principal_id: uuid.UUID, now: datetime

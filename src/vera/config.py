@@ -125,8 +125,10 @@ class SnapshotSettings(BaseModel):
     pack_ttl_days: int = Field(30, ge=1)
     # Seconds between sweeps of expired packs; 0 disables (a deployment sweeps in one pod).
     sweep_interval_seconds: float = Field(300.0, ge=0)
-    # Per-scope storage quota for live persisted packs (bytes of stored JSON).
+    # Storage quotas for live persisted packs (bytes of stored JSON): per project scope, and
+    # per principal across its scopes so one member cannot fill a project's share.
     pack_quota_bytes_per_scope: int = Field(64 * 1024 * 1024, ge=1)
+    pack_quota_bytes_per_principal: int = Field(16 * 1024 * 1024, ge=1)
     # How long a completed idempotency key replays its first result.
     idempotency_ttl_hours: float = Field(24.0, gt=0)
     # A claim older than this (a gateway died mid-call) may be taken over by a retry.

@@ -34,11 +34,15 @@ class Snapshot:
     pool: asyncpg.Pool  # for asserting on rows and driving the sweep directly
 
 
-async def start(dsn: str, sweep_interval_seconds: float) -> AsyncIterator[Snapshot]:
+async def start(dsn: str, sweep_interval_seconds: float, **snapshot) -> AsyncIterator[Snapshot]:
     clock = FakeClock()
     settings = Settings(
         database={"dsn": dsn},
-        snapshot={"pack_ttl_days": 30, "sweep_interval_seconds": sweep_interval_seconds},
+        snapshot={
+            "pack_ttl_days": 30,
+            "sweep_interval_seconds": sweep_interval_seconds,
+            **snapshot,
+        },
     )
     hosted = await server.create(settings, "127.0.0.1:0", clock=clock)
     await hosted.running.server.start()
@@ -64,3 +68,13 @@ async def snapshot(pg_dsn: str) -> AsyncIterator[Snapshot]:
 async def fast_sweeping_snapshot(pg_dsn: str) -> AsyncIterator[Snapshot]:
     async for harness in start(pg_dsn, sweep_interval_seconds=0.02):
         yield harness
+
+
+@pytest.fixture
+def snapshot_with(pg_dsn: str):
+    """The service with other snapshot settings: ``async for s in snapshot_with(**settings)``."""
+
+    def started(**snapshot) -> AsyncIterator[Snapshot]:
+        return start(pg_dsn, sweep_interval_seconds=3600, **snapshot)
+
+    return started

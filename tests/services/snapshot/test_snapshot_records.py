@@ -40,6 +40,7 @@ VERSION = "assembler-1;minilm-l6-v2;index-1"
 class ChangeLog(knowledge_pb2_grpc.KnowledgeServiceServicer):
     def __init__(self) -> None:
         self.changes: list[knowledge_pb2.Change] = []
+        self.requests: list[knowledge_pb2.ListChangesRequest] = []
 
     def add(self, key: str, recorded: datetime, scope: str = SCOPE) -> None:
         fact = knowledge_pb2.Fact(
@@ -58,7 +59,13 @@ class ChangeLog(knowledge_pb2_grpc.KnowledgeServiceServicer):
         )
 
     async def ListChanges(self, request, context):
-        after = [c for c in self.changes if c.position > request.after_position]
+        self.requests.append(request)
+        scopes = set(request.scope_ids)
+        after = [
+            c
+            for c in self.changes
+            if c.position > request.after_position and (not scopes or c.fact.scope_id in scopes)
+        ]
         return knowledge_pb2.ListChangesResponse(
             changes=after[: request.page_size], head_position=len(self.changes)
         )
@@ -128,6 +135,21 @@ async def test_freeze_pages_the_whole_change_log(pg_dsn, log):
             pb.GetSnapshotRequest(principal_id=PRINCIPAL, snapshot_id=created.snapshot_id)
         )
         assert got.snapshot == created
+
+
+async def test_freeze_reads_only_its_own_scopes_changes(pg_dsn, log):
+    fake, address = log
+    start = datetime(2029, 1, 1, tzinfo=UTC)
+    for i in range(5000):  # another tenant's busy log: five pages if read whole
+        fake.add(f"theirs-{i}", start, scope=str(uuid.uuid4()))
+    for i in range(3):
+        fake.add(f"mine-{i}", start + timedelta(minutes=i))
+    async for stub, _clock in _service(pg_dsn, address):
+        created = (await stub.CreateSnapshot(create())).snapshot
+    assert created.fact_count == 3
+    assert created.change_position == len(fake.changes)
+    assert len(fake.requests) == 1
+    assert [list(r.scope_ids) for r in fake.requests] == [[SCOPE]]
 
 
 async def test_foreign_missing_and_malformed_snapshots_are_not_found(pg_dsn, log):

@@ -510,12 +510,14 @@ class Change(_message.Message):
     def __init__(self, position: _Optional[int] = ..., kind: _Optional[_Union[ChangeKind, str]] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., erased_version_id: _Optional[str] = ...) -> None: ...
 
 class ListChangesRequest(_message.Message):
-    __slots__ = ("after_position", "page_size")
+    __slots__ = ("after_position", "page_size", "scope_ids")
     AFTER_POSITION_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
     after_position: int
     page_size: int
-    def __init__(self, after_position: _Optional[int] = ..., page_size: _Optional[int] = ...) -> None: ...
+    scope_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, after_position: _Optional[int] = ..., page_size: _Optional[int] = ..., scope_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListChangesResponse(_message.Message):
     __slots__ = ("changes", "head_position")

@@ -43,18 +43,20 @@ class ContextPack(_message.Message):
     def __init__(self, pack_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., canonical_request: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., assembler_version: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CreateContextPackRequest(_message.Message):
-    __slots__ = ("principal_id", "scope_id", "canonical_request", "content", "assembler_version")
+    __slots__ = ("principal_id", "scope_id", "canonical_request", "content", "assembler_version", "usage_ref")
     PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     CANONICAL_REQUEST_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    USAGE_REF_FIELD_NUMBER: _ClassVar[int]
     principal_id: str
     scope_id: str
     canonical_request: _struct_pb2.Struct
     content: _struct_pb2.Struct
     assembler_version: str
-    def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., canonical_request: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., assembler_version: _Optional[str] = ...) -> None: ...
+    usage_ref: str
+    def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., canonical_request: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., assembler_version: _Optional[str] = ..., usage_ref: _Optional[str] = ...) -> None: ...
 
 class CreateContextPackResponse(_message.Message):
     __slots__ = ("pack", "deduplicated")

@@ -28,7 +28,7 @@ if _version_not_supported:
 class SnapshotServiceStub:
     """SnapshotService stores persisted context packs (immutable, TTL-bound, deduplicated when
     the same principal persists the same canonical request with the same results, bounded by
-    a per-scope storage quota), knowledge snapshots (immutable, no expiry) and the gateway's
+    a per-scope and a per-principal storage quota), knowledge snapshots (immutable, no expiry) and the gateway's
     idempotency keys. Packs and snapshots are readable only by the principal that made them.
     """
 
@@ -83,13 +83,14 @@ class SnapshotServiceStub:
 class SnapshotServiceServicer:
     """SnapshotService stores persisted context packs (immutable, TTL-bound, deduplicated when
     the same principal persists the same canonical request with the same results, bounded by
-    a per-scope storage quota), knowledge snapshots (immutable, no expiry) and the gateway's
+    a per-scope and a per-principal storage quota), knowledge snapshots (immutable, no expiry) and the gateway's
     idempotency keys. Packs and snapshots are readable only by the principal that made them.
     """
 
     def CreateContextPack(self, request, context):
         """Persists a context pack, or returns the identical live one. Fails QUOTA_EXCEEDED
-        (bucket context_pack_storage) when the scope's live packs would exceed the quota.
+        (bucket context_pack_storage) when the scope's or the principal's live packs would
+        exceed its quota.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -201,7 +202,7 @@ def add_SnapshotServiceServicer_to_server(servicer, server):
 class SnapshotService:
     """SnapshotService stores persisted context packs (immutable, TTL-bound, deduplicated when
     the same principal persists the same canonical request with the same results, bounded by
-    a per-scope storage quota), knowledge snapshots (immutable, no expiry) and the gateway's
+    a per-scope and a per-principal storage quota), knowledge snapshots (immutable, no expiry) and the gateway's
     idempotency keys. Packs and snapshots are readable only by the principal that made them.
     """
 
