@@ -193,9 +193,16 @@ async def bootstrap(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 # knowledge_get_context / knowledge_get_context_pack -------------------------------------------
 
 
+# Cost attribution, not part of what was asked: it stays out of the canonical request (a
+# pack's identity), so two calls that differ only in it share one pack.
+_ATTRIBUTION_ONLY = frozenset({"usage_ref"})
+
+
 def _canonical_request(args: dict[str, Any], project: identity_pb2.Project) -> dict[str, Any]:
     request: dict[str, Any] = {}
     for name, value in args.items():
+        if name in _ATTRIBUTION_ONLY:
+            continue
         if name == "project":
             value = {"project_id": project.project_id, "slug": project.slug}
         elif name == "as_of":
@@ -248,6 +255,7 @@ async def get_context(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             canonical_request=_to_struct(request),
             content=_to_struct(content),
             assembler_version=assembled.assembler_version,
+            usage_ref=args.get("usage_ref") or "",
         )
     )
     return _pack_envelope(stored.pack)

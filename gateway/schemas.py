@@ -113,7 +113,10 @@ _RETRIEVAL_COMMON = {
 
 CONTEXT_REQUEST = {
     "type": "object",
-    "description": "The canonical request: every argument with its default filled in.",
+    "description": (
+        "The canonical request: every argument with its default filled in, except "
+        "usage_ref (cost attribution, recorded beside the pack)."
+    ),
     "properties": {"query": STR, "project": PROJECT_REF},
     "required": ["query", "project"],
 }

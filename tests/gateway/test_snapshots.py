@@ -256,3 +256,23 @@ async def test_pack_storage_quota_per_scope(pg_dsn):
         snap.clock.advance(timedelta(days=30))
         small = await call(url, "knowledge_get_context", {"query": "db2", "persist": True})
         assert small["persisted"] is True
+
+
+async def test_usage_ref_is_attributed_without_splitting_the_pack(snap):
+    async with serve(snap.settings()) as url:
+        first = await call(
+            url, "knowledge_get_context", {"query": "db", "persist": True, "usage_ref": "ci-7"}
+        )
+        second = await call(
+            url, "knowledge_get_context", {"query": "db", "persist": True, "usage_ref": "ci-8"}
+        )
+    assert second["pack_id"] == first["pack_id"]
+    assert "usage_ref" not in first["request"]
+    assert await snap.pool.fetchval("SELECT count(*) FROM context_packs") == 1
+    rows = await snap.pool.fetch(
+        "SELECT pack_id::text AS pack_id, usage_ref FROM context_pack_usage ORDER BY usage_ref"
+    )
+    assert [(r["pack_id"], r["usage_ref"]) for r in rows] == [
+        (first["pack_id"], "ci-7"),
+        (first["pack_id"], "ci-8"),
+    ]

@@ -139,7 +139,8 @@ async def test_persisted_pack_round_trips(gateway, fakes):
     stored = fakes.rec.last("CreateContextPack")
     assert stored.scope_id == SHARED_SCOPE and stored.assembler_version == "asm-1"
     assert stored.canonical_request["query"] == "billing"
-    assert stored.canonical_request["usage_ref"] == "u-1"
+    # Attribution travels beside the canonical request, never inside a pack's identity.
+    assert "usage_ref" not in stored.canonical_request and stored.usage_ref == "u-1"
     again = await call(gateway, "knowledge_get_context_pack", {"pack_id": data["pack_id"]})
     assert again["persisted"] is True and again["pack_id"] == data["pack_id"]
     assert again["results"] == data["results"]
