@@ -18,10 +18,12 @@ are checked here against an injectable clock, with a small leeway.
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
@@ -31,6 +33,8 @@ from vera.config import ConfigError, Settings
 from vera.gateway.jwks import JwksCache, key_fits
 
 MAX_TOKEN_BYTES = 16 * 1024
+# Seconds since the epoch a time claim may name: 1970-01-01 .. 9999-12-31T23:59:59Z.
+NUMERIC_DATE_RANGE = (0, 253_402_300_799)
 FORBIDDEN_HEADERS = ("jku", "x5u", "jwk", "x5c", "crit")
 ASYMMETRIC = (
     "RS256",
@@ -91,6 +95,10 @@ def check_settings(settings: Settings) -> None:
             raise ConfigError("VERA_MCP__JWT_SECRET: use at least 32 characters")
         if not mcp.auth_issuer:
             raise ConfigError("VERA_MCP__AUTH_ISSUER: built-in JWT verification needs the issuer")
+    if mcp.oauth_jwks_url:
+        _check_jwks_url(
+            mcp.oauth_jwks_url, allow_loopback_http=mcp.oauth_jwks_allow_insecure_loopback
+        )
     if mcp.oauth_jwks_url or mcp.oauth_signing_key:
         if not mcp.oauth_issuer:
             raise ConfigError("VERA_MCP__OAUTH_ISSUER: external OAuth verification needs it")
@@ -107,6 +115,34 @@ def check_settings(settings: Settings) -> None:
                 raise ConfigError("VERA_MCP__OAUTH_SIGNING_KEY: must be a PEM public key") from None
 
 
+def _check_jwks_url(url: str, *, allow_loopback_http: bool) -> None:
+    """Keys fetched over plain HTTP are whatever a network attacker says they are."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        raise ConfigError("VERA_MCP__OAUTH_JWKS_URL: not a URL") from None
+    if parts.scheme == "https" and host:
+        return
+    if parts.scheme == "http" and _is_loopback(host):
+        if allow_loopback_http:
+            return
+        raise ConfigError(
+            "VERA_MCP__OAUTH_JWKS_ALLOW_INSECURE_LOOPBACK: a plain-http loopback JWKS URL is "
+            "for tests only and needs this set to true; use https otherwise"
+        )
+    raise ConfigError("VERA_MCP__OAUTH_JWKS_URL: must be an https URL")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _scopes(claims: dict[str, Any]) -> frozenset[str]:
     raw = claims.get("scope", claims.get("scp", ""))
     if isinstance(raw, str):
@@ -117,10 +153,20 @@ def _scopes(claims: dict[str, Any]) -> frozenset[str]:
 
 
 def _number(claims: dict[str, Any], name: str) -> float | None:
+    """A NumericDate claim as seconds, or None when absent.
+
+    Anything but a finite number within ``NUMERIC_DATE_RANGE`` is malformed: NaN compares
+    false with every time, so an unchecked ``exp: NaN`` would read as "never expires".
+    """
     value = claims.get(name)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TokenRejected(f"malformed_{name}")
+    low, high = NUMERIC_DATE_RANGE
+    # NaN fails both comparisons and infinities one; compared before float(), because an
+    # integer beyond a float's range would overflow it.
+    if not low <= value <= high:
         raise TokenRejected(f"malformed_{name}")
     return float(value)
 
@@ -154,6 +200,7 @@ class TokenVerifier:
                 mcp.oauth_jwks_url,
                 cache_seconds=mcp.oauth_jwks_cache_seconds,
                 min_refresh_seconds=mcp.oauth_jwks_min_refresh_seconds,
+                fetch_seconds=mcp.oauth_jwks_fetch_seconds,
             )
         self._jwks = jwks
 

@@ -6,8 +6,6 @@ here; the store persists what these rules decide.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import re
@@ -237,26 +235,6 @@ def page_size(field_name: str, value: int, default: int, maximum: int) -> int:
     if value < 1 or value > maximum:
         raise InvalidInput(field_name, f"must be 1..{maximum}", reason="out_of_range")
     return value
-
-
-def encode_page_token(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"v1:{seq}".encode()).decode().rstrip("=")
-
-
-def decode_page_token(token: str) -> int:
-    if not token:
-        return 0
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-        version, _, seq = raw.partition(":")
-        if version != "v1":
-            raise ValueError(version)
-        value = int(seq)
-        if value < 0:
-            raise ValueError(seq)
-        return value
-    except (ValueError, UnicodeDecodeError, binascii.Error):
-        raise InvalidInput("page_token", "malformed", reason="malformed") from None
 
 
 # --- ingest -----------------------------------------------------------------------------

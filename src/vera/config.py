@@ -43,6 +43,10 @@ class McpSettings(BaseModel):
     oauth_jwks_cache_seconds: float = Field(300.0, gt=0)
     # An unknown kid refetches the JWKS at most once per this interval (no fetch storms).
     oauth_jwks_min_refresh_seconds: float = Field(30.0, ge=0)
+    # The whole JWKS fetch (connect, headers, body) ends within this; only a cold cache waits.
+    oauth_jwks_fetch_seconds: float = Field(5.0, gt=0, le=60)
+    # The JWKS URL must be https; plain http on a loopback host only with this (tests).
+    oauth_jwks_allow_insecure_loopback: bool = False
     # The unauthenticated local profile binds loopback only unless this is set (logged loudly).
     allow_unauthenticated_non_loopback: bool = False
     scope_read: str = "memory:read"

@@ -184,6 +184,8 @@ async def idp(rsa_keys) -> AsyncIterator[Idp]:
 
 def auth_settings(address: str, **mcp: Any) -> Settings:
     fields = {"port": 0, "jwt_secret": SECRET, "auth_issuer": ISSUER, "auth_audience": AUDIENCE}
+    # The test IdP serves its JWKS over plain HTTP on loopback.
+    fields["oauth_jwks_allow_insecure_loopback"] = True
     fields.update(mcp)
     return Settings(
         environment="prod",
@@ -610,3 +612,23 @@ async def test_guard_refuses_a_request_that_bypassed_the_http_boundary(fakes):
         await authenticator.authenticate(None, None)  # type: ignore[arg-type]
     assert caught.value.code == -32001
     assert caught.value.data == {"code": "unauthenticated"}
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        {"exp": float("nan")},
+        {"exp": float("inf")},
+        {"nbf": float("-inf")},
+        {"nbf": float("nan")},
+        {"exp": True},
+        {"exp": 10**400},  # a JSON integer no float can hold
+        {"exp": 1e300},  # finite, but past any representable date
+        {"nbf": -(10**20)},
+    ],
+)
+async def test_a_time_claim_that_is_not_a_finite_date_is_401(auth_gateway, fakes, idp, claim):
+    """NaN compares false with everything, so it would read as "never expires"."""
+    async with auth_gateway(oauth_issuer=OIDC_ISSUER, oauth_jwks_url=idp.jwks_url) as gw:
+        await assert_refused(gw, fakes.rec, builtin(**claim))
+        await assert_refused(gw, fakes.rec, idp.token(**claim))

@@ -1,10 +1,15 @@
-"""The JWKS cache on its own: what a provider's key set may and may not contribute, and
-that a broken provider neither breaks known keys nor gets hammered."""
+"""The JWKS cache on its own: what a provider's key set may and may not contribute, that a
+broken provider neither breaks known keys nor gets hammered, and that a slow one (a real
+loopback HTTP server that drips its answer) never holds a login longer than one deadline."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from dataclasses import dataclass
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -102,3 +107,120 @@ async def test_a_broken_provider_keeps_known_keys_and_is_not_hammered(rsa_key, a
     for _ in range(20):
         assert await jwks.key("rotated", "RS256") is None
     assert provider.fetches == 2
+
+
+# A real provider on loopback ------------------------------------------------------------
+
+DRIP_INTERVAL = 0.05  # far below any per-read timeout: only a total deadline stops it
+FETCH_SECONDS = 0.5
+SLACK = 0.5
+
+
+@dataclass
+class SlowProvider:
+    """A loopback HTTP server whose ``mode`` decides how the next GET is answered:
+    ``serve`` (the JWKS), ``drip_headers`` (the status line one byte at a time),
+    ``drip_body`` (headers, then the body one byte at a time) or ``endless`` (a body that
+    never ends, sent as fast as the client reads)."""
+
+    jwks: dict[str, Any]
+    mode: str = "serve"
+    url: str = ""
+    fetches: int = 0
+    handlers: set[asyncio.Task[None]] = field(default_factory=set)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.handlers.add(asyncio.current_task())  # type: ignore[arg-type]
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            self.fetches += 1
+            body = json.dumps(self.jwks).encode()
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            if self.mode == "serve":
+                writer.write(head + b"content-length: %d\r\n\r\n" % len(body) + body)
+            elif self.mode == "drip_headers":
+                for byte in head:
+                    writer.write(bytes([byte]))
+                    await writer.drain()
+                    await asyncio.sleep(DRIP_INTERVAL)
+            elif self.mode == "drip_body":
+                writer.write(head + b"content-length: %d\r\n\r\n" % len(body))
+                for byte in body:
+                    writer.write(bytes([byte]))
+                    await writer.drain()
+                    await asyncio.sleep(DRIP_INTERVAL)
+            else:
+                writer.write(head + b"transfer-encoding: chunked\r\n\r\n")
+                chunk = b" " * 4096
+                while True:
+                    writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    await writer.drain()
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def slow_provider(rsa_key) -> AsyncIterator[SlowProvider]:
+    provider = SlowProvider({"keys": [rsa_jwk(rsa_key, "k1", alg="RS256")]})
+    server = await asyncio.start_server(provider.handle, "127.0.0.1", 0)
+    provider.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/jwks"
+    try:
+        yield provider
+    finally:
+        server.close()
+        for task in provider.handlers:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*provider.handlers, return_exceptions=True)
+        await server.wait_closed()
+
+
+def real_cache(provider: SlowProvider, clock: Clock, *, min_refresh: float = 0.0) -> JwksCache:
+    return JwksCache(
+        provider.url,
+        cache_seconds=300,
+        min_refresh_seconds=min_refresh,
+        fetch_seconds=FETCH_SECONDS,
+        clock=clock,
+    )
+
+
+@pytest.mark.parametrize("mode", ["drip_headers", "drip_body", "endless"])
+async def test_a_cold_cache_waits_one_deadline_at_most(slow_provider, mode):
+    slow_provider.mode = mode
+    jwks = real_cache(slow_provider, Clock())
+    started = time.monotonic()
+    assert await jwks.key("k1", "RS256") is None
+    assert time.monotonic() - started < FETCH_SECONDS + SLACK
+    # The provider recovers: the next miss fetches again and the key verifies.
+    slow_provider.mode = "serve"
+    assert await jwks.key("k1", "RS256") is not None
+    assert slow_provider.fetches == 2
+
+
+async def test_known_keys_verify_at_once_while_a_slow_refresh_runs(slow_provider):
+    clock = Clock()
+    jwks = real_cache(slow_provider, clock, min_refresh=30)
+    assert await jwks.key("k1", "RS256") is not None
+    slow_provider.mode = "drip_body"
+    clock.now += 301  # stale: the next login starts a refresh that drips
+    started = time.monotonic()
+    keys = await asyncio.gather(*(jwks.key("k1", "RS256") for _ in range(20)))
+    assert all(key is not None for key in keys)
+    assert time.monotonic() - started < 0.1  # nobody waited on the provider
+    await asyncio.sleep(FETCH_SECONDS + SLACK)  # the refresh gives up at its deadline...
+    assert slow_provider.fetches == 2  # ...once, shared by the twenty logins
+    assert await jwks.key("k1", "RS256") is not None  # and the known key still verifies
+
+
+async def test_an_unknown_kid_shares_the_refresh_in_flight(slow_provider, rsa_key):
+    clock = Clock()
+    jwks = real_cache(slow_provider, clock, min_refresh=0)
+    assert await jwks.key("k1", "RS256") is not None
+    slow_provider.jwks["keys"].append(rsa_jwk(rsa_key, "k2", alg="RS256"))
+    found = await asyncio.gather(*(jwks.key("k2", "RS256") for _ in range(10)))
+    assert all(key is not None for key in found)
+    assert slow_provider.fetches == 2

@@ -81,13 +81,13 @@ def test_local_dev_refuses_a_non_loopback_address(host):
 
 
 def test_the_non_loopback_override_is_explicit_and_loud(caplog):
-    caplog.set_level(logging.WARNING, logger="vera.entrypoints.mcp.main")
+    caplog.set_level(logging.WARNING, logger="vera.entrypoints.loopback")
     settings = Settings(
         environment="local",
         mcp=McpSettings(host="0.0.0.0", allow_unauthenticated_non_loopback=True),
     )
     assert isinstance(create_app(settings), Starlette)
-    [record] = [r for r in caplog.records if r.name == "vera.entrypoints.mcp.main"]
+    [record] = [r for r in caplog.records if r.name == "vera.entrypoints.loopback"]
     assert record.levelno == logging.WARNING
     assert "VERA_MCP__ALLOW_UNAUTHENTICATED_NON_LOOPBACK" in record.getMessage()
 
@@ -99,3 +99,37 @@ def test_the_override_reads_from_the_environment(monkeypatch):
         create_app()
     monkeypatch.setenv("VERA_MCP__ALLOW_UNAUTHENTICATED_NON_LOOPBACK", "true")
     assert isinstance(create_app(), Starlette)
+
+
+EXTERNAL = {"auth_audience": "https://mcp", "oauth_issuer": "https://idp"}
+
+
+@pytest.mark.parametrize(
+    ("url", "variable"),
+    [
+        ("http://idp.example.com/jwks", "VERA_MCP__OAUTH_JWKS_URL"),  # keys from the network
+        ("http://10.0.0.7/jwks", "VERA_MCP__OAUTH_JWKS_URL"),
+        ("ftp://idp.example.com/jwks", "VERA_MCP__OAUTH_JWKS_URL"),
+        ("https:///jwks", "VERA_MCP__OAUTH_JWKS_URL"),  # no host
+        ("http://127.0.0.1:8000/jwks", "VERA_MCP__OAUTH_JWKS_ALLOW_INSECURE_LOOPBACK"),
+        ("http://localhost/jwks", "VERA_MCP__OAUTH_JWKS_ALLOW_INSECURE_LOOPBACK"),
+    ],
+)
+def test_a_jwks_url_without_tls_is_refused_naming_the_variable(url, variable):
+    with pytest.raises(ConfigError) as refused:
+        create_app(Settings(environment="prod", mcp=McpSettings(**EXTERNAL, oauth_jwks_url=url)))
+    assert str(refused.value).startswith(f"{variable}:")
+
+
+def test_plain_http_loopback_jwks_only_behind_the_test_setting():
+    for url in ("http://127.0.0.1:8000/jwks", "http://[::1]/jwks", "http://localhost/jwks"):
+        mcp = McpSettings(**EXTERNAL, oauth_jwks_url=url, oauth_jwks_allow_insecure_loopback=True)
+        assert isinstance(create_app(Settings(environment="prod", mcp=mcp)), Starlette)
+    # The setting never opens plain http to a non-loopback host.
+    mcp = McpSettings(
+        **EXTERNAL,
+        oauth_jwks_url="http://idp.example.com/jwks",
+        oauth_jwks_allow_insecure_loopback=True,
+    )
+    with pytest.raises(ConfigError, match="^VERA_MCP__OAUTH_JWKS_URL:"):
+        create_app(Settings(environment="prod", mcp=mcp))
