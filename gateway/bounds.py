@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
+
+from vera.rpc.timestamps import parse_iso8601 as parse_timestamp
 
 # The GUIDE's bounds table: (min, max) characters or values.
 QUERY = (1, 8192)
@@ -188,17 +190,6 @@ def _check_roots(p: Param, value: Any) -> list[dict[str, str | None]]:
             raise BoundsError(p.name, "bad_item")
         roots.append({"repository": repository, "branch": branch})
     return roots
-
-
-def parse_timestamp(text: str) -> datetime | None:
-    """ISO-8601 (date or date-time; ``Z`` allowed) as an aware UTC datetime, or None."""
-    try:
-        parsed = datetime.fromisoformat(text.strip())
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
 
 
 def _check_timestamp(p: Param, value: Any) -> datetime:

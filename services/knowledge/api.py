@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from vera import page_tokens
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_pb2 as pb
 from vera.knowledge.v1 import knowledge_pb2_grpc
@@ -162,7 +163,7 @@ class KnowledgeServicer(CurationRpcs, ErasureRpcs, knowledge_pb2_grpc.KnowledgeS
                     source_type=s.source_type,
                     title=s.title,
                     uri=s.uri,
-                    observed_at=from_timestamp(s, "observed_at"),
+                    observed_at=from_timestamp(s, "observed_at", f"sources[{i}].observed_at"),
                 ),
             )
             for i, s in enumerate(request.sources)
@@ -181,8 +182,8 @@ class KnowledgeServicer(CurationRpcs, ErasureRpcs, knowledge_pb2_grpc.KnowledgeS
                 source_id=f.source_id,
                 evidence=f.evidence,
                 locator=f.locator,
-                valid_from=from_timestamp(f, "valid_from"),
-                valid_to=from_timestamp(f, "valid_to"),
+                valid_from=from_timestamp(f, "valid_from", f"facts[{i}].valid_from"),
+                valid_to=from_timestamp(f, "valid_to", f"facts[{i}].valid_to"),
                 trust_tier=f.trust_tier if f.HasField("trust_tier") else None,
                 authority=f.authority if f.HasField("authority") else None,
                 repository=f.repository,
@@ -277,7 +278,7 @@ class KnowledgeServicer(CurationRpcs, ErasureRpcs, knowledge_pb2_grpc.KnowledgeS
         size = domain.page_size(
             "page_size", request.page_size, domain.REPORT_PAGE_DEFAULT, domain.REPORT_PAGE_MAX
         )
-        after = domain.decode_page_token(request.page_token)
+        after = page_tokens.decode_position(request.page_token)
         report = await self._store.proposal_report(principal, ctx, size, after)
         return pb.GetProposalReportResponse(
             attempts=[

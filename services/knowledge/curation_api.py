@@ -6,6 +6,7 @@ has authorized the curator against identity.
 
 from __future__ import annotations
 
+from vera import page_tokens
 from vera.knowledge.v1 import knowledge_pb2 as pb
 from vera.rpc.timestamps import to_timestamp
 
@@ -28,7 +29,7 @@ class CurationRpcs:
             curation.PENDING_PAGE_DEFAULT,
             curation.PENDING_PAGE_MAX,
         )
-        after = domain.decode_page_token(request.page_token)
+        after = page_tokens.decode_position(request.page_token)
         page = await self._curation.list_pending(scope, size, after)
         return pb.ListPendingProposalsResponse(
             proposals=[

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from vera import page_tokens
 from vera.errors import InvalidInput
 
 from . import curation, domain
@@ -140,7 +141,7 @@ class CurationStore:
             )
             for r in rows
         )
-        token = domain.encode_page_token(rows[-1]["seq"]) if more else ""
+        token = page_tokens.encode_position(rows[-1]["seq"]) if more else ""
         return PendingPage(proposals, token, total)
 
     async def _pending(

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import re
 
+from vera import page_tokens
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_pb2 as pb
 from vera.rpc.timestamps import from_timestamp, to_timestamp
@@ -348,7 +349,7 @@ class ModelServicer(KnowledgeServicer):
         size = domain.page_size(
             "page_size", request.page_size, graph.FEED_PAGE_DEFAULT, graph.FEED_PAGE_MAX
         )
-        after = domain.decode_page_token(request.page_token)
+        after = page_tokens.decode_position(request.page_token)
         changes, last, more = await self._model.list_scope_changes(
             scopes,
             after,
@@ -368,7 +369,7 @@ class ModelServicer(KnowledgeServicer):
                 )
                 for c in changes
             ],
-            next_page_token=domain.encode_page_token(last),
+            next_page_token=page_tokens.encode_position(last),
             has_more=more,
         )
 
@@ -408,7 +409,7 @@ class ModelServicer(KnowledgeServicer):
         size = domain.page_size(
             "page_size", request.page_size, graph.LINEAGE_PAGE_DEFAULT, graph.LINEAGE_PAGE_MAX
         )
-        offset = domain.decode_page_token(request.page_token)
+        offset = page_tokens.decode_position(request.page_token)
         community, facts, total = await self._model.community_lineage(
             scopes,
             community_id,
@@ -421,6 +422,6 @@ class ModelServicer(KnowledgeServicer):
         return pb.GetCommunityLineageResponse(
             community=_community(community),
             facts=[fact_to_proto(f) for f in facts],
-            next_page_token=domain.encode_page_token(nxt) if nxt < total else "",
+            next_page_token=page_tokens.encode_position(nxt) if nxt < total else "",
             total=total,
         )

@@ -15,6 +15,7 @@ from typing import Any
 
 import asyncpg
 
+from vera import page_tokens
 from vera.errors import InvalidInput
 
 from . import curation_store, domain
@@ -1020,7 +1021,7 @@ class KnowledgeStore:
         )
         return ProposalReport(
             attempts=attempts,
-            next_page_token=domain.encode_page_token(page[-1]["seq"]) if more else "",
+            next_page_token=page_tokens.encode_position(page[-1]["seq"]) if more else "",
             outcome_counts=outcome_counts,
             state_counts=state_counts,
             total_attempts=sum(outcome_counts.values()),

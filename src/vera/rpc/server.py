@@ -31,6 +31,7 @@ class ServiceBinding:
     servicer: Any
     register: Callable[[Any, grpc.aio.Server], None]
 
+from vera.rpc.request_text import check_request_text
 
 class DomainErrorInterceptor(grpc.aio.ServerInterceptor):
     """Turns VeraError into a status with one ErrorInfo; anything else into a bare INTERNAL."""
@@ -57,6 +58,7 @@ class DomainErrorInterceptor(grpc.aio.ServerInterceptor):
             guarded,
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
+                check_request_text(request)
         )
 
 

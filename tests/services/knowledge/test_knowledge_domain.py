@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from vera import page_tokens
 from vera.errors import InvalidInput
 from vera.services.knowledge import domain
 from vera.services.knowledge.domain import (
@@ -70,11 +71,11 @@ def test_task_identity_uses_every_supplied_field() -> None:
 
 
 def test_page_token_round_trip_and_rejects_garbage() -> None:
-    assert domain.decode_page_token(domain.encode_page_token(42)) == 42
-    assert domain.decode_page_token("") == 0
-    for bad in ("not-a-token!", domain.encode_page_token(1)[:-2] + "zz", "djI6MQ"):
+    assert page_tokens.decode_position(page_tokens.encode_position(42)) == 42
+    assert page_tokens.decode_position("") == 0
+    for bad in ("not-a-token!", page_tokens.encode_position(1)[:-2] + "zz", "djI6MQ"):
         with pytest.raises(InvalidInput) as err:
-            domain.decode_page_token(bad)
+            page_tokens.decode_position(bad)
         assert err.value.field == "page_token"
 
 
