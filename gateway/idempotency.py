@@ -8,6 +8,11 @@ with anything else is refused with invalid_input (-32602). A header and a parame
 disagree are refused before the tool runs. A call that fails releases its claim so a
 retry runs again. Tools that do not declare ``_meta`` idempotency ignore a key.
 
+A call whose write succeeded is never released: its result is recorded with a few bounded
+retries, and if the snapshot service still cannot take it the caller gets the result and
+the claim stays, so a retry with the key answers invalid_input (reason ``in_progress``)
+instead of writing again, until the claim lapses (``idempotency_claim_seconds``).
+
 A replayed tool with ``replay_reaches_service`` still runs its body (result discarded)
 so the service records the retry: a replayed knowledge_propose appears in the proposal
 report as a deduplicated attempt, which the seed requires.
@@ -39,6 +44,8 @@ FIELD = "idempotency_key"
 # for its result before it is refused.
 IN_PROGRESS_WAIT_SECONDS = 5.0
 IN_PROGRESS_POLL_SECONDS = 0.1
+# Pauses before each further attempt to record a finished call's result.
+COMPLETE_RETRY_DELAYS = (0.05, 0.2, 0.8)
 
 
 def _valid(key: Any) -> str:
@@ -132,12 +139,25 @@ async def run_once(
             # The claim lapses on its own; the tool's own failure is what the caller sees.
             log.warning("tool %s: could not release an idempotency claim", spec.name)
         raise
-    await snapshot.CompleteIdempotentCall(
-        snapshot_pb2.CompleteIdempotentCallRequest(
-            principal_id=principal_id,
-            key=key,
-            request_hash=digest,
-            result_json=json.dumps(data, separators=(",", ":")),
-        )
+    complete = snapshot_pb2.CompleteIdempotentCallRequest(
+        principal_id=principal_id,
+        key=key,
+        request_hash=digest,
+        result_json=json.dumps(data, separators=(",", ":")),
     )
+    for delay in (*COMPLETE_RETRY_DELAYS, None):
+        try:
+            await snapshot.CompleteIdempotentCall(complete)
+            break
+        except VeraError as exc:
+            if delay is None:
+                # The write happened: answer it, and leave the claim so a retry is refused
+                # as in progress rather than run again.
+                log.warning(
+                    "tool %s: result not recorded for its idempotency key (%s)",
+                    spec.name,
+                    exc.reason,
+                )
+                break
+            await sleep(delay)
     return data

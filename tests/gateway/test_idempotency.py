@@ -3,11 +3,18 @@ or params._meta.idempotencyKey, stored in the real snapshot service."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
-from snapshot_harness import real_snapshot, serve
+from snapshot_harness import real_snapshot, serve, settings_for
+
+from vera.errors import Unavailable
+from vera.rpc.server import ServiceBinding, create_server, mark_serving
+from vera.snapshot.v1 import snapshot_pb2_grpc
 
 PROPOSAL = {
     "subject": "billing",
@@ -187,3 +194,76 @@ async def test_a_replayed_proposal_is_reported_as_deduplicated(pg_dsn):
         await knowledge.running.stop(0)
         await knowledge.aclose()
         await identity.stop(0)
+
+
+class FlakyComplete(snapshot_pb2_grpc.SnapshotServiceServicer):
+    """The real snapshot service behind a proxy whose CompleteIdempotentCall fails
+    ``failures`` times first (the database blipped after the tool's write)."""
+
+    def __init__(self, upstream: snapshot_pb2_grpc.SnapshotServiceStub, failures: int) -> None:
+        self.upstream = upstream
+        self.failures = failures
+        self.completes = 0
+
+    async def CompleteIdempotentCall(self, request, context):
+        self.completes += 1
+        if self.failures > 0:
+            self.failures -= 1
+            raise Unavailable()
+        return await self.upstream.CompleteIdempotentCall(request)
+
+    async def BeginIdempotentCall(self, request, context):
+        return await self.upstream.BeginIdempotentCall(request)
+
+    async def ReleaseIdempotentCall(self, request, context):
+        return await self.upstream.ReleaseIdempotentCall(request)
+
+    async def CreateSnapshot(self, request, context):
+        return await self.upstream.CreateSnapshot(request)
+
+
+@contextlib.asynccontextmanager
+async def flaky(snap, failures: int) -> AsyncIterator[tuple[str, FlakyComplete]]:
+    proxy = FlakyComplete(snap.stub, failures)
+    running = create_server(
+        [
+            ServiceBinding(
+                "vera.snapshot.v1.SnapshotService",
+                proxy,
+                snapshot_pb2_grpc.add_SnapshotServiceServicer_to_server,
+            )
+        ],
+        "127.0.0.1:0",
+    )
+    await running.server.start()
+    await mark_serving(running)
+    address = f"127.0.0.1:{running.port}"
+    settings = settings_for(snap.fakes_address, address, tool_profile="advanced")
+    try:
+        async with serve(settings) as url:
+            yield url, proxy
+    finally:
+        await running.stop(0)
+
+
+async def test_a_failed_complete_is_retried_so_a_retry_replays_instead_of_writing(snap):
+    async with flaky(snap, failures=1) as (url, proxy):
+        first = await call(url, "knowledge_propose", PROPOSAL, key="p-flaky")
+        again = await call(url, "knowledge_propose", PROPOSAL, key="p-flaky")
+        made = await call(url, "knowledge_create_snapshot", {}, key="s-flaky")
+        assert await call(url, "knowledge_create_snapshot", {}, key="s-flaky") == made
+    assert first["outcome"] == "created" and again == first
+    # One write; the replay reached knowledge only to be reported as deduplicated.
+    assert len(snap.log.proposals) == 2
+    assert await count(snap, "snapshots") == 1
+    assert proxy.completes == 3
+
+
+async def test_an_unrecorded_result_leaves_a_retry_refused_as_in_progress(snap):
+    async with flaky(snap, failures=100) as (url, _proxy):
+        made = await call(url, "knowledge_create_snapshot", {}, key="s-lost")
+        assert made["snapshot_id"]
+        error = await refused(url, "knowledge_create_snapshot", {}, key="s-lost")
+    assert error.code == -32602
+    assert (error.data["field"], error.data["reason"]) == ("idempotency_key", "in_progress")
+    assert await count(snap, "snapshots") == 1
