@@ -6,10 +6,18 @@ Who may do what:
   (``vera admin create-user --admin``); after that only an administrator creates one.
 - An API key belongs to one principal. Its secret is shown once; only a SHA-256 digest of
   the whole key is stored, compared in constant time.
+- An administrator creating a user may record a verified email for it, valid for one
+  issuer: the administrator vouches for it, so an external identity of that issuer
+  asserting that email links to the user. Self-registration records none: anyone could
+  claim someone else's address and receive that person's first external login.
 - Any principal may create a workspace it owns; an administrator may name another owner.
   Owners (and administrators) manage members and attach projects they own (an
   administrator: any shared project). A workspace the actor is not a member of behaves
   like a missing one (NOT_FOUND), for members and non-members alike.
+- Membership needs the member's consent: an owner only invites a principal that is not a
+  member yet, and the invitee joins when it accepts (it reads nothing of the workspace
+  before). Administrators add members directly. Another principal's invitation behaves
+  like a missing one (NOT_FOUND).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from typing import Protocol
 from vera.errors import InvalidInput, NotFound, ProjectOutOfScope, Unauthenticated, Unauthorized
 from vera.services.identity.domain import (
     MAX_DISPLAY_NAME,
+    MAX_EXTERNAL_CLAIM,
     PERSONAL_SLUG_PREFIX,
     SLUG,
     Principal,
@@ -36,6 +45,7 @@ from vera.services.identity.domain import (
     ProjectKind,
     parse_principal_id,
     personal_slugs,
+    verified_email,
 )
 
 API_KEY_PREFIX = "vera_"
@@ -66,6 +76,24 @@ class WorkspaceMember:
 
 
 @dataclass(frozen=True)
+class Invitation:
+    invitation_id: uuid.UUID
+    workspace: Workspace
+    principal_id: uuid.UUID
+    role: WorkspaceRole
+    inviter_principal_id: uuid.UUID
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class VerifiedEmail:
+    """An email an administrator vouches for, valid for external identities of ``issuer``."""
+
+    issuer: str
+    email: str
+
+
+@dataclass(frozen=True)
 class ApiKey:
     key_id: str
     label: str
@@ -87,10 +115,12 @@ class AccountStore(Protocol):
 
     async def create_user(
         self, principal_id: uuid.UUID, display_name: str, admin: bool, slugs: Sequence[str],
-        *, only_if_no_admin: bool,
+        *, only_if_no_admin: bool, email: VerifiedEmail | None = None,
     ) -> Principal | None:
-        """Inserts the user and its personal scope; None when ``only_if_no_admin`` and an
-        administrator already exists (checked under a lock, so only one first admin)."""
+        """Inserts the user, its personal scope and ``email``; None when ``only_if_no_admin``
+        and an administrator already exists (checked under a lock, so only one first admin).
+        Raises ``InvalidInput("email", reason="taken")`` when the issuer's email is recorded
+        for another principal."""
         ...
 
     async def insert_api_key(
@@ -125,7 +155,32 @@ class AccountStore(Protocol):
 
     async def remove_workspace_member(
         self, workspace_id: uuid.UUID, principal_id: uuid.UUID
-    ) -> bool: ...
+    ) -> bool:
+        """Removes the membership and any pending invitation; True when either existed."""
+        ...
+
+    async def invite_workspace_member(
+        self, workspace_id: uuid.UUID, principal_id: uuid.UUID, role: str,
+        inviter_principal_id: uuid.UUID,
+    ) -> Invitation:
+        """Creates the pending invitation, or renews the one the principal already has."""
+        ...
+
+    async def list_invitations(
+        self, principal_id: uuid.UUID, offset: int, limit: int
+    ) -> list[Invitation]: ...
+
+    async def accept_invitation(
+        self, principal_id: uuid.UUID, invitation_id: uuid.UUID
+    ) -> tuple[Workspace, WorkspaceMember] | None:
+        """Turns the principal's invitation into a membership; None when it has none."""
+        ...
+
+    async def decline_invitation(
+        self, principal_id: uuid.UUID, invitation_id: uuid.UUID
+    ) -> Invitation | None:
+        """Deletes the principal's invitation; None when it has none."""
+        ...
 
     async def list_workspace_members(
         self, workspace_id: uuid.UUID, offset: int, limit: int
@@ -178,6 +233,18 @@ def page_size(value: int) -> int:
     return value
 
 
+def _vouched_email(email: str, issuer: str) -> VerifiedEmail | None:
+    """The email and the issuer it is valid for: both or neither."""
+    issuer = issuer.strip()
+    if not email.strip() and not issuer:
+        return None
+    if not email.strip():
+        raise InvalidInput("email")
+    if not issuer or len(issuer) > MAX_EXTERNAL_CLAIM:
+        raise InvalidInput("email_issuer")
+    return VerifiedEmail(issuer, verified_email(email))
+
+
 def _display_name(value: str, field: str = "display_name") -> str:
     name = value.strip()
     if not name or len(name) > MAX_DISPLAY_NAME:
@@ -204,17 +271,20 @@ class AccountService:
             raise Unauthorized()
         return actor
 
-    async def create_user(self, actor_principal_id: str, display_name: str, admin: bool
-                          ) -> Principal:
+    async def create_user(self, actor_principal_id: str, display_name: str, admin: bool,
+                          email: str = "", email_issuer: str = "") -> Principal:
         name = _display_name(display_name)
         bootstrap = False
         if actor_principal_id.strip():
             await self._admin(actor_principal_id)
+        elif email.strip() or email_issuer.strip():
+            raise Unauthorized()  # only an administrator vouches for an email
         elif admin:
             bootstrap = True  # the first administrator; refused once one exists
         pid = uuid.uuid4()
         created = await self._store.create_user(
-            pid, name, admin, personal_slugs(pid), only_if_no_admin=bootstrap)
+            pid, name, admin, personal_slugs(pid), only_if_no_admin=bootstrap,
+            email=_vouched_email(email, email_issuer))
         if created is None:
             raise Unauthorized()
         return created
@@ -304,16 +374,48 @@ class AccountService:
         return actor, workspace
 
     async def set_workspace_member(self, actor_principal_id: str, workspace_id: str,
-                                   principal_id: str, role: WorkspaceRole) -> WorkspaceMember:
-        _, workspace = await self._managed_workspace(
+                                   principal_id: str, role: WorkspaceRole
+                                   ) -> WorkspaceMember | Invitation:
+        """The membership as stored, or the invitation an owner's add becomes."""
+        actor, workspace = await self._managed_workspace(
             actor_principal_id, workspace_id, manage=True)
         member = await self._principal(principal_id)
         if (member.principal_id == workspace.owner_principal_id
                 and role is not WorkspaceRole.OWNER):
             raise InvalidInput("role", reason="workspace_owner")
+        if not actor.admin and await self._store.member_role(
+                workspace.workspace_id, member.principal_id) is None:
+            return await self._store.invite_workspace_member(
+                workspace.workspace_id, member.principal_id, role.value, actor.principal_id)
         await self._store.add_workspace_member(
             workspace.workspace_id, member.principal_id, role.value)
         return WorkspaceMember(member.principal_id, role)
+
+    async def list_invitations(self, actor_principal_id: str, size: int, token: str
+                               ) -> tuple[list[Invitation], str]:
+        actor = await self._principal(actor_principal_id, "actor_principal_id")
+        limit, offset = page_size(size), decode_offset(token)
+        rows = await self._store.list_invitations(actor.principal_id, offset, limit + 1)
+        next_token = encode_offset(offset + limit) if len(rows) > limit else ""
+        return rows[:limit], next_token
+
+    async def accept_invitation(self, actor_principal_id: str, invitation_id: str
+                                ) -> tuple[Workspace, WorkspaceMember]:
+        actor = await self._principal(actor_principal_id, "actor_principal_id")
+        iid = _uuid_or_none(invitation_id)
+        accepted = await self._store.accept_invitation(actor.principal_id, iid) if iid else None
+        if accepted is None:
+            raise NotFound()
+        return accepted
+
+    async def decline_invitation(self, actor_principal_id: str, invitation_id: str
+                                 ) -> Invitation:
+        actor = await self._principal(actor_principal_id, "actor_principal_id")
+        iid = _uuid_or_none(invitation_id)
+        declined = await self._store.decline_invitation(actor.principal_id, iid) if iid else None
+        if declined is None:
+            raise NotFound()
+        return declined
 
     async def remove_workspace_member(self, actor_principal_id: str, workspace_id: str,
                                       principal_id: str) -> bool:

@@ -9,6 +9,7 @@ from vera.rpc.timestamps import to_timestamp
 from vera.services.identity.accounts import (
     AccountService,
     ApiKey,
+    Invitation,
     Workspace,
     WorkspaceMember,
     WorkspaceRole,
@@ -118,7 +119,11 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
 
     async def CreateUser(self, request, context):
         principal = await self._accounts.create_user(
-            request.actor_principal_id, request.display_name, request.admin
+            request.actor_principal_id,
+            request.display_name,
+            request.admin,
+            request.email,
+            request.email_issuer,
         )
         return pb.CreateUserResponse(principal=principal_to_proto(principal))
 
@@ -155,10 +160,12 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
         role = _ROLES_FROM_PROTO.get(request.role)
         if role is None:
             raise InvalidInput("role")
-        member = await self._accounts.set_workspace_member(
+        stored = await self._accounts.set_workspace_member(
             request.actor_principal_id, request.workspace_id, request.principal_id, role
         )
-        return pb.SetWorkspaceMemberResponse(member=member_to_proto(member))
+        if isinstance(stored, Invitation):
+            return pb.SetWorkspaceMemberResponse(invitation=invitation_to_proto(stored))
+        return pb.SetWorkspaceMemberResponse(member=member_to_proto(stored))
 
     async def RemoveWorkspaceMember(self, request, context):
         removed = await self._accounts.remove_workspace_member(
@@ -182,6 +189,28 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
             request.actor_principal_id, request.workspace_id, request.project
         )
         return pb.AttachProjectResponse(project=project_to_proto(project))
+
+    async def ListInvitations(self, request, context):
+        invitations, token = await self._accounts.list_invitations(
+            request.actor_principal_id, request.page_size, request.page_token
+        )
+        return pb.ListInvitationsResponse(
+            invitations=[invitation_to_proto(i) for i in invitations], next_page_token=token
+        )
+
+    async def AcceptInvitation(self, request, context):
+        workspace, member = await self._accounts.accept_invitation(
+            request.actor_principal_id, request.invitation_id
+        )
+        return pb.AcceptInvitationResponse(
+            workspace=workspace_to_proto(workspace), member=member_to_proto(member)
+        )
+
+    async def DeclineInvitation(self, request, context):
+        invitation = await self._accounts.decline_invitation(
+            request.actor_principal_id, request.invitation_id
+        )
+        return pb.DeclineInvitationResponse(invitation=invitation_to_proto(invitation))
 
 
 _ROLES = {
@@ -211,3 +240,15 @@ def workspace_to_proto(workspace: Workspace) -> pb.Workspace:
 
 def member_to_proto(member: WorkspaceMember) -> pb.WorkspaceMember:
     return pb.WorkspaceMember(principal_id=str(member.principal_id), role=_ROLES[member.role])
+
+
+def invitation_to_proto(invitation: Invitation) -> pb.Invitation:
+    out = pb.Invitation(
+        invitation_id=str(invitation.invitation_id),
+        workspace=workspace_to_proto(invitation.workspace),
+        principal_id=str(invitation.principal_id),
+        role=_ROLES[invitation.role],
+        inviter_principal_id=str(invitation.inviter_principal_id),
+    )
+    out.create_time.CopyFrom(to_timestamp(invitation.created_at))
+    return out

@@ -124,13 +124,22 @@ class IdentityStore(Protocol):
         new_principal_id: uuid.UUID,
         display_name: str,
     ) -> tuple[uuid.UUID, bool]:
-        """The principal mapped to issuer|subject; else the one holding ``verified_email``;
-        else ``new_principal_id``, created with its personal scope. True when created."""
+        """The principal mapped to issuer|subject; else the one holding ``verified_email``
+        for this issuer; else ``new_principal_id``, created with its personal scope. True
+        when created."""
         ...
 
     async def charge_quota(self, key: str, window_start: int, limit: int) -> bool:
         """Atomically counts one call unless the window holds ``limit``; drops older windows."""
         ...
+
+
+def verified_email(value: str, field: str = "email") -> str:
+    """The canonical (lower-case) form an email is stored and linked by."""
+    email = value.strip().lower()
+    if not email or len(email) > MAX_EXTERNAL_CLAIM or "@" not in email:
+        raise InvalidInput(field)
+    return email
 
 
 def parse_principal_id(value: str) -> uuid.UUID:
@@ -175,19 +184,17 @@ class IdentityService:
         self, issuer: str, subject: str, email: str, email_verified: bool
     ) -> tuple[Principal, bool]:
         """JIT-maps a verified external identity. An email links an existing principal only
-        when the identity provider asserted it verified; otherwise only issuer|subject links."""
+        when the identity provider asserted it verified, and only to an email recorded for
+        that same issuer (another provider may let anyone claim any address); otherwise
+        only issuer|subject links."""
         if not issuer or len(issuer) > MAX_EXTERNAL_CLAIM:
             raise InvalidInput("issuer")
         if not subject or len(subject) > MAX_EXTERNAL_CLAIM:
             raise InvalidInput("subject")
-        verified_email = None
-        if email_verified and email.strip():
-            verified_email = email.strip().lower()
-            if len(verified_email) > MAX_EXTERNAL_CLAIM or "@" not in verified_email:
-                raise InvalidInput("email")
-        display_name = (verified_email or subject)[:MAX_DISPLAY_NAME]
+        linking_email = verified_email(email) if email_verified and email.strip() else None
+        display_name = (linking_email or subject)[:MAX_DISPLAY_NAME]
         pid, created = await self._store.ensure_external_principal(
-            issuer, subject, verified_email, uuid.uuid4(), display_name
+            issuer, subject, linking_email, uuid.uuid4(), display_name
         )
         return await self.get_principal(str(pid)), created
 

@@ -7,9 +7,12 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from vera.errors import InvalidInput
 from vera.services.identity.accounts import (
     ApiKey,
     ApiKeyRecord,
+    Invitation,
+    VerifiedEmail,
     Workspace,
     WorkspaceMember,
     WorkspaceRole,
@@ -195,7 +198,9 @@ class PgIdentityStore:
             linked = None
             if verified_email is not None:
                 linked = await conn.fetchval(
-                    "SELECT principal_id FROM principal_emails WHERE email = $1", verified_email
+                    "SELECT principal_id FROM principal_emails WHERE issuer = $1 AND email = $2",
+                    issuer,
+                    verified_email,
                 )
             created = linked is None
             principal_id = new_principal_id if linked is None else linked
@@ -209,8 +214,9 @@ class PgIdentityStore:
                 await self._insert_personal(conn, principal_id, personal_slugs(principal_id))
                 if verified_email is not None:
                     await conn.execute(
-                        "INSERT INTO principal_emails (email, principal_id) VALUES ($1, $2)"
-                        " ON CONFLICT DO NOTHING",
+                        "INSERT INTO principal_emails (issuer, email, principal_id)"
+                        " VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                        issuer,
                         verified_email,
                         principal_id,
                     )
@@ -269,14 +275,21 @@ class PgIdentityStore:
     async def add_workspace_member(
         self, workspace_id: uuid.UUID, principal_id: uuid.UUID, role: str = "member"
     ) -> None:
-        await self._pool.execute(
-            "INSERT INTO workspace_members (workspace_id, principal_id, role)"
-            " VALUES ($1, $2, $3)"
-            " ON CONFLICT (workspace_id, principal_id) DO UPDATE SET role = EXCLUDED.role",
-            workspace_id,
-            principal_id,
-            role,
-        )
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO workspace_members (workspace_id, principal_id, role)"
+                " VALUES ($1, $2, $3)"
+                " ON CONFLICT (workspace_id, principal_id) DO UPDATE SET role = EXCLUDED.role",
+                workspace_id,
+                principal_id,
+                role,
+            )
+            # A direct add supersedes a pending invitation.
+            await conn.execute(
+                "DELETE FROM workspace_invitations WHERE workspace_id = $1 AND principal_id = $2",
+                workspace_id,
+                principal_id,
+            )
 
     async def assign_project_workspace(
         self, project_id: uuid.UUID, workspace_id: uuid.UUID
@@ -297,6 +310,7 @@ class PgIdentityStore:
         slugs: Sequence[str],
         *,
         only_if_no_admin: bool,
+        email: VerifiedEmail | None = None,
     ) -> Principal | None:
         async with self._pool.acquire() as conn, conn.transaction():
             if only_if_no_admin:
@@ -312,6 +326,17 @@ class PgIdentityStore:
                 admin,
             )
             personal_id = await self._insert_personal(conn, principal_id, slugs)
+            if email is not None:
+                recorded = await conn.fetchval(
+                    "INSERT INTO principal_emails (issuer, email, principal_id)"
+                    " VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING principal_id",
+                    email.issuer,
+                    email.email,
+                    principal_id,
+                )
+                if recorded is None:
+                    # Rolls the whole user back: an email links exactly one principal.
+                    raise InvalidInput("email", reason="taken")
         return Principal(principal_id, display_name, personal_id, admin)
 
     async def insert_api_key(
@@ -378,11 +403,7 @@ class PgIdentityStore:
             " WHERE workspace_id = $1",
             workspace_id,
         )
-        if row is None:
-            return None
-        return Workspace(
-            row["workspace_id"], row["slug"], row["display_name"], row["owner_principal_id"]
-        )
+        return _workspace(row) if row else None
 
     async def member_role(
         self, workspace_id: uuid.UUID, principal_id: uuid.UUID
@@ -397,13 +418,100 @@ class PgIdentityStore:
     async def remove_workspace_member(
         self, workspace_id: uuid.UUID, principal_id: uuid.UUID
     ) -> bool:
-        removed = await self._pool.fetchval(
-            "DELETE FROM workspace_members WHERE workspace_id = $1 AND principal_id = $2"
-            " RETURNING principal_id",
+        async with self._pool.acquire() as conn, conn.transaction():
+            member = await conn.fetchval(
+                "DELETE FROM workspace_members WHERE workspace_id = $1 AND principal_id = $2"
+                " RETURNING principal_id",
+                workspace_id,
+                principal_id,
+            )
+            invited = await conn.fetchval(
+                "DELETE FROM workspace_invitations WHERE workspace_id = $1 AND principal_id = $2"
+                " RETURNING principal_id",
+                workspace_id,
+                principal_id,
+            )
+        return member is not None or invited is not None
+
+    async def invite_workspace_member(
+        self,
+        workspace_id: uuid.UUID,
+        principal_id: uuid.UUID,
+        role: str,
+        inviter_principal_id: uuid.UUID,
+    ) -> Invitation:
+        row = await self._pool.fetchrow(
+            "WITH i AS ("
+            "  INSERT INTO workspace_invitations"
+            "    (invitation_id, workspace_id, principal_id, role, inviter_principal_id)"
+            "  VALUES ($1, $2, $3, $4, $5)"
+            "  ON CONFLICT (workspace_id, principal_id) DO UPDATE SET role = EXCLUDED.role,"
+            "    inviter_principal_id = EXCLUDED.inviter_principal_id, created_at = now()"
+            "  RETURNING *)"
+            f" SELECT {_INVITATION_COLUMNS} FROM i JOIN workspaces w USING (workspace_id)",
+            uuid.uuid4(),
             workspace_id,
             principal_id,
+            role,
+            inviter_principal_id,
         )
-        return removed is not None
+        return _invitation(row)
+
+    async def list_invitations(
+        self, principal_id: uuid.UUID, offset: int, limit: int
+    ) -> list[Invitation]:
+        rows = await self._pool.fetch(
+            f"SELECT {_INVITATION_COLUMNS} FROM workspace_invitations i"
+            " JOIN workspaces w USING (workspace_id) WHERE i.principal_id = $1"
+            " ORDER BY i.created_at, i.invitation_id OFFSET $2 LIMIT $3",
+            principal_id,
+            offset,
+            limit,
+        )
+        return [_invitation(row) for row in rows]
+
+    async def accept_invitation(
+        self, principal_id: uuid.UUID, invitation_id: uuid.UUID
+    ) -> tuple[Workspace, WorkspaceMember] | None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                "DELETE FROM workspace_invitations"
+                " WHERE invitation_id = $1 AND principal_id = $2"
+                " RETURNING workspace_id, role",
+                invitation_id,
+                principal_id,
+            )
+            if row is None:
+                return None
+            # A concurrent direct add may have made it a member already; that role stays.
+            role = await conn.fetchval(
+                "INSERT INTO workspace_members (workspace_id, principal_id, role)"
+                " VALUES ($1, $2, $3)"
+                " ON CONFLICT (workspace_id, principal_id)"
+                " DO UPDATE SET role = workspace_members.role"
+                " RETURNING role",
+                row["workspace_id"],
+                principal_id,
+                row["role"],
+            )
+            workspace = await conn.fetchrow(
+                "SELECT workspace_id, slug, display_name, owner_principal_id FROM workspaces"
+                " WHERE workspace_id = $1",
+                row["workspace_id"],
+            )
+        return _workspace(workspace), WorkspaceMember(principal_id, WorkspaceRole(role))
+
+    async def decline_invitation(
+        self, principal_id: uuid.UUID, invitation_id: uuid.UUID
+    ) -> Invitation | None:
+        row = await self._pool.fetchrow(
+            "WITH i AS (DELETE FROM workspace_invitations"
+            "  WHERE invitation_id = $1 AND principal_id = $2 RETURNING *)"
+            f" SELECT {_INVITATION_COLUMNS} FROM i JOIN workspaces w USING (workspace_id)",
+            invitation_id,
+            principal_id,
+        )
+        return _invitation(row) if row else None
 
     async def list_workspace_members(
         self, workspace_id: uuid.UUID, offset: int, limit: int
@@ -422,6 +530,29 @@ class PgIdentityStore:
             f"SELECT {_PROJECT_COLUMNS} FROM projects WHERE slug = $1", slug
         )
         return _project(row) if row else None
+
+
+_INVITATION_COLUMNS = (
+    "i.invitation_id, i.workspace_id, w.slug, w.display_name, w.owner_principal_id,"
+    " i.principal_id, i.role, i.inviter_principal_id, i.created_at"
+)
+
+
+def _workspace(row: asyncpg.Record) -> Workspace:
+    return Workspace(
+        row["workspace_id"], row["slug"], row["display_name"], row["owner_principal_id"]
+    )
+
+
+def _invitation(row: asyncpg.Record) -> Invitation:
+    return Invitation(
+        row["invitation_id"],
+        _workspace(row),
+        row["principal_id"],
+        WorkspaceRole(row["role"]),
+        row["inviter_principal_id"],
+        row["created_at"],
+    )
 
 
 def _api_key(row: asyncpg.Record) -> ApiKey:

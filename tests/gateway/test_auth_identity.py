@@ -76,10 +76,14 @@ async def test_external_identity_maps_to_one_stable_personal_principal(real_iden
 async def test_only_a_verified_email_links(real_identity):
     stub = real_identity.stub
     owner = await ensure(stub, IDP, "alice", "Alice@Example.com", verified=True)
-    # Another IdP asserting the same verified email links to the same principal.
-    linked = await ensure(stub, OTHER_IDP, "a-123", "alice@example.COM", verified=True)
+    # The same IdP asserting the same verified email for another subject links to it.
+    linked = await ensure(stub, IDP, "a-123", "alice@example.COM", verified=True)
     assert linked.created is False
     assert linked.principal.principal_id == owner.principal.principal_id
+    # Another IdP's verification says nothing about this IdP's accounts: no link.
+    elsewhere = await ensure(stub, OTHER_IDP, "a-456", "alice@example.com", verified=True)
+    assert elsewhere.created is True
+    assert elsewhere.principal.principal_id != owner.principal.principal_id
     # An unverified claim of the same email gets a principal of its own.
     squatter = await ensure(stub, "https://third.idp.test", "mallory", "alice@example.com")
     assert squatter.created is True

@@ -1,0 +1,249 @@
+"""Accounts through the real gRPC client: workspace membership needs the invitee's consent,
+and a verified email an administrator records links external identities of one issuer."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import pytest
+
+from vera.errors import AmbiguousProject, InvalidInput, NotFound, ProjectOutOfScope, Unauthorized
+from vera.identity.v1 import identity_pb2 as pb
+
+IDP = "https://login.idp.test"
+OTHER_IDP = "https://other.idp.test"
+
+
+async def admin(identity) -> pb.Principal:
+    return (await identity.stub.CreateUser(
+        pb.CreateUserRequest(display_name="root", admin=True))).principal
+
+
+async def user(identity, actor: pb.Principal, name: str, **extra) -> pb.Principal:
+    return (await identity.stub.CreateUser(pb.CreateUserRequest(
+        actor_principal_id=actor.principal_id, display_name=name, **extra))).principal
+
+
+async def tenant(identity, owner: pb.Principal, slug: str) -> tuple[pb.Workspace, pb.Project]:
+    """A workspace the owner creates with one shared project of its own attached."""
+    project = (await identity.stub.EnsureProject(pb.EnsureProjectRequest(
+        principal_id=owner.principal_id, slug=f"{slug}-app"))).project
+    workspace = (await identity.stub.CreateWorkspace(pb.CreateWorkspaceRequest(
+        actor_principal_id=owner.principal_id, slug=f"{slug}-ws"))).workspace
+    await identity.stub.AttachProject(pb.AttachProjectRequest(
+        actor_principal_id=owner.principal_id, workspace_id=workspace.workspace_id,
+        project=project.project_id))
+    return workspace, project
+
+
+async def readable(identity, who: pb.Principal) -> set[str]:
+    scopes = await identity.stub.ResolveScopes(
+        pb.ResolveScopesRequest(principal_id=who.principal_id))
+    return {p.project_id for p in scopes.projects}
+
+
+async def members(identity, actor: pb.Principal, workspace: pb.Workspace) -> dict[str, int]:
+    page = await identity.stub.ListWorkspaceMembers(pb.ListWorkspaceMembersRequest(
+        actor_principal_id=actor.principal_id, workspace_id=workspace.workspace_id))
+    return {m.principal_id: m.role for m in page.members}
+
+
+async def invite(identity, owner, workspace, who, role=pb.WORKSPACE_ROLE_MEMBER):
+    return await identity.stub.SetWorkspaceMember(pb.SetWorkspaceMemberRequest(
+        actor_principal_id=owner.principal_id, workspace_id=workspace.workspace_id,
+        principal_id=who.principal_id, role=role))
+
+
+async def invitations(identity, who: pb.Principal) -> list[pb.Invitation]:
+    return list((await identity.stub.ListInvitations(pb.ListInvitationsRequest(
+        actor_principal_id=who.principal_id))).invitations)
+
+
+async def test_an_owner_only_invites_and_the_invitee_reads_nothing_until_it_accepts(
+        identity) -> None:
+    root = await admin(identity)
+    mallory, victim = await user(identity, root, "mallory"), await user(identity, root, "victim")
+    own_ws, own_project = await tenant(identity, victim, "victim")
+    ws, project = await tenant(identity, mallory, "mallory")
+
+    reply = await invite(identity, mallory, ws, victim, pb.WORKSPACE_ROLE_CURATOR)
+    assert not reply.HasField("member")
+    pending = reply.invitation
+    assert pending.principal_id == victim.principal_id
+    assert pending.workspace.workspace_id == ws.workspace_id
+    assert pending.role == pb.WORKSPACE_ROLE_CURATOR
+    assert pending.inviter_principal_id == mallory.principal_id
+    # Not a member: reads nothing of the workspace, and its project-less calls still
+    # resolve to its own single shared project.
+    assert await readable(identity, victim) == {victim.personal_scope_id, own_project.project_id}
+    resolved = await identity.stub.ResolveProject(pb.ResolveProjectRequest(
+        principal_id=victim.principal_id))
+    assert resolved.project.project_id == own_project.project_id
+    with pytest.raises(ProjectOutOfScope):
+        await identity.stub.ResolveProject(pb.ResolveProjectRequest(
+            principal_id=victim.principal_id, project=project.slug))
+    assert victim.principal_id not in await members(identity, mallory, ws)
+    with pytest.raises(NotFound):
+        await members(identity, victim, ws)
+    # Inviting again renews the one invitation rather than stacking another.
+    again = (await invite(identity, mallory, ws, victim)).invitation
+    listed = await invitations(identity, victim)
+    assert [i.invitation_id for i in listed] == [pending.invitation_id] == [again.invitation_id]
+    assert listed[0].role == pb.WORKSPACE_ROLE_MEMBER
+
+    accepted = await identity.stub.AcceptInvitation(pb.AcceptInvitationRequest(
+        actor_principal_id=victim.principal_id, invitation_id=pending.invitation_id))
+    assert accepted.workspace.workspace_id == ws.workspace_id
+    assert (accepted.member.principal_id, accepted.member.role) == (
+        victim.principal_id, pb.WORKSPACE_ROLE_MEMBER)
+    assert project.project_id in await readable(identity, victim)
+    assert (await members(identity, mallory, ws))[victim.principal_id] == pb.WORKSPACE_ROLE_MEMBER
+    assert await invitations(identity, victim) == []
+    with pytest.raises(AmbiguousProject):
+        await identity.stub.ResolveProject(pb.ResolveProjectRequest(
+            principal_id=victim.principal_id))
+    # A member's role changes directly: it already consented to the workspace.
+    promoted = await invite(identity, mallory, ws, victim, pb.WORKSPACE_ROLE_CURATOR)
+    assert promoted.member.role == pb.WORKSPACE_ROLE_CURATOR
+    assert not promoted.HasField("invitation")
+    assert own_ws.workspace_id != ws.workspace_id
+
+
+async def test_a_declined_or_withdrawn_invitation_grants_nothing(identity) -> None:
+    root = await admin(identity)
+    owner, invitee = await user(identity, root, "owner"), await user(identity, root, "invitee")
+    ws, project = await tenant(identity, owner, "acme")
+    first = (await invite(identity, owner, ws, invitee)).invitation
+    declined = await identity.stub.DeclineInvitation(pb.DeclineInvitationRequest(
+        actor_principal_id=invitee.principal_id, invitation_id=first.invitation_id))
+    assert declined.invitation.invitation_id == first.invitation_id
+    assert await invitations(identity, invitee) == []
+    with pytest.raises(NotFound):
+        await identity.stub.AcceptInvitation(pb.AcceptInvitationRequest(
+            actor_principal_id=invitee.principal_id, invitation_id=first.invitation_id))
+    assert project.project_id not in await readable(identity, invitee)
+
+    # The owner withdraws a pending invitation the way it removes a member.
+    second = (await invite(identity, owner, ws, invitee)).invitation
+    removed = await identity.stub.RemoveWorkspaceMember(pb.RemoveWorkspaceMemberRequest(
+        actor_principal_id=owner.principal_id, workspace_id=ws.workspace_id,
+        principal_id=invitee.principal_id))
+    assert removed.removed is True
+    with pytest.raises(NotFound):
+        await identity.stub.AcceptInvitation(pb.AcceptInvitationRequest(
+            actor_principal_id=invitee.principal_id, invitation_id=second.invitation_id))
+    assert project.project_id not in await readable(identity, invitee)
+
+
+async def test_another_principals_invitation_behaves_like_a_missing_one(identity) -> None:
+    root = await admin(identity)
+    owner, invitee, other = [await user(identity, root, n) for n in ("o", "i", "x")]
+    ws, _ = await tenant(identity, owner, "acme")
+    pending = (await invite(identity, owner, ws, invitee)).invitation
+    for invitation_id in (pending.invitation_id, str(uuid.uuid4()), "not-a-uuid"):
+        for rpc, request in ((identity.stub.AcceptInvitation, pb.AcceptInvitationRequest),
+                             (identity.stub.DeclineInvitation, pb.DeclineInvitationRequest)):
+            with pytest.raises(NotFound):
+                await rpc(request(actor_principal_id=other.principal_id,
+                                  invitation_id=invitation_id))
+    assert await invitations(identity, other) == []
+    assert [i.invitation_id for i in await invitations(identity, invitee)] == [
+        pending.invitation_id]
+    with pytest.raises(InvalidInput) as unknown:
+        await identity.stub.ListInvitations(pb.ListInvitationsRequest(
+            actor_principal_id=str(uuid.uuid4())))
+    assert unknown.value.field == "actor_principal_id"
+
+
+async def test_invitations_are_paged_oldest_first(identity) -> None:
+    root = await admin(identity)
+    invitee = await user(identity, root, "invitee")
+    made = []
+    for slug in ("a", "b", "c"):
+        owner = await user(identity, root, slug)
+        ws, _ = await tenant(identity, owner, slug)
+        made.append((await invite(identity, owner, ws, invitee)).invitation.invitation_id)
+    first = await identity.stub.ListInvitations(pb.ListInvitationsRequest(
+        actor_principal_id=invitee.principal_id, page_size=2))
+    rest = await identity.stub.ListInvitations(pb.ListInvitationsRequest(
+        actor_principal_id=invitee.principal_id, page_size=2,
+        page_token=first.next_page_token))
+    assert [i.invitation_id for i in [*first.invitations, *rest.invitations]] == made
+    assert first.next_page_token and not rest.next_page_token
+    with pytest.raises(InvalidInput) as err:
+        await identity.stub.ListInvitations(pb.ListInvitationsRequest(
+            actor_principal_id=invitee.principal_id, page_size=101))
+    assert err.value.field == "page_size"
+
+
+async def test_an_administrator_adds_directly_and_supersedes_an_invitation(identity) -> None:
+    root = await admin(identity)
+    owner, invitee = await user(identity, root, "owner"), await user(identity, root, "invitee")
+    ws, project = await tenant(identity, owner, "acme")
+    await invite(identity, owner, ws, invitee)
+    added = await invite(identity, root, ws, invitee, pb.WORKSPACE_ROLE_CURATOR)
+    assert added.member.role == pb.WORKSPACE_ROLE_CURATOR and not added.HasField("invitation")
+    assert project.project_id in await readable(identity, invitee)
+    assert await invitations(identity, invitee) == []
+
+
+async def test_an_administrator_records_a_verified_email_for_one_issuer(identity) -> None:
+    root = await admin(identity)
+    carol = await user(identity, root, "carol", email=" Carol@Example.com ", email_issuer=IDP)
+
+    async def login(issuer: str, subject: str, verified: bool = True):
+        return await identity.stub.EnsureExternalPrincipal(pb.EnsureExternalPrincipalRequest(
+            issuer=issuer, subject=subject, email="carol@example.COM", email_verified=verified))
+
+    other = await login(OTHER_IDP, "c-1")
+    assert other.created is True and other.principal.principal_id != carol.principal_id
+    unverified = await login(IDP, "c-2", verified=False)
+    assert unverified.created is True and unverified.principal.principal_id != carol.principal_id
+    linked = await login(IDP, "c-3")
+    assert linked.created is False and linked.principal.principal_id == carol.principal_id
+
+
+async def test_a_recorded_email_is_vouched_for_by_an_administrator_only(identity, pg_dsn) -> None:
+    root = await admin(identity)
+    plain = await user(identity, root, "plain")
+    for actor, extra, field in (
+        (root, {"email": "a@example.com"}, "email_issuer"),
+        (root, {"email_issuer": IDP}, "email"),
+        (root, {"email": "no-at-sign", "email_issuer": IDP}, "email"),
+        (root, {"email": "a@example.com", "email_issuer": "x" * 513}, "email_issuer"),
+    ):
+        with pytest.raises(InvalidInput) as err:
+            await user(identity, actor, "x", **extra)
+        assert err.value.field == field
+    with pytest.raises(Unauthorized):
+        await user(identity, plain, "x", email="a@example.com", email_issuer=IDP)
+    with pytest.raises(Unauthorized):  # self-registration records no email
+        await identity.stub.CreateUser(pb.CreateUserRequest(
+            display_name="x", email="a@example.com", email_issuer=IDP))
+    await user(identity, root, "first", email="a@example.com", email_issuer=IDP)
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        before = await conn.fetchval("SELECT count(*) FROM identity.principals")
+        with pytest.raises(InvalidInput) as taken:
+            await user(identity, root, "second", email="A@example.com", email_issuer=IDP)
+        assert (taken.value.field, taken.value.metadata.get("reason")) == ("email", "taken")
+        assert await conn.fetchval("SELECT count(*) FROM identity.principals") == before
+        # The same address for another issuer is another identity's to claim.
+        await user(identity, root, "third", email="a@example.com", email_issuer=OTHER_IDP)
+    finally:
+        await conn.close()
+
+
+async def test_a_just_in_time_email_links_only_from_its_issuer(identity) -> None:
+    async def login(issuer: str, subject: str):
+        return await identity.stub.EnsureExternalPrincipal(pb.EnsureExternalPrincipalRequest(
+            issuer=issuer, subject=subject, email="dave@example.com", email_verified=True))
+
+    first = await login(IDP, "dave")
+    elsewhere = await login(OTHER_IDP, "dave-2")
+    assert elsewhere.created is True
+    assert elsewhere.principal.principal_id != first.principal.principal_id
+    same_issuer = await login(IDP, "dave-3")
+    assert same_issuer.created is False
+    assert same_issuer.principal.principal_id == first.principal.principal_id
