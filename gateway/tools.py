@@ -408,6 +408,12 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
                 string("object", PREDICATE_OBJECT, "Object of the fact.", required=True),
                 string("evidence_text", EVIDENCE_TEXT, "Optional bounded evidence."),
                 *_TASK_FIELDS,
+                string(
+                    "project",
+                    ID_LIKE,
+                    "The shared project (id or slug) whose curators should review it. Omit "
+                    "to address the project repository_ref maps to, or none.",
+                ),
             )
         ),
         output_schema=schemas.PROPOSE,

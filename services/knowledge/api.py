@@ -245,9 +245,16 @@ class KnowledgeServicer(CurationRpcs, ErasureRpcs, knowledge_pb2_grpc.KnowledgeS
             object_=request.object,
             evidence_text=request.evidence_text,
             context=_context(request.context),
+            target_scope_id=request.target_scope_id,
         )
-        # Allowlist and secret screening refuse before anything (even an attempt) is stored.
-        policy_for(self._store._ontology).check(proposal)
+        try:
+            policy_for(self._store._ontology).check(proposal)
+        except InvalidInput as refusal:
+            # Every call appends an attempt: a refused one without the refused text.
+            await self._store.record_refusal(
+                proposal, refusal.field, refusal.metadata.get("reason", "")
+            )
+            raise
         result = await self._store.propose(proposal)
         return pb.ProposeFactResponse(
             attempt_id=str(result.attempt_id),

@@ -41,8 +41,10 @@ AUDIT_SOURCE_RETRACTED = "source_retracted"
 
 
 def proposal_targets(proposal: Proposal) -> tuple[uuid.UUID, ...]:
-    """The shared projects a new proposal is addressed to: what its proposer reads."""
-    return tuple(s for s in proposal.readable_scope_ids if s != proposal.personal_scope_id)
+    """The shared project a new proposal is addressed to: only the one its task is bound
+    to, never every project its proposer reads (a workspace can be joined without the
+    proposer meaning to report to it)."""
+    return () if proposal.target_scope_id is None else (proposal.target_scope_id,)
 
 
 def review_locator(fact_key: str) -> str:

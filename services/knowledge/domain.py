@@ -6,6 +6,7 @@ here; the store persists what these rules decide.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -542,6 +543,8 @@ class Proposal:
     evidence_text: str
     context: TaskContext
     fact_key: str
+    # The shared project whose curators review it: the one its task is bound to, or none.
+    target_scope_id: uuid.UUID | None = None
 
     @property
     def subject_norm(self) -> str:
@@ -574,11 +577,15 @@ def make_proposal(
     object_: str,
     evidence_text: str,
     context: TaskContext,
+    target_scope_id: str = "",
 ) -> Proposal:
     principal = parse_uuid("principal_id", principal_id)
     personal = parse_uuid("personal_scope_id", personal_scope_id)
     readable = parse_uuids("readable_scope_ids", readable_scope_ids)
     assert principal is not None and personal is not None
+    target = parse_uuid("target_scope_id", target_scope_id, required=False)
+    if target is not None and (target == personal or target not in readable):
+        raise InvalidInput("target_scope_id", "not a readable shared scope", reason="out_of_scope")
     subject = require_text("subject", subject, MAX_SUBJECT)
     predicate = require_text("predicate", predicate, MAX_PREDICATE)
     object_ = require_text("object", object_, MAX_OBJECT)
@@ -593,6 +600,7 @@ def make_proposal(
         evidence_text=evidence_text,
         context=context,
         fact_key=fact_key(personal, subject, predicate, object_),
+        target_scope_id=target,
     )
 
 
@@ -602,6 +610,15 @@ class ProposalFindings:
 
     known_fact_key: str | None  # same normalized fact ACTIVE in a readable scope
     conflicting_fact_keys: tuple[str, ...]  # ACTIVE, same subject+predicate, other object
+def refused_attempt_context(context: TaskContext, field_name: str) -> TaskContext:
+    """The task context a refused proposal's attempt keeps: all of it, except the context
+    field the refusal names (it carried the refused text, which is never stored)."""
+    name = field_name.removeprefix("context.")
+    if field_name.startswith("context.") and name in TaskContext.__dataclass_fields__:
+        return dataclasses.replace(context, **{name: ""})
+    return context
+
+
     pending_in_personal_scope: bool  # a current PROPOSED version of the key exists
     created_in_task: int  # CREATED attempts of this task identity so far
 

@@ -2,11 +2,13 @@
 
 What an agent may propose is decided here, not by instruction text: the predicate must be
 on the ontology's allowlist (an unknown one is refused with up to three did-you-mean
-candidates), and no field may carry a credential (``secrets``). Length bounds, per-task
+candidates), no field may carry a credential (``secrets``) and no field may hide
+characters (``vera.text``: bidi controls, zero-width and TAG characters, line separators,
+and control characters outside evidence line breaks and tabs). Length bounds, per-task
 limits and single-valued conflicts are enforced by ``domain.make_proposal`` and
-``domain.decide_proposal``; this module adds the checks that need the ontology's
-allowlist. A refusal here raises ``invalid_input`` and records nothing, not even an
-attempt, so a refused secret never reaches the database.
+``domain.decide_proposal``. A refusal here raises ``invalid_input`` naming the field; the
+caller records it as a ``rejected`` attempt without any of the refused text, so a refused
+secret never reaches the database.
 
 Pure code: no gRPC, no asyncpg.
 """
@@ -14,10 +16,12 @@ Pure code: no gRPC, no asyncpg.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
 from vera.errors import InvalidInput
+from vera.text import codepoint, first_hidden
 
 from . import secrets
 from .domain import Ontology, Proposal, load_ontology, normalize
@@ -25,6 +29,8 @@ from .domain import Ontology, Proposal, load_ontology, normalize
 MAX_CANDIDATES = 3
 # difflib ratio below which a predicate is not offered as a did-you-mean candidate.
 CANDIDATE_CUTOFF = 0.6
+# Evidence is quoted prose: its line breaks and tabs are layout, not hidden text.
+EVIDENCE_LAYOUT = "\n\r\t"
 
 
 @dataclass(frozen=True)
@@ -60,12 +66,32 @@ class ProposalPolicy:
                 ("context.task_ref", proposal.context.task_ref),
             )
         )
+        _refuse_hidden(
+            (
+                ("subject", proposal.subject, ""),
+                ("predicate", proposal.predicate, ""),
+                ("object", proposal.object, ""),
+                ("evidence_text", proposal.evidence_text, EVIDENCE_LAYOUT),
+            )
+        )
         if not self.is_allowed(proposal.predicate):
             raise InvalidInput(
                 "predicate",
                 "not an allowed predicate",
                 reason="unknown_predicate",
                 candidates=self.candidates(proposal.predicate),
+            )
+
+
+def _refuse_hidden(fields: Iterable[tuple[str, str, str]]) -> None:
+    for name, value, allowed in fields:
+        hidden = first_hidden(value, allowed)
+        if hidden is not None:
+            raise InvalidInput(
+                name,
+                "contains a hidden or control character",
+                reason="hidden_character",
+                codepoint=codepoint(hidden),
             )
 
 

@@ -7,6 +7,7 @@ never skips a position that commits late). Reads are one or two queries per call
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from .domain import (
     Ontology,
     Outcome,
     Proposal,
+    ProposalDecision,
     ProposalFindings,
     ProposalReport,
     ProposalResult,
@@ -751,29 +753,8 @@ class KnowledgeStore:
             decision = domain.decide_proposal(proposal, findings, self._ontology)
             if decision.outcome is Outcome.CREATED:
                 await self._create_proposal(conn, proposal, outbox)
-            attempt_id = uuid.uuid4()
-            await conn.execute(
-                """INSERT INTO proposal_attempts (
-                       attempt_id, principal_id, scope_id, fact_key, subject, predicate, object,
-                       outcome, reason, conflicting_fact_keys, runtime, session_ref, task_ref,
-                       repository_ref, task_identity)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text[], $11, $12, $13,
-                           $14, $15)""",
-                attempt_id,
-                proposal.principal_id,
-                proposal.personal_scope_id,
-                decision.fact_key,
-                proposal.subject,
-                proposal.predicate,
-                proposal.object,
-                decision.outcome.value,
-                decision.reason,
-                list(decision.conflicting_fact_keys),
-                ctx.runtime,
-                ctx.session_ref,
-                ctx.task_ref,
-                ctx.repository_ref,
-                identity,
+            attempt_id = await _insert_attempt(
+                conn, proposal, decision, (proposal.subject, proposal.predicate, proposal.object)
             )
             fact = None
             if decision.outcome in (Outcome.CREATED, Outcome.DEDUPLICATED, Outcome.SKIPPED):
@@ -787,6 +768,17 @@ class KnowledgeStore:
                 fact = views[0] if views else None
             await outbox.flush(conn)
         return ProposalResult(attempt_id=attempt_id, decision=decision, fact=fact)
+
+    async def record_refusal(self, proposal: Proposal, field_name: str, reason: str) -> None:
+        """Appends the ``rejected`` attempt of a proposal the policy refused: its reason
+        and task context, none of its text (it may be the credential that was refused)."""
+        refused = dataclasses.replace(
+            proposal, context=domain.refused_attempt_context(proposal.context, field_name)
+        )
+        async with self._pool.acquire() as conn:
+            await _insert_attempt(
+                conn, refused, ProposalDecision(Outcome.REJECTED, reason), ("", "", "")
+            )
 
     async def _findings(
         self, conn: asyncpg.Connection, proposal: Proposal, identity: str
@@ -1062,6 +1054,40 @@ class KnowledgeStore:
                 outbox.add(ChangeKind.FEEDBACK_RECORDED, fb.scope_id, ref=str(row["feedback_id"]))
             await outbox.flush(conn)
         return FeedbackView(row["feedback_id"], row["signal"], created, row["recorded_at"])
+
+
+async def _insert_attempt(
+    conn: asyncpg.Connection,
+    proposal: Proposal,
+    decision: ProposalDecision,
+    text: tuple[str, str, str],
+) -> uuid.UUID:
+    """One row of the end-of-task report; ``text`` is the subject, predicate and object
+    it shows."""
+    attempt_id = uuid.uuid4()
+    ctx = proposal.context
+    await conn.execute(
+        """INSERT INTO proposal_attempts (
+               attempt_id, principal_id, scope_id, fact_key, subject, predicate, object,
+               outcome, reason, conflicting_fact_keys, runtime, session_ref, task_ref,
+               repository_ref, task_identity)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text[], $11, $12, $13,
+                   $14, $15)""",
+        attempt_id,
+        proposal.principal_id,
+        proposal.personal_scope_id,
+        decision.fact_key,
+        *text,
+        decision.outcome.value,
+        decision.reason,
+        list(decision.conflicting_fact_keys),
+        ctx.runtime,
+        ctx.session_ref,
+        ctx.task_ref,
+        ctx.repository_ref,
+        ctx.identity(),
+    )
+    return attempt_id
 
 
 def _cites(assertion: AssertionView) -> bool:

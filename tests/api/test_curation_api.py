@@ -72,9 +72,13 @@ async def world(pg_dsn: str) -> AsyncIterator[World]:
             project=project.project_id))
         for user, role in ((curator, ipb.WORKSPACE_ROLE_CURATOR),
                            (member, ipb.WORKSPACE_ROLE_MEMBER)):
-            await identity.SetWorkspaceMember(ipb.SetWorkspaceMemberRequest(
+            # The owner invites; membership starts when the invitee accepts.
+            invited = await identity.SetWorkspaceMember(ipb.SetWorkspaceMemberRequest(
                 actor_principal_id=owner.principal_id, workspace_id=workspace.workspace_id,
                 principal_id=user.principal_id, role=role))
+            await identity.AcceptInvitation(ipb.AcceptInvitationRequest(
+                actor_principal_id=user.principal_id,
+                invitation_id=invited.invitation.invitation_id))
         api_settings = Settings(
             environment="dev", mcp={"jwt_secret": SECRET},
             services={"identity": identity_addr, "knowledge": knowledge_addr})
@@ -97,6 +101,7 @@ async def _propose(world: World, subject: str = "payments-api") -> str:
         principal_id=world.member.principal_id,
         personal_scope_id=world.member.personal_scope_id,
         readable_scope_ids=[world.member.personal_scope_id, world.project_id],
+        target_scope_id=world.project_id,
         subject=subject, predicate="depends_on", object="ledger",
         evidence_text="seen in handler.py",
         context=kpb.TaskContext(runtime="claude-code", task_ref="t-1")))

@@ -1,0 +1,46 @@
+"""Hidden text: characters a reader cannot see but that change what a line says.
+
+Control characters (newlines included), format characters (bidi embeddings, overrides and
+isolates, zero-width spaces and joiners, the soft hyphen, TAG characters U+E0000..E007F)
+and the line and paragraph separators U+2028/U+2029. One home for the rule: the knowledge
+service refuses them in proposals and flags them at ingest; the gateway escapes them in
+every line it renders, so a fact can never render as, or forge, another line.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def is_hidden(char: str) -> bool:
+    return unicodedata.category(char) in _HIDDEN_CATEGORIES
+
+
+def first_hidden(text: str, allowed: str = "") -> str | None:
+    """The first hidden character of ``text`` not in ``allowed``, or None."""
+    return next((c for c in text if is_hidden(c) and c not in allowed), None)
+
+
+def codepoint(char: str) -> str:
+    return f"U+{ord(char):04X}"
+
+
+def escape_hidden(text: str) -> str:
+    """``text`` with every hidden character written as a visible escape (``\\n``,
+    ``\\u202e``, ``\\U000e0041``), so it always stays on one line and shows what it holds."""
+    if first_hidden(text) is None:
+        return text
+    out = []
+    for c in text:
+        if not is_hidden(c):
+            out.append(c)
+        elif c in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[c])
+        elif ord(c) <= 0xFFFF:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(f"\\U{ord(c):08x}")
+    return "".join(out)
