@@ -419,8 +419,28 @@ async def feedback(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 # Proposal lifecycle --------------------------------------------------------------------------
 
 
+async def _proposal_target(ctx: CallContext, args: dict[str, Any]) -> str:
+    """The shared project whose curators review a proposal: the explicit ``project``, else
+    the one project ``repository_ref`` maps to, else none (it stays personal only). Never
+    every readable project: joining a workspace must not route one's proposals to it."""
+    if args.get("project"):
+        project = await _resolve_project(ctx, args["project"])
+        return project.project_id if project.kind == identity_pb2.PROJECT_KIND_SHARED else ""
+    if not args.get("repository_ref"):
+        return ""
+    resolved = await ctx.backends.identity.ResolveRepository(
+        identity_pb2.ResolveRepositoryRequest(
+            principal_id=ctx.caller.principal_id, repository=args["repository_ref"]
+        )
+    )
+    if resolved.resolution != identity_pb2.REPOSITORY_RESOLUTION_SELECTED:
+        return ""
+    return resolved.candidates[0].project_id
+
+
 async def propose(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     scopes = await _scopes(ctx)
+    target_scope_id = await _proposal_target(ctx, args)
     response = await ctx.backends.knowledge.ProposeFact(
         knowledge_pb2.ProposeFactRequest(
             principal_id=ctx.caller.principal_id,
@@ -431,6 +451,7 @@ async def propose(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             object=args["object"],
             evidence_text=args.get("evidence_text") or "",
             context=_task_context(args),
+            target_scope_id=target_scope_id,
         )
     )
     return {

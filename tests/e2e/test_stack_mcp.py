@@ -168,7 +168,7 @@ async def test_a_curator_verifies_a_proposal_with_the_cli(stack, tmp_path: Path)
     async with Client(stack.mcp_url) as client:
         proposal = await call(client, "knowledge_propose", subject="billing-api",
                               predicate="owned_by", object="the billing squad",
-                              task_ref="task-curate")
+                              task_ref="task-curate", project="billing")
         fact_key = proposal["fact"]["fact_key"]
 
     curate = ("curate", "--data-dir", str(stack.data_dir), "--json")

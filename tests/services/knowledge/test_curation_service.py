@@ -56,6 +56,8 @@ async def propose(stub, subject="payments-api", predicate="depends_on", object_=
             principal_id=AGENT,
             personal_scope_id=PERSONAL,
             readable_scope_ids=[PERSONAL, *readable],
+            # Addressed to the project its task is bound to (here: the first it reads).
+            target_scope_id=readable[0] if readable else "",
             subject=subject,
             predicate=predicate,
             object=object_,
