@@ -1,0 +1,302 @@
+{{/* Named templates shared by every component; manifests never copy these blocks. */}}
+
+{{- define "vera.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vera.name" -}}
+{{- printf "%s-%s" (include "vera.fullname" .root) .component -}}
+{{- end -}}
+
+{{- define "vera.selectorLabels" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "vera.labels" -}}
+{{ include "vera.selectorLabels" . }}
+app.kubernetes.io/part-of: vera
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- end -}}
+
+{{- define "vera.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* The gRPC services: name -> values block. */}}
+{{- define "vera.grpcComponents" -}}
+identity knowledge retrieval snapshot
+{{- end -}}
+
+{{- define "vera.ingressHost" -}}
+{{- .Values.ingress.host -}}
+{{- end -}}
+
+{{- define "vera.qdrantUrl" -}}
+{{- if .Values.vectorStore.url -}}
+{{- .Values.vectorStore.url -}}
+{{- else if .Values.qdrant.enabled -}}
+{{- printf "http://%s-qdrant:%d" .Release.Name (int .Values.vectorStore.port) -}}
+{{- else -}}
+{{- fail "vectorStore.url: point VERA at a Qdrant cluster (or set qdrant.enabled=true)" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vera.qdrantApiKeySecretName" -}}
+{{- if .Values.vectorStore.apiKeySecret.name -}}
+{{- .Values.vectorStore.apiKeySecret.name -}}
+{{- else if and .Values.qdrant.enabled .Values.qdrant.apiKey -}}
+{{- printf "%s-qdrant-apikey" .Release.Name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vera.podSecurityContext" -}}
+{{ toYaml .Values.podSecurityContext }}
+{{- end -}}
+
+{{- define "vera.containerSecurityContext" -}}
+{{ toYaml .Values.containerSecurityContext }}
+{{- end -}}
+
+{{/* Secrets by reference. The DSN reaches only the processes that own a schema. */}}
+{{- define "vera.databaseEnv" -}}
+- name: VERA_DATABASE__DSN
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.database.dsnSecret.name }}
+      key: {{ .Values.database.dsnSecret.key }}
+{{- end -}}
+
+{{/* The internal gRPC key (INTERNAL_AUTH): every component signs and checks with it. */}}
+{{- define "vera.rpcKeyEnv" -}}
+- name: VERA_RPC__AUTH_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.rpc.authKeySecret.name }}
+      key: {{ .Values.rpc.authKeySecret.key }}
+{{- end -}}
+
+{{- define "vera.podSpecCommon" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if .Values.serviceAccountName }}
+serviceAccountName: {{ .Values.serviceAccountName }}
+{{- end }}
+automountServiceAccountToken: false
+enableServiceLinks: false
+securityContext:
+  {{- include "vera.podSecurityContext" . | nindent 2 }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+volumes:
+  # The root filesystem is read-only; Python, ONNX Runtime and torch need a scratch /tmp.
+  - name: tmp
+    emptyDir:
+      sizeLimit: 256Mi
+{{- end -}}
+
+{{- define "vera.tmpMount" -}}
+- name: tmp
+  mountPath: /tmp
+{{- end -}}
+
+{{/* grpc probes on the component's port: Kubernetes' native gRPC health client. */}}
+{{- define "vera.grpcProbes" -}}
+startupProbe:
+  grpc:
+    port: {{ .port }}
+  periodSeconds: 5
+  failureThreshold: {{ .startupFailures | default 24 }}
+readinessProbe:
+  grpc:
+    port: {{ .port }}
+  periodSeconds: 10
+  timeoutSeconds: 3
+livenessProbe:
+  grpc:
+    port: {{ .port }}
+  periodSeconds: 20
+  timeoutSeconds: 5
+  failureThreshold: 3
+{{- end -}}
+
+{{/*
+A gRPC service Deployment. Args: root, component (Service + labels), service (the vera
+service it runs), values (replicas, resources), port, env (extra env list), strategy.
+*/}}
+{{- define "vera.grpcDeployment" -}}
+{{- $root := .root -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "vera.name" . }}
+  labels:
+    {{- include "vera.labels" . | nindent 4 }}
+spec:
+  replicas: {{ .replicas }}
+  {{- if .recreate }}
+  # One pod at a time: the old one stops before the new one starts its background work.
+  strategy:
+    type: Recreate
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "vera.selectorLabels" . | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- include "vera.labels" . | nindent 8 }}
+      annotations:
+        checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
+    spec:
+      {{- include "vera.podSpecCommon" $root | trim | nindent 6 }}
+      terminationGracePeriodSeconds: 30
+      containers:
+        - name: {{ .service }}
+          image: {{ include "vera.image" $root }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          command: ["vera", "serve", {{ .service | quote }}, "--address", {{ printf "%s:%d" $root.Values.bindHost (int .port) | quote }}]
+          ports:
+            - name: grpc
+              containerPort: {{ .port }}
+              protocol: TCP
+          envFrom:
+            - configMapRef:
+                name: {{ include "vera.fullname" $root }}-config
+          env:
+            {{- include "vera.databaseEnv" $root | nindent 12 }}
+            {{- include "vera.rpcKeyEnv" $root | nindent 12 }}
+            {{- with .env }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          {{- include "vera.grpcProbes" . | nindent 10 }}
+          resources:
+            {{- toYaml .resources | nindent 12 }}
+          securityContext:
+            {{- include "vera.containerSecurityContext" $root | nindent 12 }}
+          volumeMounts:
+            {{- include "vera.tmpMount" $root | nindent 12 }}
+{{- end -}}
+
+{{/*
+An HTTP front Deployment (gateway, api). Args: root, component, values, command, probes
+(liveness and readiness paths), env, metrics (bool: declare the metrics port on the pod).
+*/}}
+{{- define "vera.httpDeployment" -}}
+{{- $root := .root -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "vera.name" . }}
+  labels:
+    {{- include "vera.labels" . | nindent 4 }}
+spec:
+  {{- if not .autoscaled }}
+  replicas: {{ .values.replicas }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "vera.selectorLabels" . | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- include "vera.labels" . | nindent 8 }}
+      annotations:
+        checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
+        {{- if and .metrics $root.Values.metrics.scrapeAnnotations }}
+        prometheus.io/scrape: "true"
+        prometheus.io/port: {{ $root.Values.metrics.port | quote }}
+        prometheus.io/path: /metrics
+        {{- end }}
+    spec:
+      {{- include "vera.podSpecCommon" $root | trim | nindent 6 }}
+      terminationGracePeriodSeconds: 30
+      containers:
+        - name: {{ .component }}
+          image: {{ include "vera.image" $root }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          command: {{ toJson .command }}
+          ports:
+            - name: http
+              containerPort: {{ .values.port }}
+              protocol: TCP
+            {{- if .metrics }}
+            # Pod only: no Service (and so no Ingress or LoadBalancer) carries this port.
+            - name: metrics
+              containerPort: {{ $root.Values.metrics.port }}
+              protocol: TCP
+            {{- end }}
+          envFrom:
+            - configMapRef:
+                name: {{ include "vera.fullname" $root }}-config
+          env:
+            {{- include "vera.rpcKeyEnv" $root | nindent 12 }}
+            {{- with .env }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          readinessProbe:
+            httpGet:
+              path: {{ .readiness }}
+              port: http
+            periodSeconds: 10
+            timeoutSeconds: 3
+          livenessProbe:
+            httpGet:
+              path: {{ .liveness }}
+              port: http
+            periodSeconds: 20
+            timeoutSeconds: 5
+            failureThreshold: 3
+          resources:
+            {{- toYaml .values.resources | nindent 12 }}
+          securityContext:
+            {{- include "vera.containerSecurityContext" $root | nindent 12 }}
+          volumeMounts:
+            {{- include "vera.tmpMount" $root | nindent 12 }}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "vera.name" . }}
+  labels:
+    {{- include "vera.labels" . | nindent 4 }}
+spec:
+  type: ClusterIP
+  selector:
+    {{- include "vera.selectorLabels" . | nindent 4 }}
+  ports:
+    - name: http
+      port: {{ .values.port }}
+      targetPort: http
+      protocol: TCP
+{{- end -}}
+
+{{/* The MCP token verification secret, for the gateway (verifies) and the api (mints). */}}
+{{- define "vera.authEnv" -}}
+{{- if and (not .Values.auth.INSECUREUnauthenticatedGateway) (eq .Values.auth.mode "jwt") }}
+- name: VERA_MCP__JWT_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.auth.jwt.secret.name }}
+      key: {{ .Values.auth.jwt.secret.key }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,92 @@
+"""Renders the Helm chart offline (helm-python-sdk bundles Helm's engine) for the tests."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import helm_python
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "vera"
+# The value sets CI renders; each file under charts/vera/ci is one (default: no file).
+VALUE_SETS = ("default", "all-in-one", "ha", "oidc")
+RELEASE = "vera"
+NAMESPACE = "vera"
+KUBE_VERSION = "1.34.0"  # a current Kubernetes minor (the chart needs >= 1.27)
+
+
+def value_set(name: str) -> dict[str, Any]:
+    if name == "default":
+        return {}
+    return yaml.safe_load((CHART / "ci" / f"{name}-values.yaml").read_text())
+
+
+def render_files(values: dict[str, Any]) -> dict[str, str]:
+    return helm_python.Chart.load(str(CHART)).render(
+        values, name=RELEASE, namespace=NAMESPACE, is_install=True
+    )
+
+
+def manifests(values: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every rendered Kubernetes object (NOTES.txt is not one)."""
+    objects = []
+    for path, text in sorted(render_files(values).items()):
+        if path.endswith(".txt"):
+            continue
+        objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    return objects
+
+
+@cache
+def _rendered(name: str) -> tuple[dict[str, Any], ...]:
+    return tuple(manifests(value_set(name)))
+
+
+def rendered(name: str) -> list[dict[str, Any]]:
+    return [dict(obj) for obj in _rendered(name)]
+
+
+def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [obj for obj in objects if obj["kind"] == kind]
+
+
+def workloads(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [obj for obj in objects if obj["kind"] in ("Deployment", "Job")]
+
+
+def component(obj: dict[str, Any]) -> str:
+    return obj["metadata"]["labels"]["app.kubernetes.io/component"]
+
+
+def by_component(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {component(obj): obj for obj in of_kind(objects, kind)}
+
+
+def pod_labels(workload: dict[str, Any]) -> dict[str, str]:
+    return workload["spec"]["template"]["metadata"]["labels"]
+
+
+def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    return workload["spec"]["template"]["spec"]["containers"]
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Kubernetes label-selector semantics (matchLabels and matchExpressions)."""
+    for key, value in selector.get("matchLabels", {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions", []):
+        key, operator = expression["key"], expression["operator"]
+        values = expression.get("values", [])
+        if operator == "In" and labels.get(key) not in values:
+            return False
+        if operator == "NotIn" and labels.get(key) in values:
+            return False
+        if operator == "Exists" and key not in labels:
+            return False
+        if operator == "DoesNotExist" and key in labels:
+            return False
+    return True

@@ -1,0 +1,465 @@
+"""The Helm chart, linted and rendered offline with several value sets, checked as data.
+
+No cluster exists here: Helm's own engine (helm-python-sdk) renders and lints, and
+kubernetes-validate checks every object against the API schemas of a current Kubernetes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import typing
+
+import helm_python
+import kubernetes_validate
+import pytest
+import yaml
+from deploy_manifests import (
+    CHART,
+    KUBE_VERSION,
+    VALUE_SETS,
+    by_component,
+    component,
+    containers,
+    manifests,
+    of_kind,
+    pod_labels,
+    render_files,
+    rendered,
+    selects,
+    value_set,
+    workloads,
+)
+from pydantic import BaseModel, SecretStr
+
+from vera.cli import SERVICE_NAMES
+from vera.config import Settings, load_settings
+from vera.entrypoints.mcp.main import check_startup
+
+GRPC = ("identity", "knowledge", "retrieval", "snapshot")
+FRONTS = ("gateway", "api")
+SINGLETONS = ("knowledge-maintenance", "snapshot-maintenance")
+CRD_GROUPS = ("monitoring.coreos.com/",)  # PodMonitor: validated by its operator, not here
+
+
+def _secret_variables(model: type[BaseModel] = Settings, prefix: str = "VERA_") -> set[str]:
+    """Every VERA_* variable whose setting is a SecretStr, found from the Settings model."""
+    found = set()
+    for name, field in model.model_fields.items():
+        variable = f"{prefix}{name.upper()}"
+        for arg in typing.get_args(field.annotation) or (field.annotation,):
+            if arg is SecretStr:
+                found.add(variable)
+            elif isinstance(arg, type) and issubclass(arg, BaseModel):
+                found |= _secret_variables(arg, variable + "__")
+    return found
+
+
+SECRET_VARIABLES = _secret_variables()
+
+
+# --- lint ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_the_chart_lints_strictly_clean(name, tmp_path) -> None:
+    # The optional Qdrant dependency's tarball comes from the user's `helm dependency build`;
+    # offline, lint a copy without it (the next test pins that this is the only finding).
+    copy = tmp_path / "vera"
+    shutil.copytree(CHART, copy)
+    chart = yaml.safe_load((copy / "Chart.yaml").read_text())
+    del chart["dependencies"]
+    (copy / "Chart.yaml").write_text(yaml.safe_dump(chart))
+    report = helm_python.lint(
+        str(copy), value_set(name), strict=True, kube_version=f"v{KUBE_VERSION}"
+    )
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert report["errors"] == [] and problems == []
+
+
+def test_the_only_lint_finding_on_the_real_chart_is_the_unfetched_qdrant_tarball() -> None:
+    report = helm_python.lint(str(CHART), strict=True, kube_version=f"v{KUBE_VERSION}")
+    assert [m["error"] for m in report["messages"] if m["severity"] >= 2] == [
+        "chart directory is missing these dependencies: qdrant"
+    ]
+
+
+def test_qdrant_is_an_optional_dependency_behind_a_condition() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    [qdrant] = chart["dependencies"]
+    assert qdrant["name"] == "qdrant" and qdrant["condition"] == "qdrant.enabled"
+    assert yaml.safe_load((CHART / "values.yaml").read_text())["qdrant"]["enabled"] is False
+
+
+# --- every object is valid Kubernetes ---------------------------------------------------
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_every_rendered_object_validates_against_kubernetes(name) -> None:
+    for obj in rendered(name):
+        if obj["apiVersion"].startswith(CRD_GROUPS):
+            continue
+        kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+
+
+# --- metrics ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_the_metrics_port_is_declared_on_the_gateway_pod_and_on_no_service(name) -> None:
+    objects = rendered(name)
+    metrics_port = 9101
+    for service in of_kind(objects, "Service"):
+        for port in service["spec"]["ports"]:
+            assert metrics_port not in (port["port"], port.get("targetPort"))
+            assert port.get("targetPort") != "metrics" and port.get("name") != "metrics"
+    gateway = by_component(objects, "Deployment")["gateway"]
+    [container] = containers(gateway)
+    assert {"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"} in container[
+        "ports"
+    ]
+    env = _container_env(objects, gateway)
+    assert env["VERA_OBSERVABILITY__MCP_METRICS_PORT"] == str(metrics_port)
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_the_ingress_routes_only_to_the_gateway_and_the_api(name) -> None:
+    objects = rendered(name)
+    services = {s["metadata"]["name"]: s for s in of_kind(objects, "Service")}
+    for ingress in of_kind(objects, "Ingress"):
+        for rule in ingress["spec"]["rules"]:
+            for path in rule["http"]["paths"]:
+                backend = path["backend"]["service"]
+                assert component(services[backend["name"]]) in FRONTS
+                assert backend["port"] == {"name": "http"}
+    assert all(s["spec"]["type"] == "ClusterIP" for s in services.values())
+
+
+# --- pods -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_every_deployment_container_has_probes_of_its_kind(name) -> None:
+    for deployment in of_kind(rendered(name), "Deployment"):
+        for container in containers(deployment):
+            for probe in ("readinessProbe", "livenessProbe"):
+                kind = "httpGet" if component(deployment) in FRONTS else "grpc"
+                assert kind in container[probe], (component(deployment), probe)
+            if component(deployment) not in FRONTS:
+                assert container["startupProbe"]["grpc"]["port"] == container["ports"][0][
+                    "containerPort"
+                ]
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_every_container_has_limits_and_a_locked_down_security_context(name) -> None:
+    for workload in workloads(rendered(name)):
+        pod = workload["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] > 0
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["automountServiceAccountToken"] is False
+        for container in containers(workload):
+            for bound in ("requests", "limits"):
+                assert set(container["resources"][bound]) == {"cpu", "memory"}
+            security = container["securityContext"]
+            assert security["readOnlyRootFilesystem"] is True
+            assert security["allowPrivilegeEscalation"] is False
+            assert security["runAsNonRoot"] is True
+            assert security["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_requests_cover_the_measured_peak_rss() -> None:
+    # README, Scale: peak RSS at 10k facts (MiB); a request below it would evict at rest.
+    peak_mib = {"retrieval": 897, "knowledge": 111, "gateway": 96, "api": 69,
+                "identity": 64, "snapshot": 65, "migrations": 69}
+    deployments = {component(w): w for w in workloads(rendered("default"))}
+    for name, peak in peak_mib.items():
+        [container] = containers(deployments[name])
+        request = container["resources"]["requests"]["memory"]
+        limit = container["resources"]["limits"]["memory"]
+        assert _mebibytes(request) >= peak and _mebibytes(limit) >= 1.2 * _mebibytes(request)
+    [retrieval] = containers(deployments["retrieval"])
+    assert _mebibytes(retrieval["resources"]["limits"]["memory"]) >= 2069  # the 100k peak
+
+
+def test_the_config_checksum_follows_the_config() -> None:
+    def checksums(values):
+        return {
+            component(d): d["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+            for d in of_kind(manifests(values), "Deployment")
+        }
+
+    before, after = checksums({}), checksums({"logLevel": "DEBUG"})
+    assert set(before) == set(after) and all(before[c] != after[c] for c in before)
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_every_container_runs_a_command_the_test_suite_runs(name) -> None:
+    for workload in workloads(rendered(name)):
+        [container] = containers(workload)
+        command = container["command"]
+        if command[:2] == ["vera", "serve"]:
+            assert command[2] in SERVICE_NAMES and command[3] == "--address"
+        else:
+            assert command in (
+                ["python", "-m", "vera.entrypoints.mcp.main"],
+                ["python", "-m", "vera.entrypoints.api.main"],
+                ["vera", "migrate"],
+            )
+
+
+# --- components ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_each_component_has_a_deployment_and_a_service_on_its_port(name) -> None:
+    objects = rendered(name)
+    deployments = by_component(objects, "Deployment")
+    services = by_component(objects, "Service")
+    assert set(deployments) == {*FRONTS, *GRPC, *SINGLETONS}
+    assert set(services) == {*FRONTS, *GRPC}  # the singletons take no requests
+    env = _container_env(objects, deployments["gateway"])
+    for svc in GRPC:
+        service = services[svc]
+        [port] = service["spec"]["ports"]
+        assert selects({"matchLabels": service["spec"]["selector"]}, pod_labels(deployments[svc]))
+        assert env[f"VERA_SERVICES__{svc.upper()}"] == (
+            f"{service['metadata']['name']}:{port['port']}"
+        )
+        for singleton in SINGLETONS:
+            labels = pod_labels(deployments[singleton])
+            assert not selects({"matchLabels": service["spec"]["selector"]}, labels)
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_background_work_runs_in_exactly_one_pod(name) -> None:
+    objects = rendered(name)
+    deployments = by_component(objects, "Deployment")
+
+    def env_of(component_name):
+        return _container_env(objects, deployments[component_name])
+
+    assert env_of("knowledge")["VERA_KNOWLEDGE__COMMUNITY_REFRESH_SECONDS"] == "0"
+    assert env_of("snapshot")["VERA_SNAPSHOT__SWEEP_INTERVAL_SECONDS"] == "0"
+    assert float(env_of("knowledge-maintenance")["VERA_KNOWLEDGE__COMMUNITY_REFRESH_SECONDS"]) > 0
+    assert float(env_of("snapshot-maintenance")["VERA_SNAPSHOT__SWEEP_INTERVAL_SECONDS"]) > 0
+    for singleton in (*SINGLETONS, "retrieval"):
+        spec = deployments[singleton]["spec"]
+        assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    # The settings the chart sets are real ones: they parse into vera's Settings.
+    for singleton in (*SINGLETONS, "knowledge", "snapshot"):
+        _settings_from(env_of(singleton))
+
+
+def test_retrieval_refuses_more_than_one_replica_naming_the_field() -> None:
+    with pytest.raises(helm_python.HelmValuesError, match="/retrieval/replicas"):
+        manifests({"retrieval": {"replicas": 2}})
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_migrations_run_once_per_release_as_a_hook_before_the_services(name) -> None:
+    objects = rendered(name)
+    [job] = of_kind(objects, "Job")
+    annotations = job["metadata"]["annotations"]
+    assert set(annotations["helm.sh/hook"].split(",")) == {"pre-install", "pre-upgrade"}
+    assert containers(job)[0]["command"] == ["vera", "migrate"]
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    # A hook runs before the release's ConfigMap exists: the Job must not read it.
+    assert "envFrom" not in containers(job)[0]
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_the_gateway_is_autoscaled_and_protected_from_disruption(name) -> None:
+    objects = rendered(name)
+    gateway = by_component(objects, "Deployment")["gateway"]
+    hpas = by_component(objects, "HorizontalPodAutoscaler")
+    pdbs = by_component(objects, "PodDisruptionBudget")
+    if value_set(name).get("gateway", {}).get("autoscaling", {}).get("enabled", True):
+        assert hpas["gateway"]["spec"]["scaleTargetRef"]["name"] == gateway["metadata"]["name"]
+        assert "replicas" not in gateway["spec"]  # the HPA owns the count
+        assert selects(pdbs["gateway"]["spec"]["selector"], pod_labels(gateway))
+    assert set(hpas) <= {"gateway"} and set(pdbs) <= {"gateway"}
+
+
+# --- network policies ---------------------------------------------------------------------
+
+
+def _policies(objects):
+    return of_kind(objects, "NetworkPolicy")
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_network_policies_select_every_component(name) -> None:
+    objects = rendered(name)
+    policies = _policies(objects)
+    for workload in workloads(objects):
+        labels = pod_labels(workload)
+        selecting = [p for p in policies if selects(p["spec"]["podSelector"], labels)]
+        default_deny = [p for p in selecting if p["metadata"]["name"].endswith("default-deny")]
+        assert default_deny and set(default_deny[0]["spec"]["policyTypes"]) == {
+            "Ingress", "Egress"}
+        assert len(selecting) >= 2, component(workload)  # its own allowances too
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_only_the_gateway_and_the_api_take_ingress_from_outside(name) -> None:
+    objects = rendered(name)
+    for policy in _policies(objects):
+        for rule in policy["spec"].get("ingress", []):
+            if "from" in rule and all("podSelector" in peer and len(peer) == 1
+                                      for peer in rule["from"]):
+                continue  # in-namespace pods only
+            selected = {
+                component(w) for w in workloads(objects)
+                if selects(policy["spec"]["podSelector"], pod_labels(w))
+            }
+            assert selected <= set(FRONTS), policy["metadata"]["name"]
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_only_the_fronts_and_the_documented_callers_reach_each_grpc_service(name) -> None:
+    objects = rendered(name)
+    callers = {
+        "identity": set(FRONTS), "retrieval": set(FRONTS), "snapshot": set(FRONTS),
+        "knowledge": {*FRONTS, "retrieval", "snapshot", "snapshot-maintenance"},
+    }
+    by_name = {component(w): w for w in workloads(objects)}
+    for svc in GRPC:
+        labels = pod_labels(by_name[svc])
+        allowed = set()
+        for policy in _policies(objects):
+            if not selects(policy["spec"]["podSelector"], labels):
+                continue
+            for rule in policy["spec"].get("ingress", []):
+                for peer in rule["from"]:
+                    allowed |= {
+                        c for c, w in by_name.items() if selects(peer["podSelector"], pod_labels(w))
+                    }
+        assert allowed == callers[svc], svc
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_only_processes_that_own_a_schema_reach_postgresql(name) -> None:
+    objects = rendered(name)
+    port = 5432
+    for workload in workloads(objects):
+        reaches = any(
+            any(p.get("port") == port for p in rule.get("ports", []))
+            for policy in _policies(objects)
+            if selects(policy["spec"]["podSelector"], pod_labels(workload))
+            for rule in policy["spec"].get("egress", [])
+        )
+        assert reaches == (component(workload) not in FRONTS), component(workload)
+        has_dsn = any("VERA_DATABASE__DSN" == e["name"] for c in containers(workload)
+                      for e in c.get("env", []))
+        assert has_dsn == (component(workload) not in FRONTS)
+
+
+# --- secrets ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_no_secret_is_rendered_in_clear(name) -> None:
+    objects = rendered(name)
+    assert of_kind(objects, "Secret") == []  # credentials are existing Secrets by reference
+    for config in of_kind(objects, "ConfigMap"):
+        assert not set(config["data"]) & SECRET_VARIABLES
+    for workload in workloads(objects):
+        for container in containers(workload):
+            for env in container.get("env", []):
+                if env["name"] in SECRET_VARIABLES:
+                    assert set(env) == {"name", "valueFrom"}
+                    assert set(env["valueFrom"]) == {"secretKeyRef"}
+            if workload["kind"] == "Deployment":  # every component signs its gRPC calls
+                assert "VERA_RPC__AUTH_KEY" in {e["name"] for e in container["env"]}
+
+
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [
+        ({"database": {"dsn": "postgresql://vera:pw@db/vera"}}, "/database"),
+        ({"rpc": {"authKey": "k" * 32}}, "/rpc"),
+        ({"auth": {"mode": "jwt", "jwt": {"secret": "s" * 32}}}, "/auth/jwt/secret"),
+        ({"vectorStore": {"apiKey": "q"}}, "/vectorStore"),
+    ],
+)
+def test_a_secret_given_in_clear_as_a_value_is_refused_naming_the_field(values, field) -> None:
+    with pytest.raises(helm_python.HelmValuesError, match=field):
+        manifests(values)
+
+
+def test_the_default_values_hold_no_credential() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def leaves(node, path=()):
+        if isinstance(node, dict):
+            for key, child in node.items():
+                yield from leaves(child, (*path, key))
+        else:
+            yield path, node
+
+    for path, value in leaves(values):
+        if any(word in path[-1].lower() for word in ("secret", "password", "token", "dsn")):
+            assert value in ("", None, False, []), path
+        assert "://" not in str(value) or "@" not in str(value), path  # no credentials in URLs
+
+
+# --- authentication -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_the_gateway_starts_authenticated_with_the_rendered_config(name) -> None:
+    objects = rendered(name)
+    gateway = by_component(objects, "Deployment")["gateway"]
+    settings = _settings_from(_container_env(objects, gateway))
+    assert settings.auth_profile == "remote-authenticated"
+    assert settings.environment != "local"
+    check_startup(settings)  # raises on a configuration the gateway would refuse
+    assert "vera.example.com" in settings.mcp.allowed_hosts
+    assert settings.mcp.allowed_origins == ["https://vera.example.com"]
+
+
+def test_oidc_without_its_issuer_is_refused_naming_the_field() -> None:
+    with pytest.raises(helm_python.HelmValuesError, match="/auth/oidc/issuer"):
+        manifests({"auth": {"mode": "oidc"}})
+
+
+def test_an_unauthenticated_gateway_renders_only_with_the_loud_value() -> None:
+    with pytest.raises(helm_python.HelmValuesError, match="/auth/mode"):
+        manifests({"auth": {"mode": "none"}})
+    values = {"auth": {"INSECUREUnauthenticatedGateway": True}}
+    objects = manifests(values)
+    gateway = by_component(objects, "Deployment")["gateway"]
+    settings = _settings_from(_container_env(objects, gateway))
+    assert settings.auth_profile == "local-dev"
+    assert settings.mcp.allow_unauthenticated_non_loopback is True
+    notes = next(text for path, text in render_files(values).items() if path.endswith(".txt"))
+    assert "INSECUREUnauthenticatedGateway" in notes
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _container_env(objects, workload) -> dict[str, str]:
+    """The container's environment as the process sees it: its ConfigMap plus its own env
+    (a secretKeyRef becomes a stand-in value of a valid length)."""
+    [container] = containers(workload)
+    env: dict[str, str] = {}
+    configs = {c["metadata"]["name"]: c["data"] for c in of_kind(objects, "ConfigMap")}
+    for source in container.get("envFrom", []):
+        env.update(configs[source["configMapRef"]["name"]])
+    for item in container.get("env", []):
+        env[item["name"]] = item.get("value", "s" * 48)
+    return env
+
+
+def _settings_from(env: dict[str, str]) -> Settings:
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        return load_settings()
+
+
+def _mebibytes(quantity: str) -> float:
+    units = {"Mi": 1, "Gi": 1024}
+    return float(quantity[:-2]) * units[quantity[-2:]]
