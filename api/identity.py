@@ -11,8 +11,14 @@ what (administrators, workspace owners). Errors carry the same stable codes as M
     DELETE /identity/api-keys/{key_id}                revoke one of the caller's keys
     POST   /identity/workspaces                       create a workspace (the caller owns it)
     GET    /identity/workspaces/{id}/members          members (member or admin), paged
-    PUT    /identity/workspaces/{id}/members/{pid}    add a member / change its role (owner, admin)
-    DELETE /identity/workspaces/{id}/members/{pid}    remove a member (owner, admin)
+    PUT    /identity/workspaces/{id}/members/{pid}    change a member's role (owner, admin); a
+                                                      non-member: an owner invites it (202),
+                                                      an administrator adds it directly
+    DELETE /identity/workspaces/{id}/members/{pid}    remove a member or its invitation (owner,
+                                                      admin)
+    GET    /identity/invitations                      the caller's pending invitations, paged
+    POST   /identity/invitations/{id}/accept          join the workspace it invites to
+    POST   /identity/invitations/{id}/decline         delete it
     POST   /identity/workspaces/{id}/projects         attach a shared project (owner, admin)
     POST   /identity/mcp-token                        a non-expiring MCP JWT for the caller
     DELETE /identity/users/{pid}/personal-knowledge   admin: erase a principal's personal
@@ -144,6 +150,8 @@ async def _new_account(request: Request, actor: str, body: dict[str, Any]) -> Re
         actor_principal_id=actor,
         display_name=_text(body, "display_name"),
         admin=_flag(body, "admin"),
+        email=_text(body, "email"),
+        email_issuer=_text(body, "email_issuer"),
     ))
     key = await identity.CreateApiKey(pb.CreateApiKeyRequest(
         principal_id=user.principal.principal_id, label="initial"))
@@ -165,7 +173,8 @@ async def register(request: Request, caller: None, body: dict[str, Any]) -> Resp
 
 
 async def create_user(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
-    only_fields(body, "display_name", "admin")
+    # The administrator vouches for the email, valid for external identities of one issuer.
+    only_fields(body, "display_name", "admin", "email", "email_issuer")
     return await _new_account(request, caller.principal_id, body)
 
 
@@ -241,6 +250,9 @@ async def set_member(request: Request, caller: RestCaller, body: dict[str, Any])
         workspace_id=request.path_params["workspace_id"],
         principal_id=request.path_params["principal_id"],
         role=role))
+    if reply.HasField("invitation"):
+        # Not a member until the invitee accepts: nothing of the workspace is readable yet.
+        return JSONResponse(_invitation(reply.invitation), status_code=202)
     return JSONResponse({"principal_id": reply.member.principal_id,
                          "role": _ROLE_NAMES[reply.member.role]})
 
@@ -252,6 +264,50 @@ async def remove_member(request: Request, caller: RestCaller, body: dict[str, An
             workspace_id=request.path_params["workspace_id"],
             principal_id=request.path_params["principal_id"]))
     return JSONResponse({"removed": reply.removed})
+
+
+def _invitation(invitation: pb.Invitation) -> dict[str, Any]:
+    ws = invitation.workspace
+    return {
+        "invitation_id": invitation.invitation_id,
+        "workspace": {"workspace_id": ws.workspace_id, "slug": ws.slug,
+                      "display_name": ws.display_name,
+                      "owner_principal_id": ws.owner_principal_id},
+        "principal_id": invitation.principal_id,
+        "role": _ROLE_NAMES[invitation.role],
+        "inviter_principal_id": invitation.inviter_principal_id,
+        "created_at": json_format.MessageToJson(invitation.create_time).strip('"'),
+        "status": "pending",
+    }
+
+
+async def list_invitations(request: Request, caller: RestCaller, body: dict[str, Any]
+                           ) -> Response:
+    size, token = _page(request)
+    reply = await _backends(request).identity.ListInvitations(pb.ListInvitationsRequest(
+        actor_principal_id=caller.principal_id, page_size=size, page_token=token))
+    return JSONResponse({"invitations": [_invitation(i) for i in reply.invitations],
+                         "next_page_token": reply.next_page_token or None})
+
+
+async def accept_invitation(request: Request, caller: RestCaller, body: dict[str, Any]
+                            ) -> Response:
+    only_fields(body)
+    reply = await _backends(request).identity.AcceptInvitation(pb.AcceptInvitationRequest(
+        actor_principal_id=caller.principal_id,
+        invitation_id=request.path_params["invitation_id"]))
+    return JSONResponse({"workspace_id": reply.workspace.workspace_id,
+                         "principal_id": reply.member.principal_id,
+                         "role": _ROLE_NAMES[reply.member.role]})
+
+
+async def decline_invitation(request: Request, caller: RestCaller, body: dict[str, Any]
+                             ) -> Response:
+    only_fields(body)
+    reply = await _backends(request).identity.DeclineInvitation(pb.DeclineInvitationRequest(
+        actor_principal_id=caller.principal_id,
+        invitation_id=request.path_params["invitation_id"]))
+    return JSONResponse({**_invitation(reply.invitation), "status": "declined"})
 
 
 async def attach_project(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
@@ -353,6 +409,11 @@ routes = [
     Route("/identity/workspaces/{workspace_id}/members/{principal_id}", _route(remove_member),
           methods=["DELETE"]),
     Route("/identity/workspaces/{workspace_id}/projects", _route(attach_project),
+          methods=["POST"]),
+    Route("/identity/invitations", _route(list_invitations), methods=["GET"]),
+    Route("/identity/invitations/{invitation_id}/accept", _route(accept_invitation),
+          methods=["POST"]),
+    Route("/identity/invitations/{invitation_id}/decline", _route(decline_invitation),
           methods=["POST"]),
     Route("/identity/mcp-token", _route(mcp_token), methods=["POST"]),
     Route("/identity/users/{principal_id}/personal-knowledge",

@@ -218,6 +218,16 @@ async def test_workspace_membership_lifecycle(api) -> None:
     assert ws.status_code == 201
     wid = ws.json()["workspace_id"]
     path = f"/identity/workspaces/{wid}/members/{member['principal_id']}"
+    # An owner's add is an invitation the member accepts (a deliberate contract change).
+    invited = await api.put(path, headers=bearer(owner["api_key"]), json={"role": "curator"})
+    assert invited.status_code == 202
+    assert (invited.json()["role"], invited.json()["status"]) == ("curator", "pending")
+    accepted = await api.post(
+        f"/identity/invitations/{invited.json()['invitation_id']}/accept",
+        headers=bearer(member["api_key"]), json={})
+    assert accepted.status_code == 200
+    assert accepted.json() == {"workspace_id": wid, "principal_id": member["principal_id"],
+                               "role": "curator"}
     added = await api.put(path, headers=bearer(owner["api_key"]), json={"role": "curator"})
     assert added.status_code == 200
     assert added.json()["role"] == "curator"
@@ -239,6 +249,80 @@ async def test_workspace_membership_lifecycle(api) -> None:
     taken = await api.post("/identity/workspaces", headers=bearer(outsider["api_key"]),
                            json={"slug": "acme"})
     assert taken.status_code == 400
+
+
+async def test_membership_is_an_invitation_the_invitee_accepts(api, identity_address) -> None:
+    owner, invitee, other = [await register(api, n) for n in ("o", "i", "x")]
+    wid = (await api.post("/identity/workspaces", headers=bearer(owner["api_key"]),
+                          json={"slug": "acme"})).json()["workspace_id"]
+    path = f"/identity/workspaces/{wid}/members/{invitee['principal_id']}"
+    invited = await api.put(path, headers=bearer(owner["api_key"]), json={})
+    assert invited.status_code == 202
+    body = invited.json()
+    assert body["workspace"]["workspace_id"] == wid and body["workspace"]["slug"] == "acme"
+    assert (body["principal_id"], body["role"], body["inviter_principal_id"]) == (
+        invitee["principal_id"], "member", owner["principal_id"])
+    # Until it accepts, the invitee is no member: the workspace is invisible to it.
+    assert (await api.get(f"/identity/workspaces/{wid}/members",
+                          headers=bearer(invitee["api_key"]))).status_code == 404
+    listed = await api.get("/identity/invitations", headers=bearer(invitee["api_key"]))
+    assert listed.status_code == 200
+    assert [i["invitation_id"] for i in listed.json()["invitations"]] == [body["invitation_id"]]
+    assert listed.json()["next_page_token"] is None
+    assert (await api.get("/identity/invitations", headers=bearer(other["api_key"]))
+            ).json()["invitations"] == []
+    accept = f"/identity/invitations/{body['invitation_id']}/accept"
+    decline = f"/identity/invitations/{body['invitation_id']}/decline"
+    for route in (accept, decline):
+        stolen = await api.post(route, headers=bearer(other["api_key"]), json={})
+        assert stolen.status_code == 404
+        assert stolen.json()["error"]["code"] == "not_found"
+    declined = await api.post(decline, headers=bearer(invitee["api_key"]), json={})
+    assert declined.status_code == 200 and declined.json()["status"] == "declined"
+    assert (await api.post(accept, headers=bearer(invitee["api_key"]), json={})
+            ).status_code == 404
+
+    again = (await api.put(path, headers=bearer(owner["api_key"]), json={})).json()
+    joined = await api.post(f"/identity/invitations/{again['invitation_id']}/accept",
+                            headers=bearer(invitee["api_key"]), json={})
+    assert joined.status_code == 200
+    members = await api.get(f"/identity/workspaces/{wid}/members",
+                            headers=bearer(invitee["api_key"]))
+    assert {m["principal_id"] for m in members.json()["members"]} == {
+        owner["principal_id"], invitee["principal_id"]}
+
+    # An administrator adds directly.
+    _, admin_key = await first_admin(identity_address)
+    direct = await api.put(f"/identity/workspaces/{wid}/members/{other['principal_id']}",
+                           headers=bearer(admin_key), json={"role": "curator"})
+    assert direct.status_code == 200
+    assert direct.json() == {"principal_id": other["principal_id"], "role": "curator"}
+
+
+async def test_an_administrator_records_a_users_verified_email(api, identity_address,
+                                                               pg_dsn) -> None:
+    _, admin_key = await first_admin(identity_address)
+    created = await api.post("/identity/users", headers=bearer(admin_key), json={
+        "display_name": "carol", "email": "Carol@Example.com",
+        "email_issuer": "https://login.idp.test"})
+    assert created.status_code == 201, created.text
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        rows = await conn.fetch("SELECT issuer, email, principal_id FROM identity.principal_emails")
+    finally:
+        await conn.close()
+    assert [tuple(r) for r in rows] == [
+        ("https://login.idp.test", "carol@example.com", uuid.UUID(created.json()["principal_id"]))]
+    half = await api.post("/identity/users", headers=bearer(admin_key),
+                          json={"display_name": "dave", "email": "dave@example.com"})
+    assert half.status_code == 400
+    assert half.json()["error"]["field"] == "email_issuer"
+    # Self-registration cannot claim an address: it would receive that person's first login.
+    claimed = await api.post("/identity/register", json={
+        "display_name": "eve", "email": "carol@example.com",
+        "email_issuer": "https://login.idp.test"})
+    assert claimed.status_code == 400
+    assert claimed.json()["error"]["code"] == "invalid_input"
 
 
 async def test_attach_project_only_for_its_owner(api, identity_address) -> None:

@@ -143,3 +143,87 @@ async def test_gateway_maps_an_external_token_through_real_identity(real_identit
     mapped = await ensure(real_identity.stub, IDP, "carol")
     assert mapped.created is False and mapped.principal.principal_id == principal
     uuid.UUID(principal)
+
+
+async def test_an_email_an_administrator_records_links_that_issuers_token(
+    real_identity, fakes, serve
+):
+    """POST /identity/users with email and email_issuer, then a real external token from
+    that issuer asserting the verified email maps to that user; the same email recorded for
+    another issuer does not link."""
+    import httpx
+
+    from vera.api.app import build_app as build_api
+
+    root = (
+        await real_identity.stub.CreateUser(pb.CreateUserRequest(display_name="root", admin=True))
+    ).principal
+    admin_key = (
+        await real_identity.stub.CreateApiKey(
+            pb.CreateApiKeyRequest(principal_id=root.principal_id)
+        )
+    ).api_key
+    api_app = build_api(
+        Settings(environment="dev", services=ServiceAddresses(identity=real_identity.address))
+    )
+    created = {}
+    async with api_app.router.lifespan_context(api_app):
+        transport = httpx.ASGITransport(app=api_app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8081") as api:
+            for name, email, issuer in (
+                ("erin", "erin@example.com", IDP),
+                ("frank", "frank@example.com", OTHER_IDP),
+            ):
+                reply = await api.post(
+                    "/identity/users",
+                    headers={"authorization": f"Bearer {admin_key}"},
+                    json={"display_name": name, "email": email, "email_issuer": issuer},
+                )
+                assert reply.status_code == 201, reply.text
+                created[name] = reply.json()["principal_id"]
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    settings = Settings(
+        environment="prod",
+        mcp=McpSettings(
+            port=0,
+            auth_audience=AUDIENCE,
+            oauth_issuer=IDP,
+            oauth_signing_key=pem,
+            quota_enabled=False,
+        ),
+        services=ServiceAddresses(
+            identity=real_identity.address,
+            knowledge=fakes.address,
+            retrieval=fakes.address,
+            snapshot=fakes.address,
+        ),
+        observability=ObservabilitySettings(mcp_metrics_enabled=False),
+    )
+
+    async def principal_of(subject: str, email: str) -> str:
+        claims = {
+            "iss": IDP,
+            "sub": subject,
+            "aud": AUDIENCE,
+            "scope": "memory:read",
+            "exp": 4_102_444_800,
+            "email": email,
+            "email_verified": True,
+        }
+        token = jwt.encode(claims, key, algorithm="RS256")
+        http = create_mcp_http_client(headers={"authorization": f"Bearer {token}"})
+        async with Client(streamable_http_client(gw.url, http_client=http)) as client:
+            boot = (await client.call_tool("knowledge_bootstrap", {})).structured_content
+        return boot["principal"]["principal_id"]
+
+    async with serve(settings) as gw:
+        assert await principal_of("erin-sso", "Erin@Example.com") == created["erin"]
+        # frank's email is vouched for at the other issuer only: this issuer's token for it
+        # gets a principal of its own.
+        assert await principal_of("frank-sso", "frank@example.com") not in created.values()

@@ -104,6 +104,18 @@ def bearer(key: str) -> dict[str, str]:
     return {"authorization": f"Bearer {key}"}
 
 
+async def add_member(api: httpx.AsyncClient, owner: dict[str, Any], workspace_id: str,
+                     member: dict[str, Any]) -> None:
+    """The owner invites, the member accepts: membership needs the member's consent."""
+    invited = await api.put(f"/identity/workspaces/{workspace_id}/members/"
+                            f"{member['principal_id']}", headers=bearer(owner["api_key"]),
+                            json={})
+    assert invited.status_code == 202, invited.text
+    accepted = await api.post(f"/identity/invitations/{invited.json()['invitation_id']}/accept",
+                              headers=bearer(member["api_key"]), json={})
+    assert accepted.status_code == 200, accepted.text
+
+
 def gateway_settings(addresses: ServiceAddresses) -> Settings:
     return Settings(
         environment="local",

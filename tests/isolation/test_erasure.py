@@ -8,7 +8,7 @@ import json
 import uuid
 
 import asyncpg
-from isolation_stack import bearer
+from isolation_stack import add_member, bearer
 
 from vera.identity.v1 import identity_pb2
 
@@ -32,13 +32,12 @@ async def test_admin_erases_personal_knowledge_everywhere(stack) -> None:
     assert (await stack.api.post(f"/identity/workspaces/{ws}/projects",
                                  headers=bearer(carol["api_key"]),
                                  json={"project": project.slug})).status_code == 200
-    assert (await stack.api.put(f"/identity/workspaces/{ws}/members/{alice['principal_id']}",
-                                headers=bearer(carol["api_key"]), json={})).status_code == 200
+    await add_member(stack.api, carol, ws, alice)
 
     # A proposal carol verifies into the shared project: shared truth that must survive.
     verified = await stack.ok(alice, "knowledge_propose", {
         "subject": "ledger-api", "predicate": "deploys_to", "object": VERIFIED_OBJECT,
-        "task_ref": "t-0"})
+        "task_ref": "t-0", "project": project.slug})
     decided = await stack.api.post(
         f"/curation/projects/{project.project_id}/proposals/"
         f"{verified['fact']['fact_key']}/verify", headers=bearer(carol["api_key"]), json={})
@@ -46,7 +45,8 @@ async def test_admin_erases_personal_knowledge_everywhere(stack) -> None:
 
     proposed = await stack.ok(alice, "knowledge_propose", {
         "subject": "billing-service", "predicate": "deploys_to", "object": SECRET_OBJECT,
-        "evidence_text": f"runbook says {SECRET_OBJECT}", "task_ref": "t-1"})
+        "evidence_text": f"runbook says {SECRET_OBJECT}", "task_ref": "t-1",
+        "project": project.slug})
     assert proposed["outcome"] == "created"
     alice_key = proposed["fact"]["fact_key"]
     await stack.ok(bob, "knowledge_propose", {

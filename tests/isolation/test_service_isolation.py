@@ -93,7 +93,7 @@ async def test_foreign_ids_behave_like_missing_ones(stack) -> None:
 async def test_project_selection_through_the_gateway(stack) -> None:
     """project_out_of_scope for another tenant's project (same as a missing one, nothing
     written) and ambiguous_project when a member of two workspaces names none."""
-    from isolation_stack import bearer
+    from isolation_stack import add_member, bearer
 
     from vera.identity.v1 import identity_pb2
 
@@ -136,10 +136,7 @@ async def test_project_selection_through_the_gateway(stack) -> None:
 
         # Carol, a member of both workspaces, must choose.
         for name in ("alice", "bob"):
-            owner, ws = users[name], projects[name][1]
-            assert (await stack.api.put(
-                f"/identity/workspaces/{ws}/members/{users['carol']['principal_id']}",
-                headers=bearer(owner["api_key"]), json={})).status_code == 200
+            await add_member(stack.api, users[name], projects[name][1], users["carol"])
         for tool, extra in (("knowledge_get_context", {"query": "x", "persist": True}),
                             ("knowledge_create_snapshot", {})):
             got = await stack.call(users["carol"], tool, extra)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from isolation_stack import add_member
 
 from vera.errors import AmbiguousProject, ProjectOutOfScope
 from vera.identity.v1 import identity_pb2 as pb
@@ -43,9 +44,7 @@ async def test_two_principals_in_two_workspaces(api, stub) -> None:
     bob, bob_project = await tenant(api, stub, "bob")
     # A member bob adds reads bob's project, never alice's.
     carol = (await api.post("/identity/register", json={"display_name": "carol"})).json()
-    added = await api.put(f"/identity/workspaces/{bob['workspace_id']}/members/"
-                          f"{carol['principal_id']}", headers=bearer(bob["api_key"]), json={})
-    assert added.status_code == 200
+    await add_member(api, bob, bob["workspace_id"], carol)
 
     for who, own, other in ((alice, alice_project, bob_project),
                             (bob, bob_project, alice_project),
@@ -69,9 +68,7 @@ async def test_two_principals_in_two_workspaces(api, stub) -> None:
             principal_id=carol["principal_id"], project=alice["personal_scope_id"]))
 
     # A member of both workspaces must choose: ambiguous_project.
-    added = await api.put(f"/identity/workspaces/{alice['workspace_id']}/members/"
-                          f"{carol['principal_id']}", headers=bearer(alice["api_key"]), json={})
-    assert added.status_code == 200
+    await add_member(api, alice, alice["workspace_id"], carol)
     with pytest.raises(AmbiguousProject):
         await stub.ResolveProject(pb.ResolveProjectRequest(principal_id=carol["principal_id"]))
 
