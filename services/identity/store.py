@@ -248,8 +248,8 @@ class PgIdentityStore:
             )
         return count is not None
 
-    # Workspace administration. No RPC exposes it yet (see the contract); tests and
-    # operators use it to place projects in workspaces and add members.
+    # Workspace administration: accounts.py decides who may call these; tests also call
+    # them directly to set up workspaces without the consent flow.
 
     async def create_workspace(
         self, owner_principal_id: uuid.UUID, slug: str, display_name: str = ""

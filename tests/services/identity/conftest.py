@@ -18,7 +18,7 @@ from vera.services.identity.store import PgIdentityStore
 @dataclass
 class Identity:
     stub: identity_pb2_grpc.IdentityServiceStub
-    store: PgIdentityStore  # workspace administration has no RPC yet
+    store: PgIdentityStore  # sets up workspaces directly, without the invitation flow
 
 
 @pytest.fixture
