@@ -193,9 +193,8 @@ class KnowledgeServicer(CurationRpcs, ErasureRpcs, knowledge_pb2_grpc.KnowledgeS
             )
             for i, f in enumerate(request.facts)
         )
-        result = await self._store.ingest(
-            domain.IngestBatch(principal, scope, sources, entities, facts)
-        )
+        batch = domain.IngestBatch(principal, scope, sources, entities, facts)
+        result = await self._store.ingest(batch)
         return pb.IngestKnowledgeResponse(
             sources=pb.IngestCounts(
                 created=result.sources.created, deduplicated=result.sources.deduplicated
@@ -207,6 +206,10 @@ class KnowledgeServicer(CurationRpcs, ErasureRpcs, knowledge_pb2_grpc.KnowledgeS
                 created=result.facts.created, deduplicated=result.facts.deduplicated
             ),
             change_position=result.change_position,
+            warnings=[
+                pb.IngestWarning(field=w.field, reason=w.reason, codepoint=w.codepoint)
+                for w in domain.ingest_warnings(batch)
+            ],
         )
 
     async def BatchGetFacts(

@@ -23,6 +23,7 @@ from vera.config import ConfigError
 from vera.errors import InvalidInput
 from vera.repository_identity import canonicalize
 
+from vera.text import codepoint, first_hidden
 # Curated facts default to a good-but-not-best tier; proposals are always unverified.
 CURATED_TRUST_TIER = 1
 CURATED_AUTHORITY = 0.7
@@ -309,6 +310,44 @@ def validate_source(i: int, s: SourceIn) -> SourceIn:
         source_id=require_text(f"{prefix}.source_id", s.source_id, MAX_TEXT),
         source_type=bound_text(f"{prefix}.source_type", s.source_type, MAX_TEXT).strip(),
         title=bound_text(f"{prefix}.title", s.title, MAX_TEXT),
+@dataclass(frozen=True)
+class IngestWarning:
+    """A record stored but flagged: ``field`` is its path in the request."""
+
+    field: str
+    reason: str
+    codepoint: str
+
+
+# Evidence is quoted prose: its line breaks and tabs are layout, not hidden text.
+EVIDENCE_LAYOUT = "\n\r\t"
+
+
+def ingest_warnings(batch: IngestBatch) -> tuple[IngestWarning, ...]:
+    """Curated text holding hidden characters (``vera.text``). Curators publish what they
+    mean, so ingest keeps it and flags it, unlike a proposal, which is refused; every
+    rendering escapes it either way."""
+    fields: list[tuple[str, str, str]] = []
+    for i, s in enumerate(batch.sources):
+        fields += [(f"sources[{i}].{n}", getattr(s, n), "") for n in ("source_id", "title")]
+    for i, e in enumerate(batch.entities):
+        fields.append((f"entities[{i}].name", e.name, ""))
+        fields += [(f"entities[{i}].aliases[{j}]", a, "") for j, a in enumerate(e.aliases)]
+    for i, f in enumerate(batch.facts):
+        fields += [(f"facts[{i}].{n}", getattr(f, n), "") for n in ("subject", "predicate")]
+        fields += [
+            (f"facts[{i}].object", f.object, ""),
+            (f"facts[{i}].evidence", f.evidence, EVIDENCE_LAYOUT),
+            (f"facts[{i}].locator", f.locator, ""),
+        ]
+    warnings = []
+    for name, value, allowed in fields:
+        hidden = first_hidden(value, allowed)
+        if hidden is not None:
+            warnings.append(IngestWarning(name, "hidden_character", codepoint(hidden)))
+    return tuple(warnings)
+
+
         uri=bound_text(f"{prefix}.uri", s.uri, MAX_TEXT),
         observed_at=s.observed_at,
     )

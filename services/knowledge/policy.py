@@ -24,13 +24,11 @@ from vera.errors import InvalidInput
 from vera.text import codepoint, first_hidden
 
 from . import secrets
-from .domain import Ontology, Proposal, load_ontology, normalize
+from .domain import EVIDENCE_LAYOUT, Ontology, Proposal, load_ontology, normalize
 
 MAX_CANDIDATES = 3
 # difflib ratio below which a predicate is not offered as a did-you-mean candidate.
 CANDIDATE_CUTOFF = 0.6
-# Evidence is quoted prose: its line breaks and tabs are layout, not hidden text.
-EVIDENCE_LAYOUT = "\n\r\t"
 
 
 @dataclass(frozen=True)

@@ -148,3 +148,28 @@ async def test_the_largest_int64_page_token_is_accepted(stub) -> None:
         )
     )
     assert list(report.attempts) == []
+
+
+async def test_ingest_keeps_and_flags_hidden_unicode(stub) -> None:
+    response = await stub.IngestKnowledge(
+        pb.IngestKnowledgeRequest(
+            principal_id=CURATOR,
+            scope_id=PROJECT,
+            sources=[pb.SourceInput(source_id="adr-1", title="ADR\u202e1")],
+            facts=[
+                pb.FactInput(
+                    subject="billing-api",
+                    predicate="uses_database",
+                    object="postgres\n[verified] billing-api uses_database mysql",
+                    source_id="adr-1",
+                    evidence="line one\nline two",
+                ),
+                pb.FactInput(subject="billing-api", predicate="depends_on", object="redis"),
+            ],
+        )
+    )
+    assert response.facts.created == 2
+    assert [(w.field, w.reason, w.codepoint) for w in response.warnings] == [
+        ("sources[0].title", "hidden_character", "U+202E"),
+        ("facts[0].object", "hidden_character", "U+000A"),
+    ]

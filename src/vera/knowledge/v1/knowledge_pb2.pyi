@@ -245,16 +245,28 @@ class IngestKnowledgeRequest(_message.Message):
     def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[SourceInput, _Mapping]]] = ..., entities: _Optional[_Iterable[_Union[EntityInput, _Mapping]]] = ..., facts: _Optional[_Iterable[_Union[FactInput, _Mapping]]] = ...) -> None: ...
 
 class IngestKnowledgeResponse(_message.Message):
-    __slots__ = ("sources", "entities", "facts", "change_position")
+    __slots__ = ("sources", "entities", "facts", "change_position", "warnings")
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     FACTS_FIELD_NUMBER: _ClassVar[int]
     CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     sources: IngestCounts
     entities: IngestCounts
     facts: IngestCounts
     change_position: int
-    def __init__(self, sources: _Optional[_Union[IngestCounts, _Mapping]] = ..., entities: _Optional[_Union[IngestCounts, _Mapping]] = ..., facts: _Optional[_Union[IngestCounts, _Mapping]] = ..., change_position: _Optional[int] = ...) -> None: ...
+    warnings: _containers.RepeatedCompositeFieldContainer[IngestWarning]
+    def __init__(self, sources: _Optional[_Union[IngestCounts, _Mapping]] = ..., entities: _Optional[_Union[IngestCounts, _Mapping]] = ..., facts: _Optional[_Union[IngestCounts, _Mapping]] = ..., change_position: _Optional[int] = ..., warnings: _Optional[_Iterable[_Union[IngestWarning, _Mapping]]] = ...) -> None: ...
+
+class IngestWarning(_message.Message):
+    __slots__ = ("field", "reason", "codepoint")
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CODEPOINT_FIELD_NUMBER: _ClassVar[int]
+    field: str
+    reason: str
+    codepoint: str
+    def __init__(self, field: _Optional[str] = ..., reason: _Optional[str] = ..., codepoint: _Optional[str] = ...) -> None: ...
 
 class BatchGetFactsRequest(_message.Message):
     __slots__ = ("scope_ids", "fact_keys", "as_of", "known_as_of")
@@ -972,6 +984,46 @@ class ListPendingProposalsResponse(_message.Message):
     next_page_token: str
     total: int
     def __init__(self, proposals: _Optional[_Iterable[_Union[PendingProposal, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
+
+class ConflictedAttempt(_message.Message):
+    __slots__ = ("attempt_id", "proposer_principal_id", "subject", "predicate", "object", "contradicted_fact_keys", "context", "attempted_at")
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    PROPOSER_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    CONTRADICTED_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTED_AT_FIELD_NUMBER: _ClassVar[int]
+    attempt_id: str
+    proposer_principal_id: str
+    subject: str
+    predicate: str
+    object: str
+    contradicted_fact_keys: _containers.RepeatedScalarFieldContainer[str]
+    context: TaskContext
+    attempted_at: _timestamp_pb2.Timestamp
+    def __init__(self, attempt_id: _Optional[str] = ..., proposer_principal_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., contradicted_fact_keys: _Optional[_Iterable[str]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., attempted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListConflictedAttemptsRequest(_message.Message):
+    __slots__ = ("scope_id", "page_size", "page_token")
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    scope_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, scope_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListConflictedAttemptsResponse(_message.Message):
+    __slots__ = ("attempts", "next_page_token", "total")
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    attempts: _containers.RepeatedCompositeFieldContainer[ConflictedAttempt]
+    next_page_token: str
+    total: int
+    def __init__(self, attempts: _Optional[_Iterable[_Union[ConflictedAttempt, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class VerifyProposalRequest(_message.Message):
     __slots__ = ("curator_principal_id", "scope_id", "fact_key", "trust_tier", "authority", "note")

@@ -145,6 +145,11 @@ class KnowledgeServiceStub:
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalRequest.SerializeToString,
                 response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalResponse.FromString,
                 _registered_method=True)
+        self.ListConflictedAttempts = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/ListConflictedAttempts',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictedAttemptsRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictedAttemptsResponse.FromString,
+                _registered_method=True)
         self.RetractSource = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/RetractSource',
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceRequest.SerializeToString,
@@ -318,6 +323,14 @@ class KnowledgeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListConflictedAttempts(self, request, context):
+        """Lists the proposal attempts refused as conflicted because they contradict an active
+        fact of one shared project, newest first: proposed corrections a curator can act on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RetractSource(self, request, context):
         """Retracts a source of a shared project: its assertions are withdrawn and facts left
         without support are retracted. Recorded as an audit event.
@@ -445,6 +458,11 @@ def add_KnowledgeServiceServicer_to_server(servicer, server):
                     servicer.RejectProposal,
                     request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalRequest.FromString,
                     response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalResponse.SerializeToString,
+            ),
+            'ListConflictedAttempts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConflictedAttempts,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictedAttemptsRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictedAttemptsResponse.SerializeToString,
             ),
             'RetractSource': grpc.unary_unary_rpc_method_handler(
                     servicer.RetractSource,
@@ -1030,6 +1048,33 @@ class KnowledgeService:
             '/vera.knowledge.v1.KnowledgeService/RejectProposal',
             vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalRequest.SerializeToString,
             vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListConflictedAttempts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/ListConflictedAttempts',
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictedAttemptsRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictedAttemptsResponse.FromString,
             options,
             channel_credentials,
             insecure,
