@@ -99,7 +99,8 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
                                      if context_weight is None else context_weight)
             retriever = Retriever(embedder, vectors, lexical, source, candidate_pool=50,
                                   stale_source_days=100_000, features=lexical,
-                                  reranker=reranker, stages=Stages(**stage_flags))
+                                  reranker=reranker, stages=Stages(**stage_flags),
+                                  assembler_version="bench-ablation")
             tally = Tally()
             for conv in tqdm(conversations, desc=name, file=sys.stderr):
                 for q in conv.questions:
@@ -201,7 +202,8 @@ async def rerank_rows(conversations, embedder, vectors, lexical_factory, source,
                                                           weight=LATE_INTERACTION_WEIGHT))
     lexical = lexical_factory()
     retriever = Retriever(embedder, vectors, lexical, source, candidate_pool=50,
-                          stale_source_days=100_000, features=lexical, reranker=recorder)
+                          stale_source_days=100_000, features=lexical, reranker=recorder,
+                          assembler_version="bench-ablation")
     from vera.services.retrieval.model import Filters
 
     records: list[dict] = []

@@ -479,6 +479,7 @@ async def in_process_pipeline(data_dir: Path, stack_pid: int,
     service does on start) and a copy of its qdrant-edge shard; no gateway, no gRPC."""
     from bench.ablation import DictFacts
     from vera.db.pool import create_pool
+    from vera.services.retrieval.contract import assembler_version
     from vera.services.retrieval.embedding import load_embedder
     from vera.services.retrieval.lexical import PgLexicalIndex
     from vera.services.retrieval.memory import FactMemory
@@ -516,7 +517,7 @@ async def in_process_pipeline(data_dir: Path, stack_pid: int,
         retriever = Retriever(embedder, vectors, lexical, DictFacts(facts),
                               candidate_pool=rs.candidate_pool,
                               stale_source_days=rs.stale_source_days, features=lexical,
-                              reranker=reranker)
+                              reranker=reranker, assembler_version=assembler_version(rs))
         yield InProcessPipeline(retriever, embedder, setup)
     finally:
         await lexical.close()

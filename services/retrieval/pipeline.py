@@ -65,9 +65,6 @@ MAX_QUERY_CHARS = 8000
 CHARS_PER_TOKEN = 4
 OMITTED_CAP = 50
 
-# Bump a part when its behaviour changes: persisted packs record which contract made them.
-ASSEMBLER_VERSION = "assembler-1;minilm-l6-v2;index-1"
-
 REASON_LIMIT = "limit"
 REASON_CONFLICT_HANDLING = "conflict_handling"
 REASON_TOKEN_BUDGET = "token_budget"
@@ -300,7 +297,10 @@ class Retriever:
         features: FeatureSource | None = None,
         reranker: Reranker | None = None,
         stages: Stages = Stages(),
+        assembler_version: str,
     ) -> None:
+        """``assembler_version`` is the contract these parts rank by (``contract.py``
+        derives it); every assembled context reports it, and snapshot replay checks it."""
         self._embedder = embedder
         self._vectors = vectors
         self._lexical = lexical
@@ -311,6 +311,7 @@ class Retriever:
         self._features = features
         self._reranker = reranker
         self.stages = stages
+        self.assembler_version = assembler_version
 
     async def search(
         self, scope_ids: Sequence[str], query: str, limit: int, filters: Filters
@@ -380,7 +381,7 @@ class Retriever:
             omitted=omitted[:OMITTED_CAP],
             empty_reason=empty_reason,
             token_estimate=spent,
-            assembler_version=ASSEMBLER_VERSION,
+            assembler_version=self.assembler_version,
         )
 
     async def _rank(

@@ -14,6 +14,7 @@ from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 from vera.services.retrieval.api import RetrievalApi
+from vera.services.retrieval.contract import assembler_version
 from vera.services.retrieval.embedding import load_embedder
 from vera.services.retrieval.indexer import ChangeIndexer
 from vera.services.retrieval.knowledge_source import KnowledgeFactSource
@@ -90,6 +91,7 @@ async def create(
             stale_source_days=rs.stale_source_days,
             features=lexical,
             reranker=reranker,
+            assembler_version=assembler_version(rs),
         )
         running = create_server(
             [

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -20,9 +21,12 @@ from snapshot_harness import (
     serve,
 )
 
+from vera.config import RetrievalSettings
 from vera.gateway.quota import InMemoryQuotaStore
 from vera.knowledge.v1 import knowledge_pb2
 from vera.rpc.timestamps import from_timestamp
+from vera.services.retrieval.contract import assembler_version
+from vera.services.retrieval.pipeline import Stages
 from vera.snapshot.v1 import snapshot_pb2
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)  # the harness clock's start
@@ -170,6 +174,35 @@ async def test_replay_under_another_contract_version_fails_closed(snap):
             assert error.data["code"] == "unsupported_version"
         # Without a snapshot the current contract serves as usual.
         await call(url, "knowledge_get_context", {"query": "db"})
+
+
+@pytest.mark.parametrize(
+    ("settings", "stages"),
+    [
+        ({"model_path": Path("/models/other-embedder")}, Stages()),
+        ({"reranker_path": Path("/models/cross-encoder")}, Stages()),
+        ({"rerank_limit": 5}, Stages()),
+        ({"qdrant_url": "http://qdrant:6333"}, Stages()),
+        ({}, Stages(rerank=False)),
+        ({}, Stages(entities=False)),
+    ],
+    ids=["embedding", "reranker", "rerank-limit", "index", "no-rerank", "no-entities"],
+)
+async def test_a_snapshot_made_under_one_ranking_fails_closed_under_another(
+    snap, settings, stages
+):
+    """Retrieval reports the contract derived from its ranking inputs; a snapshot pins it."""
+    snap.retrieval.version = assembler_version(RetrievalSettings())
+    async with serve(snap.settings(tool_profile="advanced")) as url:
+        created = await call(url, "knowledge_create_snapshot", {})
+        assert created["versions"]["assembler"] == snap.retrieval.version
+        replay = {"query": "db", "snapshot_id": created["snapshot_id"]}
+        await call(url, "knowledge_get_context", replay)
+        snap.retrieval.version = assembler_version(RetrievalSettings(**settings), stages)
+        for tool in ("knowledge_get_context", "knowledge_search"):
+            error = await refused(url, tool, replay)
+            assert error.code == -32007
+            assert error.data["code"] == "unsupported_version"
 
 
 async def test_missing_and_foreign_snapshots_read_the_same(snap):

@@ -24,6 +24,7 @@ from vera.services.retrieval.pipeline import Retriever, binding_boost, estimate_
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 SCOPE = "scope-a"
+CONTRACT = "assembler-test"
 OTHER = "scope-b"
 
 
@@ -114,6 +115,7 @@ def harness(
         candidate_pool=50,
         stale_source_days=180,
         clock=lambda: NOW,
+        assembler_version=CONTRACT,
     )
     return Harness(vectors, lex, source, retriever)
 
@@ -379,7 +381,7 @@ async def test_assemble_keeps_results_within_the_token_budget():
         ("c", "token_budget"),
         ("d", "limit"),
     ]
-    assert outcome.assembler_version == pipeline.ASSEMBLER_VERSION
+    assert outcome.assembler_version == CONTRACT
     assert outcome.empty_reason == ""
 
 

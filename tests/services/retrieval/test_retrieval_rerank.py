@@ -85,7 +85,7 @@ def retriever(n: int, reranker, stages: Stages | None = None) -> Retriever:
     return Retriever(
         FakeEmbedder(), FakeVectors(hits), FakeLexical(), FakeFacts(facts),
         candidate_pool=50, stale_source_days=180, clock=lambda: NOW,
-        reranker=reranker, stages=stages or Stages(),
+        reranker=reranker, stages=stages or Stages(), assembler_version="assembler-test",
     )
 
 
@@ -195,6 +195,7 @@ async def test_cross_encoder_scores_a_short_list_with_the_models_logits(tmp_path
         r = Retriever(
             FakeEmbedder(), FakeVectors(hits), FakeLexical(), FakeFacts(facts),
             candidate_pool=50, stale_source_days=180, clock=lambda: NOW, reranker=reranker,
+            assembler_version="assembler-test",
         )
         outcome = await r.search([SCOPE], "which database?", 5, Filters())
         logits = score_sync("which database?", [rerank_text(facts[k]) for k in "abc"])

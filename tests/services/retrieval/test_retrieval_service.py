@@ -12,15 +12,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from vera.config import ConfigError, Settings
+from vera.config import ConfigError, RetrievalSettings, Settings
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_pb2, knowledge_pb2_grpc
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import ServiceBinding, create_server
 from vera.rpc.timestamps import to_timestamp
+from vera.services.retrieval.contract import assembler_version
 from vera.services.retrieval.embedding import MiniLMEmbedder
-from vera.services.retrieval.pipeline import ASSEMBLER_VERSION
 from vera.services.retrieval.server import create
 
 SCOPE_A = str(uuid.uuid4())
@@ -235,7 +235,9 @@ async def test_assemble_context_within_budget(stack: Stack):
     )
     response = await stack.retrieval.AssembleContext(request)
     assert response.results[0].fact.subject == "checkout-web"
-    assert response.assembler_version == ASSEMBLER_VERSION
+    # The contract derived from the settings the stack runs with (in-memory Qdrant).
+    expected = assembler_version(RetrievalSettings(qdrant_url=":memory:"))
+    assert response.assembler_version == expected
     assert 0 < response.token_estimate <= 2000
     assert response.results[0].fact.citations[0].excerpt == ""  # compact
 

@@ -1,0 +1,105 @@
+"""The retrieval contract version a snapshot pins, derived from what decides ranking.
+
+``policy;embedding;index``, e.g. ``assembler-2-5f0c9e1a2b3d;minilm-l6-v2;index-edge-hnsw``:
+
+- policy: the pipeline's generation plus a short hash of every ranking input that is not
+  the embedding or the index: the stage set, the fusion weights, boosts and floors, the
+  BM25F parameters, the candidate pool, and the rerank stage (which reranker, its weights
+  at ``reranker_path`` or the static late-interaction blend, and how many it re-scores);
+- embedding: the shipped MiniLM, or a hash of the configured ``model_path``;
+- index: which vector engine serves the dense leg.
+
+So any change to those, whether a constant in code or a setting, changes the version, and a
+snapshot made before it replays as ``unsupported_version`` instead of with a different
+ranking. A change the inputs cannot see (a new algorithm) bumps ``GENERATION``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from vera.config import RetrievalSettings
+from vera.services.retrieval import embedding, lexical, memory, pipeline, rerank
+from vera.services.retrieval.vector_qdrant import MEMORY_LOCATION
+
+GENERATION = "assembler-2"
+DEFAULT_EMBEDDING = "minilm-l6-v2"
+_HASH_CHARS = 12
+_EVERY_STAGE = pipeline.Stages()
+
+
+def _digest(value: Any) -> str:
+    body = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:_HASH_CHARS]
+
+
+def _path(value: Path | None) -> str | None:
+    return None if value is None else str(value.expanduser().resolve())
+
+
+def _ranking(settings: RetrievalSettings, stages: pipeline.Stages) -> dict[str, Any]:
+    if settings.reranker_path is not None:
+        reranker: dict[str, Any] = {
+            "kind": "cross-encoder",
+            "path": _path(settings.reranker_path),
+            "max_tokens": rerank.MAX_TOKENS,
+        }
+    else:
+        reranker = {
+            "kind": "static-late-interaction",
+            "weight": rerank.STATIC_LATE_INTERACTION_WEIGHT,
+        }
+    reranker["limit"] = settings.rerank_limit
+    return {
+        "stages": dataclasses.asdict(stages),
+        "fusion": {
+            "dense": pipeline.DENSE_WEIGHT,
+            "lexical": pipeline.LEXICAL_WEIGHT,
+            "dense_context": pipeline.DENSE_CONTEXT_WEIGHT,
+            "entity_bonus": pipeline.ENTITY_BONUS,
+            "min_dense_similarity": pipeline.MIN_DENSE_SIMILARITY,
+            "reread_min": pipeline.REREAD_MIN,
+        },
+        "boosts": {
+            "repository": pipeline.REPOSITORY_BOOST,
+            "branch": pipeline.BRANCH_BOOST,
+            "code_path": pipeline.CODE_PATH_BOOST,
+        },
+        "bm25f": {
+            "k1": memory.K1,
+            "b": memory.B,
+            "context_window": memory.CONTEXT_WINDOW,
+            "context_weight": lexical.CONTEXT_WEIGHT,
+            "common_term_share": memory.COMMON_TERM_SHARE,
+            "common_term_min_facts": memory.COMMON_TERM_MIN_FACTS,
+        },
+        "candidate_pool": settings.candidate_pool,
+        "reranker": reranker,
+    }
+
+
+def _embedding(settings: RetrievalSettings) -> str:
+    if settings.model_path is None:
+        return DEFAULT_EMBEDDING
+    return f"model-{_digest([embedding.MAX_TOKENS, _path(settings.model_path)])}"
+
+
+def _index(settings: RetrievalSettings) -> str:
+    if not settings.qdrant_url:
+        return "index-edge-hnsw"
+    if settings.qdrant_url == MEMORY_LOCATION:
+        return "index-qdrant-local"
+    return "index-qdrant-server"
+
+
+def assembler_version(
+    settings: RetrievalSettings, stages: pipeline.Stages = _EVERY_STAGE
+) -> str:
+    """The version retrieval reports with every assembled context (at most 64 characters,
+    what a persisted pack and a snapshot store)."""
+    policy = f"{GENERATION}-{_digest(_ranking(settings, stages))}"
+    return f"{policy};{_embedding(settings)};{_index(settings)}"
