@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vera.errors import InvalidInput
+from vera.errors import InvalidInput, Unauthorized
 from vera.identity.v1 import identity_pb2 as pb
 from vera.identity.v1 import identity_pb2_grpc
 from vera.rpc.timestamps import to_timestamp
@@ -56,11 +56,22 @@ def project_to_proto(project: Project) -> pb.Project:
 
 
 class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
-    def __init__(self, service: IdentityService, accounts: AccountService | None = None) -> None:
+    def __init__(
+        self,
+        service: IdentityService,
+        accounts: AccountService | None = None,
+        *,
+        local_dev: bool = False,
+    ) -> None:
         self._service = service
         self._accounts = accounts
+        self._local_dev = local_dev
 
     async def EnsureLocalPrincipal(self, request, context):
+        # The local principal reads as an administrator: only a local-dev identity
+        # service hands it out.
+        if not self._local_dev:
+            raise Unauthorized("the local principal exists only in the local-dev profile")
         principal, created = await self._service.ensure_local_principal(request.principal_id)
         return pb.EnsureLocalPrincipalResponse(
             principal=principal_to_proto(principal), created=created

@@ -48,7 +48,9 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
     """
     pool = await open_service_database(settings, SCHEMA, "vera.services.snapshot")
     # Snapshots read the authoritative facts from knowledge's change log.
-    knowledge = open_channel(settings.services.knowledge, settings.rpc.deadline_seconds)
+    knowledge = open_channel(
+        settings.services.knowledge, settings.rpc.deadline_seconds,
+        auth_key=settings.rpc.auth_key, caller="snapshot")
     try:
         cfg = settings.snapshot
         service = SnapshotService(
@@ -76,6 +78,7 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
                 )
             ],
             address,
+            settings,
         )
     except BaseException:
         await knowledge.close()

@@ -85,6 +85,11 @@ class DatabaseSettings(BaseModel):
     dsn: SecretStr | None = None
     pool_min_size: int = Field(1, ge=0)
     pool_max_size: int = Field(8, ge=1)
+    # PostgreSQL cancels a statement after this (a bit below the longest RPC deadline, so
+    # a runaway query ends before its caller gives up); the client stops waiting after
+    # command_timeout_seconds even when the server does not answer.
+    statement_timeout_seconds: float = Field(25.0, gt=0)
+    command_timeout_seconds: float = Field(28.0, gt=0)
 
 
 class ServiceAddresses(BaseModel):
@@ -98,6 +103,16 @@ class RpcSettings(BaseModel):
     deadline_seconds: float = Field(10.0, gt=0)
     # Context assembly embeds, searches and re-reads: it gets a longer budget.
     retrieval_deadline_seconds: float = Field(30.0, gt=0)
+    # The deployment's shared secret for internal calls (vera.rpc.auth): every client signs
+    # a short-lived assertion with it and every service checks it. Only a local, loopback
+    # service may run without one; `vera up` generates one per run.
+    auth_key: SecretStr | None = Field(None, min_length=32)
+    reflection: bool = False
+
+    @property
+    def longest_deadline_seconds(self) -> float:
+        """How long a stopping service lets in-flight calls finish."""
+        return max(self.deadline_seconds, self.retrieval_deadline_seconds)
 
 
 class RetrievalSettings(BaseModel):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import typing
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import helm_python
 import yaml
+from pydantic import BaseModel, SecretStr
+
+from vera.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "vera"
@@ -16,6 +20,23 @@ VALUE_SETS = ("default", "all-in-one", "ha", "oidc")
 RELEASE = "vera"
 NAMESPACE = "vera"
 KUBE_VERSION = "1.34.0"  # a current Kubernetes minor (the chart needs >= 1.27)
+
+
+def _secret_variables(model: type[BaseModel] = Settings, prefix: str = "VERA_") -> set[str]:
+    """Every VERA_* variable whose setting is a SecretStr, found from the Settings model."""
+    found = set()
+    for name, field in model.model_fields.items():
+        variable = f"{prefix}{name.upper()}"
+        for arg in typing.get_args(field.annotation) or (field.annotation,):
+            if arg is SecretStr:
+                found.add(variable)
+            elif isinstance(arg, type) and issubclass(arg, BaseModel):
+                found |= _secret_variables(arg, variable + "__")
+    return found
+
+
+# Credentials: they may reach a process only as secretKeyRef, never in a ConfigMap.
+SECRET_VARIABLES = frozenset(_secret_variables())
 
 
 def value_set(name: str) -> dict[str, Any]:

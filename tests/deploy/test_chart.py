@@ -7,7 +7,6 @@ kubernetes-validate checks every object against the API schemas of a current Kub
 from __future__ import annotations
 
 import shutil
-import typing
 
 import helm_python
 import kubernetes_validate
@@ -16,6 +15,7 @@ import yaml
 from deploy_manifests import (
     CHART,
     KUBE_VERSION,
+    SECRET_VARIABLES,
     VALUE_SETS,
     by_component,
     component,
@@ -29,7 +29,6 @@ from deploy_manifests import (
     value_set,
     workloads,
 )
-from pydantic import BaseModel, SecretStr
 
 from vera.cli import SERVICE_NAMES
 from vera.config import Settings, load_settings
@@ -41,20 +40,6 @@ SINGLETONS = ("knowledge-maintenance", "snapshot-maintenance")
 CRD_GROUPS = ("monitoring.coreos.com/",)  # PodMonitor: validated by its operator, not here
 
 
-def _secret_variables(model: type[BaseModel] = Settings, prefix: str = "VERA_") -> set[str]:
-    """Every VERA_* variable whose setting is a SecretStr, found from the Settings model."""
-    found = set()
-    for name, field in model.model_fields.items():
-        variable = f"{prefix}{name.upper()}"
-        for arg in typing.get_args(field.annotation) or (field.annotation,):
-            if arg is SecretStr:
-                found.add(variable)
-            elif isinstance(arg, type) and issubclass(arg, BaseModel):
-                found |= _secret_variables(arg, variable + "__")
-    return found
-
-
-SECRET_VARIABLES = _secret_variables()
 
 
 # --- lint ---------------------------------------------------------------------------------
