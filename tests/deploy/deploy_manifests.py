@@ -42,6 +42,8 @@ SECRET_VARIABLES = frozenset(_secret_variables())
 def value_set(name: str) -> dict[str, Any]:
     if name == "default":
         return {}
+    if name == "dev":  # the Tiltfile's (writable root filesystem: not a CI value set)
+        return yaml.safe_load((CHART / "dev-values.yaml").read_text())
     return yaml.safe_load((CHART / "ci" / f"{name}-values.yaml").read_text())
 
 

@@ -45,7 +45,7 @@ CRD_GROUPS = ("monitoring.coreos.com/",)  # PodMonitor: validated by its operato
 # --- lint ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", VALUE_SETS)
+@pytest.mark.parametrize("name", [*VALUE_SETS, "dev"])
 def test_the_chart_lints_strictly_clean(name, tmp_path) -> None:
     # The optional Qdrant dependency's tarball comes from the user's `helm dependency build`;
     # offline, lint a copy without it (the next test pins that this is the only finding).
@@ -78,7 +78,7 @@ def test_qdrant_is_an_optional_dependency_behind_a_condition() -> None:
 # --- every object is valid Kubernetes ---------------------------------------------------
 
 
-@pytest.mark.parametrize("name", VALUE_SETS)
+@pytest.mark.parametrize("name", [*VALUE_SETS, "dev"])
 def test_every_rendered_object_validates_against_kubernetes(name) -> None:
     for obj in rendered(name):
         if obj["apiVersion"].startswith(CRD_GROUPS):

@@ -174,7 +174,7 @@ spec:
         - name: {{ .service }}
           image: {{ include "vera.image" $root }}
           imagePullPolicy: {{ $root.Values.image.pullPolicy }}
-          command: ["vera", "serve", {{ .service | quote }}, "--address", {{ printf "%s:%d" $root.Values.bindHost (int .port) | quote }}]
+          command: {{ concat $root.Values.commandPrefix (list "vera" "serve" .service "--address" (printf "%s:%d" $root.Values.bindHost (int .port))) | toJson }}
           ports:
             - name: grpc
               containerPort: {{ .port }}
@@ -234,7 +234,7 @@ spec:
         - name: {{ .component }}
           image: {{ include "vera.image" $root }}
           imagePullPolicy: {{ $root.Values.image.pullPolicy }}
-          command: {{ toJson .command }}
+          command: {{ concat $root.Values.commandPrefix .command | toJson }}
           ports:
             - name: http
               containerPort: {{ .values.port }}
