@@ -5,17 +5,26 @@ server has no session to push server-initiated messages on, and the SDK's legacy
 would otherwise hold a GET open as an SSE stream that never ends. Host and Origin are
 checked first, so a bad Host is 421 whatever the method. ``GET /healthz`` is liveness
 only and is served without the Host check, for probes that dial the pod address.
+
+Only ``tools/call`` acts as a principal. Every other message (initialize, tools/list,
+ping, notifications) is discovery: its bearer token is verified, but no principal is
+looked up in identity, and discovery is metered per process (``discovery_per_minute``)
+instead of per principal; over the limit it answers 429 with ``quota_exceeded``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import logging
+import math
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
+from aiolimiter import AsyncLimiter
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
@@ -25,12 +34,18 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vera import SERVER_VERSION
 from vera.config import Settings
-from vera.gateway.auth import Authenticator, BearerAuthenticator, LocalDevAuthenticator
-from vera.gateway.guard import Guard
+from vera.gateway.auth import (
+    Authenticator,
+    BearerAuthenticator,
+    DiscoveryAuthenticator,
+    LocalDevAuthenticator,
+)
+from vera.gateway.errors import jsonrpc_error
+from vera.gateway.guard import RECEIVED_AT_STATE_KEY, Guard
 from vera.gateway.metrics import MetricsListener, ToolMetrics, start_listener
 from vera.gateway.profiles import handlers_for_profile, tools_for_profile
 from vera.gateway.quota import QuotaPolicy, QuotaStore, limits_from_settings
@@ -56,6 +71,9 @@ INSTRUCTIONS = (
 )
 
 MCP_PATH = "/mcp"
+TOOL_CALL = "tools/call"
+DISCOVERY_BUCKET = "discovery"
+_REQUEST_ID_STATE_KEY = "vera_jsonrpc_id"
 
 
 @dataclass
@@ -135,6 +153,90 @@ class _PostOnly:
         await self._app(scope, receive, send)
 
 
+async def _read_body(receive: Receive) -> bytes:
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise OSError("client disconnected before the request body ended")
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` with the already-read body handed out first."""
+    pending = True
+
+    async def replay() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+class _ByMethod:
+    """Sends a POST down the tool-call or the discovery path by its JSON-RPC method.
+
+    The SDK accepts exactly one JSON-RPC message per POST (no batches), so a body that is
+    not one ``tools/call`` request can run no tool; whatever it is, the SDK answers it.
+    """
+
+    def __init__(self, tool_calls: ASGIApp, discovery: ASGIApp) -> None:
+        self._tool_calls = tool_calls
+        self._discovery = discovery
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._tool_calls(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        # The request budget counts from here, so principal resolution spends from it too.
+        state[RECEIVED_AT_STATE_KEY] = asyncio.get_running_loop().time()
+        try:
+            body = await _read_body(receive)
+        except OSError:
+            return  # nobody is left to answer
+        try:
+            message = json.loads(body)
+        except ValueError:
+            message = None
+        method = message.get("method") if isinstance(message, dict) else None
+        if isinstance(message, dict) and isinstance(message.get("id"), str | int):
+            state[_REQUEST_ID_STATE_KEY] = message["id"]
+        target = self._tool_calls if method == TOOL_CALL else self._discovery
+        await target(scope, _replay(body, receive), send)
+
+
+class _DiscoveryLimit:
+    """Discovery acts as no principal, so it is metered per process: a leaky bucket of
+    ``per_minute`` messages. Over it: 429 with the seed's ``quota_exceeded``."""
+
+    def __init__(self, app: ASGIApp, per_minute: int) -> None:
+        self._app = app
+        self._limiter = AsyncLimiter(per_minute, 60)
+        self._retry_after = max(1, math.ceil(60 / per_minute))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._limiter.has_capacity():
+            body = jsonrpc_error(
+                "quota_exceeded",
+                scope.get("state", {}).get(_REQUEST_ID_STATE_KEY),
+                bucket=DISCOVERY_BUCKET,
+                retry_after_seconds=self._retry_after,
+            )
+            refusal = JSONResponse(
+                body, status_code=429, headers={"Retry-After": str(self._retry_after)}
+            )
+            await refusal(scope, receive, send)
+            return
+        await self._limiter.acquire()  # has capacity: returns at once
+        await self._app(scope, receive, send)
+
+
 async def _healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
@@ -184,14 +286,24 @@ def build_app(
         app=server, json_response=True, stateless=True, security_settings=security
     )
 
-    mcp_endpoint: ASGIApp = StreamableHTTPASGIApp(sessions)
+    transport: ASGIApp = StreamableHTTPASGIApp(sessions)
+    tool_calls, discovery = transport, transport
+    if settings.mcp.quota_enabled:
+        discovery = _DiscoveryLimit(transport, settings.mcp.discovery_per_minute)
     extra_routes: list[Route] = []
     if isinstance(authenticator, BearerAuthenticator):
-        # remote-authenticated: the bearer token is checked before any MCP message is read.
-        mcp_endpoint = BearerAuthMiddleware(
-            mcp_endpoint, authenticator, state.require_backends, security
+        # remote-authenticated: the bearer token is checked before the SDK reads the message.
+        tool_calls = BearerAuthMiddleware(
+            tool_calls, authenticator, state.require_backends, security
+        )
+        discovery = BearerAuthMiddleware(
+            discovery,
+            DiscoveryAuthenticator(settings, authenticator.verifier),
+            state.require_backends,
+            security,
         )
         extra_routes.append(Route(METADATA_PATH, endpoint=metadata_endpoint(settings)))
+    mcp_endpoint = _ByMethod(tool_calls, discovery)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -110,12 +110,29 @@ class BearerAuthenticator:
         self._verifier = verifier if verifier is not None else TokenVerifier(settings)
         self._required = tuple(settings.mcp.required_scopes)
         self._classes = scope_names(settings)
+        # The lookup spends from the tool call's budget, which counts from the request's
+        # arrival (gateway.guard); it can never take longer than the whole budget.
+        self._lookup_seconds = min(
+            settings.rpc.deadline_seconds, settings.mcp.request_budget_seconds
+        )
 
     @property
     def verifier(self) -> TokenVerifier:
         return self._verifier
 
     async def resolve(self, authorization: str | None, backends: Backends) -> Caller:
+        verified = await self.verify(authorization)
+        principal_id = await self._principal(verified, backends)
+        return Caller(
+            principal_id=principal_id,
+            granted=frozenset(
+                cls for cls, name in self._classes.items() if name in verified.scopes
+            ),
+            auth_profile=REMOTE_PROFILE,
+        )
+
+    async def verify(self, authorization: str | None) -> VerifiedToken:
+        """The verified token, if it carries the server-wide required scopes."""
         token = bearer_token(authorization)
         if token is None:
             raise AuthFailure(
@@ -132,14 +149,7 @@ class BearerAuthenticator:
             raise AuthFailure(
                 403, "insufficient_scope", token_presented=True, required_scope=missing[0]
             )
-        principal_id = await self._principal(verified, backends)
-        return Caller(
-            principal_id=principal_id,
-            granted=frozenset(
-                cls for cls, name in self._classes.items() if name in verified.scopes
-            ),
-            auth_profile=REMOTE_PROFILE,
-        )
+        return verified
 
     async def _principal(self, verified: VerifiedToken, backends: Backends) -> str:
         try:
@@ -149,7 +159,8 @@ class BearerAuthenticator:
                 except ValueError:
                     raise AuthFailure(401, "subject", token_presented=True) from None
                 response = await backends.identity.GetPrincipal(
-                    identity_pb2.GetPrincipalRequest(principal_id=principal_id)
+                    identity_pb2.GetPrincipalRequest(principal_id=principal_id),
+                    timeout=self._lookup_seconds,
                 )
             else:
                 response = await backends.identity.EnsureExternalPrincipal(
@@ -158,7 +169,8 @@ class BearerAuthenticator:
                         subject=verified.subject,
                         email=verified.email,
                         email_verified=verified.email_verified,
-                    )
+                    ),
+                    timeout=self._lookup_seconds,
                 )
         except VeraError as exc:
             if exc.reason in ("INVALID_INPUT", "NOT_FOUND"):
@@ -173,3 +185,14 @@ class BearerAuthenticator:
             # Only reachable if the HTTP boundary was bypassed; refuse rather than guess.
             raise tool_error("unauthenticated")
         return caller
+
+
+class DiscoveryAuthenticator(BearerAuthenticator):
+    """The HTTP boundary for messages that run no tool (initialize, tools/list, ping,
+    notifications): the token must verify and carry the required scopes, but no principal
+    is looked up in identity, since such a message acts as no one. The caller it leaves
+    has no principal and no class, so it could authorize nothing even if it were asked."""
+
+    async def resolve(self, authorization: str | None, backends: Backends) -> Caller:
+        await self.verify(authorization)
+        return Caller(principal_id="", granted=frozenset(), auth_profile=REMOTE_PROFILE)

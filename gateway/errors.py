@@ -36,6 +36,16 @@ def tool_error(slug: str, **data: Any) -> MCPError:
     )
 
 
+def jsonrpc_error(slug: str, request_id: str | int | None, **data: Any) -> dict[str, Any]:
+    """The same error as a JSON-RPC response body, for refusals made before the SDK runs."""
+    code, message = ERROR_CODES[slug]
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": code, "message": message, "data": {"code": slug, **data}},
+    }
+
+
 def invalid_input(field: str, reason: str) -> MCPError:
     return tool_error("invalid_input", field=field, reason=reason)
 

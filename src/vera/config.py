@@ -62,6 +62,11 @@ class McpSettings(BaseModel):
     quota_propose_per_minute: int = Field(30, ge=1)
     quota_feedback_per_minute: int = Field(60, ge=1)
     quota_snapshot_per_hour: int = Field(10, ge=1)
+    # Messages other than tools/call (initialize, tools/list, ping, notifications) act as no
+    # principal: they are limited per gateway process instead of per principal.
+    discovery_per_minute: int = Field(600, ge=1)
+    # One budget for a whole tool call; every downstream RPC gets what is left of it.
+    request_budget_seconds: float = Field(30.0, gt=0, le=300)
 
 
 class ApiSettings(BaseModel):

@@ -632,3 +632,64 @@ async def test_a_time_claim_that_is_not_a_finite_date_is_401(auth_gateway, fakes
     async with auth_gateway(oauth_issuer=OIDC_ISSUER, oauth_jwks_url=idp.jwks_url) as gw:
         await assert_refused(gw, fakes.rec, builtin(**claim))
         await assert_refused(gw, fakes.rec, idp.token(**claim))
+
+
+async def post_message(
+    url: str, authorization: str | None, method: str, request_id: int | None = 7
+) -> httpx.Response:
+    """One raw JSON-RPC message (a request, or a notification without ``request_id``)."""
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    if authorization is not None:
+        headers["authorization"] = authorization
+    body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": {}}
+    if request_id is not None:
+        body["id"] = request_id
+    async with httpx.AsyncClient(timeout=10) as http:
+        return await http.post(url, headers=headers, json=body)
+
+
+PRINCIPAL_LOOKUPS = {"GetPrincipal", "EnsureExternalPrincipal"}
+
+
+async def test_discovery_verifies_the_token_but_never_asks_identity(auth_gateway, fakes, idp):
+    async with auth_gateway(oauth_issuer=OIDC_ISSUER, oauth_jwks_url=idp.jwks_url) as gw:
+        for token in (builtin(), idp.token()):
+            before = counts(fakes.rec)
+            async with bearer_client(gw.url, token) as client:  # the handshake
+                for _ in range(5):
+                    assert (await client.list_tools()).tools
+                assert new_calls(fakes.rec, before) == set()
+                # A tool call acts as the principal: exactly one lookup.
+                assert not (await client.call_tool("knowledge_search", {"query": "q"})).is_error
+            after = counts(fakes.rec)
+            lookups = sum(after.get(m, 0) - before.get(m, 0) for m in PRINCIPAL_LOOKUPS)
+            assert lookups == 1
+        # Discovery still needs a valid token with the required scopes.
+        assert_unauthenticated(gw, await post_message(gw.url, None, "tools/list"), presented=False)
+        forged = builtin(secret="another-secret-0123456789abcdefghij")
+        assert_unauthenticated(gw, await post_message(gw.url, f"Bearer {forged}", "tools/list"))
+        narrow = builtin(scope="memory:propose")
+        assert (await post_message(gw.url, f"Bearer {narrow}", "tools/list")).status_code == 403
+
+
+async def test_discovery_is_limited_per_process(auth_gateway, fakes):
+    async with auth_gateway(discovery_per_minute=3) as gw:
+        token = f"Bearer {builtin()}"
+        for _ in range(3):
+            assert (await post_message(gw.url, token, "tools/list")).status_code == 200
+        refused = await post_message(gw.url, token, "tools/list", request_id=41)
+        assert refused.status_code == 429
+        assert int(refused.headers["retry-after"]) >= 1
+        body = refused.json()
+        assert body["id"] == 41
+        assert body["error"]["code"] == -32003
+        assert body["error"]["data"] == {
+            "code": "quota_exceeded",
+            "bucket": "discovery",
+            "retry_after_seconds": int(refused.headers["retry-after"]),
+        }
+        # Per process, whoever asks; and the limit is discovery's alone: tool calls go on.
+        other = f"Bearer {builtin(sub=PRINCIPAL, jti='another')}"
+        assert (await post_message(gw.url, other, "initialize")).status_code == 429
+        search = await post_tool(gw.url, token, "knowledge_search", {"query": "q"})
+        assert search.status_code == 200 and "error" not in search.json()
