@@ -1,4 +1,6 @@
-"""The REST API ASGI app: liveness, readiness, and the route modules."""
+"""The REST API ASGI app: liveness, readiness, and the route modules, behind the request
+guard (``vera.api.requests``): Host, Origin, content type and body size are checked before
+any route, authenticator or service sees a request."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ import logging
 from collections.abc import AsyncIterator
 
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -15,6 +19,7 @@ from starlette.routing import Route
 from vera.api.auth import RestAuthenticator, default_authenticator
 from vera.api.curation import routes as curation_routes
 from vera.api.identity import routes as identity_routes
+from vera.api.requests import RequestGuard
 from vera.config import Settings
 from vera.rpc.backends import Backends
 
@@ -57,10 +62,13 @@ def build_app(settings: Settings, *, authenticator: RestAuthenticator | None = N
         finally:
             await app.state.backends.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(settings.api.allowed_hosts),
+        allowed_origins=list(settings.api.allowed_origins),
+    )
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    middleware=[Middleware(RequestGuard, security=security)])
     app.state.settings = settings
     app.state.authenticator = authenticator or default_authenticator(settings)
     return app
-
-
-

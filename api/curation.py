@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from vera.api.auth import RestCaller
 from vera.api.errors import error_response
-from vera.api.requests import json_body, only_fields
+from vera.api.requests import json_body, only_fields, page_query
 from vera.errors import InvalidInput, Unauthorized, VeraError
 from vera.identity.v1 import identity_pb2 as ipb
 from vera.knowledge.v1 import knowledge_pb2 as kpb
@@ -119,16 +119,10 @@ def _route(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
 async def list_pending(
     request: Request, caller: RestCaller, project: ipb.Project, body: dict[str, Any]
 ) -> Response:
-    raw = request.query_params.get("page_size", "0")
-    try:
-        size = int(raw)
-    except ValueError:
-        raise InvalidInput("page_size", reason="malformed") from None
+    size, token = page_query(request)
     reply = await request.app.state.backends.knowledge.ListPendingProposals(
         kpb.ListPendingProposalsRequest(
-            scope_id=project.project_id,
-            page_size=size,
-            page_token=request.query_params.get("page_token", ""),
+            scope_id=project.project_id, page_size=size, page_token=token
         )
     )
     return JSONResponse(

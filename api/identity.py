@@ -40,7 +40,7 @@ from starlette.routing import Route
 
 from vera.api.auth import RestCaller
 from vera.api.errors import error_response
-from vera.api.requests import json_body, only_fields
+from vera.api.requests import json_body, only_fields, page_query
 from vera.config import Settings
 from vera.errors import InvalidInput, Unauthorized, Unavailable, VeraError
 from vera.identity.v1 import identity_pb2 as pb
@@ -77,15 +77,6 @@ def _flag(body: dict[str, Any], name: str) -> bool:
     return value
 
 
-def _page(request: Request) -> tuple[int, str]:
-    raw = request.query_params.get("page_size", "0")
-    try:
-        size = int(raw)
-    except ValueError:
-        raise InvalidInput("page_size") from None
-    return size, request.query_params.get("page_token", "")
-
-
 def _backends(request: Request) -> Backends:
     return request.app.state.backends
 
@@ -98,15 +89,25 @@ def _unauthenticated_response(error: VeraError) -> Response:
 
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+Admission = Callable[[Request], Awaitable[RestCaller | None]]
 
 
-def _route(handler: Handler, *, authenticated: bool = True) -> Endpoint:
+async def _authenticated(request: Request) -> RestCaller:
+    return await request.app.state.authenticator.authenticate(request, _backends(request))
+
+
+async def _while_registration_is_open(request: Request) -> None:
+    """Self-registration needs no credential, only a deployment that opened it; a closed
+    one refuses before the body is parsed."""
+    settings: Settings = request.app.state.settings
+    if not settings.api.open_registration:
+        raise Unauthorized()
+
+
+def _route(handler: Handler, *, admit: Admission = _authenticated) -> Endpoint:
     async def endpoint(request: Request) -> Response:
         try:
-            caller = None
-            if authenticated:
-                caller = await request.app.state.authenticator.authenticate(
-                    request, _backends(request))
+            caller = await admit(request)
             body = await json_body(request) if request.method in ("POST", "PUT") else {}
             return await handler(request, caller, body)
         except VeraError as error:
@@ -165,9 +166,6 @@ async def _new_account(request: Request, actor: str, body: dict[str, Any]) -> Re
 
 
 async def register(request: Request, caller: None, body: dict[str, Any]) -> Response:
-    settings: Settings = request.app.state.settings
-    if not settings.api.open_registration:
-        raise Unauthorized()
     only_fields(body, "display_name")
     return await _new_account(request, "", {**body, "admin": False})
 
@@ -195,7 +193,7 @@ async def create_api_key(request: Request, caller: RestCaller, body: dict[str, A
 
 
 async def list_api_keys(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
-    size, token = _page(request)
+    size, token = page_query(request)
     reply = await _backends(request).identity.ListApiKeys(pb.ListApiKeysRequest(
         principal_id=caller.principal_id, page_size=size, page_token=token))
     return JSONResponse({"keys": [_key(k) for k in reply.keys],
@@ -227,7 +225,7 @@ async def create_workspace(request: Request, caller: RestCaller, body: dict[str,
 
 
 async def list_members(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
-    size, token = _page(request)
+    size, token = page_query(request)
     reply = await _backends(request).identity.ListWorkspaceMembers(
         pb.ListWorkspaceMembersRequest(
             actor_principal_id=caller.principal_id,
@@ -283,7 +281,7 @@ def _invitation(invitation: pb.Invitation) -> dict[str, Any]:
 
 async def list_invitations(request: Request, caller: RestCaller, body: dict[str, Any]
                            ) -> Response:
-    size, token = _page(request)
+    size, token = page_query(request)
     reply = await _backends(request).identity.ListInvitations(pb.ListInvitationsRequest(
         actor_principal_id=caller.principal_id, page_size=size, page_token=token))
     return JSONResponse({"invitations": [_invitation(i) for i in reply.invitations],
@@ -396,7 +394,8 @@ async def mcp_token(request: Request, caller: RestCaller, body: dict[str, Any]) 
 
 
 routes = [
-    Route("/identity/register", _route(register, authenticated=False), methods=["POST"]),
+    Route("/identity/register", _route(register, admit=_while_registration_is_open),
+          methods=["POST"]),
     Route("/identity/users", _route(create_user), methods=["POST"]),
     Route("/identity/me", _route(me), methods=["GET"]),
     Route("/identity/api-keys", _route(create_api_key), methods=["POST"]),

@@ -1,22 +1,126 @@
-"""Reading a REST request's JSON body: bounded, an object, only the fields a route knows."""
+"""What a REST request must be before any route sees it, and reading what it carries.
+
+``RequestGuard`` runs before routing, so before authentication and before any service
+call. In local-dev every caller is the local administrator, so a web page the developer
+visits must not be able to drive the API:
+
+- Host and Origin are checked as on the MCP endpoint (the SDK's check): a Host not listed
+  is 421 (DNS rebinding), an Origin not listed exactly is 403 (a cross-site page, a page on
+  another local port). A request without Origin, which no browser omits on a cross-site
+  write, stays valid.
+- A body must be ``application/json`` (415): a form or a ``text/plain`` fetch, the
+  requests a page may send without CORS, is refused.
+- A body is at most ``MAX_BODY_BYTES`` (413): refused unread on its Content-Length, and cut
+  off while it streams in, before anything else reads it.
+
+Each refusal is ``invalid_input`` naming the header or the body. Liveness and readiness are
+exempt: probes dial the pod address, and they read nothing.
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.datastructures import Headers
 from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from vera.api.errors import error_response
 from vera.errors import InvalidInput
 
 MAX_BODY_BYTES = 16 * 1024
+PROBE_PATHS = frozenset({"/livez", "/readyz"})
+INT32_MAX = 2**31 - 1
+
+# The status the SDK's check answers -> the header it refused.
+_REFUSED_HEADER = {421: "host", 403: "origin"}
+
+
+class _Refused(Exception):
+    def __init__(self, error: InvalidInput, status: int) -> None:
+        self.error = error
+        self.status = status
+
+
+class RequestGuard:
+    """ASGI middleware: admits a request by its headers, then reads its body, bounded,
+    and hands the app a replay of it."""
+
+    def __init__(self, app: ASGIApp, security: TransportSecuritySettings) -> None:
+        self._app = app
+        self._security = TransportSecurityMiddleware(security)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in PROBE_PATHS:
+            await self._app(scope, receive, send)
+            return
+        try:
+            await self._admit(Request(scope))
+            if _carries_body(Headers(scope=scope)):
+                body = await _read_bounded(receive)
+                if body is None:  # the client went away mid-body: nobody to answer
+                    return
+                receive = _replay(body, receive)
+        except _Refused as refused:
+            await error_response(refused.error, refused.status)(scope, receive, send)
+            return
+        await self._app(scope, receive, send)
+
+    async def _admit(self, request: Request) -> None:
+        refusal = await self._security.validate_request(request, is_post=False)
+        if refusal is not None:
+            header = _REFUSED_HEADER[refusal.status_code]
+            raise _Refused(InvalidInput(header, reason="not_allowed"), refusal.status_code)
+        headers = request.headers
+        if _carries_body(headers) and not _is_json(headers.get("content-type")):
+            raise _Refused(InvalidInput("content-type", "a body must be application/json",
+                                        reason="unsupported_media_type"), 415)
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > MAX_BODY_BYTES:
+            raise _Refused(_too_large(), 413)
+
+
+def _carries_body(headers: Headers) -> bool:
+    return "transfer-encoding" in headers or headers.get("content-length", "0") != "0"
+
+
+def _is_json(content_type: str | None) -> bool:
+    return (content_type or "").partition(";")[0].strip().lower() == "application/json"
+
+
+def _too_large() -> InvalidInput:
+    return InvalidInput("body", f"at most {MAX_BODY_BYTES} bytes", reason="too_large")
+
+
+async def _read_bounded(receive: Receive) -> bytes | None:
+    """The whole body, refused as soon as it passes the limit; None if the client left."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        body += message.get("body", b"")
+        if len(body) > MAX_BODY_BYTES:
+            raise _Refused(_too_large(), 413)
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that hands the app the body already read, then the client's own events."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replayed
 
 
 async def json_body(request: Request) -> dict[str, Any]:
     """The body as a JSON object ({} when empty); anything else is invalid_input "body"."""
     raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise InvalidInput("body", reason="too_large")
     if not raw.strip():
         return {}
     try:
@@ -33,3 +137,17 @@ def only_fields(body: dict[str, Any], *allowed: str) -> None:
     for name in body:
         if name not in allowed:
             raise InvalidInput(name, reason="unknown_field")
+
+
+def page_query(request: Request) -> tuple[int, str]:
+    """A list route's ``page_size`` (0: the service's default) and ``page_token``.
+
+    The size travels as an int32: anything else is refused here, naming it, rather than
+    failing to encode."""
+    try:
+        size = int(request.query_params.get("page_size", "0"))
+    except ValueError:
+        raise InvalidInput("page_size", reason="malformed") from None
+    if not 0 <= size <= INT32_MAX:
+        raise InvalidInput("page_size", f"must be 0..{INT32_MAX}", reason="out_of_range")
+    return size, request.query_params.get("page_token", "")

@@ -51,6 +51,8 @@ SECRET = "test-secret-that-is-long-enough-for-hs256-0123456789"
 ISSUER = "https://auth.vera.test"
 AUDIENCE = "https://mcp.vera.test"
 
+# What a local client dials: the REST API answers only the Hosts it serves (loopback here).
+API_BASE_URL = "http://127.0.0.1:8081"
 ApiFactory = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
 
@@ -83,7 +85,7 @@ def make_api(identity_address: str) -> ApiFactory:
         app = build_app(api_settings(identity_address, **kwargs))
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            async with httpx.AsyncClient(transport=transport, base_url=API_BASE_URL) as client:
                 yield client
 
     return factory

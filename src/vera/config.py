@@ -12,22 +12,50 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_LOCAL_PRINCIPAL_ID = uuid.UUID("00000000-0000-4000-8000-00000000cafe")
-LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
-LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+LOOPBACK_NAMES = ["127.0.0.1", "localhost", "[::1]"]
+LOOPBACK_HOSTS = [f"{name}:*" for name in LOOPBACK_NAMES]
 
 
-class McpSettings(BaseModel):
+def loopback_origins(port: int) -> list[str]:
+    """A listener's own origins on this machine: its port only, never another local one."""
+    return [f"http://{name}:{port}" for name in LOOPBACK_NAMES]
+
+
+class HttpListenerSettings(BaseModel):
+    """What the MCP server and the REST API share about their HTTP listener: where it binds
+    and which Host and Origin headers it answers (the rest is refused with 421 and 403)."""
+
     host: str | None = None  # None: loopback in the local profile, 0.0.0.0 otherwise
+    port: int = Field(ge=0, le=65535)
+    allowed_hosts: list[str] = Field(default_factory=lambda: list(LOOPBACK_HOSTS))
+    # Browser origins, matched exactly. None: the listener's own loopback origins. It serves
+    # no pages, so in effect no page may call it, including one on another local port (any
+    # dev server). Requests without Origin (every non-browser client) stay valid.
+    allowed_origins: list[str] | None = None
+    # The unauthenticated local profile binds loopback only unless this is set (logged loudly).
+    allow_unauthenticated_non_loopback: bool = False
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins_are_exact(cls, origins: list[str] | None) -> list[str] | None:
+        if any(origin.endswith(":*") for origin in origins or ()):
+            raise ValueError("origins are matched exactly: list each port, no ':*'")
+        return origins
+
+    @model_validator(mode="after")
+    def _own_origins_by_default(self) -> HttpListenerSettings:
+        if self.allowed_origins is None:
+            self.allowed_origins = loopback_origins(self.port)
+        return self
+
+
+class McpSettings(HttpListenerSettings):
     port: int = Field(8080, ge=0, le=65535)
     tool_profile: Literal["coding", "advanced", "compatibility"] = "coding"
-    allowed_hosts: list[str] = Field(default_factory=lambda: list(LOOPBACK_HOSTS))
-    # A page served from this machine may call the local server; other origins must be
-    # listed exactly (VERA_MCP__ALLOWED_ORIGINS). Requests without Origin stay valid.
-    allowed_origins: list[str] = Field(default_factory=lambda: list(LOOPBACK_ORIGINS))
     local_principal_id: uuid.UUID = DEFAULT_LOCAL_PRINCIPAL_ID
     jwt_secret: SecretStr | None = None
     auth_issuer: str | None = None
@@ -47,8 +75,6 @@ class McpSettings(BaseModel):
     oauth_jwks_fetch_seconds: float = Field(5.0, gt=0, le=60)
     # The JWKS URL must be https; plain http on a loopback host only with this (tests).
     oauth_jwks_allow_insecure_loopback: bool = False
-    # The unauthenticated local profile binds loopback only unless this is set (logged loudly).
-    allow_unauthenticated_non_loopback: bool = False
     scope_read: str = "memory:read"
     scope_propose: str = "memory:propose"
     scope_feedback: str = "memory:feedback"
@@ -69,10 +95,9 @@ class McpSettings(BaseModel):
     request_budget_seconds: float = Field(30.0, gt=0, le=300)
 
 
-class ApiSettings(BaseModel):
+class ApiSettings(HttpListenerSettings):
     """The REST API process for humans: identity administration and curation."""
 
-    host: str | None = None  # None: loopback in the local profile, 0.0.0.0 otherwise
     port: int = Field(8081, ge=0, le=65535)
     # POST /identity/register: anyone may create a (non-admin) account. Off by default.
     open_registration: bool = False

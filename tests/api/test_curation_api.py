@@ -85,7 +85,8 @@ async def world(pg_dsn: str) -> AsyncIterator[World]:
         app = build_app(api_settings)
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            async with httpx.AsyncClient(transport=transport,
+                                         base_url="http://127.0.0.1:8081") as client:
                 yield World(client, knowledge, owner, curator, member, outsider,
                             project.project_id)
     finally:
@@ -191,5 +192,6 @@ async def test_bad_bodies_are_invalid_input(world: World) -> None:
         response = await world.api.post(url, json=body, headers=world.curator.auth)
         assert response.status_code == 400, body
         assert response.json()["error"]["field"] == field
-    bad = await world.api.post(url, content=b"[1]", headers=world.curator.auth)
+    bad = await world.api.post(url, content=b"[1]",
+                               headers={**world.curator.auth, "content-type": "application/json"})
     assert bad.status_code == 400 and bad.json()["error"]["field"] == "body"

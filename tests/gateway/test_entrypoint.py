@@ -12,7 +12,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from vera.config import ConfigError, McpSettings, Settings
+from vera.config import ConfigError, McpSettings, ObservabilitySettings, Settings
 from vera.entrypoints.mcp.main import create_app
 
 
@@ -88,3 +88,41 @@ async def test_module_refuses_to_start_outside_local_dev():
     assert process.returncode == 2
     lines = stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "local-dev" in lines[0]
+
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+
+
+async def test_by_default_only_the_servers_own_origin_is_accepted():
+    """A page on another local port (any dev server the developer runs) is refused; the
+    server's own loopback origin, which the conformance suite's rebinding check sends
+    with a valid Host, is accepted."""
+    settings = Settings(
+        environment="local",
+        mcp=McpSettings(port=8080),
+        observability=ObservabilitySettings(mcp_metrics_enabled=False),
+    )
+    app = create_app(settings)
+    headers = {"accept": "application/json, text/event-stream",
+               "content-type": "application/json"}
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8080") as http:
+            for origin in ("http://localhost:3000", "http://127.0.0.1:5173",
+                           "http://[::1]:8000", "http://localhost", "null"):
+                response = await http.post("/mcp", json=INIT,
+                                           headers={**headers, "origin": origin})
+                assert response.status_code == 403, origin
+            for origin in ("http://127.0.0.1:8080", "http://localhost:8080", None):
+                extra = {"origin": origin} if origin else {}
+                response = await http.post("/mcp", json=INIT, headers={**headers, **extra})
+                assert response.status_code == 200, origin

@@ -173,7 +173,7 @@ async def full_stack(dsn: str, identity_address: str, data_dir: Path, embedder: 
             services=addresses))
         await exits.enter_async_context(api_app.router.lifespan_context(api_app))
         api = await exits.enter_async_context(httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=api_app), base_url="http://api"))
+            transport=httpx.ASGITransport(app=api_app), base_url="http://127.0.0.1:8081"))
         channels = [open_channel(a, deadline_seconds=10) for a in (identity_address, retrieval)]
         for channel in channels:
             exits.push_async_callback(channel.close)

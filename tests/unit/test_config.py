@@ -38,3 +38,35 @@ def test_local_profile_binds_loopback_and_auth_config_leaves_it(monkeypatch: pyt
     assert settings.mcp_bind_host == "127.0.0.1"
     monkeypatch.setenv("VERA_MCP__JWT_SECRET", "x" * 32)
     assert load_settings().auth_profile == "remote-authenticated"
+
+
+def test_default_origins_are_each_listeners_own_exactly(monkeypatch: pytest.MonkeyPatch):
+    settings = load_settings()
+    assert settings.mcp.allowed_origins == [
+        "http://127.0.0.1:8080", "http://localhost:8080", "http://[::1]:8080"]
+    assert settings.api.allowed_origins == [
+        "http://127.0.0.1:8081", "http://localhost:8081", "http://[::1]:8081"]
+    assert settings.api.allowed_hosts == settings.mcp.allowed_hosts
+    monkeypatch.setenv("VERA_MCP__PORT", "9000")
+    monkeypatch.setenv("VERA_API__PORT", "9001")
+    settings = load_settings()
+    assert settings.mcp.allowed_origins[0] == "http://127.0.0.1:9000"
+    assert settings.api.allowed_origins[0] == "http://127.0.0.1:9001"
+
+
+def test_configured_origins_replace_the_default_exactly(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("VERA_API__ALLOWED_ORIGINS", '["https://console.example"]')
+    monkeypatch.setenv("VERA_API__ALLOWED_HOSTS", '["vera.example"]')
+    monkeypatch.setenv("VERA_MCP__ALLOWED_ORIGINS", "[]")
+    settings = load_settings()
+    assert settings.api.allowed_origins == ["https://console.example"]
+    assert settings.api.allowed_hosts == ["vera.example"]
+    assert settings.mcp.allowed_origins == []
+
+
+@pytest.mark.parametrize("name", ["VERA_MCP__ALLOWED_ORIGINS", "VERA_API__ALLOWED_ORIGINS"])
+def test_an_origin_port_wildcard_is_refused(monkeypatch: pytest.MonkeyPatch, name: str):
+    monkeypatch.setenv(name, '["http://localhost:*"]')
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value).startswith(f"{name}:")

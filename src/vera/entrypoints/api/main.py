@@ -2,6 +2,11 @@
 
     python -m vera.entrypoints.api.main
     uvicorn --factory vera.entrypoints.api.main:create_app
+
+Startup rule, shared with the MCP process (``vera.entrypoints.loopback``): the
+unauthenticated local-dev profile, where every caller is the local administrator, binds only
+a loopback address unless ``VERA_API__ALLOW_UNAUTHENTICATED_NON_LOOPBACK=true``, which is
+logged loudly.
 """
 
 from __future__ import annotations
@@ -12,11 +17,15 @@ from starlette.applications import Starlette
 
 from vera.api.app import build_app
 from vera.config import ConfigError, Settings, load_settings
+from vera.entrypoints.loopback import refuse_unauthenticated_non_loopback
 from vera.logs import configure_logging
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
-    return build_app(settings if settings is not None else load_settings())
+    """Reads the settings, applies the startup rule, and returns the ASGI app."""
+    settings = settings if settings is not None else load_settings()
+    refuse_unauthenticated_non_loopback(settings, "api")
+    return build_app(settings)
 
 
 def main() -> int:

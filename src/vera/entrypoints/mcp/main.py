@@ -9,56 +9,27 @@ and its listener are process-local.
 Startup rules: any environment but ``local`` refuses to start without built-in JWT or
 external OAuth verification; a verification setup that cannot check issuer and audience is
 refused; the unauthenticated local-dev profile binds only a loopback address unless
-``VERA_MCP__ALLOW_UNAUTHENTICATED_NON_LOOPBACK=true``, which is logged loudly.
+``VERA_MCP__ALLOW_UNAUTHENTICATED_NON_LOOPBACK=true``, which is logged loudly (the rule
+the REST API shares, ``vera.entrypoints.loopback``).
 """
 
 from __future__ import annotations
 
-import ipaddress
-import logging
 import sys
 
 from starlette.applications import Starlette
 
 from vera.config import ConfigError, Settings, load_settings
+from vera.entrypoints.loopback import UnsupportedAuthProfile, refuse_unauthenticated_non_loopback
 from vera.gateway.app import build_app
 from vera.gateway.tokens import check_settings, verification_configured
 from vera.logs import configure_logging
-
-log = logging.getLogger(__name__)
-
-
-class UnsupportedAuthProfile(ConfigError):
-    pass
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_startup(settings: Settings) -> None:
     """Refuses configurations that would serve without authentication where that is unsafe."""
     if settings.auth_profile == "local-dev":
-        host = settings.mcp_bind_host
-        if _is_loopback(host):
-            return
-        if not settings.mcp.allow_unauthenticated_non_loopback:
-            raise UnsupportedAuthProfile(
-                f"VERA_MCP__HOST: the unauthenticated local-dev profile binds only a loopback "
-                f"address, not {host}; configure VERA_MCP__JWT_SECRET or external OAuth, or set "
-                "VERA_MCP__ALLOW_UNAUTHENTICATED_NON_LOOPBACK=true"
-            )
-        log.warning(
-            "UNAUTHENTICATED MCP SERVER ON A NON-LOOPBACK ADDRESS (%s): every caller on the "
-            "network acts as the local principal with every capability "
-            "(VERA_MCP__ALLOW_UNAUTHENTICATED_NON_LOOPBACK=true)",
-            host,
-        )
+        refuse_unauthenticated_non_loopback(settings, "mcp")
         return
     if not verification_configured(settings):
         raise UnsupportedAuthProfile(

@@ -1,0 +1,46 @@
+"""Every REST list route reads ``page_size`` through one reader: anything that is not a
+non-negative int32 is invalid_input naming ``page_size`` (never a bare 500)."""
+
+from __future__ import annotations
+
+import pytest
+
+from vera.identity.v1 import identity_pb2 as pb
+from vera.identity.v1 import identity_pb2_grpc
+from vera.rpc.client import open_channel
+
+BAD_SIZES = ["99999999999999999999", str(2**31), "-1", "ten", "1.5", ""]
+
+
+async def shared_project(identity_address: str, principal_id: str) -> None:
+    channel = open_channel(identity_address, deadline_seconds=10)
+    try:
+        await identity_pb2_grpc.IdentityServiceStub(channel).EnsureProject(
+            pb.EnsureProjectRequest(principal_id=principal_id, slug="payments"))
+    finally:
+        await channel.close()
+
+
+@pytest.mark.parametrize("size", BAD_SIZES)
+async def test_a_bad_page_size_is_invalid_input_on_every_list_route(rest, identity_address,
+                                                                   size: str) -> None:
+    me = (await rest.client.get("/identity/me", headers=rest.credentials)).json()
+    await shared_project(identity_address, me["principal_id"])
+    workspace = (await rest.client.post("/identity/workspaces", json={"slug": "acme"},
+                                        headers=rest.credentials)).json()
+    for path in ("/identity/api-keys",
+                 f"/identity/workspaces/{workspace['workspace_id']}/members",
+                 "/curation/projects/payments/proposals"):
+        response = await rest.client.get(path, params={"page_size": size},
+                                         headers=rest.credentials)
+        assert response.status_code == 400, path
+        error = response.json()["error"]
+        assert (error["code"], error["field"]) == ("invalid_input", "page_size"), path
+
+
+async def test_the_largest_int32_page_size_reaches_the_service(rest) -> None:
+    # In range for the wire, so the service decides (its own maximum): never a 500.
+    response = await rest.client.get("/identity/api-keys", params={"page_size": 2**31 - 1},
+                                     headers=rest.credentials)
+    assert response.status_code == 400
+    assert response.json()["error"]["field"] == "page_size"
