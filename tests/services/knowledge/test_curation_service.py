@@ -108,6 +108,26 @@ async def test_pending_proposals_are_listed_per_addressed_project_and_paged(stub
     assert err.value.field == "page_size"
 
 
+async def test_a_proposal_is_addressed_only_to_its_target(stub) -> None:
+    """Reading two shared projects does not address a proposal to both: only the target."""
+    async def propose_to(subject: str, target: str):
+        return await stub.ProposeFact(pb.ProposeFactRequest(
+            principal_id=AGENT, personal_scope_id=PERSONAL,
+            readable_scope_ids=[PERSONAL, PROJECT, OTHER], target_scope_id=target,
+            subject=subject, predicate="depends_on", object="ledger",
+            context=pb.TaskContext(task_ref="t-target")))
+
+    await propose_to("addressed", PROJECT)
+    await propose_to("unaddressed", "")
+    assert [p.subject for p in (await pending(stub)).proposals] == ["addressed"]
+    assert (await pending(stub, OTHER)).proposals == []
+    for target in (str(uuid.uuid4()), PERSONAL):
+        with pytest.raises(InvalidInput) as err:
+            await propose_to("elsewhere", target)
+        assert (err.value.field, err.value.metadata.get("reason")) == (
+            "target_scope_id", "out_of_scope")
+
+
 async def test_pending_shows_conflicts_and_known_facts(stub) -> None:
     owner = await propose(stub, "payments-api", "owned_by", "team-b")
     same = await propose(stub, "payments-api", "depends_on", "ledger")
