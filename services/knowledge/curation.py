@@ -11,6 +11,11 @@ asyncpg.
   human tier (0..3; 4 stays reserved for unverified agent text), attributed to the
   curator. The personal proposal is closed as SUPERSEDED by the shared fact's key.
 - reject: the personal proposal is closed as RETRACTED; the reason is kept.
+- conflicted attempts: a proposal contradicting an active fact on a single-valued
+  predicate is refused (``conflicted``) and creates no proposal, but the curators of the
+  project owning the contradicted fact see the attempt with that fact's key, newest
+  first: a proposed correction ("the database is now PostgreSQL 16") a human can act on
+  with a ``correction`` line of ``vera ingest``.
 - retract a source: its assertions are withdrawn; a fact left without any supporting
   assertion is retracted; the action is written to audit_events.
 """
@@ -148,6 +153,29 @@ class PendingView:
 @dataclass(frozen=True)
 class PendingPage:
     proposals: tuple[PendingView, ...]
+    next_page_token: str
+    total: int
+
+
+@dataclass(frozen=True)
+class ConflictedView:
+    """An attempt refused as conflicted, seen by the curators of the project whose
+    facts (``contradicted_fact_keys``) it contradicts."""
+
+    attempt_id: uuid.UUID
+    seq: int
+    proposer_id: uuid.UUID
+    subject: str
+    predicate: str
+    object: str
+    contradicted_fact_keys: tuple[str, ...]
+    context: TaskContext
+    attempted_at: datetime
+
+
+@dataclass(frozen=True)
+class ConflictedPage:
+    attempts: tuple[ConflictedView, ...]
     next_page_token: str
     total: int
 

@@ -57,6 +57,37 @@ class CurationRpcs:
             total=page.total,
         )
 
+    async def ListConflictedAttempts(
+        self, request: pb.ListConflictedAttemptsRequest, context
+    ) -> pb.ListConflictedAttemptsResponse:
+        scope = domain.parse_uuid("scope_id", request.scope_id)
+        assert scope is not None
+        size = domain.page_size(
+            "page_size",
+            request.page_size,
+            curation.PENDING_PAGE_DEFAULT,
+            curation.PENDING_PAGE_MAX,
+        )
+        before = page_tokens.decode_position(request.page_token)
+        page = await self._curation.list_conflicted(scope, size, before)
+        return pb.ListConflictedAttemptsResponse(
+            attempts=[
+                pb.ConflictedAttempt(
+                    attempt_id=str(a.attempt_id),
+                    proposer_principal_id=str(a.proposer_id),
+                    subject=a.subject,
+                    predicate=a.predicate,
+                    object=a.object,
+                    contradicted_fact_keys=list(a.contradicted_fact_keys),
+                    context=knowledge_api._context_to_proto(a.context),
+                    attempted_at=to_timestamp(a.attempted_at),
+                )
+                for a in page.attempts
+            ],
+            next_page_token=page.next_page_token,
+            total=page.total,
+        )
+
     async def VerifyProposal(
         self, request: pb.VerifyProposalRequest, context
     ) -> pb.VerifyProposalResponse:

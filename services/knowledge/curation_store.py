@@ -17,6 +17,8 @@ from vera.errors import InvalidInput
 from . import curation, domain
 from . import store as knowledge_store
 from .curation import (
+    ConflictedPage,
+    ConflictedView,
     PendingPage,
     PendingView,
     RejectIn,
@@ -143,6 +145,55 @@ class CurationStore:
         )
         token = page_tokens.encode_position(rows[-1]["seq"]) if more else ""
         return PendingPage(proposals, token, total)
+
+    async def list_conflicted(
+        self, scope_id: uuid.UUID, page_size: int, before: int
+    ) -> ConflictedPage:
+        """Conflicted attempts that contradict facts of the project, newest first, before
+        the attempt ``before`` (a keyset on the attempt sequence; 0 starts at the newest)."""
+        conflicted = """
+            FROM (SELECT pa.*, ARRAY(
+                      SELECT DISTINCT k FROM unnest(pa.conflicting_fact_keys) AS k
+                      WHERE EXISTS (SELECT 1 FROM facts c
+                                    WHERE c.fact_key = k AND c.scope_id = $1)
+                      ORDER BY k) AS contradicted
+                  FROM proposal_attempts pa WHERE pa.outcome = 'conflicted') a
+            WHERE cardinality(a.contradicted) > 0
+        """
+        async with (
+            self._pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            total = await conn.fetchval(f"SELECT count(*) {conflicted}", scope_id)
+            rows = await conn.fetch(
+                f"""SELECT a.attempt_id, a.seq, a.principal_id, a.subject, a.predicate,
+                           a.object, a.contradicted, a.runtime, a.session_ref, a.task_ref,
+                           a.repository_ref, a.created_at
+                    {conflicted} AND ($2 = 0 OR a.seq < $2) ORDER BY a.seq DESC LIMIT $3""",
+                scope_id,
+                before,
+                page_size + 1,
+            )
+        more = len(rows) > page_size
+        rows = rows[:page_size]
+        attempts = tuple(
+            ConflictedView(
+                attempt_id=r["attempt_id"],
+                seq=r["seq"],
+                proposer_id=r["principal_id"],
+                subject=r["subject"],
+                predicate=r["predicate"],
+                object=r["object"],
+                contradicted_fact_keys=tuple(r["contradicted"]),
+                context=TaskContext(
+                    r["runtime"], r["session_ref"], r["task_ref"], r["repository_ref"]
+                ),
+                attempted_at=r["created_at"],
+            )
+            for r in rows
+        )
+        token = page_tokens.encode_position(rows[-1]["seq"]) if more else ""
+        return ConflictedPage(attempts, token, total)
 
     async def _pending(
         self, conn: asyncpg.Connection, scope_id: uuid.UUID, fact_key: str

@@ -30,10 +30,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     curate.add_argument("--json", action="store_true", help="print the raw JSON response")
     sub = curate.add_subparsers(dest="curate_command", required=True)
 
-    listing = sub.add_parser("list", help="list a project's pending proposals")
+    listing = sub.add_parser(
+        "list", help="list a project's pending proposals and conflicted attempts"
+    )
     listing.add_argument("project", help="project slug or id")
     listing.add_argument("--page-size", type=int, default=0, help="1..100 (default 50)")
     listing.add_argument("--page-token", default="", help="next_page_token of a previous page")
+    listing.add_argument("--conflicted-page-token", default="",
+                         help="next_page_token of a previous page of conflicted attempts")
 
     verify = sub.add_parser("verify", help="promote a proposal into the project's shared truth")
     verify.add_argument("project")
@@ -95,6 +99,15 @@ def _summary(command: str, data: dict[str, Any]) -> str:
                          f"{p['object']}" + (f"  ({'; '.join(flags)})" if flags else ""))
         if data.get("next_page_token"):
             lines.append(f"more: --page-token {data['next_page_token']}")
+        conflicted = data.get("conflicted_attempts") or {}
+        if conflicted.get("total"):
+            lines.append(f"{conflicted['total']} conflicted attempt(s): proposed corrections of"
+                         " active facts (apply one with a correction line in vera ingest)")
+            for a in conflicted["attempts"]:
+                lines.append(f"  {a['subject']} | {a['predicate']} | {a['object']}"
+                             f"  (contradicts: {', '.join(a['contradicted_fact_keys'])})")
+            if conflicted.get("next_page_token"):
+                lines.append(f"more: --conflicted-page-token {conflicted['next_page_token']}")
         return "\n".join(lines)
     if command == "verify":
         fact = data["fact"]
@@ -114,11 +127,20 @@ def run(args: argparse.Namespace, settings: Settings, transport: Any = None) -> 
     try:
         with httpx.Client(base_url=base, timeout=TIMEOUT_SECONDS, transport=transport) as client:
             response = client.request(method, path, json=body, params=params, headers=headers)
+            if args.curate_command == "list" and response.status_code < 400:
+                conflicted = client.get(
+                    f"/curation/projects/{args.project}/conflicted-attempts", headers=headers,
+                    params={k: v for k, v in (("page_size", args.page_size),
+                                              ("page_token", args.conflicted_page_token)) if v})
+                if conflicted.status_code >= 400:
+                    response = conflicted
     except httpx.HTTPError as exc:
         print(f"vera curate: cannot reach the REST API at {base} ({type(exc).__name__}). Is "
               "the stack running (scripts/up)?", file=sys.stderr)
         return 1
     data = response.json() if response.content else {}
+    if args.curate_command == "list" and response.status_code < 400:
+        data["conflicted_attempts"] = conflicted.json()
     if response.status_code >= 400:
         error = data.get("error", {}) if isinstance(data, dict) else {}
         detail = ", ".join(f"{k}={v}" for k, v in error.items() if k not in ("code", "message"))

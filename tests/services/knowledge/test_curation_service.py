@@ -275,12 +275,17 @@ async def test_retract_source_withdraws_retracts_and_audits(stub, db) -> None:
         assert err.value.field == field
 
 
-async def test_unknown_predicate_is_refused_with_candidates_and_records_nothing(stub, db) -> None:
+async def test_unknown_predicate_is_refused_with_candidates_and_stores_no_text(stub, db) -> None:
     with pytest.raises(InvalidInput) as err:
         await propose(stub, predicate="depends on")
     assert err.value.field == "predicate"
     assert err.value.metadata["candidates"].split(",")[0] == "depends_on"
-    assert await db.fetchval("SELECT count(*) FROM proposal_attempts") == 0
+    # The attempt is reported as rejected, without the refused text.
+    rows = await db.fetch(
+        "SELECT outcome, reason, subject, predicate, object FROM proposal_attempts"
+    )
+    assert [tuple(r) for r in rows] == [("rejected", "unknown_predicate", "", "", "")]
+    assert await db.fetchval("SELECT count(*) FROM facts") == 0
 
 
 @pytest.mark.parametrize(
@@ -297,8 +302,13 @@ async def test_a_secret_is_refused_and_nothing_is_stored(stub, db, field, kwargs
     with pytest.raises(InvalidInput) as err:
         await propose(stub, **kwargs)
     assert err.value.field == field and err.value.metadata["reason"] == "secret"
-    for table in ("facts", "assertions", "evidence", "proposal_attempts", "proposal_targets"):
+    for table in ("facts", "assertions", "evidence", "proposal_targets"):
         assert await db.fetchval(f"SELECT count(*) FROM {table}") == 0, table
+    # Only the rejected attempt is kept, holding none of the refused text.
+    rows = await db.fetch("SELECT outcome, reason, subject, predicate, object, task_ref"
+                          " FROM proposal_attempts")
+    task_ref = "" if field == "context.task_ref" else "t-1"  # a field with the secret is blank
+    assert [tuple(r) for r in rows] == [("rejected", "secret", "", "", "", task_ref)]
     assert await head(stub) == before
 
 

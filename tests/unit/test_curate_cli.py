@@ -1,0 +1,78 @@
+"""`vera curate list` shows pending proposals and, after them, the attempts refused as
+conflicted with the facts they contradict (a unit test of the CLI over a fake REST API)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import httpx
+import pytest
+
+from vera import curate
+from vera.config import Settings
+
+PENDING = {"project_id": "p", "proposals": [], "next_page_token": None, "total": 0}
+CONFLICTED = {
+    "project_id": "p",
+    "attempts": [
+        {
+            "attempt_id": "a1",
+            "subject": "payments-api",
+            "predicate": "uses_database",
+            "object": "PostgreSQL 16",
+            "contradicted_fact_keys": ["fk-pg14"],
+        }
+    ],
+    "next_page_token": "tok2",
+    "total": 3,
+}
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    curate.add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["curate", "--api-url", "http://api", *argv])
+
+
+def _api(seen: list[httpx.Request]) -> httpx.MockTransport:
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.path.endswith("/conflicted-attempts"):
+            return httpx.Response(200, json=CONFLICTED)
+        return httpx.Response(200, json=PENDING)
+
+    return httpx.MockTransport(handle)
+
+
+def test_list_shows_conflicted_attempts_with_the_contradicted_fact(capsys) -> None:
+    seen: list[httpx.Request] = []
+    args = _args("list", "payments", "--conflicted-page-token", "tok1")
+    assert curate.run(args, Settings(), transport=_api(seen)) == 0
+    out = capsys.readouterr().out
+    assert "3 conflicted attempt(s)" in out
+    assert "payments-api | uses_database | PostgreSQL 16  (contradicts: fk-pg14)" in out
+    assert "--conflicted-page-token tok2" in out
+    assert [r.url.path for r in seen] == [
+        "/curation/projects/payments/proposals",
+        "/curation/projects/payments/conflicted-attempts",
+    ]
+    assert seen[1].url.params["page_token"] == "tok1"
+
+
+def test_list_json_carries_both_lists(capsys) -> None:
+    assert curate.run(_args("--json", "list", "payments"), Settings(), transport=_api([])) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["total"] == 0 and data["conflicted_attempts"] == CONFLICTED
+
+
+@pytest.mark.parametrize("failing", ["/proposals", "/conflicted-attempts"])
+def test_a_refused_listing_exits_2(capsys, failing: str) -> None:
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith(failing):
+            return httpx.Response(403, json={"error": {"code": "unauthorized"}})
+        return httpx.Response(200, json=PENDING)
+
+    args = _args("list", "payments")
+    assert curate.run(args, Settings(), transport=httpx.MockTransport(handle)) == 2
+    assert "unauthorized" in capsys.readouterr().err
