@@ -6,6 +6,7 @@ project's owner, or an owner or curator of the project's workspace, may curate a
 the knowledge service then decides what a decision writes.
 
     GET  /curation/projects/{project}/proposals                       pending, paged
+    GET  /curation/projects/{project}/conflicted-attempts     refused as conflicted, paged
     POST /curation/projects/{project}/proposals/{fact_key}/verify  {trust_tier?, authority?, note?}
     POST /curation/projects/{project}/proposals/{fact_key}/reject     {reason}
     POST /curation/projects/{project}/sources/{source_id}/retract     {reason}
@@ -135,6 +136,27 @@ async def list_pending(
     )
 
 
+async def list_conflicted(
+    request: Request, caller: RestCaller, project: ipb.Project, body: dict[str, Any]
+) -> Response:
+    """Proposals refused because they contradict one of the project's active facts
+    (single-valued predicate), newest first, each naming the facts it contradicts."""
+    size, token = page_query(request)
+    reply = await request.app.state.backends.knowledge.ListConflictedAttempts(
+        kpb.ListConflictedAttemptsRequest(
+            scope_id=project.project_id, page_size=size, page_token=token
+        )
+    )
+    return JSONResponse(
+        {
+            "project_id": project.project_id,
+            "attempts": [_json(a) for a in reply.attempts],
+            "next_page_token": reply.next_page_token or None,
+            "total": reply.total,
+        }
+    )
+
+
 async def verify(
     request: Request, caller: RestCaller, project: ipb.Project, body: dict[str, Any]
 ) -> Response:
@@ -208,6 +230,7 @@ async def retract_source(
 _PREFIX = "/curation/projects/{project}"
 routes = [
     Route(f"{_PREFIX}/proposals", _route(list_pending), methods=["GET"]),
+    Route(f"{_PREFIX}/conflicted-attempts", _route(list_conflicted), methods=["GET"]),
     Route(f"{_PREFIX}/proposals/{{fact_key}}/verify", _route(verify), methods=["POST"]),
     Route(f"{_PREFIX}/proposals/{{fact_key}}/reject", _route(reject), methods=["POST"]),
     Route(f"{_PREFIX}/sources/{{source_id}}/retract", _route(retract_source), methods=["POST"]),

@@ -195,3 +195,42 @@ async def test_bad_bodies_are_invalid_input(world: World) -> None:
     bad = await world.api.post(url, content=b"[1]",
                                headers={**world.curator.auth, "content-type": "application/json"})
     assert bad.status_code == 400 and bad.json()["error"]["field"] == "body"
+
+
+async def test_curators_see_conflicted_attempts_with_the_fact_they_contradict(
+    world: World,
+) -> None:
+    await world.knowledge.IngestKnowledge(kpb.IngestKnowledgeRequest(
+        principal_id=world.owner.principal_id, scope_id=world.project_id,
+        facts=[kpb.FactInput(subject="payments-api", predicate="uses_database",
+                             object="PostgreSQL 14")]))
+    contradicted = (await world.knowledge.GetEntity(kpb.GetEntityRequest(
+        scope_ids=[world.project_id], name="payments-api"))).facts[0].fact_key
+    for version in ("PostgreSQL 15", "PostgreSQL 16"):
+        reply = await world.knowledge.ProposeFact(kpb.ProposeFactRequest(
+            principal_id=world.member.principal_id,
+            personal_scope_id=world.member.personal_scope_id,
+            readable_scope_ids=[world.member.personal_scope_id, world.project_id],
+            subject="payments-api", predicate="uses_database", object=version,
+            context=kpb.TaskContext(runtime="claude-code", task_ref="t-db")))
+        assert reply.outcome == kpb.PROPOSAL_OUTCOME_CONFLICTED  # refused, as before
+
+    listed = await world.api.get("/curation/projects/payments/conflicted-attempts",
+                                 params={"page_size": 1}, headers=world.curator.auth)
+    assert listed.status_code == 200, listed.text
+    body = listed.json()
+    assert body["total"] == 2
+    newest = body["attempts"][0]
+    assert (newest["object"], newest["contradicted_fact_keys"]) == ("PostgreSQL 16",
+                                                                     [contradicted])
+    assert newest["proposer_principal_id"] == world.member.principal_id
+    assert newest["context"]["task_ref"] == "t-db"
+    older = await world.api.get("/curation/projects/payments/conflicted-attempts",
+                                params={"page_token": body["next_page_token"]},
+                                headers=world.curator.auth)
+    assert [a["object"] for a in older.json()["attempts"]] == ["PostgreSQL 15"]
+    assert older.json()["next_page_token"] is None
+    # Curating a project is needed to see them, as for pending proposals.
+    refused = await world.api.get("/curation/projects/payments/conflicted-attempts",
+                                  headers=world.member.auth)
+    assert refused.status_code == 403
