@@ -22,6 +22,7 @@ from vera.gateway.project_cache import ProjectCache
 from vera.gateway.tools import TASK_CONTEXT_NAMES, AuthClass
 from vera.identity.v1 import identity_pb2
 from vera.knowledge.v1 import knowledge_pb2
+from vera.repository_identity import canonicalize, relative_code_path
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.backends import Backends
 from vera.rpc.timestamps import to_timestamp
@@ -69,6 +70,22 @@ _CONFLICT_HANDLING = {
     "exclude": retrieval_pb2.CONFLICT_HANDLING_EXCLUDE,
     "only": retrieval_pb2.CONFLICT_HANDLING_ONLY,
 }
+
+
+def _binding_hints(args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` with the repository and code-path hints as identities, never raw text.
+
+    A remote becomes its canonical ``host/path`` (credentials, query and ``.git`` gone), as
+    facts store it, so ``git@github.com:acme/x.git`` binds like ``github.com/acme/x``; a
+    code path becomes repository-relative. A hint that names no remote, or a local path,
+    is dropped: it could bind nothing, and must never reach a persisted pack.
+    """
+    hints = dict(args)
+    if hints.get("repository") is not None:
+        hints["repository"] = canonicalize(hints["repository"])
+    if hints.get("code_path") is not None:
+        hints["code_path"] = relative_code_path(hints["code_path"])
+    return hints
 
 
 def _filters(args: dict[str, Any]) -> retrieval_pb2.RetrievalFilters:
@@ -212,6 +229,7 @@ def _canonical_request(args: dict[str, Any], project: identity_pb2.Project) -> d
 
 
 async def get_context(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    args = _binding_hints(args)
     filters = _filters(args)
     snapshot = None
     if args.get("snapshot_id") is not None:
@@ -295,6 +313,7 @@ async def get_context_pack(ctx: CallContext, args: dict[str, Any]) -> dict[str, 
 
 
 async def search(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+    args = _binding_hints(args)
     filters = _filters(args)
     snapshot = None
     if args.get("snapshot_id") is not None:

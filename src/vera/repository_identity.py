@@ -15,6 +15,9 @@ already canonical ``host/owner/repo`` whose host looks like a domain, so that
 Every port is dropped, not only the scheme's default: one repository reached over
 ``ssh://host:2222`` and ``https://host`` must be one identity, and ``host:2222/x`` would
 otherwise be ambiguous with the scp form (git reads it as host ``host``, path ``2222/x``).
+
+``relative_code_path`` is the same rule for a code-path hint: repository-relative, or
+nothing (a local absolute path never leaves the caller's request).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
-__all__ = ["canonicalize"]
+__all__ = ["canonicalize", "relative_code_path"]
 
 MAX_LENGTH = 2048
 
@@ -109,3 +112,29 @@ def _join(host: str | None, path: str) -> str | None:
     if not segments or any(segment in ("", ".", "..") for segment in segments):
         return None
     return f"{host}/{'/'.join(segments)}"
+
+
+# "scheme:" at the start: a URL, or a Windows drive ("C:").
+_SCHEME_OR_DRIVE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def relative_code_path(path: str) -> str | None:
+    """A code path as a repository-relative ``a/b/c``, or None when it is not one.
+
+    Separators become ``/``, and ``.`` segments and doubled slashes go. An absolute or
+    home-relative path (``/home/alice/...``, ``~/src``, ``C:\\work``, ``\\\\host\\share``),
+    a URL, or one that climbs out with ``..`` names the caller's machine, not the
+    repository, so it yields None and is never sent on or stored.
+    """
+    if not isinstance(path, str):
+        return None
+    text = path.strip().replace("\\", "/")
+    if not text or _CONTROL.search(text) or len(text) > MAX_LENGTH:
+        return None
+    if text.startswith(("/", "~")) or _SCHEME_OR_DRIVE.match(text):
+        return None
+    segments = [segment for segment in text.split("/") if segment not in ("", ".")]
+    if not segments or ".." in segments:
+        return None
+    return "/".join(segments)
