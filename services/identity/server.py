@@ -25,11 +25,13 @@ async def create(settings: Settings, address: str) -> HostedService:
             [
                 ServiceBinding(
                     SERVICE_NAME,
-                    IdentityApi(service, AccountService(store)),
+                    IdentityApi(service, AccountService(store),
+                                local_dev=settings.auth_profile == "local-dev"),
                     identity_pb2_grpc.add_IdentityServiceServicer_to_server,
                 )
             ],
             address,
+            settings,
         )
     except BaseException:
         await pool.close()

@@ -32,7 +32,9 @@ async def create(settings: Settings, address: str) -> HostedService:
             refresh_seconds=settings.knowledge.community_refresh_seconds,
         )
         register = knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server
-        running = create_server([ServiceBinding(SERVICE_NAME, servicer, register)], address)
+        running = create_server(
+            [ServiceBinding(SERVICE_NAME, servicer, register)], address, settings
+        )
         servicer.start_refresher()
     except BaseException:
         await pool.close()

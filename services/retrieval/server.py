@@ -51,7 +51,9 @@ async def create(
     try:
         pool = await open_service_database(settings, SCHEMA, PACKAGE)
         cleanups.append(pool.close)
-        channel = open_channel(settings.services.knowledge, settings.rpc.deadline_seconds)
+        channel = open_channel(
+            settings.services.knowledge, settings.rpc.deadline_seconds,
+            auth_key=settings.rpc.auth_key, caller="retrieval")
         cleanups.append(channel.close)
 
         if embedder is None:
@@ -102,6 +104,7 @@ async def create(
                 )
             ],
             address,
+            settings,
         )
         tailer = asyncio.create_task(indexer.run(), name="retrieval-indexer")
 

@@ -80,7 +80,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         hosted = await module.create(settings, address)
-        await serve_until_signalled(hosted.running, hosted.aclose)
+        await serve_until_signalled(
+            hosted.running, hosted.aclose, grace=settings.rpc.longest_deadline_seconds)
 
     asyncio.run(main())
     return 0
@@ -119,7 +120,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
     from vera.errors import VeraError
     from vera.ingest import IngestFileError, ingest_file, parse_jsonl
-    from vera.stack import read_stack_file
+    from vera.stack import stack_client_settings
 
     settings = _settings(args.data_dir)
     if not args.file.is_file():
@@ -132,10 +133,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         for line, reason in exc.errors:
             print(f"  line {line}: {reason}", file=sys.stderr)
         return 2
-    stack = read_stack_file(settings.data_dir.expanduser().resolve())
-    if stack is not None:
-        settings = settings.model_copy(update={
-            "services": settings.services.model_copy(update=stack["services"])})
+    settings = stack_client_settings(settings, settings.data_dir)
 
     bars: dict[str, tqdm] = {}
 
@@ -174,14 +172,14 @@ def _cmd_admin(args: argparse.Namespace) -> int:
     from vera.errors import VeraError
     from vera.identity.v1 import identity_pb2, identity_pb2_grpc
     from vera.rpc.client import open_channel
-    from vera.stack import read_stack_file
+    from vera.stack import stack_client_settings
 
     settings = _settings(args.data_dir)
-    stack = read_stack_file(settings.data_dir.expanduser().resolve())
-    address = stack["services"]["identity"] if stack else settings.services.identity
+    settings = stack_client_settings(settings, settings.data_dir)
 
     async def create() -> tuple[identity_pb2.Principal, str]:
-        channel = open_channel(address, settings.rpc.deadline_seconds)
+        channel = open_channel(settings.services.identity, settings.rpc.deadline_seconds,
+                               auth_key=settings.rpc.auth_key, caller="cli")
         try:
             stub = identity_pb2_grpc.IdentityServiceStub(channel)
             user = await stub.CreateUser(

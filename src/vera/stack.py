@@ -2,7 +2,9 @@
 
 Embedded PostgreSQL, then the four services as child processes (`vera serve <svc>` on
 free loopback ports), then the MCP gateway and the REST API. The addresses are written to
-``<data-dir>/run/stack.json`` so `vera ingest --data-dir` finds the running stack.
+``<data-dir>/run/stack.json`` so `vera ingest --data-dir` finds the running stack. Every
+run generates the internal call key (``VERA_RPC__AUTH_KEY``), hands it to each child and
+writes it, readable by the owner only, to ``<data-dir>/run/rpc.key`` for the CLI's calls.
 SIGINT/SIGTERM stop the gateway, the services, then PostgreSQL, in that order.
 """
 
@@ -13,6 +15,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -23,6 +26,7 @@ from pathlib import Path
 import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from pydantic import SecretStr
 
 from vera.config import Settings
 from vera.db.embedded import EmbeddedPostgres
@@ -31,7 +35,8 @@ log = logging.getLogger(__name__)
 
 SERVICES = ("identity", "knowledge", "retrieval", "snapshot")
 START_TIMEOUT_SECONDS = 120.0
-STOP_GRACE_SECONDS = 15.0
+# A child gets this long beyond its own drain (the longest RPC deadline) before SIGKILL.
+STOP_MARGIN_SECONDS = 10.0
 
 
 class StackError(Exception):
@@ -48,6 +53,19 @@ def stack_file(data_dir: Path) -> Path:
     return data_dir / "run" / "stack.json"
 
 
+def key_file(data_dir: Path) -> Path:
+    return data_dir / "run" / "rpc.key"
+
+
+def _write_key_file(data_dir: Path, key: str) -> None:
+    path = key_file(data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(out.fileno(), 0o600)  # an older file keeps its mode otherwise
+        out.write(key)
+
+
 def read_stack_file(data_dir: Path) -> dict | None:
     """The running stack's addresses, or None when no live stack uses this data dir."""
     path = stack_file(data_dir)
@@ -60,6 +78,23 @@ def read_stack_file(data_dir: Path) -> dict | None:
     except (OSError, KeyError, ValueError):
         return None
     return info
+
+
+def stack_client_settings(settings: Settings, data_dir: Path) -> Settings:
+    """``settings`` for a client of the stack running on ``data_dir``: its service
+    addresses and its internal key; unchanged when no stack runs there."""
+    data_dir = data_dir.expanduser().resolve()
+    stack = read_stack_file(data_dir)
+    if stack is None:
+        return settings
+    update: dict = {"services": settings.services.model_copy(update=stack["services"])}
+    try:
+        key = key_file(data_dir).read_text().strip()
+    except OSError:
+        key = ""
+    if key:
+        update["rpc"] = settings.rpc.model_copy(update={"auth_key": SecretStr(key)})
+    return settings.model_copy(update=update)
 
 
 def _free_port() -> int:
@@ -98,15 +133,15 @@ async def _wait_http_ok(url: str, child: Child, timeout: float) -> None:
             await asyncio.sleep(0.2)
 
 
-async def _stop_child(child: Child) -> None:
+async def _stop_child(child: Child, grace: float) -> None:
     if child.process.returncode is not None:
         return
     with contextlib.suppress(ProcessLookupError):
         child.process.send_signal(signal.SIGTERM)
     try:
-        await asyncio.wait_for(child.process.wait(), STOP_GRACE_SECONDS)
+        await asyncio.wait_for(child.process.wait(), grace)
     except TimeoutError:
-        log.warning("%s did not stop in %.0f s; killing it", child.name, STOP_GRACE_SECONDS)
+        log.warning("%s did not stop in %.0f s; killing it", child.name, grace)
         with contextlib.suppress(ProcessLookupError):
             child.process.kill()
         await child.process.wait()
@@ -137,10 +172,13 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
         await asyncio.to_thread(pg.start)
         dsn = await pg.ensure_database()
         addresses = {name: f"127.0.0.1:{_free_port()}" for name in SERVICES}
+        rpc_key = secrets.token_urlsafe(32)
+        _write_key_file(data_dir, rpc_key)
         env = {
             **os.environ,
             "VERA_DATA_DIR": str(data_dir),
             "VERA_DATABASE__DSN": dsn,
+            "VERA_RPC__AUTH_KEY": rpc_key,
             "VERA_MCP__PORT": str(port),
             **{f"VERA_SERVICES__{name.upper()}": address for name, address in addresses.items()},
         }
@@ -197,10 +235,12 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
         exit_code = 1
     finally:
         # Reverse order: the gateway first, PostgreSQL last.
+        stop_grace = settings.rpc.longest_deadline_seconds + STOP_MARGIN_SECONDS
         for child in reversed(children):
-            await _stop_child(child)
-        with contextlib.suppress(FileNotFoundError):
-            stack_file(data_dir).unlink()
+            await _stop_child(child, stop_grace)
+        for path in (stack_file(data_dir), key_file(data_dir)):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
         await asyncio.to_thread(pg.stop)
         log.info("stopped")
     return exit_code

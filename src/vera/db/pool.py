@@ -9,6 +9,10 @@ import asyncpg
 from vera.config import ConfigError, Settings
 from vera.db.migrate import migrate
 
+# What a statement raises when PostgreSQL cancels it (statement_timeout) or the client
+# stops waiting for it (command_timeout).
+STATEMENT_TIMEOUTS: tuple[type[Exception], ...] = (asyncpg.QueryCanceledError, TimeoutError)
+
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for name in ("json", "jsonb"):
@@ -18,27 +22,41 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 
 
 async def create_pool(
-    dsn: str, schema: str, *, min_size: int = 1, max_size: int = 8
+    dsn: str,
+    schema: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 8,
+    statement_timeout_seconds: float | None = None,
+    command_timeout_seconds: float | None = None,
 ) -> asyncpg.Pool:
-    """A pool whose connections see only ``schema`` (and pg_catalog) by default."""
+    """A pool whose connections see only ``schema`` (and pg_catalog) by default; with
+    timeouts, PostgreSQL cancels longer statements and the client stops waiting."""
+    server_settings = {"search_path": schema, "application_name": f"vera-{schema}"}
+    if statement_timeout_seconds is not None:
+        server_settings["statement_timeout"] = str(int(statement_timeout_seconds * 1000))
     return await asyncpg.create_pool(
         dsn,
         min_size=min_size,
         max_size=max_size,
         init=_init_connection,
-        server_settings={"search_path": schema, "application_name": f"vera-{schema}"},
+        command_timeout=command_timeout_seconds,
+        server_settings=server_settings,
     )
 
 
 async def open_service_database(settings: Settings, schema: str, package: str) -> asyncpg.Pool:
     """What every service does first: apply its migrations, then pool its schema."""
-    if settings.database.dsn is None:
+    db = settings.database
+    if db.dsn is None:
         raise ConfigError("VERA_DATABASE__DSN: required")
-    dsn = settings.database.dsn.get_secret_value()
+    dsn = db.dsn.get_secret_value()
     await migrate(dsn, schema, package)
     return await create_pool(
         dsn,
         schema,
-        min_size=settings.database.pool_min_size,
-        max_size=settings.database.pool_max_size,
+        min_size=db.pool_min_size,
+        max_size=db.pool_max_size,
+        statement_timeout_seconds=db.statement_timeout_seconds,
+        command_timeout_seconds=db.command_timeout_seconds,
     )

@@ -24,14 +24,19 @@ class Backends:
     channels: tuple[grpc.aio.Channel, ...]
 
     @classmethod
-    def open(cls, settings: Settings) -> Backends:
-        """Opens one channel per service; call inside the event loop that will use them."""
+    def open(cls, settings: Settings, caller: str = "gateway") -> Backends:
+        """Opens one channel per service, signed as ``caller`` when the deployment has an
+        internal key; call inside the event loop that will use them."""
         rpc, addresses = settings.rpc, settings.services
-        identity = open_channel(addresses.identity, rpc.deadline_seconds)
-        knowledge = open_channel(addresses.knowledge, rpc.deadline_seconds)
+
+        def channel(address: str, deadline_seconds: float) -> grpc.aio.Channel:
+            return open_channel(address, deadline_seconds, auth_key=rpc.auth_key, caller=caller)
+
+        identity = channel(addresses.identity, rpc.deadline_seconds)
+        knowledge = channel(addresses.knowledge, rpc.deadline_seconds)
         # Search and context assembly embed, search and re-read: a longer budget.
-        retrieval = open_channel(addresses.retrieval, rpc.retrieval_deadline_seconds)
-        snapshot = open_channel(addresses.snapshot, rpc.deadline_seconds)
+        retrieval = channel(addresses.retrieval, rpc.retrieval_deadline_seconds)
+        snapshot = channel(addresses.snapshot, rpc.deadline_seconds)
         return cls(
             identity=IdentityServiceStub(identity),
             knowledge=KnowledgeServiceStub(knowledge),

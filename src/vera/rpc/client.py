@@ -1,19 +1,27 @@
-"""Client channels: every call gets a deadline and failures come back as VeraError."""
+"""Client channels: every call gets a deadline and, with the deployment's key, the
+caller's internal assertion; failures come back as VeraError."""
 
 from __future__ import annotations
 
 import grpc
+from pydantic import SecretStr
 
+from vera.rpc.auth import METADATA_KEY, AssertionSigner
 from vera.rpc.errors import from_rpc_error
 
 
-class _DeadlineAndErrors(grpc.aio.UnaryUnaryClientInterceptor):
-    def __init__(self, deadline_seconds: float) -> None:
+class _CallPolicy(grpc.aio.UnaryUnaryClientInterceptor):
+    def __init__(self, deadline_seconds: float, signer: AssertionSigner | None) -> None:
         self._deadline = deadline_seconds
+        self._signer = signer
 
     async def intercept_unary_unary(self, continuation, client_call_details, request):
         if client_call_details.timeout is None:
             client_call_details = client_call_details._replace(timeout=self._deadline)
+        if self._signer is not None:
+            metadata = grpc.aio.Metadata(*(client_call_details.metadata or ()))
+            metadata[METADATA_KEY] = self._signer.header()
+            client_call_details = client_call_details._replace(metadata=metadata)
         call = await continuation(client_call_details, request)
         try:
             return await call
@@ -21,8 +29,17 @@ class _DeadlineAndErrors(grpc.aio.UnaryUnaryClientInterceptor):
             raise from_rpc_error(exc) from None
 
 
-def open_channel(address: str, deadline_seconds: float) -> grpc.aio.Channel:
-    """A channel whose calls default to ``deadline_seconds`` and raise VeraError."""
+def open_channel(
+    address: str,
+    deadline_seconds: float,
+    *,
+    auth_key: SecretStr | None = None,
+    caller: str = "cli",
+) -> grpc.aio.Channel:
+    """A channel whose calls default to ``deadline_seconds`` and raise VeraError. With
+    ``auth_key`` every call carries an assertion naming ``caller`` (gateway, api,
+    retrieval, snapshot, cli), minted once per channel and renewed before it expires."""
+    signer = AssertionSigner(auth_key, caller) if auth_key is not None else None
     return grpc.aio.insecure_channel(
-        address, interceptors=[_DeadlineAndErrors(deadline_seconds)]
+        address, interceptors=[_CallPolicy(deadline_seconds, signer)]
     )

@@ -9,9 +9,20 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from vera.errors import ERROR_DOMAIN, ERRORS_BY_REASON, InvalidInput, Unavailable, VeraError
+from vera.errors import (
+    ERROR_DOMAIN,
+    ERRORS_BY_REASON,
+    InvalidInput,
+    Unauthenticated,
+    Unavailable,
+    VeraError,
+)
 
 log = logging.getLogger(__name__)
+
+# ErrorInfo metadata ``credential`` of a refused internal assertion (vera.rpc.auth), which
+# tells it apart from an end user's failed authentication.
+INTERNAL_CREDENTIAL = "internal"
 
 
 def to_rpc_status(error: VeraError) -> grpc.Status:
@@ -47,6 +58,12 @@ def from_rpc_error(error: grpc.aio.AioRpcError) -> VeraError:
         return VeraError(f"service call failed: {error.code().name}")
     cls = ERRORS_BY_REASON.get(info.reason, VeraError)
     metadata = dict(info.metadata)
+    if cls is Unauthenticated and metadata.get("credential") == INTERNAL_CREDENTIAL:
+        # The service refused this process's own assertion: a deployment fault, never the
+        # end user's, so callers must not answer it as a failed login.
+        log.warning("an internal call was refused (%s): check VERA_RPC__AUTH_KEY",
+                    metadata.get("reason", "unknown"))
+        return VeraError("internal call refused", **metadata)
     if cls is InvalidInput:
         field = metadata.pop("field", "")
         err: VeraError = InvalidInput(field, error.details() or "", **metadata)

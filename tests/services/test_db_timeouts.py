@@ -1,0 +1,89 @@
+"""Service pools bound every statement: PostgreSQL cancels one that runs past
+statement_timeout, the client stops waiting after command_timeout, and the caller of
+the service gets UNAVAILABLE instead of a hung call."""
+
+from __future__ import annotations
+
+import time
+
+import asyncpg
+import pytest
+
+from vera.config import DatabaseSettings, RpcSettings, Settings
+from vera.db.pool import create_pool, open_service_database
+from vera.errors import Unavailable
+from vera.identity.v1 import identity_pb2, identity_pb2_grpc
+from vera.rpc.client import open_channel
+from vera.rpc.server import ServiceBinding, create_server
+
+
+def test_the_statement_timeout_ends_before_the_longest_deadline() -> None:
+    db, rpc = DatabaseSettings(), RpcSettings()
+    assert db.statement_timeout_seconds < db.command_timeout_seconds
+    assert db.command_timeout_seconds < rpc.longest_deadline_seconds
+
+
+async def test_service_pools_carry_both_timeouts(pg_dsn) -> None:
+    settings = Settings(database={"dsn": pg_dsn, "statement_timeout_seconds": 1.5,
+                                  "command_timeout_seconds": 0.3})
+    pool = await open_service_database(settings, "identity", "vera.services.identity")
+    try:
+        assert await pool.fetchval("SHOW statement_timeout") == "1500ms"
+        with pytest.raises(TimeoutError):  # the client gave up before the server did
+            await pool.execute("SELECT pg_sleep(1)")
+    finally:
+        await pool.close()
+
+
+async def test_postgres_cancels_a_statement_past_its_timeout(pg_dsn) -> None:
+    pool = await create_pool(pg_dsn, "public", statement_timeout_seconds=0.2)
+    started = time.monotonic()
+    try:
+        with pytest.raises(asyncpg.QueryCanceledError) as caught:
+            await pool.execute("SELECT pg_sleep(10)")
+    finally:
+        await pool.close()
+    assert caught.value.sqlstate == "57014"
+    assert time.monotonic() - started < 5
+
+
+async def test_the_client_stops_waiting_after_the_command_timeout(pg_dsn) -> None:
+    pool = await create_pool(pg_dsn, "public", command_timeout_seconds=0.3)
+    started = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError):
+            await pool.execute("SELECT pg_sleep(10)")
+    finally:
+        await pool.close()
+    assert time.monotonic() - started < 5
+
+
+class Sleeper(identity_pb2_grpc.IdentityServiceServicer):
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def GetPrincipal(self, request, context):
+        await self._pool.execute("SELECT pg_sleep(10)")
+        return identity_pb2.GetPrincipalResponse()
+
+
+@pytest.mark.parametrize("timeouts", [
+    {"statement_timeout_seconds": 0.2},
+    {"statement_timeout_seconds": 20, "command_timeout_seconds": 0.3},
+])
+async def test_a_caller_gets_unavailable_when_a_statement_times_out(pg_dsn, timeouts) -> None:
+    pool = await create_pool(pg_dsn, "public", **timeouts)
+    running = create_server([ServiceBinding(
+        "vera.identity.v1.IdentityService", Sleeper(pool),
+        identity_pb2_grpc.add_IdentityServiceServicer_to_server)], "127.0.0.1:0")
+    await running.server.start()
+    channel = open_channel(f"127.0.0.1:{running.port}", 8)
+    try:
+        with pytest.raises(Unavailable) as caught:
+            await identity_pb2_grpc.IdentityServiceStub(channel).GetPrincipal(
+                identity_pb2.GetPrincipalRequest())
+    finally:
+        await channel.close()
+        await running.stop(0)
+        await pool.close()
+    assert caught.value.metadata == {"reason": "timeout"}
