@@ -32,6 +32,7 @@ from deploy_manifests import (
 
 from vera.cli import SERVICE_NAMES
 from vera.config import Settings, load_settings
+from vera.entrypoints.loopback import refuse_unauthenticated_non_loopback
 from vera.entrypoints.mcp.main import check_startup
 
 GRPC = ("identity", "knowledge", "retrieval", "snapshot")
@@ -404,6 +405,20 @@ def test_the_gateway_starts_authenticated_with_the_rendered_config(name) -> None
     assert settings.mcp.allowed_origins == ["https://vera.example.com"]
 
 
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_the_api_starts_with_the_rendered_config_and_answers_its_service_name(name) -> None:
+    objects = rendered(name)
+    api = by_component(objects, "Deployment")["api"]
+    settings = _settings_from(_container_env(objects, api))
+    refuse_unauthenticated_non_loopback(settings, "api")
+    service = by_component(objects, "Service")["api"]["metadata"]["name"]
+    assert f"{service}:*" in settings.api.allowed_hosts  # in-cluster `vera curate --api-url`
+    api_host = value_set(name).get("ingress", {}).get("apiHost")
+    if api_host:
+        assert api_host in settings.api.allowed_hosts
+        assert settings.api.allowed_origins == [f"https://{api_host}"]
+
+
 def test_oidc_without_its_issuer_is_refused_naming_the_field() -> None:
     with pytest.raises(helm_python.HelmValuesError, match="/auth/oidc/issuer"):
         manifests({"auth": {"mode": "oidc"}})
@@ -417,6 +432,8 @@ def test_an_unauthenticated_gateway_renders_only_with_the_loud_value() -> None:
     gateway = by_component(objects, "Deployment")["gateway"]
     settings = _settings_from(_container_env(objects, gateway))
     assert settings.auth_profile == "local-dev"
+    check_startup(settings)  # starts, loudly, only because of the explicit override
+    refuse_unauthenticated_non_loopback(settings, "api")
     assert settings.mcp.allow_unauthenticated_non_loopback is True
     notes = next(text for path, text in render_files(values).items() if path.endswith(".txt"))
     assert "INSECUREUnauthenticatedGateway" in notes

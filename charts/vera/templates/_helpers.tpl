@@ -169,7 +169,8 @@ spec:
         checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
     spec:
       {{- include "vera.podSpecCommon" $root | trim | nindent 6 }}
-      terminationGracePeriodSeconds: 30
+      # Above the longest RPC deadline (30 s), which a stopping process drains for.
+      terminationGracePeriodSeconds: 45
       containers:
         - name: {{ .service }}
           image: {{ include "vera.image" $root }}
@@ -229,7 +230,8 @@ spec:
         {{- end }}
     spec:
       {{- include "vera.podSpecCommon" $root | trim | nindent 6 }}
-      terminationGracePeriodSeconds: 30
+      # Above the longest RPC deadline (30 s), which a stopping process drains for.
+      terminationGracePeriodSeconds: 45
       containers:
         - name: {{ .component }}
           image: {{ include "vera.image" $root }}
