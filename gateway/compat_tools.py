@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from vera import secret_screen
 from vera.gateway import handlers, schemas
 from vera.gateway.bounds import (
     EVIDENCE_TEXT,
@@ -81,7 +82,10 @@ async def _feedback(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         exact = {k: args[k] for k in ("context_pack_id", "result_ref", "signal")}
         return await handlers.feedback(ctx, exact)
     # No pack: no stable attribution key, so every call records a new row (not idempotent),
-    # and the client's signals are not calibration data: none is stored.
+    # and the client's signals are not calibration data: none is stored. The query is
+    # stored, so it passes the same secret screen as a proposal.
+    query = args.get("query") or ""
+    secret_screen.screen((("query", query),))
     scopes = await handlers._scopes(ctx)
     legacy_ref = f"legacy:{uuid.uuid4()}"
     recorded = await ctx.backends.knowledge.RecordFeedback(
@@ -91,7 +95,7 @@ async def _feedback(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             pack_id=legacy_ref,
             result_ref=args["result_ref"],
             signal=args["signal"],
-            query=args.get("query") or "",
+            query=query,
             rank=0,
         )
     )

@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from vera import secret_screen
 from vera.errors import InvalidInput
 from vera.text import codepoint, first_hidden
 
-from . import secrets
 from .domain import EVIDENCE_LAYOUT, Ontology, Proposal, load_ontology, normalize
 
 MAX_CANDIDATES = 3
@@ -54,7 +54,7 @@ class ProposalPolicy:
     def check(self, proposal: Proposal) -> None:
         """Raises ``invalid_input`` naming the first field the policy refuses."""
         # Screen first: a credential must not be echoed back even as a did-you-mean probe.
-        secrets.screen(
+        secret_screen.screen(
             (
                 ("subject", proposal.subject),
                 ("predicate", proposal.predicate),
@@ -62,6 +62,8 @@ class ProposalPolicy:
                 ("evidence_text", proposal.evidence_text),
                 ("context.session_ref", proposal.context.session_ref),
                 ("context.task_ref", proposal.context.task_ref),
+                ("context.runtime", proposal.context.runtime),
+                ("context.repository_ref", proposal.context.repository_ref),
             )
         )
         _refuse_hidden(

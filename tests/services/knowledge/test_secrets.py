@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vera.errors import InvalidInput
-from vera.services.knowledge.secrets import find_secret, screen, shannon_entropy
+from vera.secret_screen import find_secret, screen, shannon_entropy
 
 # Built by concatenation so this file itself never carries a literal credential shape
 # that repository scanners would flag.

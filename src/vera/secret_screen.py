@@ -8,7 +8,8 @@ recognizable shape (provider prefixes, PEM armour, JWTs, URLs with passwords) an
 mentions "token" or "password" passes.
 
 Pure code: no I/O. The refusal names the field and the kind of credential, never the
-matched text.
+matched text. One home for the rule: the knowledge service screens proposals and their
+task identity with it, and the gateway the free text a legacy tool would store.
 """
 
 from __future__ import annotations
