@@ -25,11 +25,14 @@ FROM ${PYTHON_IMAGE} AS runtime
 RUN groupadd --system --gid 10001 vera \
     && useradd --system --uid 10001 --gid vera --home-dir /opt/vera --shell /usr/sbin/nologin vera
 COPY --from=build /opt/vera/venv /opt/vera/venv
+# The root filesystem is read-only in the chart and compose.yaml: every cache goes to /tmp.
 ENV PATH=/opt/vera/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
+    HF_HOME=/tmp/huggingface \
+    XDG_CACHE_HOME=/tmp/.cache \
     VERA_DATA_DIR=/opt/vera/data
 # The ONNX export of the shipped MiniLM weights, checked against torch, into the data dir's
 # model cache, where retrieval finds it (read-only at run time).
