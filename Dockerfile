@@ -42,3 +42,13 @@ USER 10001:10001
 WORKDIR /opt/vera
 EXPOSE 8080 8081 50051 50052 50053 50054
 CMD ["python", "-m", "vera.entrypoints.mcp.main"]
+
+# Tilt only (`target="dev"`): live update writes synced code into the installed package as
+# the runtime user. Never deployed: the chart's and compose's root filesystem is read-only.
+FROM runtime AS dev
+USER 0
+RUN chown -R 10001:10001 /opt/vera/venv/lib/python3.11/site-packages/vera
+USER 10001:10001
+
+# The default target: the runtime image as built above.
+FROM runtime AS release

@@ -96,8 +96,10 @@ def test_the_mcp_endpoint_and_the_rest_api_are_port_forwarded(dev_objects) -> No
 
 def test_live_update_syncs_each_package_folder_where_the_image_installs_it(dev_objects) -> None:
     tilt = _run(embedded=False)
-    [(args, _)] = tilt.of("docker_build_with_restart")
+    [(args, kwargs)] = tilt.of("docker_build_with_restart")
     assert args[0] == "vera"  # the chart's image repository in the dev values
+    assert kwargs["target"] == "dev"  # the Dockerfile stage whose package the user may write
+    assert "FROM runtime AS dev" in (ROOT / "Dockerfile").read_text()
     assert yaml.safe_load((CHART / "dev-values.yaml").read_text())["image"]["repository"] == "vera"
     syncs = {a[0]: a[1] for a, _ in tilt.of("sync")}
     pyproject = (ROOT / "pyproject.toml").read_text()
