@@ -4,13 +4,16 @@ Each is a thin wrapper: its arguments are re-validated by the canonical tool's o
 argument spec (so the canonical defaults and bounds apply) and the canonical handler runs.
 The aliases differ only where the seed says they do: memory_get_context and
 memory_explain are searches with limit 5 and 3, memory_get_source returns the sources
-behind one fact, and memory_feedback keeps the legacy result_ref / signal / query /
-signals schema, where only an optional context_pack_id gives exact attribution and
-client-supplied signals are never used as calibration data.
+behind one fact, memory_recent_changes lists the most recently published facts newest
+first (the canonical feed is every change, oldest first), and memory_feedback keeps the
+legacy result_ref / signal / query / signals schema, where only an optional
+context_pack_id gives exact attribution and client-supplied signals are never used as
+calibration data.
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -43,6 +46,8 @@ _TASK_FIELDS = tuple(
     for p in _CODING["knowledge_propose"].arguments.params
     if p.name not in ("subject", "predicate", "object", "evidence_text")
 )
+# The kinds of change memory_recent_changes lists: newly published facts and corrections.
+PUBLISHED_CHANGES = ("published", "correction")
 LIMIT_FEED = (1, 200)
 DEPTH = (1, 5)
 ENTITY = (1, 1024)
@@ -217,7 +222,10 @@ def compat_surface(
             ToolSpec(
                 name="memory_recent_changes",
                 title="Recent changes (legacy)",
-                description="Legacy alias of knowledge_get_changes: recently published facts.",
+                description=(
+                    "Legacy alias of knowledge_get_changes: the most recently published facts "
+                    "(corrections included, proposals not), newest first."
+                ),
                 arguments=ArgumentSpec(
                     (
                         integer("limit", LIMIT_FEED, "Maximum changes (1..200).", 50),
@@ -231,7 +239,12 @@ def compat_surface(
                 cost="low",
             )
         )
-        table["memory_recent_changes"] = _delegate(changes, graph_handlers["knowledge_get_changes"])
+        recent = functools.partial(
+            graph_handlers["knowledge_get_changes"],
+            newest_first=True,
+            changes=PUBLISHED_CHANGES,
+        )
+        table["memory_recent_changes"] = _delegate(changes, recent)
     propose = _CODING["knowledge_propose"]
     tools.append(
         ToolSpec(

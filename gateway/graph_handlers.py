@@ -222,16 +222,26 @@ async def explore(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def get_changes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
+async def get_changes(
+    ctx: CallContext,
+    args: dict[str, Any],
+    *,
+    newest_first: bool = False,
+    changes: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The scoped change feed, oldest first; the legacy alias reads it newest first and
+    filtered to ``changes`` (kinds of change)."""
     request = pb.ListScopeChangesRequest(
         scope_ids=await _scope_ids(ctx, args.get("project")),
         page_size=args["limit"],
         page_token=args.get("cursor") or "",
+        newest_first=newest_first,
+        changes=list(changes),
     )
     response = await ctx.backends.knowledge.ListScopeChanges(
         _times(request, args, ("as_of", "known_as_of"))
     )
-    changes = [
+    entries = [
         {
             "position": c.position,
             "change": c.change,
@@ -243,10 +253,10 @@ async def get_changes(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         for c in response.changes
     ]
     return {
-        "changes": changes,
+        "changes": entries,
         "next_cursor": response.next_page_token,
         "has_more": response.has_more,
-        "empty_reason": None if changes else "no_new_changes",
+        "empty_reason": None if entries else "no_new_changes",
     }
 
 

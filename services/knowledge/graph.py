@@ -18,7 +18,7 @@ import networkx as nx
 
 from vera.errors import InvalidInput
 
-from .domain import FactState, FactView, normalize
+from .domain import FactView, normalize
 
 EXPLORE_DEPTH_MAX = 5
 EXPLORE_PAGE_DEFAULT, EXPLORE_PAGE_MAX = 50, 200
@@ -127,19 +127,24 @@ def freshness(observed_at: datetime | None, now: datetime, stale_after_days: int
 # --- change feed ------------------------------------------------------------------------
 
 
-def classify_change(fact: FactView, seen_before: bool) -> str:
-    """What one fact version means to a reader of the feed."""
-    if seen_before:
-        return "evidence_added"
-    if fact.state is FactState.PROPOSED:
-        return "proposed"
-    if fact.state is FactState.RETRACTED:
-        return "retracted"
-    if fact.state is FactState.SUPERSEDED or fact.superseded_by:
-        return "corrected"
-    if fact.corrects:
-        return "correction"
-    return "published"
+# What a ledger entry can mean to a reader (classified by the store, in SQL).
+CHANGE_KINDS = (
+    "published",
+    "correction",
+    "corrected",
+    "retracted",
+    "proposed",
+    "evidence_added",
+    "source_updated",
+)
+
+
+def change_kinds(field: str, values: Sequence[str]) -> tuple[str, ...]:
+    """The kinds of change a feed is filtered to (empty: every kind)."""
+    for i, value in enumerate(values):
+        if value not in CHANGE_KINDS:
+            raise InvalidInput(f"{field}[{i}]", "unknown kind of change", reason="out_of_range")
+    return tuple(dict.fromkeys(values))
 
 
 # --- communities ------------------------------------------------------------------------

@@ -356,6 +356,8 @@ class ModelServicer(KnowledgeServicer):
             size,
             from_timestamp(request, "as_of"),
             from_timestamp(request, "known_as_of"),
+            newest_first=request.newest_first,
+            changes=graph.change_kinds("changes", list(request.changes)),
         )
         return pb.ListScopeChangesResponse(
             changes=[

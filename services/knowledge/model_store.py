@@ -31,7 +31,6 @@ from .graph import (
     GraphFact,
     SourceVersionView,
     Summarizer,
-    classify_change,
     cluster,
     freshness,
     rank_facts,
@@ -132,6 +131,18 @@ def conflict_group_id(scope_id: uuid.UUID, subject: str, predicate: str) -> str:
     material = "\x1f".join((str(scope_id), normalize(subject), normalize(predicate)))
     return hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
 
+
+# What one ledger entry means to a reader of the feed (``graph.CHANGE_KINDS``), over
+# ``outbox o`` and its fact version ``v``; in SQL, so a filter by kind keeps cursors exact.
+_CHANGE_KIND = """CASE
+    WHEN o.kind = 'source_upserted' THEN 'source_updated'
+    WHEN EXISTS (SELECT 1 FROM outbox p WHERE p.version_id = o.version_id
+                 AND p.position < o.position) THEN 'evidence_added'
+    WHEN v.state = 'PROPOSED' THEN 'proposed'
+    WHEN v.state = 'RETRACTED' THEN 'retracted'
+    WHEN v.state = 'SUPERSEDED' OR v.superseded_by <> '' THEN 'corrected'
+    WHEN v.corrects <> '' THEN 'correction'
+    ELSE 'published' END"""
 
 # ``conflict_group_id`` of a facts row, in SQL, so conflict groups page in the database.
 _GROUP_ID = """left(encode(sha256(convert_to(
@@ -694,33 +705,41 @@ class ModelStore:
         page_size: int,
         as_of: datetime | None = None,
         known_as_of: datetime | None = None,
+        *,
+        newest_first: bool = False,
+        changes: Sequence[str] = (),
     ) -> tuple[list[ScopeChangeView], int, bool]:
-        """Ledger entries after ``after``. ``known_as_of``: only entries recorded at or
-        before it (the ledger as it stood then). ``as_of``: only entries whose fact version
-        was valid at that instant; source entries have no valid time and always pass.
-        Filters apply in SQL, so the cursor (a ledger position) stays exact."""
+        """Ledger entries after ``after`` (before it, from the head when 0, with
+        ``newest_first``). ``known_as_of``: only entries recorded at or before it (the
+        ledger as it stood then). ``as_of``: only entries whose fact version was valid at
+        that instant; source entries have no valid time and always pass. ``changes``: only
+        those kinds (``graph.CHANGE_KINDS``). Filters, the classification included, apply
+        in SQL, so the cursor (a ledger position) stays exact."""
+        beyond = "($2 = 0 OR o.position < $2)" if newest_first else "o.position > $2"
         async with (
             self._pool.acquire() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
             rows = await conn.fetch(
-                """SELECT o.position, o.kind, o.version_id, o.scope_id, o.ref, o.created_at,
-                          EXISTS (SELECT 1 FROM outbox p WHERE p.version_id = o.version_id
-                                  AND p.position < o.position) AS seen_before
-                   FROM outbox o
-                   WHERE o.scope_id = ANY($1::uuid[]) AND o.position > $2
-                     AND o.kind IN ('fact_upserted', 'source_upserted')
-                     AND ($4::timestamptz IS NULL OR o.created_at <= $4)
-                     AND ($5::timestamptz IS NULL OR o.version_id IS NULL OR EXISTS (
-                         SELECT 1 FROM facts v WHERE v.version_id = o.version_id
-                           AND (v.valid_from IS NULL OR v.valid_from <= $5)
-                           AND (v.valid_to IS NULL OR v.valid_to > $5)))
-                   ORDER BY o.position LIMIT $3""",
+                f"""SELECT * FROM (
+                       SELECT o.position, o.kind, o.version_id, o.scope_id, o.ref, o.created_at,
+                              {_CHANGE_KIND} AS change
+                       FROM outbox o LEFT JOIN facts v ON v.version_id = o.version_id
+                       WHERE o.scope_id = ANY($1::uuid[]) AND {beyond}
+                         AND o.kind IN ('fact_upserted', 'source_upserted')
+                         AND ($4::timestamptz IS NULL OR o.created_at <= $4)
+                         AND ($5::timestamptz IS NULL OR o.version_id IS NULL OR (
+                             v.version_id IS NOT NULL
+                             AND (v.valid_from IS NULL OR v.valid_from <= $5)
+                             AND (v.valid_to IS NULL OR v.valid_to > $5)))) c
+                   WHERE cardinality($6::text[]) = 0 OR c.change = ANY($6::text[])
+                   ORDER BY c.position {"DESC" if newest_first else ""} LIMIT $3""",
                 list(scope_ids),
                 after,
                 page_size + 1,
                 known_as_of,
                 as_of,
+                list(changes),
             )
             more = len(rows) > page_size
             rows = rows[:page_size]
@@ -738,16 +757,12 @@ class ModelStore:
         out = []
         for r in rows:
             fact = facts.get(r["version_id"]) if r["version_id"] is not None else None
-            if r["kind"] == ChangeKind.SOURCE_UPSERTED.value:
-                change = "source_updated"
-            elif fact is None:
+            if fact is None and r["kind"] != ChangeKind.SOURCE_UPSERTED.value:
                 continue
-            else:
-                change = classify_change(fact, r["seen_before"])
             out.append(
                 ScopeChangeView(
                     position=r["position"],
-                    change=change,
+                    change=r["change"],
                     scope_id=r["scope_id"],
                     fact=fact,
                     source_id=r["ref"] if fact is None else "",

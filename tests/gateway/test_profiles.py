@@ -197,7 +197,8 @@ async def test_memory_get_source_propose_and_feedback(start_gateway, fakes):
 
 
 async def test_graph_aliases_run_the_canonical_traversal_and_feed(pg_dsn):
-    """memory_explore and memory_recent_changes against the real knowledge service."""
+    """memory_explore and memory_recent_changes against the real knowledge service (the
+    feed alias reads newest first and only published facts: test_recent_changes.py)."""
     from snapshot_harness import SHARED, Identity, serve
 
     from vera.config import (
@@ -261,12 +262,16 @@ async def test_graph_aliases_run_the_canonical_traversal_and_feed(pg_dsn):
         async with serve(settings) as url, Client(url) as client:
             for alias, canonical, args in (
                 ("memory_explore", "knowledge_explore", {"entity": "checkout", "depth": 3}),
-                ("memory_recent_changes", "knowledge_get_changes", {"limit": 5}),
             ):
                 legacy = await client.call_tool(alias, args)
                 current = await client.call_tool(canonical, args)
                 assert not legacy.is_error and not current.is_error
                 assert legacy.structured_content == current.structured_content
+            recent = await client.call_tool("memory_recent_changes", {"limit": 5})
+            assert [c["fact"]["object"] for c in recent.structured_content["changes"]] == [
+                "ledger",
+                "payments",
+            ]
             hood = (
                 await client.call_tool("memory_explore", {"entity": "checkout"})
             ).structured_content

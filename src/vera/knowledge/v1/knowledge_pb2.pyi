@@ -806,18 +806,22 @@ class ScopeChange(_message.Message):
     def __init__(self, position: _Optional[int] = ..., change: _Optional[str] = ..., scope_id: _Optional[str] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ..., source_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListScopeChangesRequest(_message.Message):
-    __slots__ = ("scope_ids", "page_size", "page_token", "as_of", "known_as_of")
+    __slots__ = ("scope_ids", "page_size", "page_token", "as_of", "known_as_of", "newest_first", "changes")
     SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     AS_OF_FIELD_NUMBER: _ClassVar[int]
     KNOWN_AS_OF_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FIRST_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
     scope_ids: _containers.RepeatedScalarFieldContainer[str]
     page_size: int
     page_token: str
     as_of: _timestamp_pb2.Timestamp
     known_as_of: _timestamp_pb2.Timestamp
-    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    newest_first: bool
+    changes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., newest_first: _Optional[bool] = ..., changes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListScopeChangesResponse(_message.Message):
     __slots__ = ("changes", "next_page_token", "has_more")
