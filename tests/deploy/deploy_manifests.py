@@ -19,7 +19,9 @@ CHART = ROOT / "charts" / "vera"
 VALUE_SETS = ("default", "all-in-one", "ha", "oidc")
 RELEASE = "vera"
 NAMESPACE = "vera"
-KUBE_VERSION = "1.34.0"  # a current Kubernetes minor (the chart needs >= 1.27)
+# The newest Kubernetes the pinned kubernetes-validate carries schemas for (the chart
+# needs >= 1.27 for native gRPC probes).
+KUBE_VERSION = "1.37.0"
 
 
 def _secret_variables(model: type[BaseModel] = Settings, prefix: str = "VERA_") -> set[str]:

@@ -237,6 +237,11 @@ def test_background_work_runs_in_exactly_one_pod(name) -> None:
         _settings_from(env_of(singleton))
 
 
+def test_a_misspelt_value_is_refused_naming_it() -> None:
+    with pytest.raises(helm_python.HelmValuesError, match="gatewy"):
+        manifests({"gatewy": {"replicas": 3}})
+
+
 def test_retrieval_refuses_more_than_one_replica_naming_the_field() -> None:
     with pytest.raises(helm_python.HelmValuesError, match="/retrieval/replicas"):
         manifests({"retrieval": {"replicas": 2}})
