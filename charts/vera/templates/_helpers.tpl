@@ -30,7 +30,7 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
-{{/* The gRPC services: name -> values block. */}}
+{{/* The gRPC services; each has a values block of the same name. */}}
 {{- define "vera.grpcComponents" -}}
 identity knowledge retrieval snapshot
 {{- end -}}
