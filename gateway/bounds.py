@@ -1,7 +1,8 @@
 """Server-side input bounds (GUIDE §Input Bounds), declared once per argument.
 
 A ``Param`` both renders its JSON Schema fragment (for ``tools/list``) and checks a
-value (for the guard), so the advertised schema and the enforced bound cannot drift.
+value (for the guard), so the advertised schema and the enforced bound cannot drift. The
+numbers are ``vera.limits``, the published contract the services enforce as well.
 A failed check raises ``BoundsError``; the guard turns it into ``invalid_input`` with
 ``data.field`` and a stable ``data.reason``.
 """
@@ -14,25 +15,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from vera.limits import (
+    AUTHORITY,
+    ID_LIKE,
+    PREDICATE_LIST_ITEM_CHARS,
+    PREDICATE_LIST_ITEMS,
+    REPOSITORY_PATH_CURSOR,
+    ROOTS_ITEMS,
+    TIMESTAMP,
+    TRUST_TIER,
+)
 from vera.rpc.timestamps import parse_iso8601 as parse_timestamp
-
-# The GUIDE's bounds table: (min, max) characters or values.
-QUERY = (1, 8192)
-LIMIT = (1, 50)
-LIMIT_REPORT = (1, 100)
-TOKEN_BUDGET = (100, 32000)
-SUBJECT = (1, 512)
-PREDICATE_OBJECT = (1, 2048)
-EVIDENCE_TEXT = (0, 8000)
-TASK_CONTEXT_FIELD = (1, 256)  # runtime, session_ref, task_ref, repository_ref
-REPOSITORY_PATH_CURSOR = (1, 1024)  # repository, code_path, cursor
-ID_LIKE = (1, 512)  # project, branch, fact_key, pack_id, result_ref, usage_ref, ...
-TYPE_NAME = (1, 256)  # document_type, source_type
-TIMESTAMP = (1, 64)  # as_of, known_as_of
-AUTHORITY = (0.0, 1.0)
-TRUST_TIER = (0, 4)
-PREDICATE_LIST_ITEMS = 64
-PREDICATE_LIST_ITEM_CHARS = 256
 
 Kind = Literal[
     "string", "integer", "number", "boolean", "enum", "string_list", "timestamp", "roots"
@@ -284,6 +277,10 @@ def enum(
 
 def predicate_list(name: str, description: str) -> Param:
     return Param(name, "string_list", description, max_items=PREDICATE_LIST_ITEMS)
+
+
+def roots(description: str) -> Param:
+    return Param("roots", "roots", description, max_items=ROOTS_ITEMS)
 
 
 def authority(description: str) -> Param:

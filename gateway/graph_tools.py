@@ -9,25 +9,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from vera.gateway import schemas
-from vera.gateway.bounds import (
-    ID_LIKE,
-    QUERY,
-    REPOSITORY_PATH_CURSOR,
-    ArgumentSpec,
-    BoundsError,
-    enum,
-    integer,
-    string,
-    timestamp,
-)
+from vera.gateway.bounds import ArgumentSpec, BoundsError, enum, integer, string, timestamp
 from vera.gateway.schemas import BOOL, INT, NUM, OPT_STR, STR, STR_LIST, TS, array, nullable, obj
 from vera.gateway.tools import READ_HINTS, AuthClass, ToolSpec
-
-ENTITY = (1, 1024)
-LIMIT_FEED = (1, 200)  # explore, lineage, changes, conflicts
-LIMIT_ENTITY = (1, 500)
-LIMIT_COMMUNITIES = (1, 100)
-DEPTH = (1, 5)
+from vera.limits import (
+    DEPTH,
+    ENTITY,
+    ID_LIKE,
+    LIMIT_COMMUNITIES,
+    LIMIT_ENTITY,
+    LIMIT_FEED,
+    QUERY,
+    REPOSITORY_PATH_CURSOR,
+)
 
 _AS_OF = timestamp("as_of", "Valid-time boundary (ISO-8601): knowledge as it was true then.")
 _KNOWN_AS_OF = timestamp(

@@ -18,6 +18,19 @@ import mcp_types as types
 
 from vera.gateway import schemas
 from vera.gateway.bounds import (
+    ArgumentSpec,
+    BoundsError,
+    authority,
+    boolean,
+    enum,
+    integer,
+    predicate_list,
+    roots,
+    string,
+    timestamp,
+    trust_tier,
+)
+from vera.limits import (
     EVIDENCE_TEXT,
     ID_LIKE,
     LIMIT,
@@ -29,17 +42,6 @@ from vera.gateway.bounds import (
     TASK_CONTEXT_FIELD,
     TOKEN_BUDGET,
     TYPE_NAME,
-    ArgumentSpec,
-    BoundsError,
-    Param,
-    authority,
-    boolean,
-    enum,
-    integer,
-    predicate_list,
-    string,
-    timestamp,
-    trust_tier,
 )
 
 log = logging.getLogger(__name__)
@@ -147,12 +149,9 @@ _REPOSITORY = string(
 )
 _BRANCH = string("branch", ID_LIKE, "Current branch; omit on a detached HEAD.")
 _CODE_PATH = string("code_path", REPOSITORY_PATH_CURSOR, "Repository-relative code path.")
-_ROOTS = Param(
-    "roots",
-    "roots",
+_ROOTS = roots(
     "Multi-root workspace: one {repository, branch} per root (omit branch on a detached "
-    "HEAD). Each root is resolved on its own; bind each retrieval to one root's project.",
-    max_items=16,
+    "HEAD). Each root is resolved on its own; bind each retrieval to one root's project."
 )
 _DOCUMENT_TYPE = string("document_type", TYPE_NAME, "Keep only this document type.")
 _SOURCE_TYPE = string("source_type", TYPE_NAME, "Keep only this source type (adr, runbook, ...).")

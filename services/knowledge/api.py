@@ -227,7 +227,7 @@ class KnowledgeServicer(CurationRpcs, ErasureRpcs, knowledge_pb2_grpc.KnowledgeS
 
     async def ExplainFact(self, request: pb.ExplainFactRequest, context) -> pb.ExplainFactResponse:
         scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
-        key = domain.require_text("fact_key", request.fact_key, domain.MAX_TEXT)
+        key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
         found = await self._store.explain_fact(
             scopes, key, from_timestamp(request, "as_of"), from_timestamp(request, "known_as_of")
         )
@@ -273,7 +273,7 @@ class KnowledgeServicer(CurationRpcs, ErasureRpcs, knowledge_pb2_grpc.KnowledgeS
         domain.parse_uuid("principal_id", request.principal_id)
         scope = domain.parse_uuid("personal_scope_id", request.personal_scope_id)
         assert scope is not None
-        key = domain.require_text("fact_key", request.fact_key, domain.MAX_TEXT)
+        key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
         status, view = await self._store.retract(scope, key)
         return pb.RetractProposalResponse(status=_RETRACTION[status], fact=fact_to_proto(view))
 

@@ -19,11 +19,12 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from vera import limits
 from vera.config import ConfigError
 from vera.errors import InvalidInput
 from vera.repository_identity import canonicalize
-
 from vera.text import codepoint, first_hidden
+
 # Curated facts default to a good-but-not-best tier; proposals are always unverified.
 CURATED_TRUST_TIER = 1
 CURATED_AUTHORITY = 0.7
@@ -32,15 +33,20 @@ PROPOSAL_AUTHORITY = 0.1
 TASK_PROPOSAL_LIMIT = 50
 EXCERPT_CHARS = 500
 
-MAX_SUBJECT = 512
-MAX_PREDICATE = 256
-MAX_OBJECT = 4096
-MAX_EVIDENCE = 8000
-MAX_TEXT = 2048  # titles, uris, locators, bindings, context refs
-MAX_QUERY = 8192
+# Bounds on what a tool carries are the published contract (vera.limits); a curated fact
+# meets the same ones as a proposed fact.
+MAX_SUBJECT = limits.SUBJECT[1]
+MAX_PREDICATE = limits.PREDICATE_OBJECT[1]
+MAX_OBJECT = limits.PREDICATE_OBJECT[1]
+MAX_EVIDENCE = limits.EVIDENCE_TEXT[1]
+MAX_ENTITY = limits.ENTITY[1]
+MAX_CONTEXT_FIELD = limits.TASK_CONTEXT_FIELD[1]
+MAX_ID = limits.ID_LIKE[1]
+MAX_QUERY = limits.QUERY[1]
+MAX_TEXT = 2048  # titles, uris, locators, bindings of curated records
 MAX_BATCH = 10_000
 
-REPORT_PAGE_DEFAULT, REPORT_PAGE_MAX = 50, 100
+REPORT_PAGE_DEFAULT, REPORT_PAGE_MAX = 50, limits.LIMIT_REPORT[1]
 CHANGES_PAGE_DEFAULT, CHANGES_PAGE_MAX = 256, 1000
 
 FEEDBACK_SIGNALS = ("up", "down")
@@ -169,7 +175,7 @@ class TaskContext:
             ("task_ref", task_ref),
             ("repository_ref", repository_ref),
         ):
-            if len(value) > MAX_TEXT:
+            if len(value) > MAX_CONTEXT_FIELD:
                 raise InvalidInput(f"context.{name}", "too long", reason="too_long")
         return cls(
             runtime=normalize(runtime),
@@ -304,12 +310,6 @@ class IngestBatch:
         return {f.source_id for f in self.facts if f.source_id and f.source_id not in own}
 
 
-def validate_source(i: int, s: SourceIn) -> SourceIn:
-    prefix = f"sources[{i}]"
-    return SourceIn(
-        source_id=require_text(f"{prefix}.source_id", s.source_id, MAX_TEXT),
-        source_type=bound_text(f"{prefix}.source_type", s.source_type, MAX_TEXT).strip(),
-        title=bound_text(f"{prefix}.title", s.title, MAX_TEXT),
 @dataclass(frozen=True)
 class IngestWarning:
     """A record stored but flagged: ``field`` is its path in the request."""
@@ -348,6 +348,12 @@ def ingest_warnings(batch: IngestBatch) -> tuple[IngestWarning, ...]:
     return tuple(warnings)
 
 
+def validate_source(i: int, s: SourceIn) -> SourceIn:
+    prefix = f"sources[{i}]"
+    return SourceIn(
+        source_id=require_text(f"{prefix}.source_id", s.source_id, MAX_TEXT),
+        source_type=bound_text(f"{prefix}.source_type", s.source_type, MAX_TEXT).strip(),
+        title=bound_text(f"{prefix}.title", s.title, MAX_TEXT),
         uri=bound_text(f"{prefix}.uri", s.uri, MAX_TEXT),
         observed_at=s.observed_at,
     )
@@ -643,12 +649,6 @@ def make_proposal(
     )
 
 
-@dataclass(frozen=True)
-class ProposalFindings:
-    """What the store found before deciding, all read under the proposal's locks."""
-
-    known_fact_key: str | None  # same normalized fact ACTIVE in a readable scope
-    conflicting_fact_keys: tuple[str, ...]  # ACTIVE, same subject+predicate, other object
 def refused_attempt_context(context: TaskContext, field_name: str) -> TaskContext:
     """The task context a refused proposal's attempt keeps: all of it, except the context
     field the refusal names (it carried the refused text, which is never stored)."""
@@ -658,6 +658,12 @@ def refused_attempt_context(context: TaskContext, field_name: str) -> TaskContex
     return context
 
 
+@dataclass(frozen=True)
+class ProposalFindings:
+    """What the store found before deciding, all read under the proposal's locks."""
+
+    known_fact_key: str | None  # same normalized fact ACTIVE in a readable scope
+    conflicting_fact_keys: tuple[str, ...]  # ACTIVE, same subject+predicate, other object
     pending_in_personal_scope: bool  # a current PROPOSED version of the key exists
     created_in_task: int  # CREATED attempts of this task identity so far
 
@@ -764,13 +770,13 @@ def make_feedback(
     return FeedbackIn(
         principal_id=principal,
         scope_id=scope,
-        pack_id=require_text("pack_id", pack_id, MAX_TEXT),
-        result_ref=require_text("result_ref", result_ref, MAX_TEXT),
+        pack_id=require_text("pack_id", pack_id, MAX_ID),
+        result_ref=require_text("result_ref", result_ref, MAX_ID),
         signal=signal,
         query=bound_text("query", query, MAX_QUERY),
         rank=rank,
         signal_vector=dict(signal_vector),
-        fact_key=bound_text("fact_key", fact_key, MAX_TEXT).strip(),
+        fact_key=bound_text("fact_key", fact_key, MAX_ID).strip(),
     )
 
 

@@ -103,7 +103,7 @@ def _start(request) -> tuple[str, object]:
     entity_id = domain.parse_uuid("entity_id", request.entity_id, required=False)
     if entity_id is None and not request.name.strip():
         raise InvalidInput("entity", "a name or an entity_id is required", reason="required")
-    name = domain.bound_text("entity", request.name, domain.MAX_SUBJECT).strip()
+    name = domain.bound_text("entity", request.name, domain.MAX_ENTITY).strip()
     return name, entity_id
 
 
@@ -153,7 +153,7 @@ class ModelServicer(KnowledgeServicer):
         principal = domain.parse_uuid("principal_id", request.principal_id)
         scope = domain.parse_uuid("scope_id", request.scope_id)
         assert principal is not None and scope is not None
-        key = domain.require_text("fact_key", request.fact_key, domain.MAX_TEXT)
+        key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
         if not request.HasField("replacement"):
             raise InvalidInput("replacement", "required", reason="required")
         r = request.replacement
@@ -195,7 +195,7 @@ class ModelServicer(KnowledgeServicer):
 
     async def GetFact(self, request: pb.GetFactRequest, context) -> pb.GetFactResponse:
         scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
-        key = domain.require_text("fact_key", request.fact_key, domain.MAX_TEXT)
+        key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
         fact, versions = await self._model.get_fact(
             scopes, key, from_timestamp(request, "as_of"), from_timestamp(request, "known_as_of")
         )
@@ -239,7 +239,7 @@ class ModelServicer(KnowledgeServicer):
 
     async def GetSource(self, request: pb.GetSourceRequest, context) -> pb.GetSourceResponse:
         scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
-        source_id = domain.require_text("source_id", request.source_id, domain.MAX_TEXT)
+        source_id = domain.require_text("source_id", request.source_id, domain.MAX_ID)
         if request.scope_id:
             only = domain.parse_uuid("scope_id", request.scope_id)
             scopes = [s for s in scopes if s == only]

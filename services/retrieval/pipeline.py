@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from vera import limits
 from vera.errors import InvalidInput
 from vera.services.retrieval.model import (
     Candidate,
@@ -58,10 +59,10 @@ BRANCH_BOOST = 1.1
 CODE_PATH_BOOST = 1.15
 
 DEFAULT_LIMIT = 10
-MAX_LIMIT = 50
+MAX_LIMIT = limits.LIMIT[1]
 DEFAULT_TOKEN_BUDGET = 2000
-MAX_TOKEN_BUDGET = 32000
-MAX_QUERY_CHARS = 8000
+MAX_TOKEN_BUDGET = limits.TOKEN_BUDGET[1]
+MAX_QUERY_CHARS = limits.QUERY[1]
 CHARS_PER_TOKEN = 4
 OMITTED_CAP = 50
 

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from vera import limits
 from vera.errors import ExpiredContextPack, InvalidInput
 
 Clock = Callable[[], datetime]
 MAX_ASSEMBLER_VERSION = 64
-MAX_USAGE_REF = 512
+MAX_USAGE_REF = limits.ID_LIKE[1]
 
 
 def utc_now() -> datetime:

@@ -1,4 +1,8 @@
-"""Input bounds are enforced server-side and answered as invalid_input naming the field."""
+"""Input bounds are enforced server-side and answered as invalid_input naming the field.
+
+The gateway alone, in front of fake services; tests/isolation/test_bounds_real.py walks every
+published bound through the real services.
+"""
 
 from __future__ import annotations
 
