@@ -34,6 +34,7 @@ from vera.cli import SERVICE_NAMES
 from vera.config import Settings, load_settings
 from vera.entrypoints.loopback import refuse_unauthenticated_non_loopback
 from vera.entrypoints.mcp.main import check_startup
+from vera.rpc.auth import server_auth_key
 
 GRPC = ("identity", "knowledge", "retrieval", "snapshot")
 FRONTS = ("gateway", "api")
@@ -422,6 +423,19 @@ def test_the_api_starts_with_the_rendered_config_and_answers_its_service_name(na
     if api_host:
         assert api_host in settings.api.allowed_hosts
         assert settings.api.allowed_origins == [f"https://{api_host}"]
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_every_service_starts_checking_internal_assertions(name) -> None:
+    objects = rendered(name)
+    for svc, deployment in by_component(objects, "Deployment").items():
+        if svc in FRONTS:
+            continue
+        settings = _settings_from(_container_env(objects, deployment))
+        [container] = containers(deployment)
+        address = container["command"][container["command"].index("--address") + 1]
+        # The rule a service applies before it binds: a key, or refuse to start.
+        assert server_auth_key(settings.rpc.auth_key, settings.environment, address) is not None
 
 
 def test_oidc_without_its_issuer_is_refused_naming_the_field() -> None:
