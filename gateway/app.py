@@ -74,6 +74,9 @@ MCP_PATH = "/mcp"
 TOOL_CALL = "tools/call"
 DISCOVERY_BUCKET = "discovery"
 _REQUEST_ID_STATE_KEY = "vera_jsonrpc_id"
+# Far above any bounded tool call: the body is read before the token is checked, so an
+# unauthenticated client must not make the gateway buffer more than this.
+MAX_BODY_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -153,6 +156,10 @@ class _PostOnly:
         await self._app(scope, receive, send)
 
 
+class _BodyTooLarge(Exception):
+    pass
+
+
 async def _read_body(receive: Receive) -> bytes:
     body = bytearray()
     while True:
@@ -160,6 +167,8 @@ async def _read_body(receive: Receive) -> bytes:
         if message["type"] != "http.request":
             raise OSError("client disconnected before the request body ended")
         body += message.get("body", b"")
+        if len(body) > MAX_BODY_BYTES:
+            raise _BodyTooLarge()
         if not message.get("more_body", False):
             return bytes(body)
 
@@ -200,6 +209,10 @@ class _ByMethod:
             body = await _read_body(receive)
         except OSError:
             return  # nobody is left to answer
+        except _BodyTooLarge:
+            refusal = jsonrpc_error("invalid_input", None, field="body", reason="too_large")
+            await JSONResponse(refusal, status_code=413)(scope, receive, send)
+            return
         try:
             message = json.loads(body)
         except ValueError:

@@ -693,3 +693,24 @@ async def test_discovery_is_limited_per_process(auth_gateway, fakes):
         assert (await post_message(gw.url, other, "initialize")).status_code == 429
         search = await post_tool(gw.url, token, "knowledge_search", {"query": "q"})
         assert search.status_code == 200 and "error" not in search.json()
+
+
+async def test_an_oversized_body_is_413_before_any_lookup(auth_gateway, fakes):
+    async with auth_gateway() as gw:
+        before = counts(fakes.rec)
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "authorization": f"Bearer {builtin()}",
+        }
+        body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"x": "'
+        body += b"a" * (2 * 1024 * 1024) + b'"}}'
+        async with httpx.AsyncClient(timeout=10) as http:
+            response = await http.post(gw.url, headers=headers, content=body)
+        assert response.status_code == 413
+        assert response.json()["error"]["data"] == {
+            "code": "invalid_input",
+            "field": "body",
+            "reason": "too_large",
+        }
+        assert new_calls(fakes.rec, before) == set()
