@@ -92,3 +92,15 @@ def test_the_gateway_starts_authenticated_with_the_compose_environment(compose) 
         settings = load_settings()
     assert settings.auth_profile == "remote-authenticated"
     check_startup(settings)
+
+
+def test_each_service_healthcheck_asks_its_own_port_over_grpc_health(compose) -> None:
+    import grpc_health.v1.health_pb2  # noqa: F401  (what the healthcheck imports)
+
+    for name in SERVICE_NAMES:
+        service = compose["services"][name]
+        check = service["healthcheck"]["test"]
+        assert check[:3] == ["CMD", "python", "-c"]
+        compile(check[3], f"<{name} healthcheck>", "exec")
+        port = service["command"][-1].rsplit(":", 1)[1]
+        assert f"'127.0.0.1:{port}'" in check[3]
