@@ -131,5 +131,5 @@ def test_plain_http_loopback_jwks_only_behind_the_test_setting():
         oauth_jwks_url="http://idp.example.com/jwks",
         oauth_jwks_allow_insecure_loopback=True,
     )
-    with pytest.raises(ConfigError, match="^VERA_MCP__OAUTH_JWKS_URL:"):
+    with pytest.raises(ConfigError, match=r"^VERA_MCP__OAUTH_JWKS_URL:"):
         create_app(Settings(environment="prod", mcp=mcp))
