@@ -198,7 +198,7 @@ async def test_memory_get_source_propose_and_feedback(start_gateway, fakes):
 
 async def test_graph_aliases_run_the_canonical_traversal_and_feed(pg_dsn):
     """memory_explore and memory_recent_changes against the real knowledge service (the
-    feed alias reads newest first and only published facts: test_recent_changes.py)."""
+    feed alias reads newest first and only published facts: test_memory_recent_changes.py)."""
     from snapshot_harness import SHARED, Identity, serve
 
     from vera.config import (
