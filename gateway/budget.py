@@ -37,11 +37,12 @@ class _BudgetedStub:
     def __getattr__(self, name: str) -> Callable[..., Any]:
         method = getattr(self._stub, name)
 
-        def call(request: Any, **kwargs: Any) -> Any:
+        def call(request: Any, *, timeout: float | None = None, **kwargs: Any) -> Any:
             remaining = self._deadline - self._clock()
             if remaining <= 0:
                 raise BudgetExhausted()
-            return method(request, timeout=min(self._default, remaining), **kwargs)
+            limit = self._default if timeout is None else timeout
+            return method(request, timeout=min(limit, remaining), **kwargs)
 
         return call
 
