@@ -21,12 +21,6 @@ from typing import Any
 from vera import secret_screen
 from vera.gateway import handlers, schemas
 from vera.gateway.bounds import (
-    EVIDENCE_TEXT,
-    ID_LIKE,
-    LIMIT,
-    PREDICATE_OBJECT,
-    QUERY,
-    SUBJECT,
     ArgumentSpec,
     Param,
     enum,
@@ -39,6 +33,18 @@ from vera.gateway.handlers import CallContext, Handler
 from vera.gateway.tools import CODING_TOOLS, READ_HINTS, AuthClass, Hints, ToolSpec
 from vera.gateway.views import ts
 from vera.knowledge.v1 import knowledge_pb2
+from vera.limits import (
+    DEPTH,
+    ENTITY,
+    EVIDENCE_TEXT,
+    ID_LIKE,
+    LIMIT,
+    LIMIT_FEED,
+    PREDICATE_OBJECT,
+    QUERY,
+    REPOSITORY_PATH_CURSOR,
+    SUBJECT,
+)
 
 # The kinds of change memory_recent_changes lists: newly published facts and corrections.
 PUBLISHED_CHANGES = ("published", "correction")
@@ -48,10 +54,6 @@ _TASK_FIELDS = tuple(
     for p in _CODING["knowledge_propose"].arguments.params
     if p.name not in ("subject", "predicate", "object", "evidence_text")
 )
-LIMIT_FEED = (1, 200)
-DEPTH = (1, 5)
-ENTITY = (1, 1024)
-CURSOR = (1, 1024)
 
 _QUERY = string("query", QUERY, "The question, in plain words.", required=True)
 _PROJECT = string("project", ID_LIKE, "A project id or slug; omit to search every scope.")
@@ -229,7 +231,9 @@ def compat_surface(
                 arguments=ArgumentSpec(
                     (
                         integer("limit", LIMIT_FEED, "Maximum changes (1..200).", 50),
-                        string("cursor", CURSOR, "next_cursor from the previous page."),
+                        string(
+                            "cursor", REPOSITORY_PATH_CURSOR, "next_cursor from the previous page."
+                        ),
                     )
                 ),
                 output_schema=changes.output_schema,

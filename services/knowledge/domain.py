@@ -19,6 +19,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from vera import limits
 from vera.config import ConfigError
 from vera.errors import InvalidInput
 from vera.repository_identity import canonicalize
@@ -32,15 +33,20 @@ PROPOSAL_AUTHORITY = 0.1
 TASK_PROPOSAL_LIMIT = 50
 EXCERPT_CHARS = 500
 
-MAX_SUBJECT = 512
-MAX_PREDICATE = 256
-MAX_OBJECT = 4096
-MAX_EVIDENCE = 8000
-MAX_TEXT = 2048  # titles, uris, locators, bindings, context refs
-MAX_QUERY = 8192
+# Bounds on what a tool carries are the published contract (vera.limits); a curated fact
+# meets the same ones as a proposed fact.
+MAX_SUBJECT = limits.SUBJECT[1]
+MAX_PREDICATE = limits.PREDICATE_OBJECT[1]
+MAX_OBJECT = limits.PREDICATE_OBJECT[1]
+MAX_EVIDENCE = limits.EVIDENCE_TEXT[1]
+MAX_ENTITY = limits.ENTITY[1]
+MAX_CONTEXT_FIELD = limits.TASK_CONTEXT_FIELD[1]
+MAX_ID = limits.ID_LIKE[1]
+MAX_QUERY = limits.QUERY[1]
+MAX_TEXT = 2048  # titles, uris, locators, bindings of curated records
 MAX_BATCH = 10_000
 
-REPORT_PAGE_DEFAULT, REPORT_PAGE_MAX = 50, 100
+REPORT_PAGE_DEFAULT, REPORT_PAGE_MAX = 50, limits.LIMIT_REPORT[1]
 CHANGES_PAGE_DEFAULT, CHANGES_PAGE_MAX = 256, 1000
 
 FEEDBACK_SIGNALS = ("up", "down")
@@ -169,7 +175,7 @@ class TaskContext:
             ("task_ref", task_ref),
             ("repository_ref", repository_ref),
         ):
-            if len(value) > MAX_TEXT:
+            if len(value) > MAX_CONTEXT_FIELD:
                 raise InvalidInput(f"context.{name}", "too long", reason="too_long")
         return cls(
             runtime=normalize(runtime),
@@ -764,13 +770,13 @@ def make_feedback(
     return FeedbackIn(
         principal_id=principal,
         scope_id=scope,
-        pack_id=require_text("pack_id", pack_id, MAX_TEXT),
-        result_ref=require_text("result_ref", result_ref, MAX_TEXT),
+        pack_id=require_text("pack_id", pack_id, MAX_ID),
+        result_ref=require_text("result_ref", result_ref, MAX_ID),
         signal=signal,
         query=bound_text("query", query, MAX_QUERY),
         rank=rank,
         signal_vector=dict(signal_vector),
-        fact_key=bound_text("fact_key", fact_key, MAX_TEXT).strip(),
+        fact_key=bound_text("fact_key", fact_key, MAX_ID).strip(),
     )
 
 
