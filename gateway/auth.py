@@ -2,8 +2,10 @@
 
 local-dev: every call acts as the configured local principal, which holds every class.
 remote-authenticated: ``BearerAuthenticator`` turns the bearer JWT into a principal at the
-HTTP boundary (``vera.gateway.resource``), before any MCP message is read, and leaves the
-resolved ``Caller`` in the request state; the guard then checks the tool's class scope.
+HTTP boundary (``vera.gateway.resource``), before the SDK handles the MCP message, and
+leaves the resolved ``Caller`` in the request state; the guard then checks the tool's
+class scope. Messages that run no tool go through ``DiscoveryAuthenticator`` instead: the
+token is verified just the same, but no principal is looked up.
 The token itself stops here: services only ever receive the principal id, and neither the
 token nor its claims are logged.
 """
