@@ -126,13 +126,16 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     if not args.file.is_file():
         print(f"vera ingest: {args.file}: no such file", file=sys.stderr)
         return 2
-    try:
-        parsed = parse_jsonl(args.file)
-    except IngestFileError as exc:
+    def rejected(exc: IngestFileError) -> int:
         print(f"vera ingest: {args.file} rejected, nothing was written:", file=sys.stderr)
         for line, reason in exc.errors:
             print(f"  line {line}: {reason}", file=sys.stderr)
         return 2
+
+    try:
+        parsed = parse_jsonl(args.file)
+    except IngestFileError as exc:
+        return rejected(exc)
     settings = stack_client_settings(settings, settings.data_dir)
 
     bars: dict[str, tqdm] = {}
@@ -149,6 +152,8 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
     try:
         summary = asyncio.run(ingest_file(settings, parsed, args.project, on_progress=progress))
+    except IngestFileError as exc:  # a cited source the project does not hold either
+        return rejected(exc)
     except VeraError as exc:
         print(f"vera ingest: failed ({exc.reason.lower()}): {exc.message}. Is the stack "
               "running (scripts/up) with the same --data-dir?", file=sys.stderr)
@@ -165,6 +170,8 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
           + (f"  corrections: {summary.corrections[0]} applied,"
              f" {summary.corrections[1]} already recorded\n" if any(summary.corrections) else "")
           + f"all facts searchable after {summary.seconds:.1f} s")
+    for line, warning in summary.warnings:
+        print(f"  flagged: {f'line {line}: ' if line else ''}{warning}")
     return 0
 
 

@@ -1,8 +1,10 @@
 """`vera ingest`: validate a curated JSONL file whole, then load it into one project.
 
 The file is checked completely before anything is written; any bad line rejects the
-file with its line number and reason. Loading is idempotent (re-ingesting creates
-nothing), so a load interrupted half-way is finished by running it again.
+file with its line number and reason. A fact may cite a source the file defines or one an
+earlier file recorded in the project; a source neither has rejects the file too, before
+anything is written. Loading is idempotent (re-ingesting creates nothing), so a load
+interrupted half-way is finished by running it again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from vera.config import Settings
+from vera.errors import InvalidInput, ProjectOutOfScope
 from vera.identity.v1 import identity_pb2
 from vera.knowledge.v1 import knowledge_pb2
 from vera.repository_identity import canonicalize
@@ -75,6 +78,9 @@ class ParsedFile:
     # (fact key corrected, replacement, reason), applied in file order after the facts.
     corrections: list[tuple[str, knowledge_pb2.FactInput, str]] = field(default_factory=list)
     repositories: set[str] = field(default_factory=set)
+    # Source ids facts cite that the file does not define -> the lines citing them; they
+    # must already be sources of the project (``ingest_file`` checks before writing).
+    cited_sources: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -86,6 +92,8 @@ class IngestSummary:
     project_slug: str = ""
     project_created: bool = False
     seconds: float = 0.0
+    # (line, what) for text stored but flagged (hidden characters; rendered escaped).
+    warnings: list[tuple[int, str]] = field(default_factory=list)
 
 
 def _parse_time(value: str, name: str) -> datetime:
@@ -202,10 +210,9 @@ def parse_jsonl(path: Path) -> ParsedFile:
                 errors.append((number, str(exc)))
             if len(errors) >= MAX_REPORTED_ERRORS:
                 break
-    # A fact cites a source defined in the same file, so the file is checked whole here.
     for number, source_id in fact_sources:
-        if source_id not in source_lines and len(errors) < MAX_REPORTED_ERRORS:
-            errors.append((number, f"source: no source with id {source_id!r} in this file"))
+        if source_id not in source_lines:
+            parsed.cited_sources.setdefault(source_id, []).append(number)
     errors.sort()
     if errors:
         raise IngestFileError(errors)
@@ -235,6 +242,7 @@ async def ingest_file(
         identity, knowledge = backends.identity, backends.knowledge
         await identity.EnsureLocalPrincipal(
             identity_pb2.EnsureLocalPrincipalRequest(principal_id=principal_id))
+        await _check_cited_sources(backends, principal_id, project_slug, parsed)
         project = await identity.EnsureProject(identity_pb2.EnsureProjectRequest(
             principal_id=principal_id, slug=project_slug))
         scope_id = project.project.project_id
@@ -261,6 +269,9 @@ async def ingest_file(
                 totals[name][0] += counts.created
                 totals[name][1] += counts.deduplicated
             position = max(position, response.change_position)
+            summary.warnings += [
+                _flagged(w, parsed.fact_lines, done) for w in response.warnings
+            ]
             done += len(chunk)
             progress("load", done, len(parsed.facts))
 
@@ -281,6 +292,50 @@ async def ingest_file(
         return summary
     finally:
         await backends.close()
+
+
+def _flagged(
+    warning: knowledge_pb2.IngestWarning, fact_lines: list[int], first_fact: int
+) -> tuple[int, str]:
+    """A flagged field as (file line, what): a fact's by its line, other records' by their
+    field path (``sources[0].title``), with line 0."""
+    reason = f"{warning.reason} {warning.codepoint}"
+    record, _, name = warning.field.partition("].")
+    if record.startswith("facts["):
+        index = first_fact + int(record.removeprefix("facts["))
+        return fact_lines[index], f"{name}: {reason}"
+    return 0, f"{warning.field}: {reason}"
+
+
+async def _check_cited_sources(
+    backends: Backends, principal_id: str, project_slug: str, parsed: ParsedFile
+) -> None:
+    """Raises IngestFileError, before anything is written, for each line citing a source
+    that neither the file defines nor the project already holds."""
+    if not parsed.cited_sources:
+        return
+    known: set[str] = set()
+    try:
+        project = (await backends.identity.ResolveProject(identity_pb2.ResolveProjectRequest(
+            principal_id=principal_id, project=project_slug))).project
+    except (ProjectOutOfScope, InvalidInput):  # no such project yet: it has no sources
+        project = None
+    if project is not None and project.slug == project_slug:
+        for source_id in parsed.cited_sources:
+            try:
+                await backends.knowledge.GetSource(knowledge_pb2.GetSourceRequest(
+                    scope_ids=[project.project_id], source_id=source_id))
+            except InvalidInput:
+                continue
+            known.add(source_id)
+    missing = sorted(
+        (line, f"source: no source with id {source_id!r} in this file or project "
+               f"{project_slug}")
+        for source_id, lines in parsed.cited_sources.items() if source_id not in known
+        for line in lines
+    )
+    if missing:
+        raise IngestFileError(missing[:MAX_REPORTED_ERRORS])
 
 
 async def _wait_until_indexed(retrieval, position: int, progress, timeout: float) -> None:

@@ -54,7 +54,6 @@ def test_only_subject_predicate_object_are_required(tmp_path: Path):
     ({**FACT, "authority": 1.5}, "authority"),
     ({**FACT, "valid_from": "yesterday"}, "valid_from"),
     ({**FACT, "valid_to": "2024-01-01T00:00:00Z"}, "valid_to"),
-    ({**FACT, "source": "adr-99"}, "source"),
     ({**FACT, "repository": "/home/me/src/payments"}, "repository"),
     ({**FACT, "colour": "blue"}, "colour"),
     ({"type": "note"}, "type"),
@@ -71,8 +70,17 @@ def test_a_bad_line_rejects_the_file_naming_line_and_field(tmp_path: Path, bad, 
 
 def test_every_bad_line_is_reported_in_order(tmp_path: Path):
     with pytest.raises(IngestFileError) as caught:
-        parse_jsonl(write(tmp_path, {**FACT, "source": "nope"}, SOURCE, {"type": "x"}))
+        parse_jsonl(write(tmp_path, {**FACT, "trust_tier": 9}, SOURCE, {"type": "x"}))
     assert [line for line, _ in caught.value.errors] == [1, 3]
+
+
+def test_sources_the_file_does_not_define_are_kept_with_their_lines(tmp_path: Path):
+    """A fact may cite a source an earlier file recorded in the project; ``ingest_file``
+    checks them against the project before writing anything."""
+    parsed = parse_jsonl(write(tmp_path, SOURCE, FACT, {**FACT, "source": "adr-1"},
+                               {**FACT, "object": "MySQL", "source": "adr-1"}))
+    assert parsed.cited_sources == {"adr-1": [3, 4]}
+    assert [f.source_id for f in parsed.facts] == ["adr-7", "adr-1", "adr-1"]
 
 
 def test_an_empty_file_is_rejected(tmp_path: Path):
@@ -99,3 +107,22 @@ def test_correction_lines_parse_with_the_key_they_correct(tmp_path):
     with pytest.raises(IngestFileError) as err:
         parse_jsonl(bad)
     assert err.value.errors[0][0] == 1
+
+
+def test_vera_ingest_exits_2_naming_the_lines_when_a_cited_source_is_unknown(
+    tmp_path: Path, monkeypatch, capsys
+):
+    """The project check happens in ``ingest_file``; the CLI reports it like a bad file."""
+    from vera import cli, ingest
+
+    async def unknown(settings, parsed, project, **kw):
+        raise IngestFileError([(line, "source: no source with id 'adr-1' in this file or "
+                                      "project payments")
+                               for line in parsed.cited_sources["adr-1"]])
+
+    monkeypatch.setattr(ingest, "ingest_file", unknown)
+    path = write(tmp_path, {**FACT, "source": "adr-1"})
+    assert cli.main(["ingest", str(path), "--project", "payments",
+                     "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "nothing was written" in err and "line 1: source" in err
