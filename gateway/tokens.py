@@ -18,7 +18,6 @@ are checked here against an injectable clock, with a small leeway.
 
 from __future__ import annotations
 
-import ipaddress
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
+from vera.addresses import is_loopback_host
 from vera.config import ConfigError, Settings
 from vera.gateway.jwks import JwksCache, key_fits
 
@@ -124,7 +124,7 @@ def _check_jwks_url(url: str, *, allow_loopback_http: bool) -> None:
         raise ConfigError("VERA_MCP__OAUTH_JWKS_URL: not a URL") from None
     if parts.scheme == "https" and host:
         return
-    if parts.scheme == "http" and _is_loopback(host):
+    if parts.scheme == "http" and is_loopback_host(host):
         if allow_loopback_http:
             return
         raise ConfigError(
@@ -133,14 +133,6 @@ def _check_jwks_url(url: str, *, allow_loopback_http: bool) -> None:
         )
     raise ConfigError("VERA_MCP__OAUTH_JWKS_URL: must be an https URL")
 
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _scopes(claims: dict[str, Any]) -> frozenset[str]:

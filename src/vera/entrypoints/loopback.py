@@ -9,10 +9,10 @@ REST API's administration too.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from typing import Literal
 
+from vera.addresses import is_loopback_host
 from vera.config import ConfigError, Settings
 
 log = logging.getLogger(__name__)
@@ -25,14 +25,6 @@ class UnsupportedAuthProfile(ConfigError):
     pass
 
 
-def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
 
 def refuse_unauthenticated_non_loopback(settings: Settings, process: Process) -> None:
     """Raises ``UnsupportedAuthProfile`` naming ``VERA_<PROCESS>__HOST`` where the
@@ -43,7 +35,7 @@ def refuse_unauthenticated_non_loopback(settings: Settings, process: Process) ->
         "mcp": (settings.mcp, settings.mcp_bind_host),
         "api": (settings.api, settings.api_bind_host),
     }[process]
-    if _is_loopback(host):
+    if is_loopback_host(host):
         return
     prefix = f"VERA_{process.upper()}__"
     if not listener.allow_unauthenticated_non_loopback:

@@ -8,7 +8,6 @@ standard health service stays open because Kubernetes' gRPC probes cannot send m
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import time
 from collections.abc import Callable
@@ -17,6 +16,7 @@ import grpc
 import jwt
 from pydantic import SecretStr
 
+from vera.addresses import is_loopback_address
 from vera.config import ConfigError
 from vera.errors import Unauthenticated
 from vera.rpc.errors import INTERNAL_CREDENTIAL, to_rpc_status
@@ -144,14 +144,6 @@ class InternalAuthInterceptor(grpc.aio.ServerInterceptor):
         return handler
 
 
-def _is_loopback(address: str) -> bool:
-    host = address.rsplit(":", 1)[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def server_auth_key(key: SecretStr | None, environment: str, address: str) -> SecretStr | None:
@@ -159,7 +151,7 @@ def server_auth_key(key: SecretStr | None, environment: str, address: str) -> Se
     (single-developer runs and load tests); anything else without a key must not start."""
     if key is not None:
         return key
-    if environment == "local" and _is_loopback(address):
+    if environment == "local" and is_loopback_address(address):
         log.warning("internal calls are not authenticated (no VERA_RPC__AUTH_KEY; "
                     "allowed only locally on loopback)")
         return None
