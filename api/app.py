@@ -56,7 +56,7 @@ def build_app(settings: Settings, *, authenticator: RestAuthenticator | None = N
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        app.state.backends = Backends.open(settings)
+        app.state.backends = Backends.open(settings, caller="api")
         try:
             yield
         finally:

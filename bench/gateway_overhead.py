@@ -193,7 +193,7 @@ class FakeBackends:
     channels: tuple[()] = ()
 
     @classmethod
-    def open(cls, settings: Settings) -> FakeBackends:
+    def open(cls, settings: Settings, caller: str = "gateway") -> FakeBackends:
         return cls(identity=FakeIdentity(), retrieval=FakeRetrieval())
 
     async def close(self) -> None:

@@ -243,14 +243,10 @@ def _pct(values: list[float]) -> dict[str, float | int]:
 
 def _settings(data_dir: Path):
     from vera.cli import _settings as cli_settings
-    from vera.stack import read_stack_file
+    from vera.stack import read_stack_file, stack_client_settings
 
-    settings = cli_settings(data_dir)
-    stack = read_stack_file(data_dir.resolve())
-    if stack is not None:
-        settings = settings.model_copy(update={
-            "services": settings.services.model_copy(update=stack["services"])})
-    return settings, stack
+    settings = stack_client_settings(cli_settings(data_dir), data_dir)
+    return settings, read_stack_file(data_dir.resolve())
 
 
 async def load_corpus(paths: list[Path], data_dir: Path, project: str) -> dict:
@@ -266,7 +262,7 @@ async def load_corpus(paths: list[Path], data_dir: Path, project: str) -> dict:
     parsed_files = [parse_jsonl(p) for p in paths]
     facts = sum(len(p.facts) for p in parsed_files)
     principal = str(settings.mcp.local_principal_id)
-    backends = Backends.open(settings)
+    backends = Backends.open(settings, caller="bench")
     try:
         await backends.identity.EnsureLocalPrincipal(
             identity_pb2.EnsureLocalPrincipalRequest(principal_id=principal))
@@ -413,7 +409,7 @@ async def freshness(url: str, data_dir: Path, project: str, scope: str, probes: 
 
     settings, _ = _settings(data_dir)
     principal = str(settings.mcp.local_principal_id)
-    backends = Backends.open(settings)
+    backends = Backends.open(settings, caller="bench")
     seconds, missed = [], 0
     run_nonce = random.SystemRandom().randrange(10**6)
     try:

@@ -320,7 +320,7 @@ def build_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state.backends = Backends.open(settings)
+        state.backends = Backends.open(settings, caller="gateway")
         try:
             obs = settings.observability
             if obs.mcp_metrics_enabled:

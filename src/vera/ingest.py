@@ -237,7 +237,7 @@ async def ingest_file(
     progress = on_progress or (lambda stage, done, total: None)
     deadline = settings.rpc.deadline_seconds
     principal_id = str(settings.mcp.local_principal_id)
-    backends = Backends.open(settings)
+    backends = Backends.open(settings, caller="cli")
     try:
         identity, knowledge = backends.identity, backends.knowledge
         await identity.EnsureLocalPrincipal(

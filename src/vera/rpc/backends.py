@@ -24,7 +24,7 @@ class Backends:
     channels: tuple[grpc.aio.Channel, ...]
 
     @classmethod
-    def open(cls, settings: Settings, caller: str = "gateway") -> Backends:
+    def open(cls, settings: Settings, caller: str) -> Backends:
         """Opens one channel per service, signed as ``caller`` when the deployment has an
         internal key; call inside the event loop that will use them."""
         rpc, addresses = settings.rpc, settings.services
