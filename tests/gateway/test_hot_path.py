@@ -12,6 +12,7 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 from mcp import Client
 
+from vera.errors import InvalidInput
 from vera.gateway import views
 from vera.gateway.app import mcp_param_schemas
 from vera.gateway.metrics import ToolMetrics
@@ -44,7 +45,7 @@ def test_unset_timestamp_is_none_and_an_invalid_one_still_raises():
     fact = knowledge_pb2.Fact()
     assert views.ts(fact, "valid_to") is None
     fact.valid_to.CopyFrom(Timestamp(seconds=253_402_300_800))  # past 9999-12-31
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidInput):  # the one converter: invalid_input naming the field
         from_timestamp(fact, "valid_to")
     with pytest.raises(ValueError):
         views.ts(fact, "valid_to")
