@@ -346,11 +346,12 @@ class KnowledgeStore:
         SQL) that pass the conflict filter, and how many pass it when ``with_total``, so a
         hub entity never loads every fact it touches."""
         p = _Params()
+        known = p(known_as_of) if known_as_of is not None else None
         inner = self._fact_select(
             p,
             known_as_of=known_as_of,
             live_only=True,
-            extra_columns=f", {_rank_tier(p(known_as_of) if known_as_of else None)} AS rank_tier",
+            extra_columns=f", {_rank_tier(known)} AS rank_tier",
             **filters,
         )
         kept = _CONFLICT_FILTER_SQL[conflict_filter]
@@ -745,8 +746,7 @@ class KnowledgeStore:
 
     async def propose(self, proposal: Proposal) -> ProposalResult:
         outbox = _Outbox()
-        ctx = proposal.context
-        identity = ctx.identity()
+        identity = proposal.context.identity()
         async with self._pool.acquire() as conn, conn.transaction():
             await _lock_keys(conn, [proposal.fact_key, f"task:{proposal.principal_id}:{identity}"])
             findings = await self._findings(conn, proposal, identity)
