@@ -1,0 +1,159 @@
+"""What each runtime gets from VERA besides its MCP server entry: the behaviour skill, the
+SessionStart hook, and the write-approval rules, rendered for the contract's save mode.
+
+``render`` returns a list of ``Artifact``. ``path`` is project-relative with ``/``
+separators. ``kind`` says how connect applies it:
+
+- ``file``: ``content`` is the whole text of a file VERA owns.
+- ``json-merge`` / ``toml-merge``: ``content`` is the nested mapping of what VERA owns in
+  that file. Mappings merge key by key; a list contributes its items (appended, an equal
+  existing item is reused); any other value is set, and an existing different value is a
+  conflict for the user to resolve.
+
+The MCP server definition itself (endpoint, credentials) belongs to the runtime adapters;
+the ``toml-merge`` for Codex adds only its approval keys to ``[mcp_servers.vera]``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Literal
+
+from vera.errors import InvalidInput
+from vera.integrations.contract import save_mode
+from vera.integrations.skill import render_skill
+
+ArtifactKind = Literal["file", "json-merge", "toml-merge"]
+RUNTIMES = ("claude-code", "codex", "opencode")
+SERVER_NAME = "vera"
+
+# Every tool whose readOnlyHint is false, across all profiles (a rule for a tool the active
+# profile hides is harmless). knowledge_get_context is here because persist=true writes.
+WRITE_TOOLS = (
+    "knowledge_get_context",
+    "knowledge_propose",
+    "knowledge_feedback",
+    "knowledge_retract_proposal",
+    "knowledge_create_snapshot",
+    "memory_propose",
+    "memory_feedback",
+)
+PROPOSAL_TOOLS = ("knowledge_propose", "memory_propose")
+# A bounded hook keeps the runtime's 600 s default from ever stalling a session start.
+HOOK_TIMEOUT_S = 5
+HOOK_SCRIPT = "vera_hook.py"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    path: str
+    kind: ArtifactKind
+    content: str | Mapping[str, Any]
+
+
+def write_decisions(mode: str) -> dict[str, str]:
+    """Per write tool, what the client does before a call: ask, allow or deny.
+
+    off forbids proposals; suggest asks for every write; auto-propose lets proposals to the
+    personal pending scope through and still asks for every other write.
+    """
+    proposal = {"off": "deny", "suggest": "ask", "auto-propose": "allow"}[mode]
+    return {tool: proposal if tool in PROPOSAL_TOOLS else "ask" for tool in WRITE_TOOLS}
+
+
+def hook_source() -> str:
+    return resources.files("vera.integrations").joinpath(f"assets/{HOOK_SCRIPT}").read_text()
+
+
+def plugin_source() -> str:
+    return (
+        resources.files("vera.integrations").joinpath("assets/vera-bootstrap.js").read_text()
+    )
+
+
+def _session_start_command(script: str, runtime: str, api_url: str) -> str:
+    return (
+        f"python3 {script} session-start --runtime {runtime} --api-url {shlex.quote(api_url)}"
+    )
+
+
+def _claude_code(mode: str, api_url: str) -> list[Artifact]:
+    decisions = write_decisions(mode)
+    permissions: dict[str, list[str]] = {}
+    for tool, decision in decisions.items():
+        permissions.setdefault(decision, []).append(f"mcp__{SERVER_NAME}__{tool}")
+    command = _session_start_command(
+        f'"$CLAUDE_PROJECT_DIR/.claude/hooks/{HOOK_SCRIPT}"', "claude-code", api_url
+    )
+    settings = {
+        "hooks": {
+            "SessionStart": [
+                {
+                    "matcher": "startup|resume|clear|compact",
+                    "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}],
+                }
+            ]
+        },
+        "permissions": permissions,
+    }
+    return [
+        Artifact(".claude/skills/vera/SKILL.md", "file", render_skill(mode)),
+        Artifact(f".claude/hooks/{HOOK_SCRIPT}", "file", hook_source()),
+        Artifact(".claude/settings.json", "json-merge", settings),
+    ]
+
+
+def _codex(mode: str, api_url: str) -> list[Artifact]:
+    server: dict[str, Any] = {"default_tools_approval_mode": "writes"}
+    decisions = write_decisions(mode)
+    denied = [tool for tool, decision in decisions.items() if decision == "deny"]
+    if denied:
+        server["disabled_tools"] = denied
+    allowed = [tool for tool, decision in decisions.items() if decision == "allow"]
+    if allowed:
+        server["tools"] = {tool: {"approval_mode": "approve"} for tool in allowed}
+    command = _session_start_command(
+        f'"$(git rev-parse --show-toplevel)/.codex/hooks/{HOOK_SCRIPT}"', "codex", api_url
+    )
+    hooks = {
+        "hooks": {
+            "SessionStart": [
+                {
+                    "matcher": "startup|resume",
+                    "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}],
+                }
+            ]
+        }
+    }
+    return [
+        Artifact(".agents/skills/vera/SKILL.md", "file", render_skill(mode)),
+        Artifact(f".codex/hooks/{HOOK_SCRIPT}", "file", hook_source()),
+        Artifact(".codex/hooks.json", "json-merge", hooks),
+        Artifact(".codex/config.toml", "toml-merge", {"mcp_servers": {SERVER_NAME: server}}),
+    ]
+
+
+def _opencode(mode: str, api_url: str) -> list[Artifact]:
+    permission = {f"{SERVER_NAME}_{tool}": d for tool, d in write_decisions(mode).items()}
+    plugin = plugin_source().replace("__VERA_API_URL__", json.dumps(api_url))
+    return [
+        Artifact(".agents/skills/vera/SKILL.md", "file", render_skill(mode)),
+        Artifact(f".opencode/hooks/{HOOK_SCRIPT}", "file", hook_source()),
+        Artifact(".opencode/plugins/vera-bootstrap.js", "file", plugin),
+        Artifact("opencode.json", "json-merge", {"permission": permission}),
+    ]
+
+
+_RENDERERS = {"claude-code": _claude_code, "codex": _codex, "opencode": _opencode}
+
+
+def render(runtime: str, contract: Mapping[str, Any], *, api_url: str) -> list[Artifact]:
+    """The artifacts ``runtime`` gets for ``contract`` (the effective, reviewed contract)."""
+    renderer = _RENDERERS.get(runtime)
+    if renderer is None:
+        raise InvalidInput("runtime", f"runtime must be one of {', '.join(RUNTIMES)}")
+    return renderer(save_mode(contract), api_url)
