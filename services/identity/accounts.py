@@ -22,7 +22,6 @@ Who may do what:
 
 from __future__ import annotations
 
-import base64
 import enum
 import hashlib
 import hmac
@@ -35,6 +34,7 @@ from datetime import datetime
 from typing import Protocol
 
 from vera.errors import InvalidInput, NotFound, ProjectOutOfScope, Unauthenticated, Unauthorized
+from vera.page_tokens import decode_position, encode_position
 from vera.services.identity.domain import (
     MAX_DISPLAY_NAME,
     MAX_EXTERNAL_CLAIM,
@@ -207,22 +207,11 @@ def _uuid_or_none(value: str) -> uuid.UUID | None:
 
 
 def encode_offset(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"o{offset}".encode()).decode().rstrip("=")
+    return encode_position(offset, prefix="o")
 
 
 def decode_offset(token: str) -> int:
-    if not token:
-        return 0
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-        if not raw.startswith("o"):
-            raise ValueError
-        offset = int(raw[1:])
-        if offset < 0:
-            raise ValueError
-        return offset
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidInput("page_token", reason="malformed") from None
+    return decode_position(token, prefix="o")
 
 
 def page_size(value: int) -> int:

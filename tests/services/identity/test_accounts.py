@@ -247,3 +247,16 @@ async def test_a_just_in_time_email_links_only_from_its_issuer(identity) -> None
     same_issuer = await login(IDP, "dave-3")
     assert same_issuer.created is False
     assert same_issuer.principal.principal_id == first.principal.principal_id
+
+
+@pytest.mark.parametrize("position", [2**63, 10**30])
+def test_a_page_token_past_int64_is_invalid_input(position: int) -> None:
+    import base64
+
+    from vera.services.identity.accounts import decode_offset, encode_offset
+
+    token = base64.urlsafe_b64encode(f"o{position}".encode()).decode().rstrip("=")
+    with pytest.raises(InvalidInput) as caught:
+        decode_offset(token)
+    assert caught.value.field == "page_token"
+    assert decode_offset(encode_offset(40)) == 40
