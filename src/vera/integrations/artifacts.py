@@ -16,6 +16,7 @@ the ``toml-merge`` for Codex adds only its approval keys to ``[mcp_servers.vera]
 
 from __future__ import annotations
 
+import inspect
 import json
 import shlex
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal
 
+from vera import repository_identity
 from vera.errors import InvalidInput
 from vera.integrations.contract import save_mode
 from vera.integrations.skill import render_skill
@@ -66,19 +68,19 @@ def write_decisions(mode: str) -> dict[str, str]:
 
 
 def hook_source() -> str:
-    return resources.files("vera.integrations").joinpath(f"assets/{HOOK_SCRIPT}").read_text()
+    """The hook script with ``vera.repository_identity`` inlined: the hook must run without
+    VERA installed, and the sanitizing rule keeps one home."""
+    template = resources.files("vera.integrations").joinpath(f"assets/{HOOK_SCRIPT}").read_text()
+    rule = inspect.getsource(repository_identity).split("from __future__ import annotations\n", 1)
+    return template.replace("# __REPOSITORY_IDENTITY__\n", rule[1])
 
 
 def plugin_source() -> str:
-    return (
-        resources.files("vera.integrations").joinpath("assets/vera-bootstrap.js").read_text()
-    )
+    return resources.files("vera.integrations").joinpath("assets/vera-bootstrap.js").read_text()
 
 
 def _session_start_command(script: str, runtime: str, api_url: str) -> str:
-    return (
-        f"python3 {script} session-start --runtime {runtime} --api-url {shlex.quote(api_url)}"
-    )
+    return f"python3 {script} session-start --runtime {runtime} --api-url {shlex.quote(api_url)}"
 
 
 def _claude_code(mode: str, api_url: str) -> list[Artifact]:

@@ -11,13 +11,17 @@ from vera.integrations.contract import SAVE_MODES
 
 # data.code -> what the agent does, from the GUIDE's structured error table.
 ERROR_ACTIONS: dict[str, str] = {
-    "unauthenticated": "Run the auth flow (ask the user to sign in or refresh the token), then retry.",
+    "unauthenticated": (
+        "Run the auth flow (ask the user to sign in or refresh the token), then retry."
+    ),
     "unauthorized": (
         "The credential lacks data.required_scope. Ask the user for that scope, or stop and "
         "name the remediation step. Do not retry with another tool to get around it."
     ),
     "invalid_input": "Fix the argument named in data.field. Do not retry unchanged.",
-    "quota_exceeded": "Back off (data.bucket names the bucket) and retry later; keep coding meanwhile.",
+    "quota_exceeded": (
+        "Back off (data.bucket names the bucket) and retry later; keep coding meanwhile."
+    ),
     "ambiguous_project": (
         "Ask the user to select a project from the readable ones, then pass project."
     ),
@@ -27,10 +31,16 @@ ERROR_ACTIONS: dict[str, str] = {
     "internal_error": "Retry only if the operation is safe (a read), then report the failure.",
 }
 
+_DESCRIPTION = (
+    "Use VERA verified organizational memory when a task needs team conventions, decisions, "
+    "constraints or prior outcomes; cite what you use, abstain when knowledge is thin, and "
+    "handle knowledge proposals in save mode {mode}."
+)
+
 _HEAD = """\
 ---
 name: vera
-description: Use VERA verified organizational memory when a task needs team conventions, decisions, constraints or prior outcomes; cite what you use, abstain when knowledge is thin, and handle knowledge proposals in save mode {mode}.
+description: {description}
 ---
 # VERA organizational memory
 
@@ -129,7 +139,7 @@ VERA failures carry a stable `data.code`; branch on it, never on the message:
 def render_skill(mode: str) -> str:
     if mode not in SAVE_MODES:
         raise InvalidInput("save_mode", f"save_mode must be one of {', '.join(SAVE_MODES)}")
-    parts = [_HEAD.format(mode=mode), "\n", _SAVE[mode]]
+    parts = [_HEAD.format(mode=mode, description=_DESCRIPTION.format(mode=mode)), "\n", _SAVE[mode]]
     if mode != "off":
         parts.append(_PROPOSAL_RULES)
     parts.append(_ERRORS_HEAD)

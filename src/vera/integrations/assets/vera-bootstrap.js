@@ -1,0 +1,53 @@
+// VERA bootstrap plugin for OpenCode, written by `vera connect`.
+// Once per session it runs the stateless VERA hook (sanitized Git metadata only, no MCP call)
+// and appends its one tagged line to the first user message. It never reads or forwards the
+// prompt, never calls VERA's MCP server and never changes permissions; a failure or a slow
+// hook only means no line (fail open).
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import path from "node:path";
+
+const API_URL = __VERA_API_URL__;
+const TIMEOUT_MS = 5000;
+const seen = new Set();
+// OpenCode orders parts by id and rejects a part whose id does not start with "prt".
+const partId = () =>
+  "prt_" + Date.now().toString(16).padStart(12, "0") + randomBytes(7).toString("hex");
+
+function runHook(root, directory) {
+  return new Promise((resolve) => {
+    const script = path.join(root, ".opencode", "hooks", "vera_hook.py");
+    let out = "";
+    let child;
+    try {
+      child = spawn("python3", [script, "session-start", "--runtime", "opencode", "--api-url", API_URL], {
+        cwd: directory, stdio: ["pipe", "pipe", "ignore"], timeout: TIMEOUT_MS,
+      });
+    } catch {
+      return resolve(null);
+    }
+    child.on("error", () => resolve(null));
+    child.stdout.on("data", (chunk) => { out += chunk; });
+    child.on("close", () => {
+      try {
+        resolve(JSON.parse(out).hookSpecificOutput.additionalContext);
+      } catch {
+        resolve(null);
+      }
+    });
+    child.stdin.end(JSON.stringify({ cwd: directory }));
+  });
+}
+
+export const VeraBootstrap = async ({ directory, worktree }) => ({
+  "chat.message": async (input, output) => {
+    if (seen.has(input.sessionID)) return;
+    seen.add(input.sessionID);
+    const line = await runHook(worktree || directory, directory);
+    if (!line) return;
+    output.parts.push({
+      id: partId(), sessionID: input.sessionID, messageID: output.message.id,
+      type: "text", synthetic: true, text: line,
+    });
+  },
+});
