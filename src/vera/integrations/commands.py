@@ -1,0 +1,195 @@
+"""The ``vera connect | disconnect | doctor`` commands: arguments, approval and reports.
+
+Exit codes: 0 done, 1 a check failed or the change was declined, 2 bad input, 3 a conflict
+or an edit that needs a manual patch (nothing was written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from vera.errors import InvalidInput
+from vera.integrations import endpoints
+from vera.integrations.artifacts import RUNTIMES
+from vera.integrations.connect import Plan, plan_connect, store_token
+from vera.integrations.contract import SAVE_MODES
+from vera.integrations.disconnect import plan_disconnect
+from vera.integrations.doctor import diagnose
+from vera.integrations.editors import UnsafeEdit
+from vera.integrations.ownership import TOKEN_PATH, read_record
+from vera.integrations.runtimes import TOKEN_ENV_VAR
+from vera.integrations.workspace import Workspace, parse_back
+
+DEFAULT_SCOPES = ("memory:read", "memory:propose", "memory:feedback")
+OAUTH_STEP = {
+    "claude-code": "authenticate in Claude Code with /mcp (OAuth)",
+    "codex": "run `codex mcp login vera` (OAuth)",
+    "opencode": "run `opencode mcp auth vera` (OAuth)",
+}
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    connect = commands.add_parser("connect", help="set up a coding runtime for this project")
+    connect.add_argument("runtime", choices=RUNTIMES)
+    connect.add_argument("--api-url", default=os.environ.get("VERA_API_URL"),
+                         help="VERA REST API (default: VERA_API_URL)")
+    connect.add_argument("--mcp-url", default=os.environ.get("VERA_MCP_URL"),
+                         help="VERA MCP endpoint (default: VERA_MCP_URL)")
+    connect.add_argument("--save-mode", choices=SAVE_MODES,
+                         help="reviewed override of the contract's save_mode (default suggest)")
+    connect.add_argument("--api-key-stdin", action="store_true",
+                         help="read the API key for the MCP token exchange from stdin "
+                         "(otherwise it is asked for on a terminal)")
+    disconnect = commands.add_parser("disconnect", help="remove VERA's unchanged setup")
+    disconnect.add_argument("runtime", choices=RUNTIMES)
+    doctor = commands.add_parser("doctor", help="check a connected runtime sees VERA")
+    doctor.add_argument("runtime", nargs="?", choices=RUNTIMES)
+    for parser in (connect, disconnect, doctor):
+        parser.add_argument("--project-dir", type=Path, default=Path.cwd(),
+                            help="any folder in the repository (default: here)")
+    for parser in (connect, disconnect):
+        parser.add_argument("--yes", action="store_true", help="apply without asking")
+
+
+def repository_root(folder: Path) -> Path:
+    found = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=folder,
+                           capture_output=True, text=True)
+    if found.returncode != 0:
+        raise InvalidInput("project_dir", "project_dir is not inside a Git repository")
+    return Path(found.stdout.strip()).resolve()
+
+
+def _approved(args: argparse.Namespace, question: str) -> bool:
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        print("not applied: pass --yes to apply without a terminal", file=sys.stderr)
+        return False
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+
+def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url: str
+                ) -> tuple[str | None, str, str | None, list[str]]:
+    """(token env var, credential label, token to store, next steps)."""
+    if checked.profile != "remote-authenticated":
+        return None, "none", None, []
+    if checked.authorization_servers:
+        return None, "runtime-oauth", None, [OAUTH_STEP[args.runtime]]
+    steps = [f"export {TOKEN_ENV_VAR} from {TOKEN_PATH} before starting {args.runtime}"]
+    if args.api_key_stdin:
+        key = sys.stdin.readline().strip()
+    elif sys.stdin.isatty():
+        key = getpass.getpass("VERA API key for the MCP token (not stored; Enter to skip): ")
+    else:
+        key = ""
+    if not key:
+        return TOKEN_ENV_VAR, f"env:{TOKEN_ENV_VAR}", None, [
+            f"set {TOKEN_ENV_VAR} to an MCP token (POST {api_url}/identity/mcp-token)"]
+    try:
+        token = endpoints.exchange_api_key(api_url, key, list(DEFAULT_SCOPES))
+    except endpoints.TokenExchangeFailed as exc:
+        raise InvalidInput("api_key", f"the MCP token exchange failed ({exc})") from None
+    finally:
+        del key
+    return TOKEN_ENV_VAR, f"env:{TOKEN_ENV_VAR}", token, steps
+
+
+def _blocked(plan: Plan) -> int:
+    for conflict in plan.conflicts:
+        print(f"conflict: {conflict}", file=sys.stderr)
+    for patch in plan.manual:
+        print(f"manual patch needed: {patch}", file=sys.stderr)
+    print("nothing was written", file=sys.stderr)
+    return 3
+
+
+def run_connect(args: argparse.Namespace) -> int:
+    api_url = endpoints.validate_url("api_url", args.api_url).rstrip("/")
+    mcp_url = endpoints.validate_url("mcp_url", args.mcp_url)
+    root = repository_root(args.project_dir)
+    checked = endpoints.check(api_url, mcp_url)
+    for line in checked.checks:
+        print(line.line())
+    if not checked.ok:
+        print("VERA is not reachable at the given URLs; nothing was written", file=sys.stderr)
+        return 1
+    print(f"auth profile: {checked.profile}")
+    token_env, credential, token, steps = _credential(args, checked, api_url)
+    overrides = {"defaults.save_mode": args.save_mode} if args.save_mode else {}
+    try:
+        plan = plan_connect(root, args.runtime, api_url, mcp_url, token_env=token_env,
+                            credential=credential, overrides=overrides)
+    except UnsafeEdit as exc:
+        print(f"manual patch needed: {exc}; nothing was written", file=sys.stderr)
+        return 3
+    if plan.blocked:
+        return _blocked(plan)
+    if token is not None:
+        store_token(plan, token)
+    print(plan.workspace.diff(), end="")
+    if not _approved(args, "Apply these changes?"):
+        return 1
+    changed = plan.workspace.apply()
+    failures = [f"{rel}: {err}" for rel in changed if (err := parse_back(root, rel))]
+    for failure in failures:
+        print(f"parse-back failed: {failure}", file=sys.stderr)
+    if failures:
+        return 1
+    print(f"VERA setup completed for {args.runtime}")
+    print("changed files:\n" + "".join(f"  {rel}\n" for rel in changed), end="")
+    for step in [*steps, f"restart {args.runtime}, then run `vera doctor {args.runtime}`"]:
+        print(f"next: {step}")
+    return 0
+
+
+def run_disconnect(args: argparse.Namespace) -> int:
+    root = repository_root(args.project_dir)
+    connections = read_record(root)
+    if args.runtime not in connections:
+        print(f"{args.runtime} is not connected in {root}")
+        return 0
+    ws = Workspace(root)
+    removal = plan_disconnect(ws, args.runtime, connections)
+    print(ws.diff(), end="")
+    for conflict in removal.conflicts:
+        print(f"conflict: {conflict}", file=sys.stderr)
+    if not _approved(args, "Remove VERA's setup?"):
+        return 1
+    changed = ws.apply()
+    print(f"VERA disconnected from {args.runtime}")
+    print("changed files:\n" + "".join(f"  {rel}\n" for rel in changed), end="")
+    return 3 if removal.conflicts else 0
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    root = repository_root(args.project_dir)
+    report = diagnose(root, args.runtime)
+    if not report:
+        print("no runtime is connected here; run `vera connect <runtime>`")
+        return 1
+    healthy = True
+    for runtime, findings in report.items():
+        print(f"{runtime}:")
+        for finding in findings:
+            healthy &= finding.ok
+            print(f"  {'ok  ' if finding.ok else 'TODO'} {finding.name}: {finding.detail}")
+    return 0 if healthy else 1
+
+
+COMMANDS = {"connect": run_connect, "disconnect": run_disconnect, "doctor": run_doctor}
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return COMMANDS[args.command](args)
+    except InvalidInput as exc:
+        print(f"vera {args.command}: {exc.message}", file=sys.stderr)
+        return 2
+    except UnsafeEdit as exc:
+        print(f"vera {args.command}: {exc}; nothing was written", file=sys.stderr)
+        return 3

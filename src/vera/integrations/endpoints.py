@@ -1,0 +1,113 @@
+"""The two URLs a setup takes (VERA_API_URL, VERA_MCP_URL): their shape, whether they
+answer, which authentication profile the MCP endpoint runs, and the MCP token exchange.
+
+Every check runs without credentials except :func:`exchange_api_key`, which sends the API
+key the user typed to the REST API only, never to the MCP endpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from vera.errors import InvalidInput
+
+CHECK_TIMEOUT_SECONDS = 5.0
+PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource"
+AuthProfile = Literal["local-dev", "remote-authenticated", "unknown"]
+
+
+def validate_url(field: str, url: str | None) -> str:
+    """An http(s) URL with a host and neither credentials, query nor fragment."""
+    if not url:
+        raise InvalidInput(field, f"{field} is required (flag or environment variable)")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInput(field, f"{field} must be an http(s) URL with a host")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise InvalidInput(field, f"{field} must not carry credentials, a query or a fragment")
+    return url
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    url: str
+    ok: bool
+    detail: str  # the HTTP status or the transport failure, never a body
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'} {self.name} {self.url}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    checks: tuple[Check, ...]
+    profile: AuthProfile
+    authorization_servers: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+
+def _get(client: httpx.Client, name: str, url: str) -> tuple[Check, httpx.Response | None]:
+    try:
+        response = client.get(url)
+    except httpx.HTTPError as exc:
+        return Check(name, url, False, type(exc).__name__), None
+    return Check(name, url, response.status_code == 200, f"HTTP {response.status_code}"), response
+
+
+def check(api_url: str, mcp_url: str) -> Endpoints:
+    """API liveness and readiness, one short MCP request, and the auth profile."""
+    with httpx.Client(timeout=CHECK_TIMEOUT_SECONDS, follow_redirects=False) as client:
+        live, _ = _get(client, "api liveness", f"{api_url}/livez")
+        ready, _ = _get(client, "api readiness", f"{api_url}/readyz")
+        try:
+            mcp = client.post(
+                mcp_url,
+                json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                headers={"Accept": "application/json, text/event-stream"},
+            )
+        except httpx.HTTPError as exc:
+            reach = Check("mcp reachability", mcp_url, False, type(exc).__name__)
+            return Endpoints((live, ready, reach), "unknown", ())
+        # Authentication may come later: any answer but 404 or a server error proves the
+        # endpoint is there.
+        reachable = mcp.status_code != 404 and mcp.status_code < 500
+        reach = Check("mcp reachability", mcp_url, reachable, f"HTTP {mcp.status_code}")
+        servers: tuple[str, ...] = ()
+        profile: AuthProfile = "local-dev" if mcp.status_code < 400 else "unknown"
+        if mcp.status_code in (401, 403):
+            profile = "remote-authenticated"
+            parts = urlsplit(mcp_url)
+            metadata_url = urlunsplit((parts.scheme, parts.netloc, PROTECTED_RESOURCE_PATH,
+                                       "", ""))
+            try:
+                metadata = client.get(metadata_url)
+                if metadata.status_code == 200:
+                    servers = tuple(metadata.json().get("authorization_servers") or ())
+            except (httpx.HTTPError, ValueError):
+                pass
+    return Endpoints((live, ready, reach), profile, servers)
+
+
+class TokenExchangeFailed(Exception):
+    """POST /identity/mcp-token refused the key or failed; carries the HTTP status."""
+
+
+def exchange_api_key(api_url: str, api_key: str, scopes: list[str]) -> str:
+    """Trades an API key for the caller's MCP JWT at the REST API."""
+    try:
+        response = httpx.post(
+            f"{api_url}/identity/mcp-token", json={"scopes": scopes},
+            headers={"Authorization": f"Bearer {api_key}"}, timeout=CHECK_TIMEOUT_SECONDS)
+    except httpx.HTTPError as exc:
+        raise TokenExchangeFailed(type(exc).__name__) from None
+    if response.status_code != 200:
+        raise TokenExchangeFailed(f"HTTP {response.status_code}")
+    return str(response.json()["access_token"])

@@ -1,0 +1,91 @@
+"""The ownership record: exactly which files, keys and blocks ``vera connect`` wrote, with
+their hashes, per runtime, next to the contract and reviewed overrides in force.
+
+It lives in the project at ``.vera/integrations.json`` (tracked, no secrets), so whoever
+runs ``vera disconnect`` later removes what VERA wrote and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+RECORD_PATH = ".vera/integrations.json"
+# The untracked credential file and the ignore rule that keeps it out of Git.
+TOKEN_PATH = ".vera/mcp-token.env"
+IGNORE_PATH = ".vera/.gitignore"
+IGNORE_TEXT = "# VERA keeps credentials here; never commit them.\nmcp-token.env\n"
+EntryKind = Literal["file", "json-key", "json-item", "toml-key"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One thing VERA wrote: a whole file, an object key, an array item or a TOML key."""
+
+    file: str
+    kind: EntryKind
+    sha256: str
+    path: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        where = ".".join(self.path)
+        item = " []" if self.kind == "json-item" else ""
+        return f"{self.file}{' ' + where if where else ''}{item}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["path"] = list(self.path)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Entry:
+        return cls(file=data["file"], kind=data["kind"], sha256=data["sha256"],
+                   path=tuple(data.get("path") or ()))
+
+
+@dataclass
+class Connection:
+    api_url: str
+    mcp_url: str
+    contract: dict[str, Any]
+    overrides: dict[str, str]
+    credential: str  # "none", "runtime-oauth" or "env:<VAR>"; never the secret itself
+    entries: list[Entry] = field(default_factory=list)
+    created_files: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"api_url": self.api_url, "mcp_url": self.mcp_url, "contract": self.contract,
+                "overrides": self.overrides, "credential": self.credential,
+                "entries": [e.to_json() for e in self.entries],
+                "created_files": sorted(self.created_files)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Connection:
+        return cls(api_url=data["api_url"], mcp_url=data["mcp_url"], contract=data["contract"],
+                   overrides=dict(data.get("overrides") or {}), credential=data["credential"],
+                   entries=[Entry.from_json(e) for e in data.get("entries") or ()],
+                   created_files=list(data.get("created_files") or ()))
+
+
+def parse_record(text: str | None) -> dict[str, Connection]:
+    if not text:
+        return {}
+    data = json.loads(text)
+    return {name: Connection.from_json(c) for name, c in (data.get("runtimes") or {}).items()}
+
+
+def render_record(connections: dict[str, Connection]) -> str:
+    return json.dumps({"runtimes": {name: c.to_json() for name, c in sorted(connections.items())}},
+                      indent=2) + "\n"
+
+
+def shared_elsewhere(entry: Entry, runtime: str, connections: dict[str, Connection]) -> bool:
+    """Whether another connected runtime owns the same content (``.agents/skills/vera``)."""
+    return any(entry in c.entries for name, c in connections.items() if name != runtime)
+
+
+def read_record(root: Path) -> dict[str, Connection]:
+    path = root / RECORD_PATH
+    return parse_record(path.read_text() if path.exists() else None)

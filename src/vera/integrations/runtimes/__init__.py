@@ -1,0 +1,41 @@
+"""One adapter per coding runtime: where its MCP server entry lives and in which shape,
+which trust steps it gates project config behind, and how doctor asks its own CLI.
+
+Each adapter module exposes the same names (``NAME``, ``CLI``, ``mcp_file``, ``SERVER_PATH``,
+``server_definition``, ``equivalent``, ``probe``); :data:`ADAPTERS` maps runtime names to them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from vera.integrations.runtimes import claude_code, codex, opencode
+
+TOKEN_ENV_VAR = "VERA_MCP_TOKEN"
+CLI_TIMEOUT_SECONDS = 60
+
+ADAPTERS: dict[str, ModuleType] = {
+    claude_code.NAME: claude_code, codex.NAME: codex, opencode.NAME: opencode}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One doctor line: ``ok`` or a named step the user still has to take."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def run_cli(argv: list[str], root: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Runs a runtime CLI read-only in the project; a missing CLI is rc 127."""
+    try:
+        return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True,
+                              timeout=CLI_TIMEOUT_SECONDS, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return subprocess.CompletedProcess(argv, 127, "", f"{argv[0]}: not found on PATH")
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, 124, "", f"{argv[0]}: timed out")

@@ -1,0 +1,75 @@
+"""Claude Code: the ``vera`` server in the tracked ``.mcp.json``, approval gated by folder
+trust and per-server approval (``~/.claude.json``, ``.claude/settings.local.json``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+NAME = "claude-code"
+CLI = "claude"
+SERVER_PATH = ("mcpServers", "vera")
+# A health check that approves nothing persistently (the flag lives for one invocation).
+HEALTH_SETTINGS = json.dumps({"enableAllProjectMcpServers": True})
+
+
+def mcp_file(root: Path) -> str:
+    return ".mcp.json"
+
+
+def server_definition(mcp_url: str, token_env: str | None) -> dict[str, Any]:
+    server: dict[str, Any] = {"type": "http", "url": mcp_url}
+    if token_env:
+        server["headers"] = {"Authorization": f"Bearer ${{{token_env}}}"}
+    return server
+
+
+def equivalent(existing: Any, wanted: dict[str, Any]) -> bool:
+    if not isinstance(existing, dict):
+        return False
+    kind = {"streamable-http": "http"}.get(existing.get("type"), existing.get("type"))
+    return (kind == "http" and existing.get("url") == wanted["url"]
+            and (existing.get("headers") or {}) == wanted.get("headers", {}))
+
+
+def _user_project(root: Path, home: Path) -> dict[str, Any]:
+    try:
+        state = json.loads((home / ".claude.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return (state.get("projects") or {}).get(str(root)) or {}
+
+
+def probe(root: Path, env: dict[str, str], run_cli: Any, finding: Any) -> list[Any]:
+    home = Path(env.get("HOME", str(Path.home())))
+    findings = []
+    health = run_cli([CLI, "--settings", HEALTH_SETTINGS, "mcp", "get", "vera"], root, env)
+    text = health.stdout + health.stderr
+    if health.returncode == 127:
+        return [finding("claude cli", False, "install Claude Code (claude) to check")]
+    if health.returncode != 0:
+        return [finding("claude sees vera", False, "Claude Code does not list a server "
+                        "named vera in .mcp.json")]
+    connected = "Connected" in text and "Failed" not in text
+    findings.append(finding("claude connects to vera", connected,
+                            "connected" if connected else "Claude Code cannot connect: "
+                            + _status_line(text)))
+    project = _user_project(root, home)
+    trusted = bool(project.get("hasTrustDialogAccepted"))
+    findings.append(finding("claude folder trust", trusted, "trusted" if trusted else
+                            "open `claude` in the repository and accept the folder trust "
+                            "dialog"))
+    plain = run_cli([CLI, "mcp", "get", "vera"], root, env)
+    pending = "Pending approval" in plain.stdout + plain.stderr
+    findings.append(finding("claude server approval", not pending, "approved" if not pending
+                            else "approve the vera server in Claude Code (/mcp) after trusting "
+                            "the folder"))
+    return findings
+
+
+def _status_line(text: str) -> str:
+    for line in text.splitlines():
+        if "Status" in line or "✘" in line:
+            return line.strip()
+    return "no status"

@@ -1,0 +1,40 @@
+"""OpenCode: ``mcp.vera`` in the project ``opencode.json`` or ``opencode.jsonc``; no trust
+gate, so what the file says is what runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+NAME = "opencode"
+CLI = "opencode"
+SERVER_PATH = ("mcp", "vera")
+
+
+def mcp_file(root: Path) -> str:
+    return "opencode.jsonc" if (root / "opencode.jsonc").exists() else "opencode.json"
+
+
+def server_definition(mcp_url: str, token_env: str | None) -> dict[str, Any]:
+    server: dict[str, Any] = {"type": "remote", "url": mcp_url, "enabled": True}
+    if token_env:
+        server["oauth"] = False
+        server["headers"] = {"Authorization": f"Bearer {{env:{token_env}}}"}
+    return server
+
+
+def equivalent(existing: Any, wanted: dict[str, Any]) -> bool:
+    return (isinstance(existing, dict) and existing.get("type") == "remote"
+            and existing.get("url") == wanted["url"]
+            and existing.get("enabled", True) is not False
+            and (existing.get("headers") or {}) == wanted.get("headers", {}))
+
+
+def probe(root: Path, env: dict[str, str], run_cli: Any, finding: Any) -> list[Any]:
+    listed = run_cli([CLI, "mcp", "list"], root, env)
+    if listed.returncode == 127:
+        return [finding("opencode cli", False, "install OpenCode (opencode) to check")]
+    line = next((ln for ln in (listed.stdout + listed.stderr).splitlines() if "vera" in ln), "")
+    connected = "connected" in line and "✓" in line
+    return [finding("opencode connects to vera", connected, "connected" if connected else
+                    f"OpenCode reports: {line.strip() or 'no vera server'}")]

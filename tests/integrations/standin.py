@@ -1,0 +1,99 @@
+"""A loopback stand-in for a VERA deployment (REST probes, token exchange, a stateless JSON
+MCP endpoint) so connect, disconnect and the runtime CLIs can be driven without the stack.
+
+``auth``: None is the local-dev profile (no token); a string is the only bearer the MCP
+endpoint accepts, handed out by POST /identity/mcp-token for API key ``API_KEY``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+API_KEY = "vera_test_api_key_typed_by_the_user"
+TOOLS = [
+    {"name": "knowledge_bootstrap", "description": "bootstrap",
+     "inputSchema": {"type": "object", "properties": {}}, "annotations": {"readOnlyHint": True}},
+    {"name": "knowledge_propose", "description": "propose",
+     "inputSchema": {"type": "object", "properties": {}}, "annotations": {"readOnlyHint": False}},
+]
+
+
+class StandIn:
+    def __init__(self, auth: str | None = None, oauth_issuer: str | None = None) -> None:
+        self.auth, self.oauth_issuer = auth, oauth_issuer
+        self.requests: list[dict] = []
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _send(self, status: int, body: object | None = None) -> None:
+                data = b"" if body is None else json.dumps(body).encode()
+                self.send_response(status)
+                if body is not None:
+                    self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                standin.requests.append({"method": "GET", "path": self.path,
+                                         "headers": dict(self.headers)})
+                if self.path in ("/livez", "/readyz"):
+                    return self._send(200, {"status": "ok"})
+                if self.path == "/.well-known/oauth-protected-resource":
+                    servers = [standin.oauth_issuer] if standin.oauth_issuer else []
+                    return self._send(200, {"resource": "https://mcp.test",
+                                            "authorization_servers": servers})
+                return self._send(405)
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                msg = json.loads(raw or b"null")
+                standin.requests.append({"method": "POST", "path": self.path,
+                                         "headers": dict(self.headers), "body": msg})
+                bearer = self.headers.get("Authorization", "")
+                if self.path == "/identity/mcp-token":
+                    if bearer != f"Bearer {API_KEY}":
+                        return self._send(401, {"error": "unauthenticated"})
+                    return self._send(200, {"access_token": standin.auth,
+                                            "token_type": "Bearer"})
+                if self.path != "/mcp":
+                    return self._send(404)
+                if standin.auth and bearer != f"Bearer {standin.auth}":
+                    return self._send(401, {"jsonrpc": "2.0", "id": None, "error": {
+                        "code": -32001, "message": "no credential",
+                        "data": {"code": "unauthenticated"}}})
+                if not isinstance(msg, dict) or "id" not in msg:
+                    return self._send(202)
+                method = msg.get("method")
+                results = {
+                    "initialize": {"protocolVersion": (msg.get("params") or {}).get(
+                        "protocolVersion", "2025-11-25"),
+                        "capabilities": {"tools": {"listChanged": False}},
+                        "serverInfo": {"name": "vera-standin", "version": "0"}},
+                    "tools/list": {"tools": TOOLS}, "ping": {}}
+                if method in results:
+                    return self._send(200, {"jsonrpc": "2.0", "id": msg["id"],
+                                            "result": results[method]})
+                return self._send(200, {"jsonrpc": "2.0", "id": msg["id"], "error": {
+                    "code": -32601, "message": "method not found"}})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url}/mcp"
+
+    def __enter__(self) -> StandIn:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
