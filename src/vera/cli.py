@@ -1,4 +1,4 @@
-"""`vera`: the front door. up | serve | migrate | ingest."""
+"""`vera`: the front door. up | serve | migrate | ingest | connect | disconnect | doctor."""
 
 from __future__ import annotations
 
@@ -43,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     from vera.curate import add_parser as add_curate_parser
 
     add_curate_parser(commands)
+
+    from vera.integrations.commands import add_parsers as add_integration_parsers
+
+    add_integration_parsers(commands)
 
     admin = commands.add_parser("admin", help="operator commands (run next to the stack)")
     admin_commands = admin.add_subparsers(dest="admin_command", required=True)
@@ -222,7 +226,14 @@ def _cmd_api(args: argparse.Namespace) -> int:
     return api_main()
 
 
+def _cmd_integration(args: argparse.Namespace) -> int:
+    from vera.integrations.commands import run
+
+    return run(args)
+
+
 COMMANDS = {
+    "connect": _cmd_integration, "disconnect": _cmd_integration, "doctor": _cmd_integration,
     "up": _cmd_up, "api": _cmd_api, "serve": _cmd_serve, "migrate": _cmd_migrate,
     "ingest": _cmd_ingest, "curate": _cmd_curate, "admin": _cmd_admin,
 }
