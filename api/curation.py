@@ -30,7 +30,7 @@ from vera.api.errors import error_response
 from vera.api.requests import json_body, only_fields, page_query
 from vera.errors import InvalidInput, Unauthorized, VeraError
 from vera.identity.v1 import identity_pb2 as ipb
-from vera.knowledge.v1 import knowledge_pb2 as kpb
+from vera.knowledge.v1 import knowledge_service_pb2 as kpb
 from vera.rpc.backends import Backends
 
 CURATING_ROLES = (ipb.WORKSPACE_ROLE_OWNER, ipb.WORKSPACE_ROLE_CURATOR)

@@ -44,7 +44,7 @@ from vera.api.requests import json_body, only_fields, page_query
 from vera.config import Settings
 from vera.errors import InvalidInput, Unauthorized, Unavailable, VeraError
 from vera.identity.v1 import identity_pb2 as pb
-from vera.knowledge.v1 import knowledge_pb2
+from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.rpc.backends import Backends
 from vera.snapshot.v1 import snapshot_pb2
 

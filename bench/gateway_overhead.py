@@ -69,7 +69,7 @@ from vera.gateway.render import render
 from vera.gateway.shared_quota import IdentityQuotaStore
 from vera.gateway.tools import CODING_TOOLS
 from vera.identity.v1 import identity_pb2
-from vera.knowledge.v1 import knowledge_pb2
+from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.logs import configure_logging
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.backends import Backends

@@ -38,7 +38,7 @@ async def measure(url: str, data_dir: Path, conversations: list[locomo.Conversat
 
     from vera.config import Settings
     from vera.identity.v1 import identity_pb2
-    from vera.knowledge.v1 import knowledge_pb2
+    from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
     from vera.retrieval.v1 import retrieval_pb2
     from vera.rpc.client import open_channel
     from vera.services.retrieval.pipeline import REREAD_MIN
@@ -49,7 +49,7 @@ async def measure(url: str, data_dir: Path, conversations: list[locomo.Conversat
     key = stack_client_settings(Settings(), data_dir).rpc.auth_key  # the run's rpc.key
     channels = {name: open_channel(services[name], 30.0, auth_key=key) for name in services}
     from vera.identity.v1.identity_pb2_grpc import IdentityServiceStub
-    from vera.knowledge.v1.knowledge_pb2_grpc import KnowledgeServiceStub
+    from vera.knowledge.v1.knowledge_service_pb2_grpc import KnowledgeServiceStub
     from vera.retrieval.v1.retrieval_pb2_grpc import RetrievalServiceStub
 
     identity = IdentityServiceStub(channels["identity"])

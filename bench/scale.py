@@ -254,7 +254,7 @@ async def load_corpus(paths: list[Path], data_dir: Path, project: str) -> dict:
     waiting in between, then GetIndexStatus until all is indexed."""
     from vera.identity.v1 import identity_pb2
     from vera.ingest import FACTS_PER_CALL, parse_jsonl
-    from vera.knowledge.v1 import knowledge_pb2
+    from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
     from vera.retrieval.v1 import retrieval_pb2
     from vera.rpc.backends import Backends
 
@@ -404,7 +404,7 @@ async def freshness(url: str, data_dir: Path, project: str, scope: str, probes: 
     """One-fact IngestKnowledge returns -> polled knowledge_search finds it."""
     from mcp import Client
 
-    from vera.knowledge.v1 import knowledge_pb2
+    from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
     from vera.rpc.backends import Backends
 
     settings, _ = _settings(data_dir)

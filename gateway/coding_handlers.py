@@ -21,7 +21,7 @@ from vera.gateway.auth import Caller, scope_names
 from vera.gateway.project_cache import ProjectCache
 from vera.gateway.tools import TASK_CONTEXT_NAMES, AuthClass
 from vera.identity.v1 import identity_pb2
-from vera.knowledge.v1 import knowledge_pb2
+from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.repository_identity import canonicalize, relative_code_path
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.backends import Backends

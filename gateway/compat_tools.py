@@ -32,7 +32,7 @@ from vera.gateway.bounds import (
 from vera.gateway.handlers import CallContext, Handler
 from vera.gateway.tools import CODING_TOOLS, READ_HINTS, AuthClass, Hints, ToolSpec
 from vera.gateway.views import ts
-from vera.knowledge.v1 import knowledge_pb2
+from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.limits import (
     DEPTH,
     ENTITY,

@@ -13,7 +13,7 @@ from typing import Any
 from vera.gateway import views
 from vera.gateway.handlers import CallContext, Handler, _resolve_project, _scopes
 from vera.gateway.render import UNTRUSTED
-from vera.knowledge.v1 import knowledge_pb2 as pb
+from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import to_timestamp
 
 _CONFLICT_FILTER = {

@@ -18,7 +18,7 @@ from vera.gateway.handlers import CallContext, Handler, _resolve_project
 from vera.gateway.snapshot_replay import pinned_snapshot, served_version
 from vera.gateway.tools import AuthClass, Hints, ToolSpec
 from vera.gateway.views import ts
-from vera.knowledge.v1 import knowledge_pb2
+from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.limits import ID_LIKE
 from vera.rpc.timestamps import to_timestamp
 from vera.snapshot.v1 import snapshot_pb2

@@ -10,7 +10,7 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from vera.identity.v1 import identity_pb2
-from vera.knowledge.v1 import knowledge_pb2
+from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.retrieval.v1 import retrieval_pb2
 
 

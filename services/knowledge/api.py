@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from vera import page_tokens
 from vera.errors import InvalidInput
-from vera.knowledge.v1 import knowledge_pb2 as pb
-from vera.knowledge.v1 import knowledge_pb2_grpc
+from vera.knowledge.v1 import knowledge_service_pb2 as pb
+from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 
 from . import domain

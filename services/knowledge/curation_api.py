@@ -7,7 +7,7 @@ has authorized the curator against identity.
 from __future__ import annotations
 
 from vera import page_tokens
-from vera.knowledge.v1 import knowledge_pb2 as pb
+from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import to_timestamp
 
 from . import api as knowledge_api

@@ -16,7 +16,7 @@ import uuid
 
 import asyncpg
 
-from vera.knowledge.v1 import knowledge_pb2 as pb
+from vera.knowledge.v1 import knowledge_service_pb2 as pb
 
 from . import domain
 from .domain import ChangeKind

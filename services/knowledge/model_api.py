@@ -16,7 +16,7 @@ import re
 
 from vera import page_tokens
 from vera.errors import InvalidInput
-from vera.knowledge.v1 import knowledge_pb2 as pb
+from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 
 from . import domain, graph

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vera.config import Settings
 from vera.db.pool import open_service_database
-from vera.knowledge.v1 import knowledge_pb2_grpc
+from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 
 from .domain import load_ontology

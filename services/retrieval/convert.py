@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vera.knowledge.v1 import knowledge_pb2
+from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 from vera.services.retrieval.model import (

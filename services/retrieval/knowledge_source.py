@@ -7,7 +7,8 @@ from datetime import datetime
 
 import grpc
 
-from vera.knowledge.v1 import knowledge_pb2, knowledge_pb2_grpc
+from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
+from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.rpc.timestamps import to_timestamp
 from vera.services.retrieval.convert import change_from_proto, fact_from_proto
 from vera.services.retrieval.model import ChangePage, Fact

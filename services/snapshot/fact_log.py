@@ -15,7 +15,8 @@ from datetime import datetime
 
 import grpc
 
-from vera.knowledge.v1 import knowledge_pb2, knowledge_pb2_grpc
+from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
+from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.rpc.timestamps import from_timestamp
 from vera.services.snapshot.snapshots import Freeze, FrozenFact
 

@@ -21,7 +21,7 @@ from typing import Any
 from vera.config import Settings
 from vera.errors import InvalidInput, ProjectOutOfScope
 from vera.identity.v1 import identity_pb2
-from vera.knowledge.v1 import knowledge_pb2
+from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.repository_identity import canonicalize
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.backends import Backends

@@ -12,8 +12,8 @@ from vera.api.app import build_app
 from vera.config import Settings
 from vera.identity.v1 import identity_pb2 as ipb
 from vera.identity.v1.identity_pb2_grpc import IdentityServiceStub
-from vera.knowledge.v1 import knowledge_pb2 as kpb
-from vera.knowledge.v1.knowledge_pb2_grpc import KnowledgeServiceStub
+from vera.knowledge.v1 import knowledge_service_pb2 as kpb
+from vera.knowledge.v1.knowledge_service_pb2_grpc import KnowledgeServiceStub
 from vera.rpc.client import open_channel
 from vera.services.identity import server as identity_server
 from vera.services.knowledge import server as knowledge_server

@@ -17,7 +17,7 @@ from vera.gateway import views
 from vera.gateway.app import mcp_param_schemas
 from vera.gateway.metrics import ToolMetrics
 from vera.gateway.profiles import PROFILES, tools_for_profile
-from vera.knowledge.v1 import knowledge_pb2
+from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.logs import configure_logging
 from vera.rpc.timestamps import from_timestamp
 

@@ -209,8 +209,8 @@ async def test_graph_aliases_run_the_canonical_traversal_and_feed(pg_dsn):
         Settings,
     )
     from vera.identity.v1 import identity_pb2_grpc
-    from vera.knowledge.v1 import knowledge_pb2 as pb
-    from vera.knowledge.v1 import knowledge_pb2_grpc
+    from vera.knowledge.v1 import knowledge_service_pb2 as pb
+    from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
     from vera.rpc.client import open_channel
     from vera.rpc.server import ServiceBinding, create_server, mark_serving
     from vera.services.knowledge import server as knowledge_server

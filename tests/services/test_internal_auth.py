@@ -13,7 +13,8 @@ from pydantic import SecretStr
 from vera.config import ConfigError, Settings
 from vera.errors import Unauthorized, VeraError
 from vera.identity.v1 import identity_pb2, identity_pb2_grpc
-from vera.knowledge.v1 import knowledge_pb2, knowledge_pb2_grpc
+from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
+from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.errors import error_info
 from vera.rpc.server import HostedService

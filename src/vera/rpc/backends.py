@@ -9,7 +9,7 @@ import grpc
 
 from vera.config import Settings
 from vera.identity.v1.identity_pb2_grpc import IdentityServiceStub
-from vera.knowledge.v1.knowledge_pb2_grpc import KnowledgeServiceStub
+from vera.knowledge.v1.knowledge_service_pb2_grpc import KnowledgeServiceStub
 from vera.retrieval.v1.retrieval_pb2_grpc import RetrievalServiceStub
 from vera.rpc.client import open_channel
 from vera.snapshot.v1.snapshot_pb2_grpc import SnapshotServiceStub

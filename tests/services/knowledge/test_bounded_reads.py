@@ -11,8 +11,8 @@ import asyncpg
 import pytest
 
 from vera.config import DatabaseSettings, Settings
-from vera.knowledge.v1 import knowledge_pb2 as pb
-from vera.knowledge.v1 import knowledge_pb2_grpc
+from vera.knowledge.v1 import knowledge_service_pb2 as pb
+from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.services.knowledge import server as knowledge_server
 from vera.services.knowledge.domain import fact_key, load_ontology, normalize

@@ -13,8 +13,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from vera.config import ConfigError, DatabaseSettings, Settings
 from vera.errors import InvalidInput
-from vera.knowledge.v1 import knowledge_pb2 as pb
-from vera.knowledge.v1 import knowledge_pb2_grpc
+from vera.knowledge.v1 import knowledge_service_pb2 as pb
+from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.services.knowledge import server as knowledge_server
 from vera.services.knowledge.domain import fact_key

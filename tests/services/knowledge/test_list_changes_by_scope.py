@@ -10,8 +10,8 @@ import pytest
 
 from vera.config import DatabaseSettings, Settings
 from vera.errors import InvalidInput
-from vera.knowledge.v1 import knowledge_pb2 as pb
-from vera.knowledge.v1 import knowledge_pb2_grpc
+from vera.knowledge.v1 import knowledge_service_pb2 as pb
+from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.services.knowledge import server as knowledge_server
 

@@ -14,7 +14,8 @@ import pytest
 
 from vera.config import ConfigError, RetrievalSettings, Settings
 from vera.errors import InvalidInput
-from vera.knowledge.v1 import knowledge_pb2, knowledge_pb2_grpc
+from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
+from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import ServiceBinding, create_server

@@ -12,7 +12,8 @@ from google.protobuf import struct_pb2
 
 from vera.config import Settings
 from vera.errors import NotFound, QuotaExceeded, Unavailable, VeraError
-from vera.knowledge.v1 import knowledge_pb2, knowledge_pb2_grpc
+from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
+from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import ServiceBinding, create_server, mark_serving
 from vera.rpc.timestamps import to_timestamp

@@ -23,10 +23,10 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
-from vera.knowledge.v1 import knowledge_pb2 as vera_dot_knowledge_dot_v1_dot_knowledge__pb2
+from vera.knowledge.v1 import knowledge_resources_pb2 as vera_dot_knowledge_dot_v1_dot_knowledge__resources__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!vera/retrieval/v1/retrieval.proto\x12\x11vera.retrieval.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!vera/knowledge/v1/knowledge.proto\"\xa7\x03\n\x10RetrievalFilters\x12)\n\x05\x61s_of\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bknown_as_of\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nrepository\x18\x03 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x04 \x01(\t\x12\x11\n\tcode_path\x18\x05 \x01(\t\x12\x15\n\rdocument_type\x18\x06 \x01(\t\x12\x13\n\x0bsource_type\x18\x07 \x01(\t\x12\x1a\n\x12include_predicates\x18\x08 \x03(\t\x12\x1a\n\x12\x65xclude_predicates\x18\t \x03(\t\x12\x1a\n\rmin_authority\x18\n \x01(\x01H\x00\x88\x01\x01\x12\x1b\n\x0emax_trust_tier\x18\x0b \x01(\x05H\x01\x88\x01\x01\x12>\n\x11\x63onflict_handling\x18\x0c \x01(\x0e\x32#.vera.retrieval.v1.ConflictHandlingB\x10\n\x0e_min_authorityB\x11\n\x0f_max_trust_tier\"\xd7\x01\n\rRetrievedFact\x12%\n\x04\x66\x61\x63t\x18\x01 \x01(\x0b\x32\x17.vera.knowledge.v1.Fact\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x0c\n\x04rank\x18\x03 \x01(\x05\x12\x12\n\nresult_ref\x18\x04 \x01(\t\x12>\n\x07signals\x18\x05 \x03(\x0b\x32-.vera.retrieval.v1.RetrievedFact.SignalsEntry\x1a.\n\x0cSignalsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"A\n\x08\x43onflict\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x11\n\tpredicate\x18\x02 \x01(\t\x12\x11\n\tfact_keys\x18\x03 \x03(\t\"x\n\x10\x46reshnessWarning\x12\x10\n\x08\x66\x61\x63t_key\x18\x01 \x01(\t\x12\x11\n\tsource_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12/\n\x0bobserved_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\",\n\x08Omission\x12\x10\n\x08\x66\x61\x63t_key\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"v\n\rSearchRequest\x12\x11\n\tscope_ids\x18\x01 \x03(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x34\n\x07\x66ilters\x18\x04 \x01(\x0b\x32#.vera.retrieval.v1.RetrievalFilters\"\xf8\x01\n\x0eSearchResponse\x12\x31\n\x07results\x18\x01 \x03(\x0b\x32 .vera.retrieval.v1.RetrievedFact\x12.\n\tconflicts\x18\x02 \x03(\x0b\x32\x1b.vera.retrieval.v1.Conflict\x12?\n\x12\x66reshness_warnings\x18\x03 \x03(\x0b\x32#.vera.retrieval.v1.FreshnessWarning\x12,\n\x07omitted\x18\x04 \x03(\x0b\x32\x1b.vera.retrieval.v1.Omission\x12\x14\n\x0c\x65mpty_reason\x18\x05 \x01(\t\"\xaf\x01\n\x16\x41ssembleContextRequest\x12\x10\n\x08scope_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x14\n\x0ctoken_budget\x18\x04 \x01(\x05\x12\x34\n\x07\x66ilters\x18\x05 \x01(\x0b\x32#.vera.retrieval.v1.RetrievalFilters\x12\x19\n\x11\x63ompact_citations\x18\x06 \x01(\x08\"\xb4\x02\n\x17\x41ssembleContextResponse\x12\x31\n\x07results\x18\x01 \x03(\x0b\x32 .vera.retrieval.v1.RetrievedFact\x12.\n\tconflicts\x18\x02 \x03(\x0b\x32\x1b.vera.retrieval.v1.Conflict\x12?\n\x12\x66reshness_warnings\x18\x03 \x03(\x0b\x32#.vera.retrieval.v1.FreshnessWarning\x12,\n\x07omitted\x18\x04 \x03(\x0b\x32\x1b.vera.retrieval.v1.Omission\x12\x16\n\x0etoken_estimate\x18\x05 \x01(\x05\x12\x14\n\x0c\x65mpty_reason\x18\x06 \x01(\t\x12\x19\n\x11\x61ssembler_version\x18\x07 \x01(\t\"\x17\n\x15GetIndexStatusRequest\"`\n\x16GetIndexStatusResponse\x12\x18\n\x10indexed_position\x18\x01 \x01(\x03\x12\x15\n\rhead_position\x18\x02 \x01(\x03\x12\x15\n\rindexed_facts\x18\x03 \x01(\x03*\x8f\x01\n\x10\x43onflictHandling\x12!\n\x1d\x43ONFLICT_HANDLING_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x43ONFLICT_HANDLING_INCLUDE\x10\x01\x12\x1d\n\x19\x43ONFLICT_HANDLING_EXCLUDE\x10\x02\x12\x1a\n\x16\x43ONFLICT_HANDLING_ONLY\x10\x03\x32\xb2\x02\n\x10RetrievalService\x12M\n\x06Search\x12 .vera.retrieval.v1.SearchRequest\x1a!.vera.retrieval.v1.SearchResponse\x12h\n\x0f\x41ssembleContext\x12).vera.retrieval.v1.AssembleContextRequest\x1a*.vera.retrieval.v1.AssembleContextResponse\x12\x65\n\x0eGetIndexStatus\x12(.vera.retrieval.v1.GetIndexStatusRequest\x1a).vera.retrieval.v1.GetIndexStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!vera/retrieval/v1/retrieval.proto\x12\x11vera.retrieval.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a+vera/knowledge/v1/knowledge_resources.proto\"\xa7\x03\n\x10RetrievalFilters\x12)\n\x05\x61s_of\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bknown_as_of\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nrepository\x18\x03 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x04 \x01(\t\x12\x11\n\tcode_path\x18\x05 \x01(\t\x12\x15\n\rdocument_type\x18\x06 \x01(\t\x12\x13\n\x0bsource_type\x18\x07 \x01(\t\x12\x1a\n\x12include_predicates\x18\x08 \x03(\t\x12\x1a\n\x12\x65xclude_predicates\x18\t \x03(\t\x12\x1a\n\rmin_authority\x18\n \x01(\x01H\x00\x88\x01\x01\x12\x1b\n\x0emax_trust_tier\x18\x0b \x01(\x05H\x01\x88\x01\x01\x12>\n\x11\x63onflict_handling\x18\x0c \x01(\x0e\x32#.vera.retrieval.v1.ConflictHandlingB\x10\n\x0e_min_authorityB\x11\n\x0f_max_trust_tier\"\xd7\x01\n\rRetrievedFact\x12%\n\x04\x66\x61\x63t\x18\x01 \x01(\x0b\x32\x17.vera.knowledge.v1.Fact\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x0c\n\x04rank\x18\x03 \x01(\x05\x12\x12\n\nresult_ref\x18\x04 \x01(\t\x12>\n\x07signals\x18\x05 \x03(\x0b\x32-.vera.retrieval.v1.RetrievedFact.SignalsEntry\x1a.\n\x0cSignalsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"A\n\x08\x43onflict\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x11\n\tpredicate\x18\x02 \x01(\t\x12\x11\n\tfact_keys\x18\x03 \x03(\t\"x\n\x10\x46reshnessWarning\x12\x10\n\x08\x66\x61\x63t_key\x18\x01 \x01(\t\x12\x11\n\tsource_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12/\n\x0bobserved_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\",\n\x08Omission\x12\x10\n\x08\x66\x61\x63t_key\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"v\n\rSearchRequest\x12\x11\n\tscope_ids\x18\x01 \x03(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x34\n\x07\x66ilters\x18\x04 \x01(\x0b\x32#.vera.retrieval.v1.RetrievalFilters\"\xf8\x01\n\x0eSearchResponse\x12\x31\n\x07results\x18\x01 \x03(\x0b\x32 .vera.retrieval.v1.RetrievedFact\x12.\n\tconflicts\x18\x02 \x03(\x0b\x32\x1b.vera.retrieval.v1.Conflict\x12?\n\x12\x66reshness_warnings\x18\x03 \x03(\x0b\x32#.vera.retrieval.v1.FreshnessWarning\x12,\n\x07omitted\x18\x04 \x03(\x0b\x32\x1b.vera.retrieval.v1.Omission\x12\x14\n\x0c\x65mpty_reason\x18\x05 \x01(\t\"\xaf\x01\n\x16\x41ssembleContextRequest\x12\x10\n\x08scope_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x14\n\x0ctoken_budget\x18\x04 \x01(\x05\x12\x34\n\x07\x66ilters\x18\x05 \x01(\x0b\x32#.vera.retrieval.v1.RetrievalFilters\x12\x19\n\x11\x63ompact_citations\x18\x06 \x01(\x08\"\xb4\x02\n\x17\x41ssembleContextResponse\x12\x31\n\x07results\x18\x01 \x03(\x0b\x32 .vera.retrieval.v1.RetrievedFact\x12.\n\tconflicts\x18\x02 \x03(\x0b\x32\x1b.vera.retrieval.v1.Conflict\x12?\n\x12\x66reshness_warnings\x18\x03 \x03(\x0b\x32#.vera.retrieval.v1.FreshnessWarning\x12,\n\x07omitted\x18\x04 \x03(\x0b\x32\x1b.vera.retrieval.v1.Omission\x12\x16\n\x0etoken_estimate\x18\x05 \x01(\x05\x12\x14\n\x0c\x65mpty_reason\x18\x06 \x01(\t\x12\x19\n\x11\x61ssembler_version\x18\x07 \x01(\t\"\x17\n\x15GetIndexStatusRequest\"`\n\x16GetIndexStatusResponse\x12\x18\n\x10indexed_position\x18\x01 \x01(\x03\x12\x15\n\rhead_position\x18\x02 \x01(\x03\x12\x15\n\rindexed_facts\x18\x03 \x01(\x03*\x8f\x01\n\x10\x43onflictHandling\x12!\n\x1d\x43ONFLICT_HANDLING_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x43ONFLICT_HANDLING_INCLUDE\x10\x01\x12\x1d\n\x19\x43ONFLICT_HANDLING_EXCLUDE\x10\x02\x12\x1a\n\x16\x43ONFLICT_HANDLING_ONLY\x10\x03\x32\xb2\x02\n\x10RetrievalService\x12M\n\x06Search\x12 .vera.retrieval.v1.SearchRequest\x1a!.vera.retrieval.v1.SearchResponse\x12h\n\x0f\x41ssembleContext\x12).vera.retrieval.v1.AssembleContextRequest\x1a*.vera.retrieval.v1.AssembleContextResponse\x12\x65\n\x0eGetIndexStatus\x12(.vera.retrieval.v1.GetIndexStatusRequest\x1a).vera.retrieval.v1.GetIndexStatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,32 +35,32 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RETRIEVEDFACT_SIGNALSENTRY']._loaded_options = None
   _globals['_RETRIEVEDFACT_SIGNALSENTRY']._serialized_options = b'8\001'
-  _globals['_CONFLICTHANDLING']._serialized_start=1987
-  _globals['_CONFLICTHANDLING']._serialized_end=2130
-  _globals['_RETRIEVALFILTERS']._serialized_start=125
-  _globals['_RETRIEVALFILTERS']._serialized_end=548
-  _globals['_RETRIEVEDFACT']._serialized_start=551
-  _globals['_RETRIEVEDFACT']._serialized_end=766
-  _globals['_RETRIEVEDFACT_SIGNALSENTRY']._serialized_start=720
-  _globals['_RETRIEVEDFACT_SIGNALSENTRY']._serialized_end=766
-  _globals['_CONFLICT']._serialized_start=768
-  _globals['_CONFLICT']._serialized_end=833
-  _globals['_FRESHNESSWARNING']._serialized_start=835
-  _globals['_FRESHNESSWARNING']._serialized_end=955
-  _globals['_OMISSION']._serialized_start=957
-  _globals['_OMISSION']._serialized_end=1001
-  _globals['_SEARCHREQUEST']._serialized_start=1003
-  _globals['_SEARCHREQUEST']._serialized_end=1121
-  _globals['_SEARCHRESPONSE']._serialized_start=1124
-  _globals['_SEARCHRESPONSE']._serialized_end=1372
-  _globals['_ASSEMBLECONTEXTREQUEST']._serialized_start=1375
-  _globals['_ASSEMBLECONTEXTREQUEST']._serialized_end=1550
-  _globals['_ASSEMBLECONTEXTRESPONSE']._serialized_start=1553
-  _globals['_ASSEMBLECONTEXTRESPONSE']._serialized_end=1861
-  _globals['_GETINDEXSTATUSREQUEST']._serialized_start=1863
-  _globals['_GETINDEXSTATUSREQUEST']._serialized_end=1886
-  _globals['_GETINDEXSTATUSRESPONSE']._serialized_start=1888
-  _globals['_GETINDEXSTATUSRESPONSE']._serialized_end=1984
-  _globals['_RETRIEVALSERVICE']._serialized_start=2133
-  _globals['_RETRIEVALSERVICE']._serialized_end=2439
+  _globals['_CONFLICTHANDLING']._serialized_start=1997
+  _globals['_CONFLICTHANDLING']._serialized_end=2140
+  _globals['_RETRIEVALFILTERS']._serialized_start=135
+  _globals['_RETRIEVALFILTERS']._serialized_end=558
+  _globals['_RETRIEVEDFACT']._serialized_start=561
+  _globals['_RETRIEVEDFACT']._serialized_end=776
+  _globals['_RETRIEVEDFACT_SIGNALSENTRY']._serialized_start=730
+  _globals['_RETRIEVEDFACT_SIGNALSENTRY']._serialized_end=776
+  _globals['_CONFLICT']._serialized_start=778
+  _globals['_CONFLICT']._serialized_end=843
+  _globals['_FRESHNESSWARNING']._serialized_start=845
+  _globals['_FRESHNESSWARNING']._serialized_end=965
+  _globals['_OMISSION']._serialized_start=967
+  _globals['_OMISSION']._serialized_end=1011
+  _globals['_SEARCHREQUEST']._serialized_start=1013
+  _globals['_SEARCHREQUEST']._serialized_end=1131
+  _globals['_SEARCHRESPONSE']._serialized_start=1134
+  _globals['_SEARCHRESPONSE']._serialized_end=1382
+  _globals['_ASSEMBLECONTEXTREQUEST']._serialized_start=1385
+  _globals['_ASSEMBLECONTEXTREQUEST']._serialized_end=1560
+  _globals['_ASSEMBLECONTEXTRESPONSE']._serialized_start=1563
+  _globals['_ASSEMBLECONTEXTRESPONSE']._serialized_end=1871
+  _globals['_GETINDEXSTATUSREQUEST']._serialized_start=1873
+  _globals['_GETINDEXSTATUSREQUEST']._serialized_end=1896
+  _globals['_GETINDEXSTATUSRESPONSE']._serialized_start=1898
+  _globals['_GETINDEXSTATUSRESPONSE']._serialized_end=1994
+  _globals['_RETRIEVALSERVICE']._serialized_start=2143
+  _globals['_RETRIEVALSERVICE']._serialized_end=2449
 # @@protoc_insertion_point(module_scope)

@@ -1,7 +1,7 @@
 import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
-from vera.knowledge.v1 import knowledge_pb2 as _knowledge_pb2
+from vera.knowledge.v1 import knowledge_resources_pb2 as _knowledge_resources_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -64,12 +64,12 @@ class RetrievedFact(_message.Message):
     RANK_FIELD_NUMBER: _ClassVar[int]
     RESULT_REF_FIELD_NUMBER: _ClassVar[int]
     SIGNALS_FIELD_NUMBER: _ClassVar[int]
-    fact: _knowledge_pb2.Fact
+    fact: _knowledge_resources_pb2.Fact
     score: float
     rank: int
     result_ref: str
     signals: _containers.ScalarMap[str, float]
-    def __init__(self, fact: _Optional[_Union[_knowledge_pb2.Fact, _Mapping]] = ..., score: _Optional[float] = ..., rank: _Optional[int] = ..., result_ref: _Optional[str] = ..., signals: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    def __init__(self, fact: _Optional[_Union[_knowledge_resources_pb2.Fact, _Mapping]] = ..., score: _Optional[float] = ..., rank: _Optional[int] = ..., result_ref: _Optional[str] = ..., signals: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class Conflict(_message.Message):
     __slots__ = ("subject", "predicate", "fact_keys")

@@ -1,39 +1,59 @@
 import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from vera.knowledge.v1 import knowledge_resources_pb2 as _knowledge_resources_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+from vera.knowledge.v1.knowledge_resources_pb2 import Source as Source
+from vera.knowledge.v1.knowledge_resources_pb2 import Citation as Citation
+from vera.knowledge.v1.knowledge_resources_pb2 import Fact as Fact
+from vera.knowledge.v1.knowledge_resources_pb2 import Evidence as Evidence
+from vera.knowledge.v1.knowledge_resources_pb2 import Assertion as Assertion
+from vera.knowledge.v1.knowledge_resources_pb2 import TaskContext as TaskContext
+from vera.knowledge.v1.knowledge_resources_pb2 import ProposalAttempt as ProposalAttempt
+from vera.knowledge.v1.knowledge_resources_pb2 import Change as Change
+from vera.knowledge.v1.knowledge_resources_pb2 import FactVersion as FactVersion
+from vera.knowledge.v1.knowledge_resources_pb2 import Entity as Entity
+from vera.knowledge.v1.knowledge_resources_pb2 import SourceVersion as SourceVersion
+from vera.knowledge.v1.knowledge_resources_pb2 import SourceFreshness as SourceFreshness
+from vera.knowledge.v1.knowledge_resources_pb2 import GraphEdge as GraphEdge
+from vera.knowledge.v1.knowledge_resources_pb2 import ConflictGroup as ConflictGroup
+from vera.knowledge.v1.knowledge_resources_pb2 import ScopeChange as ScopeChange
+from vera.knowledge.v1.knowledge_resources_pb2 import DerivationRun as DerivationRun
+from vera.knowledge.v1.knowledge_resources_pb2 import Community as Community
+from vera.knowledge.v1.knowledge_resources_pb2 import PendingProposal as PendingProposal
+from vera.knowledge.v1.knowledge_resources_pb2 import ConflictedAttempt as ConflictedAttempt
+from vera.knowledge.v1.knowledge_resources_pb2 import FactState as FactState
+from vera.knowledge.v1.knowledge_resources_pb2 import VerificationState as VerificationState
+from vera.knowledge.v1.knowledge_resources_pb2 import ProposalOutcome as ProposalOutcome
+from vera.knowledge.v1.knowledge_resources_pb2 import ChangeKind as ChangeKind
 
 DESCRIPTOR: _descriptor.FileDescriptor
-
-class FactState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
-    __slots__ = ()
-    FACT_STATE_UNSPECIFIED: _ClassVar[FactState]
-    FACT_STATE_PROPOSED: _ClassVar[FactState]
-    FACT_STATE_ACTIVE: _ClassVar[FactState]
-    FACT_STATE_DISPUTED: _ClassVar[FactState]
-    FACT_STATE_RETRACTED: _ClassVar[FactState]
-    FACT_STATE_SUPERSEDED: _ClassVar[FactState]
-
-class VerificationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
-    __slots__ = ()
-    VERIFICATION_STATE_UNSPECIFIED: _ClassVar[VerificationState]
-    VERIFICATION_STATE_VERIFIED: _ClassVar[VerificationState]
-    VERIFICATION_STATE_UNVERIFIED: _ClassVar[VerificationState]
-    VERIFICATION_STATE_WITHDRAWN: _ClassVar[VerificationState]
-
-class ProposalOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
-    __slots__ = ()
-    PROPOSAL_OUTCOME_UNSPECIFIED: _ClassVar[ProposalOutcome]
-    PROPOSAL_OUTCOME_CREATED: _ClassVar[ProposalOutcome]
-    PROPOSAL_OUTCOME_DEDUPLICATED: _ClassVar[ProposalOutcome]
-    PROPOSAL_OUTCOME_SKIPPED: _ClassVar[ProposalOutcome]
-    PROPOSAL_OUTCOME_CONFLICTED: _ClassVar[ProposalOutcome]
-    PROPOSAL_OUTCOME_REJECTED: _ClassVar[ProposalOutcome]
+FACT_STATE_UNSPECIFIED: _knowledge_resources_pb2.FactState
+FACT_STATE_PROPOSED: _knowledge_resources_pb2.FactState
+FACT_STATE_ACTIVE: _knowledge_resources_pb2.FactState
+FACT_STATE_DISPUTED: _knowledge_resources_pb2.FactState
+FACT_STATE_RETRACTED: _knowledge_resources_pb2.FactState
+FACT_STATE_SUPERSEDED: _knowledge_resources_pb2.FactState
+VERIFICATION_STATE_UNSPECIFIED: _knowledge_resources_pb2.VerificationState
+VERIFICATION_STATE_VERIFIED: _knowledge_resources_pb2.VerificationState
+VERIFICATION_STATE_UNVERIFIED: _knowledge_resources_pb2.VerificationState
+VERIFICATION_STATE_WITHDRAWN: _knowledge_resources_pb2.VerificationState
+PROPOSAL_OUTCOME_UNSPECIFIED: _knowledge_resources_pb2.ProposalOutcome
+PROPOSAL_OUTCOME_CREATED: _knowledge_resources_pb2.ProposalOutcome
+PROPOSAL_OUTCOME_DEDUPLICATED: _knowledge_resources_pb2.ProposalOutcome
+PROPOSAL_OUTCOME_SKIPPED: _knowledge_resources_pb2.ProposalOutcome
+PROPOSAL_OUTCOME_CONFLICTED: _knowledge_resources_pb2.ProposalOutcome
+PROPOSAL_OUTCOME_REJECTED: _knowledge_resources_pb2.ProposalOutcome
+CHANGE_KIND_UNSPECIFIED: _knowledge_resources_pb2.ChangeKind
+CHANGE_KIND_FACT_UPSERTED: _knowledge_resources_pb2.ChangeKind
+CHANGE_KIND_SOURCE_UPSERTED: _knowledge_resources_pb2.ChangeKind
+CHANGE_KIND_FEEDBACK_RECORDED: _knowledge_resources_pb2.ChangeKind
+CHANGE_KIND_FACT_ERASED: _knowledge_resources_pb2.ChangeKind
 
 class RetractionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -41,130 +61,19 @@ class RetractionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RETRACTION_STATUS_RETRACTED: _ClassVar[RetractionStatus]
     RETRACTION_STATUS_ALREADY_RETRACTED: _ClassVar[RetractionStatus]
 
-class ChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
-    __slots__ = ()
-    CHANGE_KIND_UNSPECIFIED: _ClassVar[ChangeKind]
-    CHANGE_KIND_FACT_UPSERTED: _ClassVar[ChangeKind]
-    CHANGE_KIND_SOURCE_UPSERTED: _ClassVar[ChangeKind]
-    CHANGE_KIND_FEEDBACK_RECORDED: _ClassVar[ChangeKind]
-    CHANGE_KIND_FACT_ERASED: _ClassVar[ChangeKind]
-
 class ConflictFilter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CONFLICT_FILTER_UNSPECIFIED: _ClassVar[ConflictFilter]
     CONFLICT_FILTER_INCLUDE: _ClassVar[ConflictFilter]
     CONFLICT_FILTER_EXCLUDE: _ClassVar[ConflictFilter]
     CONFLICT_FILTER_ONLY: _ClassVar[ConflictFilter]
-FACT_STATE_UNSPECIFIED: FactState
-FACT_STATE_PROPOSED: FactState
-FACT_STATE_ACTIVE: FactState
-FACT_STATE_DISPUTED: FactState
-FACT_STATE_RETRACTED: FactState
-FACT_STATE_SUPERSEDED: FactState
-VERIFICATION_STATE_UNSPECIFIED: VerificationState
-VERIFICATION_STATE_VERIFIED: VerificationState
-VERIFICATION_STATE_UNVERIFIED: VerificationState
-VERIFICATION_STATE_WITHDRAWN: VerificationState
-PROPOSAL_OUTCOME_UNSPECIFIED: ProposalOutcome
-PROPOSAL_OUTCOME_CREATED: ProposalOutcome
-PROPOSAL_OUTCOME_DEDUPLICATED: ProposalOutcome
-PROPOSAL_OUTCOME_SKIPPED: ProposalOutcome
-PROPOSAL_OUTCOME_CONFLICTED: ProposalOutcome
-PROPOSAL_OUTCOME_REJECTED: ProposalOutcome
 RETRACTION_STATUS_UNSPECIFIED: RetractionStatus
 RETRACTION_STATUS_RETRACTED: RetractionStatus
 RETRACTION_STATUS_ALREADY_RETRACTED: RetractionStatus
-CHANGE_KIND_UNSPECIFIED: ChangeKind
-CHANGE_KIND_FACT_UPSERTED: ChangeKind
-CHANGE_KIND_SOURCE_UPSERTED: ChangeKind
-CHANGE_KIND_FEEDBACK_RECORDED: ChangeKind
-CHANGE_KIND_FACT_ERASED: ChangeKind
 CONFLICT_FILTER_UNSPECIFIED: ConflictFilter
 CONFLICT_FILTER_INCLUDE: ConflictFilter
 CONFLICT_FILTER_EXCLUDE: ConflictFilter
 CONFLICT_FILTER_ONLY: ConflictFilter
-
-class Source(_message.Message):
-    __slots__ = ("source_id", "source_type", "title", "uri", "observed_at")
-    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
-    SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
-    TITLE_FIELD_NUMBER: _ClassVar[int]
-    URI_FIELD_NUMBER: _ClassVar[int]
-    OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
-    source_id: str
-    source_type: str
-    title: str
-    uri: str
-    observed_at: _timestamp_pb2.Timestamp
-    def __init__(self, source_id: _Optional[str] = ..., source_type: _Optional[str] = ..., title: _Optional[str] = ..., uri: _Optional[str] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
-
-class Citation(_message.Message):
-    __slots__ = ("source_id", "locator", "title", "uri", "excerpt", "verification", "source_type", "observed_at")
-    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
-    LOCATOR_FIELD_NUMBER: _ClassVar[int]
-    TITLE_FIELD_NUMBER: _ClassVar[int]
-    URI_FIELD_NUMBER: _ClassVar[int]
-    EXCERPT_FIELD_NUMBER: _ClassVar[int]
-    VERIFICATION_FIELD_NUMBER: _ClassVar[int]
-    SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
-    OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
-    source_id: str
-    locator: str
-    title: str
-    uri: str
-    excerpt: str
-    verification: VerificationState
-    source_type: str
-    observed_at: _timestamp_pb2.Timestamp
-    def __init__(self, source_id: _Optional[str] = ..., locator: _Optional[str] = ..., title: _Optional[str] = ..., uri: _Optional[str] = ..., excerpt: _Optional[str] = ..., verification: _Optional[_Union[VerificationState, str]] = ..., source_type: _Optional[str] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
-
-class Fact(_message.Message):
-    __slots__ = ("fact_key", "version_id", "scope_id", "subject", "predicate", "object", "state", "trust_tier", "authority", "valid_from", "valid_to", "recorded_at", "superseded_at", "repository", "branch", "code_path", "document_type", "source_type", "citations", "conflicting_fact_keys", "superseded_by", "corrects")
-    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
-    VERSION_ID_FIELD_NUMBER: _ClassVar[int]
-    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
-    SUBJECT_FIELD_NUMBER: _ClassVar[int]
-    PREDICATE_FIELD_NUMBER: _ClassVar[int]
-    OBJECT_FIELD_NUMBER: _ClassVar[int]
-    STATE_FIELD_NUMBER: _ClassVar[int]
-    TRUST_TIER_FIELD_NUMBER: _ClassVar[int]
-    AUTHORITY_FIELD_NUMBER: _ClassVar[int]
-    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
-    VALID_TO_FIELD_NUMBER: _ClassVar[int]
-    RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
-    SUPERSEDED_AT_FIELD_NUMBER: _ClassVar[int]
-    REPOSITORY_FIELD_NUMBER: _ClassVar[int]
-    BRANCH_FIELD_NUMBER: _ClassVar[int]
-    CODE_PATH_FIELD_NUMBER: _ClassVar[int]
-    DOCUMENT_TYPE_FIELD_NUMBER: _ClassVar[int]
-    SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
-    CITATIONS_FIELD_NUMBER: _ClassVar[int]
-    CONFLICTING_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
-    SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
-    CORRECTS_FIELD_NUMBER: _ClassVar[int]
-    fact_key: str
-    version_id: str
-    scope_id: str
-    subject: str
-    predicate: str
-    object: str
-    state: FactState
-    trust_tier: int
-    authority: float
-    valid_from: _timestamp_pb2.Timestamp
-    valid_to: _timestamp_pb2.Timestamp
-    recorded_at: _timestamp_pb2.Timestamp
-    superseded_at: _timestamp_pb2.Timestamp
-    repository: str
-    branch: str
-    code_path: str
-    document_type: str
-    source_type: str
-    citations: _containers.RepeatedCompositeFieldContainer[Citation]
-    conflicting_fact_keys: _containers.RepeatedScalarFieldContainer[str]
-    superseded_by: str
-    corrects: str
-    def __init__(self, fact_key: _Optional[str] = ..., version_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., state: _Optional[_Union[FactState, str]] = ..., trust_tier: _Optional[int] = ..., authority: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., repository: _Optional[str] = ..., branch: _Optional[str] = ..., code_path: _Optional[str] = ..., document_type: _Optional[str] = ..., source_type: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., conflicting_fact_keys: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[str] = ..., corrects: _Optional[str] = ...) -> None: ...
 
 class SourceInput(_message.Message):
     __slots__ = ("source_id", "source_type", "title", "uri", "observed_at")
@@ -283,38 +192,8 @@ class BatchGetFactsRequest(_message.Message):
 class BatchGetFactsResponse(_message.Message):
     __slots__ = ("facts",)
     FACTS_FIELD_NUMBER: _ClassVar[int]
-    facts: _containers.RepeatedCompositeFieldContainer[Fact]
-    def __init__(self, facts: _Optional[_Iterable[_Union[Fact, _Mapping]]] = ...) -> None: ...
-
-class Evidence(_message.Message):
-    __slots__ = ("evidence_id", "text", "locator")
-    EVIDENCE_ID_FIELD_NUMBER: _ClassVar[int]
-    TEXT_FIELD_NUMBER: _ClassVar[int]
-    LOCATOR_FIELD_NUMBER: _ClassVar[int]
-    evidence_id: str
-    text: str
-    locator: str
-    def __init__(self, evidence_id: _Optional[str] = ..., text: _Optional[str] = ..., locator: _Optional[str] = ...) -> None: ...
-
-class Assertion(_message.Message):
-    __slots__ = ("assertion_id", "supports", "trust_tier", "authority", "verification", "source", "evidence", "recorded_at")
-    ASSERTION_ID_FIELD_NUMBER: _ClassVar[int]
-    SUPPORTS_FIELD_NUMBER: _ClassVar[int]
-    TRUST_TIER_FIELD_NUMBER: _ClassVar[int]
-    AUTHORITY_FIELD_NUMBER: _ClassVar[int]
-    VERIFICATION_FIELD_NUMBER: _ClassVar[int]
-    SOURCE_FIELD_NUMBER: _ClassVar[int]
-    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
-    RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
-    assertion_id: str
-    supports: bool
-    trust_tier: int
-    authority: float
-    verification: VerificationState
-    source: Source
-    evidence: _containers.RepeatedCompositeFieldContainer[Evidence]
-    recorded_at: _timestamp_pb2.Timestamp
-    def __init__(self, assertion_id: _Optional[str] = ..., supports: _Optional[bool] = ..., trust_tier: _Optional[int] = ..., authority: _Optional[float] = ..., verification: _Optional[_Union[VerificationState, str]] = ..., source: _Optional[_Union[Source, _Mapping]] = ..., evidence: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    facts: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.Fact]
+    def __init__(self, facts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.Fact, _Mapping]]] = ...) -> None: ...
 
 class ExplainFactRequest(_message.Message):
     __slots__ = ("scope_ids", "fact_key", "as_of", "known_as_of")
@@ -332,21 +211,9 @@ class ExplainFactResponse(_message.Message):
     __slots__ = ("fact", "assertions")
     FACT_FIELD_NUMBER: _ClassVar[int]
     ASSERTIONS_FIELD_NUMBER: _ClassVar[int]
-    fact: Fact
-    assertions: _containers.RepeatedCompositeFieldContainer[Assertion]
-    def __init__(self, fact: _Optional[_Union[Fact, _Mapping]] = ..., assertions: _Optional[_Iterable[_Union[Assertion, _Mapping]]] = ...) -> None: ...
-
-class TaskContext(_message.Message):
-    __slots__ = ("runtime", "session_ref", "task_ref", "repository_ref")
-    RUNTIME_FIELD_NUMBER: _ClassVar[int]
-    SESSION_REF_FIELD_NUMBER: _ClassVar[int]
-    TASK_REF_FIELD_NUMBER: _ClassVar[int]
-    REPOSITORY_REF_FIELD_NUMBER: _ClassVar[int]
-    runtime: str
-    session_ref: str
-    task_ref: str
-    repository_ref: str
-    def __init__(self, runtime: _Optional[str] = ..., session_ref: _Optional[str] = ..., task_ref: _Optional[str] = ..., repository_ref: _Optional[str] = ...) -> None: ...
+    fact: _knowledge_resources_pb2.Fact
+    assertions: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.Assertion]
+    def __init__(self, fact: _Optional[_Union[_knowledge_resources_pb2.Fact, _Mapping]] = ..., assertions: _Optional[_Iterable[_Union[_knowledge_resources_pb2.Assertion, _Mapping]]] = ...) -> None: ...
 
 class ProposeFactRequest(_message.Message):
     __slots__ = ("principal_id", "personal_scope_id", "readable_scope_ids", "subject", "predicate", "object", "evidence_text", "context", "target_scope_id")
@@ -366,9 +233,9 @@ class ProposeFactRequest(_message.Message):
     predicate: str
     object: str
     evidence_text: str
-    context: TaskContext
+    context: _knowledge_resources_pb2.TaskContext
     target_scope_id: str
-    def __init__(self, principal_id: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., readable_scope_ids: _Optional[_Iterable[str]] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., evidence_text: _Optional[str] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., target_scope_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, principal_id: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., readable_scope_ids: _Optional[_Iterable[str]] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., evidence_text: _Optional[str] = ..., context: _Optional[_Union[_knowledge_resources_pb2.TaskContext, _Mapping]] = ..., target_scope_id: _Optional[str] = ...) -> None: ...
 
 class ProposeFactResponse(_message.Message):
     __slots__ = ("attempt_id", "outcome", "fact", "reason", "conflicting_fact_keys")
@@ -378,11 +245,11 @@ class ProposeFactResponse(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     CONFLICTING_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
     attempt_id: str
-    outcome: ProposalOutcome
-    fact: Fact
+    outcome: _knowledge_resources_pb2.ProposalOutcome
+    fact: _knowledge_resources_pb2.Fact
     reason: str
     conflicting_fact_keys: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, attempt_id: _Optional[str] = ..., outcome: _Optional[_Union[ProposalOutcome, str]] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ..., reason: _Optional[str] = ..., conflicting_fact_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, attempt_id: _Optional[str] = ..., outcome: _Optional[_Union[_knowledge_resources_pb2.ProposalOutcome, str]] = ..., fact: _Optional[_Union[_knowledge_resources_pb2.Fact, _Mapping]] = ..., reason: _Optional[str] = ..., conflicting_fact_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RetractProposalRequest(_message.Message):
     __slots__ = ("principal_id", "personal_scope_id", "fact_key")
@@ -399,32 +266,8 @@ class RetractProposalResponse(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     FACT_FIELD_NUMBER: _ClassVar[int]
     status: RetractionStatus
-    fact: Fact
-    def __init__(self, status: _Optional[_Union[RetractionStatus, str]] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ...) -> None: ...
-
-class ProposalAttempt(_message.Message):
-    __slots__ = ("attempt_id", "outcome", "reason", "fact_key", "subject", "predicate", "object", "fact_state", "context", "created_at")
-    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
-    OUTCOME_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
-    SUBJECT_FIELD_NUMBER: _ClassVar[int]
-    PREDICATE_FIELD_NUMBER: _ClassVar[int]
-    OBJECT_FIELD_NUMBER: _ClassVar[int]
-    FACT_STATE_FIELD_NUMBER: _ClassVar[int]
-    CONTEXT_FIELD_NUMBER: _ClassVar[int]
-    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
-    attempt_id: str
-    outcome: ProposalOutcome
-    reason: str
-    fact_key: str
-    subject: str
-    predicate: str
-    object: str
-    fact_state: FactState
-    context: TaskContext
-    created_at: _timestamp_pb2.Timestamp
-    def __init__(self, attempt_id: _Optional[str] = ..., outcome: _Optional[_Union[ProposalOutcome, str]] = ..., reason: _Optional[str] = ..., fact_key: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., fact_state: _Optional[_Union[FactState, str]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    fact: _knowledge_resources_pb2.Fact
+    def __init__(self, status: _Optional[_Union[RetractionStatus, str]] = ..., fact: _Optional[_Union[_knowledge_resources_pb2.Fact, _Mapping]] = ...) -> None: ...
 
 class GetProposalReportRequest(_message.Message):
     __slots__ = ("principal_id", "context", "page_size", "page_token")
@@ -433,10 +276,10 @@ class GetProposalReportRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     principal_id: str
-    context: TaskContext
+    context: _knowledge_resources_pb2.TaskContext
     page_size: int
     page_token: str
-    def __init__(self, principal_id: _Optional[str] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    def __init__(self, principal_id: _Optional[str] = ..., context: _Optional[_Union[_knowledge_resources_pb2.TaskContext, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class GetProposalReportResponse(_message.Message):
     __slots__ = ("attempts", "next_page_token", "outcome_counts", "state_counts", "total_attempts")
@@ -459,12 +302,12 @@ class GetProposalReportResponse(_message.Message):
     OUTCOME_COUNTS_FIELD_NUMBER: _ClassVar[int]
     STATE_COUNTS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
-    attempts: _containers.RepeatedCompositeFieldContainer[ProposalAttempt]
+    attempts: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.ProposalAttempt]
     next_page_token: str
     outcome_counts: _containers.ScalarMap[str, int]
     state_counts: _containers.ScalarMap[str, int]
     total_attempts: int
-    def __init__(self, attempts: _Optional[_Iterable[_Union[ProposalAttempt, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., outcome_counts: _Optional[_Mapping[str, int]] = ..., state_counts: _Optional[_Mapping[str, int]] = ..., total_attempts: _Optional[int] = ...) -> None: ...
+    def __init__(self, attempts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.ProposalAttempt, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., outcome_counts: _Optional[_Mapping[str, int]] = ..., state_counts: _Optional[_Mapping[str, int]] = ..., total_attempts: _Optional[int] = ...) -> None: ...
 
 class RecordFeedbackRequest(_message.Message):
     __slots__ = ("principal_id", "personal_scope_id", "pack_id", "result_ref", "signal", "query", "rank", "signal_vector", "fact_key")
@@ -507,20 +350,6 @@ class RecordFeedbackResponse(_message.Message):
     recorded_at: _timestamp_pb2.Timestamp
     def __init__(self, feedback_id: _Optional[str] = ..., signal: _Optional[str] = ..., created: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
-class Change(_message.Message):
-    __slots__ = ("position", "kind", "fact", "created_at", "erased_version_id")
-    POSITION_FIELD_NUMBER: _ClassVar[int]
-    KIND_FIELD_NUMBER: _ClassVar[int]
-    FACT_FIELD_NUMBER: _ClassVar[int]
-    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
-    ERASED_VERSION_ID_FIELD_NUMBER: _ClassVar[int]
-    position: int
-    kind: ChangeKind
-    fact: Fact
-    created_at: _timestamp_pb2.Timestamp
-    erased_version_id: str
-    def __init__(self, position: _Optional[int] = ..., kind: _Optional[_Union[ChangeKind, str]] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., erased_version_id: _Optional[str] = ...) -> None: ...
-
 class ListChangesRequest(_message.Message):
     __slots__ = ("after_position", "page_size", "scope_ids")
     AFTER_POSITION_FIELD_NUMBER: _ClassVar[int]
@@ -535,9 +364,9 @@ class ListChangesResponse(_message.Message):
     __slots__ = ("changes", "head_position")
     CHANGES_FIELD_NUMBER: _ClassVar[int]
     HEAD_POSITION_FIELD_NUMBER: _ClassVar[int]
-    changes: _containers.RepeatedCompositeFieldContainer[Change]
+    changes: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.Change]
     head_position: int
-    def __init__(self, changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., head_position: _Optional[int] = ...) -> None: ...
+    def __init__(self, changes: _Optional[_Iterable[_Union[_knowledge_resources_pb2.Change, _Mapping]]] = ..., head_position: _Optional[int] = ...) -> None: ...
 
 class CorrectFactRequest(_message.Message):
     __slots__ = ("principal_id", "scope_id", "fact_key", "replacement", "reason")
@@ -559,33 +388,11 @@ class CorrectFactResponse(_message.Message):
     REPLACEMENT_FIELD_NUMBER: _ClassVar[int]
     CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
-    corrected: Fact
-    replacement: Fact
+    corrected: _knowledge_resources_pb2.Fact
+    replacement: _knowledge_resources_pb2.Fact
     change_position: int
     created: bool
-    def __init__(self, corrected: _Optional[_Union[Fact, _Mapping]] = ..., replacement: _Optional[_Union[Fact, _Mapping]] = ..., change_position: _Optional[int] = ..., created: _Optional[bool] = ...) -> None: ...
-
-class FactVersion(_message.Message):
-    __slots__ = ("version_id", "state", "valid_from", "valid_to", "recorded_at", "superseded_at", "superseded_by", "corrects", "correction_reason")
-    VERSION_ID_FIELD_NUMBER: _ClassVar[int]
-    STATE_FIELD_NUMBER: _ClassVar[int]
-    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
-    VALID_TO_FIELD_NUMBER: _ClassVar[int]
-    RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
-    SUPERSEDED_AT_FIELD_NUMBER: _ClassVar[int]
-    SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
-    CORRECTS_FIELD_NUMBER: _ClassVar[int]
-    CORRECTION_REASON_FIELD_NUMBER: _ClassVar[int]
-    version_id: str
-    state: FactState
-    valid_from: _timestamp_pb2.Timestamp
-    valid_to: _timestamp_pb2.Timestamp
-    recorded_at: _timestamp_pb2.Timestamp
-    superseded_at: _timestamp_pb2.Timestamp
-    superseded_by: str
-    corrects: str
-    correction_reason: str
-    def __init__(self, version_id: _Optional[str] = ..., state: _Optional[_Union[FactState, str]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded_by: _Optional[str] = ..., corrects: _Optional[str] = ..., correction_reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, corrected: _Optional[_Union[_knowledge_resources_pb2.Fact, _Mapping]] = ..., replacement: _Optional[_Union[_knowledge_resources_pb2.Fact, _Mapping]] = ..., change_position: _Optional[int] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class GetFactRequest(_message.Message):
     __slots__ = ("scope_ids", "fact_key", "as_of", "known_as_of")
@@ -604,24 +411,10 @@ class GetFactResponse(_message.Message):
     FACT_FIELD_NUMBER: _ClassVar[int]
     VERSIONS_FIELD_NUMBER: _ClassVar[int]
     EMPTY_REASON_FIELD_NUMBER: _ClassVar[int]
-    fact: Fact
-    versions: _containers.RepeatedCompositeFieldContainer[FactVersion]
+    fact: _knowledge_resources_pb2.Fact
+    versions: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.FactVersion]
     empty_reason: str
-    def __init__(self, fact: _Optional[_Union[Fact, _Mapping]] = ..., versions: _Optional[_Iterable[_Union[FactVersion, _Mapping]]] = ..., empty_reason: _Optional[str] = ...) -> None: ...
-
-class Entity(_message.Message):
-    __slots__ = ("entity_id", "scope_id", "name", "aliases", "kind")
-    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
-    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
-    NAME_FIELD_NUMBER: _ClassVar[int]
-    ALIASES_FIELD_NUMBER: _ClassVar[int]
-    KIND_FIELD_NUMBER: _ClassVar[int]
-    entity_id: str
-    scope_id: str
-    name: str
-    aliases: _containers.RepeatedScalarFieldContainer[str]
-    kind: str
-    def __init__(self, entity_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., name: _Optional[str] = ..., aliases: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ...) -> None: ...
+    def __init__(self, fact: _Optional[_Union[_knowledge_resources_pb2.Fact, _Mapping]] = ..., versions: _Optional[_Iterable[_Union[_knowledge_resources_pb2.FactVersion, _Mapping]]] = ..., empty_reason: _Optional[str] = ...) -> None: ...
 
 class GetEntityRequest(_message.Message):
     __slots__ = ("scope_ids", "name", "entity_id", "as_of", "known_as_of", "page_size", "conflict_filter")
@@ -646,38 +439,10 @@ class GetEntityResponse(_message.Message):
     ENTITY_FIELD_NUMBER: _ClassVar[int]
     FACTS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FACTS_FIELD_NUMBER: _ClassVar[int]
-    entity: Entity
-    facts: _containers.RepeatedCompositeFieldContainer[Fact]
+    entity: _knowledge_resources_pb2.Entity
+    facts: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.Fact]
     total_facts: int
-    def __init__(self, entity: _Optional[_Union[Entity, _Mapping]] = ..., facts: _Optional[_Iterable[_Union[Fact, _Mapping]]] = ..., total_facts: _Optional[int] = ...) -> None: ...
-
-class SourceVersion(_message.Message):
-    __slots__ = ("version", "source_type", "title", "uri", "observed_at", "recorded_at")
-    VERSION_FIELD_NUMBER: _ClassVar[int]
-    SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
-    TITLE_FIELD_NUMBER: _ClassVar[int]
-    URI_FIELD_NUMBER: _ClassVar[int]
-    OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
-    RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
-    version: int
-    source_type: str
-    title: str
-    uri: str
-    observed_at: _timestamp_pb2.Timestamp
-    recorded_at: _timestamp_pb2.Timestamp
-    def __init__(self, version: _Optional[int] = ..., source_type: _Optional[str] = ..., title: _Optional[str] = ..., uri: _Optional[str] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
-
-class SourceFreshness(_message.Message):
-    __slots__ = ("stale", "age_days", "stale_after_days", "reason")
-    STALE_FIELD_NUMBER: _ClassVar[int]
-    AGE_DAYS_FIELD_NUMBER: _ClassVar[int]
-    STALE_AFTER_DAYS_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    stale: bool
-    age_days: int
-    stale_after_days: int
-    reason: str
-    def __init__(self, stale: _Optional[bool] = ..., age_days: _Optional[int] = ..., stale_after_days: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, entity: _Optional[_Union[_knowledge_resources_pb2.Entity, _Mapping]] = ..., facts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.Fact, _Mapping]]] = ..., total_facts: _Optional[int] = ...) -> None: ...
 
 class GetSourceRequest(_message.Message):
     __slots__ = ("scope_ids", "source_id", "scope_id", "known_as_of", "as_of")
@@ -700,24 +465,12 @@ class GetSourceResponse(_message.Message):
     VERSIONS_FIELD_NUMBER: _ClassVar[int]
     FRESHNESS_FIELD_NUMBER: _ClassVar[int]
     CITED_BY_FACTS_FIELD_NUMBER: _ClassVar[int]
-    source: Source
+    source: _knowledge_resources_pb2.Source
     scope_id: str
-    versions: _containers.RepeatedCompositeFieldContainer[SourceVersion]
-    freshness: SourceFreshness
+    versions: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.SourceVersion]
+    freshness: _knowledge_resources_pb2.SourceFreshness
     cited_by_facts: int
-    def __init__(self, source: _Optional[_Union[Source, _Mapping]] = ..., scope_id: _Optional[str] = ..., versions: _Optional[_Iterable[_Union[SourceVersion, _Mapping]]] = ..., freshness: _Optional[_Union[SourceFreshness, _Mapping]] = ..., cited_by_facts: _Optional[int] = ...) -> None: ...
-
-class GraphEdge(_message.Message):
-    __slots__ = ("fact", "hop", "from_node", "to_node")
-    FACT_FIELD_NUMBER: _ClassVar[int]
-    HOP_FIELD_NUMBER: _ClassVar[int]
-    FROM_NODE_FIELD_NUMBER: _ClassVar[int]
-    TO_NODE_FIELD_NUMBER: _ClassVar[int]
-    fact: Fact
-    hop: int
-    from_node: str
-    to_node: str
-    def __init__(self, fact: _Optional[_Union[Fact, _Mapping]] = ..., hop: _Optional[int] = ..., from_node: _Optional[str] = ..., to_node: _Optional[str] = ...) -> None: ...
+    def __init__(self, source: _Optional[_Union[_knowledge_resources_pb2.Source, _Mapping]] = ..., scope_id: _Optional[str] = ..., versions: _Optional[_Iterable[_Union[_knowledge_resources_pb2.SourceVersion, _Mapping]]] = ..., freshness: _Optional[_Union[_knowledge_resources_pb2.SourceFreshness, _Mapping]] = ..., cited_by_facts: _Optional[int] = ...) -> None: ...
 
 class ExploreGraphRequest(_message.Message):
     __slots__ = ("scope_ids", "name", "entity_id", "depth", "page_size", "as_of", "known_as_of", "conflict_filter")
@@ -745,23 +498,11 @@ class ExploreGraphResponse(_message.Message):
     EDGES_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
-    entity: Entity
-    edges: _containers.RepeatedCompositeFieldContainer[GraphEdge]
+    entity: _knowledge_resources_pb2.Entity
+    edges: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.GraphEdge]
     nodes: _containers.RepeatedScalarFieldContainer[str]
     truncated: bool
-    def __init__(self, entity: _Optional[_Union[Entity, _Mapping]] = ..., edges: _Optional[_Iterable[_Union[GraphEdge, _Mapping]]] = ..., nodes: _Optional[_Iterable[str]] = ..., truncated: _Optional[bool] = ...) -> None: ...
-
-class ConflictGroup(_message.Message):
-    __slots__ = ("scope_id", "subject", "predicate", "facts")
-    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
-    SUBJECT_FIELD_NUMBER: _ClassVar[int]
-    PREDICATE_FIELD_NUMBER: _ClassVar[int]
-    FACTS_FIELD_NUMBER: _ClassVar[int]
-    scope_id: str
-    subject: str
-    predicate: str
-    facts: _containers.RepeatedCompositeFieldContainer[Fact]
-    def __init__(self, scope_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., facts: _Optional[_Iterable[_Union[Fact, _Mapping]]] = ...) -> None: ...
+    def __init__(self, entity: _Optional[_Union[_knowledge_resources_pb2.Entity, _Mapping]] = ..., edges: _Optional[_Iterable[_Union[_knowledge_resources_pb2.GraphEdge, _Mapping]]] = ..., nodes: _Optional[_Iterable[str]] = ..., truncated: _Optional[bool] = ...) -> None: ...
 
 class ListConflictsRequest(_message.Message):
     __slots__ = ("scope_ids", "page_size", "page_token", "as_of", "known_as_of")
@@ -783,27 +524,11 @@ class ListConflictsResponse(_message.Message):
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     ONTOLOGY_VERSION_FIELD_NUMBER: _ClassVar[int]
-    conflicts: _containers.RepeatedCompositeFieldContainer[ConflictGroup]
+    conflicts: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.ConflictGroup]
     next_page_token: str
     total: int
     ontology_version: str
-    def __init__(self, conflicts: _Optional[_Iterable[_Union[ConflictGroup, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ..., ontology_version: _Optional[str] = ...) -> None: ...
-
-class ScopeChange(_message.Message):
-    __slots__ = ("position", "change", "scope_id", "fact", "source_id", "created_at")
-    POSITION_FIELD_NUMBER: _ClassVar[int]
-    CHANGE_FIELD_NUMBER: _ClassVar[int]
-    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
-    FACT_FIELD_NUMBER: _ClassVar[int]
-    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
-    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
-    position: int
-    change: str
-    scope_id: str
-    fact: Fact
-    source_id: str
-    created_at: _timestamp_pb2.Timestamp
-    def __init__(self, position: _Optional[int] = ..., change: _Optional[str] = ..., scope_id: _Optional[str] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ..., source_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, conflicts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.ConflictGroup, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ..., ontology_version: _Optional[str] = ...) -> None: ...
 
 class ListScopeChangesRequest(_message.Message):
     __slots__ = ("scope_ids", "page_size", "page_token", "as_of", "known_as_of", "newest_first", "changes")
@@ -828,54 +553,10 @@ class ListScopeChangesResponse(_message.Message):
     CHANGES_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     HAS_MORE_FIELD_NUMBER: _ClassVar[int]
-    changes: _containers.RepeatedCompositeFieldContainer[ScopeChange]
+    changes: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.ScopeChange]
     next_page_token: str
     has_more: bool
-    def __init__(self, changes: _Optional[_Iterable[_Union[ScopeChange, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., has_more: _Optional[bool] = ...) -> None: ...
-
-class DerivationRun(_message.Message):
-    __slots__ = ("run_id", "scope_id", "change_position", "algorithm", "seed", "summarizer", "fact_count", "entity_count", "created_at")
-    RUN_ID_FIELD_NUMBER: _ClassVar[int]
-    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
-    CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
-    ALGORITHM_FIELD_NUMBER: _ClassVar[int]
-    SEED_FIELD_NUMBER: _ClassVar[int]
-    SUMMARIZER_FIELD_NUMBER: _ClassVar[int]
-    FACT_COUNT_FIELD_NUMBER: _ClassVar[int]
-    ENTITY_COUNT_FIELD_NUMBER: _ClassVar[int]
-    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
-    run_id: str
-    scope_id: str
-    change_position: int
-    algorithm: str
-    seed: int
-    summarizer: str
-    fact_count: int
-    entity_count: int
-    created_at: _timestamp_pb2.Timestamp
-    def __init__(self, run_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., change_position: _Optional[int] = ..., algorithm: _Optional[str] = ..., seed: _Optional[int] = ..., summarizer: _Optional[str] = ..., fact_count: _Optional[int] = ..., entity_count: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
-
-class Community(_message.Message):
-    __slots__ = ("community_id", "scope_id", "label", "summary", "entities", "authoritative", "run", "fact_count", "score")
-    COMMUNITY_ID_FIELD_NUMBER: _ClassVar[int]
-    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
-    LABEL_FIELD_NUMBER: _ClassVar[int]
-    SUMMARY_FIELD_NUMBER: _ClassVar[int]
-    ENTITIES_FIELD_NUMBER: _ClassVar[int]
-    AUTHORITATIVE_FIELD_NUMBER: _ClassVar[int]
-    RUN_FIELD_NUMBER: _ClassVar[int]
-    FACT_COUNT_FIELD_NUMBER: _ClassVar[int]
-    SCORE_FIELD_NUMBER: _ClassVar[int]
-    community_id: str
-    scope_id: str
-    label: str
-    summary: str
-    entities: _containers.RepeatedScalarFieldContainer[str]
-    authoritative: bool
-    run: DerivationRun
-    fact_count: int
-    score: float
-    def __init__(self, community_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., label: _Optional[str] = ..., summary: _Optional[str] = ..., entities: _Optional[_Iterable[str]] = ..., authoritative: _Optional[bool] = ..., run: _Optional[_Union[DerivationRun, _Mapping]] = ..., fact_count: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
+    def __init__(self, changes: _Optional[_Iterable[_Union[_knowledge_resources_pb2.ScopeChange, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., has_more: _Optional[bool] = ...) -> None: ...
 
 class DeriveCommunitiesRequest(_message.Message):
     __slots__ = ("scope_id",)
@@ -888,10 +569,10 @@ class DeriveCommunitiesResponse(_message.Message):
     RUN_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
     COMMUNITY_COUNT_FIELD_NUMBER: _ClassVar[int]
-    run: DerivationRun
+    run: _knowledge_resources_pb2.DerivationRun
     created: bool
     community_count: int
-    def __init__(self, run: _Optional[_Union[DerivationRun, _Mapping]] = ..., created: _Optional[bool] = ..., community_count: _Optional[int] = ...) -> None: ...
+    def __init__(self, run: _Optional[_Union[_knowledge_resources_pb2.DerivationRun, _Mapping]] = ..., created: _Optional[bool] = ..., community_count: _Optional[int] = ...) -> None: ...
 
 class SearchCommunitiesRequest(_message.Message):
     __slots__ = ("scope_ids", "query", "page_size", "known_as_of", "as_of")
@@ -911,9 +592,9 @@ class SearchCommunitiesResponse(_message.Message):
     __slots__ = ("communities", "empty_reason")
     COMMUNITIES_FIELD_NUMBER: _ClassVar[int]
     EMPTY_REASON_FIELD_NUMBER: _ClassVar[int]
-    communities: _containers.RepeatedCompositeFieldContainer[Community]
+    communities: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.Community]
     empty_reason: str
-    def __init__(self, communities: _Optional[_Iterable[_Union[Community, _Mapping]]] = ..., empty_reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, communities: _Optional[_Iterable[_Union[_knowledge_resources_pb2.Community, _Mapping]]] = ..., empty_reason: _Optional[str] = ...) -> None: ...
 
 class GetCommunityLineageRequest(_message.Message):
     __slots__ = ("scope_ids", "community_id", "page_size", "page_token", "as_of", "known_as_of")
@@ -937,37 +618,11 @@ class GetCommunityLineageResponse(_message.Message):
     FACTS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
-    community: Community
-    facts: _containers.RepeatedCompositeFieldContainer[Fact]
+    community: _knowledge_resources_pb2.Community
+    facts: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.Fact]
     next_page_token: str
     total: int
-    def __init__(self, community: _Optional[_Union[Community, _Mapping]] = ..., facts: _Optional[_Iterable[_Union[Fact, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
-
-class PendingProposal(_message.Message):
-    __slots__ = ("fact_key", "version_id", "proposer_principal_id", "subject", "predicate", "object", "evidence", "context", "proposed_at", "conflicting_fact_keys", "known_fact_key")
-    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
-    VERSION_ID_FIELD_NUMBER: _ClassVar[int]
-    PROPOSER_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
-    SUBJECT_FIELD_NUMBER: _ClassVar[int]
-    PREDICATE_FIELD_NUMBER: _ClassVar[int]
-    OBJECT_FIELD_NUMBER: _ClassVar[int]
-    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
-    CONTEXT_FIELD_NUMBER: _ClassVar[int]
-    PROPOSED_AT_FIELD_NUMBER: _ClassVar[int]
-    CONFLICTING_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
-    KNOWN_FACT_KEY_FIELD_NUMBER: _ClassVar[int]
-    fact_key: str
-    version_id: str
-    proposer_principal_id: str
-    subject: str
-    predicate: str
-    object: str
-    evidence: _containers.RepeatedScalarFieldContainer[str]
-    context: TaskContext
-    proposed_at: _timestamp_pb2.Timestamp
-    conflicting_fact_keys: _containers.RepeatedScalarFieldContainer[str]
-    known_fact_key: str
-    def __init__(self, fact_key: _Optional[str] = ..., version_id: _Optional[str] = ..., proposer_principal_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., evidence: _Optional[_Iterable[str]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., proposed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conflicting_fact_keys: _Optional[_Iterable[str]] = ..., known_fact_key: _Optional[str] = ...) -> None: ...
+    def __init__(self, community: _Optional[_Union[_knowledge_resources_pb2.Community, _Mapping]] = ..., facts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.Fact, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class ListPendingProposalsRequest(_message.Message):
     __slots__ = ("scope_id", "page_size", "page_token")
@@ -984,30 +639,10 @@ class ListPendingProposalsResponse(_message.Message):
     PROPOSALS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
-    proposals: _containers.RepeatedCompositeFieldContainer[PendingProposal]
+    proposals: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.PendingProposal]
     next_page_token: str
     total: int
-    def __init__(self, proposals: _Optional[_Iterable[_Union[PendingProposal, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
-
-class ConflictedAttempt(_message.Message):
-    __slots__ = ("attempt_id", "proposer_principal_id", "subject", "predicate", "object", "contradicted_fact_keys", "context", "attempted_at")
-    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
-    PROPOSER_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
-    SUBJECT_FIELD_NUMBER: _ClassVar[int]
-    PREDICATE_FIELD_NUMBER: _ClassVar[int]
-    OBJECT_FIELD_NUMBER: _ClassVar[int]
-    CONTRADICTED_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
-    CONTEXT_FIELD_NUMBER: _ClassVar[int]
-    ATTEMPTED_AT_FIELD_NUMBER: _ClassVar[int]
-    attempt_id: str
-    proposer_principal_id: str
-    subject: str
-    predicate: str
-    object: str
-    contradicted_fact_keys: _containers.RepeatedScalarFieldContainer[str]
-    context: TaskContext
-    attempted_at: _timestamp_pb2.Timestamp
-    def __init__(self, attempt_id: _Optional[str] = ..., proposer_principal_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., contradicted_fact_keys: _Optional[_Iterable[str]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., attempted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, proposals: _Optional[_Iterable[_Union[_knowledge_resources_pb2.PendingProposal, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class ListConflictedAttemptsRequest(_message.Message):
     __slots__ = ("scope_id", "page_size", "page_token")
@@ -1024,10 +659,10 @@ class ListConflictedAttemptsResponse(_message.Message):
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
-    attempts: _containers.RepeatedCompositeFieldContainer[ConflictedAttempt]
+    attempts: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.ConflictedAttempt]
     next_page_token: str
     total: int
-    def __init__(self, attempts: _Optional[_Iterable[_Union[ConflictedAttempt, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
+    def __init__(self, attempts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.ConflictedAttempt, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class VerifyProposalRequest(_message.Message):
     __slots__ = ("curator_principal_id", "scope_id", "fact_key", "trust_tier", "authority", "note")
@@ -1051,11 +686,11 @@ class VerifyProposalResponse(_message.Message):
     PROPOSAL_FIELD_NUMBER: _ClassVar[int]
     ALREADY_ACTIVE_FIELD_NUMBER: _ClassVar[int]
     CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
-    fact: Fact
-    proposal: Fact
+    fact: _knowledge_resources_pb2.Fact
+    proposal: _knowledge_resources_pb2.Fact
     already_active: bool
     change_position: int
-    def __init__(self, fact: _Optional[_Union[Fact, _Mapping]] = ..., proposal: _Optional[_Union[Fact, _Mapping]] = ..., already_active: _Optional[bool] = ..., change_position: _Optional[int] = ...) -> None: ...
+    def __init__(self, fact: _Optional[_Union[_knowledge_resources_pb2.Fact, _Mapping]] = ..., proposal: _Optional[_Union[_knowledge_resources_pb2.Fact, _Mapping]] = ..., already_active: _Optional[bool] = ..., change_position: _Optional[int] = ...) -> None: ...
 
 class RejectProposalRequest(_message.Message):
     __slots__ = ("curator_principal_id", "scope_id", "fact_key", "reason")
@@ -1073,9 +708,9 @@ class RejectProposalResponse(_message.Message):
     __slots__ = ("proposal", "change_position")
     PROPOSAL_FIELD_NUMBER: _ClassVar[int]
     CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
-    proposal: Fact
+    proposal: _knowledge_resources_pb2.Fact
     change_position: int
-    def __init__(self, proposal: _Optional[_Union[Fact, _Mapping]] = ..., change_position: _Optional[int] = ...) -> None: ...
+    def __init__(self, proposal: _Optional[_Union[_knowledge_resources_pb2.Fact, _Mapping]] = ..., change_position: _Optional[int] = ...) -> None: ...
 
 class RetractSourceRequest(_message.Message):
     __slots__ = ("curator_principal_id", "scope_id", "source_id", "reason")

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from vera.knowledge.v1 import knowledge_pb2 as vera_dot_knowledge_dot_v1_dot_knowledge__pb2
+from vera.knowledge.v1 import knowledge_service_pb2 as vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in vera/knowledge/v1/knowledge_pb2_grpc.py depends on'
+        + ' but the generated code in vera/knowledge/v1/knowledge_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -42,123 +42,123 @@ class KnowledgeServiceStub:
         """
         self.IngestKnowledge = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/IngestKnowledge',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.IngestKnowledgeRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.IngestKnowledgeResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.IngestKnowledgeRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.IngestKnowledgeResponse.FromString,
                 _registered_method=True)
         self.BatchGetFacts = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/BatchGetFacts',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.BatchGetFactsRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.BatchGetFactsResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.BatchGetFactsRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.BatchGetFactsResponse.FromString,
                 _registered_method=True)
         self.ExplainFact = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/ExplainFact',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExplainFactRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExplainFactResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ExplainFactRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ExplainFactResponse.FromString,
                 _registered_method=True)
         self.ProposeFact = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/ProposeFact',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ProposeFactRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ProposeFactResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactResponse.FromString,
                 _registered_method=True)
         self.RetractProposal = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/RetractProposal',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractProposalRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractProposalResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractProposalRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractProposalResponse.FromString,
                 _registered_method=True)
         self.GetProposalReport = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/GetProposalReport',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetProposalReportRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetProposalReportResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalReportRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalReportResponse.FromString,
                 _registered_method=True)
         self.RecordFeedback = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/RecordFeedback',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RecordFeedbackRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RecordFeedbackResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordFeedbackRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordFeedbackResponse.FromString,
                 _registered_method=True)
         self.ListChanges = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/ListChanges',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListChangesRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListChangesResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListChangesRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListChangesResponse.FromString,
                 _registered_method=True)
         self.CorrectFact = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/CorrectFact',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.CorrectFactRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.CorrectFactResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.CorrectFactRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.CorrectFactResponse.FromString,
                 _registered_method=True)
         self.GetFact = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/GetFact',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetFactRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetFactResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetFactRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetFactResponse.FromString,
                 _registered_method=True)
         self.GetEntity = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/GetEntity',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetEntityRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetEntityResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetEntityRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetEntityResponse.FromString,
                 _registered_method=True)
         self.GetSource = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/GetSource',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetSourceRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetSourceResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetSourceRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetSourceResponse.FromString,
                 _registered_method=True)
         self.ExploreGraph = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/ExploreGraph',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExploreGraphRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExploreGraphResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ExploreGraphRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ExploreGraphResponse.FromString,
                 _registered_method=True)
         self.ListConflicts = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/ListConflicts',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictsRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictsResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictsRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictsResponse.FromString,
                 _registered_method=True)
         self.ListScopeChanges = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/ListScopeChanges',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListScopeChangesRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListScopeChangesResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListScopeChangesRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListScopeChangesResponse.FromString,
                 _registered_method=True)
         self.DeriveCommunities = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/DeriveCommunities',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.DeriveCommunitiesRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.DeriveCommunitiesResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.DeriveCommunitiesRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.DeriveCommunitiesResponse.FromString,
                 _registered_method=True)
         self.SearchCommunities = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/SearchCommunities',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.SearchCommunitiesRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.SearchCommunitiesResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SearchCommunitiesRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SearchCommunitiesResponse.FromString,
                 _registered_method=True)
         self.GetCommunityLineage = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/GetCommunityLineage',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetCommunityLineageRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetCommunityLineageResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCommunityLineageRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCommunityLineageResponse.FromString,
                 _registered_method=True)
         self.ListPendingProposals = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/ListPendingProposals',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListPendingProposalsRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListPendingProposalsResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListPendingProposalsRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListPendingProposalsResponse.FromString,
                 _registered_method=True)
         self.VerifyProposal = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/VerifyProposal',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.VerifyProposalRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.VerifyProposalResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.VerifyProposalRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.VerifyProposalResponse.FromString,
                 _registered_method=True)
         self.RejectProposal = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/RejectProposal',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalResponse.FromString,
                 _registered_method=True)
         self.ListConflictedAttempts = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/ListConflictedAttempts',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictedAttemptsRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictedAttemptsResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictedAttemptsRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictedAttemptsResponse.FromString,
                 _registered_method=True)
         self.RetractSource = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/RetractSource',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractSourceRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractSourceResponse.FromString,
                 _registered_method=True)
         self.ErasePrincipalData = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/ErasePrincipalData',
-                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ErasePrincipalDataRequest.SerializeToString,
-                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ErasePrincipalDataResponse.FromString,
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ErasePrincipalDataRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ErasePrincipalDataResponse.FromString,
                 _registered_method=True)
 
 
@@ -302,6 +302,8 @@ class KnowledgeServiceServicer:
 
     def ListPendingProposals(self, request, context):
         """--- Curation (humans, via the REST API; never reachable from MCP) ---
+        Callers (the REST API) authorize the curator against identity before calling; these
+        RPCs check only that the proposal is addressed to the named project.
 
         Lists the pending proposals addressed to one shared project, oldest first.
         """
@@ -356,123 +358,123 @@ def add_KnowledgeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'IngestKnowledge': grpc.unary_unary_rpc_method_handler(
                     servicer.IngestKnowledge,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.IngestKnowledgeRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.IngestKnowledgeResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.IngestKnowledgeRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.IngestKnowledgeResponse.SerializeToString,
             ),
             'BatchGetFacts': grpc.unary_unary_rpc_method_handler(
                     servicer.BatchGetFacts,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.BatchGetFactsRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.BatchGetFactsResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.BatchGetFactsRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.BatchGetFactsResponse.SerializeToString,
             ),
             'ExplainFact': grpc.unary_unary_rpc_method_handler(
                     servicer.ExplainFact,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExplainFactRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExplainFactResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ExplainFactRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ExplainFactResponse.SerializeToString,
             ),
             'ProposeFact': grpc.unary_unary_rpc_method_handler(
                     servicer.ProposeFact,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ProposeFactRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ProposeFactResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactResponse.SerializeToString,
             ),
             'RetractProposal': grpc.unary_unary_rpc_method_handler(
                     servicer.RetractProposal,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractProposalRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractProposalResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractProposalRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractProposalResponse.SerializeToString,
             ),
             'GetProposalReport': grpc.unary_unary_rpc_method_handler(
                     servicer.GetProposalReport,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetProposalReportRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetProposalReportResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalReportRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalReportResponse.SerializeToString,
             ),
             'RecordFeedback': grpc.unary_unary_rpc_method_handler(
                     servicer.RecordFeedback,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RecordFeedbackRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RecordFeedbackResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordFeedbackRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordFeedbackResponse.SerializeToString,
             ),
             'ListChanges': grpc.unary_unary_rpc_method_handler(
                     servicer.ListChanges,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListChangesRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListChangesResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListChangesRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListChangesResponse.SerializeToString,
             ),
             'CorrectFact': grpc.unary_unary_rpc_method_handler(
                     servicer.CorrectFact,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.CorrectFactRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.CorrectFactResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.CorrectFactRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.CorrectFactResponse.SerializeToString,
             ),
             'GetFact': grpc.unary_unary_rpc_method_handler(
                     servicer.GetFact,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetFactRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetFactResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetFactRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetFactResponse.SerializeToString,
             ),
             'GetEntity': grpc.unary_unary_rpc_method_handler(
                     servicer.GetEntity,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetEntityRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetEntityResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetEntityRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetEntityResponse.SerializeToString,
             ),
             'GetSource': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSource,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetSourceRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetSourceResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetSourceRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetSourceResponse.SerializeToString,
             ),
             'ExploreGraph': grpc.unary_unary_rpc_method_handler(
                     servicer.ExploreGraph,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExploreGraphRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExploreGraphResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ExploreGraphRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ExploreGraphResponse.SerializeToString,
             ),
             'ListConflicts': grpc.unary_unary_rpc_method_handler(
                     servicer.ListConflicts,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictsRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictsResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictsRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictsResponse.SerializeToString,
             ),
             'ListScopeChanges': grpc.unary_unary_rpc_method_handler(
                     servicer.ListScopeChanges,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListScopeChangesRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListScopeChangesResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListScopeChangesRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListScopeChangesResponse.SerializeToString,
             ),
             'DeriveCommunities': grpc.unary_unary_rpc_method_handler(
                     servicer.DeriveCommunities,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.DeriveCommunitiesRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.DeriveCommunitiesResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.DeriveCommunitiesRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.DeriveCommunitiesResponse.SerializeToString,
             ),
             'SearchCommunities': grpc.unary_unary_rpc_method_handler(
                     servicer.SearchCommunities,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.SearchCommunitiesRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.SearchCommunitiesResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SearchCommunitiesRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SearchCommunitiesResponse.SerializeToString,
             ),
             'GetCommunityLineage': grpc.unary_unary_rpc_method_handler(
                     servicer.GetCommunityLineage,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetCommunityLineageRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetCommunityLineageResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCommunityLineageRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCommunityLineageResponse.SerializeToString,
             ),
             'ListPendingProposals': grpc.unary_unary_rpc_method_handler(
                     servicer.ListPendingProposals,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListPendingProposalsRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListPendingProposalsResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListPendingProposalsRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListPendingProposalsResponse.SerializeToString,
             ),
             'VerifyProposal': grpc.unary_unary_rpc_method_handler(
                     servicer.VerifyProposal,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.VerifyProposalRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.VerifyProposalResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.VerifyProposalRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.VerifyProposalResponse.SerializeToString,
             ),
             'RejectProposal': grpc.unary_unary_rpc_method_handler(
                     servicer.RejectProposal,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalResponse.SerializeToString,
             ),
             'ListConflictedAttempts': grpc.unary_unary_rpc_method_handler(
                     servicer.ListConflictedAttempts,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictedAttemptsRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictedAttemptsResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictedAttemptsRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictedAttemptsResponse.SerializeToString,
             ),
             'RetractSource': grpc.unary_unary_rpc_method_handler(
                     servicer.RetractSource,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractSourceRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractSourceResponse.SerializeToString,
             ),
             'ErasePrincipalData': grpc.unary_unary_rpc_method_handler(
                     servicer.ErasePrincipalData,
-                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ErasePrincipalDataRequest.FromString,
-                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ErasePrincipalDataResponse.SerializeToString,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ErasePrincipalDataRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ErasePrincipalDataResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -506,8 +508,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/IngestKnowledge',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.IngestKnowledgeRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.IngestKnowledgeResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.IngestKnowledgeRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.IngestKnowledgeResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -533,8 +535,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/BatchGetFacts',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.BatchGetFactsRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.BatchGetFactsResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.BatchGetFactsRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.BatchGetFactsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -560,8 +562,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/ExplainFact',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExplainFactRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExplainFactResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ExplainFactRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ExplainFactResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -587,8 +589,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/ProposeFact',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ProposeFactRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ProposeFactResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -614,8 +616,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/RetractProposal',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractProposalRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractProposalResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractProposalRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractProposalResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -641,8 +643,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/GetProposalReport',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetProposalReportRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetProposalReportResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalReportRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalReportResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -668,8 +670,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/RecordFeedback',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RecordFeedbackRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RecordFeedbackResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordFeedbackRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordFeedbackResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -695,8 +697,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/ListChanges',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListChangesRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListChangesResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListChangesRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListChangesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -722,8 +724,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/CorrectFact',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.CorrectFactRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.CorrectFactResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.CorrectFactRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.CorrectFactResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -749,8 +751,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/GetFact',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetFactRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetFactResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetFactRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetFactResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -776,8 +778,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/GetEntity',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetEntityRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetEntityResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetEntityRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetEntityResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -803,8 +805,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/GetSource',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetSourceRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetSourceResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetSourceRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetSourceResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -830,8 +832,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/ExploreGraph',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExploreGraphRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ExploreGraphResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ExploreGraphRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ExploreGraphResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -857,8 +859,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/ListConflicts',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictsRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictsResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictsRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -884,8 +886,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/ListScopeChanges',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListScopeChangesRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListScopeChangesResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListScopeChangesRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListScopeChangesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -911,8 +913,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/DeriveCommunities',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.DeriveCommunitiesRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.DeriveCommunitiesResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.DeriveCommunitiesRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.DeriveCommunitiesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -938,8 +940,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/SearchCommunities',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.SearchCommunitiesRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.SearchCommunitiesResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SearchCommunitiesRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SearchCommunitiesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -965,8 +967,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/GetCommunityLineage',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetCommunityLineageRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.GetCommunityLineageResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCommunityLineageRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCommunityLineageResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -992,8 +994,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/ListPendingProposals',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListPendingProposalsRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListPendingProposalsResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListPendingProposalsRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListPendingProposalsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1019,8 +1021,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/VerifyProposal',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.VerifyProposalRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.VerifyProposalResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.VerifyProposalRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.VerifyProposalResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1046,8 +1048,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/RejectProposal',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RejectProposalResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1073,8 +1075,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/ListConflictedAttempts',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictedAttemptsRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ListConflictedAttemptsResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictedAttemptsRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictedAttemptsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1100,8 +1102,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/RetractSource',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.RetractSourceResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractSourceRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractSourceResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1127,8 +1129,8 @@ class KnowledgeService:
             request,
             target,
             '/vera.knowledge.v1.KnowledgeService/ErasePrincipalData',
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ErasePrincipalDataRequest.SerializeToString,
-            vera_dot_knowledge_dot_v1_dot_knowledge__pb2.ErasePrincipalDataResponse.FromString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ErasePrincipalDataRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ErasePrincipalDataResponse.FromString,
             options,
             channel_credentials,
             insecure,
