@@ -248,3 +248,70 @@ class FakeAnthropic(_Server):
                 self.wfile.flush()
 
         super().__init__(Handler)
+
+
+class FakeResponses(_Server):
+    """Streaming OpenAI Responses API for ``codex exec``; records every request body."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                _send_json(self, 200, {"models": [], "data": []})
+
+            def do_POST(self) -> None:
+                request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                owner.bodies.append(request)
+                outputs = [
+                    item
+                    for item in request.get("input", [])
+                    if isinstance(item, dict) and item.get("type", "").endswith("call_output")
+                ]
+                step = next_step([json.dumps(o) for o in outputs])
+                n = len(owner.bodies)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self._event({"type": "response.created", "response": {"id": f"resp_{n}"}})
+                if step is None:
+                    item: dict[str, Any] = {
+                        "type": "message",
+                        "role": "assistant",
+                        "id": f"msg_{n}",
+                        "content": [{"type": "output_text", "text": "DONE"}],
+                    }
+                else:
+                    item = {
+                        "type": "function_call",
+                        "id": f"fc_{n}",
+                        "call_id": f"call_{n}",
+                        "name": step[0],
+                        "namespace": "mcp__vera",
+                        "arguments": json.dumps(step[1]),
+                    }
+                self._event({"type": "response.output_item.done", "item": item})
+                usage = {
+                    "input_tokens": 1,
+                    "input_tokens_details": None,
+                    "output_tokens": 1,
+                    "output_tokens_details": None,
+                    "total_tokens": 2,
+                }
+                self._event(
+                    {"type": "response.completed", "response": {"id": f"resp_{n}", "usage": usage}}
+                )
+                self.close_connection = True
+
+            def _event(self, data: dict[str, Any]) -> None:
+                self.wfile.write(f"event: {data['type']}\ndata: {json.dumps(data)}\n\n".encode())
+                self.wfile.flush()
+
+        super().__init__(Handler)

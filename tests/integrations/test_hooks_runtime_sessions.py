@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runtime_fakes import FakeAnthropic, FakeVera
+import tomlkit
+from runtime_fakes import FakeAnthropic, FakeResponses, FakeVera
 
 from vera.integrations.artifacts import render
 from vera.integrations.contract import apply_overrides, load_contract
@@ -56,12 +57,14 @@ def project(tmp_path: Path, runtime: str, mode: str, vera: FakeVera) -> Path:
     for artifact in render(runtime, contract, api_url=vera.url):
         path = root / artifact.path
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = (
-            artifact.content
-            if isinstance(artifact.content, str)
-            else json.dumps(artifact.content, indent=2)
-        )
-        path.write_text(text)
+        if artifact.kind == "toml-merge":  # the adapter adds the endpoint to the same table
+            data = json.loads(json.dumps(artifact.content))
+            data["mcp_servers"]["vera"]["url"] = vera.mcp_url
+            path.write_text(tomlkit.dumps(data))
+        elif artifact.kind == "json-merge":
+            path.write_text(json.dumps(artifact.content, indent=2))
+        else:
+            path.write_text(str(artifact.content))
     if runtime == "claude-code":
         (root / ".mcp.json").write_text(
             json.dumps({"mcpServers": {"vera": {"type": "http", "url": vera.mcp_url}}})
@@ -175,4 +178,95 @@ def test_claude_code_session_hook_hostile_content_and_save_mode(
     assert "mcp__vera__knowledge_propose" in tool_uses(model)
     assert ("knowledge_propose" in vera.calls) is proposal_reaches_vera
     # Hostile content changed nothing in the setup or permissions.
+    assert fingerprint(root) == before
+
+
+@pytest.fixture
+def responses() -> Iterator[FakeResponses]:
+    server = FakeResponses()
+    yield server
+    server.close()
+
+
+def run_codex(root: Path, tmp_path: Path, model: FakeResponses) -> subprocess.CompletedProcess[str]:
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text(
+        f"""model = "fake-model"
+model_provider = "fake"
+[model_providers.fake]
+name = "fake"
+base_url = "{model.url}/v1"
+wire_api = "responses"
+env_key = "FAKE_API_KEY"
+[projects."{root}"]
+trust_level = "trusted"
+"""
+    )
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "CODEX_HOME": str(codex_home),
+        "FAKE_API_KEY": "x",
+    }
+    # Hook hash trust is a user-home review step; one invocation may bypass it for the test.
+    return subprocess.run(
+        [
+            str(runtime_cli("codex")),
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-hook-trust",
+            "check our deployment conventions",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def developer_messages(model: FakeResponses) -> list[str]:
+    return [
+        part.get("text", "")
+        for body in model.bodies
+        for item in body.get("input", [])
+        if isinstance(item, dict)
+        and item.get("type") == "message"
+        and item.get("role") == "developer"
+        for part in item.get("content", [])
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mode", "proposal_reaches_vera"), [("off", False), ("suggest", False), ("auto-propose", True)]
+)
+def test_codex_session_hook_hostile_content_and_save_mode(
+    tmp_path: Path, vera: FakeVera, responses: FakeResponses, mode: str, proposal_reaches_vera: bool
+) -> None:
+    root = project(tmp_path, "codex", mode, vera)
+    before = fingerprint(root)
+    done = run_codex(root, tmp_path, responses)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    hook_lines = [t for t in developer_messages(responses) if TAG in t]
+    assert hook_lines, "SessionStart hook context never reached the model"
+    assert "runtime=codex vera=available" in hook_lines[0]
+    assert '"repository": "github.com/acme/pay"' in hook_lines[0]
+    for body in responses.bodies:
+        assert TAG not in json.dumps(body.get("instructions", ""))
+        assert "ghp_SECRET" not in json.dumps(body)
+    assert {"GET": "/readyz"} in vera.requests
+
+    assert vera.calls[0] == "knowledge_search"
+    offered = {
+        tool.get("name")
+        for body in responses.bodies
+        for namespace in body.get("tools", [])
+        if namespace.get("name") == "mcp__vera"
+        for tool in namespace.get("tools", [])
+    }
+    assert "knowledge_search" in offered
+    assert ("knowledge_propose" in offered) is (mode != "off")  # off: disabled_tools
+    assert ("knowledge_propose" in vera.calls) is proposal_reaches_vera
     assert fingerprint(root) == before
