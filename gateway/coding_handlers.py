@@ -7,11 +7,10 @@ which the guard maps to the MCP error contract.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
-
-from google.protobuf import json_format, struct_pb2
 
 from vera import INTEGRATION_CONTRACT_VERSION, SERVER_VERSION
 from vera.config import Settings
@@ -107,27 +106,6 @@ def _filters(args: dict[str, Any]) -> retrieval_pb2.RetrievalFilters:
     if args.get("max_trust_tier") is not None:
         filters.max_trust_tier = args["max_trust_tier"]
     return filters
-
-
-def _to_struct(value: dict[str, Any]) -> struct_pb2.Struct:
-    out = struct_pb2.Struct()
-    json_format.ParseDict(value, out)
-    return out
-
-
-def _integral(value: Any) -> Any:
-    """Struct stores every number as a double: give integral numbers back as ints."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _integral(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_integral(v) for v in value]
-    return value
-
-
-def _from_struct(value: struct_pb2.Struct) -> dict[str, Any]:
-    return _integral(json_format.MessageToDict(value))
 
 
 def _task_context(args: dict[str, Any]) -> knowledge_pb2.TaskContext:
@@ -270,8 +248,8 @@ async def get_context(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         snapshot_pb2.CreateContextPackRequest(
             principal_id=ctx.caller.principal_id,
             scope_id=project.project_id,
-            canonical_request=_to_struct(request),
-            content=_to_struct(content),
+            canonical_request_json=json.dumps(request),
+            content_json=json.dumps(content),
             assembler_version=assembled.assembler_version,
             usage_ref=args.get("usage_ref") or "",
         )
@@ -280,7 +258,7 @@ async def get_context(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _pack_envelope(pack: snapshot_pb2.ContextPack) -> dict[str, Any]:
-    content = _from_struct(pack.content)
+    content = json.loads(pack.content_json)
     results = content.get("results") or []
     return {
         "persisted": True,
@@ -294,7 +272,7 @@ def _pack_envelope(pack: snapshot_pb2.ContextPack) -> dict[str, Any]:
         "assembler_version": pack.assembler_version or content.get("assembler_version") or "",
         "expires_at": views.ts(pack, "expires_at"),
         "created_at": views.ts(pack, "created_at"),
-        "request": _from_struct(pack.canonical_request),
+        "request": json.loads(pack.canonical_request_json),
     }
 
 
@@ -331,10 +309,7 @@ async def search(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         )
     )
     if snapshot is not None:
-        # Search does not report its contract version; the probe does, after the fact,
-        # so a result from a different contract is never returned.
-        served = await snapshot_replay.served_version(ctx, scope_ids[0])
-        snapshot_replay.require_version(snapshot, served)
+        snapshot_replay.require_version(snapshot, response.assembler_version)
     return views.retrieval_common(response)
 
 

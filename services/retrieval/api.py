@@ -32,6 +32,7 @@ class RetrievalApi(retrieval_pb2_grpc.RetrievalServiceServicer):
             freshness_warnings=[warning_to_proto(w) for w in outcome.freshness_warnings],
             omitted=[omission_to_proto(o) for o in outcome.omitted],
             empty_reason=outcome.empty_reason,
+            assembler_version=outcome.assembler_version,
         )
 
     async def AssembleContext(self, request: retrieval_pb2.AssembleContextRequest, context):

@@ -197,12 +197,12 @@ class SearchOutcome:
     freshness_warnings: list[FreshnessWarning] = field(default_factory=list)
     omitted: list[Omission] = field(default_factory=list)
     empty_reason: str = ""
+    assembler_version: str = ""
 
 
 @dataclass
 class ContextOutcome(SearchOutcome):
     token_estimate: int = 0
-    assembler_version: str = ""
 
 
 @dataclass(frozen=True)

@@ -330,6 +330,7 @@ class Retriever:
             freshness_warnings=freshness_warnings(kept, now, self._stale_days),
             omitted=omitted[:OMITTED_CAP],
             empty_reason="" if kept else ranking.empty_reason,
+            assembler_version=self.assembler_version,
         )
 
     async def assemble(

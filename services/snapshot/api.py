@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
-
-from vera.errors import Unavailable
+from vera.errors import InvalidInput, Unavailable
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 from vera.services.snapshot.domain import ContextPack, SnapshotService
 from vera.services.snapshot.erasure import PgPrincipalErasure
@@ -16,20 +15,23 @@ from vera.snapshot.v1 import snapshot_pb2 as pb
 from vera.snapshot.v1 import snapshot_pb2_grpc
 
 
-def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
-    return json_format.MessageToDict(message)
-
-
-def dict_to_struct(value: dict[str, Any]) -> struct_pb2.Struct:
-    return json_format.ParseDict(value, struct_pb2.Struct())
+def json_object(text: str, field: str) -> dict[str, Any]:
+    """A pack part off the wire: a JSON object, hashed and stored, never read inside."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise InvalidInput(field) from None
+    if not isinstance(value, dict):
+        raise InvalidInput(field)
+    return value
 
 
 def pack_to_proto(pack: ContextPack) -> pb.ContextPack:
     return pb.ContextPack(
         pack_id=str(pack.pack_id),
         scope_id=str(pack.scope_id),
-        canonical_request=dict_to_struct(pack.canonical_request),
-        content=dict_to_struct(pack.content),
+        canonical_request_json=json.dumps(pack.canonical_request),
+        content_json=json.dumps(pack.content),
         assembler_version=pack.assembler_version,
         created_at=to_timestamp(pack.created_at),
         expires_at=to_timestamp(pack.expires_at),
@@ -81,8 +83,8 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
         pack, deduplicated = await self._service.create_context_pack(
             request.principal_id,
             request.scope_id,
-            struct_to_dict(request.canonical_request),
-            struct_to_dict(request.content),
+            json_object(request.canonical_request_json, "canonical_request_json"),
+            json_object(request.content_json, "content_json"),
             request.assembler_version,
             request.usage_ref,
         )

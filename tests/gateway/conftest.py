@@ -209,8 +209,10 @@ class FakeRetrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
     async def Search(self, request, context):
         self.rec.saw("Search", request)
         if request.query == "nothing":
-            return retrieval_pb2.SearchResponse(empty_reason="no_matching_knowledge")
-        return retrieval_pb2.SearchResponse(results=[retrieved(1)])
+            return retrieval_pb2.SearchResponse(
+                empty_reason="no_matching_knowledge", assembler_version="asm-1"
+            )
+        return retrieval_pb2.SearchResponse(results=[retrieved(1)], assembler_version="asm-1")
 
 
 class FakeKnowledge(knowledge_pb2_grpc.KnowledgeServiceServicer):
@@ -325,8 +327,8 @@ class FakeSnapshot(snapshot_pb2_grpc.SnapshotServiceServicer):
         pack = snapshot_pb2.ContextPack(
             pack_id=f"pack-{len(self.packs) + 1}",
             scope_id=request.scope_id,
-            canonical_request=request.canonical_request,
-            content=request.content,
+            canonical_request_json=request.canonical_request_json,
+            content_json=request.content_json,
             assembler_version=request.assembler_version,
         )
         pack.created_at.CopyFrom(to_timestamp(RECORDED))

@@ -120,7 +120,9 @@ class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
 
     async def Search(self, request, context):
         self.requests.append(request)
-        return retrieval_pb2.SearchResponse(results=self._results())
+        return retrieval_pb2.SearchResponse(
+            results=self._results(), assembler_version=self.version
+        )
 
 
 class ChangeLog(knowledge_pb2_grpc.KnowledgeServiceServicer):

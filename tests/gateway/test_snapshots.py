@@ -164,6 +164,14 @@ async def test_replay_pins_scope_and_both_time_boundaries(snap):
         assert (error.data["code"], error.data["field"]) == ("invalid_input", "project")
 
 
+async def test_search_replay_checks_the_version_search_reports_without_a_probe(snap):
+    async with serve(snap.settings(tool_profile="advanced")) as url:
+        created = await call(url, "knowledge_create_snapshot", {})
+        snap.retrieval.requests.clear()
+        await call(url, "knowledge_search", {"query": "db", "snapshot_id": created["snapshot_id"]})
+        assert [type(r).__name__ for r in snap.retrieval.requests] == ["SearchRequest"]
+
+
 async def test_replay_under_another_contract_version_fails_closed(snap):
     async with serve(snap.settings(tool_profile="advanced")) as url:
         created = await call(url, "knowledge_create_snapshot", {})

@@ -6,6 +6,8 @@ outputSchema, so these tests pin the structured shape as well as the values.
 
 from __future__ import annotations
 
+import json
+
 from mcp import Client
 
 from vera.retrieval.v1 import retrieval_pb2
@@ -138,9 +140,10 @@ async def test_persisted_pack_round_trips(gateway, fakes):
     assert data["expires_at"] == "2025-02-01T00:00:00Z"
     stored = fakes.rec.last("CreateContextPack")
     assert stored.scope_id == SHARED_SCOPE and stored.assembler_version == "asm-1"
-    assert stored.canonical_request["query"] == "billing"
+    canonical_request = json.loads(stored.canonical_request_json)
+    assert canonical_request["query"] == "billing"
     # Attribution travels beside the canonical request, never inside a pack's identity.
-    assert "usage_ref" not in stored.canonical_request and stored.usage_ref == "u-1"
+    assert "usage_ref" not in canonical_request and stored.usage_ref == "u-1"
     again = await call(gateway, "knowledge_get_context_pack", {"pack_id": data["pack_id"]})
     assert again["persisted"] is True and again["pack_id"] == data["pack_id"]
     assert again["results"] == data["results"]

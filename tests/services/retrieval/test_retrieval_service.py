@@ -248,6 +248,13 @@ async def test_assemble_context_within_budget(stack: Stack):
     assert response.omitted and {o.reason for o in response.omitted} == {"token_budget"}
 
 
+async def test_search_reports_the_contract_version_it_ranked_by(stack: Stack):
+    await stack.wait_indexed()
+    response = await search(stack, "what database does checkout use")
+    expected = assembler_version(RetrievalSettings(qdrant_url=":memory:"))
+    assert response.assembler_version == expected
+
+
 async def test_empty_reasons_and_errors(stack: Stack):
     await stack.wait_indexed()
     response = await search(stack, "anything", scopes=(str(uuid.uuid4()),))

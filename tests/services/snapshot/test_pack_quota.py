@@ -4,12 +4,12 @@ counters, over real gRPC on a fresh database."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
-from google.protobuf import struct_pb2
 
 from vera.errors import QuotaExceeded, VeraError
 from vera.services.snapshot.erasure import PgPrincipalErasure
@@ -24,18 +24,12 @@ PER_PRINCIPAL = 400
 PER_SCOPE = 10_000
 
 
-def struct(value: dict) -> struct_pb2.Struct:
-    message = struct_pb2.Struct()
-    message.update(value)
-    return message
-
-
 def pack(principal: str, text: str, scope: str = SCOPE, **extra) -> pb.CreateContextPackRequest:
     return pb.CreateContextPackRequest(
         principal_id=principal,
         scope_id=scope,
-        canonical_request=struct({"query": text.ljust(80, ".")}),
-        content=struct({"results": []}),
+        canonical_request_json=json.dumps({"query": text.ljust(80, ".")}),
+        content_json=json.dumps({"results": []}),
         assembler_version="1",
         **extra,
     )

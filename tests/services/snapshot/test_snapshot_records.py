@@ -3,12 +3,12 @@ on a fresh database; knowledge's change log is a small gRPC fake."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from google.protobuf import struct_pb2
 
 from vera.config import Settings
 from vera.errors import NotFound, QuotaExceeded, Unavailable, VeraError
@@ -189,12 +189,6 @@ async def test_unreachable_knowledge_stores_nothing(pg_dsn):
             await stub.CreateSnapshot(create())
 
 
-def _struct(value: dict) -> struct_pb2.Struct:
-    out = struct_pb2.Struct()
-    out.update(value)
-    return out
-
-
 async def test_pack_quota_is_per_scope_and_counts_live_packs_only(pg_dsn, log):
     _fake, address = log
     async for stub, clock in _service(pg_dsn, address, pack_quota_bytes_per_scope=300):
@@ -203,8 +197,8 @@ async def test_pack_quota_is_per_scope_and_counts_live_packs_only(pg_dsn, log):
             return pb.CreateContextPackRequest(
                 principal_id=PRINCIPAL,
                 scope_id=scope,
-                canonical_request=_struct({"query": text}),
-                content=_struct({"results": []}),
+                canonical_request_json=json.dumps({"query": text}),
+                content_json=json.dumps({"results": []}),
                 assembler_version="1",
             )
 

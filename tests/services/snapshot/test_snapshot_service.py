@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from datetime import timedelta
 
 import pytest
-from google.protobuf import struct_pb2
 
 from vera.config import ConfigError, Settings
 from vera.errors import ExpiredContextPack, InvalidInput
@@ -17,12 +17,6 @@ PRINCIPAL = str(uuid.uuid4())
 OTHER = str(uuid.uuid4())
 SCOPE = str(uuid.uuid4())
 TTL = timedelta(days=30)
-
-
-def struct(value: dict) -> struct_pb2.Struct:
-    message = struct_pb2.Struct()
-    message.update(value)
-    return message
 
 
 REQUEST = {"task": "fix the retry loop", "project": "payments", "max_tokens": 2000}
@@ -38,8 +32,8 @@ def create_request(**overrides) -> pb.CreateContextPackRequest:
     fields = {
         "principal_id": PRINCIPAL,
         "scope_id": SCOPE,
-        "canonical_request": struct(REQUEST),
-        "content": struct(CONTENT),
+        "canonical_request_json": json.dumps(REQUEST),
+        "content_json": json.dumps(CONTENT),
         "assembler_version": "1",
     }
     fields.update(overrides)
@@ -73,8 +67,10 @@ async def test_create_and_get(snapshot) -> None:
         snapshot.clock.current
     )
     assert pack.expires_at.ToDatetime() - pack.created_at.ToDatetime() == TTL
-    assert pack.canonical_request == struct(REQUEST)
-    assert pack.content == struct(CONTENT)
+    # JSON both ways: integral numbers come back as integers, not as doubles.
+    assert json.loads(pack.canonical_request_json) == REQUEST
+    assert json.loads(pack.content_json) == CONTENT
+    assert '"max_tokens": 2000' in pack.canonical_request_json
 
     assert await get(snapshot, pack.pack_id) == pack
 
@@ -84,8 +80,8 @@ async def test_identical_create_deduplicates(snapshot) -> None:
     snapshot.clock.advance(timedelta(hours=1))
     # same request and content with keys in another order: same canonical JSON
     reordered = create_request(
-        canonical_request=struct(dict(reversed(list(REQUEST.items())))),
-        content=struct(dict(reversed(list(CONTENT.items())))),
+        canonical_request_json=json.dumps(dict(reversed(list(REQUEST.items())))),
+        content_json=json.dumps(dict(reversed(list(CONTENT.items())))),
     )
     second = await snapshot.stub.CreateContextPack(reordered)
     assert second.deduplicated is True
@@ -99,8 +95,8 @@ async def test_identical_create_deduplicates(snapshot) -> None:
         {"principal_id": OTHER},
         {"scope_id": str(uuid.uuid4())},
         {"assembler_version": "2"},
-        {"canonical_request": struct({**REQUEST, "max_tokens": 1000})},
-        {"content": struct({**CONTENT, "omitted": 1})},
+        {"canonical_request_json": json.dumps({**REQUEST, "max_tokens": 1000})},
+        {"content_json": json.dumps({**CONTENT, "omitted": 1})},
     ],
 )
 async def test_any_difference_stores_a_new_pack(snapshot, overrides) -> None:
@@ -161,6 +157,11 @@ async def test_pack_expires_after_its_ttl(snapshot) -> None:
         ({"scope_id": ""}, "scope_id"),
         ({"assembler_version": ""}, "assembler_version"),
         ({"assembler_version": "v" * 65}, "assembler_version"),
+        # The pack parts are JSON objects (stored as sent, hashed, never read inside).
+        ({"canonical_request_json": ""}, "canonical_request_json"),
+        ({"canonical_request_json": "{not json"}, "canonical_request_json"),
+        ({"canonical_request_json": "[1, 2]"}, "canonical_request_json"),
+        ({"content_json": '"results"'}, "content_json"),
     ],
 )
 async def test_create_validates_input(snapshot, overrides, field) -> None:

@@ -114,18 +114,20 @@ class SearchRequest(_message.Message):
     def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filters: _Optional[_Union[RetrievalFilters, _Mapping]] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("results", "conflicts", "freshness_warnings", "omitted", "empty_reason")
+    __slots__ = ("results", "conflicts", "freshness_warnings", "omitted", "empty_reason", "assembler_version")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     FRESHNESS_WARNINGS_FIELD_NUMBER: _ClassVar[int]
     OMITTED_FIELD_NUMBER: _ClassVar[int]
     EMPTY_REASON_FIELD_NUMBER: _ClassVar[int]
+    ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[RetrievedFact]
     conflicts: _containers.RepeatedCompositeFieldContainer[Conflict]
     freshness_warnings: _containers.RepeatedCompositeFieldContainer[FreshnessWarning]
     omitted: _containers.RepeatedCompositeFieldContainer[Omission]
     empty_reason: str
-    def __init__(self, results: _Optional[_Iterable[_Union[RetrievedFact, _Mapping]]] = ..., conflicts: _Optional[_Iterable[_Union[Conflict, _Mapping]]] = ..., freshness_warnings: _Optional[_Iterable[_Union[FreshnessWarning, _Mapping]]] = ..., omitted: _Optional[_Iterable[_Union[Omission, _Mapping]]] = ..., empty_reason: _Optional[str] = ...) -> None: ...
+    assembler_version: str
+    def __init__(self, results: _Optional[_Iterable[_Union[RetrievedFact, _Mapping]]] = ..., conflicts: _Optional[_Iterable[_Union[Conflict, _Mapping]]] = ..., freshness_warnings: _Optional[_Iterable[_Union[FreshnessWarning, _Mapping]]] = ..., omitted: _Optional[_Iterable[_Union[Omission, _Mapping]]] = ..., empty_reason: _Optional[str] = ..., assembler_version: _Optional[str] = ...) -> None: ...
 
 class AssembleContextRequest(_message.Message):
     __slots__ = ("scope_id", "query", "limit", "token_budget", "filters", "compact_citations")

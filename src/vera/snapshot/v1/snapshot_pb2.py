@@ -22,11 +22,10 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
-from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fvera/snapshot/v1/snapshot.proto\x12\x10vera.snapshot.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x02\n\x0b\x43ontextPack\x12\x0f\n\x07pack_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12\x32\n\x11\x63\x61nonical_request\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07\x63ontent\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x19\n\x11\x61ssembler_version\x18\x05 \x01(\t\x12.\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xce\x01\n\x18\x43reateContextPackRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12\x32\n\x11\x63\x61nonical_request\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07\x63ontent\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x19\n\x11\x61ssembler_version\x18\x05 \x01(\t\x12\x11\n\tusage_ref\x18\x06 \x01(\t\"^\n\x19\x43reateContextPackResponse\x12+\n\x04pack\x18\x01 \x01(\x0b\x32\x1d.vera.snapshot.v1.ContextPack\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x02 \x01(\x08\">\n\x15GetContextPackRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x0f\n\x07pack_id\x18\x02 \x01(\t\"E\n\x16GetContextPackResponse\x12+\n\x04pack\x18\x01 \x01(\x0b\x32\x1d.vera.snapshot.v1.ContextPack\"\xfd\x03\n\x08Snapshot\x12\x13\n\x0bsnapshot_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12)\n\x05\x61s_of\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bknown_as_of\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nfact_count\x18\x05 \x01(\x03\x12\x14\n\x0csource_count\x18\x06 \x01(\x03\x12=\n\x19newest_source_observed_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12=\n\x19oldest_source_observed_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0f\x63hange_position\x18\t \x01(\x03\x12\x19\n\x11\x61ssembler_version\x18\n \x01(\t\x12\x18\n\x10ontology_version\x18\x0b \x01(\t\x12\x16\n\x0epolicy_version\x18\x0c \x01(\t\x12\x19\n\x11\x65mbedding_version\x18\r \x01(\t\x12\x15\n\rindex_version\x18\x0e \x01(\t\x12.\n\ncreated_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x9f\x01\n\x15\x43reateSnapshotRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12)\n\x05\x61s_of\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x11\x61ssembler_version\x18\x04 \x01(\t\x12\x18\n\x10ontology_version\x18\x05 \x01(\t\"F\n\x16\x43reateSnapshotResponse\x12,\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1a.vera.snapshot.v1.Snapshot\"?\n\x12GetSnapshotRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x13\n\x0bsnapshot_id\x18\x02 \x01(\t\"C\n\x13GetSnapshotResponse\x12,\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1a.vera.snapshot.v1.Snapshot\"U\n\x1a\x42\x65ginIdempotentCallRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x14\n\x0crequest_hash\x18\x03 \x01(\t\"e\n\x1b\x42\x65ginIdempotentCallResponse\x12\x31\n\x05state\x18\x01 \x01(\x0e\x32\".vera.snapshot.v1.IdempotencyState\x12\x13\n\x0bresult_json\x18\x02 \x01(\t\"m\n\x1d\x43ompleteIdempotentCallRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x14\n\x0crequest_hash\x18\x03 \x01(\t\x12\x13\n\x0bresult_json\x18\x04 \x01(\t\" \n\x1e\x43ompleteIdempotentCallResponse\"W\n\x1cReleaseIdempotentCallRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x14\n\x0crequest_hash\x18\x03 \x01(\t\"\x1f\n\x1dReleaseIdempotentCallResponse\"1\n\x19\x45rasePrincipalDataRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\"\x95\x01\n\x1a\x45rasePrincipalDataResponse\x12H\n\x06\x63ounts\x18\x01 \x03(\x0b\x32\x38.vera.snapshot.v1.ErasePrincipalDataResponse.CountsEntry\x1a-\n\x0b\x43ountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01*\xb8\x01\n\x10IdempotencyState\x12!\n\x1dIDEMPOTENCY_STATE_UNSPECIFIED\x10\x00\x12\x1d\n\x19IDEMPOTENCY_STATE_CLAIMED\x10\x01\x12\x1f\n\x1bIDEMPOTENCY_STATE_COMPLETED\x10\x02\x12!\n\x1dIDEMPOTENCY_STATE_IN_PROGRESS\x10\x03\x12\x1e\n\x1aIDEMPOTENCY_STATE_MISMATCH\x10\x04\x32\x81\x07\n\x0fSnapshotService\x12l\n\x11\x43reateContextPack\x12*.vera.snapshot.v1.CreateContextPackRequest\x1a+.vera.snapshot.v1.CreateContextPackResponse\x12\x63\n\x0eGetContextPack\x12\'.vera.snapshot.v1.GetContextPackRequest\x1a(.vera.snapshot.v1.GetContextPackResponse\x12\x63\n\x0e\x43reateSnapshot\x12\'.vera.snapshot.v1.CreateSnapshotRequest\x1a(.vera.snapshot.v1.CreateSnapshotResponse\x12Z\n\x0bGetSnapshot\x12$.vera.snapshot.v1.GetSnapshotRequest\x1a%.vera.snapshot.v1.GetSnapshotResponse\x12r\n\x13\x42\x65ginIdempotentCall\x12,.vera.snapshot.v1.BeginIdempotentCallRequest\x1a-.vera.snapshot.v1.BeginIdempotentCallResponse\x12{\n\x16\x43ompleteIdempotentCall\x12/.vera.snapshot.v1.CompleteIdempotentCallRequest\x1a\x30.vera.snapshot.v1.CompleteIdempotentCallResponse\x12x\n\x15ReleaseIdempotentCall\x12..vera.snapshot.v1.ReleaseIdempotentCallRequest\x1a/.vera.snapshot.v1.ReleaseIdempotentCallResponse\x12o\n\x12\x45rasePrincipalData\x12+.vera.snapshot.v1.ErasePrincipalDataRequest\x1a,.vera.snapshot.v1.ErasePrincipalDataResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fvera/snapshot/v1/snapshot.proto\x12\x10vera.snapshot.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x02\n\x0b\x43ontextPack\x12\x0f\n\x07pack_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12\x1e\n\x16\x63\x61nonical_request_json\x18\x08 \x01(\t\x12\x14\n\x0c\x63ontent_json\x18\t \x01(\t\x12\x19\n\x11\x61ssembler_version\x18\x05 \x01(\t\x12.\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nexpires_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampJ\x04\x08\x03\x10\x04J\x04\x08\x04\x10\x05R\x11\x63\x61nonical_requestR\x07\x63ontent\"\xce\x01\n\x18\x43reateContextPackRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12\x1e\n\x16\x63\x61nonical_request_json\x18\x07 \x01(\t\x12\x14\n\x0c\x63ontent_json\x18\x08 \x01(\t\x12\x19\n\x11\x61ssembler_version\x18\x05 \x01(\t\x12\x11\n\tusage_ref\x18\x06 \x01(\tJ\x04\x08\x03\x10\x04J\x04\x08\x04\x10\x05R\x11\x63\x61nonical_requestR\x07\x63ontent\"^\n\x19\x43reateContextPackResponse\x12+\n\x04pack\x18\x01 \x01(\x0b\x32\x1d.vera.snapshot.v1.ContextPack\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x02 \x01(\x08\">\n\x15GetContextPackRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x0f\n\x07pack_id\x18\x02 \x01(\t\"E\n\x16GetContextPackResponse\x12+\n\x04pack\x18\x01 \x01(\x0b\x32\x1d.vera.snapshot.v1.ContextPack\"\xfd\x03\n\x08Snapshot\x12\x13\n\x0bsnapshot_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12)\n\x05\x61s_of\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bknown_as_of\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nfact_count\x18\x05 \x01(\x03\x12\x14\n\x0csource_count\x18\x06 \x01(\x03\x12=\n\x19newest_source_observed_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12=\n\x19oldest_source_observed_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0f\x63hange_position\x18\t \x01(\x03\x12\x19\n\x11\x61ssembler_version\x18\n \x01(\t\x12\x18\n\x10ontology_version\x18\x0b \x01(\t\x12\x16\n\x0epolicy_version\x18\x0c \x01(\t\x12\x19\n\x11\x65mbedding_version\x18\r \x01(\t\x12\x15\n\rindex_version\x18\x0e \x01(\t\x12.\n\ncreated_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x9f\x01\n\x15\x43reateSnapshotRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12)\n\x05\x61s_of\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x11\x61ssembler_version\x18\x04 \x01(\t\x12\x18\n\x10ontology_version\x18\x05 \x01(\t\"F\n\x16\x43reateSnapshotResponse\x12,\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1a.vera.snapshot.v1.Snapshot\"?\n\x12GetSnapshotRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x13\n\x0bsnapshot_id\x18\x02 \x01(\t\"C\n\x13GetSnapshotResponse\x12,\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1a.vera.snapshot.v1.Snapshot\"U\n\x1a\x42\x65ginIdempotentCallRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x14\n\x0crequest_hash\x18\x03 \x01(\t\"e\n\x1b\x42\x65ginIdempotentCallResponse\x12\x31\n\x05state\x18\x01 \x01(\x0e\x32\".vera.snapshot.v1.IdempotencyState\x12\x13\n\x0bresult_json\x18\x02 \x01(\t\"m\n\x1d\x43ompleteIdempotentCallRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x14\n\x0crequest_hash\x18\x03 \x01(\t\x12\x13\n\x0bresult_json\x18\x04 \x01(\t\" \n\x1e\x43ompleteIdempotentCallResponse\"W\n\x1cReleaseIdempotentCallRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x14\n\x0crequest_hash\x18\x03 \x01(\t\"\x1f\n\x1dReleaseIdempotentCallResponse\"1\n\x19\x45rasePrincipalDataRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\"\x95\x01\n\x1a\x45rasePrincipalDataResponse\x12H\n\x06\x63ounts\x18\x01 \x03(\x0b\x32\x38.vera.snapshot.v1.ErasePrincipalDataResponse.CountsEntry\x1a-\n\x0b\x43ountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01*\xb8\x01\n\x10IdempotencyState\x12!\n\x1dIDEMPOTENCY_STATE_UNSPECIFIED\x10\x00\x12\x1d\n\x19IDEMPOTENCY_STATE_CLAIMED\x10\x01\x12\x1f\n\x1bIDEMPOTENCY_STATE_COMPLETED\x10\x02\x12!\n\x1dIDEMPOTENCY_STATE_IN_PROGRESS\x10\x03\x12\x1e\n\x1aIDEMPOTENCY_STATE_MISMATCH\x10\x04\x32\x81\x07\n\x0fSnapshotService\x12l\n\x11\x43reateContextPack\x12*.vera.snapshot.v1.CreateContextPackRequest\x1a+.vera.snapshot.v1.CreateContextPackResponse\x12\x63\n\x0eGetContextPack\x12\'.vera.snapshot.v1.GetContextPackRequest\x1a(.vera.snapshot.v1.GetContextPackResponse\x12\x63\n\x0e\x43reateSnapshot\x12\'.vera.snapshot.v1.CreateSnapshotRequest\x1a(.vera.snapshot.v1.CreateSnapshotResponse\x12Z\n\x0bGetSnapshot\x12$.vera.snapshot.v1.GetSnapshotRequest\x1a%.vera.snapshot.v1.GetSnapshotResponse\x12r\n\x13\x42\x65ginIdempotentCall\x12,.vera.snapshot.v1.BeginIdempotentCallRequest\x1a-.vera.snapshot.v1.BeginIdempotentCallResponse\x12{\n\x16\x43ompleteIdempotentCall\x12/.vera.snapshot.v1.CompleteIdempotentCallRequest\x1a\x30.vera.snapshot.v1.CompleteIdempotentCallResponse\x12x\n\x15ReleaseIdempotentCall\x12..vera.snapshot.v1.ReleaseIdempotentCallRequest\x1a/.vera.snapshot.v1.ReleaseIdempotentCallResponse\x12o\n\x12\x45rasePrincipalData\x12+.vera.snapshot.v1.ErasePrincipalDataRequest\x1a,.vera.snapshot.v1.ErasePrincipalDataResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,46 +34,46 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ERASEPRINCIPALDATARESPONSE_COUNTSENTRY']._loaded_options = None
   _globals['_ERASEPRINCIPALDATARESPONSE_COUNTSENTRY']._serialized_options = b'8\001'
-  _globals['_IDEMPOTENCYSTATE']._serialized_start=2365
-  _globals['_IDEMPOTENCYSTATE']._serialized_end=2549
-  _globals['_CONTEXTPACK']._serialized_start=117
-  _globals['_CONTEXTPACK']._serialized_end=382
-  _globals['_CREATECONTEXTPACKREQUEST']._serialized_start=385
-  _globals['_CREATECONTEXTPACKREQUEST']._serialized_end=591
-  _globals['_CREATECONTEXTPACKRESPONSE']._serialized_start=593
-  _globals['_CREATECONTEXTPACKRESPONSE']._serialized_end=687
-  _globals['_GETCONTEXTPACKREQUEST']._serialized_start=689
-  _globals['_GETCONTEXTPACKREQUEST']._serialized_end=751
-  _globals['_GETCONTEXTPACKRESPONSE']._serialized_start=753
-  _globals['_GETCONTEXTPACKRESPONSE']._serialized_end=822
-  _globals['_SNAPSHOT']._serialized_start=825
-  _globals['_SNAPSHOT']._serialized_end=1334
-  _globals['_CREATESNAPSHOTREQUEST']._serialized_start=1337
-  _globals['_CREATESNAPSHOTREQUEST']._serialized_end=1496
-  _globals['_CREATESNAPSHOTRESPONSE']._serialized_start=1498
-  _globals['_CREATESNAPSHOTRESPONSE']._serialized_end=1568
-  _globals['_GETSNAPSHOTREQUEST']._serialized_start=1570
-  _globals['_GETSNAPSHOTREQUEST']._serialized_end=1633
-  _globals['_GETSNAPSHOTRESPONSE']._serialized_start=1635
-  _globals['_GETSNAPSHOTRESPONSE']._serialized_end=1702
-  _globals['_BEGINIDEMPOTENTCALLREQUEST']._serialized_start=1704
-  _globals['_BEGINIDEMPOTENTCALLREQUEST']._serialized_end=1789
-  _globals['_BEGINIDEMPOTENTCALLRESPONSE']._serialized_start=1791
-  _globals['_BEGINIDEMPOTENTCALLRESPONSE']._serialized_end=1892
-  _globals['_COMPLETEIDEMPOTENTCALLREQUEST']._serialized_start=1894
-  _globals['_COMPLETEIDEMPOTENTCALLREQUEST']._serialized_end=2003
-  _globals['_COMPLETEIDEMPOTENTCALLRESPONSE']._serialized_start=2005
-  _globals['_COMPLETEIDEMPOTENTCALLRESPONSE']._serialized_end=2037
-  _globals['_RELEASEIDEMPOTENTCALLREQUEST']._serialized_start=2039
-  _globals['_RELEASEIDEMPOTENTCALLREQUEST']._serialized_end=2126
-  _globals['_RELEASEIDEMPOTENTCALLRESPONSE']._serialized_start=2128
-  _globals['_RELEASEIDEMPOTENTCALLRESPONSE']._serialized_end=2159
-  _globals['_ERASEPRINCIPALDATAREQUEST']._serialized_start=2161
-  _globals['_ERASEPRINCIPALDATAREQUEST']._serialized_end=2210
-  _globals['_ERASEPRINCIPALDATARESPONSE']._serialized_start=2213
-  _globals['_ERASEPRINCIPALDATARESPONSE']._serialized_end=2362
-  _globals['_ERASEPRINCIPALDATARESPONSE_COUNTSENTRY']._serialized_start=2317
-  _globals['_ERASEPRINCIPALDATARESPONSE_COUNTSENTRY']._serialized_end=2362
-  _globals['_SNAPSHOTSERVICE']._serialized_start=2552
-  _globals['_SNAPSHOTSERVICE']._serialized_end=3449
+  _globals['_IDEMPOTENCYSTATE']._serialized_start=2335
+  _globals['_IDEMPOTENCYSTATE']._serialized_end=2519
+  _globals['_CONTEXTPACK']._serialized_start=87
+  _globals['_CONTEXTPACK']._serialized_end=352
+  _globals['_CREATECONTEXTPACKREQUEST']._serialized_start=355
+  _globals['_CREATECONTEXTPACKREQUEST']._serialized_end=561
+  _globals['_CREATECONTEXTPACKRESPONSE']._serialized_start=563
+  _globals['_CREATECONTEXTPACKRESPONSE']._serialized_end=657
+  _globals['_GETCONTEXTPACKREQUEST']._serialized_start=659
+  _globals['_GETCONTEXTPACKREQUEST']._serialized_end=721
+  _globals['_GETCONTEXTPACKRESPONSE']._serialized_start=723
+  _globals['_GETCONTEXTPACKRESPONSE']._serialized_end=792
+  _globals['_SNAPSHOT']._serialized_start=795
+  _globals['_SNAPSHOT']._serialized_end=1304
+  _globals['_CREATESNAPSHOTREQUEST']._serialized_start=1307
+  _globals['_CREATESNAPSHOTREQUEST']._serialized_end=1466
+  _globals['_CREATESNAPSHOTRESPONSE']._serialized_start=1468
+  _globals['_CREATESNAPSHOTRESPONSE']._serialized_end=1538
+  _globals['_GETSNAPSHOTREQUEST']._serialized_start=1540
+  _globals['_GETSNAPSHOTREQUEST']._serialized_end=1603
+  _globals['_GETSNAPSHOTRESPONSE']._serialized_start=1605
+  _globals['_GETSNAPSHOTRESPONSE']._serialized_end=1672
+  _globals['_BEGINIDEMPOTENTCALLREQUEST']._serialized_start=1674
+  _globals['_BEGINIDEMPOTENTCALLREQUEST']._serialized_end=1759
+  _globals['_BEGINIDEMPOTENTCALLRESPONSE']._serialized_start=1761
+  _globals['_BEGINIDEMPOTENTCALLRESPONSE']._serialized_end=1862
+  _globals['_COMPLETEIDEMPOTENTCALLREQUEST']._serialized_start=1864
+  _globals['_COMPLETEIDEMPOTENTCALLREQUEST']._serialized_end=1973
+  _globals['_COMPLETEIDEMPOTENTCALLRESPONSE']._serialized_start=1975
+  _globals['_COMPLETEIDEMPOTENTCALLRESPONSE']._serialized_end=2007
+  _globals['_RELEASEIDEMPOTENTCALLREQUEST']._serialized_start=2009
+  _globals['_RELEASEIDEMPOTENTCALLREQUEST']._serialized_end=2096
+  _globals['_RELEASEIDEMPOTENTCALLRESPONSE']._serialized_start=2098
+  _globals['_RELEASEIDEMPOTENTCALLRESPONSE']._serialized_end=2129
+  _globals['_ERASEPRINCIPALDATAREQUEST']._serialized_start=2131
+  _globals['_ERASEPRINCIPALDATAREQUEST']._serialized_end=2180
+  _globals['_ERASEPRINCIPALDATARESPONSE']._serialized_start=2183
+  _globals['_ERASEPRINCIPALDATARESPONSE']._serialized_end=2332
+  _globals['_ERASEPRINCIPALDATARESPONSE_COUNTSENTRY']._serialized_start=2287
+  _globals['_ERASEPRINCIPALDATARESPONSE_COUNTSENTRY']._serialized_end=2332
+  _globals['_SNAPSHOTSERVICE']._serialized_start=2522
+  _globals['_SNAPSHOTSERVICE']._serialized_end=3419
 # @@protoc_insertion_point(module_scope)

@@ -1,6 +1,5 @@
 import datetime
 
-from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -25,38 +24,38 @@ IDEMPOTENCY_STATE_IN_PROGRESS: IdempotencyState
 IDEMPOTENCY_STATE_MISMATCH: IdempotencyState
 
 class ContextPack(_message.Message):
-    __slots__ = ("pack_id", "scope_id", "canonical_request", "content", "assembler_version", "created_at", "expires_at")
+    __slots__ = ("pack_id", "scope_id", "canonical_request_json", "content_json", "assembler_version", "created_at", "expires_at")
     PACK_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
-    CANONICAL_REQUEST_FIELD_NUMBER: _ClassVar[int]
-    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    CANONICAL_REQUEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_JSON_FIELD_NUMBER: _ClassVar[int]
     ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     pack_id: str
     scope_id: str
-    canonical_request: _struct_pb2.Struct
-    content: _struct_pb2.Struct
+    canonical_request_json: str
+    content_json: str
     assembler_version: str
     created_at: _timestamp_pb2.Timestamp
     expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, pack_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., canonical_request: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., assembler_version: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, pack_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., canonical_request_json: _Optional[str] = ..., content_json: _Optional[str] = ..., assembler_version: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CreateContextPackRequest(_message.Message):
-    __slots__ = ("principal_id", "scope_id", "canonical_request", "content", "assembler_version", "usage_ref")
+    __slots__ = ("principal_id", "scope_id", "canonical_request_json", "content_json", "assembler_version", "usage_ref")
     PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
-    CANONICAL_REQUEST_FIELD_NUMBER: _ClassVar[int]
-    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    CANONICAL_REQUEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_JSON_FIELD_NUMBER: _ClassVar[int]
     ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
     USAGE_REF_FIELD_NUMBER: _ClassVar[int]
     principal_id: str
     scope_id: str
-    canonical_request: _struct_pb2.Struct
-    content: _struct_pb2.Struct
+    canonical_request_json: str
+    content_json: str
     assembler_version: str
     usage_ref: str
-    def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., canonical_request: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., content: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., assembler_version: _Optional[str] = ..., usage_ref: _Optional[str] = ...) -> None: ...
+    def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., canonical_request_json: _Optional[str] = ..., content_json: _Optional[str] = ..., assembler_version: _Optional[str] = ..., usage_ref: _Optional[str] = ...) -> None: ...
 
 class CreateContextPackResponse(_message.Message):
     __slots__ = ("pack", "deduplicated")
