@@ -12,7 +12,6 @@ verifier.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,6 +20,7 @@ from starlette.requests import Request
 from vera.config import Settings
 from vera.errors import Unauthenticated
 from vera.identity.v1 import identity_pb2
+from vera.local_principal import LocalPrincipal
 from vera.rpc.backends import Backends
 
 API_KEY_PREFIX = "vera_"
@@ -39,23 +39,14 @@ class RestAuthenticator(Protocol):
 
 
 class LocalDevRestAuthenticator:
-    """The single fixed local principal, created in identity on first use."""
+    """The local principal (``vera.local_principal``), an administrator on its own machine."""
 
     def __init__(self, settings: Settings) -> None:
-        self._caller = RestCaller(str(settings.mcp.local_principal_id), "local-dev", admin=True)
-        self._ensured = False
-        self._lock = asyncio.Lock()
+        self._local = LocalPrincipal(settings)
+        self._caller = RestCaller(self._local.principal_id, "local-dev", admin=True)
 
     async def authenticate(self, request: Request, backends: Backends) -> RestCaller:
-        if not self._ensured:
-            async with self._lock:
-                if not self._ensured:
-                    await backends.identity.EnsureLocalPrincipal(
-                        identity_pb2.EnsureLocalPrincipalRequest(
-                            principal_id=self._caller.principal_id
-                        )
-                    )
-                    self._ensured = True
+        await self._local.ensure(backends)
         return self._caller
 
 

@@ -12,7 +12,6 @@ token nor its claims are logged.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from vera.gateway.errors import tool_error
 from vera.gateway.tokens import TokenRejected, TokenVerifier, VerifiedToken
 from vera.gateway.tools import AuthClass
 from vera.identity.v1 import identity_pb2
+from vera.local_principal import LocalPrincipal
 from vera.rpc.backends import Backends
 
 log = logging.getLogger(__name__)
@@ -57,27 +57,18 @@ class Authenticator(Protocol):
 
 
 class LocalDevAuthenticator:
-    """The single fixed local principal, created in identity on first use."""
+    """The local principal (``vera.local_principal``), holding every class."""
 
     def __init__(self, settings: Settings) -> None:
+        self._local = LocalPrincipal(settings)
         self._caller = Caller(
-            principal_id=str(settings.mcp.local_principal_id),
+            principal_id=self._local.principal_id,
             granted=frozenset(AuthClass),
             auth_profile="local-dev",
         )
-        self._ensured = False
-        self._lock = asyncio.Lock()
 
     async def authenticate(self, request: Request | None, backends: Backends) -> Caller:
-        if not self._ensured:
-            async with self._lock:
-                if not self._ensured:
-                    await backends.identity.EnsureLocalPrincipal(
-                        identity_pb2.EnsureLocalPrincipalRequest(
-                            principal_id=self._caller.principal_id
-                        )
-                    )
-                    self._ensured = True
+        await self._local.ensure(backends)
         return self._caller
 
 
