@@ -1,361 +1,39 @@
-"""The KnowledgeService servicer: proto <-> domain translation and nothing else."""
+"""The KnowledgeService servicer, declared once from its RPC groups: facts, the graph,
+curation and erasure. Each group translates proto <-> domain and nothing else."""
 
 from __future__ import annotations
 
-from vera import page_tokens
-from vera.errors import InvalidInput
-from vera.knowledge.v1 import knowledge_service_pb2 as pb
-from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
-from vera.rpc.timestamps import from_timestamp, to_timestamp
+import asyncio
 
-from . import domain
+from vera.knowledge.v1 import knowledge_service_pb2_grpc
+
 from .curation_api import CurationRpcs
 from .curation_store import CurationStore
-from .domain import (
-    AssertionView,
-    FactState,
-    FactView,
-    Outcome,
-    RetractionStatus,
-    TaskContext,
-    Verification,
-)
 from .erasure import ErasureRpcs
-from .policy import policy_for
+from .facts_api import FactRpcs
+from .graph_api import GraphRpcs
+from .graph_store import GraphStore
 from .store import KnowledgeStore
 
-_FACT_STATES = {
-    FactState.PROPOSED: pb.FACT_STATE_PROPOSED,
-    FactState.ACTIVE: pb.FACT_STATE_ACTIVE,
-    FactState.DISPUTED: pb.FACT_STATE_DISPUTED,
-    FactState.RETRACTED: pb.FACT_STATE_RETRACTED,
-    FactState.SUPERSEDED: pb.FACT_STATE_SUPERSEDED,
-}
-_VERIFICATION = {
-    Verification.VERIFIED: pb.VERIFICATION_STATE_VERIFIED,
-    Verification.UNVERIFIED: pb.VERIFICATION_STATE_UNVERIFIED,
-    Verification.WITHDRAWN: pb.VERIFICATION_STATE_WITHDRAWN,
-}
-_OUTCOMES = {
-    Outcome.CREATED: pb.PROPOSAL_OUTCOME_CREATED,
-    Outcome.DEDUPLICATED: pb.PROPOSAL_OUTCOME_DEDUPLICATED,
-    Outcome.SKIPPED: pb.PROPOSAL_OUTCOME_SKIPPED,
-    Outcome.CONFLICTED: pb.PROPOSAL_OUTCOME_CONFLICTED,
-    Outcome.REJECTED: pb.PROPOSAL_OUTCOME_REJECTED,
-}
-_RETRACTION = {
-    RetractionStatus.RETRACTED: pb.RETRACTION_STATUS_RETRACTED,
-    RetractionStatus.ALREADY_RETRACTED: pb.RETRACTION_STATUS_ALREADY_RETRACTED,
-}
-_CHANGE_KINDS = {
-    domain.ChangeKind.FACT_UPSERTED: pb.CHANGE_KIND_FACT_UPSERTED,
-    domain.ChangeKind.SOURCE_UPSERTED: pb.CHANGE_KIND_SOURCE_UPSERTED,
-    domain.ChangeKind.FEEDBACK_RECORDED: pb.CHANGE_KIND_FEEDBACK_RECORDED,
-    domain.ChangeKind.FACT_ERASED: pb.CHANGE_KIND_FACT_ERASED,
-}
 
-MAX_KEYS_PER_BATCH = 1000
-
-
-def fact_to_proto(view: FactView) -> pb.Fact:
-    return pb.Fact(
-        fact_key=view.fact_key,
-        version_id=str(view.version_id),
-        scope_id=str(view.scope_id),
-        subject=view.subject,
-        predicate=view.predicate,
-        object=view.object,
-        state=_FACT_STATES[view.state],
-        trust_tier=view.trust_tier,
-        authority=view.authority,
-        valid_from=to_timestamp(view.valid_from),
-        valid_to=to_timestamp(view.valid_to),
-        recorded_at=to_timestamp(view.recorded_at),
-        superseded_at=to_timestamp(view.superseded_at),
-        repository=view.repository,
-        branch=view.branch,
-        code_path=view.code_path,
-        document_type=view.document_type,
-        source_type=view.source_type,
-        citations=[
-            pb.Citation(
-                source_id=c.source_id,
-                locator=c.locator,
-                title=c.title,
-                uri=c.uri,
-                excerpt=c.excerpt,
-                verification=_VERIFICATION[c.verification],
-                source_type=c.source_type,
-                observed_at=to_timestamp(c.observed_at),
-            )
-            for c in view.citations
-        ],
-        conflicting_fact_keys=list(view.conflicting_fact_keys),
-        superseded_by=view.superseded_by,
-        corrects=view.corrects,
-    )
-
-
-def _assertion_to_proto(a: AssertionView) -> pb.Assertion:
-    source = (
-        pb.Source(
-            source_id=a.source.source_id,
-            source_type=a.source.source_type,
-            title=a.source.title,
-            uri=a.source.uri,
-            observed_at=to_timestamp(a.source.observed_at),
-        )
-        if a.source is not None
-        else None
-    )
-    return pb.Assertion(
-        assertion_id=str(a.assertion_id),
-        supports=a.supports,
-        trust_tier=a.trust_tier,
-        authority=a.authority,
-        verification=_VERIFICATION[a.verification],
-        source=source,
-        evidence=[
-            pb.Evidence(evidence_id=str(e.evidence_id), text=e.text, locator=e.locator)
-            for e in a.evidence
-        ],
-        recorded_at=to_timestamp(a.recorded_at),
-    )
-
-
-def _context(message: pb.TaskContext) -> TaskContext:
-    return TaskContext.normalized(
-        message.runtime, message.session_ref, message.task_ref, message.repository_ref
-    )
-
-
-def _context_to_proto(ctx: TaskContext) -> pb.TaskContext:
-    return pb.TaskContext(
-        runtime=ctx.runtime,
-        session_ref=ctx.session_ref,
-        task_ref=ctx.task_ref,
-        repository_ref=ctx.repository_ref,
-    )
-
-
-def _fact_keys(field_name: str, keys: list[str]) -> list[str]:
-    if len(keys) > MAX_KEYS_PER_BATCH:
-        raise InvalidInput(field_name, f"at most {MAX_KEYS_PER_BATCH}", reason="too_many")
-    return [k.strip() for k in keys]
-
-
-class KnowledgeServicer(CurationRpcs, ErasureRpcs, knowledge_pb2_grpc.KnowledgeServiceServicer):
-    def __init__(self, store: KnowledgeStore) -> None:
+class KnowledgeServicer(
+    FactRpcs,
+    GraphRpcs,
+    CurationRpcs,
+    ErasureRpcs,
+    knowledge_service_pb2_grpc.KnowledgeServiceServicer,
+):
+    def __init__(
+        self,
+        store: KnowledgeStore,
+        graph: GraphStore,
+        *,
+        stale_source_days: int,
+        refresh_seconds: float = 0.0,
+    ) -> None:
         self._store = store
-        self._curation = CurationStore(store._pool, store)
-
-    async def IngestKnowledge(
-        self, request: pb.IngestKnowledgeRequest, context
-    ) -> pb.IngestKnowledgeResponse:
-        principal = domain.parse_uuid("principal_id", request.principal_id)
-        scope = domain.parse_uuid("scope_id", request.scope_id)
-        assert principal is not None and scope is not None
-        sources = tuple(
-            domain.validate_source(
-                i,
-                domain.SourceIn(
-                    source_id=s.source_id,
-                    source_type=s.source_type,
-                    title=s.title,
-                    uri=s.uri,
-                    observed_at=from_timestamp(s, "observed_at", f"sources[{i}].observed_at"),
-                ),
-            )
-            for i, s in enumerate(request.sources)
-        )
-        entities = tuple(
-            domain.validate_entity(i, e.name, list(e.aliases), e.kind)
-            for i, e in enumerate(request.entities)
-        )
-        facts = tuple(
-            domain.validate_fact(
-                i,
-                scope,
-                subject=f.subject,
-                predicate=f.predicate,
-                object_=f.object,
-                source_id=f.source_id,
-                evidence=f.evidence,
-                locator=f.locator,
-                valid_from=from_timestamp(f, "valid_from", f"facts[{i}].valid_from"),
-                valid_to=from_timestamp(f, "valid_to", f"facts[{i}].valid_to"),
-                trust_tier=f.trust_tier if f.HasField("trust_tier") else None,
-                authority=f.authority if f.HasField("authority") else None,
-                repository=f.repository,
-                branch=f.branch,
-                code_path=f.code_path,
-                document_type=f.document_type,
-            )
-            for i, f in enumerate(request.facts)
-        )
-        batch = domain.IngestBatch(principal, scope, sources, entities, facts)
-        result = await self._store.ingest(batch)
-        return pb.IngestKnowledgeResponse(
-            sources=pb.IngestCounts(
-                created=result.sources.created, deduplicated=result.sources.deduplicated
-            ),
-            entities=pb.IngestCounts(
-                created=result.entities.created, deduplicated=result.entities.deduplicated
-            ),
-            facts=pb.IngestCounts(
-                created=result.facts.created, deduplicated=result.facts.deduplicated
-            ),
-            change_position=result.change_position,
-            warnings=[
-                pb.IngestWarning(field=w.field, reason=w.reason, codepoint=w.codepoint)
-                for w in domain.ingest_warnings(batch)
-            ],
-        )
-
-    async def BatchGetFacts(
-        self, request: pb.BatchGetFactsRequest, context
-    ) -> pb.BatchGetFactsResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
-        keys = _fact_keys("fact_keys", list(request.fact_keys))
-        views = await self._store.batch_get_facts(
-            scopes,
-            keys,
-            from_timestamp(request, "as_of"),
-            from_timestamp(request, "known_as_of"),
-        )
-        return pb.BatchGetFactsResponse(facts=[fact_to_proto(v) for v in views])
-
-    async def ExplainFact(self, request: pb.ExplainFactRequest, context) -> pb.ExplainFactResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
-        key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
-        found = await self._store.explain_fact(
-            scopes, key, from_timestamp(request, "as_of"), from_timestamp(request, "known_as_of")
-        )
-        if found is None:
-            raise InvalidInput("fact_key", "no such fact in scope", reason="not_found")
-        view, assertions = found
-        return pb.ExplainFactResponse(
-            fact=fact_to_proto(view), assertions=[_assertion_to_proto(a) for a in assertions]
-        )
-
-    async def ProposeFact(self, request: pb.ProposeFactRequest, context) -> pb.ProposeFactResponse:
-        proposal = domain.make_proposal(
-            principal_id=request.principal_id,
-            personal_scope_id=request.personal_scope_id,
-            readable_scope_ids=list(request.readable_scope_ids),
-            subject=request.subject,
-            predicate=request.predicate,
-            object_=request.object,
-            evidence_text=request.evidence_text,
-            context=_context(request.context),
-            target_scope_id=request.target_scope_id,
-        )
-        try:
-            policy_for(self._store._ontology).check(proposal)
-        except InvalidInput as refusal:
-            # Every call appends an attempt: a refused one without the refused text.
-            await self._store.record_refusal(
-                proposal, refusal.field, refusal.metadata.get("reason", "")
-            )
-            raise
-        result = await self._store.propose(proposal)
-        return pb.ProposeFactResponse(
-            attempt_id=str(result.attempt_id),
-            outcome=_OUTCOMES[result.decision.outcome],
-            fact=fact_to_proto(result.fact) if result.fact is not None else None,
-            reason=result.decision.reason,
-            conflicting_fact_keys=list(result.decision.conflicting_fact_keys),
-        )
-
-    async def RetractProposal(
-        self, request: pb.RetractProposalRequest, context
-    ) -> pb.RetractProposalResponse:
-        domain.parse_uuid("principal_id", request.principal_id)
-        scope = domain.parse_uuid("personal_scope_id", request.personal_scope_id)
-        assert scope is not None
-        key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
-        status, view = await self._store.retract(scope, key)
-        return pb.RetractProposalResponse(status=_RETRACTION[status], fact=fact_to_proto(view))
-
-    async def GetProposalReport(
-        self, request: pb.GetProposalReportRequest, context
-    ) -> pb.GetProposalReportResponse:
-        principal = domain.parse_uuid("principal_id", request.principal_id)
-        assert principal is not None
-        ctx = _context(request.context)
-        if ctx.is_empty():
-            raise InvalidInput("context", "at least one context field", reason="required")
-        size = domain.page_size(
-            "page_size", request.page_size, domain.REPORT_PAGE_DEFAULT, domain.REPORT_PAGE_MAX
-        )
-        after = page_tokens.decode_position(request.page_token)
-        report = await self._store.proposal_report(principal, ctx, size, after)
-        return pb.GetProposalReportResponse(
-            attempts=[
-                pb.ProposalAttempt(
-                    attempt_id=str(a.attempt_id),
-                    outcome=_OUTCOMES[a.outcome],
-                    reason=a.reason,
-                    fact_key=a.fact_key,
-                    subject=a.subject,
-                    predicate=a.predicate,
-                    object=a.object,
-                    fact_state=(
-                        _FACT_STATES[a.fact_state]
-                        if a.fact_state is not None
-                        else pb.FACT_STATE_UNSPECIFIED
-                    ),
-                    context=_context_to_proto(a.context),
-                    created_at=to_timestamp(a.created_at),
-                )
-                for a in report.attempts
-            ],
-            next_page_token=report.next_page_token,
-            outcome_counts=report.outcome_counts,
-            state_counts=report.state_counts,
-            total_attempts=report.total_attempts,
-        )
-
-    async def RecordFeedback(
-        self, request: pb.RecordFeedbackRequest, context
-    ) -> pb.RecordFeedbackResponse:
-        feedback = domain.make_feedback(
-            principal_id=request.principal_id,
-            personal_scope_id=request.personal_scope_id,
-            pack_id=request.pack_id,
-            result_ref=request.result_ref,
-            signal=request.signal,
-            query=request.query,
-            rank=request.rank,
-            signal_vector=dict(request.signal_vector),
-            fact_key=request.fact_key,
-        )
-        stored = await self._store.record_feedback(feedback)
-        return pb.RecordFeedbackResponse(
-            feedback_id=str(stored.feedback_id),
-            signal=stored.signal,
-            created=stored.created,
-            recorded_at=to_timestamp(stored.recorded_at),
-        )
-
-    async def ListChanges(self, request: pb.ListChangesRequest, context) -> pb.ListChangesResponse:
-        if request.after_position < 0:
-            raise InvalidInput("after_position", "must be >= 0", reason="out_of_range")
-        size = domain.page_size(
-            "page_size", request.page_size, domain.CHANGES_PAGE_DEFAULT, domain.CHANGES_PAGE_MAX
-        )
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
-        page = await self._store.list_changes(request.after_position, size, scopes)
-        return pb.ListChangesResponse(
-            changes=[
-                pb.Change(
-                    position=c.position,
-                    kind=_CHANGE_KINDS[c.kind],
-                    fact=fact_to_proto(c.fact) if c.fact is not None else None,
-                    created_at=to_timestamp(c.created_at),
-                    erased_version_id=c.erased_version_id,
-                )
-                for c in page.changes
-            ],
-            head_position=page.head_position,
-        )
+        self._graph = graph
+        self._curation = CurationStore(store)
+        self._stale_days = stale_source_days
+        self._refresh_seconds = refresh_seconds
+        self._refresher: asyncio.Task[None] | None = None

@@ -1,7 +1,7 @@
 """The curation RPCs of KnowledgeService: proto <-> curation rules, nothing else.
 
-Mixed into ``api.KnowledgeServicer``; the REST API (never MCP) calls these after it
-has authorized the curator against identity.
+One RPC group of ``api.KnowledgeServicer``; the REST API (never MCP) calls these after
+it has authorized the curator against identity.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from vera import page_tokens
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import to_timestamp
 
-from . import api as knowledge_api
-from . import curation, domain
+from . import convert, curation, domain
 from .curation_store import CurationStore
 
 
@@ -41,12 +40,7 @@ class CurationRpcs:
                     predicate=p.predicate,
                     object=p.object,
                     evidence=list(p.evidence),
-                    context=pb.TaskContext(
-                        runtime=p.context.runtime,
-                        session_ref=p.context.session_ref,
-                        task_ref=p.context.task_ref,
-                        repository_ref=p.context.repository_ref,
-                    ),
+                    context=convert.task_context_to_proto(p.context),
                     proposed_at=to_timestamp(p.proposed_at),
                     conflicting_fact_keys=list(p.conflicting_fact_keys),
                     known_fact_key=p.known_fact_key,
@@ -79,7 +73,7 @@ class CurationRpcs:
                     predicate=a.predicate,
                     object=a.object,
                     contradicted_fact_keys=list(a.contradicted_fact_keys),
-                    context=knowledge_api._context_to_proto(a.context),
+                    context=convert.task_context_to_proto(a.context),
                     attempted_at=to_timestamp(a.attempted_at),
                 )
                 for a in page.attempts
@@ -101,8 +95,8 @@ class CurationRpcs:
         )
         result = await self._curation.verify(req)
         return pb.VerifyProposalResponse(
-            fact=knowledge_api.fact_to_proto(result.fact),
-            proposal=knowledge_api.fact_to_proto(result.proposal),
+            fact=convert.fact_to_proto(result.fact),
+            proposal=convert.fact_to_proto(result.proposal),
             already_active=result.already_active,
             change_position=result.change_position,
         )
@@ -118,7 +112,7 @@ class CurationRpcs:
         )
         result = await self._curation.reject(req)
         return pb.RejectProposalResponse(
-            proposal=knowledge_api.fact_to_proto(result.proposal),
+            proposal=convert.fact_to_proto(result.proposal),
             change_position=result.change_position,
         )
 

@@ -15,7 +15,6 @@ from vera import page_tokens
 from vera.errors import InvalidInput
 
 from . import curation, domain
-from . import store as knowledge_store
 from .curation import (
     ConflictedPage,
     ConflictedView,
@@ -28,56 +27,28 @@ from .curation import (
     VerifyIn,
     VerifyResult,
 )
-from .domain import ChangeKind, FactState, FactView, Proposal, TaskContext
-
-
-async def record_proposal_targets(
-    conn: asyncpg.Connection, proposal: Proposal, version_id: uuid.UUID
-) -> None:
-    """Addresses a newly created PROPOSED version to the proposer's shared projects."""
-    targets = curation.proposal_targets(proposal)
-    if targets:
-        await conn.executemany(
-            "INSERT INTO proposal_targets (version_id, fact_key, scope_id) VALUES ($1, $2, $3)"
-            " ON CONFLICT DO NOTHING",
-            [(version_id, proposal.fact_key, t) for t in targets],
-        )
-
-
-async def _position(conn: asyncpg.Connection) -> int:
-    return await conn.fetchval("SELECT coalesce(max(position), 0) FROM outbox")
-
-
-_NEW_VERSION_FROM = """
-    INSERT INTO facts (
-        version_id, fact_key, scope_id, subject, predicate, object, subject_norm,
-        predicate_norm, object_norm, state, trust_tier, authority, valid_from, valid_to,
-        recorded_at, repository, branch, code_path, document_type, source_type, origin,
-        created_by, superseded_by)
-    SELECT $1, fact_key, scope_id, subject, predicate, object, subject_norm, predicate_norm,
-           object_norm, $3, trust_tier, authority, valid_from, valid_to, now(), repository,
-           branch, code_path, document_type, source_type, origin, created_by, $4
-    FROM facts WHERE version_id = $2
-"""
+from .domain import ChangeKind, FactState, FactView, TaskContext
+from .outbox import Outbox, change_position, close_version, insert_version, lock_keys
+from .store import KnowledgeStore
 
 
 async def _close_into(
     conn: asyncpg.Connection, version_id: uuid.UUID, state: FactState, superseded_by: str = ""
 ) -> uuid.UUID:
     """Closes a current version and records its successor in ``state``; returns its id."""
-    new_id = uuid.uuid4()
-    await conn.execute("UPDATE facts SET superseded_at = now() WHERE version_id = $1", version_id)
-    await conn.execute(_NEW_VERSION_FROM, new_id, version_id, state.value, superseded_by)
-    return new_id
+    await close_version(conn, version_id)
+    return await insert_version(
+        conn, copy_of=version_id, state=state.value, superseded_by=superseded_by
+    )
 
 
 class CurationStore:
-    def __init__(self, pool: asyncpg.Pool, facts: knowledge_store.KnowledgeStore) -> None:
-        self._pool = pool
+    def __init__(self, facts: KnowledgeStore) -> None:
+        self._pool = facts.pool
         self._facts = facts
 
     async def _view(self, conn: asyncpg.Connection, scope_id: uuid.UUID, key: str) -> FactView:
-        views = await self._facts._facts(
+        views = await self._facts.facts(
             conn, scope_ids=[scope_id], fact_keys=[key], live_only=False, valid_filter=False
         )
         return views[0]
@@ -89,7 +60,7 @@ class CurationStore:
             FROM proposal_targets t JOIN facts f ON f.version_id = t.version_id
             WHERE t.scope_id = $1 AND f.superseded_at IS NULL AND f.state = 'PROPOSED'
         """
-        single_valued = sorted(self._facts._ontology.single_valued_predicates)
+        single_valued = sorted(self._facts.ontology.single_valued_predicates)
         async with (
             self._pool.acquire() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
@@ -217,14 +188,14 @@ class CurationStore:
     # --- verify / reject --------------------------------------------------------------------
 
     async def verify(self, req: VerifyIn) -> VerifyResult:
-        outbox = knowledge_store._Outbox()
+        outbox = Outbox()
         async with self._pool.acquire() as conn, conn.transaction():
-            await knowledge_store._lock_keys(conn, [req.fact_key])
+            await lock_keys(conn, [req.fact_key])
             row = await self._pending(conn, req.scope_id, req.fact_key)
             target_key = domain.fact_key(
                 req.scope_id, row["subject"], row["predicate"], row["object"]
             )
-            await knowledge_store._lock_keys(conn, [target_key])
+            await lock_keys(conn, [target_key])
             current = await conn.fetchrow(
                 "SELECT version_id, state FROM facts"
                 " WHERE fact_key = $1 AND superseded_at IS NULL",
@@ -235,27 +206,18 @@ class CurationStore:
                 target_version = current["version_id"]
             else:
                 if current is not None:
-                    await conn.execute(
-                        "UPDATE facts SET superseded_at = now() WHERE version_id = $1",
-                        current["version_id"],
-                    )
-                target_version = uuid.uuid4()
-                await conn.execute(
-                    """INSERT INTO facts (
-                           version_id, fact_key, scope_id, subject, predicate, object,
-                           subject_norm, predicate_norm, object_norm, state, trust_tier,
-                           authority, recorded_at, origin, created_by)
-                       SELECT $1, $2, $3, subject, predicate, object, subject_norm,
-                              predicate_norm, object_norm, 'ACTIVE', $4, $5, now(),
-                              'proposal', $6
-                       FROM facts WHERE version_id = $7""",
-                    target_version,
-                    target_key,
-                    req.scope_id,
-                    req.trust_tier,
-                    req.authority,
-                    req.curator_id,
-                    row["version_id"],
+                    await close_version(conn, current["version_id"])
+                # A proposal carries no valid times or code anchors: only its statement
+                # travels into the shared project.
+                target_version = await insert_version(
+                    conn,
+                    copy_of=row["version_id"],
+                    fact_key=target_key,
+                    scope_id=req.scope_id,
+                    state=FactState.ACTIVE.value,
+                    trust_tier=req.trust_tier,
+                    authority=req.authority,
+                    created_by=req.curator_id,
                 )
             assertion_id = uuid.uuid4()
             await conn.execute(
@@ -289,13 +251,13 @@ class CurationStore:
             fact = await self._view(conn, req.scope_id, target_key)
             proposal = await self._view(conn, row["scope_id"], req.fact_key)
             await outbox.flush(conn)
-            position = await _position(conn)
+            position = await change_position(conn)
         return VerifyResult(fact, proposal, already_active, position)
 
     async def reject(self, req: RejectIn) -> RejectResult:
-        outbox = knowledge_store._Outbox()
+        outbox = Outbox()
         async with self._pool.acquire() as conn, conn.transaction():
-            await knowledge_store._lock_keys(conn, [req.fact_key])
+            await lock_keys(conn, [req.fact_key])
             row = await self._pending(conn, req.scope_id, req.fact_key)
             closed = await _close_into(conn, row["version_id"], FactState.RETRACTED)
             await conn.execute(
@@ -309,7 +271,7 @@ class CurationStore:
             outbox.add(ChangeKind.FACT_UPSERTED, row["scope_id"], version_id=closed)
             proposal = await self._view(conn, row["scope_id"], req.fact_key)
             await outbox.flush(conn)
-            position = await _position(conn)
+            position = await change_position(conn)
         return RejectResult(proposal, position)
 
     @staticmethod
@@ -340,7 +302,7 @@ class CurationStore:
     # --- source retraction ----------------------------------------------------------------
 
     async def retract_source(self, req: RetractSourceIn) -> RetractSourceResult:
-        outbox = knowledge_store._Outbox()
+        outbox = Outbox()
         async with self._pool.acquire() as conn, conn.transaction():
             source = await conn.fetchrow(
                 "SELECT source_pk, retracted_at FROM sources"
@@ -351,7 +313,7 @@ class CurationStore:
             if source is None:
                 raise InvalidInput("source_id", "no such source in the project", reason="not_found")
             if source["retracted_at"] is not None:
-                return RetractSourceResult(True, 0, (), (), None, await _position(conn))
+                return RetractSourceResult(True, 0, (), (), None, await change_position(conn))
             keys = [
                 r["fact_key"]
                 for r in await conn.fetch(
@@ -360,7 +322,7 @@ class CurationStore:
                     source["source_pk"],
                 )
             ]
-            await knowledge_store._lock_keys(conn, keys)
+            await lock_keys(conn, keys)
             withdrawn = await conn.fetchval(
                 """WITH w AS (UPDATE assertions SET status = 'withdrawn', withdrawn_at = now(),
                                   status_before_withdrawal = status
@@ -394,12 +356,12 @@ class CurationStore:
                 },
             )
             await outbox.flush(conn)
-            position = await _position(conn)
+            position = await change_position(conn)
         return RetractSourceResult(False, withdrawn, retracted, supported, event_id, position)
 
     @staticmethod
     async def _settle_facts(
-        conn: asyncpg.Connection, keys: Sequence[str], outbox: knowledge_store._Outbox
+        conn: asyncpg.Connection, keys: Sequence[str], outbox: Outbox
     ) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Retracts live facts with no supporting assertion left; re-announces the rest."""
         retracted: list[str] = []

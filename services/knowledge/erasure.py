@@ -1,4 +1,4 @@
-"""Erasure of a principal's personal knowledge (issue 4, GDPR-style deletion).
+"""Erasure of a principal's personal knowledge (GDPR-style deletion).
 
 Everything in the principal's personal scope (fact versions, assertions, evidence,
 entities, sources, communities, the proposal bookkeeping that points at those versions)
@@ -20,7 +20,8 @@ from vera.knowledge.v1 import knowledge_service_pb2 as pb
 
 from . import domain
 from .domain import ChangeKind
-from .store import _OUTBOX_LOCK
+from .outbox import Outbox, change_position, lock_outbox
+from .store import KnowledgeStore
 
 AUDIT_PRINCIPAL_ERASED = "principal_data_erased"
 
@@ -42,7 +43,7 @@ async def erase_principal_data(
 
     async with pool.acquire() as conn, conn.transaction():
         # Appending to the outbox takes the writers' lock: positions stay in commit order.
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", _OUTBOX_LOCK)
+        await lock_outbox(conn)
         versions = [
             r["version_id"]
             for r in await conn.fetch("SELECT version_id FROM facts WHERE scope_id = $1", scope)
@@ -102,11 +103,10 @@ async def erase_principal_data(
             principal_id,
             scope,
         )
-        if versions:
-            await conn.executemany(
-                "INSERT INTO outbox (kind, version_id, scope_id, ref) VALUES ($1, NULL, $2, $3)",
-                [(ChangeKind.FACT_ERASED.value, scope, str(v)) for v in versions],
-            )
+        erased = Outbox()
+        for v in versions:
+            erased.add(ChangeKind.FACT_ERASED, scope, ref=str(v))
+        await erased.flush(conn)
         event_id = uuid.uuid4()
         await conn.execute(
             """INSERT INTO audit_events (event_id, action, actor_id, scope_id, target,
@@ -119,14 +119,14 @@ async def erase_principal_data(
             str(principal_id),
             {"counts": counts, "related_counts": related_counts},  # the pool encodes jsonb
         )
-        position = await conn.fetchval("SELECT coalesce(max(position), 0) FROM outbox")
+        position = await change_position(conn)
     return counts, event_id, int(position)
 
 
 class ErasureRpcs:
-    """Mixed into ``api.KnowledgeServicer``; the REST API calls it for administrators."""
+    """One RPC group of ``api.KnowledgeServicer``; the REST API calls it for administrators."""
 
-    _store: object
+    _store: KnowledgeStore
 
     async def ErasePrincipalData(
         self, request: pb.ErasePrincipalDataRequest, context
@@ -136,7 +136,7 @@ class ErasureRpcs:
         scope = domain.parse_uuid("personal_scope_id", request.personal_scope_id)
         assert actor is not None and principal is not None and scope is not None
         counts, event_id, position = await erase_principal_data(
-            self._store._pool,  # type: ignore[attr-defined]
+            self._store.pool,
             actor_id=actor,
             principal_id=principal,
             personal_scope_id=scope,

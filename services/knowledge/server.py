@@ -7,10 +7,10 @@ from vera.db.pool import open_service_database
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 
+from .api import KnowledgeServicer
 from .domain import load_ontology
 from .graph import ExtractiveSummarizer
-from .model_api import ModelServicer
-from .model_store import ModelStore
+from .graph_store import GraphStore
 from .store import KnowledgeStore
 
 SERVICE_NAME = "vera.knowledge.v1.KnowledgeService"
@@ -25,9 +25,9 @@ async def create(settings: Settings, address: str) -> HostedService:
         store = KnowledgeStore(pool, ontology)
         # Communities: derived on demand (DeriveCommunities) and by a background refresh of
         # scopes whose change log moved; an LLM summarizer would replace the extractive one.
-        servicer = ModelServicer(
+        servicer = KnowledgeServicer(
             store,
-            ModelStore(store, ExtractiveSummarizer()),
+            GraphStore(store, ExtractiveSummarizer()),
             stale_source_days=settings.retrieval.stale_source_days,
             refresh_seconds=settings.knowledge.community_refresh_seconds,
         )

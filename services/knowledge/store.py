@@ -1,16 +1,15 @@
-"""The asyncpg adapter: every SQL statement of the knowledge service lives here.
+"""The asyncpg adapter of facts: the fact reads every part shares, ingest, proposals
+and feedback.
 
-Writes run in one transaction each and append their outbox rows last, under one
-advisory lock, so outbox positions become visible in commit order (a tailing indexer
-never skips a position that commits late). Reads are one or two queries per call.
+Writes run in one transaction each through the write kernel (``outbox``); reads are one
+or two queries per call.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +18,7 @@ import asyncpg
 from vera import page_tokens
 from vera.errors import InvalidInput
 
-from . import curation_store, domain
+from . import domain
 from .domain import (
     AssertionView,
     ChangeKind,
@@ -45,9 +44,14 @@ from .domain import (
     TaskContext,
 )
 from .graph import ConflictFilter, alias_keys
-
-# Any constant works; it only has to be the same for every writer of this schema.
-_OUTBOX_LOCK = 0x6B6E6F776C656467  # "knowledg"
+from .outbox import (
+    Outbox,
+    change_position,
+    close_version,
+    insert_version,
+    lock_keys,
+    record_proposal_targets,
+)
 
 _FACT_COLUMNS = """
     f.version_id, f.fact_key, f.scope_id, f.subject, f.predicate, f.object, f.state,
@@ -59,7 +63,7 @@ _FACT_COLUMNS = """
 _LIVE = "('ACTIVE', 'PROPOSED')"
 
 
-class _Params:
+class Params:
     """Collects positional parameters so SQL text only ever holds $n placeholders."""
 
     def __init__(self) -> None:
@@ -132,52 +136,19 @@ _CONFLICT_FILTER_SQL = {
 }
 
 
-@dataclass
-class _Outbox:
-    """Outbox rows of one transaction, written last by ``flush``."""
-
-    rows: list[tuple[str, uuid.UUID | None, uuid.UUID, str]] = field(default_factory=list)
-    _seen: set[tuple[str, object]] = field(default_factory=set)
-
-    def add(
-        self,
-        kind: ChangeKind,
-        scope_id: uuid.UUID,
-        *,
-        version_id: uuid.UUID | None = None,
-        ref: str = "",
-    ) -> None:
-        key = (kind.value, version_id or ref)
-        if key in self._seen:
-            return
-        self._seen.add(key)
-        self.rows.append((kind.value, version_id, scope_id, ref))
-
-    async def flush(self, conn: asyncpg.Connection) -> None:
-        if not self.rows:
-            return
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", _OUTBOX_LOCK)
-        await conn.executemany(
-            "INSERT INTO outbox (kind, version_id, scope_id, ref) VALUES ($1, $2, $3, $4)",
-            self.rows,
-        )
-
-
-async def _lock_keys(conn: asyncpg.Connection, keys: Iterable[str]) -> None:
-    """Transaction locks on fact keys (or other names), taken in one stable order."""
-    await conn.execute(
-        """SELECT count(pg_advisory_xact_lock(h)) FROM (
-               SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k
-               ORDER BY h) AS locks""",
-        sorted(set(keys)),
-    )
-
-
 class KnowledgeStore:
     def __init__(self, pool: asyncpg.Pool, ontology: Ontology) -> None:
         self._pool = pool
         self._ontology = ontology
         self._single_valued = sorted(ontology.single_valued_predicates)
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        return self._pool
+
+    @property
+    def ontology(self) -> Ontology:
+        return self._ontology
 
     # --- reads --------------------------------------------------------------------------
 
@@ -191,7 +162,7 @@ class KnowledgeStore:
         if not scope_ids or not fact_keys:
             return []
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
-            views = await self._facts(
+            views = await self.facts(
                 conn,
                 scope_ids=scope_ids,
                 fact_keys=fact_keys,
@@ -253,7 +224,7 @@ class KnowledgeStore:
             facts = (
                 {
                     v.version_id: v
-                    for v in await self._facts(conn, version_ids=version_ids, live_only=False)
+                    for v in await self.facts(conn, version_ids=version_ids, live_only=False)
                 }
                 if version_ids
                 else {}
@@ -271,9 +242,9 @@ class KnowledgeStore:
         )
         return ChangesPage(changes=changes, head_position=head)
 
-    def _fact_select(
+    def fact_select(
         self,
-        p: _Params,
+        p: Params,
         *,
         scope_ids: Sequence[uuid.UUID] | None = None,
         fact_keys: Sequence[str] | None = None,
@@ -328,9 +299,9 @@ class KnowledgeStore:
         )
 
     async def _fact_rows(self, conn: asyncpg.Connection, **filters: Any) -> list[asyncpg.Record]:
-        """Versions with their conflicts in one query (filters of ``_fact_select``)."""
-        p = _Params()
-        return await conn.fetch(self._fact_select(p, **filters), *p.values)
+        """Versions with their conflicts in one query (filters of ``fact_select``)."""
+        p = Params()
+        return await conn.fetch(self.fact_select(p, **filters), *p.values)
 
     async def ranked_facts(
         self,
@@ -345,9 +316,9 @@ class KnowledgeStore:
         """The best-ranked ``limit`` live versions (``graph.rank_facts`` order, computed in
         SQL) that pass the conflict filter, and how many pass it when ``with_total``, so a
         hub entity never loads every fact it touches."""
-        p = _Params()
+        p = Params()
         known = p(known_as_of) if known_as_of is not None else None
-        inner = self._fact_select(
+        inner = self.fact_select(
             p,
             known_as_of=known_as_of,
             live_only=True,
@@ -362,14 +333,14 @@ class KnowledgeStore:
         )
         total = len(rows)
         if with_total:
-            q = _Params()
-            counted = self._fact_select(q, known_as_of=known_as_of, live_only=True, **filters)
+            q = Params()
+            counted = self.fact_select(q, known_as_of=known_as_of, live_only=True, **filters)
             total = await conn.fetchval(
                 f"SELECT count(*) FROM ({counted}) f WHERE {kept}", *q.values
             )
         return await self._views(conn, rows, known_as_of), total
 
-    async def _facts(
+    async def facts(
         self,
         conn: asyncpg.Connection,
         *,
@@ -400,7 +371,7 @@ class KnowledgeStore:
         include_withdrawn: bool,
     ) -> dict[str, list[AssertionView]]:
         """Assertions (with source and evidence) of the keys, as known at ``known_as_of``."""
-        p = _Params()
+        p = Params()
         where = [f"a.fact_key = ANY({p(sorted(set(fact_keys)))}::text[])"]
         if known_as_of is not None:
             t = p(known_as_of)
@@ -494,11 +465,11 @@ class KnowledgeStore:
 
     async def ingest(self, batch: IngestBatch) -> IngestResult:
         result = IngestResult()
-        outbox = _Outbox()
+        outbox = Outbox()
         scope = batch.scope_id
         async with self._pool.acquire() as conn:
             async with conn.transaction():
-                await _lock_keys(conn, [f.fact_key for f in batch.facts])
+                await lock_keys(conn, [f.fact_key for f in batch.facts])
                 referenced = sorted(batch.referenced_source_ids())
                 known = (
                     {
@@ -519,9 +490,7 @@ class KnowledgeStore:
                 await self._ingest_entities(conn, batch, result.entities)
                 await self._ingest_facts(conn, batch, source_pks, result.facts, outbox)
                 await outbox.flush(conn)
-            result.change_position = await conn.fetchval(
-                "SELECT coalesce(max(position), 0) FROM outbox"
-            )
+            result.change_position = await change_position(conn)
         return result
 
     async def _ingest_sources(
@@ -530,7 +499,7 @@ class KnowledgeStore:
         batch: IngestBatch,
         source_pks: dict[str, uuid.UUID],
         counts: Counts,
-        outbox: _Outbox,
+        outbox: Outbox,
     ) -> None:
         seen: set[str] = set()
         for s in batch.sources:
@@ -627,7 +596,7 @@ class KnowledgeStore:
         batch: IngestBatch,
         source_pks: dict[str, uuid.UUID],
         counts: Counts,
-        outbox: _Outbox,
+        outbox: Outbox,
     ) -> None:
         if not batch.facts:
             return
@@ -657,40 +626,30 @@ class KnowledgeStore:
                 version_id = existing[0]
             else:
                 # New, or a proposal / retracted fact now published as curated truth.
-                version_id = uuid.uuid4()
                 if existing is not None:
-                    await conn.execute(
-                        "UPDATE facts SET superseded_at = now() WHERE version_id = $1",
-                        existing[0],
-                    )
-                source_type = await self._source_type(conn, f.source_id, source_pk, types)
-                await conn.execute(
-                    """INSERT INTO facts (
-                           version_id, fact_key, scope_id, subject, predicate, object,
-                           subject_norm, predicate_norm, object_norm, state, trust_tier,
-                           authority, valid_from, valid_to, recorded_at, repository, branch,
-                           code_path, document_type, source_type, origin, created_by)
-                       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'ACTIVE', $10, $11, $12,
-                               $13, now(), $14, $15, $16, $17, $18, 'curated', $19)""",
-                    version_id,
-                    f.fact_key,
-                    batch.scope_id,
-                    f.subject,
-                    f.predicate,
-                    f.object,
-                    f.subject_norm,
-                    f.predicate_norm,
-                    f.object_norm,
-                    f.trust_tier,
-                    f.authority,
-                    f.valid_from,
-                    f.valid_to,
-                    f.repository,
-                    f.branch,
-                    f.code_path,
-                    f.document_type,
-                    source_type,
-                    batch.principal_id,
+                    await close_version(conn, existing[0])
+                version_id = await insert_version(
+                    conn,
+                    fact_key=f.fact_key,
+                    scope_id=batch.scope_id,
+                    subject=f.subject,
+                    predicate=f.predicate,
+                    object=f.object,
+                    subject_norm=f.subject_norm,
+                    predicate_norm=f.predicate_norm,
+                    object_norm=f.object_norm,
+                    state=FactState.ACTIVE.value,
+                    trust_tier=f.trust_tier,
+                    authority=f.authority,
+                    valid_from=f.valid_from,
+                    valid_to=f.valid_to,
+                    repository=f.repository,
+                    branch=f.branch,
+                    code_path=f.code_path,
+                    document_type=f.document_type,
+                    source_type=await self._source_type(conn, f.source_id, source_pk, types),
+                    origin="curated",
+                    created_by=batch.principal_id,
                 )
                 current[f.fact_key] = (version_id, FactState.ACTIVE.value)
                 counts.created += 1
@@ -745,10 +704,10 @@ class KnowledgeStore:
     # --- proposals ----------------------------------------------------------------------
 
     async def propose(self, proposal: Proposal) -> ProposalResult:
-        outbox = _Outbox()
+        outbox = Outbox()
         identity = proposal.context.identity()
         async with self._pool.acquire() as conn, conn.transaction():
-            await _lock_keys(conn, [proposal.fact_key, f"task:{proposal.principal_id}:{identity}"])
+            await lock_keys(conn, [proposal.fact_key, f"task:{proposal.principal_id}:{identity}"])
             findings = await self._findings(conn, proposal, identity)
             decision = domain.decide_proposal(proposal, findings, self._ontology)
             if decision.outcome is Outcome.CREATED:
@@ -758,7 +717,7 @@ class KnowledgeStore:
             )
             fact = None
             if decision.outcome in (Outcome.CREATED, Outcome.DEDUPLICATED, Outcome.SKIPPED):
-                views = await self._facts(
+                views = await self.facts(
                     conn,
                     scope_ids=proposal.lookup_scope_ids,
                     fact_keys=[decision.fact_key],
@@ -834,33 +793,28 @@ class KnowledgeStore:
         )
 
     async def _create_proposal(
-        self, conn: asyncpg.Connection, proposal: Proposal, outbox: _Outbox
+        self, conn: asyncpg.Connection, proposal: Proposal, outbox: Outbox
     ) -> None:
         # A retracted proposal proposed again becomes a new PROPOSED version.
         await conn.execute(
             "UPDATE facts SET superseded_at = now() WHERE fact_key = $1 AND superseded_at IS NULL",
             proposal.fact_key,
         )
-        version_id = uuid.uuid4()
-        await conn.execute(
-            """INSERT INTO facts (
-                   version_id, fact_key, scope_id, subject, predicate, object, subject_norm,
-                   predicate_norm, object_norm, state, trust_tier, authority, recorded_at,
-                   origin, created_by)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'PROPOSED', $10, $11, now(),
-                       'proposal', $12)""",
-            version_id,
-            proposal.fact_key,
-            proposal.personal_scope_id,
-            proposal.subject,
-            proposal.predicate,
-            proposal.object,
-            proposal.subject_norm,
-            proposal.predicate_norm,
-            proposal.object_norm,
-            domain.PROPOSAL_TRUST_TIER,
-            domain.PROPOSAL_AUTHORITY,
-            proposal.principal_id,
+        version_id = await insert_version(
+            conn,
+            fact_key=proposal.fact_key,
+            scope_id=proposal.personal_scope_id,
+            subject=proposal.subject,
+            predicate=proposal.predicate,
+            object=proposal.object,
+            subject_norm=proposal.subject_norm,
+            predicate_norm=proposal.predicate_norm,
+            object_norm=proposal.object_norm,
+            state=FactState.PROPOSED.value,
+            trust_tier=domain.PROPOSAL_TRUST_TIER,
+            authority=domain.PROPOSAL_AUTHORITY,
+            origin="proposal",
+            created_by=proposal.principal_id,
         )
         assertion_id = uuid.uuid4()
         await conn.execute(
@@ -883,14 +837,14 @@ class KnowledgeStore:
                 proposal.evidence_text,
             )
         outbox.add(ChangeKind.FACT_UPSERTED, proposal.personal_scope_id, version_id=version_id)
-        await curation_store.record_proposal_targets(conn, proposal, version_id)
+        await record_proposal_targets(conn, proposal, version_id)
 
     async def retract(
         self, personal_scope_id: uuid.UUID, fact_key: str
     ) -> tuple[RetractionStatus, FactView]:
-        outbox = _Outbox()
+        outbox = Outbox()
         async with self._pool.acquire() as conn, conn.transaction():
-            await _lock_keys(conn, [fact_key])
+            await lock_keys(conn, [fact_key])
             row = await conn.fetchrow(
                 "SELECT version_id, scope_id, state FROM facts"
                 " WHERE fact_key = $1 AND superseded_at IS NULL",
@@ -902,24 +856,9 @@ class KnowledgeStore:
                 status = RetractionStatus.ALREADY_RETRACTED
             elif row["state"] == FactState.PROPOSED.value:
                 status = RetractionStatus.RETRACTED
-                version_id = uuid.uuid4()
-                await conn.execute(
-                    "UPDATE facts SET superseded_at = now() WHERE version_id = $1",
-                    row["version_id"],
-                )
-                await conn.execute(
-                    """INSERT INTO facts (
-                           version_id, fact_key, scope_id, subject, predicate, object,
-                           subject_norm, predicate_norm, object_norm, state, trust_tier,
-                           authority, valid_from, valid_to, recorded_at, repository, branch,
-                           code_path, document_type, source_type, origin, created_by)
-                       SELECT $1, fact_key, scope_id, subject, predicate, object, subject_norm,
-                              predicate_norm, object_norm, 'RETRACTED', trust_tier, authority,
-                              valid_from, valid_to, now(), repository, branch, code_path,
-                              document_type, source_type, origin, created_by
-                       FROM facts WHERE version_id = $2""",
-                    version_id,
-                    row["version_id"],
+                await close_version(conn, row["version_id"])
+                version_id = await insert_version(
+                    conn, copy_of=row["version_id"], state=FactState.RETRACTED.value
                 )
                 await conn.execute(
                     """UPDATE assertions SET status = 'withdrawn', withdrawn_at = now(),
@@ -930,7 +869,7 @@ class KnowledgeStore:
                 outbox.add(ChangeKind.FACT_UPSERTED, personal_scope_id, version_id=version_id)
             else:
                 raise InvalidInput("fact_key", "not a pending proposal", reason="not_pending")
-            views = await self._facts(
+            views = await self.facts(
                 conn,
                 scope_ids=[personal_scope_id],
                 fact_keys=[fact_key],
@@ -947,7 +886,7 @@ class KnowledgeStore:
         page_size: int,
         after_seq: int,
     ) -> ProposalReport:
-        p = _Params()
+        p = Params()
         where = [f"principal_id = {p(principal_id)}"]
         for column in ("runtime", "session_ref", "task_ref", "repository_ref"):
             value = getattr(context, column)
@@ -1022,7 +961,7 @@ class KnowledgeStore:
     # --- feedback -----------------------------------------------------------------------
 
     async def record_feedback(self, fb: FeedbackIn) -> FeedbackView:
-        outbox = _Outbox()
+        outbox = Outbox()
         async with self._pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
                 """INSERT INTO retrieval_feedback (feedback_id, principal_id, scope_id, pack_id,

@@ -17,7 +17,7 @@ from vera.rpc.client import open_channel
 from vera.services.knowledge import server as knowledge_server
 from vera.services.knowledge.domain import fact_key, load_ontology, normalize
 from vera.services.knowledge.graph import ConflictFilter, ExtractiveSummarizer
-from vera.services.knowledge.model_store import ModelStore
+from vera.services.knowledge.graph_store import GraphStore
 from vera.services.knowledge.store import KnowledgeStore
 
 CURATOR = str(uuid.uuid4())
@@ -238,14 +238,14 @@ class _CountingPool:
 
 
 @pytest.fixture
-async def counted(pg_dsn: str, hub) -> AsyncIterator[tuple[ModelStore, list[int]]]:
+async def counted(pg_dsn: str, hub) -> AsyncIterator[tuple[GraphStore, list[int]]]:
     pool = await asyncpg.create_pool(
         pg_dsn, min_size=1, max_size=2, server_settings={"search_path": "knowledge"}
     )
     try:
         counting = _CountingPool(pool)
         store = KnowledgeStore(counting, load_ontology())  # type: ignore[arg-type]
-        yield ModelStore(store, ExtractiveSummarizer()), counting.counter
+        yield GraphStore(store, ExtractiveSummarizer()), counting.counter
     finally:
         await pool.close()
 

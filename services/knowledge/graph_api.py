@@ -1,8 +1,6 @@
-"""The knowledge-model RPCs (corrections, entities, sources, graph, conflicts, feed,
-communities): proto <-> domain translation and nothing else.
-
-``ModelServicer`` extends ``KnowledgeServicer`` so one servicer serves the whole
-KnowledgeService.
+"""The knowledge-graph RPCs (corrections, entities, sources, graph, conflicts, feed,
+communities) and the background community refresh: proto <-> domain translation and
+nothing else. One RPC group of ``api.KnowledgeServicer``.
 """
 
 from __future__ import annotations
@@ -19,65 +17,10 @@ from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 
-from . import domain, graph
-from .api import _FACT_STATES, KnowledgeServicer, fact_to_proto
-from .graph import ConflictFilter, EntityView
-from .model_store import CommunityView, ModelStore, RunView
-from .store import KnowledgeStore
+from . import convert, domain, graph
+from .graph_store import GraphStore
 
 log = logging.getLogger(__name__)
-
-_CONFLICT_FILTERS = {
-    pb.CONFLICT_FILTER_UNSPECIFIED: ConflictFilter.INCLUDE,
-    pb.CONFLICT_FILTER_INCLUDE: ConflictFilter.INCLUDE,
-    pb.CONFLICT_FILTER_EXCLUDE: ConflictFilter.EXCLUDE,
-    pb.CONFLICT_FILTER_ONLY: ConflictFilter.ONLY,
-}
-
-
-def _entity(e: EntityView) -> pb.Entity:
-    return pb.Entity(
-        entity_id=str(e.entity_id) if e.entity_id else "",
-        scope_id=str(e.scope_id) if e.scope_id else "",
-        name=e.name,
-        aliases=list(e.aliases),
-        kind=e.kind,
-    )
-
-
-def _run(r: RunView) -> pb.DerivationRun:
-    return pb.DerivationRun(
-        run_id=str(r.run_id),
-        scope_id=str(r.scope_id),
-        change_position=r.change_position,
-        algorithm=r.algorithm,
-        seed=r.seed,
-        summarizer=r.summarizer,
-        fact_count=r.fact_count,
-        entity_count=r.entity_count,
-        created_at=to_timestamp(r.created_at),
-    )
-
-
-def _community(c: CommunityView) -> pb.Community:
-    return pb.Community(
-        community_id=str(c.community_id),
-        scope_id=str(c.scope_id),
-        label=c.label,
-        summary=c.summary,
-        entities=list(c.entities),
-        authoritative=False,
-        run=_run(c.run),
-        fact_count=c.fact_count,
-        score=c.score,
-    )
-
-
-def _conflict_filter(value: int) -> ConflictFilter:
-    if value not in _CONFLICT_FILTERS:
-        raise InvalidInput("conflict_filter", "unknown", reason="out_of_range")
-    return _CONFLICT_FILTERS[value]
-
 
 _GROUP_TOKEN = re.compile(r"g1:[0-9a-f]{32}")
 
@@ -107,20 +50,11 @@ def _start(request) -> tuple[str, object]:
     return name, entity_id
 
 
-class ModelServicer(KnowledgeServicer):
-    def __init__(
-        self,
-        store: KnowledgeStore,
-        model: ModelStore,
-        *,
-        stale_source_days: int,
-        refresh_seconds: float = 0.0,
-    ) -> None:
-        super().__init__(store)
-        self._model = model
-        self._stale_days = stale_source_days
-        self._refresh_seconds = refresh_seconds
-        self._refresher: asyncio.Task[None] | None = None
+class GraphRpcs:
+    _graph: GraphStore
+    _stale_days: int
+    _refresh_seconds: float
+    _refresher: asyncio.Task[None] | None
 
     # --- background community refresh ---------------------------------------------------
 
@@ -140,8 +74,8 @@ class ModelServicer(KnowledgeServicer):
         while True:
             await asyncio.sleep(self._refresh_seconds)
             try:
-                for scope in await self._model.scopes_needing_communities():
-                    await self._model.derive_communities(scope)
+                for scope in await self._graph.scopes_needing_communities():
+                    await self._graph.derive_communities(scope)
             except asyncio.CancelledError:
                 raise
             except Exception:  # the next tick retries; reads keep serving the last run
@@ -177,7 +111,7 @@ class ModelServicer(KnowledgeServicer):
         )
         reason = domain.bound_text("reason", request.reason, domain.MAX_TEXT).strip()
         try:
-            old, new, position, created = await self._model.correct_fact(
+            old, new, position, created = await self._graph.correct_fact(
                 principal, scope, key, replacement, reason
             )
         except InvalidInput as exc:
@@ -187,8 +121,8 @@ class ModelServicer(KnowledgeServicer):
                 ) from None
             raise
         return pb.CorrectFactResponse(
-            corrected=fact_to_proto(old),
-            replacement=fact_to_proto(new),
+            corrected=convert.fact_to_proto(old),
+            replacement=convert.fact_to_proto(new),
             change_position=position,
             created=created,
         )
@@ -196,15 +130,15 @@ class ModelServicer(KnowledgeServicer):
     async def GetFact(self, request: pb.GetFactRequest, context) -> pb.GetFactResponse:
         scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
         key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
-        fact, versions = await self._model.get_fact(
+        fact, versions = await self._graph.get_fact(
             scopes, key, from_timestamp(request, "as_of"), from_timestamp(request, "known_as_of")
         )
         return pb.GetFactResponse(
-            fact=fact_to_proto(fact) if fact is not None else None,
+            fact=convert.fact_to_proto(fact) if fact is not None else None,
             versions=[
                 pb.FactVersion(
                     version_id=str(v.version_id),
-                    state=_FACT_STATES[v.state],
+                    state=convert.FACT_STATES[v.state],
                     valid_from=to_timestamp(v.valid_from),
                     valid_to=to_timestamp(v.valid_to),
                     recorded_at=to_timestamp(v.recorded_at),
@@ -224,17 +158,19 @@ class ModelServicer(KnowledgeServicer):
         size = domain.page_size(
             "page_size", request.page_size, graph.ENTITY_PAGE_DEFAULT, graph.ENTITY_PAGE_MAX
         )
-        entity, facts, total = await self._model.get_entity(
+        entity, facts, total = await self._graph.get_entity(
             scopes,
             name,
             entity_id,  # type: ignore[arg-type]
             from_timestamp(request, "as_of"),
             from_timestamp(request, "known_as_of"),
             size,
-            _conflict_filter(request.conflict_filter),
+            convert.conflict_filter(request.conflict_filter),
         )
         return pb.GetEntityResponse(
-            entity=_entity(entity), facts=[fact_to_proto(f) for f in facts], total_facts=total
+            entity=convert.entity_to_proto(entity),
+            facts=[convert.fact_to_proto(f) for f in facts],
+            total_facts=total,
         )
 
     async def GetSource(self, request: pb.GetSourceRequest, context) -> pb.GetSourceResponse:
@@ -243,7 +179,7 @@ class ModelServicer(KnowledgeServicer):
         if request.scope_id:
             only = domain.parse_uuid("scope_id", request.scope_id)
             scopes = [s for s in scopes if s == only]
-        detail = await self._model.get_source(
+        detail = await self._graph.get_source(
             scopes,
             source_id,
             from_timestamp(request, "known_as_of"),
@@ -291,7 +227,7 @@ class ModelServicer(KnowledgeServicer):
         size = domain.page_size(
             "page_size", request.page_size, graph.EXPLORE_PAGE_DEFAULT, graph.EXPLORE_PAGE_MAX
         )
-        hood = await self._model.explore(
+        hood = await self._graph.explore(
             scopes,
             name,
             entity_id,  # type: ignore[arg-type]
@@ -299,13 +235,16 @@ class ModelServicer(KnowledgeServicer):
             size,
             from_timestamp(request, "as_of"),
             from_timestamp(request, "known_as_of"),
-            _conflict_filter(request.conflict_filter),
+            convert.conflict_filter(request.conflict_filter),
         )
         return pb.ExploreGraphResponse(
-            entity=_entity(hood.entity),
+            entity=convert.entity_to_proto(hood.entity),
             edges=[
                 pb.GraphEdge(
-                    fact=fact_to_proto(e.fact), hop=e.hop, from_node=e.from_node, to_node=e.to_node
+                    fact=convert.fact_to_proto(e.fact),
+                    hop=e.hop,
+                    from_node=e.from_node,
+                    to_node=e.to_node,
                 )
                 for e in hood.edges
             ],
@@ -320,7 +259,7 @@ class ModelServicer(KnowledgeServicer):
         size = domain.page_size(
             "page_size", request.page_size, graph.CONFLICTS_PAGE_DEFAULT, graph.CONFLICTS_PAGE_MAX
         )
-        groups, total, last = await self._model.list_conflicts(
+        groups, total, last = await self._graph.list_conflicts(
             scopes,
             size,
             _decode_group_token(request.page_token),
@@ -333,13 +272,13 @@ class ModelServicer(KnowledgeServicer):
                     scope_id=str(g.scope_id),
                     subject=g.subject,
                     predicate=g.predicate,
-                    facts=[fact_to_proto(f) for f in g.facts],
+                    facts=[convert.fact_to_proto(f) for f in g.facts],
                 )
                 for g in groups
             ],
             next_page_token=_encode_group_token(last) if last else "",
             total=total,
-            ontology_version=self._model.ontology_version,
+            ontology_version=self._graph.ontology_version,
         )
 
     async def ListScopeChanges(
@@ -350,7 +289,7 @@ class ModelServicer(KnowledgeServicer):
             "page_size", request.page_size, graph.FEED_PAGE_DEFAULT, graph.FEED_PAGE_MAX
         )
         after = page_tokens.decode_position(request.page_token)
-        changes, last, more = await self._model.list_scope_changes(
+        changes, last, more = await self._graph.list_scope_changes(
             scopes,
             after,
             size,
@@ -365,7 +304,7 @@ class ModelServicer(KnowledgeServicer):
                     position=c.position,
                     change=c.change,
                     scope_id=str(c.scope_id),
-                    fact=fact_to_proto(c.fact) if c.fact is not None else None,
+                    fact=convert.fact_to_proto(c.fact) if c.fact is not None else None,
                     source_id=c.source_id,
                     created_at=to_timestamp(c.created_at),
                 )
@@ -380,8 +319,10 @@ class ModelServicer(KnowledgeServicer):
     ) -> pb.DeriveCommunitiesResponse:
         scope = domain.parse_uuid("scope_id", request.scope_id)
         assert scope is not None
-        run, created, count = await self._model.derive_communities(scope)
-        return pb.DeriveCommunitiesResponse(run=_run(run), created=created, community_count=count)
+        run, created, count = await self._graph.derive_communities(scope)
+        return pb.DeriveCommunitiesResponse(
+            run=convert.run_to_proto(run), created=created, community_count=count
+        )
 
     async def SearchCommunities(
         self, request: pb.SearchCommunitiesRequest, context
@@ -391,7 +332,7 @@ class ModelServicer(KnowledgeServicer):
         size = domain.page_size(
             "page_size", request.page_size, graph.COMMUNITY_PAGE_DEFAULT, graph.COMMUNITY_PAGE_MAX
         )
-        found, empty_reason = await self._model.search_communities(
+        found, empty_reason = await self._graph.search_communities(
             scopes,
             query,
             size,
@@ -399,7 +340,7 @@ class ModelServicer(KnowledgeServicer):
             from_timestamp(request, "as_of"),
         )
         return pb.SearchCommunitiesResponse(
-            communities=[_community(c) for c in found], empty_reason=empty_reason
+            communities=[convert.community_to_proto(c) for c in found], empty_reason=empty_reason
         )
 
     async def GetCommunityLineage(
@@ -412,7 +353,7 @@ class ModelServicer(KnowledgeServicer):
             "page_size", request.page_size, graph.LINEAGE_PAGE_DEFAULT, graph.LINEAGE_PAGE_MAX
         )
         offset = page_tokens.decode_position(request.page_token)
-        community, facts, total = await self._model.community_lineage(
+        community, facts, total = await self._graph.community_lineage(
             scopes,
             community_id,
             size,
@@ -422,8 +363,8 @@ class ModelServicer(KnowledgeServicer):
         )
         nxt = offset + size
         return pb.GetCommunityLineageResponse(
-            community=_community(community),
-            facts=[fact_to_proto(f) for f in facts],
+            community=convert.community_to_proto(community),
+            facts=[convert.fact_to_proto(f) for f in facts],
             next_page_token=page_tokens.encode_position(nxt) if nxt < total else "",
             total=total,
         )

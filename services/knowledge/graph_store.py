@@ -1,4 +1,4 @@
-"""The asyncpg adapter of the knowledge model: corrections, fact history, entities,
+"""The asyncpg adapter of the knowledge graph: corrections, fact history, entities,
 sources, graph traversal, conflicts, the scoped change feed and communities.
 
 It shares the pool and the fact-reading queries of ``KnowledgeStore``; every read is
@@ -36,11 +36,8 @@ from .graph import (
     rank_facts,
     resolve_entity,
 )
-from .store import KnowledgeStore, _lock_keys, _Outbox, _Params
-
-_COPY_COLUMNS = """fact_key, scope_id, subject, predicate, object, subject_norm, predicate_norm,
-    object_norm, trust_tier, authority, valid_from, repository, branch, code_path,
-    document_type, source_type, origin, created_by"""
+from .outbox import Outbox, close_version, insert_version, lock_keys
+from .store import KnowledgeStore, Params
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -186,11 +183,11 @@ _COMMUNITY_SELECT = """
 """
 
 
-class ModelStore:
+class GraphStore:
     def __init__(self, store: KnowledgeStore, summarizer: Summarizer) -> None:
         self._store = store
-        self._pool = store._pool
-        self._ontology = store._ontology
+        self._pool = store.pool
+        self._ontology = store.ontology
         self._summarizer = summarizer
 
     @property
@@ -207,9 +204,9 @@ class ModelStore:
         replacement: FactIn,
         reason: str,
     ) -> tuple[FactView, FactView, int, bool]:
-        outbox = _Outbox()
+        outbox = Outbox()
         async with self._pool.acquire() as conn, conn.transaction():
-            await _lock_keys(conn, [fact_key, replacement.fact_key])
+            await lock_keys(conn, [fact_key, replacement.fact_key])
             old = await conn.fetchrow(
                 "SELECT * FROM facts WHERE fact_key = $1 AND superseded_at IS NULL", fact_key
             )
@@ -239,9 +236,7 @@ class ModelStore:
                     raise InvalidInput(
                         "replacement.source_id", "unknown source", reason="not_found"
                     )
-            await conn.execute(
-                "UPDATE facts SET superseded_at = now() WHERE version_id = $1", old["version_id"]
-            )
+            await close_version(conn, old["version_id"])
             closed_version = old["version_id"]
             if not same_key:
                 # The world changed at the replacement's valid_from: the old fact stays true
@@ -255,18 +250,13 @@ class ModelStore:
                     assert replacement.valid_from is not None
                     if valid_to is None or valid_to > replacement.valid_from:
                         valid_to = replacement.valid_from
-                closed_version = uuid.uuid4()
-                await conn.execute(
-                    f"""INSERT INTO facts (version_id, state, valid_to, recorded_at,
-                            superseded_by, correction_reason, {_COPY_COLUMNS})
-                        SELECT $1, $2, $3, now(), $4, $5, {_COPY_COLUMNS}
-                        FROM facts WHERE version_id = $6""",
-                    closed_version,
-                    state,
-                    valid_to,
-                    replacement.fact_key,
-                    reason,
-                    old["version_id"],
+                closed_version = await insert_version(
+                    conn,
+                    copy_of=old["version_id"],
+                    state=state,
+                    valid_to=valid_to,
+                    superseded_by=replacement.fact_key,
+                    correction_reason=reason,
                 )
                 outbox.add(ChangeKind.FACT_UPSERTED, scope_id, version_id=closed_version)
                 await conn.execute(
@@ -282,38 +272,31 @@ class ModelStore:
                     )
                     or ""
                 )
-            new_version = uuid.uuid4()
             f = replacement
-            await conn.execute(
-                """INSERT INTO facts (
-                       version_id, fact_key, scope_id, subject, predicate, object,
-                       subject_norm, predicate_norm, object_norm, state, trust_tier,
-                       authority, valid_from, valid_to, recorded_at, repository, branch,
-                       code_path, document_type, source_type, origin, created_by, corrects,
-                       correction_reason)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'ACTIVE', $10, $11, $12, $13,
-                           now(), $14, $15, $16, $17, $18, 'curated', $19, $20, $21)""",
-                new_version,
-                f.fact_key,
-                scope_id,
-                f.subject,
-                f.predicate,
-                f.object,
-                f.subject_norm,
-                f.predicate_norm,
-                f.object_norm,
-                f.trust_tier,
-                f.authority,
-                f.valid_from,
-                f.valid_to,
-                f.repository,
-                f.branch,
-                f.code_path,
-                f.document_type,
-                source_type or old["source_type"] if same_key else source_type,
-                principal_id,
-                fact_key,
-                reason,
+            new_version = await insert_version(
+                conn,
+                fact_key=f.fact_key,
+                scope_id=scope_id,
+                subject=f.subject,
+                predicate=f.predicate,
+                object=f.object,
+                subject_norm=f.subject_norm,
+                predicate_norm=f.predicate_norm,
+                object_norm=f.object_norm,
+                state=FactState.ACTIVE.value,
+                trust_tier=f.trust_tier,
+                authority=f.authority,
+                valid_from=f.valid_from,
+                valid_to=f.valid_to,
+                repository=f.repository,
+                branch=f.branch,
+                code_path=f.code_path,
+                document_type=f.document_type,
+                source_type=source_type or old["source_type"] if same_key else source_type,
+                origin="curated",
+                created_by=principal_id,
+                corrects=fact_key,
+                correction_reason=reason,
             )
             outbox.add(ChangeKind.FACT_UPSERTED, scope_id, version_id=new_version)
             exists = await conn.fetchval(
@@ -348,7 +331,7 @@ class ModelStore:
             await outbox.flush(conn)
             views = {
                 v.version_id: v
-                for v in await self._store._facts(
+                for v in await self._store.facts(
                     conn, version_ids=[closed_version, new_version], live_only=False
                 )
             }
@@ -388,7 +371,7 @@ class ModelStore:
             return None
         views = {
             v.version_id: v
-            for v in await self._store._facts(
+            for v in await self._store.facts(
                 conn, version_ids=[closed_id, new_id], live_only=False
             )
         }
@@ -418,7 +401,7 @@ class ModelStore:
             )
             if not rows:
                 raise InvalidInput("fact_key", "no such fact in scope", reason="not_found")
-            views = await self._store._facts(
+            views = await self._store.facts(
                 conn,
                 scope_ids=scope_ids,
                 fact_keys=[fact_key],
@@ -645,8 +628,8 @@ class ModelStore:
         or resolving between pages never shift the rest). Returns the page, the total and
         the last group id of the page when more follow, else ""."""
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
-            p = _Params()
-            conflicted = self._store._fact_select(
+            p = Params()
+            conflicted = self._store.fact_select(
                 p,
                 scope_ids=scope_ids,
                 as_of=as_of,
@@ -670,7 +653,7 @@ class ModelStore:
             groups = {r["group_id"]: r["keys"] for r in rows[:page_size]}
             keys = [k for g in page for k in groups[g]]
             views = (
-                await self._store._facts(
+                await self._store.facts(
                     conn,
                     scope_ids=scope_ids,
                     fact_keys=keys,
@@ -747,7 +730,7 @@ class ModelStore:
             facts = (
                 {
                     v.version_id: v
-                    for v in await self._store._facts(
+                    for v in await self._store.facts(
                         conn, version_ids=version_ids, known_as_of=known_as_of, live_only=False
                     )
                 }
@@ -862,7 +845,7 @@ class ModelStore:
 
     async def derive_communities(self, scope_id: uuid.UUID) -> tuple[RunView, bool, int]:
         async with self._pool.acquire() as conn, conn.transaction():
-            await _lock_keys(conn, [f"communities:{scope_id}"])
+            await lock_keys(conn, [f"communities:{scope_id}"])
             position = await conn.fetchval(
                 "SELECT coalesce(max(position), 0) FROM outbox WHERE scope_id = $1", scope_id
             )
@@ -1048,7 +1031,7 @@ class ModelStore:
             )
             versions = [r["version_id"] for r in lineage]
             facts = (
-                await self._store._facts(
+                await self._store.facts(
                     conn, version_ids=versions, known_as_of=known_as_of, live_only=False
                 )
                 if versions

@@ -1,0 +1,241 @@
+"""The fact RPCs of KnowledgeService (ingest, reads, proposals, feedback, the change log):
+proto <-> domain translation and nothing else."""
+
+from __future__ import annotations
+
+from vera import page_tokens
+from vera.errors import InvalidInput
+from vera.knowledge.v1 import knowledge_service_pb2 as pb
+from vera.rpc.timestamps import from_timestamp, to_timestamp
+
+from . import convert, domain
+from .policy import policy_for
+from .store import KnowledgeStore
+
+MAX_KEYS_PER_BATCH = 1000
+
+
+def _fact_keys(field_name: str, keys: list[str]) -> list[str]:
+    if len(keys) > MAX_KEYS_PER_BATCH:
+        raise InvalidInput(field_name, f"at most {MAX_KEYS_PER_BATCH}", reason="too_many")
+    return [k.strip() for k in keys]
+
+
+class FactRpcs:
+    """The RPCs over facts, proposals and feedback; one group of ``api.KnowledgeServicer``."""
+
+    _store: KnowledgeStore
+
+    async def IngestKnowledge(
+        self, request: pb.IngestKnowledgeRequest, context
+    ) -> pb.IngestKnowledgeResponse:
+        principal = domain.parse_uuid("principal_id", request.principal_id)
+        scope = domain.parse_uuid("scope_id", request.scope_id)
+        assert principal is not None and scope is not None
+        sources = tuple(
+            domain.validate_source(
+                i,
+                domain.SourceIn(
+                    source_id=s.source_id,
+                    source_type=s.source_type,
+                    title=s.title,
+                    uri=s.uri,
+                    observed_at=from_timestamp(s, "observed_at", f"sources[{i}].observed_at"),
+                ),
+            )
+            for i, s in enumerate(request.sources)
+        )
+        entities = tuple(
+            domain.validate_entity(i, e.name, list(e.aliases), e.kind)
+            for i, e in enumerate(request.entities)
+        )
+        facts = tuple(
+            domain.validate_fact(
+                i,
+                scope,
+                subject=f.subject,
+                predicate=f.predicate,
+                object_=f.object,
+                source_id=f.source_id,
+                evidence=f.evidence,
+                locator=f.locator,
+                valid_from=from_timestamp(f, "valid_from", f"facts[{i}].valid_from"),
+                valid_to=from_timestamp(f, "valid_to", f"facts[{i}].valid_to"),
+                trust_tier=f.trust_tier if f.HasField("trust_tier") else None,
+                authority=f.authority if f.HasField("authority") else None,
+                repository=f.repository,
+                branch=f.branch,
+                code_path=f.code_path,
+                document_type=f.document_type,
+            )
+            for i, f in enumerate(request.facts)
+        )
+        batch = domain.IngestBatch(principal, scope, sources, entities, facts)
+        result = await self._store.ingest(batch)
+        return pb.IngestKnowledgeResponse(
+            sources=pb.IngestCounts(
+                created=result.sources.created, deduplicated=result.sources.deduplicated
+            ),
+            entities=pb.IngestCounts(
+                created=result.entities.created, deduplicated=result.entities.deduplicated
+            ),
+            facts=pb.IngestCounts(
+                created=result.facts.created, deduplicated=result.facts.deduplicated
+            ),
+            change_position=result.change_position,
+            warnings=[
+                pb.IngestWarning(field=w.field, reason=w.reason, codepoint=w.codepoint)
+                for w in domain.ingest_warnings(batch)
+            ],
+        )
+
+    async def BatchGetFacts(
+        self, request: pb.BatchGetFactsRequest, context
+    ) -> pb.BatchGetFactsResponse:
+        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        keys = _fact_keys("fact_keys", list(request.fact_keys))
+        views = await self._store.batch_get_facts(
+            scopes,
+            keys,
+            from_timestamp(request, "as_of"),
+            from_timestamp(request, "known_as_of"),
+        )
+        return pb.BatchGetFactsResponse(facts=[convert.fact_to_proto(v) for v in views])
+
+    async def ExplainFact(self, request: pb.ExplainFactRequest, context) -> pb.ExplainFactResponse:
+        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
+        found = await self._store.explain_fact(
+            scopes, key, from_timestamp(request, "as_of"), from_timestamp(request, "known_as_of")
+        )
+        if found is None:
+            raise InvalidInput("fact_key", "no such fact in scope", reason="not_found")
+        view, assertions = found
+        return pb.ExplainFactResponse(
+            fact=convert.fact_to_proto(view),
+            assertions=[convert.assertion_to_proto(a) for a in assertions],
+        )
+
+    async def ProposeFact(self, request: pb.ProposeFactRequest, context) -> pb.ProposeFactResponse:
+        proposal = domain.make_proposal(
+            principal_id=request.principal_id,
+            personal_scope_id=request.personal_scope_id,
+            readable_scope_ids=list(request.readable_scope_ids),
+            subject=request.subject,
+            predicate=request.predicate,
+            object_=request.object,
+            evidence_text=request.evidence_text,
+            context=convert.task_context(request.context),
+            target_scope_id=request.target_scope_id,
+        )
+        try:
+            policy_for(self._store.ontology).check(proposal)
+        except InvalidInput as refusal:
+            # Every call appends an attempt: a refused one without the refused text.
+            await self._store.record_refusal(
+                proposal, refusal.field, refusal.metadata.get("reason", "")
+            )
+            raise
+        result = await self._store.propose(proposal)
+        return pb.ProposeFactResponse(
+            attempt_id=str(result.attempt_id),
+            outcome=convert.OUTCOMES[result.decision.outcome],
+            fact=convert.fact_to_proto(result.fact) if result.fact is not None else None,
+            reason=result.decision.reason,
+            conflicting_fact_keys=list(result.decision.conflicting_fact_keys),
+        )
+
+    async def RetractProposal(
+        self, request: pb.RetractProposalRequest, context
+    ) -> pb.RetractProposalResponse:
+        domain.parse_uuid("principal_id", request.principal_id)
+        scope = domain.parse_uuid("personal_scope_id", request.personal_scope_id)
+        assert scope is not None
+        key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
+        status, view = await self._store.retract(scope, key)
+        return pb.RetractProposalResponse(
+            status=convert.RETRACTION[status], fact=convert.fact_to_proto(view)
+        )
+
+    async def GetProposalReport(
+        self, request: pb.GetProposalReportRequest, context
+    ) -> pb.GetProposalReportResponse:
+        principal = domain.parse_uuid("principal_id", request.principal_id)
+        assert principal is not None
+        ctx = convert.task_context(request.context)
+        if ctx.is_empty():
+            raise InvalidInput("context", "at least one context field", reason="required")
+        size = domain.page_size(
+            "page_size", request.page_size, domain.REPORT_PAGE_DEFAULT, domain.REPORT_PAGE_MAX
+        )
+        after = page_tokens.decode_position(request.page_token)
+        report = await self._store.proposal_report(principal, ctx, size, after)
+        return pb.GetProposalReportResponse(
+            attempts=[
+                pb.ProposalAttempt(
+                    attempt_id=str(a.attempt_id),
+                    outcome=convert.OUTCOMES[a.outcome],
+                    reason=a.reason,
+                    fact_key=a.fact_key,
+                    subject=a.subject,
+                    predicate=a.predicate,
+                    object=a.object,
+                    fact_state=(
+                        convert.FACT_STATES[a.fact_state]
+                        if a.fact_state is not None
+                        else pb.FACT_STATE_UNSPECIFIED
+                    ),
+                    context=convert.task_context_to_proto(a.context),
+                    created_at=to_timestamp(a.created_at),
+                )
+                for a in report.attempts
+            ],
+            next_page_token=report.next_page_token,
+            outcome_counts=report.outcome_counts,
+            state_counts=report.state_counts,
+            total_attempts=report.total_attempts,
+        )
+
+    async def RecordFeedback(
+        self, request: pb.RecordFeedbackRequest, context
+    ) -> pb.RecordFeedbackResponse:
+        feedback = domain.make_feedback(
+            principal_id=request.principal_id,
+            personal_scope_id=request.personal_scope_id,
+            pack_id=request.pack_id,
+            result_ref=request.result_ref,
+            signal=request.signal,
+            query=request.query,
+            rank=request.rank,
+            signal_vector=dict(request.signal_vector),
+            fact_key=request.fact_key,
+        )
+        stored = await self._store.record_feedback(feedback)
+        return pb.RecordFeedbackResponse(
+            feedback_id=str(stored.feedback_id),
+            signal=stored.signal,
+            created=stored.created,
+            recorded_at=to_timestamp(stored.recorded_at),
+        )
+
+    async def ListChanges(self, request: pb.ListChangesRequest, context) -> pb.ListChangesResponse:
+        if request.after_position < 0:
+            raise InvalidInput("after_position", "must be >= 0", reason="out_of_range")
+        size = domain.page_size(
+            "page_size", request.page_size, domain.CHANGES_PAGE_DEFAULT, domain.CHANGES_PAGE_MAX
+        )
+        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        page = await self._store.list_changes(request.after_position, size, scopes)
+        return pb.ListChangesResponse(
+            changes=[
+                pb.Change(
+                    position=c.position,
+                    kind=convert.CHANGE_KINDS[c.kind],
+                    fact=convert.fact_to_proto(c.fact) if c.fact is not None else None,
+                    created_at=to_timestamp(c.created_at),
+                    erased_version_id=c.erased_version_id,
+                )
+                for c in page.changes
+            ],
+            head_position=page.head_position,
+        )

@@ -1,0 +1,130 @@
+"""The write kernel every knowledge transaction shares: fact versions, key locks, the
+outbox (change log) and the proposal targets a new proposal is addressed to.
+
+Writes append their outbox rows last, under one advisory lock, so outbox positions become
+visible in commit order (a tailing indexer never skips a position that commits late).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from . import curation
+from .domain import ChangeKind, Proposal
+
+# Any constant works; it only has to be the same for every writer of this schema.
+OUTBOX_LOCK = 0x6B6E6F776C656467  # "knowledg"
+
+# The columns of a fact version besides its id and recorded_at (always now()).
+VERSION_COLUMNS = (
+    "fact_key", "scope_id", "subject", "predicate", "object", "subject_norm",
+    "predicate_norm", "object_norm", "state", "trust_tier", "authority", "valid_from",
+    "valid_to", "repository", "branch", "code_path", "document_type", "source_type",
+    "origin", "created_by", "superseded_by", "corrects", "correction_reason",
+)  # fmt: skip
+# Where a version stands in a correction chain: a copied version starts its own.
+_LINEAGE_COLUMNS = frozenset({"superseded_by", "corrects", "correction_reason"})
+
+
+async def insert_version(
+    conn: asyncpg.Connection, *, copy_of: uuid.UUID | None = None, **values: Any
+) -> uuid.UUID:
+    """Appends a fact version and returns its id: ``values`` (others take their defaults),
+    or a copy of version ``copy_of`` with ``values`` replacing its columns."""
+    unknown = set(values) - set(VERSION_COLUMNS)
+    if unknown:
+        raise ValueError(f"not a fact version column: {sorted(unknown)}")
+    version_id = uuid.uuid4()
+    params: list[Any] = [version_id]
+    columns = ["version_id", "recorded_at"]
+    expressions = ["$1", "now()"]
+    for name, value in values.items():
+        params.append(value)
+        columns.append(name)
+        expressions.append(f"${len(params)}")
+    if copy_of is None:
+        source = f"VALUES ({', '.join(expressions)})"
+    else:
+        copied = [c for c in VERSION_COLUMNS if c not in values and c not in _LINEAGE_COLUMNS]
+        columns += copied
+        params.append(copy_of)
+        source = (
+            f"SELECT {', '.join(expressions + copied)} FROM facts"
+            f" WHERE version_id = ${len(params)}"
+        )
+    await conn.execute(f"INSERT INTO facts ({', '.join(columns)}) {source}", *params)
+    return version_id
+
+
+async def close_version(conn: asyncpg.Connection, version_id: uuid.UUID) -> None:
+    """Ends a version's transaction time: a successor version becomes current."""
+    await conn.execute("UPDATE facts SET superseded_at = now() WHERE version_id = $1", version_id)
+
+
+async def lock_keys(conn: asyncpg.Connection, keys: Iterable[str]) -> None:
+    """Transaction locks on fact keys (or other names), taken in one stable order."""
+    await conn.execute(
+        """SELECT count(pg_advisory_xact_lock(h)) FROM (
+               SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k
+               ORDER BY h) AS locks""",
+        sorted(set(keys)),
+    )
+
+
+async def lock_outbox(conn: asyncpg.Connection) -> None:
+    """The writers' lock on the outbox, held until the transaction ends."""
+    await conn.execute("SELECT pg_advisory_xact_lock($1)", OUTBOX_LOCK)
+
+
+async def change_position(conn: asyncpg.Connection) -> int:
+    """The newest position of the change log."""
+    return await conn.fetchval("SELECT coalesce(max(position), 0) FROM outbox")
+
+
+@dataclass
+class Outbox:
+    """Outbox rows of one transaction, written last by ``flush``."""
+
+    rows: list[tuple[str, uuid.UUID | None, uuid.UUID, str]] = field(default_factory=list)
+    _seen: set[tuple[str, object]] = field(default_factory=set)
+
+    def add(
+        self,
+        kind: ChangeKind,
+        scope_id: uuid.UUID,
+        *,
+        version_id: uuid.UUID | None = None,
+        ref: str = "",
+    ) -> None:
+        key = (kind.value, version_id or ref)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.rows.append((kind.value, version_id, scope_id, ref))
+
+    async def flush(self, conn: asyncpg.Connection) -> None:
+        if not self.rows:
+            return
+        await lock_outbox(conn)
+        await conn.executemany(
+            "INSERT INTO outbox (kind, version_id, scope_id, ref) VALUES ($1, $2, $3, $4)",
+            self.rows,
+        )
+
+
+async def record_proposal_targets(
+    conn: asyncpg.Connection, proposal: Proposal, version_id: uuid.UUID
+) -> None:
+    """Addresses a newly created PROPOSED version to the proposer's shared projects."""
+    targets = curation.proposal_targets(proposal)
+    if targets:
+        await conn.executemany(
+            "INSERT INTO proposal_targets (version_id, fact_key, scope_id) VALUES ($1, $2, $3)"
+            " ON CONFLICT DO NOTHING",
+            [(version_id, proposal.fact_key, t) for t in targets],
+        )
