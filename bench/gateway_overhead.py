@@ -59,15 +59,15 @@ from bench.metrics import percentile
 from vera.config import McpSettings, ObservabilitySettings, Settings
 from vera.gateway.app import build_app
 from vera.gateway.auth import LocalDevAuthenticator
+from vera.gateway.call_context import CallContext
+from vera.gateway.coding_tools import CODING_TOOLS
 from vera.gateway.guard import Guard
-from vera.gateway.handlers import HANDLERS, CallContext
 from vera.gateway.metrics import ToolMetrics
 from vera.gateway.profiles import handlers_for_profile, tools_for_profile
 from vera.gateway.project_cache import ProjectCache
 from vera.gateway.quota import QuotaPolicy, limits_from_settings
 from vera.gateway.render import render
 from vera.gateway.shared_quota import IdentityQuotaStore
-from vera.gateway.tools import CODING_TOOLS
 from vera.identity.v1 import identity_pb2
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.logs import configure_logging
@@ -487,10 +487,9 @@ async def handler_and_render(tool: str) -> AsyncIterator[Call]:
     )
     spec = next(spec for spec in CODING_TOOLS if spec.name == tool)
     args = spec.arguments.validate(arguments(tool))
-    handler = HANDLERS[tool]
 
     async def call() -> None:
-        render(tool, await handler(ctx, args))
+        render(spec, await spec.handler(ctx, args))
 
     yield call
 

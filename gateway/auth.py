@@ -22,8 +22,8 @@ from starlette.requests import Request
 from vera.config import Settings
 from vera.errors import VeraError
 from vera.gateway.errors import tool_error
+from vera.gateway.spec import AuthClass
 from vera.gateway.tokens import TokenRejected, TokenVerifier, VerifiedToken
-from vera.gateway.tools import AuthClass
 from vera.identity.v1 import identity_pb2
 from vera.local_principal import LocalPrincipal
 from vera.rpc.backends import Backends

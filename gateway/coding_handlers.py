@@ -1,115 +1,34 @@
-"""Tool bodies: each is a translation to one or a few gRPC calls and back to JSON.
+"""Tool bodies and text renderings of the coding tools: each body is a translation to one
+or a few gRPC calls and back to JSON.
 
 No business rules live here. Arguments arrive already bounds-checked with defaults
 filled (timestamps as aware datetimes); failures are ``VeraError`` from the services,
-which the guard maps to the MCP error contract.
+which the guard maps to the MCP error contract. The specs in ``coding_tools`` name them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from vera import INTEGRATION_CONTRACT_VERSION, SERVER_VERSION
-from vera.config import Settings
 from vera.errors import InvalidInput, NotFound
-from vera.gateway import snapshot_replay, views
-from vera.gateway.auth import Caller, scope_names
-from vera.gateway.project_cache import ProjectCache
-from vera.gateway.tools import TASK_CONTEXT_NAMES, AuthClass
+from vera.gateway import call_context, views
+from vera.gateway.auth import scope_names
+from vera.gateway.call_context import CallContext
+from vera.gateway.render import UNTRUSTED
+from vera.gateway.spec import AuthClass
 from vera.identity.v1 import identity_pb2
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
-from vera.repository_identity import canonicalize, relative_code_path
 from vera.retrieval.v1 import retrieval_pb2
-from vera.rpc.backends import Backends
 from vera.rpc.timestamps import to_timestamp
 from vera.snapshot.v1 import snapshot_pb2
 
 
-@dataclass(frozen=True)
-class CallContext:
-    caller: Caller
-    backends: Backends
-    settings: Settings
-    protocol_version: str | None
-    visible_tools: tuple[str, ...]
-    projects: ProjectCache | None = None
-
-
-Handler = Callable[[CallContext, dict[str, Any]], Awaitable[dict[str, Any]]]
-
-
-# Shared lookups ----------------------------------------------------------------------------
-
-
-async def _scopes(ctx: CallContext) -> identity_pb2.ResolveScopesResponse:
-    return await ctx.backends.identity.ResolveScopes(
-        identity_pb2.ResolveScopesRequest(principal_id=ctx.caller.principal_id)
-    )
-
-
-async def _resolve_project(ctx: CallContext, project: str | None) -> identity_pb2.Project:
-    async def load() -> identity_pb2.Project:
-        response = await ctx.backends.identity.ResolveProject(
-            identity_pb2.ResolveProjectRequest(
-                principal_id=ctx.caller.principal_id, project=project or ""
-            )
-        )
-        return response.project
-
-    if ctx.projects is None:
-        return await load()
-    return await ctx.projects.resolve(ctx.caller.principal_id, project or "", load)
-
-
-_CONFLICT_HANDLING = {
-    "include": retrieval_pb2.CONFLICT_HANDLING_INCLUDE,
-    "exclude": retrieval_pb2.CONFLICT_HANDLING_EXCLUDE,
-    "only": retrieval_pb2.CONFLICT_HANDLING_ONLY,
-}
-
-
-def _binding_hints(args: dict[str, Any]) -> dict[str, Any]:
-    """``args`` with the repository and code-path hints as identities, never raw text.
-
-    A remote becomes its canonical ``host/path`` (credentials, query and ``.git`` gone), as
-    facts store it, so ``git@github.com:acme/x.git`` binds like ``github.com/acme/x``; a
-    code path becomes repository-relative. A hint that names no remote, or a local path,
-    is dropped: it could bind nothing, and must never reach a persisted pack.
-    """
-    hints = dict(args)
-    if hints.get("repository") is not None:
-        hints["repository"] = canonicalize(hints["repository"])
-    if hints.get("code_path") is not None:
-        hints["code_path"] = relative_code_path(hints["code_path"])
-    return hints
-
-
-def _filters(args: dict[str, Any]) -> retrieval_pb2.RetrievalFilters:
-    filters = retrieval_pb2.RetrievalFilters(
-        repository=args.get("repository") or "",
-        branch=args.get("branch") or "",
-        code_path=args.get("code_path") or "",
-        document_type=args.get("document_type") or "",
-        source_type=args.get("source_type") or "",
-        include_predicates=args.get("include_predicates") or [],
-        exclude_predicates=args.get("exclude_predicates") or [],
-        conflict_handling=_CONFLICT_HANDLING[args.get("conflict_handling") or "include"],
-    )
-    for name in ("as_of", "known_as_of"):
-        if args.get(name) is not None:
-            getattr(filters, name).CopyFrom(to_timestamp(args[name]))
-    if args.get("min_authority") is not None:
-        filters.min_authority = args["min_authority"]
-    if args.get("max_trust_tier") is not None:
-        filters.max_trust_tier = args["max_trust_tier"]
-    return filters
-
-
 def _task_context(args: dict[str, Any]) -> knowledge_pb2.TaskContext:
-    return knowledge_pb2.TaskContext(**{name: args.get(name) or "" for name in TASK_CONTEXT_NAMES})
+    # The task-context arguments are named after the message's fields.
+    fields = knowledge_pb2.TaskContext.DESCRIPTOR.fields
+    return knowledge_pb2.TaskContext(**{f.name: args.get(f.name) or "" for f in fields})
 
 
 # knowledge_bootstrap ----------------------------------------------------------------------
@@ -147,7 +66,7 @@ async def _resolve_root(
 
 
 async def bootstrap(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    scopes = await _scopes(ctx)
+    scopes = await call_context.scopes(ctx)
     repository = await _resolve_root(
         ctx, args.get("repository"), args.get("branch"), args.get("code_path")
     )
@@ -207,15 +126,15 @@ def _canonical_request(args: dict[str, Any], project: identity_pb2.Project) -> d
 
 
 async def get_context(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    args = _binding_hints(args)
-    filters = _filters(args)
+    args = call_context.binding_hints(args)
+    filters = call_context.filters(args)
     snapshot = None
     if args.get("snapshot_id") is not None:
-        snapshot = await snapshot_replay.pinned_snapshot(ctx, args["snapshot_id"])
-        project = await snapshot_replay.snapshot_project(ctx, snapshot, args.get("project"))
-        snapshot_replay.pin_filters(filters, snapshot)
+        snapshot, project = await call_context.pin_to_snapshot(
+            ctx, args["snapshot_id"], args.get("project"), filters
+        )
     else:
-        project = await _resolve_project(ctx, args.get("project"))
+        project = await call_context.resolve_project(ctx, args.get("project"))
     compact = args["citation_mode"] == "compact"
     assembled = await ctx.backends.retrieval.AssembleContext(
         retrieval_pb2.AssembleContextRequest(
@@ -228,7 +147,7 @@ async def get_context(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         )
     )
     if snapshot is not None:
-        snapshot_replay.require_version(snapshot, assembled.assembler_version)
+        call_context.require_version(snapshot, assembled.assembler_version)
     content = {
         **views.retrieval_common(assembled, compact_citations=compact),
         "token_estimate": assembled.token_estimate,
@@ -291,25 +210,23 @@ async def get_context_pack(ctx: CallContext, args: dict[str, Any]) -> dict[str, 
 
 
 async def search(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    args = _binding_hints(args)
-    filters = _filters(args)
+    args = call_context.binding_hints(args)
+    filters = call_context.filters(args)
     snapshot = None
     if args.get("snapshot_id") is not None:
-        snapshot = await snapshot_replay.pinned_snapshot(ctx, args["snapshot_id"])
-        project = await snapshot_replay.snapshot_project(ctx, snapshot, args.get("project"))
-        snapshot_replay.pin_filters(filters, snapshot)
+        snapshot, project = await call_context.pin_to_snapshot(
+            ctx, args["snapshot_id"], args.get("project"), filters
+        )
         scope_ids = [project.project_id]
-    elif args.get("project") is not None:
-        scope_ids = [(await _resolve_project(ctx, args["project"])).project_id]
     else:
-        scope_ids = [p.project_id for p in (await _scopes(ctx)).projects]
+        scope_ids = await call_context.scope_ids(ctx, args.get("project"))
     response = await ctx.backends.retrieval.Search(
         retrieval_pb2.SearchRequest(
             scope_ids=scope_ids, query=args["query"], limit=args["limit"], filters=filters
         )
     )
     if snapshot is not None:
-        snapshot_replay.require_version(snapshot, response.assembler_version)
+        call_context.require_version(snapshot, response.assembler_version)
     return views.retrieval_common(response)
 
 
@@ -317,7 +234,7 @@ async def search(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _explain(ctx: CallContext, args: dict[str, Any]) -> knowledge_pb2.ExplainFactResponse:
-    scopes = await _scopes(ctx)
+    scopes = await call_context.scopes(ctx)
     request = knowledge_pb2.ExplainFactRequest(
         scope_ids=[p.project_id for p in scopes.projects], fact_key=args["fact_key"]
     )
@@ -385,7 +302,7 @@ async def feedback(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         rank = int(found.get("rank") or 0)
         signal_vector = {k: float(v) for k, v in (found.get("signals") or {}).items()}
         fact_key = found.get("fact_key") or ""
-    scopes = await _scopes(ctx)
+    scopes = await call_context.scopes(ctx)
     recorded = await ctx.backends.knowledge.RecordFeedback(
         knowledge_pb2.RecordFeedbackRequest(
             principal_id=ctx.caller.principal_id,
@@ -418,7 +335,7 @@ async def _proposal_target(ctx: CallContext, args: dict[str, Any]) -> str:
     the one project ``repository_ref`` maps to, else none (it stays personal only). Never
     every readable project: joining a workspace must not route one's proposals to it."""
     if args.get("project"):
-        project = await _resolve_project(ctx, args["project"])
+        project = await call_context.resolve_project(ctx, args["project"])
         return project.project_id if project.kind == identity_pb2.PROJECT_KIND_SHARED else ""
     if not args.get("repository_ref"):
         return ""
@@ -433,7 +350,7 @@ async def _proposal_target(ctx: CallContext, args: dict[str, Any]) -> str:
 
 
 async def propose(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    scopes = await _scopes(ctx)
+    scopes = await call_context.scopes(ctx)
     target_scope_id = await _proposal_target(ctx, args)
     response = await ctx.backends.knowledge.ProposeFact(
         knowledge_pb2.ProposeFactRequest(
@@ -464,7 +381,7 @@ _RETRACTION = {
 
 
 async def retract_proposal(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    scopes = await _scopes(ctx)
+    scopes = await call_context.scopes(ctx)
     try:
         response = await ctx.backends.knowledge.RetractProposal(
             knowledge_pb2.RetractProposalRequest(
@@ -506,15 +423,142 @@ async def proposal_report(ctx: CallContext, args: dict[str, Any]) -> dict[str, A
     }
 
 
-HANDLERS: dict[str, Handler] = {
-    "knowledge_bootstrap": bootstrap,
-    "knowledge_get_context": get_context,
-    "knowledge_search": search,
-    "knowledge_get_context_pack": get_context_pack,
-    "knowledge_explain_fact": explain_fact,
-    "knowledge_get_evidence": get_evidence,
-    "knowledge_feedback": feedback,
-    "knowledge_propose": propose,
-    "knowledge_retract_proposal": retract_proposal,
-    "knowledge_proposal_report": proposal_report,
-}
+# Text renderings ---------------------------------------------------------------------------
+
+
+def _citations(result: dict[str, Any]) -> str:
+    parts = []
+    for c in result.get("citations") or []:
+        label = c.get("source_id") or "agent-proposed"
+        if c.get("locator"):
+            label += f" {c['locator']}"
+        parts.append(f"{label} ({c.get('verification')})")
+    return "; ".join(parts) if parts else "no citation"
+
+
+def _fact_line(f: dict[str, Any]) -> str:
+    return (
+        f"{f['subject']} {f['predicate']} {f['object']} "
+        f"[{f['state']}, tier {f['trust_tier']}, authority {f['authority']:.2f}] "
+        f"fact_key={f['fact_key']}"
+    )
+
+
+def _retrieval(data: dict[str, Any], heading: str) -> str:
+    results = data.get("results") or []
+    lines = [heading, UNTRUSTED]
+    if data.get("pack_id"):
+        lines.append(f"pack_id={data['pack_id']} expires_at={data.get('expires_at')}")
+    if not results:
+        lines.append(f"No results ({data.get('empty_reason')}). Say so rather than guess.")
+    for r in results:
+        lines.append(f"{r['rank']}. {_fact_line(r)} result_ref={r['result_ref']}")
+        lines.append(f"   cite: {_citations(r)}")
+    for c in data.get("conflicts") or []:
+        lines.append(
+            f"CONFLICT: {c['subject']} {c['predicate']} disputed by {', '.join(c['fact_keys'])}"
+        )
+    for w in data.get("freshness_warnings") or []:
+        lines.append(f"FRESHNESS: {w['fact_key']} ({w['source_id']}): {w['reason']}")
+    if data.get("omitted"):
+        lines.append(f"Omitted: {len(data['omitted'])} candidate(s).")
+    return "\n".join(lines)
+
+
+def render_context(data: dict[str, Any]) -> str:
+    heading = (
+        f"Context: {len(data.get('results') or [])} result(s), "
+        f"~{data.get('token_estimate', 0)} tokens, persisted={str(data['persisted']).lower()}."
+    )
+    return _retrieval(data, heading)
+
+
+def render_search(data: dict[str, Any]) -> str:
+    return _retrieval(data, f"Search: {len(data.get('results') or [])} result(s).")
+
+
+def render_bootstrap(data: dict[str, Any]) -> str:
+    repo = data["repository"]
+    granted = [c["class"] for c in data["capabilities"] if c["granted"]]
+    lines = [
+        f"VERA {data['server_version']} (integration contract "
+        f"{data['contract_versions']['vera_integration_contract']}), "
+        f"auth profile {data['auth_profile']}, tool profile {data['tool_profile']}.",
+        f"Principal {data['principal']['principal_id']}; granted: {', '.join(granted) or 'none'}.",
+        f"Readable projects: {', '.join(p['slug'] for p in data['readable_projects']) or 'none'}.",
+        f"Repository: {repo['status']}"
+        + (f" -> {repo['project']['slug']}" if repo.get("project") else "")
+        + (
+            f" (choose one of: {', '.join(c['slug'] for c in repo['candidates'])})"
+            if repo.get("candidates")
+            else ""
+        ),
+        f"Save mode default {data['save_mode']['default']}; auto-propose allowed: "
+        f"{str(data['save_mode']['auto_propose_allowed']).lower()}.",
+    ]
+    return "\n".join(lines)
+
+
+def render_explain(data: dict[str, Any]) -> str:
+    lines = [_fact_line(data["fact"]), UNTRUSTED]
+    for label, group in (("supports", data["supporting"]), ("refutes", data["refuting"])):
+        for a in group:
+            source = a["source"]["source_id"] if a.get("source") else "no source"
+            lines.append(
+                f"- {label}: {source} ({a['verification']}, tier {a['trust_tier']}), "
+                f"{len(a['evidence'])} evidence item(s)"
+            )
+    return "\n".join(lines)
+
+
+def render_evidence(data: dict[str, Any]) -> str:
+    if not data["evidence"]:
+        return f"No evidence for {data['fact_key']} ({data['empty_reason']})."
+    lines = [
+        f"Evidence for {data['fact_key']}: {len(data['evidence'])} of {data['total']}.",
+        UNTRUSTED,
+    ]
+    for row in data["evidence"]:
+        source = row["source"]["source_id"] if row.get("source") else "no source"
+        lines.append(
+            f"- {source} {row.get('locator') or ''} ({row['verification']}): "
+            f"{row.get('text') or ''}"
+        )
+    return "\n".join(lines)
+
+
+def render_pack(data: dict[str, Any]) -> str:
+    return render_context(data)
+
+
+def render_feedback(data: dict[str, Any]) -> str:
+    verb = "Recorded" if data["created"] else "Already recorded"
+    return f"{verb} {data['signal']} feedback on {data['level']} {data['result_ref']}."
+
+
+def render_propose(data: dict[str, Any]) -> str:
+    text = f"Proposal {data['outcome']}"
+    if data.get("fact"):
+        text += f": {_fact_line(data['fact'])}"
+    if data.get("reason"):
+        text += f" (reason: {data['reason']})"
+    if data.get("conflicting_fact_keys"):
+        text += f"; conflicts with {', '.join(data['conflicting_fact_keys'])}"
+    return text + ". It is personal and awaits human verification."
+
+
+def render_retract(data: dict[str, Any]) -> str:
+    return f"Proposal {data['status'].replace('_', ' ')}."
+
+
+def render_report(data: dict[str, Any]) -> str:
+    counts = ", ".join(f"{k} {v}" for k, v in data["counts"].items()) or "none"
+    lines = [f"Proposal report: {data['total']} attempt(s) ({counts})."]
+    for a in data["attempts"]:
+        lines.append(
+            f"- {a['outcome']}: {a['subject']} {a['predicate']} {a['object']} "
+            f"[now {a['fact_state']}] fact_key={a['fact_key']}"
+        )
+    if data.get("next_cursor"):
+        lines.append(f"More: cursor={data['next_cursor']}")
+    return "\n".join(lines)

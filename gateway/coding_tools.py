@@ -1,22 +1,14 @@
-"""The tool catalog: names, descriptions, argument bounds, output schemas, annotations,
-authorization class, quota bucket and cost class of every served tool.
-
-Annotations follow the GUIDE's table exactly; ``_meta`` carries the cost class, quota
-bucket and authorization class so a client can reason about a tool before calling it.
+"""The coding tools (every profile): bootstrap, context, search, packs, explanation,
+evidence, feedback and the proposal lifecycle. ``CODING_TOOLS`` are their specs; their
+bodies and renderings are in ``coding_handlers``. Bounds follow the GUIDE's table.
 """
 
 from __future__ import annotations
 
-import copy
-import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
-import mcp_types as types
-
-from vera.gateway import schemas
+from vera.gateway import coding_handlers, schemas
 from vera.gateway.bounds import (
     ArgumentSpec,
     BoundsError,
@@ -30,6 +22,7 @@ from vera.gateway.bounds import (
     timestamp,
     trust_tier,
 )
+from vera.gateway.spec import READ_HINTS, AuthClass, Hints, ToolSpec
 from vera.limits import (
     EVIDENCE_TEXT,
     ID_LIKE,
@@ -43,91 +36,6 @@ from vera.limits import (
     TOKEN_BUDGET,
     TYPE_NAME,
 )
-
-log = logging.getLogger(__name__)
-
-META_PREFIX = "dev.vera/"
-IDEMPOTENCY_HEADER = "Idempotency-Key"
-IDEMPOTENCY_META_PARAMETER = "_meta.idempotencyKey"
-IDEMPOTENCY_KEY_MAX = 255
-
-
-class AuthClass(StrEnum):
-    READ = "READ"
-    PROPOSE = "PROPOSE"
-    FEEDBACK = "FEEDBACK"
-    SNAPSHOT = "SNAPSHOT"
-
-
-Bucket = Literal["read", "context", "propose", "feedback", "snapshot"]
-Cost = Literal["low", "medium", "high"]
-
-
-@dataclass(frozen=True)
-class Hints:
-    read_only: bool
-    idempotent: bool
-    destructive: bool = False
-    open_world: bool = True  # every tool touches shared memory that changes outside the call
-
-
-READ_HINTS = Hints(read_only=True, idempotent=True)
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    title: str
-    description: str
-    arguments: ArgumentSpec
-    output_schema: dict[str, Any]
-    hints: Hints
-    auth_class: AuthClass
-    bucket: Bucket
-    cost: Cost
-    # The class a call additionally needs when ``persist`` is true (knowledge_get_context).
-    persist_auth_class: AuthClass | None = None
-    # Write tools accept an idempotency key (header or params._meta); see gateway.idempotency.
-    accepts_idempotency_key: bool = False
-    # A replay still runs the tool body (its result discarded) so the service records the
-    # retry, as knowledge_propose's report requires.
-    replay_reaches_service: bool = False
-
-    def required_class(self, arguments: Mapping[str, Any]) -> AuthClass:
-        if self.persist_auth_class is not None and arguments.get("persist") is True:
-            return self.persist_auth_class
-        return self.auth_class
-
-    def definition(self) -> types.Tool:
-        meta: dict[str, Any] = {
-            f"{META_PREFIX}cost_class": self.cost,
-            f"{META_PREFIX}quota_bucket": self.bucket,
-            f"{META_PREFIX}authorization_class": self.auth_class.value,
-        }
-        if self.persist_auth_class is not None:
-            meta[f"{META_PREFIX}persist_authorization_class"] = self.persist_auth_class.value
-        if self.accepts_idempotency_key:
-            meta[f"{META_PREFIX}idempotency"] = {
-                "header": IDEMPOTENCY_HEADER,
-                "parameter": IDEMPOTENCY_META_PARAMETER,
-                "maxLength": IDEMPOTENCY_KEY_MAX,
-            }
-        return types.Tool(
-            name=self.name,
-            title=self.title,
-            description=self.description,
-            input_schema=self.arguments.schema(),
-            output_schema=copy.deepcopy(self.output_schema),
-            annotations=types.ToolAnnotations(
-                title=self.title,
-                read_only_hint=self.hints.read_only,
-                destructive_hint=self.hints.destructive,
-                idempotent_hint=self.hints.idempotent,
-                open_world_hint=self.hints.open_world,
-            ),
-            meta=meta,
-        )
-
 
 # Shared argument declarations --------------------------------------------------------------
 
@@ -226,6 +134,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         auth_class=AuthClass.READ,
         bucket="read",
         cost="low",
+        handler=coding_handlers.bootstrap,
+        renderer=coding_handlers.render_bootstrap,
     ),
     ToolSpec(
         name="knowledge_get_context",
@@ -278,6 +188,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         persist_auth_class=AuthClass.SNAPSHOT,
         bucket="context",
         cost="medium",
+        handler=coding_handlers.get_context,
+        renderer=coding_handlers.render_context,
     ),
     ToolSpec(
         name="knowledge_search",
@@ -313,6 +225,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         auth_class=AuthClass.READ,
         bucket="read",
         cost="medium",
+        handler=coding_handlers.search,
+        renderer=coding_handlers.render_search,
     ),
     ToolSpec(
         name="knowledge_get_context_pack",
@@ -330,6 +244,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         auth_class=AuthClass.READ,
         bucket="read",
         cost="low",
+        handler=coding_handlers.get_context_pack,
+        renderer=coding_handlers.render_pack,
     ),
     ToolSpec(
         name="knowledge_explain_fact",
@@ -344,6 +260,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         auth_class=AuthClass.READ,
         bucket="read",
         cost="low",
+        handler=coding_handlers.explain_fact,
+        renderer=coding_handlers.render_explain,
     ),
     ToolSpec(
         name="knowledge_get_evidence",
@@ -364,6 +282,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         auth_class=AuthClass.READ,
         bucket="read",
         cost="low",
+        handler=coding_handlers.get_evidence,
+        renderer=coding_handlers.render_evidence,
     ),
     ToolSpec(
         name="knowledge_feedback",
@@ -389,6 +309,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         auth_class=AuthClass.FEEDBACK,
         bucket="feedback",
         cost="low",
+        handler=coding_handlers.feedback,
+        renderer=coding_handlers.render_feedback,
         accepts_idempotency_key=True,
     ),
     ToolSpec(
@@ -420,6 +342,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         auth_class=AuthClass.PROPOSE,
         bucket="propose",
         cost="low",
+        handler=coding_handlers.propose,
+        renderer=coding_handlers.render_propose,
         accepts_idempotency_key=True,
         replay_reaches_service=True,
     ),
@@ -436,6 +360,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         auth_class=AuthClass.PROPOSE,
         bucket="propose",
         cost="low",
+        handler=coding_handlers.retract_proposal,
+        renderer=coding_handlers.render_retract,
         accepts_idempotency_key=True,
     ),
     ToolSpec(
@@ -460,6 +386,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         auth_class=AuthClass.READ,
         bucket="read",
         cost="low",
+        handler=coding_handlers.proposal_report,
+        renderer=coding_handlers.render_report,
     ),
 )
 

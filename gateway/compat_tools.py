@@ -1,121 +1,68 @@
-"""The eight legacy ``memory_*`` aliases (compatibility profile only).
+"""The eight legacy ``memory_*`` aliases (compatibility profile only), built from the
+canonical tools they stand for.
 
-Each is a thin wrapper: its arguments are re-validated by the canonical tool's own
-argument spec (so the canonical defaults and bounds apply) and the canonical handler runs.
-The aliases differ only where the seed says they do: memory_get_context and
-memory_explain are searches with limit 5 and 3, memory_get_source returns the sources
-behind one fact, memory_recent_changes lists the most recently published facts newest
-first (the canonical feed is every change, oldest first), and memory_feedback keeps the
-legacy result_ref / signal / query / signals schema, where only an optional
-context_pack_id gives exact attribution and client-supplied signals are never used as
-calibration data.
+An alias takes its canonical tool's spec (annotations, class, bucket, cost, output) and
+its argument declarations (bounds), with the alias's own name and wording; only where
+the seed says an alias differs does it differ: memory_get_context and memory_explain are
+searches with limit 5 and 3, memory_get_source returns the sources behind one fact,
+memory_recent_changes lists the most recently published facts newest first (the
+canonical feed is every change, oldest first), and memory_feedback keeps the legacy
+result_ref / signal / query / signals schema. Bodies are in ``compat_handlers``.
 """
 
 from __future__ import annotations
 
-import functools
-import uuid
-from collections.abc import Mapping
+import dataclasses
 from typing import Any
 
-from vera import secret_screen
-from vera.gateway import handlers, schemas
-from vera.gateway.bounds import (
-    ArgumentSpec,
-    Param,
-    enum,
-    integer,
-    predicate_list,
-    string,
-    timestamp,
-)
-from vera.gateway.handlers import CallContext, Handler
-from vera.gateway.tools import CODING_TOOLS, READ_HINTS, AuthClass, Hints, ToolSpec
-from vera.gateway.views import ts
-from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
-from vera.limits import (
-    DEPTH,
-    ENTITY,
-    EVIDENCE_TEXT,
-    ID_LIKE,
-    LIMIT,
-    LIMIT_FEED,
-    PREDICATE_OBJECT,
-    QUERY,
-    REPOSITORY_PATH_CURSOR,
-    SUBJECT,
-)
+from vera.gateway import compat_handlers, schemas
+from vera.gateway.bounds import ArgumentSpec, Param, predicate_list
+from vera.gateway.call_context import Handler
+from vera.gateway.coding_tools import CODING_TOOLS, TASK_CONTEXT_NAMES
+from vera.gateway.graph_tools import GRAPH_TOOLS
+from vera.gateway.spec import Hints, ToolSpec
 
-# The kinds of change memory_recent_changes lists: newly published facts and corrections.
-PUBLISHED_CHANGES = ("published", "correction")
-_CODING = {spec.name: spec for spec in CODING_TOOLS}
-_TASK_FIELDS = tuple(
-    p
-    for p in _CODING["knowledge_propose"].arguments.params
-    if p.name not in ("subject", "predicate", "object", "evidence_text")
-)
-
-_QUERY = string("query", QUERY, "The question, in plain words.", required=True)
-_PROJECT = string("project", ID_LIKE, "A project id or slug; omit to search every scope.")
-_AS_OF = timestamp("as_of", "Valid-time boundary (ISO-8601).")
+_CANONICAL = {spec.name: spec for spec in (*CODING_TOOLS, *GRAPH_TOOLS)}
+_SEARCH = _CANONICAL["knowledge_search"]
+_EXPLAIN_FACT = _CANONICAL["knowledge_explain_fact"]
+_EXPLORE = _CANONICAL["knowledge_explore"]
+_CHANGES = _CANONICAL["knowledge_get_changes"]
+_PROPOSE = _CANONICAL["knowledge_propose"]
+_FEEDBACK = _CANONICAL["knowledge_feedback"]
 
 
-def _delegate(canonical: ToolSpec, handler: Handler, fixed: Mapping[str, Any] = {}) -> Handler:
-    """Runs ``handler`` with the alias arguments re-validated by the canonical spec."""
-
-    async def run(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-        given = {k: v for k, v in args.items() if v is not None}
-        for name, value in given.items():
-            # Bounds already checked timestamps into datetimes; the canonical spec wants text.
-            if hasattr(value, "isoformat"):
-                given[name] = value.isoformat()
-        return await handler(ctx, canonical.arguments.validate({**given, **fixed}))
-
-    return run
+def _argument(canonical: ToolSpec, name: str, **wording: Any) -> Param:
+    """The canonical tool's declaration of ``name`` (its bounds), in the alias's wording."""
+    param = next(p for p in canonical.arguments.params if p.name == name)
+    return dataclasses.replace(param, **wording)
 
 
-async def _get_source(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    explained = await handlers.explain_fact(ctx, args)
-    sources: dict[str, dict[str, Any]] = {}
-    for a in (*explained["supporting"], *explained["refuting"]):
-        if a["source"] is not None:
-            sources.setdefault(a["source"]["source_id"], a["source"])
-    return {"fact": explained["fact"], "sources": list(sources.values())}
-
-
-async def _feedback(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    if args.get("context_pack_id") is not None:
-        # Exact attribution: the pack supplies the query, rank and signal vector.
-        exact = {k: args[k] for k in ("context_pack_id", "result_ref", "signal")}
-        return await handlers.feedback(ctx, exact)
-    # No pack: no stable attribution key, so every call records a new row (not idempotent),
-    # and the client's signals are not calibration data: none is stored. The query is
-    # stored, so it passes the same secret screen as a proposal.
-    query = args.get("query") or ""
-    secret_screen.screen((("query", query),))
-    scopes = await handlers._scopes(ctx)
-    legacy_ref = f"legacy:{uuid.uuid4()}"
-    recorded = await ctx.backends.knowledge.RecordFeedback(
-        knowledge_pb2.RecordFeedbackRequest(
-            principal_id=ctx.caller.principal_id,
-            personal_scope_id=scopes.personal_scope_id,
-            pack_id=legacy_ref,
-            result_ref=args["result_ref"],
-            signal=args["signal"],
-            query=query,
-            rank=0,
-        )
+def _alias(
+    canonical: ToolSpec,
+    name: str,
+    title: str,
+    description: str,
+    params: tuple[Param, ...],
+    handler: Handler,
+    **differences: Any,
+) -> ToolSpec:
+    return dataclasses.replace(
+        canonical,
+        name=name,
+        title=title,
+        description=description,
+        arguments=ArgumentSpec(params),
+        handler=handler,
+        renderer=None,
+        **differences,
     )
-    return {
-        "feedback_id": recorded.feedback_id,
-        "context_pack_id": None,
-        "result_ref": args["result_ref"],
-        "signal": recorded.signal,
-        "created": recorded.created,
-        "recorded_at": ts(recorded, "recorded_at"),
-        "level": "legacy",
-    }
 
+
+_SEARCH_ARGUMENTS = (
+    _argument(_SEARCH, "query", description="The question, in plain words."),
+    _argument(_SEARCH, "project", description="A project id or slug; omit to search every scope."),
+    _argument(_SEARCH, "as_of", description="Valid-time boundary (ISO-8601)."),
+)
 
 SOURCES = schemas.obj({"fact": schemas.FACT, "sources": schemas.array(schemas.SOURCE)})
 LEGACY_FEEDBACK = {
@@ -127,181 +74,105 @@ LEGACY_FEEDBACK = {
     },
 }
 
-
-def _search_alias(name: str, title: str, description: str, limit: int | None) -> ToolSpec:
-    params: tuple[Param, ...] = (_QUERY, _PROJECT, _AS_OF)
-    if limit is None:
-        params += (integer("limit", LIMIT, "Maximum results (1..50).", 10),)
-    return ToolSpec(
-        name=name,
-        title=title,
-        description=description,
-        arguments=ArgumentSpec(params),
-        output_schema=schemas.SEARCH,
-        hints=READ_HINTS,
-        auth_class=AuthClass.READ,
-        bucket="read",
-        cost="medium",
-    )
-
-
-def compat_surface(
-    graph_tools: tuple[ToolSpec, ...], graph_handlers: Mapping[str, Handler]
-) -> tuple[tuple[ToolSpec, ...], dict[str, Handler]]:
-    """The memory_* aliases whose canonical tools are served, with their handlers."""
-    search = _CODING["knowledge_search"]
-    tools: list[ToolSpec] = [
-        _search_alias(
-            "memory_search",
-            "Search memory (legacy)",
-            "Legacy alias of knowledge_search: ranked verified facts with provenance.",
-            None,
+COMPAT_TOOLS: tuple[ToolSpec, ...] = (
+    _alias(
+        _SEARCH,
+        "memory_search",
+        "Search memory (legacy)",
+        "Legacy alias of knowledge_search: ranked verified facts with provenance.",
+        (*_SEARCH_ARGUMENTS, _argument(_SEARCH, "limit")),
+        compat_handlers.delegate(_SEARCH),
+    ),
+    _alias(
+        _SEARCH,
+        "memory_get_context",
+        "Get memory context (legacy)",
+        "Legacy alias: the most relevant facts as context (a search with limit 5). "
+        "Prefer knowledge_get_context, which adds citations, filters and persistence.",
+        _SEARCH_ARGUMENTS,
+        compat_handlers.delegate(_SEARCH, fixed={"limit": 5}),
+    ),
+    _alias(
+        _EXPLORE,
+        "memory_explore",
+        "Explore memory (legacy)",
+        "Legacy alias of knowledge_explore: facts within N hops of an entity.",
+        (
+            _argument(_EXPLORE, "entity", description="The entity name or id.", required=True),
+            _argument(_EXPLORE, "depth", description="Hops (1..5)."),
+            _argument(_EXPLORE, "limit"),
         ),
-        _search_alias(
-            "memory_get_context",
-            "Get memory context (legacy)",
-            "Legacy alias: the most relevant facts as context (a search with limit 5). "
-            "Prefer knowledge_get_context, which adds citations, filters and persistence.",
-            5,
+        compat_handlers.delegate(_EXPLORE),
+    ),
+    _alias(
+        _SEARCH,
+        "memory_explain",
+        "Explain from memory (legacy)",
+        "Legacy alias: the top matches for a query with source and verification (a "
+        "search with limit 3). Prefer knowledge_explain_fact.",
+        _SEARCH_ARGUMENTS,
+        compat_handlers.delegate(_SEARCH, fixed={"limit": 3}),
+    ),
+    _alias(
+        _EXPLAIN_FACT,
+        "memory_get_source",
+        "Get a fact's sources (legacy)",
+        "Legacy alias: the provenance (sources) of one published fact.",
+        (_argument(_EXPLAIN_FACT, "fact_key", description="The fact's key."),),
+        compat_handlers.delegate(_EXPLAIN_FACT, compat_handlers.get_source),
+        output_schema=SOURCES,
+    ),
+    _alias(
+        _CHANGES,
+        "memory_recent_changes",
+        "Recent changes (legacy)",
+        "Legacy alias of knowledge_get_changes: the most recently published facts "
+        "(corrections included, proposals not), newest first.",
+        (_argument(_CHANGES, "limit"), _argument(_CHANGES, "cursor")),
+        compat_handlers.delegate(_CHANGES, compat_handlers.recent_changes),
+    ),
+    _alias(
+        _PROPOSE,
+        "memory_propose",
+        "Propose a memory (legacy)",
+        "Legacy alias of knowledge_propose: a PROPOSED fact in the caller's personal "
+        "scope for a human to verify; never shared truth.",
+        (
+            _argument(_PROPOSE, "subject"),
+            _argument(_PROPOSE, "predicate", description="Predicate."),
+            _argument(_PROPOSE, "object", description="Object."),
+            _argument(_PROPOSE, "evidence_text"),
+            *(_argument(_PROPOSE, name) for name in (*TASK_CONTEXT_NAMES, "project")),
         ),
-    ]
-    table: dict[str, Handler] = {
-        "memory_search": _delegate(search, handlers.search),
-        "memory_get_context": _delegate(search, handlers.search, {"limit": 5}),
-    }
-    graph = {spec.name: spec for spec in graph_tools}
-    explore = graph.get("knowledge_explore")
-    if explore is not None and "knowledge_explore" in graph_handlers:
-        tools.append(
-            ToolSpec(
-                name="memory_explore",
-                title="Explore memory (legacy)",
-                description="Legacy alias of knowledge_explore: facts within N hops of an entity.",
-                arguments=ArgumentSpec(
-                    (
-                        string("entity", ENTITY, "The entity name or id.", required=True),
-                        integer("depth", DEPTH, "Hops (1..5).", 2),
-                        integer("limit", LIMIT_FEED, "Maximum edges (1..200).", 50),
-                    )
-                ),
-                output_schema=explore.output_schema,
-                hints=READ_HINTS,
-                auth_class=AuthClass.READ,
-                bucket="read",
-                cost="low",
-            )
-        )
-        table["memory_explore"] = _delegate(explore, graph_handlers["knowledge_explore"])
-    tools.append(
-        _search_alias(
-            "memory_explain",
-            "Explain from memory (legacy)",
-            "Legacy alias: the top matches for a query with source and verification (a "
-            "search with limit 3). Prefer knowledge_explain_fact.",
-            3,
-        )
-    )
-    table["memory_explain"] = _delegate(search, handlers.search, {"limit": 3})
-    tools.append(
-        ToolSpec(
-            name="memory_get_source",
-            title="Get a fact's sources (legacy)",
-            description="Legacy alias: the provenance (sources) of one published fact.",
-            arguments=ArgumentSpec(
-                (string("fact_key", ID_LIKE, "The fact's key.", required=True),)
+        compat_handlers.delegate(_PROPOSE),
+    ),
+    _alias(
+        _FEEDBACK,
+        "memory_feedback",
+        "Feedback (legacy)",
+        "Legacy feedback schema. Pass context_pack_id for exact attribution (the pack "
+        "supplies query, rank and signals); without it the call is not idempotent and "
+        "client-supplied query/signals are never used as calibration data.",
+        (
+            _argument(_FEEDBACK, "result_ref", description="The rated result."),
+            _argument(_FEEDBACK, "signal"),
+            _argument(
+                _SEARCH,
+                "query",
+                description="The legacy query text (not calibration data).",
+                required=False,
             ),
-            output_schema=SOURCES,
-            hints=READ_HINTS,
-            auth_class=AuthClass.READ,
-            bucket="read",
-            cost="low",
-        )
-    )
-    table["memory_get_source"] = _delegate(_CODING["knowledge_explain_fact"], _get_source)
-    changes = graph.get("knowledge_get_changes")
-    if changes is not None and "knowledge_get_changes" in graph_handlers:
-        tools.append(
-            ToolSpec(
-                name="memory_recent_changes",
-                title="Recent changes (legacy)",
-                description=(
-                    "Legacy alias of knowledge_get_changes: the most recently published facts "
-                    "(corrections included, proposals not), newest first."
-                ),
-                arguments=ArgumentSpec(
-                    (
-                        integer("limit", LIMIT_FEED, "Maximum changes (1..200).", 50),
-                        string(
-                            "cursor", REPOSITORY_PATH_CURSOR, "next_cursor from the previous page."
-                        ),
-                    )
-                ),
-                output_schema=changes.output_schema,
-                hints=READ_HINTS,
-                auth_class=AuthClass.READ,
-                bucket="read",
-                cost="low",
-            )
-        )
-        recent = functools.partial(
-            graph_handlers["knowledge_get_changes"],
-            newest_first=True,
-            changes=PUBLISHED_CHANGES,
-        )
-        table["memory_recent_changes"] = _delegate(changes, recent)
-    propose = _CODING["knowledge_propose"]
-    tools.append(
-        ToolSpec(
-            name="memory_propose",
-            title="Propose a memory (legacy)",
-            description=(
-                "Legacy alias of knowledge_propose: a PROPOSED fact in the caller's personal "
-                "scope for a human to verify; never shared truth."
+            # Legacy only: no canonical tool takes client signals.
+            predicate_list("signals", "Legacy client signals (not calibration data)."),
+            _argument(
+                _FEEDBACK,
+                "context_pack_id",
+                description="A persisted pack, for exact attribution.",
+                required=False,
             ),
-            arguments=ArgumentSpec(
-                (
-                    string("subject", SUBJECT, "Subject of the fact.", required=True),
-                    string("predicate", PREDICATE_OBJECT, "Predicate.", required=True),
-                    string("object", PREDICATE_OBJECT, "Object.", required=True),
-                    string("evidence_text", EVIDENCE_TEXT, "Optional bounded evidence."),
-                    *_TASK_FIELDS,
-                )
-            ),
-            output_schema=propose.output_schema,
-            hints=Hints(read_only=False, idempotent=False),
-            auth_class=AuthClass.PROPOSE,
-            bucket="propose",
-            cost="low",
-            accepts_idempotency_key=True,
-            replay_reaches_service=True,
-        )
-    )
-    table["memory_propose"] = _delegate(propose, handlers.propose)
-    tools.append(
-        ToolSpec(
-            name="memory_feedback",
-            title="Feedback (legacy)",
-            description=(
-                "Legacy feedback schema. Pass context_pack_id for exact attribution (the pack "
-                "supplies query, rank and signals); without it the call is not idempotent and "
-                "client-supplied query/signals are never used as calibration data."
-            ),
-            arguments=ArgumentSpec(
-                (
-                    string("result_ref", ID_LIKE, "The rated result.", required=True),
-                    enum("signal", ("up", "down"), "up or down.", required=True),
-                    string("query", QUERY, "The legacy query text (not calibration data)."),
-                    predicate_list("signals", "Legacy client signals (not calibration data)."),
-                    string("context_pack_id", ID_LIKE, "A persisted pack, for exact attribution."),
-                )
-            ),
-            output_schema=LEGACY_FEEDBACK,
-            hints=Hints(read_only=False, idempotent=False),
-            auth_class=AuthClass.FEEDBACK,
-            bucket="feedback",
-            cost="low",
-            accepts_idempotency_key=True,
-        )
-    )
-    table["memory_feedback"] = _feedback
-    return tuple(tools), table
+        ),
+        compat_handlers.feedback,
+        output_schema=LEGACY_FEEDBACK,
+        hints=Hints(read_only=False, idempotent=False),
+    ),
+)

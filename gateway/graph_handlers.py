@@ -1,17 +1,16 @@
-"""Tool bodies of the knowledge-graph tools: each is one or two gRPC calls and back.
+"""Tool bodies and text renderings of the knowledge-graph tools: each body is one or two
+gRPC calls and back.
 
-``GRAPH_HANDLERS`` maps tool names to handlers, ``GRAPH_RENDERERS`` to their text
-renderings. Arguments arrive bounds-checked with defaults filled.
+The specs in ``graph_tools`` name them. Arguments arrive bounds-checked with defaults filled.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from vera.gateway import views
-from vera.gateway.handlers import CallContext, Handler, _resolve_project, _scopes
+from vera.gateway.call_context import CallContext, scope_ids
 from vera.gateway.render import UNTRUSTED
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import to_timestamp
@@ -21,12 +20,6 @@ _CONFLICT_FILTER = {
     "exclude": pb.CONFLICT_FILTER_EXCLUDE,
     "only": pb.CONFLICT_FILTER_ONLY,
 }
-
-
-async def _scope_ids(ctx: CallContext, project: str | None) -> list[str]:
-    if project is not None:
-        return [(await _resolve_project(ctx, project)).project_id]
-    return [p.project_id for p in (await _scopes(ctx)).projects]
 
 
 def _times(request: Any, args: dict[str, Any], names: tuple[str, ...]) -> Any:
@@ -109,7 +102,7 @@ def _community(c: pb.Community) -> dict[str, Any]:
 
 
 async def get_fact(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    request = pb.GetFactRequest(scope_ids=await _scope_ids(ctx, None), fact_key=args["fact_key"])
+    request = pb.GetFactRequest(scope_ids=await scope_ids(ctx, None), fact_key=args["fact_key"])
     response = await ctx.backends.knowledge.GetFact(_times(request, args, ("as_of", "known_as_of")))
     return {
         "fact": _fact(response.fact) if response.HasField("fact") else None,
@@ -133,7 +126,7 @@ async def get_fact(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 async def get_entity(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     request = pb.GetEntityRequest(
-        scope_ids=await _scope_ids(ctx, args.get("project")),
+        scope_ids=await scope_ids(ctx, args.get("project")),
         name=args.get("entity") or "",
         entity_id=args.get("entity_id") or "",
         page_size=args["limit"],
@@ -154,7 +147,7 @@ async def get_entity(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 async def get_source(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     request = pb.GetSourceRequest(
-        scope_ids=await _scope_ids(ctx, args.get("project")), source_id=args["source_id"]
+        scope_ids=await scope_ids(ctx, args.get("project")), source_id=args["source_id"]
     )
     response = await ctx.backends.knowledge.GetSource(
         _times(request, args, ("as_of", "known_as_of"))
@@ -197,7 +190,7 @@ async def get_source(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 
 async def explore(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     request = pb.ExploreGraphRequest(
-        scope_ids=await _scope_ids(ctx, args.get("project")),
+        scope_ids=await scope_ids(ctx, args.get("project")),
         name=args.get("entity") or "",
         entity_id=args.get("entity_id") or "",
         depth=args["depth"],
@@ -232,7 +225,7 @@ async def get_changes(
     """The scoped change feed, oldest first; the legacy alias reads it newest first and
     filtered to ``changes`` (kinds of change)."""
     request = pb.ListScopeChangesRequest(
-        scope_ids=await _scope_ids(ctx, args.get("project")),
+        scope_ids=await scope_ids(ctx, args.get("project")),
         page_size=args["limit"],
         page_token=args.get("cursor") or "",
         newest_first=newest_first,
@@ -262,7 +255,7 @@ async def get_changes(
 
 async def get_conflicts(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     request = pb.ListConflictsRequest(
-        scope_ids=await _scope_ids(ctx, args.get("project")),
+        scope_ids=await scope_ids(ctx, args.get("project")),
         page_size=args["limit"],
         page_token=args.get("cursor") or "",
     )
@@ -289,7 +282,7 @@ async def get_conflicts(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any
 
 async def search_communities(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     request = pb.SearchCommunitiesRequest(
-        scope_ids=await _scope_ids(ctx, args.get("project")),
+        scope_ids=await scope_ids(ctx, args.get("project")),
         query=args["query"],
         page_size=args["limit"],
     )
@@ -305,7 +298,7 @@ async def search_communities(ctx: CallContext, args: dict[str, Any]) -> dict[str
 
 async def get_community_lineage(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     request = pb.GetCommunityLineageRequest(
-        scope_ids=await _scope_ids(ctx, None),
+        scope_ids=await scope_ids(ctx, None),
         community_id=args["community_id"],
         page_size=args["limit"],
         page_token=args.get("cursor") or "",
@@ -319,18 +312,6 @@ async def get_community_lineage(ctx: CallContext, args: dict[str, Any]) -> dict[
         "next_cursor": response.next_page_token or None,
         "total": response.total,
     }
-
-
-GRAPH_HANDLERS: dict[str, Handler] = {
-    "knowledge_get_fact": get_fact,
-    "knowledge_get_entity": get_entity,
-    "knowledge_get_source": get_source,
-    "knowledge_explore": explore,
-    "knowledge_get_changes": get_changes,
-    "knowledge_get_conflicts": get_conflicts,
-    "knowledge_search_communities": search_communities,
-    "knowledge_get_community_lineage": get_community_lineage,
-}
 
 
 # Text renderings -------------------------------------------------------------------------
@@ -359,7 +340,7 @@ def _warnings(data: dict[str, Any]) -> list[str]:
     ]
 
 
-def _render_fact(data: dict[str, Any]) -> str:
+def render_fact(data: dict[str, Any]) -> str:
     lines = [UNTRUSTED]
     if data["fact"]:
         lines.append(_line(data["fact"]))
@@ -373,14 +354,14 @@ def _render_fact(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _render_entity(data: dict[str, Any]) -> str:
+def render_entity(data: dict[str, Any]) -> str:
     e = data["entity"]
     lines = [f"Entity {e['name']} (aliases: {', '.join(e['aliases']) or 'none'})", UNTRUSTED]
     lines += [_line(f) for f in data["facts"]] or [f"No related facts ({data['empty_reason']})."]
     return "\n".join(lines + _warnings(data))
 
 
-def _render_source(data: dict[str, Any]) -> str:
+def render_source(data: dict[str, Any]) -> str:
     s, fr = data["source"], data["freshness"]
     return "\n".join(
         [
@@ -391,7 +372,7 @@ def _render_source(data: dict[str, Any]) -> str:
     )
 
 
-def _render_explore(data: dict[str, Any]) -> str:
+def render_explore(data: dict[str, Any]) -> str:
     lines = [f"Neighborhood of {data['entity']['name']} to depth {data['depth']}", UNTRUSTED]
     lines += [f"hop {e['hop']}: {_line(e['fact'])}" for e in data["edges"]] or ["No edges."]
     if data["truncated"]:
@@ -399,7 +380,7 @@ def _render_explore(data: dict[str, Any]) -> str:
     return "\n".join(lines + _warnings(data))
 
 
-def _render_changes(data: dict[str, Any]) -> str:
+def render_changes(data: dict[str, Any]) -> str:
     lines = [
         f"{c['position']} {c['change']}: "
         + (_line(c["fact"]) if c["fact"] else str(c["source_id"]))
@@ -409,7 +390,7 @@ def _render_changes(data: dict[str, Any]) -> str:
     return "\n".join([*lines, f"next_cursor={data['next_cursor']}"])
 
 
-def _render_conflicts(data: dict[str, Any]) -> str:
+def render_conflicts(data: dict[str, Any]) -> str:
     lines = [f"{data['total']} conflict(s) (ontology {data['ontology_version']})"]
     for g in data["conflicts"]:
         lines.append(f"{g['subject']} {g['predicate']}:")
@@ -417,7 +398,7 @@ def _render_conflicts(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _render_communities(data: dict[str, Any]) -> str:
+def render_communities(data: dict[str, Any]) -> str:
     lines = ["Community summaries are NOT authoritative; cite the lineage facts instead."]
     for c in data["communities"]:
         lines.append(f"{c['community_id']} {c['label']}: {c['summary']}")
@@ -426,19 +407,7 @@ def _render_communities(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _render_lineage(data: dict[str, Any]) -> str:
+def render_lineage(data: dict[str, Any]) -> str:
     c = data["community"]
     lines = [f"Lineage of community {c['label']} ({data['total']} facts)", UNTRUSTED]
     return "\n".join(lines + [_line(f) for f in data["facts"]])
-
-
-GRAPH_RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
-    "knowledge_get_fact": _render_fact,
-    "knowledge_get_entity": _render_entity,
-    "knowledge_get_source": _render_source,
-    "knowledge_explore": _render_explore,
-    "knowledge_get_changes": _render_changes,
-    "knowledge_get_conflicts": _render_conflicts,
-    "knowledge_search_communities": _render_communities,
-    "knowledge_get_community_lineage": _render_lineage,
-}

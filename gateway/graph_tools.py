@@ -1,6 +1,6 @@
 """The knowledge-graph tools (advanced profile): fact, entity, source, explore, change
 feed, conflicts, communities and lineage. ``GRAPH_TOOLS`` is the tuple a profile adds;
-``GRAPH_RENDERERS`` their plain-text renderings. Bounds follow the GUIDE's table.
+their bodies and renderings are in ``graph_handlers``. Bounds follow the GUIDE's table.
 """
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vera.gateway import schemas
+from vera.gateway import graph_handlers, schemas
 from vera.gateway.bounds import ArgumentSpec, BoundsError, enum, integer, string, timestamp
+from vera.gateway.call_context import Handler
 from vera.gateway.schemas import BOOL, INT, NUM, OPT_STR, STR, STR_LIST, TS, array, nullable, obj
-from vera.gateway.tools import READ_HINTS, AuthClass, ToolSpec
+from vera.gateway.spec import READ_HINTS, AuthClass, Renderer, ToolSpec
 from vera.limits import (
     DEPTH,
     ENTITY,
@@ -178,7 +179,15 @@ LINEAGE = obj(
 )
 
 
-def _spec(name: str, title: str, description: str, arguments: ArgumentSpec, output) -> ToolSpec:
+def _spec(
+    name: str,
+    title: str,
+    description: str,
+    arguments: ArgumentSpec,
+    output: dict[str, Any],
+    handler: Handler,
+    renderer: Renderer,
+) -> ToolSpec:
     return ToolSpec(
         name=name,
         title=title,
@@ -189,6 +198,8 @@ def _spec(name: str, title: str, description: str, arguments: ArgumentSpec, outp
         auth_class=AuthClass.READ,
         bucket="read",
         cost="low",
+        handler=handler,
+        renderer=renderer,
     )
 
 
@@ -207,6 +218,8 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
             )
         ),
         GET_FACT,
+        graph_handlers.get_fact,
+        graph_handlers.render_fact,
     ),
     _spec(
         "knowledge_get_entity",
@@ -227,6 +240,8 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
             cross_checks=(_entity_required,),
         ),
         GET_ENTITY,
+        graph_handlers.get_entity,
+        graph_handlers.render_entity,
     ),
     _spec(
         "knowledge_get_source",
@@ -250,6 +265,8 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
             )
         ),
         GET_SOURCE,
+        graph_handlers.get_source,
+        graph_handlers.render_source,
     ),
     _spec(
         "knowledge_explore",
@@ -270,6 +287,8 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
             cross_checks=(_entity_required,),
         ),
         EXPLORE,
+        graph_handlers.explore,
+        graph_handlers.render_explore,
     ),
     _spec(
         "knowledge_get_changes",
@@ -294,6 +313,8 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
             )
         ),
         CHANGES,
+        graph_handlers.get_changes,
+        graph_handlers.render_changes,
     ),
     _spec(
         "knowledge_get_conflicts",
@@ -310,6 +331,8 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
             )
         ),
         CONFLICTS,
+        graph_handlers.get_conflicts,
+        graph_handlers.render_conflicts,
     ),
     _spec(
         "knowledge_search_communities",
@@ -335,6 +358,8 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
             )
         ),
         SEARCH_COMMUNITIES,
+        graph_handlers.search_communities,
+        graph_handlers.render_communities,
     ),
     _spec(
         "knowledge_get_community_lineage",
@@ -356,7 +381,8 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
             )
         ),
         LINEAGE,
+        graph_handlers.get_community_lineage,
+        graph_handlers.render_lineage,
     ),
 )
 
-GRAPH_TOOL_NAMES = tuple(spec.name for spec in GRAPH_TOOLS)

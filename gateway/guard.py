@@ -24,14 +24,14 @@ from vera.errors import VeraError
 from vera.gateway.auth import Authenticator, scope_names
 from vera.gateway.bounds import BoundsError
 from vera.gateway.budget import budgeted
+from vera.gateway.call_context import CallContext, Handler
 from vera.gateway.errors import from_vera_error, internal_error, invalid_input, tool_error
-from vera.gateway.handlers import CallContext, Handler
 from vera.gateway.idempotency import requested_key, run_once
 from vera.gateway.metrics import ToolMetrics
 from vera.gateway.project_cache import ProjectCache
 from vera.gateway.quota import QuotaPolicy
 from vera.gateway.render import render
-from vera.gateway.tools import ToolSpec
+from vera.gateway.spec import ToolSpec
 from vera.rpc.backends import Backends
 
 log = logging.getLogger(__name__)
@@ -177,6 +177,6 @@ class Guard:
                 lambda: handler(ctx, args),
             )
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=render(spec.name, data))],
+            content=[types.TextContent(type="text", text=render(spec, data))],
             structured_content=data,
         )

@@ -32,7 +32,7 @@ from starlette.requests import Request
 
 from vera.errors import VeraError
 from vera.gateway.bounds import BoundsError
-from vera.gateway.tools import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_MAX, ToolSpec
+from vera.gateway.spec import IDEMPOTENCY_HEADER, IDEMPOTENCY_KEY_MAX, ToolSpec
 from vera.snapshot.v1 import snapshot_pb2
 from vera.snapshot.v1.snapshot_pb2_grpc import SnapshotServiceStub
 

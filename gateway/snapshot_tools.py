@@ -1,4 +1,5 @@
-"""Snapshot tools (advanced profile) and snapshot-bound replay for get_context and search.
+"""The snapshot tools (advanced profile): create a snapshot and read one back.
+``SNAPSHOT_TOOLS`` are their specs; their bodies are in ``snapshot_handlers``.
 
 A snapshot pins one project scope, a valid-time boundary (``as_of``), a system-time
 boundary (its creation time) and the retrieval contract version. Replaying a query
@@ -10,18 +11,10 @@ returning a different result. A foreign snapshot reads exactly like a missing on
 
 from __future__ import annotations
 
-from typing import Any
-
-from vera.gateway import schemas
+from vera.gateway import schemas, snapshot_handlers
 from vera.gateway.bounds import ArgumentSpec, string, timestamp
-from vera.gateway.handlers import CallContext, Handler, _resolve_project
-from vera.gateway.snapshot_replay import pinned_snapshot, served_version
-from vera.gateway.tools import AuthClass, Hints, ToolSpec
-from vera.gateway.views import ts
-from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
+from vera.gateway.spec import AuthClass, Hints, ToolSpec
 from vera.limits import ID_LIKE
-from vera.rpc.timestamps import to_timestamp
-from vera.snapshot.v1 import snapshot_pb2
 
 SNAPSHOT = schemas.obj(
     {
@@ -52,56 +45,6 @@ SNAPSHOT = schemas.obj(
 )
 
 
-def _view(snapshot: snapshot_pb2.Snapshot, project: Any) -> dict[str, Any]:
-    return {
-        "snapshot_id": snapshot.snapshot_id,
-        "project": {"project_id": project.project_id, "slug": project.slug},
-        "as_of": ts(snapshot, "as_of"),
-        "known_as_of": ts(snapshot, "known_as_of"),
-        "created_at": ts(snapshot, "created_at"),
-        "fact_count": snapshot.fact_count,
-        "versions": {
-            "assembler": snapshot.assembler_version,
-            "ontology": snapshot.ontology_version or None,
-            "policy": snapshot.policy_version,
-            "embedding": snapshot.embedding_version or None,
-            "index": snapshot.index_version or None,
-        },
-        "source_boundaries": {
-            "source_count": snapshot.source_count,
-            "oldest_observed_at": ts(snapshot, "oldest_source_observed_at"),
-            "newest_observed_at": ts(snapshot, "newest_source_observed_at"),
-            "change_position": snapshot.change_position,
-        },
-    }
-
-
-async def create_snapshot(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    project = await _resolve_project(ctx, args.get("project"))
-    version = await served_version(ctx, project.project_id)
-    # Knowledge reports the ontology version that decides single-valued predicates with
-    # its conflict listing; one row is the cheapest way to read it.
-    conflicts = await ctx.backends.knowledge.ListConflicts(
-        knowledge_pb2.ListConflictsRequest(scope_ids=[project.project_id], page_size=1)
-    )
-    request = snapshot_pb2.CreateSnapshotRequest(
-        principal_id=ctx.caller.principal_id,
-        scope_id=project.project_id,
-        assembler_version=version,
-        ontology_version=conflicts.ontology_version,
-    )
-    if args.get("as_of") is not None:
-        request.as_of.CopyFrom(to_timestamp(args["as_of"]))
-    created = await ctx.backends.snapshot.CreateSnapshot(request)
-    return _view(created.snapshot, project)
-
-
-async def get_snapshot(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
-    snapshot = await pinned_snapshot(ctx, args["snapshot_id"])
-    project = await _resolve_project(ctx, snapshot.scope_id)
-    return _view(snapshot, project)
-
-
 _PROJECT = string(
     "project",
     ID_LIKE,
@@ -126,6 +69,7 @@ SNAPSHOT_TOOLS: tuple[ToolSpec, ...] = (
         auth_class=AuthClass.READ,
         bucket="read",
         cost="low",
+        handler=snapshot_handlers.get_snapshot,
     ),
     ToolSpec(
         name="knowledge_create_snapshot",
@@ -149,11 +93,7 @@ SNAPSHOT_TOOLS: tuple[ToolSpec, ...] = (
         auth_class=AuthClass.SNAPSHOT,
         bucket="snapshot",
         cost="high",
+        handler=snapshot_handlers.create_snapshot,
         accepts_idempotency_key=True,
     ),
 )
-
-SNAPSHOT_HANDLERS: dict[str, Handler] = {
-    "knowledge_get_snapshot": get_snapshot,
-    "knowledge_create_snapshot": create_snapshot,
-}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from mcp import Client
 
 from vera.gateway.auth import Caller
-from vera.gateway.tools import AuthClass
+from vera.gateway.spec import AuthClass
 
 
 class ReadOnly:

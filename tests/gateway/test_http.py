@@ -7,7 +7,7 @@ import re
 import httpx
 from mcp import Client
 
-from vera.gateway.tools import CODING_TOOL_NAMES
+from vera.gateway.coding_tools import CODING_TOOL_NAMES
 
 INIT = {
     "jsonrpc": "2.0",
