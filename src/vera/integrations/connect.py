@@ -155,7 +155,8 @@ def plan_connect(root: Path, runtime: str, api_url: str, mcp_url: str, *,
     server = adapter.server_definition(mcp_url, token_env)
     wanted: dict[str, tuple[bool, dict[str, Any]]] = {}
     mcp_rel = adapter.mcp_file(root)
-    wanted[mcp_rel] = (mcp_rel.endswith(".toml"), {})
+    wanted[mcp_rel] = (mcp_rel.endswith(".toml"),
+                       dict(adapter.NEW_FILE_KEYS) if ws.read(mcp_rel) is None else {})
     _deep_merge(wanted[mcp_rel][1], _nest(adapter.SERVER_PATH, server))
     for artifact in artifacts.render(runtime, effective, api_url=api_url):
         if artifact.kind == "file":

@@ -2,7 +2,8 @@
 which trust steps it gates project config behind, and how doctor asks its own CLI.
 
 Each adapter module exposes the same names (``NAME``, ``CLI``, ``mcp_file``, ``SERVER_PATH``,
-``server_definition``, ``equivalent``, ``probe``); :data:`ADAPTERS` maps runtime names to them.
+``NEW_FILE_KEYS``, ``server_definition``, ``equivalent``, ``probe``); :data:`ADAPTERS` maps
+runtime names to them.
 """
 
 from __future__ import annotations

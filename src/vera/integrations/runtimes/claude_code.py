@@ -9,6 +9,7 @@ from typing import Any
 
 NAME = "claude-code"
 CLI = "claude"
+NEW_FILE_KEYS: dict[str, str] = {}
 SERVER_PATH = ("mcpServers", "vera")
 # A health check that approves nothing persistently (the flag lives for one invocation).
 HEALTH_SETTINGS = json.dumps({"enableAllProjectMcpServers": True})

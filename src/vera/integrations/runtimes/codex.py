@@ -14,6 +14,7 @@ from tomlkit.exceptions import TOMLKitError
 
 NAME = "codex"
 CLI = "codex"
+NEW_FILE_KEYS: dict[str, str] = {}
 SERVER_PATH = ("mcp_servers", "vera")
 
 

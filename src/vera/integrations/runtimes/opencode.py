@@ -9,6 +9,9 @@ from typing import Any
 NAME = "opencode"
 CLI = "opencode"
 SERVER_PATH = ("mcp", "vera")
+# OpenCode adds this key to a config file that lacks it, so a file VERA creates carries it
+# from the start (and VERA owns it), rather than being left behind after disconnect.
+NEW_FILE_KEYS = {"$schema": "https://opencode.ai/config.json"}
 
 
 def mcp_file(root: Path) -> str:

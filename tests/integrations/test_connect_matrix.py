@@ -1,0 +1,289 @@
+"""The GUIDE's verification matrix for `vera connect | disconnect`, against the real runtime
+CLIs (pinned, installed by scripts/runtimes) and a loopback VERA stand-in.
+
+Each test is named after its matrix row; the runtime CLI decides whether what connect wrote
+is valid (it parses the project files the way the runtime will)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import runtime_cli as cli
+from standin import API_KEY, StandIn
+
+from vera.integrations.editors import parse_json, parse_toml
+
+RUNTIMES = ("claude-code", "codex", "opencode")
+TOKEN = "eyJ.test-mcp-jwt.signature"
+
+
+@pytest.fixture
+def standin():
+    with StandIn() as running:
+        yield running
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file but Git's and the packages OpenCode installs for plugins by itself."""
+    skip = {".git", "node_modules"}
+    return {str(p.relative_to(root)): p.read_text(errors="replace")
+            for p in sorted(root.rglob("*"))
+            if p.is_file() and not skip & set(p.relative_to(root).parts)}
+
+
+def connect(vera, standin: StandIn, runtime: str, *extra: str, stdin: str | None = None):
+    return vera("connect", runtime, "--api-url", standin.url, "--mcp-url", standin.mcp_url,
+                "--yes", *extra, stdin=stdin)
+
+
+def runtime_sees_vera(runtime_bin: Path, runtime: str, repo: Path, env: dict[str, str],
+                      url: str) -> None:
+    if runtime == "claude-code":
+        assert "Connected" in cli.claude_get(runtime_bin, repo, env)
+    elif runtime == "codex":
+        cli.trust_codex_project(repo, env)
+        server = cli.codex_get(runtime_bin, repo, env)
+        assert server is not None and server["transport"]["url"] == url
+    else:
+        assert cli.opencode_config(runtime_bin, repo, env).returncode == 0
+        assert "✓ vera" in cli.opencode_list(runtime_bin, repo, env)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_clean_repository(runtime, repo, vera, standin, runtime_bin, home_env):
+    done = connect(vera, standin, runtime)
+    assert done.returncode == 0, done.stderr
+    assert f"VERA setup completed for {runtime}" in done.stdout
+    runtime_sees_vera(runtime_bin, runtime, repo, home_env, standin.mcp_url)
+    doctor = vera("doctor", runtime, env={"PATH": f"{runtime_bin}:{home_env['PATH']}"})
+    assert "vera tools visible: 2 tools" in doctor.stdout
+    gone = vera("disconnect", runtime, "--yes")
+    assert gone.returncode == 0, gone.stderr
+    leftover = {p for p in tree(repo) if not p.startswith(".opencode/")}
+    assert leftover == set()  # OpenCode's own .opencode files are the runtime's
+
+
+UNRELATED = {
+    ".mcp.json": (
+        '{\n  "mcpServers": {\n'
+        '    "docs": {"type": "http", "url": "http://127.0.0.1:1/mcp"}\n  }\n}\n'),
+    ".claude/settings.json": (
+        '{\n  "hooks": {\n    "SessionStart": [\n      {"matcher": "startup", '
+        '"hooks": [{"type": "command", "command": "true"}]}\n    ]\n  },\n'
+        '  "permissions": {"ask": ["Bash(rm:*)"]}\n}\n'),
+    ".claude/skills/review/SKILL.md": "---\nname: review\ndescription: team review\n---\nbody\n",
+    ".codex/config.toml": (
+        '# team settings\nmodel = "gpt-x"  # pinned\n\n[mcp_servers.docs]\n'
+        'url = "http://127.0.0.1:1/mcp" # docs server\n'),
+    ".codex/hooks.json": (
+        '{"hooks": {"SessionStart": [{"matcher": "startup", '
+        '"hooks": [{"type": "command", "command": "true"}]}]}}\n'),
+    "opencode.jsonc": (
+        '{\n  // team config\n  "$schema": "https://opencode.ai/config.json",\n'
+        '  "mcp": {\n    "docs": { "type": "remote", "url": "http://127.0.0.1:1/mcp", },'
+        ' // docs\n  },\n  /* plugins by the team */\n  "plugin": [],\n}\n'),
+    ".opencode/plugins/team.js": "export const Team = async () => ({});\n",
+}
+
+
+def write(repo: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_existing_unrelated_servers_skills_hooks_and_plugins(runtime, repo, vera, standin,
+                                                             runtime_bin, home_env):
+    write(repo, UNRELATED)
+    done = connect(vera, standin, runtime)
+    assert done.returncode == 0, done.stderr
+    runtime_sees_vera(runtime_bin, runtime, repo, home_env, standin.mcp_url)
+    if runtime == "claude-code":
+        assert "docs" in parse_json((repo / ".mcp.json").read_text())["mcpServers"]
+        settings = parse_json((repo / ".claude/settings.json").read_text())
+        assert settings["hooks"]["SessionStart"][0]["matcher"] == "startup"
+        assert "Bash(rm:*)" in settings["permissions"]["ask"]
+    assert vera("disconnect", runtime, "--yes").returncode == 0
+    after = {p: t for p, t in tree(repo).items()
+             if p in UNRELATED or not p.startswith(".opencode/")}
+    assert after == UNRELATED  # byte for byte
+
+
+def test_jsonc_and_toml_with_comments(repo, vera, standin, runtime_bin, home_env):
+    write(repo, {k: UNRELATED[k] for k in (".codex/config.toml", "opencode.jsonc")})
+    for runtime in ("codex", "opencode"):
+        assert connect(vera, standin, runtime).returncode == 0
+    toml = (repo / ".codex/config.toml").read_text()
+    assert toml.startswith(UNRELATED[".codex/config.toml"])  # comments and layout kept
+    assert parse_toml(toml)["mcp_servers"]["vera"]["default_tools_approval_mode"] == "writes"
+    jsonc = (repo / "opencode.jsonc").read_text()
+    assert "// team config" in jsonc and "/* plugins by the team */" in jsonc
+    assert not (repo / "opencode.json").exists()
+    runtime_sees_vera(runtime_bin, "opencode", repo, home_env, standin.mcp_url)
+    runtime_sees_vera(runtime_bin, "codex", repo, home_env, standin.mcp_url)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_equivalent_existing_vera_definition_reused(runtime, repo, vera, standin):
+    existing = {
+        "claude-code": (".mcp.json", json.dumps({"mcpServers": {"vera": {
+            "type": "http", "url": standin.mcp_url}}}, indent=2) + "\n"),
+        "codex": (".codex/config.toml", f'[mcp_servers.vera]\nurl = "{standin.mcp_url}"\n'),
+        "opencode": ("opencode.json", json.dumps({"mcp": {"vera": {
+            "type": "remote", "url": standin.mcp_url}}}, indent=2) + "\n"),
+    }[runtime]
+    write(repo, dict([existing]))
+    assert connect(vera, standin, runtime).returncode == 0
+    text = (repo / existing[0]).read_text()
+    assert text.count(standin.mcp_url) == 1  # reused, not duplicated
+    assert vera("disconnect", runtime, "--yes").returncode == 0
+    assert (repo / existing[0]).read_text() == existing[1]  # the user's, so it stays
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_conflicting_vera_endpoint_requires_user_selection(runtime, repo, vera, standin):
+    other = "https://vera.elsewhere.example/mcp"
+    existing = {
+        "claude-code": (".mcp.json", json.dumps({"mcpServers": {"vera": {
+            "type": "http", "url": other}}})),
+        "codex": (".codex/config.toml", f'[mcp_servers.vera]\nurl = "{other}"\n'),
+        "opencode": ("opencode.json", json.dumps({"mcp": {"vera": {
+            "type": "remote", "url": other}}})),
+    }[runtime]
+    write(repo, dict([existing]))
+    before = tree(repo)
+    done = connect(vera, standin, runtime)
+    assert done.returncode == 3
+    assert "conflict:" in done.stderr and "vera" in done.stderr
+    assert tree(repo) == before  # nothing written
+
+
+def test_user_global_vera_config_plus_project_override(repo, vera, standin, runtime_bin,
+                                                       home_env):
+    user = Path(home_env["CODEX_HOME"]) / "config.toml"
+    user.write_text('[mcp_servers.vera]\nurl = "https://vera.global.example/mcp"\n')
+    assert connect(vera, standin, "codex").returncode == 0
+    cli.trust_codex_project(repo, home_env)
+    assert cli.codex_get(runtime_bin, repo, home_env)["transport"]["url"] == standin.mcp_url
+
+
+def test_untrusted_workspace(repo, vera, standin, runtime_bin, home_env):
+    assert connect(vera, standin, "codex").returncode == 0
+    assert connect(vera, standin, "claude-code").returncode == 0
+    assert cli.codex_get(runtime_bin, repo, home_env) is None  # Codex's own gate holds
+    doctor = vera("doctor", env={"PATH": f"{runtime_bin}:{home_env['PATH']}"})
+    assert doctor.returncode == 1
+    assert "TODO codex project trust" in doctor.stdout
+    assert "TODO claude folder trust" in doctor.stdout
+    assert "TODO claude server approval" in doctor.stdout
+    assert not (Path(home_env["HOME"]) / ".codex" / "config.toml").exists()  # never bypassed
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_missing_auth_token_from_typed_api_key(runtime, repo, vera, runtime_bin, home_env):
+    with StandIn(auth=TOKEN) as standin:
+        done = connect(vera, standin, runtime, "--api-key-stdin", stdin=API_KEY + "\n")
+        assert done.returncode == 0, done.stderr
+        assert TOKEN not in done.stdout + done.stderr and API_KEY not in done.stdout
+        token_file = repo / ".vera/mcp-token.env"
+        assert token_file.read_text() == f"VERA_MCP_TOKEN={TOKEN}\n"
+        assert token_file.stat().st_mode & 0o077 == 0
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(token_file)], cwd=repo)
+        assert ignored.returncode == 0
+        tracked = {p: t for p, t in tree(repo).items() if p != ".vera/mcp-token.env"}
+        assert not any(TOKEN in t or API_KEY in t for t in tracked.values())
+        reference = {"claude-code": "${VERA_MCP_TOKEN}", "codex": '"VERA_MCP_TOKEN"',
+                     "opencode": "{env:VERA_MCP_TOKEN}"}[runtime]
+        assert any(reference in t for t in tracked.values())
+        mcp_posts = [r for r in standin.requests if r["path"] == "/mcp"]
+        assert all(API_KEY not in json.dumps(r) for r in mcp_posts)  # never sent to MCP
+        env = {**home_env, "VERA_MCP_TOKEN": TOKEN}
+        runtime_sees_vera(runtime_bin, runtime, repo, env, standin.mcp_url)
+
+
+def test_wrong_api_key_writes_nothing(repo, vera):
+    with StandIn(auth=TOKEN) as standin:
+        done = connect(vera, standin, "claude-code", "--api-key-stdin", stdin="wrong\n")
+        assert done.returncode == 2 and "api_key" not in done.stdout
+        assert tree(repo) == {}
+
+
+def test_oauth_advertised_prefers_runtime_oauth(repo, vera):
+    with StandIn(auth=TOKEN, oauth_issuer="https://login.example") as standin:
+        done = connect(vera, standin, "codex")
+        assert done.returncode == 0, done.stderr
+        assert "codex mcp login vera" in done.stdout
+        server = parse_toml((repo / ".codex/config.toml").read_text())["mcp_servers"]["vera"]
+        assert "bearer_token_env_var" not in server
+        assert not (repo / ".vera/mcp-token.env").exists()
+
+
+def test_offline_vera_writes_nothing(repo, vera):
+    done = vera("connect", "opencode", "--api-url", "http://127.0.0.1:9",
+                "--mcp-url", "http://127.0.0.1:9/mcp", "--yes")
+    assert done.returncode == 1 and "FAIL" in done.stdout
+    assert tree(repo) == {}
+
+
+@pytest.mark.parametrize("url", ["ftp://host/mcp", "https://user:pw@host/mcp",
+                                 "https://host/mcp?token=x", "not a url"])
+def test_url_validation_names_the_field(url, vera, repo):
+    done = vera("connect", "codex", "--api-url", "http://127.0.0.1:9", "--mcp-url", url)
+    assert done.returncode == 2 and "mcp_url" in done.stderr
+
+
+def test_without_approval_nothing_is_written(repo, vera, standin):
+    done = vera("connect", "claude-code", "--api-url", standin.url, "--mcp-url",
+                standin.mcp_url, stdin="")
+    assert done.returncode == 1 and "+++ b/.mcp.json" in done.stdout  # the exact diff
+    assert tree(repo) == {}
+
+
+def test_symlinked_config_is_refused(repo, vera, standin, tmp_path):
+    target = tmp_path / "elsewhere.json"
+    target.write_text("{}\n")
+    (repo / ".mcp.json").symlink_to(target)
+    done = connect(vera, standin, "claude-code")
+    assert done.returncode == 3
+    assert target.read_text() == "{}\n"
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_disconnect_without_unrelated_loss_keeps_user_edits(runtime, repo, vera, standin):
+    assert connect(vera, standin, runtime).returncode == 0
+    folder = ".claude" if runtime == "claude-code" else ".agents"
+    skill = repo / folder / "skills/vera/SKILL.md"
+    skill.write_text(skill.read_text() + "\nteam note\n")
+    done = vera("disconnect", runtime, "--yes")
+    assert done.returncode == 3 and "conflict:" in done.stderr
+    assert skill.read_text().endswith("team note\n")  # the user's edit survives
+
+
+def test_shared_skill_stays_while_another_runtime_uses_it(repo, vera, standin):
+    assert connect(vera, standin, "codex").returncode == 0
+    assert connect(vera, standin, "opencode").returncode == 0
+    assert vera("disconnect", "codex", "--yes").returncode == 0
+    assert (repo / ".agents/skills/vera/SKILL.md").exists()
+    assert vera("disconnect", "opencode", "--yes").returncode == 0
+    assert not (repo / ".agents").exists()
+
+
+def test_update_to_newer_contract(repo, vera, standin):
+    assert connect(vera, standin, "opencode").returncode == 0
+    record = repo / ".vera/integrations.json"
+    data = json.loads(record.read_text())
+    data["runtimes"]["opencode"]["contract"]["vera_integration_contract"] = 0  # an older one
+    record.write_text(json.dumps(data))
+    assert connect(vera, standin, "opencode", "--save-mode", "off").returncode == 0
+    config = parse_json((repo / "opencode.json").read_text())
+    assert config["permission"]["vera_knowledge_propose"] == "deny"
+    assert (repo / "opencode.json").read_text().count('"vera"') == 1  # no duplicate
+    now = json.loads(record.read_text())["runtimes"]["opencode"]
+    assert now["contract"]["vera_integration_contract"] == 1
+    assert now["overrides"] == {"defaults.save_mode": "off"}
+    assert vera("disconnect", "opencode", "--yes").returncode == 0
+    assert tree(repo) == {}
