@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from vera import limits
 from vera.config import Settings
 from vera.errors import InvalidInput, ProjectOutOfScope
 from vera.identity.v1 import identity_pb2
@@ -30,21 +31,30 @@ from vera.rpc.timestamps import to_timestamp
 FACTS_PER_CALL = 500
 MAX_REPORTED_ERRORS = 20
 
-# field -> (type, max length or None); lengths follow the MCP input bounds.
+# field -> (type, max length or None): the published bounds (vera.limits) that knowledge
+# enforces on the same fields, so a file is refused here, with its line, for what the
+# service would refuse.
 _STR = str
+_ID = limits.ID_LIKE[1]
+_PATH = limits.REPOSITORY_PATH_CURSOR[1]
+_TYPE = limits.TYPE_NAME[1]
+_TIME = limits.TIMESTAMP[1]
 SOURCE_FIELDS: dict[str, tuple[type, int | None]] = {
-    "id": (_STR, 512), "source_type": (_STR, 256), "title": (_STR, 1024),
-    "uri": (_STR, 2048), "observed_at": (_STR, 64),
+    "id": (_STR, _ID), "source_type": (_STR, _TYPE), "title": (_STR, 1024),
+    "uri": (_STR, 2048), "observed_at": (_STR, _TIME),
 }
 FACT_FIELDS: dict[str, tuple[type, int | None]] = {
-    "subject": (_STR, 512), "predicate": (_STR, 2048), "object": (_STR, 8000),
-    "source": (_STR, 512), "evidence": (_STR, 8000), "locator": (_STR, 1024),
-    "valid_from": (_STR, 64), "valid_to": (_STR, 64), "trust_tier": (int, None),
-    "authority": (float, None), "repository": (_STR, 1024), "branch": (_STR, 512),
-    "code_path": (_STR, 1024), "document_type": (_STR, 256),
+    "subject": (_STR, limits.SUBJECT[1]), "predicate": (_STR, limits.PREDICATE_OBJECT[1]),
+    "object": (_STR, limits.PREDICATE_OBJECT[1]), "source": (_STR, _ID),
+    "evidence": (_STR, limits.EVIDENCE_TEXT[1]), "locator": (_STR, 1024),
+    "valid_from": (_STR, _TIME), "valid_to": (_STR, _TIME), "trust_tier": (int, None),
+    "authority": (float, None), "repository": (_STR, _PATH), "branch": (_STR, _ID),
+    "code_path": (_STR, _PATH), "document_type": (_STR, _TYPE),
 }
 ENTITY_FIELDS: dict[str, tuple[type, int | None]] = {
-    "name": (_STR, 1024), "aliases": (list, 64), "kind": (_STR, 256),
+    # knowledge holds entity names and aliases to a subject's length
+    "name": (_STR, limits.SUBJECT[1]), "aliases": (list, limits.PREDICATE_LIST_ITEMS),
+    "kind": (_STR, _TYPE),
 }
 # A correction is a fact line that replaces the fact with key ``corrects`` (never overwrites:
 # the old version is closed, and stays readable through known_as_of / as_of).

@@ -59,6 +59,9 @@ def test_only_subject_predicate_object_are_required(tmp_path: Path):
     ({"type": "note"}, "type"),
     ([1, 2], "JSON object"),
     ({**SOURCE}, "duplicate"),
+    # the service's bounds (vera.limits), caught with the line before anything is sent
+    ({**FACT, "object": "x" * 2049}, "object"),
+    ({"type": "entity", "name": "n" * 513}, "name"),
 ])
 def test_a_bad_line_rejects_the_file_naming_line_and_field(tmp_path: Path, bad, expected):
     with pytest.raises(IngestFileError) as caught:
