@@ -1,0 +1,57 @@
+"""The real runtimes against the real gateway: after `vera connect`, Claude Code's own
+handshake (``server/discover`` on protocol 2026-07-28 first, then ``initialize``) and
+OpenCode's reach VERA, and `vera doctor` lists VERA's tools."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def runtime_bin() -> Path:
+    done = subprocess.run([str(CHECKOUT / "scripts" / "runtimes")], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def test_local_principal_connects_with_the_runtimes_own_handshake(stack, runtime_bin,
+                                                                   tmp_path):
+    repo = tmp_path / "project"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True)
+    env = {**stack.env, "HOME": str(home), "CODEX_HOME": str(home / ".codex"),
+           "XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),
+           "XDG_CACHE_HOME": str(home / "cache"), "XDG_STATE_HOME": str(home / "state"),
+           "PATH": f"{runtime_bin}:{stack.env.get('PATH', '')}",
+           "DISABLE_AUTOUPDATER": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
+           "OPENCODE_DISABLE_MODELS_FETCH": "1"}
+    api_url = f"http://127.0.0.1:{stack.env['VERA_API__PORT']}"
+
+    def vera(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "vera.cli", *args], cwd=repo, env=env,
+                              capture_output=True, text=True, timeout=180)
+
+    done = vera("connect", "claude-code", "--api-url", api_url, "--mcp-url", stack.mcp_url,
+                "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "auth profile: local-dev" in done.stdout
+    health = subprocess.run(
+        ["claude", "--settings", '{"enableAllProjectMcpServers":true}', "mcp", "get", "vera"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=120,
+        stdin=subprocess.DEVNULL)
+    assert "Connected" in health.stdout, health.stdout + health.stderr
+    doctor = vera("doctor", "claude-code")
+    assert "ok   claude connects to vera" in doctor.stdout
+    tools = next(line for line in doctor.stdout.splitlines() if "vera tools visible" in line)
+    assert tools.strip().startswith("ok")
