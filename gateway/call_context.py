@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from google.protobuf.message import Message
 
 from vera.config import Settings
 from vera.errors import InvalidInput, NotFound, UnsupportedVersion
@@ -66,6 +68,17 @@ async def scope_ids(ctx: CallContext, project: str | None) -> list[str]:
     return [p.project_id for p in (await scopes(ctx)).projects]
 
 
+_Request = TypeVar("_Request", bound=Message)
+
+
+def with_time_bounds(request: _Request, args: dict[str, Any]) -> _Request:
+    """``request`` with the ``as_of`` / ``known_as_of`` arguments given set on it."""
+    for name in ("as_of", "known_as_of"):
+        if args.get(name) is not None:
+            getattr(request, name).CopyFrom(to_timestamp(args[name]))
+    return request
+
+
 _CONFLICT_HANDLING = {
     "include": retrieval_pb2.CONFLICT_HANDLING_INCLUDE,
     "exclude": retrieval_pb2.CONFLICT_HANDLING_EXCLUDE,
@@ -100,9 +113,7 @@ def filters(args: dict[str, Any]) -> retrieval_pb2.RetrievalFilters:
         exclude_predicates=args.get("exclude_predicates") or [],
         conflict_handling=_CONFLICT_HANDLING[args.get("conflict_handling") or "include"],
     )
-    for name in ("as_of", "known_as_of"):
-        if args.get(name) is not None:
-            getattr(out, name).CopyFrom(to_timestamp(args[name]))
+    with_time_bounds(out, args)
     if args.get("min_authority") is not None:
         out.min_authority = args["min_authority"]
     if args.get("max_trust_tier") is not None:

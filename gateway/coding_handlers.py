@@ -21,7 +21,6 @@ from vera.gateway.spec import AuthClass
 from vera.identity.v1 import identity_pb2
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.retrieval.v1 import retrieval_pb2
-from vera.rpc.timestamps import to_timestamp
 from vera.snapshot.v1 import snapshot_pb2
 
 
@@ -238,11 +237,10 @@ async def _explain(ctx: CallContext, args: dict[str, Any]) -> knowledge_pb2.Expl
     request = knowledge_pb2.ExplainFactRequest(
         scope_ids=[p.project_id for p in scopes.projects], fact_key=args["fact_key"]
     )
-    for name in ("as_of", "known_as_of"):
-        if args.get(name) is not None:
-            getattr(request, name).CopyFrom(to_timestamp(args[name]))
     try:
-        return await ctx.backends.knowledge.ExplainFact(request)
+        return await ctx.backends.knowledge.ExplainFact(
+            call_context.with_time_bounds(request, args)
+        )
     except NotFound:
         # A missing and an out-of-scope fact read the same, as the knowledge service says it.
         raise InvalidInput("fact_key", reason="not_found") from None

@@ -10,23 +10,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from vera.gateway import views
-from vera.gateway.call_context import CallContext, scope_ids
+from vera.gateway.call_context import CallContext, scope_ids, with_time_bounds
 from vera.gateway.render import UNTRUSTED
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
-from vera.rpc.timestamps import to_timestamp
 
 _CONFLICT_FILTER = {
     "include": pb.CONFLICT_FILTER_INCLUDE,
     "exclude": pb.CONFLICT_FILTER_EXCLUDE,
     "only": pb.CONFLICT_FILTER_ONLY,
 }
-
-
-def _times(request: Any, args: dict[str, Any], names: tuple[str, ...]) -> Any:
-    for name in names:
-        if args.get(name) is not None:
-            getattr(request, name).CopyFrom(to_timestamp(args[name]))
-    return request
 
 
 def _fact(f: pb.Fact) -> dict[str, Any]:
@@ -103,7 +95,7 @@ def _community(c: pb.Community) -> dict[str, Any]:
 
 async def get_fact(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     request = pb.GetFactRequest(scope_ids=await scope_ids(ctx, None), fact_key=args["fact_key"])
-    response = await ctx.backends.knowledge.GetFact(_times(request, args, ("as_of", "known_as_of")))
+    response = await ctx.backends.knowledge.GetFact(with_time_bounds(request, args))
     return {
         "fact": _fact(response.fact) if response.HasField("fact") else None,
         "versions": [
@@ -132,9 +124,7 @@ async def get_entity(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         page_size=args["limit"],
         conflict_filter=_CONFLICT_FILTER[args["conflict_handling"]],
     )
-    response = await ctx.backends.knowledge.GetEntity(
-        _times(request, args, ("as_of", "known_as_of"))
-    )
+    response = await ctx.backends.knowledge.GetEntity(with_time_bounds(request, args))
     facts = list(response.facts)
     return {
         "entity": _entity(response.entity),
@@ -149,9 +139,7 @@ async def get_source(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     request = pb.GetSourceRequest(
         scope_ids=await scope_ids(ctx, args.get("project")), source_id=args["source_id"]
     )
-    response = await ctx.backends.knowledge.GetSource(
-        _times(request, args, ("as_of", "known_as_of"))
-    )
+    response = await ctx.backends.knowledge.GetSource(with_time_bounds(request, args))
     fr = response.freshness
     warnings = []
     if fr.stale:
@@ -197,9 +185,7 @@ async def explore(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         page_size=args["limit"],
         conflict_filter=_CONFLICT_FILTER[args["conflict_handling"]],
     )
-    response = await ctx.backends.knowledge.ExploreGraph(
-        _times(request, args, ("as_of", "known_as_of"))
-    )
+    response = await ctx.backends.knowledge.ExploreGraph(with_time_bounds(request, args))
     facts = [e.fact for e in response.edges]
     return {
         "entity": _entity(response.entity),
@@ -231,9 +217,7 @@ async def get_changes(
         newest_first=newest_first,
         changes=list(changes),
     )
-    response = await ctx.backends.knowledge.ListScopeChanges(
-        _times(request, args, ("as_of", "known_as_of"))
-    )
+    response = await ctx.backends.knowledge.ListScopeChanges(with_time_bounds(request, args))
     entries = [
         {
             "position": c.position,
@@ -259,9 +243,7 @@ async def get_conflicts(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any
         page_size=args["limit"],
         page_token=args.get("cursor") or "",
     )
-    response = await ctx.backends.knowledge.ListConflicts(
-        _times(request, args, ("as_of", "known_as_of"))
-    )
+    response = await ctx.backends.knowledge.ListConflicts(with_time_bounds(request, args))
     groups = [
         {
             "project_id": g.scope_id,
@@ -286,9 +268,7 @@ async def search_communities(ctx: CallContext, args: dict[str, Any]) -> dict[str
         query=args["query"],
         page_size=args["limit"],
     )
-    response = await ctx.backends.knowledge.SearchCommunities(
-        _times(request, args, ("as_of", "known_as_of"))
-    )
+    response = await ctx.backends.knowledge.SearchCommunities(with_time_bounds(request, args))
     return {
         "communities": [_community(c) for c in response.communities],
         "authoritative": False,
@@ -303,9 +283,7 @@ async def get_community_lineage(ctx: CallContext, args: dict[str, Any]) -> dict[
         page_size=args["limit"],
         page_token=args.get("cursor") or "",
     )
-    response = await ctx.backends.knowledge.GetCommunityLineage(
-        _times(request, args, ("as_of", "known_as_of"))
-    )
+    response = await ctx.backends.knowledge.GetCommunityLineage(with_time_bounds(request, args))
     return {
         "community": _community(response.community),
         "facts": [_fact(f) for f in response.facts],

@@ -385,4 +385,3 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
         graph_handlers.render_lineage,
     ),
 )
-
