@@ -98,7 +98,7 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
             lexical = PgLexicalIndex(None, memory, context_weight=CONTEXT_WEIGHT
                                      if context_weight is None else context_weight)
             retriever = Retriever(embedder, vectors, lexical, source, candidate_pool=50,
-                                  stale_source_days=100_000, features=lexical,
+                                  features=lexical,
                                   reranker=reranker, stages=Stages(**stage_flags),
                                   assembler_version="bench-ablation")
             tally = Tally()
@@ -202,7 +202,7 @@ async def rerank_rows(conversations, embedder, vectors, lexical_factory, source,
                                                           weight=LATE_INTERACTION_WEIGHT))
     lexical = lexical_factory()
     retriever = Retriever(embedder, vectors, lexical, source, candidate_pool=50,
-                          stale_source_days=100_000, features=lexical, reranker=recorder,
+                          features=lexical, reranker=recorder,
                           assembler_version="bench-ablation")
     from vera.services.retrieval.model import Filters
 

@@ -512,7 +512,7 @@ async def in_process_pipeline(data_dir: Path, stack_pid: int,
         setup["setup_s"] = time.perf_counter() - t0
         retriever = Retriever(embedder, vectors, lexical, DictFacts(facts),
                               candidate_pool=rs.candidate_pool,
-                              stale_source_days=rs.stale_source_days, features=lexical,
+                              features=lexical,
                               reranker=reranker, assembler_version=assembler_version(rs))
         yield InProcessPipeline(retriever, embedder, setup)
     finally:

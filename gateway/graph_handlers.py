@@ -6,7 +6,6 @@ The specs in ``graph_tools`` name them. Arguments arrive bounds-checked with def
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from vera.gateway import views
@@ -30,19 +29,13 @@ def _fact(f: pb.Fact) -> dict[str, Any]:
     return out
 
 
-def _freshness(ctx: CallContext, facts: list[pb.Fact]) -> list[dict[str, Any]]:
-    """The rule retrieval applies: a cited source observed longer ago than the threshold."""
-    cutoff = datetime.now(UTC) - timedelta(days=ctx.settings.retrieval.stale_source_days)
+def _freshness(facts: list[pb.Fact]) -> list[dict[str, Any]]:
+    """The cited sources knowledge marked stale, once per fact and source."""
     out: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
     for f in facts:
         for c in f.citations:
-            if not c.source_id or not c.HasField("observed_at"):
-                continue
-            if (
-                c.observed_at.ToDatetime(tzinfo=UTC) < cutoff
-                and (f.fact_key, c.source_id) not in seen
-            ):
+            if c.stale and (f.fact_key, c.source_id) not in seen:
                 seen.add((f.fact_key, c.source_id))
                 out.append(
                     {
@@ -130,7 +123,7 @@ async def get_entity(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         "entity": _entity(response.entity),
         "facts": [_fact(f) for f in facts],
         "total_facts": response.total_facts,
-        "freshness_warnings": _freshness(ctx, facts),
+        "freshness_warnings": _freshness(facts),
         "empty_reason": None if facts else "no_related_facts",
     }
 
@@ -196,7 +189,7 @@ async def explore(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         ],
         "nodes": list(response.nodes),
         "truncated": response.truncated,
-        "freshness_warnings": _freshness(ctx, facts),
+        "freshness_warnings": _freshness(facts),
         "empty_reason": None if facts else "no_edges",
     }
 

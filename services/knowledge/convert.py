@@ -80,6 +80,7 @@ def fact_to_proto(view: FactView) -> pb.Fact:
                 verification=VERIFICATION[c.verification],
                 source_type=c.source_type,
                 observed_at=to_timestamp(c.observed_at),
+                stale=c.stale,
             )
             for c in view.citations
         ],

@@ -13,7 +13,7 @@ import re
 import unicodedata
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
 from importlib import resources
@@ -500,6 +500,7 @@ class CitationView:
     verification: Verification
     source_type: str
     observed_at: datetime | None
+    stale: bool = False
 
 
 @dataclass(frozen=True)
@@ -545,9 +546,16 @@ def displayed_state(stored_state: str, conflicting_fact_keys: tuple[str, ...]) -
     return state
 
 
-def citation_of(assertion: AssertionView) -> CitationView:
+def source_stale(observed_at: datetime | None, now: datetime, stale_after_days: int) -> bool:
+    """The one staleness rule: observed longer ago than the threshold. A source never
+    observed is not stale (staleness needs an observation time)."""
+    return observed_at is not None and now - observed_at > timedelta(days=stale_after_days)
+
+
+def citation_of(assertion: AssertionView, now: datetime, stale_after_days: int) -> CitationView:
     first = assertion.evidence[0] if assertion.evidence else None
     source = assertion.source
+    observed_at = source.observed_at if source else None
     return CitationView(
         source_id=source.source_id if source else "",
         locator=first.locator if first else "",
@@ -556,7 +564,8 @@ def citation_of(assertion: AssertionView) -> CitationView:
         excerpt=excerpt(first.text) if first else "",
         verification=assertion.verification,
         source_type=source.source_type if source else "",
-        observed_at=source.observed_at if source else None,
+        observed_at=observed_at,
+        stale=source_stale(observed_at, now, stale_after_days),
     )
 
 

@@ -10,7 +10,7 @@ import json
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
@@ -19,7 +19,7 @@ import networkx as nx
 from vera import limits
 from vera.errors import InvalidInput
 
-from .domain import FactView, normalize
+from .domain import FactView, normalize, source_stale
 
 EXPLORE_DEPTH_MAX = limits.DEPTH[1]
 EXPLORE_PAGE_DEFAULT, EXPLORE_PAGE_MAX = 50, limits.LIMIT_FEED[1]
@@ -117,11 +117,11 @@ class Freshness:
 
 
 def freshness(observed_at: datetime | None, now: datetime, stale_after_days: int) -> Freshness:
-    """The rule retrieval applies to citations (``source_stale``), for one source."""
+    """The staleness of one source by the rule every citation carries (``source_stale``)."""
     if observed_at is None:
-        return Freshness(True, -1, stale_after_days, "never_observed")
+        return Freshness(False, -1, stale_after_days, "never_observed")
+    stale = source_stale(observed_at, now, stale_after_days)
     age = now - observed_at
-    stale = age > timedelta(days=stale_after_days)
     return Freshness(stale, max(age.days, 0), stale_after_days, "source_stale" if stale else "")
 
 

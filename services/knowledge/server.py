@@ -22,13 +22,14 @@ async def create(settings: Settings, address: str) -> HostedService:
     ontology = load_ontology(settings.knowledge.ontology_path)
     pool = await open_service_database(settings, SCHEMA, "vera.services.knowledge")
     try:
-        store = KnowledgeStore(pool, ontology)
+        stale_days = settings.knowledge.stale_source_days
+        store = KnowledgeStore(pool, ontology, stale_source_days=stale_days)
         # Communities: derived on demand (DeriveCommunities) and by a background refresh of
         # scopes whose change log moved; an LLM summarizer would replace the extractive one.
         servicer = KnowledgeServicer(
             store,
             GraphStore(store, ExtractiveSummarizer()),
-            stale_source_days=settings.retrieval.stale_source_days,
+            stale_source_days=stale_days,
             refresh_seconds=settings.knowledge.community_refresh_seconds,
         )
         register = knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -137,9 +137,10 @@ _CONFLICT_FILTER_SQL = {
 
 
 class KnowledgeStore:
-    def __init__(self, pool: asyncpg.Pool, ontology: Ontology) -> None:
+    def __init__(self, pool: asyncpg.Pool, ontology: Ontology, *, stale_source_days: int) -> None:
         self._pool = pool
         self._ontology = ontology
+        self._stale_source_days = stale_source_days
         self._single_valued = sorted(ontology.single_valued_predicates)
 
     @property
@@ -431,7 +432,8 @@ class KnowledgeStore:
 
     def _view(self, r: asyncpg.Record, cited: list[AssertionView]) -> FactView:
         cited = domain.best_first(cited)
-        citations = tuple(domain.citation_of(a) for a in cited)
+        now = datetime.now(UTC)
+        citations = tuple(domain.citation_of(a, now, self._stale_source_days) for a in cited)
         conflicts = tuple(r["conflicting_fact_keys"] or ())
         source_type = r["source_type"] or next(
             (c.source_type for c in citations if c.source_type), ""

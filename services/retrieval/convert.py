@@ -37,6 +37,7 @@ def citation_from_proto(msg: knowledge_pb2.Citation) -> Citation:
         verification=msg.verification,
         source_type=msg.source_type,
         observed_at=from_timestamp(msg, "observed_at"),
+        stale=msg.stale,
     )
 
 
@@ -50,6 +51,7 @@ def citation_to_proto(citation: Citation) -> knowledge_pb2.Citation:
         verification=citation.verification,
         source_type=citation.source_type,
         observed_at=to_timestamp(citation.observed_at),
+        stale=citation.stale,
     )
 
 

@@ -59,6 +59,7 @@ class Citation:
     verification: int = 0
     source_type: str = ""
     observed_at: datetime | None = None
+    stale: bool = False  # knowledge's mark: observed longer ago than its threshold
 
 
 @dataclass(frozen=True)

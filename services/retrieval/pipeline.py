@@ -13,7 +13,7 @@ import asyncio
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from vera import limits
 from vera.errors import InvalidInput
@@ -201,15 +201,13 @@ def find_conflicts(results: Sequence[Result]) -> list[Conflict]:
     ]
 
 
-def freshness_warnings(
-    results: Sequence[Result], now: datetime, stale_source_days: int
-) -> list[FreshnessWarning]:
-    cutoff = now - timedelta(days=stale_source_days)
+def freshness_warnings(results: Sequence[Result]) -> list[FreshnessWarning]:
+    """The cited sources knowledge marked stale, once per fact and source."""
     warnings: list[FreshnessWarning] = []
     seen: set[tuple[str, str]] = set()
     for result in results:
         for citation in result.fact.citations:
-            if citation.observed_at is None or citation.observed_at >= cutoff:
+            if not citation.stale:
                 continue
             key = (result.fact.fact_key, citation.source_id)
             if key in seen:
@@ -293,7 +291,6 @@ class Retriever:
         facts: FactSource,
         *,
         candidate_pool: int,
-        stale_source_days: int,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         features: FeatureSource | None = None,
         reranker: Reranker | None = None,
@@ -307,7 +304,6 @@ class Retriever:
         self._lexical = lexical
         self._facts = facts
         self._pool = candidate_pool
-        self._stale_days = stale_source_days
         self._clock = clock
         self._features = features
         self._reranker = reranker
@@ -327,7 +323,7 @@ class Retriever:
         return SearchOutcome(
             results=kept,
             conflicts=find_conflicts(kept),
-            freshness_warnings=freshness_warnings(kept, now, self._stale_days),
+            freshness_warnings=freshness_warnings(kept),
             omitted=omitted[:OMITTED_CAP],
             empty_reason="" if kept else ranking.empty_reason,
             assembler_version=self.assembler_version,
@@ -367,7 +363,7 @@ class Retriever:
         omitted += _omissions(ranking.unread, REASON_LIMIT)
         omitted += _omissions(ranking.conflict_omitted, REASON_CONFLICT_HANDLING)
         kept = _numbered(kept)
-        warnings = freshness_warnings(kept, now, self._stale_days)
+        warnings = freshness_warnings(kept)
         if compact:
             kept = [replace(r, fact=compact_citations(r.fact)) for r in kept]
         if kept:

@@ -90,7 +90,6 @@ async def create(
             lexical,
             source,
             candidate_pool=rs.candidate_pool,
-            stale_source_days=rs.stale_source_days,
             features=lexical,
             reranker=reranker,
             assembler_version=assembler_version(rs),

@@ -154,7 +154,6 @@ class RetrievalSettings(BaseModel):
     qdrant_collection: str = "vera_facts"
     embed_threads: int = Field(2, ge=1)
     index_poll_seconds: float = Field(0.1, gt=0)
-    stale_source_days: int = Field(180, ge=1)
     candidate_pool: int = Field(50, ge=1)
     # A local cross-encoder directory (transformers format) for the rerank stage; None: late
     # interaction over MiniLM's static token vectors (services/retrieval/rerank.py). Only
@@ -168,6 +167,8 @@ class KnowledgeSettings(BaseModel):
     ontology_path: Path | None = None
     # Seconds between background community refreshes of scopes that changed; 0 disables.
     community_refresh_seconds: float = Field(30.0, ge=0)
+    # A cited source observed longer ago than this is stale (marked on every citation).
+    stale_source_days: int = Field(180, ge=1)
 
 
 class SnapshotSettings(BaseModel):

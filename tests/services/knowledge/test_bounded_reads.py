@@ -244,7 +244,7 @@ async def counted(pg_dsn: str, hub) -> AsyncIterator[tuple[GraphStore, list[int]
     )
     try:
         counting = _CountingPool(pool)
-        store = KnowledgeStore(counting, load_ontology())  # type: ignore[arg-type]
+        store = KnowledgeStore(counting, load_ontology(), stale_source_days=180)  # type: ignore[arg-type]
         yield GraphStore(store, ExtractiveSummarizer()), counting.counter
     finally:
         await pool.close()

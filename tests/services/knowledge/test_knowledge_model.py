@@ -447,3 +447,25 @@ async def test_a_validity_only_correction_keeps_the_key_and_is_idempotent(stub) 
     )
     assert len(history.versions) == 2
     assert from_timestamp(history.fact, "valid_to") == ended
+
+
+async def test_citations_carry_the_one_staleness_rule(pg_dsn: str) -> None:
+    """Knowledge marks each citation it returns; a source never observed is not stale."""
+    names = ("old", "recent", "unobserved")
+    async for stub in _serve(_settings(pg_dsn, stale_source_days=30)):
+        await ingest(
+            stub,
+            sources=[
+                source("old", observed_at=ts(datetime.now(UTC) - timedelta(days=31))),
+                source("recent", observed_at=ts(datetime.now(UTC) - timedelta(days=29))),
+                source("unobserved"),
+            ],
+            facts=[fact("svc", "uses", name, source_id=name) for name in names],
+        )
+        keys = [fact_key(PROJECT, "svc", "uses", name) for name in names]
+        got = await stub.BatchGetFacts(pb.BatchGetFactsRequest(scope_ids=[PROJECT], fact_keys=keys))
+        assert [[c.stale for c in f.citations] for f in got.facts] == [[True], [False], [False]]
+        never = await stub.GetSource(
+            pb.GetSourceRequest(scope_ids=[PROJECT], source_id="unobserved")
+        )
+        assert not never.freshness.stale

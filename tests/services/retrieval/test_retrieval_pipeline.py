@@ -113,7 +113,6 @@ def harness(
         lex,
         source,
         candidate_pool=50,
-        stale_source_days=180,
         clock=lambda: NOW,
         assembler_version=CONTRACT,
     )
@@ -306,8 +305,8 @@ async def test_limit_omits_the_rest_and_caps_the_list():
 async def test_stale_sources_warn_once_per_fact_and_source():
     old = NOW - timedelta(days=400)
     citations = (
-        Citation(source_id="adr-7", locator="L1", observed_at=old),
-        Citation(source_id="adr-7", locator="L9", observed_at=old),
+        Citation(source_id="adr-7", locator="L1", observed_at=old, stale=True),
+        Citation(source_id="adr-7", locator="L9", observed_at=old, stale=True),
         Citation(source_id="runbook", observed_at=NOW - timedelta(days=3)),
         Citation(source_id="unknown"),
     )
@@ -403,6 +402,7 @@ async def test_compact_citations_cost_less_and_carry_only_id_and_locator():
         excerpt="x" * 400,
         verification=1,
         observed_at=old,
+        stale=True,
     )
     a = fact("a", citations=(citation,))
     assert estimate_tokens(a, compact=True) < estimate_tokens(a, compact=False)

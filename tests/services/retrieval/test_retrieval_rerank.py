@@ -84,7 +84,7 @@ def retriever(n: int, reranker, stages: Stages | None = None) -> Retriever:
     hits = [Candidate(k, f"{k}-v1", 0.9 - 0.01 * i) for i, k in enumerate(facts)]
     return Retriever(
         FakeEmbedder(), FakeVectors(hits), FakeLexical(), FakeFacts(facts),
-        candidate_pool=50, stale_source_days=180, clock=lambda: NOW,
+        candidate_pool=50, clock=lambda: NOW,
         reranker=reranker, stages=stages or Stages(), assembler_version="assembler-test",
     )
 
@@ -194,7 +194,7 @@ async def test_cross_encoder_scores_a_short_list_with_the_models_logits(tmp_path
         hits = [Candidate(k, f"{k}-v1", 0.9 - 0.01 * i) for i, k in enumerate(keys)]
         r = Retriever(
             FakeEmbedder(), FakeVectors(hits), FakeLexical(), FakeFacts(facts),
-            candidate_pool=50, stale_source_days=180, clock=lambda: NOW, reranker=reranker,
+            candidate_pool=50, clock=lambda: NOW, reranker=reranker,
             assembler_version="assembler-test",
         )
         outcome = await r.search([SCOPE], "which database?", 5, Filters())
