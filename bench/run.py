@@ -19,8 +19,6 @@ import json
 import math
 import os
 import platform
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -108,59 +106,21 @@ def _question_record(score: dict[str, float], ranking: list) -> dict:
 # --- the stack ---------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _vera_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "vera.cli", *args]
 
 
 @contextmanager
 def running_stack(root: Path) -> Iterator[tuple[str, Path, dict[str, str]]]:
-    """Starts ``vera up`` in ``root/data``; yields (MCP URL, data dir, env); stops it."""
-    import httpx
+    """Starts ``vera up`` in ``root/data`` (``vera.stack.launch``); yields (MCP URL, data
+    dir, env); stops it."""
+    from vera.stack import launch, launch_env
 
     data_dir = root / "data"
-    port = _free_port()
-    env = {**os.environ,
-           "VERA_DATA_DIR": str(data_dir),
-           "VERA_OBSERVABILITY__MCP_METRICS_PORT": str(_free_port()),
-           "VERA_API__PORT": str(_free_port()),
-           "VERA_MCP__QUOTA_ENABLED": "false",
-           "HF_HUB_OFFLINE": "1"}
-    env.pop("VERA_DATABASE__DSN", None)
-    log_path = root / "stack.log"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            _vera_cmd("up", "--data-dir", str(data_dir), "--port", str(port)),
-            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-    try:
-        give_up = time.monotonic() + READY_TIMEOUT_SECONDS
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"vera up exited with {process.returncode}:\n"
-                                   + _tail(log_path))
-            if (data_dir / "run" / "stack.json").exists():
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-            if time.monotonic() > give_up:
-                raise RuntimeError("the stack did not become ready:\n" + _tail(log_path))
-            time.sleep(0.3)
-        yield f"http://127.0.0.1:{port}/mcp", data_dir, env
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    env = launch_env(data_dir, VERA_MCP__QUOTA_ENABLED="false", HF_HUB_OFFLINE="1")
+    with launch(data_dir, env, log_path=root / "stack.log", cwd=ROOT,
+                ready_timeout=READY_TIMEOUT_SECONDS) as stack:
+        yield stack.mcp_url, data_dir, stack.env
 
 
 def _tail(path: Path, chars: int = 4000) -> str:

@@ -3,14 +3,14 @@ on the real stack (advanced profile) through the real MCP client."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from mcp import Client
+
+from vera.stack import LaunchedStack, launch, launch_env
 
 pytestmark = pytest.mark.e2e
 
@@ -35,40 +35,13 @@ AFTER = [
 QUERY = "which database does the ledger use"
 
 
-def _e2e_helpers():
-    """The e2e conftest's Stack runner, loaded under its own name (``conftest`` is ambiguous)."""
-    spec = importlib.util.spec_from_file_location(
-        "vera_e2e_conftest", Path(__file__).with_name("conftest.py")
-    )
-    module = sys.modules.get(spec.name)
-    if module is None:
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses look their module up here
-        spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory):
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LaunchedStack]:
     """This module's own stack: the shared one serves the default coding profile, and the
     snapshot tools are visible only in the advanced profile."""
-    e2e = _e2e_helpers()
-    root = tmp_path_factory.mktemp("advanced-stack")
-    env = {
-        **os.environ,
-        "VERA_MCP__TOOL_PROFILE": "advanced",
-        "VERA_OBSERVABILITY__MCP_METRICS_PORT": str(e2e.free_port()),
-        "VERA_API__PORT": str(e2e.free_port()),
-        "VERA_DATA_DIR": str(root / "data"),
-    }
-    env.pop("VERA_DATABASE__DSN", None)
-    running = e2e.Stack(data_dir=root / "data", port=e2e.free_port(), env=env)
-    running.start()
-    try:
+    data_dir = tmp_path_factory.mktemp("advanced-stack") / "data"
+    with launch(data_dir, launch_env(data_dir, VERA_MCP__TOOL_PROFILE="advanced")) as running:
         yield running
-    finally:
-        if running.process is not None:
-            running.stop()
 
 
 OTHER_PROJECT = "ledger-other"
