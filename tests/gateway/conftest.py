@@ -3,7 +3,6 @@ and small fake gRPC servicers (one grpc.aio server) standing in for the four ser
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import uuid
@@ -13,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import uvicorn
+from harness import serve_app
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
@@ -409,38 +408,16 @@ class RunningGateway:
 
 @contextlib.asynccontextmanager
 async def serve_gateway(settings: Settings, **build: Any) -> AsyncIterator[RunningGateway]:
-    """Runs the gateway app under uvicorn on 127.0.0.1, port 0, inside the test loop."""
+    """Runs the gateway app under uvicorn on a loopback port (``harness.serve_app``)."""
     app = build_app(settings, **build)
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=0,
-        lifespan="on",
-        log_level="warning",
-        ws="none",
-        http="h11",
-        log_config=None,
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-            raise RuntimeError("uvicorn stopped before it started")
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    base = f"http://127.0.0.1:{port}"
-    metrics_port = app.state.metrics_port
-    try:
+    async with serve_app(app) as base:
+        metrics_port = app.state.metrics_port
         yield RunningGateway(
             url=f"{base}/mcp",
             base=base,
             metrics_url=f"http://127.0.0.1:{metrics_port}/metrics" if metrics_port else None,
             app=app,
         )
-    finally:
-        server.should_exit = True
-        await task
 
 
 @pytest.fixture(scope="session")

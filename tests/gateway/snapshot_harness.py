@@ -8,7 +8,6 @@ that log, so a test can append later writes. Project ids are UUIDs, as identity'
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-import uvicorn
+from harness import serve_mcp
 
 from vera.config import (
     McpSettings,
@@ -304,27 +303,5 @@ def settings_for(fakes_address: str, snapshot_address: str, **mcp: Any) -> Setti
 @contextlib.asynccontextmanager
 async def serve(settings: Settings, **build: Any) -> AsyncIterator[str]:
     """The gateway under uvicorn on a loopback port; yields the MCP URL."""
-    app = build_app(settings, **build)
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=0,
-        lifespan="on",
-        log_level="warning",
-        ws="none",
-        http="h11",
-        log_config=None,
-    )
-    uv = uvicorn.Server(config)
-    task = asyncio.create_task(uv.serve())
-    while not uv.started:
-        if task.done():
-            task.result()
-            raise RuntimeError("uvicorn stopped before it started")
-        await asyncio.sleep(0.01)
-    port = uv.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        uv.should_exit = True
-        await task
+    async with serve_mcp(build_app(settings, **build)) as url:
+        yield url

@@ -10,7 +10,6 @@ controllable clock; nothing sleeps.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import hashlib
@@ -25,9 +24,9 @@ from typing import Any
 import httpx
 import jwt
 import pytest
-import uvicorn
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from harness import serve_app
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -157,29 +156,9 @@ async def idp(rsa_keys) -> AsyncIterator[Idp]:
         return JSONResponse(provider.jwks() if request.url.path == "/jwks" else {"keys": []})
 
     app = Starlette(routes=[Route("/{path}", serve_jwks)])
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=0,
-        log_level="warning",
-        log_config=None,
-        lifespan="off",
-        ws="none",
-        http="h11",
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-            raise RuntimeError("JWKS server stopped before it started")
-        await asyncio.sleep(0.01)
-    provider.base = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
-    try:
+    async with serve_app(app, lifespan="off") as base:
+        provider.base = base
         yield provider
-    finally:
-        server.should_exit = True
-        await task
 
 
 def auth_settings(address: str, **mcp: Any) -> Settings:

@@ -8,34 +8,21 @@ conflicts, sources with freshness, communities and their lineage, and the bounds
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import uvicorn
 from google.protobuf.timestamp_pb2 import Timestamp
+from harness import gateway_over_knowledge
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from vera.config import (
-    DatabaseSettings,
-    McpSettings,
-    ObservabilitySettings,
-    ServiceAddresses,
-    Settings,
-)
-from vera.gateway.app import build_app
 from vera.gateway.graph_tools import GRAPH_TOOLS
 from vera.identity.v1 import identity_pb2, identity_pb2_grpc
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
-from vera.rpc.client import open_channel
-from vera.rpc.server import ServiceBinding, create_server, mark_serving
-from vera.services.knowledge import server as knowledge_server
 
 PROJECT = str(uuid.uuid4())
 OTHER = str(uuid.uuid4())
@@ -83,32 +70,6 @@ def fact(subject: str, predicate: str, object_: str, **kw: Any) -> pb.FactInput:
     )
 
 
-@contextlib.asynccontextmanager
-async def _uvicorn(app: Any) -> AsyncIterator[str]:
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=0,
-        lifespan="on",
-        log_level="warning",
-        ws="none",
-        http="h11",
-        log_config=None,
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        await task
-
-
 class World:
     def __init__(self, url: str, knowledge: knowledge_pb2_grpc.KnowledgeServiceStub) -> None:
         self.url = url
@@ -143,43 +104,10 @@ class World:
 
 @pytest.fixture
 async def world(pg_dsn: str) -> AsyncIterator[World]:
-    identity = create_server(
-        [
-            ServiceBinding(
-                "vera.identity.v1.IdentityService",
-                Identity(),
-                identity_pb2_grpc.add_IdentityServiceServicer_to_server,
-            )
-        ],
-        "127.0.0.1:0",
-    )
-    await identity.server.start()
-    await mark_serving(identity)
-    database = DatabaseSettings(dsn=pg_dsn, pool_min_size=1, pool_max_size=4)
-    hosted = await knowledge_server.create(Settings(database=database), "127.0.0.1:0")
-    await hosted.running.server.start()
-    knowledge_address = f"127.0.0.1:{hosted.running.port}"
-    identity_address = f"127.0.0.1:{identity.port}"
-    settings = Settings(
-        environment="local",
-        mcp=McpSettings(port=0, tool_profile="advanced", quota_enabled=False),
-        services=ServiceAddresses(
-            identity=identity_address,
-            knowledge=knowledge_address,
-            retrieval=identity_address,
-            snapshot=identity_address,
-        ),
-        observability=ObservabilitySettings(mcp_metrics_enabled=False),
-    )
-    channel = open_channel(knowledge_address, 10.0)
-    try:
-        async with _uvicorn(build_app(settings)) as url:
-            yield World(url, knowledge_pb2_grpc.KnowledgeServiceStub(channel))
-    finally:
-        await channel.close()
-        await hosted.running.stop(0)
-        await hosted.aclose()
-        await identity.stop(0)
+    async with gateway_over_knowledge(
+        pg_dsn, Identity(), tool_profile="advanced", pool_max_size=4
+    ) as (url, knowledge):
+        yield World(url, knowledge)
 
 
 async def test_graph_tools_are_listed_read_only_with_bounds_and_meta(world) -> None:

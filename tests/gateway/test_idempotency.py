@@ -146,54 +146,36 @@ async def test_feedback_and_retract_accept_keys_and_reads_ignore_them(snap):
 async def test_a_replayed_proposal_is_reported_as_deduplicated(pg_dsn):
     """Against the real knowledge service: the replay returns the first result and the
     end-of-task report shows the retry as a deduplicated attempt."""
+    from harness import identity_stand_in, knowledge_address, knowledge_settings
     from snapshot_harness import Identity
 
-    from vera.config import DatabaseSettings, McpSettings, ObservabilitySettings, Settings
-    from vera.identity.v1 import identity_pb2_grpc
-    from vera.rpc.server import ServiceBinding, create_server, mark_serving
-    from vera.services.knowledge import server as knowledge_server
+    from vera.config import McpSettings, ObservabilitySettings, Settings
 
-    identity = create_server(
-        [
-            ServiceBinding(
-                "vera.identity.v1.IdentityService",
-                Identity(),
-                identity_pb2_grpc.add_IdentityServiceServicer_to_server,
-            )
-        ],
-        "127.0.0.1:0",
-    )
-    await identity.server.start()
-    await mark_serving(identity)
-    database = DatabaseSettings(dsn=pg_dsn, pool_min_size=1, pool_max_size=2)
-    knowledge = await knowledge_server.create(Settings(database=database), "127.0.0.1:0")
-    await knowledge.running.server.start()
-    try:
-        async with real_snapshot(pg_dsn) as snap:
-            settings = Settings(
-                environment="local",
-                mcp=McpSettings(port=0, quota_enabled=False),
-                services={
-                    "identity": f"127.0.0.1:{identity.port}",
-                    "knowledge": f"127.0.0.1:{knowledge.running.port}",
-                    "retrieval": f"127.0.0.1:{identity.port}",
-                    "snapshot": snap.address,
-                },
-                observability=ObservabilitySettings(mcp_metrics_enabled=False),
-            )
-            async with serve(settings) as url:
-                first = await call(url, "knowledge_propose", PROPOSAL, key="real-1")
-                again = await call(url, "knowledge_propose", PROPOSAL, key="real-1")
-                report = await call(url, "knowledge_proposal_report", {"task_ref": "T-1"})
+    async with (
+        identity_stand_in(Identity()) as stand_in,
+        knowledge_address(knowledge_settings(pg_dsn, pool_max_size=2)) as knowledge,
+        real_snapshot(pg_dsn) as snap,
+    ):
+        settings = Settings(
+            environment="local",
+            mcp=McpSettings(port=0, quota_enabled=False),
+            services={
+                "identity": stand_in,
+                "knowledge": knowledge,
+                "retrieval": stand_in,
+                "snapshot": snap.address,
+            },
+            observability=ObservabilitySettings(mcp_metrics_enabled=False),
+        )
+        async with serve(settings) as url:
+            first = await call(url, "knowledge_propose", PROPOSAL, key="real-1")
+            again = await call(url, "knowledge_propose", PROPOSAL, key="real-1")
+            report = await call(url, "knowledge_proposal_report", {"task_ref": "T-1"})
         assert again == first
         assert first["outcome"] == "created"
         counts = {k: v for k, v in report["counts"].items() if v}
         assert counts == {"created": 1, "deduplicated": 1}
         assert report["total"] == 2
-    finally:
-        await knowledge.running.stop(0)
-        await knowledge.aclose()
-        await identity.stop(0)
 
 
 class FlakyComplete(snapshot_pb2_grpc.SnapshotServiceServicer):

@@ -6,65 +6,22 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from harness import gateway_over_knowledge
 from mcp import Client
-from snapshot_harness import PERSONAL, SHARED, Identity, serve
+from snapshot_harness import PERSONAL, SHARED, Identity
 
-from vera.config import (
-    DatabaseSettings,
-    McpSettings,
-    ObservabilitySettings,
-    ServiceAddresses,
-    Settings,
-)
-from vera.identity.v1 import identity_pb2_grpc
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
-from vera.rpc.client import open_channel
-from vera.rpc.server import ServiceBinding, create_server, mark_serving
-from vera.services.knowledge import server as knowledge_server
 
 AGENT = "3f1c9a52-0000-4000-8000-0000000000aa"
 
 
 @pytest.fixture
 async def stack(pg_dsn: str) -> AsyncIterator[tuple[str, knowledge_pb2_grpc.KnowledgeServiceStub]]:
-    identity = create_server(
-        [
-            ServiceBinding(
-                "vera.identity.v1.IdentityService",
-                Identity(),
-                identity_pb2_grpc.add_IdentityServiceServicer_to_server,
-            )
-        ],
-        "127.0.0.1:0",
-    )
-    await identity.server.start()
-    await mark_serving(identity)
-    database = DatabaseSettings(dsn=pg_dsn, pool_min_size=1, pool_max_size=2)
-    hosted = await knowledge_server.create(Settings(database=database), "127.0.0.1:0")
-    await hosted.running.server.start()
-    knowledge_address = f"127.0.0.1:{hosted.running.port}"
-    fakes_address = f"127.0.0.1:{identity.port}"
-    settings = Settings(
-        environment="local",
-        mcp=McpSettings(port=0, tool_profile="compatibility", quota_enabled=False),
-        services=ServiceAddresses(
-            identity=fakes_address,
-            knowledge=knowledge_address,
-            retrieval=fakes_address,
-            snapshot=fakes_address,
-        ),
-        observability=ObservabilitySettings(mcp_metrics_enabled=False),
-    )
-    channel = open_channel(knowledge_address, 10.0)
-    try:
-        async with serve(settings) as url:
-            yield url, knowledge_pb2_grpc.KnowledgeServiceStub(channel)
-    finally:
-        await channel.close()
-        await hosted.running.stop(0)
-        await hosted.aclose()
-        await identity.stop(0)
+    async with gateway_over_knowledge(
+        pg_dsn, Identity(), tool_profile="compatibility"
+    ) as running:
+        yield running
 
 
 async def test_recent_changes_are_the_newest_published_facts(stack) -> None:

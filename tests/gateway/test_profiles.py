@@ -199,53 +199,15 @@ async def test_memory_get_source_propose_and_feedback(start_gateway, fakes):
 async def test_graph_aliases_run_the_canonical_traversal_and_feed(pg_dsn):
     """memory_explore and memory_recent_changes against the real knowledge service (the
     feed alias reads newest first and only published facts: test_memory_recent_changes.py)."""
-    from snapshot_harness import SHARED, Identity, serve
+    from harness import gateway_over_knowledge
+    from snapshot_harness import SHARED, Identity
 
-    from vera.config import (
-        DatabaseSettings,
-        McpSettings,
-        ObservabilitySettings,
-        ServiceAddresses,
-        Settings,
-    )
-    from vera.identity.v1 import identity_pb2_grpc
     from vera.knowledge.v1 import knowledge_service_pb2 as pb
-    from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
-    from vera.rpc.client import open_channel
-    from vera.rpc.server import ServiceBinding, create_server, mark_serving
-    from vera.services.knowledge import server as knowledge_server
 
-    identity = create_server(
-        [
-            ServiceBinding(
-                "vera.identity.v1.IdentityService",
-                Identity(),
-                identity_pb2_grpc.add_IdentityServiceServicer_to_server,
-            )
-        ],
-        "127.0.0.1:0",
-    )
-    await identity.server.start()
-    await mark_serving(identity)
-    database = DatabaseSettings(dsn=pg_dsn, pool_min_size=1, pool_max_size=2)
-    hosted = await knowledge_server.create(Settings(database=database), "127.0.0.1:0")
-    await hosted.running.server.start()
-    knowledge_address = f"127.0.0.1:{hosted.running.port}"
-    fakes_address = f"127.0.0.1:{identity.port}"
-    settings = Settings(
-        environment="local",
-        mcp=McpSettings(port=0, tool_profile="compatibility", quota_enabled=False),
-        services=ServiceAddresses(
-            identity=fakes_address,
-            knowledge=knowledge_address,
-            retrieval=fakes_address,
-            snapshot=fakes_address,
-        ),
-        observability=ObservabilitySettings(mcp_metrics_enabled=False),
-    )
-    channel = open_channel(knowledge_address, 10.0)
-    try:
-        await knowledge_pb2_grpc.KnowledgeServiceStub(channel).IngestKnowledge(
+    async with gateway_over_knowledge(
+        pg_dsn, Identity(), tool_profile="compatibility"
+    ) as (url, knowledge):
+        await knowledge.IngestKnowledge(
             pb.IngestKnowledgeRequest(
                 principal_id=str(SHARED.project_id),
                 scope_id=SHARED.project_id,
@@ -259,7 +221,7 @@ async def test_graph_aliases_run_the_canonical_traversal_and_feed(pg_dsn):
                 ],
             )
         )
-        async with serve(settings) as url, Client(url) as client:
+        async with Client(url) as client:
             for alias, canonical, args in (
                 ("memory_explore", "knowledge_explore", {"entity": "checkout", "depth": 3}),
             ):
@@ -276,8 +238,3 @@ async def test_graph_aliases_run_the_canonical_traversal_and_feed(pg_dsn):
                 await client.call_tool("memory_explore", {"entity": "checkout"})
             ).structured_content
             assert [e["to"] for e in hood["edges"]][:2] == ["payments", "ledger"]
-    finally:
-        await channel.close()
-        await hosted.running.stop(0)
-        await hosted.aclose()
-        await identity.stop(0)

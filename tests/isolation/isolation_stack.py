@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 import httpx
-import uvicorn
+from harness import serve_mcp
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -128,25 +128,6 @@ def gateway_settings(addresses: ServiceAddresses) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def serve(app: Any) -> AsyncIterator[str]:
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning",
-                            ws="none", http="h11", log_config=None)
-    uv = uvicorn.Server(config)
-    task = asyncio.create_task(uv.serve())
-    while not uv.started:
-        if task.done():
-            task.result()
-            raise RuntimeError("uvicorn stopped before it started")
-        await asyncio.sleep(0.01)
-    port = uv.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        uv.should_exit = True
-        await task
-
-
-@contextlib.asynccontextmanager
 async def full_stack(dsn: str, identity_address: str, data_dir: Path, embedder: Any
                      ) -> AsyncIterator[Stack]:
     async with contextlib.AsyncExitStack() as exits:
@@ -166,7 +147,7 @@ async def full_stack(dsn: str, identity_address: str, data_dir: Path, embedder: 
         snapshot = await host(snapshot_server, Settings(database=database, services=upstream))
         addresses = ServiceAddresses(identity=identity_address, knowledge=knowledge,
                                      retrieval=retrieval, snapshot=snapshot)
-        mcp_url = await exits.enter_async_context(serve(build_gateway(
+        mcp_url = await exits.enter_async_context(serve_mcp(build_gateway(
             gateway_settings(addresses))))
         api_app = build_api(Settings(environment="dev", mcp={
             "jwt_secret": SECRET, "auth_issuer": ISSUER, "auth_audience": AUDIENCE},

@@ -21,7 +21,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from isolation_stack import serve
+from harness import serve_mcp
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
@@ -220,7 +220,7 @@ async def real_stack(dsn: str, data_dir: Any, embedder: Any) -> AsyncIterator[di
                 services=addresses,
                 observability=ObservabilitySettings(mcp_metrics_enabled=False),
             )
-            urls[profile] = await exits.enter_async_context(serve(build_gateway(settings)))
+            urls[profile] = await exits.enter_async_context(serve_mcp(build_gateway(settings)))
         yield urls
 
 

@@ -10,11 +10,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from vera.config import DatabaseSettings, Settings
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
-from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
-from vera.rpc.client import open_channel
-from vera.services.knowledge import server as knowledge_server
 from vera.services.knowledge.domain import fact_key, load_ontology, normalize
 from vera.services.knowledge.graph import ConflictFilter, ExtractiveSummarizer
 from vera.services.knowledge.graph_store import GraphStore
@@ -25,23 +21,6 @@ PROJECT = str(uuid.uuid4())
 HUB = "payments-hub"
 HUB_FACTS = 10_000
 # The deadline every VERA client call carries (vera.rpc.client's default).
-RPC_DEADLINE_S = 10.0
-
-
-@pytest.fixture
-async def stub(pg_dsn: str) -> AsyncIterator[knowledge_pb2_grpc.KnowledgeServiceStub]:
-    settings = Settings(database=DatabaseSettings(dsn=pg_dsn, pool_min_size=1, pool_max_size=4))
-    hosted = await knowledge_server.create(settings, "127.0.0.1:0")
-    await hosted.running.server.start()
-    channel = open_channel(f"127.0.0.1:{hosted.running.port}", RPC_DEADLINE_S)
-    try:
-        yield knowledge_pb2_grpc.KnowledgeServiceStub(channel)
-    finally:
-        await channel.close()
-        await hosted.running.stop(0)
-        await hosted.aclose()
-
-
 async def _copy_hub_facts(pg_dsn: str, scope: str, count: int) -> None:
     """``count`` curated facts "payments-hub depends_on dep-<i>", each with a verified
     assertion of source adr-1 and its evidence, written with COPY (the service's own

@@ -10,13 +10,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
+from harness import knowledge_settings, knowledge_stub
 
-from vera.config import DatabaseSettings, KnowledgeSettings, Settings
+from vera.config import KnowledgeSettings
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
-from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
-from vera.rpc.client import open_channel
-from vera.services.knowledge import server as knowledge_server
 
 CURATOR = str(uuid.uuid4())
 AGENT = str(uuid.uuid4())
@@ -24,20 +22,6 @@ PROJECT = str(uuid.uuid4())
 OTHER = str(uuid.uuid4())
 PERSONAL = str(uuid.uuid4())
 AWS = "AKIA" + "IOSFODNN7EXAMPLE"
-
-
-@pytest.fixture
-async def stub(pg_dsn: str) -> AsyncIterator[knowledge_pb2_grpc.KnowledgeServiceStub]:
-    settings = Settings(database=DatabaseSettings(dsn=pg_dsn, pool_min_size=1, pool_max_size=4))
-    hosted = await knowledge_server.create(settings, "127.0.0.1:0")
-    await hosted.running.server.start()
-    channel = open_channel(f"127.0.0.1:{hosted.running.port}", 10.0)
-    try:
-        yield knowledge_pb2_grpc.KnowledgeServiceStub(channel)
-    finally:
-        await channel.close()
-        await hosted.running.stop(0)
-        await hosted.aclose()
 
 
 @pytest.fixture
@@ -360,15 +344,8 @@ async def test_operator_ontology_file_decides_the_proposal_allowlist(
         "proposal_predicates": ["mascot_of"],
         "single_valued_predicates": ["team_colour"],
     }))
-    settings = Settings(
-        database=DatabaseSettings(dsn=pg_dsn, pool_min_size=1, pool_max_size=4),
-        knowledge=KnowledgeSettings(ontology_path=path),
-    )
-    hosted = await knowledge_server.create(settings, "127.0.0.1:0")
-    await hosted.running.server.start()
-    channel = open_channel(f"127.0.0.1:{hosted.running.port}", 10.0)
-    try:
-        ops = knowledge_pb2_grpc.KnowledgeServiceStub(channel)
+    settings = knowledge_settings(pg_dsn, knowledge=KnowledgeSettings(ontology_path=path))
+    async with knowledge_stub(settings) as ops:
         created = await propose(ops, "payments-api", "mascot_of", "owl")
         assert created.outcome == pb.PROPOSAL_OUTCOME_CREATED
         await propose(ops, "payments-api", "team_colour", "green", task_ref="t-2")
@@ -379,7 +356,3 @@ async def test_operator_ontology_file_decides_the_proposal_allowlist(
         with pytest.raises(InvalidInput) as err:
             await propose(ops, predicate="mascot of", task_ref="t-4")
         assert err.value.metadata["candidates"].split(",")[0] == "mascot_of"
-    finally:
-        await channel.close()
-        await hosted.running.stop(0)
-        await hosted.aclose()

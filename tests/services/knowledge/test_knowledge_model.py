@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
+from harness import knowledge_settings, knowledge_stub
 
-from vera.config import ConfigError, DatabaseSettings, KnowledgeSettings, Settings
+from vera.config import ConfigError, KnowledgeSettings, Settings
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
-from vera.rpc.client import open_channel
 from vera.rpc.timestamps import from_timestamp
-from vera.services.knowledge import server as knowledge_server
 from vera.services.knowledge.domain import fact_key, load_ontology
 
 CURATOR = str(uuid.uuid4())
@@ -58,29 +56,8 @@ def fact(subject: str, predicate: str, object_: str, source_id: str = "adr-7", *
 Stub = knowledge_pb2_grpc.KnowledgeServiceStub
 
 
-async def _serve(settings: Settings) -> AsyncIterator[Stub]:
-    hosted = await knowledge_server.create(settings, "127.0.0.1:0")
-    await hosted.running.server.start()
-    channel = open_channel(f"127.0.0.1:{hosted.running.port}", 10.0)
-    try:
-        yield knowledge_pb2_grpc.KnowledgeServiceStub(channel)
-    finally:
-        await channel.close()
-        await hosted.running.stop(0)
-        await hosted.aclose()
-
-
 def _settings(pg_dsn: str, **knowledge) -> Settings:
-    return Settings(
-        database=DatabaseSettings(dsn=pg_dsn, pool_min_size=1, pool_max_size=4),
-        knowledge=KnowledgeSettings(**knowledge),
-    )
-
-
-@pytest.fixture
-async def stub(pg_dsn: str) -> AsyncIterator[Stub]:
-    async for served in _serve(_settings(pg_dsn)):
-        yield served
+    return knowledge_settings(pg_dsn, knowledge=KnowledgeSettings(**knowledge))
 
 
 async def ingest(stub: Stub, scope: str = PROJECT, *, sources=(), entities=(), facts=()):
@@ -319,7 +296,7 @@ async def test_operator_ontology_file_decides_single_valued_predicates(
 ) -> None:
     path = tmp_path / "ontology.json"
     path.write_text(json.dumps({"version": "ops-2", "single_valued_predicates": ["mascot"]}))
-    async for stub in _serve(_settings(pg_dsn, ontology_path=path)):
+    async with knowledge_stub(_settings(pg_dsn, ontology_path=path)) as stub:
         await ingest(stub, facts=[fact("acme", "mascot", "owl"), fact("acme", "mascot", "fox")])
         listed = await stub.ListConflicts(pb.ListConflictsRequest(scope_ids=[PROJECT]))
         assert listed.total == 1 and listed.ontology_version == "ops-2"
@@ -452,7 +429,7 @@ async def test_a_validity_only_correction_keeps_the_key_and_is_idempotent(stub) 
 async def test_citations_carry_the_one_staleness_rule(pg_dsn: str) -> None:
     """Knowledge marks each citation it returns; a source never observed is not stale."""
     names = ("old", "recent", "unobserved")
-    async for stub in _serve(_settings(pg_dsn, stale_source_days=30)):
+    async with knowledge_stub(_settings(pg_dsn, stale_source_days=30)) as stub:
         await ingest(
             stub,
             sources=[

@@ -4,34 +4,15 @@ server against a real PostgreSQL database."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 
-from vera.config import DatabaseSettings, Settings
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
-from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
-from vera.rpc.client import open_channel
-from vera.services.knowledge import server as knowledge_server
 
 CURATOR = str(uuid.uuid4())
 MINE = str(uuid.uuid4())
 THEIRS = str(uuid.uuid4())
-
-
-@pytest.fixture
-async def stub(pg_dsn: str) -> AsyncIterator[knowledge_pb2_grpc.KnowledgeServiceStub]:
-    settings = Settings(database=DatabaseSettings(dsn=pg_dsn, pool_min_size=1, pool_max_size=4))
-    hosted = await knowledge_server.create(settings, "127.0.0.1:0")
-    await hosted.running.server.start()
-    channel = open_channel(f"127.0.0.1:{hosted.running.port}", 10.0)
-    try:
-        yield knowledge_pb2_grpc.KnowledgeServiceStub(channel)
-    finally:
-        await channel.close()
-        await hosted.running.stop(0)
-        await hosted.aclose()
 
 
 async def ingest(stub, scope: str, count: int) -> None:

@@ -1,0 +1,153 @@
+"""The one home of the runners tests share: an ASGI app under uvicorn on a loopback port
+(the MCP gateway, a stand-in IdP), a real knowledge service on the test database, a gRPC
+stand-in for identity, and the gateway over those two.
+
+Importable from every test module as ``harness`` (``tests/`` is on the path through its
+conftest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+import uvicorn
+
+from vera.config import (
+    DatabaseSettings,
+    McpSettings,
+    ObservabilitySettings,
+    ServiceAddresses,
+    Settings,
+)
+from vera.gateway.app import build_app
+from vera.identity.v1 import identity_pb2_grpc
+from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
+from vera.rpc.client import open_channel
+from vera.rpc.server import ServiceBinding, create_server, mark_serving
+from vera.services.knowledge import server as knowledge_server
+
+RPC_DEADLINE_SECONDS = 10.0
+
+
+@contextlib.asynccontextmanager
+async def serve_app(app: Any, *, lifespan: Literal["on", "off"] = "on") -> AsyncIterator[str]:
+    """Runs ``app`` under uvicorn on 127.0.0.1, port 0, inside the test loop; yields its
+    base URL and stops it when the block ends."""
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=0,
+        lifespan=lifespan,
+        log_level="warning",
+        ws="none",
+        http="h11",
+        log_config=None,
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("uvicorn stopped before it started")
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+@contextlib.asynccontextmanager
+async def serve_mcp(app: Any) -> AsyncIterator[str]:
+    """``serve_app`` for a gateway app; yields its MCP endpoint URL."""
+    async with serve_app(app) as base:
+        yield f"{base}/mcp"
+
+
+def knowledge_settings(dsn: str, *, pool_max_size: int = 4, **fields: Any) -> Settings:
+    """Settings for a knowledge service on the test database (a small pool)."""
+    database = DatabaseSettings(dsn=dsn, pool_min_size=1, pool_max_size=pool_max_size)
+    return Settings(database=database, **fields)
+
+
+@contextlib.asynccontextmanager
+async def knowledge_address(settings: Settings) -> AsyncIterator[str]:
+    """A real knowledge service on a loopback port; yields its address."""
+    hosted = await knowledge_server.create(settings, "127.0.0.1:0")
+    await hosted.running.server.start()
+    try:
+        yield f"127.0.0.1:{hosted.running.port}"
+    finally:
+        await hosted.running.stop(0)
+        await hosted.aclose()
+
+
+@contextlib.asynccontextmanager
+async def knowledge_stub(
+    settings: Settings,
+) -> AsyncIterator[knowledge_pb2_grpc.KnowledgeServiceStub]:
+    """A real knowledge service; yields a stub on a channel to it."""
+    async with knowledge_address(settings) as address:
+        channel = open_channel(address, RPC_DEADLINE_SECONDS)
+        try:
+            yield knowledge_pb2_grpc.KnowledgeServiceStub(channel)
+        finally:
+            await channel.close()
+
+
+@contextlib.asynccontextmanager
+async def identity_stand_in(
+    servicer: identity_pb2_grpc.IdentityServiceServicer,
+) -> AsyncIterator[str]:
+    """``servicer`` served as the identity service on a loopback port; yields its address."""
+    server = create_server(
+        [
+            ServiceBinding(
+                "vera.identity.v1.IdentityService",
+                servicer,
+                identity_pb2_grpc.add_IdentityServiceServicer_to_server,
+            )
+        ],
+        "127.0.0.1:0",
+    )
+    await server.server.start()
+    await mark_serving(server)
+    try:
+        yield f"127.0.0.1:{server.port}"
+    finally:
+        await server.stop(0)
+
+
+@contextlib.asynccontextmanager
+async def gateway_over_knowledge(
+    dsn: str,
+    identity: identity_pb2_grpc.IdentityServiceServicer,
+    *,
+    tool_profile: str,
+    pool_max_size: int = 2,
+) -> AsyncIterator[tuple[str, knowledge_pb2_grpc.KnowledgeServiceStub]]:
+    """The gateway (local-dev, quotas off) over a real knowledge service and the identity
+    stand-in ``identity``, which also answers for retrieval and snapshot; yields the MCP URL
+    and a stub on the knowledge service."""
+    async with (
+        identity_stand_in(identity) as stand_in,
+        knowledge_address(knowledge_settings(dsn, pool_max_size=pool_max_size)) as knowledge,
+    ):
+        settings = Settings(
+            environment="local",
+            mcp=McpSettings(port=0, tool_profile=tool_profile, quota_enabled=False),
+            services=ServiceAddresses(
+                identity=stand_in, knowledge=knowledge, retrieval=stand_in, snapshot=stand_in
+            ),
+            observability=ObservabilitySettings(mcp_metrics_enabled=False),
+        )
+        channel = open_channel(knowledge, RPC_DEADLINE_SECONDS)
+        try:
+            async with serve_mcp(build_app(settings)) as url:
+                yield url, knowledge_pb2_grpc.KnowledgeServiceStub(channel)
+        finally:
+            await channel.close()
