@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +67,75 @@ def probe(root: Path, env: dict[str, str], run_cli: Any, finding: Any) -> list[A
     findings.append(finding("codex sees vera", seen, "configured and enabled" if seen else
                             "Codex does not load the project's vera server"
                             + ("" if trusted else " until the project is trusted")))
-    findings.append(finding("codex hook trust", False, "review the VERA SessionStart hook "
-                            "with /hooks in Codex (per-hook hash trust)")
-                    if os.path.exists(root / ".codex" / "hooks.json") else
-                    finding("codex hook trust", True, "no project hooks"))
+    if os.path.exists(root / ".codex" / "hooks.json"):
+        findings.append(_hook_finding(root, env, finding))
     return findings
+
+
+def _hook_finding(root: Path, env: dict[str, str], finding: Any) -> Any:
+    hooks = hook_trust(root, env)
+    if hooks is None:
+        return finding("codex hook trust", False, "Codex did not report its hooks; review "
+                       "the VERA SessionStart hook with /hooks in Codex")
+    vera = [h for h in hooks if h.get("source") == "project" and "vera_hook" in
+            str(h.get("command"))]
+    untrusted = [h for h in vera if h.get("trustStatus") != "trusted"]
+    if not vera:
+        return finding("codex hook trust", False, "Codex does not list the VERA hook")
+    if untrusted:
+        status = ", ".join(sorted({str(h.get("trustStatus")) for h in untrusted}))
+        return finding("codex hook trust", False, f"the VERA SessionStart hook is {status}: "
+                       "review and trust it with /hooks in Codex")
+    return finding("codex hook trust", True, "trusted")
+
+
+def hook_trust(root: Path, env: dict[str, str], timeout: float = 20.0) -> list[dict] | None:
+    """Codex's own view of the project's hooks (``hooks/list`` of ``codex app-server``):
+    ``trustStatus`` and ``currentHash`` per hook. None when Codex cannot be asked."""
+    messages = [
+        {"id": 1, "method": "initialize",
+         "params": {"clientInfo": {"name": "vera-doctor", "version": "1"}}},
+        {"method": "initialized"},
+        {"id": 2, "method": "hooks/list", "params": {"cwds": [str(root)]}},
+    ]
+    try:
+        server = subprocess.Popen([CLI, "app-server"], cwd=root, env=env, text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return None
+    try:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
+        server.stdin.flush()
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            selector.register(server.stdout, selectors.EVENT_READ)
+            while time.monotonic() < deadline:
+                if not selector.select(deadline - time.monotonic()):
+                    break
+                line = server.stdout.readline()
+                if not line:
+                    break
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue
+                if message.get("id") == 2:
+                    return _hooks(message.get("result") or {})
+        return None
+    finally:
+        server.kill()
+        server.wait()
+
+
+def _hooks(result: dict[str, Any]) -> list[dict]:
+    hooks: list[dict] = []
+    for value in result.values():
+        if isinstance(value, list):
+            for item in value:
+                if isinstance(item, dict) and "trustStatus" in item:
+                    hooks.append(item)
+                elif isinstance(item, dict):
+                    hooks.extend(_hooks(item))
+    return hooks
