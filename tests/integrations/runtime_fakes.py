@@ -315,3 +315,80 @@ class FakeResponses(_Server):
                 self.wfile.flush()
 
         super().__init__(Handler)
+
+
+class FakeChat(_Server):
+    """Streaming OpenAI chat completions for ``opencode run``; records every request body."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                _send_json(self, 200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+            def do_POST(self) -> None:
+                request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                owner.bodies.append(request)
+                tools = {t.get("function", {}).get("name") for t in request.get("tools", [])}
+                results = [m for m in request.get("messages", []) if m.get("role") == "tool"]
+                step = next_step([json.dumps(r) for r in results])
+                if "vera_knowledge_search" not in tools:
+                    step = None
+                if not request.get("stream"):
+                    message = {"role": "assistant", "content": "title"}
+                    _send_json(
+                        self,
+                        200,
+                        {
+                            "id": "c",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": "m",
+                            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                            "usage": {
+                                "prompt_tokens": 1,
+                                "completion_tokens": 1,
+                                "total_tokens": 2,
+                            },
+                        },
+                    )
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                if step is None:
+                    self._chunk({"role": "assistant", "content": "DONE"})
+                    self._chunk({}, "stop")
+                else:
+                    call = {
+                        "index": 0,
+                        "id": f"call_{len(owner.bodies)}",
+                        "type": "function",
+                        "function": {"name": f"vera_{step[0]}", "arguments": json.dumps(step[1])},
+                    }
+                    self._chunk({"role": "assistant", "tool_calls": [call]})
+                    self._chunk({}, "tool_calls")
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+
+            def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> None:
+                data = {
+                    "id": "c",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": "m",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                }
+                self.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
+                self.wfile.flush()
+
+        super().__init__(Handler)

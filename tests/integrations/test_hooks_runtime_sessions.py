@@ -8,13 +8,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import tomlkit
-from runtime_fakes import FakeAnthropic, FakeResponses, FakeVera
+from runtime_fakes import FakeAnthropic, FakeChat, FakeResponses, FakeVera
 
 from vera.integrations.artifacts import render
 from vera.integrations.contract import apply_overrides, load_contract
@@ -76,7 +77,7 @@ def fingerprint(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and ".git" not in p.relative_to(root).parts
+        if p.is_file() and not {".git", "node_modules"} & set(p.relative_to(root).parts)
     }
 
 
@@ -107,6 +108,7 @@ def run_claude(root: Path, home: Path, model: FakeAnthropic) -> subprocess.Compl
         capture_output=True,
         text=True,
         timeout=90,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -223,6 +225,7 @@ trust_level = "trusted"
         capture_output=True,
         text=True,
         timeout=120,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -270,3 +273,150 @@ def test_codex_session_hook_hostile_content_and_save_mode(
     assert ("knowledge_propose" in offered) is (mode != "off")  # off: disabled_tools
     assert ("knowledge_propose" in vera.calls) is proposal_reaches_vera
     assert fingerprint(root) == before
+
+
+@pytest.fixture
+def chat() -> Iterator[FakeChat]:
+    server = FakeChat()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def opencode_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One user home for the module, so OpenCode's caches are filled once."""
+    return tmp_path_factory.mktemp("opencode-home")
+
+
+def opencode_env(home: Path) -> dict[str, str]:
+    xdg = {
+        name: str(home / name)
+        for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")
+    }
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        **xdg,
+    }
+
+
+# OpenCode writes these into .opencode itself when a plugin is present (its plugin SDK,
+# installed from npm); they are neither VERA's nor the user's.
+OPENCODE_OWNED = ("node_modules", ".gitignore", "package.json", "package-lock.json", "bun.lock")
+
+
+@pytest.fixture(scope="module")
+def opencode_plugin_sdk(opencode_home: Path) -> Path:
+    """OpenCode's own plugin install, done once in a scratch project (it is slow, and a
+    session racing it can drop the MCP server), then copied into each test project."""
+    scratch = opencode_home / "scratch-project"
+    (scratch / ".opencode" / "plugins").mkdir(parents=True)
+    git(scratch, "init", "-q")
+    (scratch / ".opencode" / "plugins" / "noop.js").write_text(
+        "export const N = async () => ({});\n"
+    )
+    subprocess.run(
+        [str(runtime_cli("opencode")), "debug", "config"],
+        cwd=scratch,
+        env=opencode_env(opencode_home),
+        capture_output=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+    return scratch / ".opencode"
+
+
+def configure_opencode(root: Path, vera: FakeVera, model: FakeChat, sdk: Path) -> None:
+    """The test provider and endpoint next to VERA's rules, plus OpenCode's plugin SDK."""
+    # OpenCode inserts "$schema" into a config that lacks it; a real project has it.
+    config = {"$schema": "https://opencode.ai/config.json"}
+    config.update(json.loads((root / "opencode.json").read_text()))
+    config.update(
+        {
+            "model": "fake/m",
+            "provider": {
+                "fake": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Fake",
+                    "options": {"baseURL": model.url + "/v1", "apiKey": "x"},
+                    "models": {"m": {"name": "m", "tool_call": True}},
+                }
+            },
+            # A generous tool-listing timeout (ms): a loaded machine must not drop the server.
+            "mcp": {
+                "vera": {
+                    "type": "remote",
+                    "url": vera.mcp_url,
+                    "enabled": True,
+                    "oauth": False,
+                    "timeout": 30000,
+                }
+            },
+        }
+    )
+    (root / "opencode.json").write_text(json.dumps(config, indent=2))
+    for name in OPENCODE_OWNED:
+        source = sdk / name
+        if source.is_dir():  # test scaffolding only: the SDK is OpenCode's, not VERA's
+            (root / ".opencode" / name).symlink_to(source, target_is_directory=True)
+        elif source.exists():
+            shutil.copy2(source, root / ".opencode" / name)
+
+
+@pytest.mark.parametrize(
+    ("mode", "proposal_reaches_vera"), [("off", False), ("suggest", False), ("auto-propose", True)]
+)
+def test_opencode_session_plugin_hostile_content_and_save_mode(
+    tmp_path: Path,
+    opencode_home: Path,
+    opencode_plugin_sdk: Path,
+    vera: FakeVera,
+    chat: FakeChat,
+    mode: str,
+    proposal_reaches_vera: bool,
+) -> None:
+    root = project(tmp_path, "opencode", mode, vera)
+    configure_opencode(root, vera, chat, opencode_plugin_sdk)
+    before = fingerprint(root)
+    done = subprocess.run(
+        [str(runtime_cli("opencode")), "run", "check our deployment conventions"],
+        cwd=root,
+        env=opencode_env(opencode_home),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    user_texts = [
+        json.dumps(message.get("content"))
+        for body in chat.bodies
+        for message in body.get("messages", [])
+        if message.get("role") == "user"
+    ]
+    hook_texts = [text for text in user_texts if TAG in text]
+    assert hook_texts, "the chat.message plugin never added the hook line"
+    assert "runtime=opencode vera=available" in hook_texts[0]
+    for body in chat.bodies:
+        system = [m for m in body.get("messages", []) if m.get("role") == "system"]
+        assert TAG not in json.dumps(system)
+        assert "ghp_SECRET" not in json.dumps(body)
+    assert {"GET": "/readyz"} in vera.requests
+
+    offered = {tool["function"]["name"] for body in chat.bodies for tool in body.get("tools", [])}
+    assert "vera_knowledge_search" in offered
+    assert ("vera_knowledge_propose" in offered) is (mode != "off")  # deny: not offered
+    assert vera.calls[0] == "knowledge_search"
+    assert ("knowledge_propose" in vera.calls) is proposal_reaches_vera
+    assert without_opencode_owned(fingerprint(root)) == without_opencode_owned(before)
+
+
+def without_opencode_owned(files: dict[str, str]) -> dict[str, str]:
+    return {
+        path: digest
+        for path, digest in files.items()
+        if not (path.startswith(".opencode/") and path.split("/")[1] in OPENCODE_OWNED)
+    }
