@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
+
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
-from vera.rpc.timestamps import to_timestamp
+from vera.rpc.timestamps import from_timestamp, to_timestamp
 
 from . import domain
 from .domain import (
     AssertionView,
+    FactIn,
     FactState,
     FactView,
     Outcome,
@@ -48,6 +52,33 @@ CHANGE_KINDS = {
     domain.ChangeKind.FEEDBACK_RECORDED: pb.CHANGE_KIND_FEEDBACK_RECORDED,
     domain.ChangeKind.FACT_ERASED: pb.CHANGE_KIND_FACT_ERASED,
 }
+
+
+def fact_input(index: int, scope: uuid.UUID, message: pb.FactInput, path: str = "") -> FactIn:
+    """One ``FactInput``, validated as the ``index``-th fact of ``scope``; a bad timestamp
+    names ``<path>.valid_from`` / ``<path>.valid_to`` (the bare field without ``path``)."""
+
+    def moment(field: str) -> datetime | None:
+        return from_timestamp(message, field, f"{path}.{field}" if path else "")
+
+    return domain.validate_fact(
+        index,
+        scope,
+        subject=message.subject,
+        predicate=message.predicate,
+        object_=message.object,
+        source_id=message.source_id,
+        evidence=message.evidence,
+        locator=message.locator,
+        valid_from=moment("valid_from"),
+        valid_to=moment("valid_to"),
+        trust_tier=message.trust_tier if message.HasField("trust_tier") else None,
+        authority=message.authority if message.HasField("authority") else None,
+        repository=message.repository,
+        branch=message.branch,
+        code_path=message.code_path,
+        document_type=message.document_type,
+    )
 
 
 def fact_to_proto(view: FactView) -> pb.Fact:

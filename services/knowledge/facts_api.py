@@ -50,25 +50,7 @@ class FactRpcs:
             for i, e in enumerate(request.entities)
         )
         facts = tuple(
-            domain.validate_fact(
-                i,
-                scope,
-                subject=f.subject,
-                predicate=f.predicate,
-                object_=f.object,
-                source_id=f.source_id,
-                evidence=f.evidence,
-                locator=f.locator,
-                valid_from=from_timestamp(f, "valid_from", f"facts[{i}].valid_from"),
-                valid_to=from_timestamp(f, "valid_to", f"facts[{i}].valid_to"),
-                trust_tier=f.trust_tier if f.HasField("trust_tier") else None,
-                authority=f.authority if f.HasField("authority") else None,
-                repository=f.repository,
-                branch=f.branch,
-                code_path=f.code_path,
-                document_type=f.document_type,
-            )
-            for i, f in enumerate(request.facts)
+            convert.fact_input(i, scope, f, f"facts[{i}]") for i, f in enumerate(request.facts)
         )
         batch = domain.IngestBatch(principal, scope, sources, entities, facts)
         result = await self._store.ingest(batch)

@@ -90,25 +90,7 @@ class GraphRpcs:
         key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
         if not request.HasField("replacement"):
             raise InvalidInput("replacement", "required", reason="required")
-        r = request.replacement
-        replacement = domain.validate_fact(
-            0,
-            scope,
-            subject=r.subject,
-            predicate=r.predicate,
-            object_=r.object,
-            source_id=r.source_id,
-            evidence=r.evidence,
-            locator=r.locator,
-            valid_from=from_timestamp(r, "valid_from"),
-            valid_to=from_timestamp(r, "valid_to"),
-            trust_tier=r.trust_tier if r.HasField("trust_tier") else None,
-            authority=r.authority if r.HasField("authority") else None,
-            repository=r.repository,
-            branch=r.branch,
-            code_path=r.code_path,
-            document_type=r.document_type,
-        )
+        replacement = convert.fact_input(0, scope, request.replacement)
         reason = domain.bound_text("reason", request.reason, domain.MAX_TEXT).strip()
         try:
             old, new, position, created = await self._graph.correct_fact(
