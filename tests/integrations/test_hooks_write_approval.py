@@ -37,7 +37,7 @@ def annotations() -> dict[str, object]:
 
 
 def test_write_tools_are_exactly_the_tools_not_advertised_read_only() -> None:
-    writes = {name for name, hints in annotations().items() if hints.readOnlyHint is not True}
+    writes = {name for name, hints in annotations().items() if hints.read_only_hint is not True}
     assert writes == set(WRITE_TOOLS)
 
 
@@ -52,10 +52,10 @@ def test_gateway_annotations_match_the_guides_table() -> None:
         actual = tuple(
             str(v).lower()
             for v in (
-                hints.readOnlyHint,
-                hints.idempotentHint,
-                hints.destructiveHint,
-                hints.openWorldHint,
+                hints.read_only_hint,
+                hints.idempotent_hint,
+                hints.destructive_hint,
+                hints.open_world_hint,
             )
         )
         assert actual == expected.get(name, default), name
