@@ -31,10 +31,11 @@ _PROPOSE = _CANONICAL["knowledge_propose"]
 _FEEDBACK = _CANONICAL["knowledge_feedback"]
 
 
-def _argument(canonical: ToolSpec, name: str, **wording: Any) -> Param:
-    """The canonical tool's declaration of ``name`` (its bounds), in the alias's wording."""
+def _argument(canonical: ToolSpec, name: str, **changes: Any) -> Param:
+    """The canonical tool's declaration of ``name`` (its bounds), with the alias's wording
+    or requiredness where the alias differs."""
     param = next(p for p in canonical.arguments.params if p.name == name)
-    return dataclasses.replace(param, **wording)
+    return dataclasses.replace(param, **changes)
 
 
 def _alias(
@@ -53,7 +54,7 @@ def _alias(
         description=description,
         arguments=ArgumentSpec(params),
         handler=handler,
-        renderer=None,
+        renderer=None,  # an alias's text is its result's JSON
         **differences,
     )
 
