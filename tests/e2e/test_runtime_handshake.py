@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -23,8 +24,8 @@ def runtime_bin() -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
-def test_local_principal_connects_with_the_runtimes_own_handshake(stack, runtime_bin,
-                                                                   tmp_path):
+def project(stack, runtime_bin: Path, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A fresh repository and an environment with an empty user home."""
     repo = tmp_path / "project"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -36,11 +37,22 @@ def test_local_principal_connects_with_the_runtimes_own_handshake(stack, runtime
            "PATH": f"{runtime_bin}:{stack.env.get('PATH', '')}",
            "DISABLE_AUTOUPDATER": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
            "OPENCODE_DISABLE_MODELS_FETCH": "1"}
+    return repo, env
+
+
+def run_vera(repo: Path, env: dict[str, str], *args: str, stdin: str | None = None
+             ) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vera.cli", *args], cwd=repo, env=env,
+                          input=stdin, capture_output=True, text=True, timeout=180)
+
+
+def test_local_principal_connects_with_the_runtimes_own_handshake(stack, runtime_bin,
+                                                                   tmp_path):
+    repo, env = project(stack, runtime_bin, tmp_path)
     api_url = f"http://127.0.0.1:{stack.env['VERA_API__PORT']}"
 
     def vera(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "vera.cli", *args], cwd=repo, env=env,
-                              capture_output=True, text=True, timeout=180)
+        return run_vera(repo, env, *args)
 
     done = vera("connect", "claude-code", "--api-url", api_url, "--mcp-url", stack.mcp_url,
                 "--yes")
@@ -55,3 +67,23 @@ def test_local_principal_connects_with_the_runtimes_own_handshake(stack, runtime
     assert "ok   claude connects to vera" in doctor.stdout
     tools = next(line for line in doctor.stdout.splitlines() if "vera tools visible" in line)
     assert tools.strip().startswith("ok")
+
+
+def test_remote_authenticated_api_key_exchange_then_tools_visible(auth_stack, runtime_bin,
+                                                                  tmp_path):
+    repo, env = project(auth_stack, runtime_bin, tmp_path)
+    api_url = f"http://127.0.0.1:{auth_stack.env['VERA_API__PORT']}"
+    registered = httpx.post(f"{api_url}/identity/register", json={"display_name": "dev"})
+    api_key = registered.json()["api_key"]
+    done = run_vera(repo, env, "connect", "codex", "--api-url", api_url, "--mcp-url",
+                    auth_stack.mcp_url, "--yes", "--api-key-stdin", stdin=api_key + "\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "auth profile: remote-authenticated" in done.stdout
+    token_line = (repo / ".vera/mcp-token.env").read_text()
+    token = token_line.split("=", 1)[1].strip()
+    assert token not in done.stdout and api_key not in done.stdout
+    assert token not in (repo / ".codex/config.toml").read_text()
+    doctor = run_vera(repo, env, "doctor", "codex")
+    tools = next(line for line in doctor.stdout.splitlines() if "vera tools visible" in line)
+    assert tools.strip().startswith("ok"), doctor.stdout
+    assert "TODO codex project trust" in doctor.stdout  # named, not taken
