@@ -287,3 +287,20 @@ def test_update_to_newer_contract(repo, vera, standin):
     assert now["overrides"] == {"defaults.save_mode": "off"}
     assert vera("disconnect", "opencode", "--yes").returncode == 0
     assert tree(repo) == {}
+
+
+def test_static_token_kept_until_oauth_is_proven(repo, vera):
+    with StandIn(auth=TOKEN) as standin:
+        assert connect(vera, standin, "codex", "--api-key-stdin",
+                       stdin=API_KEY + "\n").returncode == 0
+    with StandIn(auth=TOKEN, oauth_issuer="https://login.example") as standin:
+        kept = connect(vera, standin, "codex")
+        assert kept.returncode == 0, kept.stderr
+        server = parse_toml((repo / ".codex/config.toml").read_text())["mcp_servers"]["vera"]
+        assert server["bearer_token_env_var"] == "VERA_MCP_TOKEN"
+        assert (repo / ".vera/mcp-token.env").exists()
+        (repo / ".vera/mcp-token.env").unlink()  # the user proved OAuth and drops the token
+        switched = connect(vera, standin, "codex")
+        assert switched.returncode == 0, switched.stderr
+        server = parse_toml((repo / ".codex/config.toml").read_text())["mcp_servers"]["vera"]
+        assert "bearer_token_env_var" not in server

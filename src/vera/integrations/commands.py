@@ -73,12 +73,19 @@ def _approved(args: argparse.Namespace, question: str) -> bool:
     return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
 
 
-def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url: str
-                ) -> tuple[str | None, str, str | None, list[str]]:
+def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url: str,
+                root: Path) -> tuple[str | None, str, str | None, list[str]]:
     """(token env var, credential label, token to store, next steps)."""
     if checked.profile != "remote-authenticated":
         return None, "none", None, []
     if checked.authorization_servers:
+        previous = read_record(root).get(args.runtime)
+        if (previous and previous.credential.startswith("env:")
+                and (root / TOKEN_PATH).exists()):
+            # A working static token stays until the user has proven OAuth works.
+            return TOKEN_ENV_VAR, previous.credential, None, [
+                f"{OAUTH_STEP[args.runtime]}; once it works, delete {TOKEN_PATH} and run "
+                f"`vera connect {args.runtime}` again to drop the static token"]
         return None, "runtime-oauth", None, [OAUTH_STEP[args.runtime]]
     steps = [f"export {TOKEN_ENV_VAR} from {TOKEN_PATH} before starting {args.runtime}"]
     if args.api_key_stdin:
@@ -119,7 +126,7 @@ def run_connect(args: argparse.Namespace) -> int:
         print("VERA is not reachable at the given URLs; nothing was written", file=sys.stderr)
         return 1
     print(f"auth profile: {checked.profile}")
-    token_env, credential, token, steps = _credential(args, checked, api_url)
+    token_env, credential, token, steps = _credential(args, checked, api_url, root)
     overrides = {"defaults.save_mode": args.save_mode} if args.save_mode else {}
     try:
         plan = plan_connect(root, args.runtime, api_url, mcp_url, token_env=token_env,
