@@ -75,15 +75,23 @@ def knowledge_settings(dsn: str, *, pool_max_size: int = 4, **fields: Any) -> Se
 
 
 @contextlib.asynccontextmanager
-async def knowledge_address(settings: Settings) -> AsyncIterator[str]:
-    """A real knowledge service on a loopback port; yields its address."""
-    hosted = await knowledge_server.create(settings, "127.0.0.1:0")
-    await hosted.running.server.start()
+async def serve_service(module: Any, settings: Settings, **create: Any) -> AsyncIterator[str]:
+    """A service (its ``server`` module's ``create``) on a loopback port; yields its address
+    and stops it when the block ends."""
+    hosted = await module.create(settings, "127.0.0.1:0", **create)
     try:
-        yield f"127.0.0.1:{hosted.running.port}"
+        await hosted.running.server.start()
+        try:
+            yield f"127.0.0.1:{hosted.running.port}"
+        finally:
+            await hosted.running.stop(0)
     finally:
-        await hosted.running.stop(0)
         await hosted.aclose()
+
+
+def knowledge_address(settings: Settings) -> contextlib.AbstractAsyncContextManager[str]:
+    """A real knowledge service on a loopback port; yields its address."""
+    return serve_service(knowledge_server, settings)
 
 
 @contextlib.asynccontextmanager

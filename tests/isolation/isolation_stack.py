@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 import httpx
-from harness import serve_mcp
+from harness import serve_mcp, serve_service
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -132,11 +132,7 @@ async def full_stack(dsn: str, identity_address: str, data_dir: Path, embedder: 
                      ) -> AsyncIterator[Stack]:
     async with contextlib.AsyncExitStack() as exits:
         async def host(module: Any, settings: Settings, **kw: Any) -> str:
-            hosted = await module.create(settings, "127.0.0.1:0", **kw)
-            exits.push_async_callback(hosted.aclose)
-            await hosted.running.server.start()
-            exits.push_async_callback(hosted.running.stop, 0)
-            return f"127.0.0.1:{hosted.running.port}"
+            return await exits.enter_async_context(serve_service(module, settings, **kw))
 
         database = {"dsn": dsn}
         knowledge = await host(knowledge_server, Settings(database=database))

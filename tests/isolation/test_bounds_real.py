@@ -21,7 +21,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from harness import serve_mcp
+from harness import serve_mcp, serve_service
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
@@ -197,11 +197,7 @@ async def real_stack(dsn: str, data_dir: Any, embedder: Any) -> AsyncIterator[di
     """The four services on ``dsn`` and one local-dev gateway per profile: profile -> URL."""
     async with contextlib.AsyncExitStack() as exits:
         async def host(module: Any, settings: Settings, **kw: Any) -> str:
-            hosted = await module.create(settings, "127.0.0.1:0", **kw)
-            exits.push_async_callback(hosted.aclose)
-            await hosted.running.server.start()
-            exits.push_async_callback(hosted.running.stop, 0)
-            return f"127.0.0.1:{hosted.running.port}"
+            return await exits.enter_async_context(serve_service(module, settings, **kw))
 
         database = {"dsn": dsn}
         identity = await host(identity_server, Settings(database=database))
