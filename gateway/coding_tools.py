@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vera.gateway import coding_handlers, schemas
+from vera.gateway.arguments import AS_OF, CONFLICT_HANDLING, CURSOR, KNOWN_AS_OF, RESOLVED_PROJECT
 from vera.gateway.bounds import (
     ArgumentSpec,
     BoundsError,
@@ -19,7 +20,6 @@ from vera.gateway.bounds import (
     predicate_list,
     roots,
     string,
-    timestamp,
     trust_tier,
 )
 from vera.gateway.spec import READ_HINTS, AuthClass, Hints, ToolSpec
@@ -40,16 +40,6 @@ from vera.limits import (
 # Shared argument declarations --------------------------------------------------------------
 
 _QUERY = string("query", QUERY, "The task or question, in plain words.", required=True)
-_PROJECT = string(
-    "project",
-    ID_LIKE,
-    "A project id or slug. Omit to use the single shared project; several readable "
-    "projects then fail with ambiguous_project.",
-)
-_AS_OF = timestamp("as_of", "Valid-time boundary (ISO-8601): knowledge as it was true then.")
-_KNOWN_AS_OF = timestamp(
-    "known_as_of", "Transaction-time boundary (ISO-8601): knowledge as it was recorded then."
-)
 _REPOSITORY = string(
     "repository",
     REPOSITORY_PATH_CURSOR,
@@ -67,12 +57,6 @@ _INCLUDE = predicate_list("include_predicates", "Keep only these predicates.")
 _EXCLUDE = predicate_list("exclude_predicates", "Drop these predicates.")
 _MIN_AUTHORITY = authority("Drop results below this authority (0.0..1.0).")
 _MAX_TIER = trust_tier("Drop results above this trust tier (0 best .. 4 unverified).")
-_CONFLICTS = enum(
-    "conflict_handling",
-    ("include", "exclude", "only"),
-    "Include disputed facts (flagged), exclude them, or return only them.",
-    default="include",
-)
 _LIMIT = integer("limit", LIMIT, "Maximum results (1..50).", 10)
 _FACT_KEY = string(
     "fact_key", ID_LIKE, "The fact's stable key, as returned in a result.", required=True
@@ -151,9 +135,9 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         arguments=ArgumentSpec(
             (
                 _QUERY,
-                _PROJECT,
+                RESOLVED_PROJECT,
                 _SNAPSHOT_ID,
-                _AS_OF,
+                AS_OF,
                 _REPOSITORY,
                 _BRANCH,
                 _CODE_PATH,
@@ -169,7 +153,7 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
                     "full: title, uri and excerpt per citation; compact: id and locator.",
                     default="full",
                 ),
-                _CONFLICTS,
+                CONFLICT_HANDLING,
                 _LIMIT,
                 integer(
                     "token_budget",
@@ -202,10 +186,10 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         arguments=ArgumentSpec(
             (
                 _QUERY,
-                _PROJECT,
+                RESOLVED_PROJECT,
                 _SNAPSHOT_ID,
-                _AS_OF,
-                _KNOWN_AS_OF,
+                AS_OF,
+                KNOWN_AS_OF,
                 _REPOSITORY,
                 _BRANCH,
                 _CODE_PATH,
@@ -215,7 +199,7 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
                 _EXCLUDE,
                 _MIN_AUTHORITY,
                 _MAX_TIER,
-                _CONFLICTS,
+                CONFLICT_HANDLING,
                 _LIMIT,
             ),
             cross_checks=(_snapshot_fixes_time,),
@@ -254,7 +238,7 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
             "Explain why a fact is trusted: the assertions that support or refute it, with "
             "their sources, evidence, trust tier and verification state."
         ),
-        arguments=ArgumentSpec((_FACT_KEY, _AS_OF, _KNOWN_AS_OF)),
+        arguments=ArgumentSpec((_FACT_KEY, AS_OF, KNOWN_AS_OF)),
         output_schema=schemas.EXPLAIN,
         hints=READ_HINTS,
         auth_class=AuthClass.READ,
@@ -272,8 +256,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         arguments=ArgumentSpec(
             (
                 _FACT_KEY,
-                _AS_OF,
-                _KNOWN_AS_OF,
+                AS_OF,
+                KNOWN_AS_OF,
                 integer("limit", LIMIT, "Maximum evidence rows (1..50).", 10),
             )
         ),
@@ -377,7 +361,7 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
             (
                 *_TASK_FIELDS,
                 integer("limit", LIMIT_REPORT, "Attempts per page (1..100).", 50),
-                string("cursor", REPOSITORY_PATH_CURSOR, "next_cursor from the previous page."),
+                CURSOR,
             ),
             cross_checks=(_task_context_required,),
         ),

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from vera.gateway import graph_handlers, schemas
-from vera.gateway.bounds import ArgumentSpec, BoundsError, enum, integer, string, timestamp
+from vera.gateway.arguments import AS_OF, CONFLICT_HANDLING, CURSOR, KNOWN_AS_OF
+from vera.gateway.bounds import ArgumentSpec, BoundsError, integer, string, timestamp
 from vera.gateway.call_context import Handler
 from vera.gateway.schemas import BOOL, INT, NUM, OPT_STR, STR, STR_LIST, TS, array, nullable, obj
 from vera.gateway.spec import READ_HINTS, AuthClass, Renderer, ToolSpec
@@ -21,25 +22,13 @@ from vera.limits import (
     LIMIT_ENTITY,
     LIMIT_FEED,
     QUERY,
-    REPOSITORY_PATH_CURSOR,
 )
 
-_AS_OF = timestamp("as_of", "Valid-time boundary (ISO-8601): knowledge as it was true then.")
-_KNOWN_AS_OF = timestamp(
-    "known_as_of", "Transaction-time boundary (ISO-8601): knowledge as it was recorded then."
-)
 _PROJECT = string(
     "project", ID_LIKE, "A project id or slug to restrict to; omit to read every readable scope."
 )
 _ENTITY = string("entity", ENTITY, "An entity name or alias. Ambiguous names list candidates.")
 _ENTITY_ID = string("entity_id", ID_LIKE, "An entity id (from a candidate list or a result).")
-_CURSOR = string("cursor", REPOSITORY_PATH_CURSOR, "next_cursor from the previous page.")
-_CONFLICTS = enum(
-    "conflict_handling",
-    ("include", "exclude", "only"),
-    "Include disputed facts (flagged), exclude them, or return only them.",
-    default="include",
-)
 
 
 def _entity_required(arguments: Mapping[str, Any]) -> None:
@@ -213,8 +202,8 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
         ArgumentSpec(
             (
                 string("fact_key", ID_LIKE, "The fact's stable key.", required=True),
-                _AS_OF,
-                _KNOWN_AS_OF,
+                AS_OF,
+                KNOWN_AS_OF,
             )
         ),
         GET_FACT,
@@ -232,9 +221,9 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
                 _ENTITY,
                 _ENTITY_ID,
                 _PROJECT,
-                _AS_OF,
-                _KNOWN_AS_OF,
-                _CONFLICTS,
+                AS_OF,
+                KNOWN_AS_OF,
+                CONFLICT_HANDLING,
                 integer("limit", LIMIT_ENTITY, "Maximum related facts (1..500).", 100),
             ),
             cross_checks=(_entity_required,),
@@ -280,9 +269,9 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
                 _PROJECT,
                 integer("depth", DEPTH, "Hops from the entity (1..5).", 2),
                 integer("limit", LIMIT_FEED, "Maximum edges (1..200).", 50),
-                _AS_OF,
-                _KNOWN_AS_OF,
-                _CONFLICTS,
+                AS_OF,
+                KNOWN_AS_OF,
+                CONFLICT_HANDLING,
             ),
             cross_checks=(_entity_required,),
         ),
@@ -299,7 +288,7 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
         ArgumentSpec(
             (
                 _PROJECT,
-                _CURSOR,
+                CURSOR,
                 integer("limit", LIMIT_FEED, "Maximum changes (1..200).", 50),
                 timestamp(
                     "as_of",
@@ -324,9 +313,9 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
         ArgumentSpec(
             (
                 _PROJECT,
-                _AS_OF,
-                _KNOWN_AS_OF,
-                _CURSOR,
+                AS_OF,
+                KNOWN_AS_OF,
+                CURSOR,
                 integer("limit", LIMIT_FEED, "Maximum conflict groups (1..200).", 50),
             )
         ),
@@ -368,7 +357,7 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
         ArgumentSpec(
             (
                 string("community_id", ID_LIKE, "The community id.", required=True),
-                _CURSOR,
+                CURSOR,
                 integer("limit", LIMIT_FEED, "Facts per page (1..200).", 50),
                 timestamp(
                     "as_of", "Valid-time boundary (ISO-8601): only lineage facts valid then."

@@ -12,6 +12,7 @@ returning a different result. A foreign snapshot reads exactly like a missing on
 from __future__ import annotations
 
 from vera.gateway import schemas, snapshot_handlers
+from vera.gateway.arguments import RESOLVED_PROJECT
 from vera.gateway.bounds import ArgumentSpec, string, timestamp
 from vera.gateway.spec import AuthClass, Hints, ToolSpec
 from vera.limits import ID_LIKE
@@ -45,13 +46,6 @@ SNAPSHOT = schemas.obj(
 )
 
 
-_PROJECT = string(
-    "project",
-    ID_LIKE,
-    "A project id or slug. Omit to use the single shared project; several readable "
-    "projects then fail with ambiguous_project.",
-)
-
 SNAPSHOT_TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="knowledge_get_snapshot",
@@ -82,7 +76,7 @@ SNAPSHOT_TOOLS: tuple[ToolSpec, ...] = (
         ),
         arguments=ArgumentSpec(
             (
-                _PROJECT,
+                RESOLVED_PROJECT,
                 timestamp(
                     "as_of", "Valid-time boundary (ISO-8601); defaults to the creation time."
                 ),
