@@ -121,7 +121,8 @@ def gateway_settings(addresses: ServiceAddresses) -> Settings:
         environment="local",
         mcp=McpSettings(port=0, jwt_secret=SECRET, auth_issuer=ISSUER, auth_audience=AUDIENCE,
                         tool_profile="advanced",
-                        quota_enabled=False),
+                        # membership changes mid-test: no 2 s reuse of a resolved project
+                        project_cache_seconds=0, quota_enabled=False),
         services=addresses,
         observability=ObservabilitySettings(mcp_metrics_enabled=False),
     )
