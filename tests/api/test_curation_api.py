@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
+from harness import serve_service
 
 from vera.api.app import build_app
 from vera.config import Settings
@@ -53,48 +54,44 @@ async def _user(identity: IdentityServiceStub, name: str) -> User:
 @pytest.fixture
 async def world(pg_dsn: str) -> AsyncIterator[World]:
     settings = Settings(database={"dsn": pg_dsn})
-    hosted = [await identity_server.create(settings, "127.0.0.1:0"),
-              await knowledge_server.create(settings, "127.0.0.1:0")]
-    for h in hosted:
-        await h.running.server.start()
-    identity_addr, knowledge_addr = (f"127.0.0.1:{h.running.port}" for h in hosted)
-    channels = [open_channel(identity_addr, 10.0), open_channel(knowledge_addr, 10.0)]
-    identity, knowledge = IdentityServiceStub(channels[0]), KnowledgeServiceStub(channels[1])
-    try:
-        owner, curator, member, outsider = [
-            await _user(identity, n) for n in ("owner", "curator", "member", "outsider")]
-        project = (await identity.EnsureProject(
-            ipb.EnsureProjectRequest(principal_id=owner.principal_id, slug="payments"))).project
-        workspace = (await identity.CreateWorkspace(ipb.CreateWorkspaceRequest(
-            actor_principal_id=owner.principal_id, slug="acme"))).workspace
-        await identity.AttachProject(ipb.AttachProjectRequest(
-            actor_principal_id=owner.principal_id, workspace_id=workspace.workspace_id,
-            project=project.project_id))
-        for user, role in ((curator, ipb.WORKSPACE_ROLE_CURATOR),
-                           (member, ipb.WORKSPACE_ROLE_MEMBER)):
-            # The owner invites; membership starts when the invitee accepts.
-            invited = await identity.SetWorkspaceMember(ipb.SetWorkspaceMemberRequest(
+    async with (
+        serve_service(identity_server, settings) as identity_addr,
+        serve_service(knowledge_server, settings) as knowledge_addr,
+    ):
+        channels = [open_channel(identity_addr, 10.0), open_channel(knowledge_addr, 10.0)]
+        identity, knowledge = IdentityServiceStub(channels[0]), KnowledgeServiceStub(channels[1])
+        try:
+            owner, curator, member, outsider = [
+                await _user(identity, n) for n in ("owner", "curator", "member", "outsider")]
+            project = (await identity.EnsureProject(
+                ipb.EnsureProjectRequest(principal_id=owner.principal_id, slug="payments"))).project
+            workspace = (await identity.CreateWorkspace(ipb.CreateWorkspaceRequest(
+                actor_principal_id=owner.principal_id, slug="acme"))).workspace
+            await identity.AttachProject(ipb.AttachProjectRequest(
                 actor_principal_id=owner.principal_id, workspace_id=workspace.workspace_id,
-                principal_id=user.principal_id, role=role))
-            await identity.AcceptInvitation(ipb.AcceptInvitationRequest(
-                actor_principal_id=user.principal_id,
-                invitation_id=invited.invitation.invitation_id))
-        api_settings = Settings(
-            environment="dev", mcp={"jwt_secret": SECRET},
-            services={"identity": identity_addr, "knowledge": knowledge_addr})
-        app = build_app(api_settings)
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport,
-                                         base_url="http://127.0.0.1:8081") as client:
-                yield World(client, knowledge, owner, curator, member, outsider,
-                            project.project_id)
-    finally:
-        for channel in channels:
-            await channel.close()
-        for h in hosted:
-            await h.running.stop(0)
-            await h.aclose()
+                project=project.project_id))
+            for user, role in ((curator, ipb.WORKSPACE_ROLE_CURATOR),
+                               (member, ipb.WORKSPACE_ROLE_MEMBER)):
+                # The owner invites; membership starts when the invitee accepts.
+                invited = await identity.SetWorkspaceMember(ipb.SetWorkspaceMemberRequest(
+                    actor_principal_id=owner.principal_id, workspace_id=workspace.workspace_id,
+                    principal_id=user.principal_id, role=role))
+                await identity.AcceptInvitation(ipb.AcceptInvitationRequest(
+                    actor_principal_id=user.principal_id,
+                    invitation_id=invited.invitation.invitation_id))
+            api_settings = Settings(
+                environment="dev", mcp={"jwt_secret": SECRET},
+                services={"identity": identity_addr, "knowledge": knowledge_addr})
+            app = build_app(api_settings)
+            async with app.router.lifespan_context(app):
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport,
+                                             base_url="http://127.0.0.1:8081") as client:
+                    yield World(client, knowledge, owner, curator, member, outsider,
+                                project.project_id)
+        finally:
+            for channel in channels:
+                await channel.close()
 
 
 async def _propose(world: World, subject: str = "payments-api") -> str:

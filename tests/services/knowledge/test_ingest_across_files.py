@@ -11,6 +11,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from harness import serve_service
 
 from vera.config import DatabaseSettings, ServiceAddresses, Settings
 from vera.ingest import IngestFileError, ingest_file, parse_jsonl
@@ -28,10 +29,6 @@ class _Indexed(retrieval_pb2_grpc.RetrievalServiceServicer):
 @pytest.fixture
 async def settings(pg_dsn: str) -> AsyncIterator[Settings]:
     service_settings = Settings(database=DatabaseSettings(dsn=pg_dsn, pool_max_size=4))
-    hosted = [
-        await identity_server.create(service_settings, "127.0.0.1:0"),
-        await knowledge_server.create(service_settings, "127.0.0.1:0"),
-    ]
     retrieval = create_server(
         [
             ServiceBinding(
@@ -42,23 +39,21 @@ async def settings(pg_dsn: str) -> AsyncIterator[Settings]:
         ],
         "127.0.0.1:0",
     )
-    for h in hosted:
-        await h.running.server.start()
-    await retrieval.server.start()
-    await mark_serving(retrieval)
-    identity, knowledge = (f"127.0.0.1:{h.running.port}" for h in hosted)
-    fake = f"127.0.0.1:{retrieval.port}"
-    try:
-        yield Settings(
-            services=ServiceAddresses(
-                identity=identity, knowledge=knowledge, retrieval=fake, snapshot=fake
+    async with (
+        serve_service(identity_server, service_settings) as identity,
+        serve_service(knowledge_server, service_settings) as knowledge,
+    ):
+        await retrieval.server.start()
+        await mark_serving(retrieval)
+        fake = f"127.0.0.1:{retrieval.port}"
+        try:
+            yield Settings(
+                services=ServiceAddresses(
+                    identity=identity, knowledge=knowledge, retrieval=fake, snapshot=fake
+                )
             )
-        )
-    finally:
-        await retrieval.stop(0)
-        for h in hosted:
-            await h.running.stop(0)
-            await h.aclose()
+        finally:
+            await retrieval.stop(0)
 
 
 def _file(tmp_path: Path, name: str, *records: dict) -> Path:
