@@ -154,6 +154,13 @@ def task_context(message: pb.TaskContext) -> TaskContext:
     )
 
 
+def task_context_as_sent(message: pb.TaskContext) -> TaskContext:
+    """The caller's task identity unnormalized, only for screening it (never stored)."""
+    return TaskContext(
+        message.runtime, message.session_ref, message.task_ref, message.repository_ref
+    )
+
+
 def task_context_to_proto(ctx: TaskContext) -> pb.TaskContext:
     return pb.TaskContext(
         runtime=ctx.runtime,

@@ -599,6 +599,9 @@ class Proposal:
     fact_key: str
     # The shared project whose curators review it: the one its task is bound to, or none.
     target_scope_id: uuid.UUID | None = None
+    # The task identity as the caller sent it, for the secret screen: normalizing casefolds
+    # the runtime, which would hide case-sensitive credential shapes (AKIA…, eyJ…).
+    context_as_sent: TaskContext | None = None
 
     @property
     def subject_norm(self) -> str:
@@ -632,6 +635,7 @@ def make_proposal(
     evidence_text: str,
     context: TaskContext,
     target_scope_id: str = "",
+    context_as_sent: TaskContext | None = None,
 ) -> Proposal:
     principal = parse_uuid("principal_id", principal_id)
     personal = parse_uuid("personal_scope_id", personal_scope_id)
@@ -655,6 +659,7 @@ def make_proposal(
         context=context,
         fact_key=fact_key(personal, subject, predicate, object_),
         target_scope_id=target,
+        context_as_sent=context_as_sent,
     )
 
 

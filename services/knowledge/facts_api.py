@@ -109,6 +109,7 @@ class FactRpcs:
             evidence_text=request.evidence_text,
             context=convert.task_context(request.context),
             target_scope_id=request.target_scope_id,
+            context_as_sent=convert.task_context_as_sent(request.context),
         )
         try:
             policy_for(self._store.ontology).check(proposal)

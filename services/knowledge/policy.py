@@ -54,15 +54,16 @@ class ProposalPolicy:
     def check(self, proposal: Proposal) -> None:
         """Raises ``invalid_input`` naming the first field the policy refuses."""
         # Screen first: a credential must not be echoed back even as a did-you-mean probe.
+        sent = proposal.context_as_sent or proposal.context
         secret_screen.screen(
             (
                 ("subject", proposal.subject),
                 ("predicate", proposal.predicate),
                 ("object", proposal.object),
                 ("evidence_text", proposal.evidence_text),
-                ("context.session_ref", proposal.context.session_ref),
-                ("context.task_ref", proposal.context.task_ref),
-                ("context.runtime", proposal.context.runtime),
+                ("context.session_ref", sent.session_ref),
+                ("context.task_ref", sent.task_ref),
+                ("context.runtime", sent.runtime),
                 ("context.repository_ref", proposal.context.repository_ref),
             )
         )

@@ -44,6 +44,23 @@ def test_a_credential_in_the_task_identity_is_refused_naming_the_field(field, co
     assert caught.value.metadata["reason"] == "secret"
 
 
+AWS_KEY_ID = "AKIA" + "IOSFODNN7EXAMPLE"
+
+
+def test_the_runtime_is_screened_as_sent_not_casefolded():
+    sent = TaskContext(f"claude-code {AWS_KEY_ID}", "", "", "")
+    made = make_proposal(
+        principal_id=str(uuid.uuid4()), personal_scope_id=str(uuid.uuid4()),
+        readable_scope_ids=[], subject="payments-api", predicate="depends_on",
+        object_="ledger", evidence_text="", context_as_sent=sent,
+        context=TaskContext.normalized(sent.runtime, "", "", ""),
+    )
+    with pytest.raises(InvalidInput) as caught:
+        load_policy().check(made)
+    assert caught.value.field == "context.runtime"
+    assert caught.value.metadata["reason"] == "secret"
+
+
 def test_an_ordinary_task_identity_passes():
     context = TaskContext.normalized("claude-code", "s-1", "t-1", "git@github.com:acme/x.git")
     load_policy().check(proposal(context))
