@@ -59,7 +59,7 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
     def __init__(
         self,
         service: IdentityService,
-        accounts: AccountService | None = None,
+        accounts: AccountService,
         *,
         local_dev: bool = False,
     ) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
@@ -229,8 +229,9 @@ class ConfigError(Exception):
     """Bad configuration; the message is one line naming the variable."""
 
 
-def load_settings(**overrides: object) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Reads the settings once at process start; bad config fails naming the variable."""
+    # Any: pydantic validates each override against its field, as it does the environment.
     try:
         return Settings(**overrides)
     except ValidationError as exc:

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 def migration_files(package: str) -> list[tuple[str, str]]:
     """(version, sql) pairs from the ``migrations`` folder of a package, in order."""
     folder = resources.files(package) / "migrations"
-    files = sorted(f for f in folder.iterdir() if f.name.endswith(".sql"))
+    files = sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
     return [(f.name.removesuffix(".sql"), f.read_text(encoding="utf-8")) for f in files]
 
 

@@ -31,8 +31,13 @@ def check_request_text(message: Message, prefix: str = "") -> None:
     fields and maps, keys included) that holds a NUL."""
     for field, value in message.ListFields():
         path = f"{prefix}{field.name}"
-        if field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
-            entry = field.message_type.fields_by_name
+        entry_type = field.message_type
+        if (
+            field.type == FieldDescriptor.TYPE_MESSAGE
+            and entry_type is not None
+            and entry_type.GetOptions().map_entry
+        ):
+            entry = entry_type.fields_by_name
             for key, item in value.items():
                 if entry["key"].type == FieldDescriptor.TYPE_STRING:
                     _check_string(path, key)

@@ -7,12 +7,19 @@ naming the field everywhere, never an internal error."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import overload
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from vera.errors import InvalidInput
 
 
+@overload
+def to_timestamp(value: datetime) -> Timestamp: ...
+@overload
+def to_timestamp(value: None) -> None: ...
+@overload
+def to_timestamp(value: datetime | None) -> Timestamp | None: ...
 def to_timestamp(value: datetime | None) -> Timestamp | None:
     if value is None:
         return None
