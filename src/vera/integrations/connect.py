@@ -27,6 +27,7 @@ from vera.integrations.ownership import (
     TOKEN_PATH,
     Connection,
     Entry,
+    EntryKind,
     parse_record,
     render_record,
 )
@@ -67,7 +68,7 @@ class _Merger:
     def parsed(self) -> Any:
         return editors.parse_toml(self.text) if self.toml else editors.parse_json(self.text)
 
-    def record(self, kind: str, path: tuple[str, ...], value: Any) -> None:
+    def record(self, kind: EntryKind, path: tuple[str, ...], value: Any) -> None:
         self.plan.connection.entries.append(Entry(self.rel, kind, fingerprint(value), path))
 
     def add(self, path: tuple[str, ...], value: Any) -> None:
@@ -76,7 +77,7 @@ class _Merger:
                 self.text, owned = editors.toml_set_table(self.text, path, value)
             else:
                 self.text, owned = editors.toml_set_key(self.text, path, value), path
-            kind = "toml-key"
+            kind: EntryKind = "toml-key"
         else:
             self.text, owned = editors.json_set(self.text, path, value)
             kind = "json-key"

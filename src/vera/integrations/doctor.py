@@ -12,9 +12,8 @@ import asyncio
 import os
 from pathlib import Path
 
-import httpx
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 from vera.integrations.editors import text_fingerprint
 from vera.integrations.ownership import TOKEN_PATH, Connection, read_record
@@ -36,7 +35,7 @@ def _token(root: Path, env: dict[str, str]) -> str | None:
 
 async def _tools(url: str, token: str | None) -> list[str]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx.AsyncClient(headers=headers, timeout=TOOLS_TIMEOUT_SECONDS) as http, \
+    async with create_mcp_http_client(headers=headers) as http, \
             Client(streamable_http_client(url, http_client=http)) as client:
         return [tool.name for tool in (await client.list_tools()).tools]
 
@@ -47,7 +46,8 @@ def _tools_finding(connection: Connection, token: str | None) -> Finding:
                        f"set {TOKEN_ENV_VAR} (for example from {TOKEN_PATH}) before starting "
                        "the runtime")
     try:
-        names = asyncio.run(_tools(connection.mcp_url, token))
+        names = asyncio.run(asyncio.wait_for(_tools(connection.mcp_url, token),
+                                             TOOLS_TIMEOUT_SECONDS))
     except Exception as exc:  # any transport or protocol failure is the finding itself
         return Finding("vera tools visible", False, f"cannot list tools: {type(exc).__name__}")
     return Finding("vera tools visible", bool(names), f"{len(names)} tools")

@@ -74,7 +74,8 @@ def _end(node: Any) -> int:
 def _children(node: Any) -> list[tuple[str | None, Any, Any]]:
     """(key, key node, value node) per element; key is None in an array."""
     if isinstance(node, JSONObject):
-        return [(k.characters, k, v) for k, v in zip(node.keys, node.values, strict=True)]
+        return [(getattr(k, "characters", None) or getattr(k, "name", None), k, v)
+                for k, v in zip(node.keys, node.values, strict=True)]
     return [(None, v, v) for v in node.values]
 
 

@@ -29,7 +29,8 @@ def server_definition(mcp_url: str, token_env: str | None) -> dict[str, Any]:
 def equivalent(existing: Any, wanted: dict[str, Any]) -> bool:
     if not isinstance(existing, dict):
         return False
-    kind = {"streamable-http": "http"}.get(existing.get("type"), existing.get("type"))
+    kind = existing.get("type")
+    kind = "http" if kind == "streamable-http" else kind
     return (kind == "http" and existing.get("url") == wanted["url"]
             and (existing.get("headers") or {}) == wanted.get("headers", {}))
 

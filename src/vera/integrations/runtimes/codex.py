@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
+import queue
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -108,21 +109,27 @@ def hook_trust(root: Path, env: dict[str, str], timeout: float = 20.0) -> list[d
         assert server.stdin is not None and server.stdout is not None
         server.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
         server.stdin.flush()
+        # A reader thread, not select(): readline buffers lines select() cannot see.
+        lines: queue.Queue[str] = queue.Queue()
+        stdout = server.stdout
+
+        def read() -> None:
+            for received in stdout:
+                lines.put(received)
+
+        threading.Thread(target=read, daemon=True).start()
         deadline = time.monotonic() + timeout
-        with selectors.DefaultSelector() as selector:
-            selector.register(server.stdout, selectors.EVENT_READ)
-            while time.monotonic() < deadline:
-                if not selector.select(deadline - time.monotonic()):
-                    break
-                line = server.stdout.readline()
-                if not line:
-                    break
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    continue
-                if message.get("id") == 2:
-                    return _hooks(message.get("result") or {})
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = lines.get(timeout=left)
+            except queue.Empty:
+                break
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if message.get("id") == 2:
+                return _hooks(message.get("result") or {})
         return None
     finally:
         server.kill()
