@@ -1,4 +1,4 @@
-"""The latency and scale bench on a generated corpus (issue 5): ``scripts/bench --scale``.
+"""The latency and scale bench on a generated corpus: ``scripts/bench --scale``.
 
     python -m bench.run --scale [--scale-sizes 10000,100000] [--scale-100k] [--scale-out PATH]
                             [--scale-keep DIR]

@@ -1,4 +1,5 @@
-"""`vera`: the front door. up | serve | migrate | ingest | connect | disconnect | doctor."""
+"""`vera`: the front door. up | serve | api | migrate | ingest | curate | admin | connect |
+disconnect | doctor."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Attacks on the remote-authenticated profile, one test per case (issue 4, gateway half).
+"""Attacks on the gateway's remote-authenticated profile, one test per case.
 
 Each test asserts the exact HTTP status or JSON-RPC code with ``data.code``, and that
 nothing happened behind the refusal: the fake services record every RPC they receive, so

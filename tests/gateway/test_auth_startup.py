@@ -1,4 +1,4 @@
-"""Startup rules of the MCP process (issue 4): no unauthenticated serving outside ``local``,
+"""Startup rules of the MCP process: no unauthenticated serving outside ``local``,
 no verification that cannot check issuer and audience, and the local-dev profile on a
 loopback address only unless the operator overrides it, loudly."""
 
