@@ -149,9 +149,10 @@ class PgLexicalIndex:
             self._executor.shutdown(wait=True)
 
     async def search(self, text: str, query: IndexQuery, limit: int) -> list[Candidate]:
-        if self.memory is not None:
+        memory = self.memory
+        if memory is not None:
             return await self._run(
-                lambda: self.memory.search(text, query, limit, context_weight=self.context_weight)
+                lambda: memory.search(text, query, limit, context_weight=self.context_weight)
             )
         return await self._search_pg(text, query, limit)
 
@@ -305,7 +306,7 @@ class PgLexicalIndex:
 
 
 def _fact_from_row(row: asyncpg.Record) -> Fact:
-    citations = ()
+    citations: tuple[Citation, ...] = ()
     if row["source_id"] or row["locator"] or row["evidence"]:
         citations = (
             Citation(source_id=row["source_id"], locator=row["locator"], excerpt=row["evidence"]),

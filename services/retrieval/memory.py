@@ -151,7 +151,7 @@ class _Scope:
             )
             if subject:
                 self.subjects[subject] = self.subjects.get(subject, 0) + 1
-            if source_id:
+            if citation is not None and source_id:
                 members = self.sources.setdefault(source_id, [])
                 bisect.insort(members, (order_key(citation.locator), position, slot))
                 self._link(members)

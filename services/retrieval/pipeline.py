@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -106,7 +106,7 @@ class CandidateFeatures:
 def fuse(
     dense: Sequence[Candidate],
     lexical: Sequence[Candidate],
-    features: dict[str, CandidateFeatures] | None = None,
+    features: Mapping[str, CandidateFeatures] | None = None,
     stages: Stages = Stages(),
 ) -> dict[str, tuple[float, float, float]]:
     """fact_key -> (dense, normalized lexical, fused), best version per key, above the floor.
@@ -409,7 +409,7 @@ class Retriever:
         dense, lexical = await asyncio.gather(
             dense_leg(), self._lexical.search(query, index_query, self._pool)
         )
-        features: dict[str, CandidateFeatures] = {}
+        features: Mapping[str, CandidateFeatures] = {}
         if self._features is not None:
             versions = list(dict.fromkeys(c.version_id for c in [*dense, *lexical]))
             features = await self._features.features(
