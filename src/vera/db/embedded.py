@@ -54,7 +54,8 @@ class EmbeddedPostgres:
         if self._server is None:
             return
         try:
-            _commands.pg_ctl(
+            # The wheel defines one function per bundled binary at import, so no stub sees it.
+            _commands.pg_ctl(  # type: ignore[attr-defined]
                 ["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self._server.system_user
             )
         except Exception:  # already stopped

@@ -124,7 +124,8 @@ def _refusing(handler: grpc.RpcMethodHandler, status: grpc.Status) -> grpc.RpcMe
         name for name in ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
         if getattr(handler, name) is not None
     )
-    return handler._replace(**{kind: refuse})
+    # grpc's handlers are namedtuples at runtime; the stubs declare an abstract class.
+    return handler._replace(**{kind: refuse})  # type: ignore[attr-defined]
 
 
 class InternalAuthInterceptor(grpc.aio.ServerInterceptor):

@@ -38,7 +38,8 @@ def to_rpc_status(error: VeraError) -> grpc.Status:
 
 
 def error_info(error: grpc.aio.AioRpcError | grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
-    status = rpc_status.from_call(error)
+    # Raised RPC errors are also grpc.Call objects at runtime; the stubs type them apart.
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
     if status is None:
         return None
     for detail in status.details:
