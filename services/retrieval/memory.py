@@ -213,11 +213,11 @@ class _Scope:
         n = self.n
         if self._layout is None:
             slots: list[int] = []
-            groups: list[int] = []
+            source_numbers: list[int] = []
             for number, members in enumerate(self.sources.values()):
                 slots += [slot for _, _, slot in members]
-                groups += [number] * len(members)
-            self._layout = (np.asarray(slots, np.int64), np.asarray(groups, np.int64))
+                source_numbers += [number] * len(members)
+            self._layout = (np.asarray(slots, np.int64), np.asarray(source_numbers, np.int64))
         ordered, groups = self._layout
         keep = visible[ordered]
         shown, shown_groups = ordered[keep], groups[keep]
