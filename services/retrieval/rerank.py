@@ -21,8 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
-from vera.services.retrieval.ports import Embedder
-
 DEFAULT_LIMIT = 20
 MAX_TOKENS = 256
 PATH_VARIABLE = "VERA_RETRIEVAL__RERANKER_PATH"
@@ -126,7 +124,9 @@ class CrossEncoderReranker:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-class TokenEmbedder(Embedder, Protocol):
+class TokenEmbedder(Protocol):
+    """What late interaction needs: token vectors, from the embedder or a static table."""
+
     async def token_embeddings(self, texts: Sequence[str]) -> list: ...
 
 
