@@ -17,8 +17,9 @@ from typing import TypeVar
 import asyncpg
 import numpy as np
 
-from vera.services.retrieval.memory import FactMemory, Features
+from vera.services.retrieval.memory import FactMemory
 from vera.services.retrieval.model import Candidate, Citation, Fact, FactState, IndexQuery
+from vera.services.retrieval.pipeline import CandidateFeatures
 
 T = TypeVar("T")
 # Weight of the neighbours' field next to the fact's own text in BM25 (memory.py).
@@ -137,7 +138,7 @@ class PgLexicalIndex:
         vector: Sequence[float],
         query_text: str,
         query: IndexQuery | None = None,
-    ) -> dict[str, Features]:
+    ) -> dict[str, CandidateFeatures]:
         if self.memory is None:
             return {}
         return await self._run(

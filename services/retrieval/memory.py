@@ -21,6 +21,7 @@ import numpy as np
 
 from vera.services.retrieval import text as textmod
 from vera.services.retrieval.model import Candidate, Fact, FactState, IndexQuery
+from vera.services.retrieval.pipeline import CandidateFeatures
 
 K1 = 1.2
 B = 0.75
@@ -329,15 +330,6 @@ def _sum_by_slot(slots: np.ndarray, weights: np.ndarray, n: int) -> tuple[np.nda
     return distinct, summed[distinct]
 
 
-@dataclass(frozen=True)
-class Features:
-    """What the memory knows about one candidate version for fusion."""
-
-    dense: float
-    dense_context: float
-    subject_mentioned: bool
-
-
 class FactMemory:
     def __init__(self, dimensions: int) -> None:
         self.dimensions = dimensions
@@ -398,7 +390,7 @@ class FactMemory:
         vector: Sequence[float],
         query_text: str,
         query: IndexQuery | None = None,
-    ) -> dict[str, Features]:
+    ) -> dict[str, CandidateFeatures]:
         """Exact dense cosine, neighbourhood cosine and subject mention per known version.
 
         For a snapshot replay (``query.known_as_of`` set) the neighbourhood is the visible
@@ -406,7 +398,7 @@ class FactMemory:
         q = np.asarray(vector, np.float32)
         mentioned = textmod.mentioned_names(query_text)
         wanted = set(version_ids)
-        out: dict[str, Features] = {}
+        out: dict[str, CandidateFeatures] = {}
         for scope_id in scope_ids:
             scope = self._scopes.get(scope_id)
             if scope is None:
@@ -426,7 +418,7 @@ class FactMemory:
             context = np.where(norms > 0, (summed @ q) / np.maximum(norms, 1e-9), 0.0)
             for index, slot in enumerate(slots):
                 a = scope.attrs[slot]
-                out[a.version_id] = Features(
+                out[a.version_id] = CandidateFeatures(
                     dense=float(own[index]),
                     dense_context=float(context[index]),
                     subject_mentioned=bool(a.subject_key) and a.subject_key in mentioned,
