@@ -65,7 +65,7 @@ def build_app(settings: Settings, *, authenticator: RestAuthenticator | None = N
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=list(settings.api.allowed_hosts),
-        allowed_origins=list(settings.api.allowed_origins),
+        allowed_origins=list(settings.api.allowed_origins or ()),
     )
     app = Starlette(routes=routes, lifespan=lifespan,
                     middleware=[Middleware(RequestGuard, security=security)])

@@ -293,7 +293,7 @@ def build_app(
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=list(settings.mcp.allowed_hosts),
-        allowed_origins=list(settings.mcp.allowed_origins),
+        allowed_origins=list(settings.mcp.allowed_origins or ()),
     )
     sessions = StreamableHTTPSessionManager(
         app=server, json_response=True, stateless=True, security_settings=security

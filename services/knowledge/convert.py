@@ -170,7 +170,7 @@ def task_context_to_proto(ctx: TaskContext) -> pb.TaskContext:
     )
 
 
-_CONFLICT_FILTERS = {
+_CONFLICT_FILTERS: dict[int, ConflictFilter] = {
     pb.CONFLICT_FILTER_UNSPECIFIED: ConflictFilter.INCLUDE,
     pb.CONFLICT_FILTER_INCLUDE: ConflictFilter.INCLUDE,
     pb.CONFLICT_FILTER_EXCLUDE: ConflictFilter.EXCLUDE,

@@ -210,7 +210,7 @@ def cluster(
     add weight. Communities of one node carry no relation and are dropped. Deterministic
     for a given graph and seed.
     """
-    graph = nx.Graph()
+    graph: nx.Graph[str] = nx.Graph()
     display: dict[str, str] = {}
     for f in sorted(facts, key=lambda f: f.fact_key):
         a = canonical.get(f.subject_norm, f.subject_norm)
