@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -45,14 +46,15 @@ _INDEXED = (
 )
 
 
-def _condition(condition: models.FieldCondition) -> edge.FieldCondition:
+def _condition(condition: object) -> edge.FieldCondition:
+    assert isinstance(condition, models.FieldCondition), "build_filter makes field conditions"
     match = condition.match
     if isinstance(match, models.MatchAny):
-        return edge.FieldCondition(key=condition.key, match=edge.MatchAny(any=list(match.any)))
+        return edge.FieldCondition(key=condition.key, match=edge.MatchAny(any=match.any))
     if isinstance(match, models.MatchValue):
         return edge.FieldCondition(key=condition.key, match=edge.MatchValue(value=match.value))
     r = condition.range
-    assert r is not None, "only match and range conditions are translated"
+    assert isinstance(r, models.Range), "only match and numeric range conditions are translated"
     return edge.FieldCondition(
         key=condition.key, range=edge.RangeFloat(gte=r.gte, gt=r.gt, lte=r.lte, lt=r.lt)
     )
@@ -62,7 +64,7 @@ def edge_filter(query_filter: models.Filter) -> edge.Filter:
     """The qdrant-client filter of vector_qdrant.build_filter, in qdrant-edge's types."""
     must = [_condition(c) for c in query_filter.must or []]
     must_not = [_condition(c) for c in query_filter.must_not or []]
-    return edge.Filter(must=must or None, must_not=must_not or None)
+    return edge.Filter(must=list(must) or None, must_not=list(must_not) or None)
 
 
 class EdgeVectorIndex:
@@ -184,7 +186,7 @@ class EdgeVectorIndex:
         return int(await self._run(lambda: self._shard.count(edge.CountRequest(exact=True))))
 
     async def delete(self, version_ids: Sequence[str]) -> None:
-        ids = [point_id(v) for v in version_ids]
+        ids: list[int | uuid.UUID | str] = [point_id(v) for v in version_ids]
         if ids:
             await self._run(self._shard.update, edge.UpdateOperation.delete_points(ids))
 
