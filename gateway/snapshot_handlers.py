@@ -19,23 +19,10 @@ from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.timestamps import to_timestamp
 from vera.snapshot.v1 import snapshot_pb2
 
-# Retrieval reports its contract version only with an assembled context; the cheapest
-# assembly (one result, the minimum budget) tells which contract serves the scope.
-_PROBE_QUERY = "snapshot contract version"
-_PROBE_TOKEN_BUDGET = 100
 
-
-async def _served_version(ctx: CallContext, scope_id: str) -> str:
-    probe = await ctx.backends.retrieval.AssembleContext(
-        retrieval_pb2.AssembleContextRequest(
-            scope_id=scope_id,
-            query=_PROBE_QUERY,
-            limit=1,
-            token_budget=_PROBE_TOKEN_BUDGET,
-            compact_citations=True,
-        )
-    )
-    return probe.assembler_version
+async def _served_version(ctx: CallContext) -> str:
+    status = await ctx.backends.retrieval.GetIndexStatus(retrieval_pb2.GetIndexStatusRequest())
+    return status.assembler_version
 
 
 def _view(snapshot: snapshot_pb2.Snapshot, project: Any) -> dict[str, Any]:
@@ -64,7 +51,7 @@ def _view(snapshot: snapshot_pb2.Snapshot, project: Any) -> dict[str, Any]:
 
 async def create_snapshot(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     project = await resolve_project(ctx, args.get("project"))
-    version = await _served_version(ctx, project.project_id)
+    version = await _served_version(ctx)
     # Knowledge reports the ontology version that decides single-valued predicates with
     # its conflict listing; one row is the cheapest way to read it.
     conflicts = await ctx.backends.knowledge.ListConflicts(

@@ -60,4 +60,5 @@ class RetrievalApi(retrieval_pb2_grpc.RetrievalServiceServicer):
             indexed_position=status.indexed_position,
             head_position=status.head_position,
             indexed_facts=status.indexed_facts,
+            assembler_version=self._retriever.assembler_version,
         )

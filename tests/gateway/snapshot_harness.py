@@ -123,6 +123,10 @@ class Retrieval(retrieval_pb2_grpc.RetrievalServiceServicer):
             results=self._results(), assembler_version=self.version
         )
 
+    async def GetIndexStatus(self, request, context):
+        self.requests.append(request)
+        return retrieval_pb2.GetIndexStatusResponse(assembler_version=self.version)
+
 
 class ChangeLog(knowledge_pb2_grpc.KnowledgeServiceServicer):
     """Knowledge's change log, as the snapshot service pages it, plus the proposal and

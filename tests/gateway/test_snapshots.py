@@ -172,6 +172,13 @@ async def test_search_replay_checks_the_version_search_reports_without_a_probe(s
         assert [type(r).__name__ for r in snap.retrieval.requests] == ["SearchRequest"]
 
 
+async def test_creating_a_snapshot_reads_the_contract_version_without_assembling(snap):
+    async with serve(snap.settings(tool_profile="advanced")) as url:
+        snap.retrieval.requests.clear()
+        await call(url, "knowledge_create_snapshot", {})
+        assert [type(r).__name__ for r in snap.retrieval.requests] == ["GetIndexStatusRequest"]
+
+
 async def test_replay_under_another_contract_version_fails_closed(snap):
     async with serve(snap.settings(tool_profile="advanced")) as url:
         created = await call(url, "knowledge_create_snapshot", {})

@@ -168,11 +168,13 @@ class GetIndexStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetIndexStatusResponse(_message.Message):
-    __slots__ = ("indexed_position", "head_position", "indexed_facts")
+    __slots__ = ("indexed_position", "head_position", "indexed_facts", "assembler_version")
     INDEXED_POSITION_FIELD_NUMBER: _ClassVar[int]
     HEAD_POSITION_FIELD_NUMBER: _ClassVar[int]
     INDEXED_FACTS_FIELD_NUMBER: _ClassVar[int]
+    ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
     indexed_position: int
     head_position: int
     indexed_facts: int
-    def __init__(self, indexed_position: _Optional[int] = ..., head_position: _Optional[int] = ..., indexed_facts: _Optional[int] = ...) -> None: ...
+    assembler_version: str
+    def __init__(self, indexed_position: _Optional[int] = ..., head_position: _Optional[int] = ..., indexed_facts: _Optional[int] = ..., assembler_version: _Optional[str] = ...) -> None: ...
