@@ -36,7 +36,7 @@ from .graph import (
     rank_facts,
     resolve_entity,
 )
-from .outbox import Outbox, close_version, insert_version, lock_keys
+from .outbox import Outbox, close_version, curated_columns, insert_version, lock_keys
 from .store import KnowledgeStore, Params
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -275,25 +275,8 @@ class GraphStore:
             f = replacement
             new_version = await insert_version(
                 conn,
-                fact_key=f.fact_key,
-                scope_id=scope_id,
-                subject=f.subject,
-                predicate=f.predicate,
-                object=f.object,
-                subject_norm=f.subject_norm,
-                predicate_norm=f.predicate_norm,
-                object_norm=f.object_norm,
-                state=FactState.ACTIVE.value,
-                trust_tier=f.trust_tier,
-                authority=f.authority,
-                valid_from=f.valid_from,
-                valid_to=f.valid_to,
-                repository=f.repository,
-                branch=f.branch,
-                code_path=f.code_path,
-                document_type=f.document_type,
+                **curated_columns(f, scope_id),
                 source_type=source_type or old["source_type"] if same_key else source_type,
-                origin="curated",
                 created_by=principal_id,
                 corrects=fact_key,
                 correction_reason=reason,

@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 
 from . import curation
-from .domain import ChangeKind, Proposal
+from .domain import ChangeKind, FactIn, FactState, Proposal
 
 # Any constant works; it only has to be the same for every writer of this schema.
 OUTBOX_LOCK = 0x6B6E6F776C656467  # "knowledg"
@@ -59,6 +59,21 @@ async def insert_version(
         )
     await conn.execute(f"INSERT INTO facts ({', '.join(columns)}) {source}", *params)
     return version_id
+
+
+def curated_columns(fact: FactIn, scope_id: uuid.UUID | str) -> dict[str, Any]:
+    """The columns a curated fact's new ACTIVE version takes from its input (ingest and
+    correction alike); the caller adds source_type, created_by and any lineage."""
+    return {
+        "fact_key": fact.fact_key, "scope_id": scope_id, "subject": fact.subject,
+        "predicate": fact.predicate, "object": fact.object,
+        "subject_norm": fact.subject_norm, "predicate_norm": fact.predicate_norm,
+        "object_norm": fact.object_norm, "state": FactState.ACTIVE.value,
+        "trust_tier": fact.trust_tier, "authority": fact.authority,
+        "valid_from": fact.valid_from, "valid_to": fact.valid_to,
+        "repository": fact.repository, "branch": fact.branch, "code_path": fact.code_path,
+        "document_type": fact.document_type, "origin": "curated",
+    }  # fmt: skip
 
 
 async def close_version(conn: asyncpg.Connection, version_id: uuid.UUID) -> None:
