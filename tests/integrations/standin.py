@@ -2,7 +2,10 @@
 MCP endpoint) so connect, disconnect and the runtime CLIs can be driven without the stack.
 
 ``auth``: None is the local-dev profile (no token); a string is the only bearer the MCP
-endpoint accepts, handed out by POST /identity/mcp-token for API key ``API_KEY``.
+endpoint accepts, handed out by POST /identity/mcp-token for API key ``API_KEY`` (or
+``minted``, when the exchange should hand out another token). Like the gateway, any other
+bearer gets 401 ``invalid_token`` whatever the reason, and a bearer in ``short_of`` gets 403
+``insufficient_scope`` naming the scope it lacks.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ TOOLS = [
 
 
 class StandIn:
-    def __init__(self, auth: str | None = None, oauth_issuer: str | None = None) -> None:
+    def __init__(self, auth: str | None = None, oauth_issuer: str | None = None, *,
+                 minted: str | None = None, short_of: dict[str, str] | None = None) -> None:
         self.auth, self.oauth_issuer = auth, oauth_issuer
+        self.minted, self.short_of = minted or auth, short_of or {}
         self.requests: list[dict] = []
         standin = self
 
@@ -30,9 +35,12 @@ class StandIn:
             def log_message(self, *args: object) -> None:
                 pass
 
-            def _send(self, status: int, body: object | None = None) -> None:
+            def _send(self, status: int, body: object | None = None,
+                      challenge: str | None = None) -> None:
                 data = b"" if body is None else json.dumps(body).encode()
                 self.send_response(status)
+                if challenge:
+                    self.send_header("WWW-Authenticate", challenge)
                 if body is not None:
                     self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -59,14 +67,22 @@ class StandIn:
                 if self.path == "/identity/mcp-token":
                     if bearer != f"Bearer {API_KEY}":
                         return self._send(401, {"error": "unauthenticated"})
-                    return self._send(200, {"access_token": standin.auth,
+                    return self._send(200, {"access_token": standin.minted,
                                             "token_type": "Bearer"})
                 if self.path != "/mcp":
                     return self._send(404)
+                metadata = f'resource_metadata="{standin.url}/.well-known/oauth-protected-resource"'
+                short = standin.short_of.get(bearer.removeprefix("Bearer "))
+                if standin.auth and short:
+                    return self._send(403, {"jsonrpc": "2.0", "id": None, "error": {
+                        "code": -32002, "message": "scope",
+                        "data": {"code": "unauthorized", "required_scope": short}}},
+                        f'Bearer {metadata}, error="insufficient_scope", scope="{short}"')
                 if standin.auth and bearer != f"Bearer {standin.auth}":
                     return self._send(401, {"jsonrpc": "2.0", "id": None, "error": {
                         "code": -32001, "message": "no credential",
-                        "data": {"code": "unauthenticated"}}})
+                        "data": {"code": "unauthenticated"}}},
+                        f"Bearer {metadata}" + (', error="invalid_token"' if bearer else ""))
                 if not isinstance(msg, dict) or "id" not in msg:
                     return self._send(202)
                 method = msg.get("method")

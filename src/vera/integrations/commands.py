@@ -103,6 +103,10 @@ def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url:
         raise InvalidInput("api_key", f"the MCP token exchange failed ({exc})") from None
     finally:
         del key
+    refusal = endpoints.credential_refusal(args.mcp_url, token)
+    if refusal:
+        raise InvalidInput("mcp_token", f"the MCP endpoint refuses the exchanged token "
+                           f"({refusal})")
     return TOKEN_ENV_VAR, f"env:{TOKEN_ENV_VAR}", token, steps
 
 

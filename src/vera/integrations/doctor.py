@@ -16,6 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 from vera.integrations.editors import text_fingerprint
+from vera.integrations.endpoints import credential_refusal
 from vera.integrations.ownership import TOKEN_PATH, Connection, read_record
 from vera.integrations.runtimes import ADAPTERS, TOKEN_ENV_VAR, Finding, run_cli
 
@@ -49,7 +50,9 @@ def _tools_finding(connection: Connection, token: str | None) -> Finding:
         names = asyncio.run(asyncio.wait_for(_tools(connection.mcp_url, token),
                                              TOOLS_TIMEOUT_SECONDS))
     except Exception as exc:  # any transport or protocol failure is the finding itself
-        return Finding("vera tools visible", False, f"cannot list tools: {type(exc).__name__}")
+        refusal = credential_refusal(connection.mcp_url, token)
+        return Finding("vera tools visible", False,
+                       f"cannot list tools: {refusal or type(exc).__name__}")
     return Finding("vera tools visible", bool(names), f"{len(names)} tools")
 
 

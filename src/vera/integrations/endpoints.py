@@ -7,11 +7,14 @@ key the user typed to the REST API only, never to the MCP endpoint.
 
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import jwt
 
 from vera.errors import InvalidInput
 
@@ -111,3 +114,60 @@ def exchange_api_key(api_url: str, api_key: str, scopes: list[str]) -> str:
     if response.status_code != 200:
         raise TokenExchangeFailed(f"HTTP {response.status_code}")
     return str(response.json()["access_token"])
+
+
+def _challenge_param(header: str, name: str) -> str | None:
+    match = re.search(rf'{name}="([^"]*)"', header)
+    return match.group(1) if match else None
+
+
+def credential_refusal(mcp_url: str, token: str | None) -> str | None:
+    """Why the MCP endpoint refuses this bearer, as ``<reason>: <fix>``; None when it does not.
+
+    VERA answers every bad token alike (401 ``invalid_token``), so the token's own claims,
+    read unverified by the one who holds it, tell an expired token from one minted for
+    another audience (the protected-resource metadata names this server's). The reason is
+    one of ``missing``, ``expired``, ``wrong_audience``, ``rejected``, ``insufficient_scope``.
+    """
+    headers = {"Accept": "application/json, text/event-stream"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    with httpx.Client(timeout=CHECK_TIMEOUT_SECONDS, follow_redirects=False) as client:
+        try:
+            response = client.post(mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                   headers=headers)
+        except httpx.HTTPError:
+            return None  # an unreachable endpoint says nothing about the credential
+        challenge = response.headers.get("WWW-Authenticate", "")
+        if response.status_code == 403:
+            scope = _challenge_param(challenge, "scope") or "the required scope"
+            return (f"insufficient_scope: the token lacks {scope}; obtain a token that "
+                    "grants it")
+        if response.status_code != 401:
+            return None
+        if not token:
+            return "missing: obtain an MCP token (`vera connect` asks for the API key)"
+        try:
+            claims = jwt.decode(token, options={"verify_signature": False})
+        except jwt.PyJWTError:
+            return "rejected: the token is not a JWT; obtain a new MCP token"
+        expiry = claims.get("exp")
+        if isinstance(expiry, (int, float)) and expiry < time.time():
+            return "expired: the token has expired; obtain a new MCP token"
+        resource = None
+        parts = urlsplit(mcp_url)
+        metadata_url = _challenge_param(challenge, "resource_metadata") or urlunsplit(
+            (parts.scheme, parts.netloc, PROTECTED_RESOURCE_PATH, "", ""))
+        try:
+            metadata = client.get(metadata_url)
+            if metadata.status_code == 200:
+                resource = metadata.json().get("resource")
+        except (httpx.HTTPError, ValueError):
+            pass
+        audience = claims.get("aud")
+        audiences = [audience] if isinstance(audience, str) else list(audience or [])
+        if resource and resource not in audiences:
+            return (f"wrong_audience: the token was minted for another server; obtain one "
+                    f"for {resource}")
+        return "rejected: the server refuses the token (signature, issuer or subject); " \
+               "obtain a new MCP token"

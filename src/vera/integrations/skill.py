@@ -54,8 +54,11 @@ behind the MCP server named `vera`. Save mode for this project: **{mode}**.
   sent. If it says VERA is degraded, keep coding without VERA and say so once.
 - When organizational knowledge becomes relevant, call `knowledge_bootstrap` once with
   those arguments. Use the project it selects. If it reports `selection_required`, ask the
-  user which project; never pick one yourself. In a multi-root workspace resolve each root
-  on its own and never mix roots in one retrieval.
+  user which project; never pick one yourself. If it reports `personal_only` (for example
+  the local principal) or `unmapped`, work in your personal scope only and say there is no
+  shared project knowledge here; on `unsupported_repository`, bootstrap without the
+  repository. In a multi-root workspace resolve each root on its own and never mix roots in
+  one retrieval.
 
 ## Retrieval
 

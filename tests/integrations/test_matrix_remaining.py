@@ -1,0 +1,224 @@
+"""The GUIDE's verification-matrix rows the other integration tests leave open: each kind of
+refused credential, the bootstrap outcomes the kit hands to the agent, a multi-root
+workspace, managed policies, and quota or transient failures seen by the SessionStart hook.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import jwt
+import pytest
+from standin import API_KEY, StandIn
+from test_hooks_session_start import bootstrap_arguments, git, probe_server, run_hook, status
+
+from vera.integrations.artifacts import hook_source
+from vera.integrations.ownership import TOKEN_PATH
+from vera.integrations.skill import render_skill
+
+AUDIENCE = "https://mcp.test"  # what the stand-in's protected-resource metadata names
+SECRET = "stand-in-signing-key-of-at-least-32-bytes"
+
+
+def token(**claims: object) -> str:
+    return jwt.encode({"iss": "vera", "sub": "p", "aud": AUDIENCE, **claims}, SECRET,
+                      algorithm="HS256")
+
+
+GOOD = token()
+EXPIRED = token(exp=int(time.time()) - 3600)
+FOREIGN = token(aud="https://another-service.test")
+SHORT = token(scope="memory:propose")
+UNSIGNED = token(iss="someone-else")
+
+
+def connect(vera, standin, runtime="codex", *extra, stdin=None):
+    return vera("connect", runtime, "--api-url", standin.url, "--mcp-url", standin.mcp_url,
+                "--yes", *extra, stdin=stdin)
+
+
+def tools_line(report: str) -> str:
+    return next(line.strip() for line in report.splitlines() if "vera tools visible" in line)
+
+
+# Missing auth, expired auth, wrong audience, and insufficient tool scopes.
+
+@pytest.mark.parametrize(("presented", "reason"), [
+    (EXPIRED, "expired"), (FOREIGN, "wrong_audience"), (SHORT, "insufficient_scope"),
+    (UNSIGNED, "rejected")])
+def test_doctor_names_each_refused_credential(vera, presented, reason) -> None:
+    with StandIn(auth=GOOD, short_of={SHORT: "memory:read"}) as standin:
+        assert connect(vera, standin).returncode == 0
+        report = vera("doctor", "codex", env={"VERA_MCP_TOKEN": presented})
+    assert report.returncode == 1
+    assert tools_line(report.stdout).startswith(
+        f"TODO vera tools visible: cannot list tools: {reason}: ")
+    assert presented not in report.stdout + report.stderr
+    if reason == "insufficient_scope":
+        assert "memory:read" in tools_line(report.stdout)
+    if reason == "wrong_audience":
+        assert AUDIENCE in tools_line(report.stdout)
+
+
+def test_doctor_reports_a_missing_credential_for_runtime_oauth(vera) -> None:
+    with StandIn(auth=GOOD, oauth_issuer="https://issuer.test") as standin:
+        assert connect(vera, standin, "claude-code").returncode == 0
+        report = vera("doctor", "claude-code")
+    assert tools_line(report.stdout).startswith(
+        "TODO vera tools visible: cannot list tools: missing: ")
+
+
+@pytest.mark.parametrize("minted", [EXPIRED, FOREIGN, SHORT])
+def test_connect_never_stores_a_token_the_mcp_endpoint_refuses(vera, repo, minted) -> None:
+    with StandIn(auth=GOOD, minted=minted, short_of={SHORT: "memory:read"}) as standin:
+        done = connect(vera, standin, "codex", "--api-key-stdin", stdin=API_KEY + "\n")
+    assert done.returncode == 2
+    assert not (repo / TOKEN_PATH).exists()
+    assert not (repo / ".codex").exists()
+    assert minted not in done.stdout + done.stderr and API_KEY not in done.stdout + done.stderr
+
+
+def test_connect_stores_a_token_the_mcp_endpoint_accepts(vera, repo) -> None:
+    with StandIn(auth=GOOD) as standin:
+        done = connect(vera, standin, "codex", "--api-key-stdin", stdin=API_KEY + "\n")
+        report = vera("doctor", "codex")
+    assert done.returncode == 0, done.stderr
+    assert (repo / TOKEN_PATH).read_text() == f"VERA_MCP_TOKEN={GOOD}\n"
+    assert tools_line(report.stdout) == "ok   vera tools visible: 2 tools"
+
+
+# One mapped project, several ambiguous projects, one out of scope; a local principal with a
+# personal scope only. The hook only hands the agent sanitized bootstrap arguments; the
+# agent's knowledge_bootstrap call resolves them, and the behaviour skill says what to do
+# with each resolution and error.
+
+@pytest.fixture
+def hook(tmp_path: Path) -> Path:
+    path = tmp_path / "vera_hook.py"
+    path.write_text(hook_source())
+    return path
+
+
+def committed_repo(root: Path, remote: str) -> Path:
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "commit", "-q", "--allow-empty", "-m", "init")
+    git(root, "remote", "add", "origin", remote)
+    return root
+
+
+def test_mapped_project_hook_emits_the_repository_identity(hook, tmp_path) -> None:
+    root = committed_repo(tmp_path / "payments", "git@github.com:acme/payments.git")
+    specific, _, _ = run_hook(hook, root)
+    assert bootstrap_arguments(specific["additionalContext"]) == {
+        "repository": "github.com/acme/payments", "branch": "main"}
+
+
+@pytest.mark.parametrize(("outcome", "action"), [
+    ("selection_required", "ask the\n  user which project"),
+    ("ambiguous_project", "Ask the user to select a project"),
+    ("project_out_of_scope", "Do not guess another project"),
+    ("personal_only", "personal scope"),
+    ("unmapped", "personal scope"),
+    ("unsupported_repository", "without the\n  repository"),
+])
+def test_each_bootstrap_resolution_has_its_agent_action(outcome, action) -> None:
+    text = render_skill("suggest")
+    assert f"`{outcome}`" in text
+    paragraph = next(p for p in text.split("\n\n") if f"`{outcome}`" in p)
+    assert action in paragraph
+
+
+# A multi-root workspace: a folder holding two repositories is no project of its own;
+# connect refuses there and each root is connected, and bootstrapped, on its own.
+
+def test_multi_root_workspace_is_connected_per_root(vera, hook, tmp_path) -> None:
+    workspace = tmp_path / "workspace"
+    api = committed_repo(workspace / "api", "https://github.com/acme/api.git")
+    web = committed_repo(workspace / "web", "https://github.com/acme/web.git")
+    with StandIn() as standin:
+        refused = vera("connect", "claude-code", "--api-url", standin.url, "--mcp-url",
+                       standin.mcp_url, "--yes", cwd=workspace)
+        assert refused.returncode == 2
+        assert not (workspace / ".mcp.json").exists()
+        for root in (api, web):
+            done = vera("connect", "claude-code", "--api-url", standin.url, "--mcp-url",
+                        standin.mcp_url, "--yes", cwd=root)
+            assert done.returncode == 0, done.stderr
+            assert (root / ".mcp.json").exists()
+    identities = {bootstrap_arguments(run_hook(hook, root)[0]["additionalContext"])[
+        "repository"] for root in (api, web)}
+    assert identities == {"github.com/acme/api", "github.com/acme/web"}
+
+
+# Offline VERA, timeout, quota, and transient server failure: the hook only GETs /readyz and
+# fails open on every one of them.
+
+def test_quota_exceeded_readiness_fails_open_degraded(hook, tmp_path) -> None:
+    root = committed_repo(tmp_path / "repo", "https://github.com/acme/repo.git")
+    with probe_server(429) as (url, seen):
+        specific, _, _ = run_hook(hook, root, api_url=url)
+    assert len(seen) == 1
+    assert status(specific["additionalContext"]) == "degraded"
+    assert bootstrap_arguments(specific["additionalContext"])["branch"] == "main"
+
+
+@pytest.fixture
+def resetting_listener() -> Iterator[str]:
+    """Accepts each connection and resets it at once: a transient server failure."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        stop.set()
+        sock.close()
+
+
+def test_transient_connection_reset_fails_open_degraded(hook, tmp_path,
+                                                        resetting_listener) -> None:
+    root = committed_repo(tmp_path / "repo", "https://github.com/acme/repo.git")
+    specific, _, elapsed = run_hook(hook, root, api_url=resetting_listener)
+    assert status(specific["additionalContext"]) == "degraded"
+    assert elapsed < 4
+
+
+def test_truncated_readiness_answer_fails_open_degraded(hook, tmp_path) -> None:
+    class Truncated(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    root = committed_repo(tmp_path / "repo", "https://github.com/acme/repo.git")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Truncated)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        specific, raw, _ = run_hook(hook, root,
+                                    api_url=f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert status(specific["additionalContext"]) in ("available", "degraded")
+    json.loads(raw)
