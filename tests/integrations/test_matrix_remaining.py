@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import http.server
 import json
+import shutil
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -222,3 +225,79 @@ def test_truncated_readiness_answer_fails_open_degraded(hook, tmp_path) -> None:
         server.server_close()
     assert status(specific["additionalContext"]) in ("available", "degraded")
     json.loads(raw)
+
+
+# A managed policy that blocks hooks or MCP. Claude Code reads its managed settings only from
+# /etc/claude-code; the test gives the runtime a private /etc (a copy, bind-mounted in its own
+# user and mount namespace) so nothing outside the sandbox is written.
+
+def _can_unshare() -> bool:
+    return shutil.which("unshare") is not None and subprocess.run(
+        ["unshare", "-rm", "true"], capture_output=True).returncode == 0
+
+
+@pytest.fixture
+def managed_etc(tmp_path: Path) -> Path:
+    if not _can_unshare():
+        pytest.skip("needs unprivileged user and mount namespaces (unshare -rm)")
+    etc = tmp_path / "etc"
+    shutil.copytree("/etc", etc, symlinks=True, ignore_dangling_symlinks=True,
+                    copy_function=_copy_readable, dirs_exist_ok=True)
+    (etc / "claude-code").mkdir(exist_ok=True)
+    return etc
+
+
+def _copy_readable(src: str, dst: str) -> None:
+    try:
+        shutil.copy2(src, dst)
+    except OSError:
+        pass  # files only root may read are not needed by the runtimes
+
+
+def doctor_under_policy(repo, home_env, runtime_bin, etc: Path, runtime: str):
+    env = {**home_env, "PATH": f"{runtime_bin}:{home_env['PATH']}"}
+    script = f'mount --bind "{etc}" /etc && exec "{sys.executable}" -m vera.cli doctor {runtime}'
+    return subprocess.run(["unshare", "-rm", "sh", "-c", script], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def finding(report: str, name: str) -> str:
+    return next(line.strip() for line in report.splitlines() if f" {name}:" in line)
+
+
+@pytest.mark.parametrize("policy", [
+    {"deniedMcpServers": [{"serverName": "vera"}]},
+    {"allowManagedMcpServersOnly": True},
+    {"allowedMcpServers": [{"serverName": "another"}]},
+])
+def test_claude_managed_policy_blocking_mcp_is_named_by_doctor(
+        repo, vera, home_env, runtime_bin, managed_etc, policy) -> None:
+    with StandIn() as standin:
+        assert connect(vera, standin, "claude-code").returncode == 0
+    (managed_etc / "claude-code" / "managed-settings.json").write_text(json.dumps(policy))
+    report = doctor_under_policy(repo, home_env, runtime_bin, managed_etc, "claude-code")
+    assert report.returncode == 1
+    assert finding(report.stdout, "claude managed policy").startswith(
+        "TODO claude managed policy: blocks the vera MCP server")
+    assert (repo / ".mcp.json").exists()  # reported, never worked around
+
+
+@pytest.mark.parametrize("policy", [{"allowManagedHooksOnly": True}, {"disableAllHooks": True}])
+def test_claude_managed_policy_blocking_hooks_is_named_by_doctor(
+        repo, vera, home_env, runtime_bin, managed_etc, policy) -> None:
+    with StandIn() as standin:
+        assert connect(vera, standin, "claude-code").returncode == 0
+    (managed_etc / "claude-code" / "managed-settings.json").write_text(json.dumps(policy))
+    report = doctor_under_policy(repo, home_env, runtime_bin, managed_etc, "claude-code")
+    assert report.returncode == 1
+    assert finding(report.stdout, "claude managed policy").startswith(
+        "TODO claude managed policy: blocks project hooks")
+
+
+def test_claude_without_managed_policy_reports_none(repo, vera, home_env, runtime_bin,
+                                                     managed_etc) -> None:
+    with StandIn() as standin:
+        assert connect(vera, standin, "claude-code").returncode == 0
+    report = doctor_under_policy(repo, home_env, runtime_bin, managed_etc, "claude-code")
+    assert finding(report.stdout, "claude managed policy") == (
+        "ok   claude managed policy: none blocks vera")

@@ -13,6 +13,7 @@ NEW_FILE_KEYS: dict[str, str] = {}
 SERVER_PATH = ("mcpServers", "vera")
 # A health check that approves nothing persistently (the flag lives for one invocation).
 HEALTH_SETTINGS = json.dumps({"enableAllProjectMcpServers": True})
+MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")
 
 
 def mcp_file(root: Path) -> str:
@@ -43,16 +44,45 @@ def _user_project(root: Path, home: Path) -> dict[str, Any]:
     return (state.get("projects") or {}).get(str(root)) or {}
 
 
+def _managed_blocks() -> list[str]:
+    """What the organization's managed settings forbid VERA's project setup; an admin's
+    choice the user can only take up with the admin, never work around."""
+    try:
+        policy = json.loads(MANAGED_SETTINGS.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(policy, dict):
+        return []
+
+    def names(key: str) -> set[Any] | None:
+        entries = policy.get(key)
+        if not isinstance(entries, list):
+            return None
+        return {e.get("serverName") for e in entries if isinstance(e, dict)}
+
+    blocks = []
+    allowed = names("allowedMcpServers")
+    if (policy.get("allowManagedMcpServersOnly") is True or "vera" in (names(
+            "deniedMcpServers") or set()) or (allowed is not None and "vera" not in allowed)):
+        blocks.append("blocks the vera MCP server")
+    if policy.get("allowManagedHooksOnly") is True or policy.get("disableAllHooks") is True:
+        blocks.append("blocks project hooks (no SessionStart context, no write-approval hook)")
+    return blocks
+
+
 def probe(root: Path, env: dict[str, str], run_cli: Any, finding: Any) -> list[Any]:
     home = Path(env.get("HOME", str(Path.home())))
-    findings = []
+    blocks = _managed_blocks()
+    detail = f"{'; '.join(blocks)} ({MANAGED_SETTINGS}); ask its administrator"
+    findings = [finding("claude managed policy", not blocks,
+                        detail if blocks else "none blocks vera")]
     health = run_cli([CLI, "--settings", HEALTH_SETTINGS, "mcp", "get", "vera"], root, env)
     text = health.stdout + health.stderr
     if health.returncode == 127:
-        return [finding("claude cli", False, "install Claude Code (claude) to check")]
+        return [*findings, finding("claude cli", False, "install Claude Code (claude) to check")]
     if health.returncode != 0:
-        return [finding("claude sees vera", False, "Claude Code does not list a server "
-                        "named vera in .mcp.json")]
+        return [*findings, finding("claude sees vera", False, "Claude Code does not list a "
+                                   "server named vera in .mcp.json")]
     connected = "Connected" in text and "Failed" not in text
     findings.append(finding("claude connects to vera", connected,
                             "connected" if connected else "Claude Code cannot connect: "
