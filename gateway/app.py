@@ -215,7 +215,7 @@ class _ByMethod:
             return
         try:
             message = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # deep nesting: the SDK answers its parse error
             message = None
         method = message.get("method") if isinstance(message, dict) else None
         if isinstance(message, dict) and isinstance(message.get("id"), str | int):

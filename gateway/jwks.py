@@ -99,7 +99,7 @@ class JwksCache:
         try:
             async with asyncio.timeout(self._fetch_seconds):
                 keys = await self._fetch()
-        except (httpx.HTTPError, ValueError, TimeoutError) as exc:
+        except (httpx.HTTPError, ValueError, RecursionError, TimeoutError) as exc:
             log.warning(
                 "JWKS fetch failed (%s); keeping %d known keys",
                 type(exc).__name__,

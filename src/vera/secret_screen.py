@@ -92,8 +92,11 @@ _DETECTORS: tuple[_Detector, ...] = (
     _Detector(
         "assigned_secret",
         # api_key=..., "client_secret": "...", export GITHUB_TOKEN=..., password: ...
+        # The name's parts are bounded: unbounded ones backtrack cubically on text such as
+        # "token_token_…" (minutes at the 8 KiB bound, on the serving event loop).
         _p(
-            rf"(?:^|[^A-Za-z0-9])[A-Za-z0-9_]*(?:{_SECRET_WORDS})[A-Za-z0-9_]*[\"']?\s*"
+            rf"(?:^|[^A-Za-z0-9])[A-Za-z0-9_]{{0,64}}(?:{_SECRET_WORDS})[A-Za-z0-9_]{{0,64}}"
+            rf"[\"']?\s*"
             rf"(?::=|=>|=|:)\s*[\"']?(?P<value>[^\s\"',;]{{{MIN_ASSIGNED_SECRET_LENGTH},}})",
             re.IGNORECASE,
         ),

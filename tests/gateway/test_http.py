@@ -43,6 +43,14 @@ async def test_disallowed_host_is_421_and_origin_403(gateway):
         assert response.status_code == 421
 
 
+async def test_a_deeply_nested_body_is_a_parse_error_not_a_crash(gateway):
+    async with httpx.AsyncClient(timeout=5) as http:
+        response = await http.post(gateway.url, content=b"[" * 200_000, headers=JSON_HEADERS)
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == -32700
+        assert (await http.post(gateway.url, json=INIT, headers=JSON_HEADERS)).status_code == 200
+
+
 async def test_allowed_origin_is_accepted(start_gateway):
     async with start_gateway(allowed_origins=["http://localhost:3000"]) as gw:
         async with httpx.AsyncClient(timeout=5) as http:
