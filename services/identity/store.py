@@ -477,11 +477,20 @@ class PgIdentityStore:
             row = await conn.fetchrow(
                 "DELETE FROM workspace_invitations"
                 " WHERE invitation_id = $1 AND principal_id = $2"
-                " RETURNING workspace_id, role",
+                " RETURNING workspace_id, role, inviter_principal_id",
                 invitation_id,
                 principal_id,
             )
             if row is None:
+                return None
+            # An invitation carries its inviter's authority: once the inviter is no longer an
+            # owner, it is withdrawn (the delete above commits) instead of accepted.
+            if await conn.fetchval(
+                "SELECT 1 FROM workspace_members WHERE workspace_id = $1"
+                " AND principal_id = $2 AND role = 'owner'",
+                row["workspace_id"],
+                row["inviter_principal_id"],
+            ) is None:
                 return None
             # A concurrent direct add may have made it a member already; that role stays.
             role = await conn.fetchval(

@@ -136,6 +136,21 @@ async def test_a_declined_or_withdrawn_invitation_grants_nothing(identity) -> No
     assert project.project_id not in await readable(identity, invitee)
 
 
+async def test_an_invitation_lapses_when_its_inviter_is_no_longer_an_owner(identity) -> None:
+    root = await admin(identity)
+    owner = await user(identity, root, "owner")
+    deputy, guest = await user(identity, root, "deputy"), await user(identity, root, "guest")
+    ws, project = await tenant(identity, owner, "acme")
+    await invite(identity, root, ws, deputy, pb.WORKSPACE_ROLE_OWNER)  # an admin adds directly
+    pending = (await invite(identity, deputy, ws, guest, pb.WORKSPACE_ROLE_OWNER)).invitation
+    await invite(identity, owner, ws, deputy, pb.WORKSPACE_ROLE_MEMBER)  # demoted
+    with pytest.raises(NotFound):
+        await identity.stub.AcceptInvitation(pb.AcceptInvitationRequest(
+            actor_principal_id=guest.principal_id, invitation_id=pending.invitation_id))
+    assert guest.principal_id not in await members(identity, owner, ws)
+    assert project.project_id not in await readable(identity, guest)
+
+
 async def test_another_principals_invitation_behaves_like_a_missing_one(identity) -> None:
     root = await admin(identity)
     owner, invitee, other = [await user(identity, root, n) for n in ("o", "i", "x")]
