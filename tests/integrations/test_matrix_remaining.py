@@ -19,6 +19,7 @@ from pathlib import Path
 
 import jwt
 import pytest
+import runtime_cli as cli
 from standin import API_KEY, StandIn
 from test_hooks_session_start import bootstrap_arguments, git, probe_server, run_hook, status
 
@@ -301,3 +302,34 @@ def test_claude_without_managed_policy_reports_none(repo, vera, home_env, runtim
     report = doctor_under_policy(repo, home_env, runtime_bin, managed_etc, "claude-code")
     assert finding(report.stdout, "claude managed policy") == (
         "ok   claude managed policy: none blocks vera")
+
+
+# Codex reads its managed requirements only from /etc/codex/requirements.toml.
+
+@pytest.mark.parametrize(("requirements", "block"), [
+    ('[mcp_servers.another.identity]\nurl = "https://elsewhere.test/mcp"\n',
+     "disables the vera server"),
+    ("allow_managed_hooks_only = true\n", "blocks project hooks"),
+])
+def test_codex_managed_requirements_blocking_mcp_or_hooks_are_named_by_doctor(
+        repo, vera, home_env, runtime_bin, managed_etc, requirements, block) -> None:
+    with StandIn() as standin:
+        assert connect(vera, standin, "codex").returncode == 0
+    cli.trust_codex_project(repo, home_env)
+    (managed_etc / "codex").mkdir(exist_ok=True)
+    (managed_etc / "codex" / "requirements.toml").write_text(requirements)
+    report = doctor_under_policy(repo, home_env, runtime_bin, managed_etc, "codex")
+    assert report.returncode == 1
+    assert finding(report.stdout, "codex managed policy").startswith(
+        f"TODO codex managed policy: {block}")
+    assert (repo / ".codex" / "config.toml").exists()  # reported, never worked around
+
+
+def test_codex_without_managed_requirements_reports_none(repo, vera, home_env, runtime_bin,
+                                                         managed_etc) -> None:
+    with StandIn() as standin:
+        assert connect(vera, standin, "codex").returncode == 0
+    cli.trust_codex_project(repo, home_env)
+    report = doctor_under_policy(repo, home_env, runtime_bin, managed_etc, "codex")
+    assert finding(report.stdout, "codex managed policy") == (
+        "ok   codex managed policy: none blocks vera")

@@ -20,6 +20,7 @@ NAME = "codex"
 CLI = "codex"
 NEW_FILE_KEYS: dict[str, str] = {}
 SERVER_PATH = ("mcp_servers", "vera")
+MANAGED_REQUIREMENTS = Path("/etc/codex/requirements.toml")
 
 
 def mcp_file(root: Path) -> str:
@@ -64,6 +65,7 @@ def probe(root: Path, env: dict[str, str], run_cli: Any, finding: Any) -> list[A
         server = json.loads(got.stdout) if got.returncode == 0 else None
     except ValueError:
         server = None
+    findings.append(_policy_finding(server, finding))
     seen = isinstance(server, dict) and server.get("enabled", True) is not False
     findings.append(finding("codex sees vera", seen, "configured and enabled" if seen else
                             "Codex does not load the project's vera server"
@@ -71,6 +73,25 @@ def probe(root: Path, env: dict[str, str], run_cli: Any, finding: Any) -> list[A
     if os.path.exists(root / ".codex" / "hooks.json"):
         findings.append(_hook_finding(root, env, finding))
     return findings
+
+
+def _policy_finding(server: Any, finding: Any) -> Any:
+    """What the organization's managed requirements forbid VERA's project setup; an admin's
+    choice the user can only take up with the admin, never work around."""
+    blocks = []
+    reason = server.get("disabled_reason") if isinstance(server, dict) else None
+    if isinstance(reason, str) and reason.startswith("requirements"):
+        blocks.append(f"disables the vera server ({reason})")
+    try:
+        requirements = tomlkit.parse(MANAGED_REQUIREMENTS.read_text())
+    except (OSError, TOMLKitError):
+        requirements = tomlkit.document()
+    if requirements.get("allow_managed_hooks_only") is True:
+        blocks.append(f"blocks project hooks (allow_managed_hooks_only in "
+                      f"{MANAGED_REQUIREMENTS})")
+    return finding("codex managed policy", not blocks,
+                   "; ".join(blocks) + "; ask its administrator" if blocks
+                   else "none blocks vera")
 
 
 def _hook_finding(root: Path, env: dict[str, str], finding: Any) -> Any:
