@@ -175,6 +175,7 @@ class Guard:
                 spec,
                 args,
                 lambda: handler(ctx, args),
+                recorder=self._backends().snapshot,
             )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=render(spec, data))],

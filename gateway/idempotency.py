@@ -99,8 +99,11 @@ async def run_once(
     arguments: Mapping[str, Any],
     body: Body,
     *,
+    recorder: SnapshotServiceStub | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> dict[str, Any]:
+    """``recorder`` records a finished write's result: a stub outside the call's budget,
+    so a write that finished as the budget ran out is still recorded (default: ``snapshot``)."""
     digest = request_hash(spec.name, arguments)
     waited = 0.0
     while True:
@@ -145,19 +148,30 @@ async def run_once(
         request_hash=digest,
         result_json=json.dumps(data, separators=(",", ":")),
     )
+    # Shielded: the call's budget may end now, but a finished write is recorded (or its
+    # claim kept) all the same, so a retry replays it instead of writing twice.
+    await asyncio.shield(_record(recorder or snapshot, complete, spec.name, sleep))
+    return data
+
+
+async def _record(
+    recorder: SnapshotServiceStub,
+    complete: snapshot_pb2.CompleteIdempotentCallRequest,
+    tool: str,
+    sleep: Callable[[float], Awaitable[None]],
+) -> None:
     for delay in (*COMPLETE_RETRY_DELAYS, None):
         try:
-            await snapshot.CompleteIdempotentCall(complete)
-            break
-        except VeraError as exc:
+            await recorder.CompleteIdempotentCall(complete)
+            return
+        except (VeraError, TimeoutError) as exc:
             if delay is None:
                 # The write happened: answer it, and leave the claim so a retry is refused
                 # as in progress rather than run again.
                 log.warning(
                     "tool %s: result not recorded for its idempotency key (%s)",
-                    spec.name,
-                    exc.reason,
+                    tool,
+                    getattr(exc, "reason", type(exc).__name__),
                 )
-                break
+                return
             await sleep(delay)
-    return data

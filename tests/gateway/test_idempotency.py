@@ -3,8 +3,10 @@ or params._meta.idempotencyKey, stored in the real snapshot service."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from mcp import Client
@@ -182,13 +184,16 @@ class FlakyComplete(snapshot_pb2_grpc.SnapshotServiceServicer):
     """The real snapshot service behind a proxy whose CompleteIdempotentCall fails
     ``failures`` times first (the database blipped after the tool's write)."""
 
-    def __init__(self, upstream: snapshot_pb2_grpc.SnapshotServiceStub, failures: int) -> None:
+    def __init__(self, upstream: snapshot_pb2_grpc.SnapshotServiceStub, failures: int,
+                 delay: float = 0.0) -> None:
         self.upstream = upstream
         self.failures = failures
+        self.delay = delay
         self.completes = 0
 
     async def CompleteIdempotentCall(self, request, context):
         self.completes += 1
+        await asyncio.sleep(self.delay)
         if self.failures > 0:
             self.failures -= 1
             raise Unavailable()
@@ -205,8 +210,9 @@ class FlakyComplete(snapshot_pb2_grpc.SnapshotServiceServicer):
 
 
 @contextlib.asynccontextmanager
-async def flaky(snap, failures: int) -> AsyncIterator[tuple[str, FlakyComplete]]:
-    proxy = FlakyComplete(snap.stub, failures)
+async def flaky(snap, failures: int, delay: float = 0.0,
+                **mcp: Any) -> AsyncIterator[tuple[str, FlakyComplete]]:
+    proxy = FlakyComplete(snap.stub, failures, delay)
     running = create_server(
         [
             ServiceBinding(
@@ -220,7 +226,7 @@ async def flaky(snap, failures: int) -> AsyncIterator[tuple[str, FlakyComplete]]
     await running.server.start()
     await mark_serving(running)
     address = f"127.0.0.1:{running.port}"
-    settings = settings_for(snap.fakes_address, address, tool_profile="advanced")
+    settings = settings_for(snap.fakes_address, address, tool_profile="advanced", **mcp)
     try:
         async with serve(settings) as url:
             yield url, proxy
@@ -248,4 +254,17 @@ async def test_an_unrecorded_result_leaves_a_retry_refused_as_in_progress(snap):
         error = await refused(url, "knowledge_create_snapshot", {}, key="s-lost")
     assert error.code == -32602
     assert (error.data["field"], error.data["reason"]) == ("idempotency_key", "in_progress")
+    assert await count(snap, "snapshots") == 1
+
+
+async def test_a_write_that_ends_with_the_budget_is_still_recorded_for_its_retry(snap):
+    # Recording the result takes longer than the call's budget has left: the caller's
+    # call runs out, but the write is recorded, so the retry replays it (one snapshot).
+    async with flaky(snap, failures=0, delay=1.5, request_budget_seconds=1.0) as (url, proxy):
+        error = await refused(url, "knowledge_create_snapshot", {}, key="s-late")
+        assert error.data["code"] == "internal_error"
+        await asyncio.sleep(1.0)  # the shielded record finishes after the caller's budget
+        proxy.delay = 0.0
+        replayed = await call(url, "knowledge_create_snapshot", {}, key="s-late")
+    assert replayed["snapshot_id"]
     assert await count(snap, "snapshots") == 1
