@@ -25,6 +25,7 @@ from test_hooks_session_start import bootstrap_arguments, git, probe_server, run
 
 from vera.integrations.artifacts import hook_source
 from vera.integrations.ownership import TOKEN_PATH
+from vera.integrations.runtimes import claude_code
 from vera.integrations.skill import render_skill
 
 AUDIENCE = "https://mcp.test"  # what the stand-in's protected-resource metadata names
@@ -266,16 +267,12 @@ def finding(report: str, name: str) -> str:
     return next(line.strip() for line in report.splitlines() if f" {name}:" in line)
 
 
-@pytest.mark.parametrize("policy", [
-    {"deniedMcpServers": [{"serverName": "vera"}]},
-    {"allowManagedMcpServersOnly": True},
-    {"allowedMcpServers": [{"serverName": "another"}]},
-])
 def test_claude_managed_policy_blocking_mcp_is_named_by_doctor(
-        repo, vera, home_env, runtime_bin, managed_etc, policy) -> None:
+        repo, vera, home_env, runtime_bin, managed_etc) -> None:
     with StandIn() as standin:
         assert connect(vera, standin, "claude-code").returncode == 0
-    (managed_etc / "claude-code" / "managed-settings.json").write_text(json.dumps(policy))
+    (managed_etc / "claude-code" / "managed-settings.json").write_text(
+        json.dumps({"deniedMcpServers": [{"serverName": "vera"}]}))
     report = doctor_under_policy(repo, home_env, runtime_bin, managed_etc, "claude-code")
     assert report.returncode == 1
     assert finding(report.stdout, "claude managed policy").startswith(
@@ -283,16 +280,31 @@ def test_claude_managed_policy_blocking_mcp_is_named_by_doctor(
     assert (repo / ".mcp.json").exists()  # reported, never worked around
 
 
-@pytest.mark.parametrize("policy", [{"allowManagedHooksOnly": True}, {"disableAllHooks": True}])
 def test_claude_managed_policy_blocking_hooks_is_named_by_doctor(
-        repo, vera, home_env, runtime_bin, managed_etc, policy) -> None:
+        repo, vera, home_env, runtime_bin, managed_etc) -> None:
     with StandIn() as standin:
         assert connect(vera, standin, "claude-code").returncode == 0
-    (managed_etc / "claude-code" / "managed-settings.json").write_text(json.dumps(policy))
+    (managed_etc / "claude-code" / "managed-settings.json").write_text(
+        json.dumps({"allowManagedHooksOnly": True}))
     report = doctor_under_policy(repo, home_env, runtime_bin, managed_etc, "claude-code")
     assert report.returncode == 1
     assert finding(report.stdout, "claude managed policy").startswith(
         "TODO claude managed policy: blocks project hooks")
+
+
+@pytest.mark.parametrize(("policy", "blocks"), [
+    ({"deniedMcpServers": [{"serverName": "vera"}]}, ["blocks the vera MCP server"]),
+    ({"allowManagedMcpServersOnly": True}, ["blocks the vera MCP server"]),
+    ({"allowedMcpServers": [{"serverName": "another"}]}, ["blocks the vera MCP server"]),
+    ({"allowedMcpServers": [{"serverName": "vera"}]}, []),
+    ({"disableAllHooks": True}, ["blocks project hooks"]),
+    ({"deniedMcpServers": [{"serverName": "another"}], "disableAllHooks": False}, []),
+])
+def test_claude_managed_policy_shapes(tmp_path, monkeypatch, policy, blocks) -> None:
+    settings = tmp_path / "managed-settings.json"
+    settings.write_text(json.dumps(policy))
+    monkeypatch.setattr(claude_code, "MANAGED_SETTINGS", settings)
+    assert [b.split(" (")[0] for b in claude_code._managed_blocks()] == blocks
 
 
 def test_claude_without_managed_policy_reports_none(repo, vera, home_env, runtime_bin,
