@@ -1,0 +1,58 @@
+"""The matrix's auth rows against the real gateway in the remote-authenticated profile:
+after `vera connect` stored a working token, `vera doctor` tells an expired token, one for
+another audience and one short of the server-wide scope apart, each with its fix, although
+the gateway answers every bad token alike."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import jwt
+import pytest
+import test_runtime_handshake as handshake
+from conftest import AUTH_AUDIENCE, AUTH_ISSUER, AUTH_SECRET
+
+pytestmark = pytest.mark.e2e
+runtime_bin = handshake.runtime_bin  # the pinned runtime CLIs, installed once
+project, run_vera = handshake.project, handshake.run_vera
+
+
+def tools_line(report: str) -> str:
+    return next(line.strip() for line in report.splitlines() if "vera tools visible" in line)
+
+
+def test_doctor_names_expired_wrong_audience_and_insufficient_scope(auth_stack, runtime_bin,
+                                                                    tmp_path) -> None:
+    repo, env = project(auth_stack, runtime_bin, tmp_path)
+    api_url = f"http://127.0.0.1:{auth_stack.env['VERA_API__PORT']}"
+    api_key = httpx.post(f"{api_url}/identity/register",
+                         json={"display_name": "dev"}).json()["api_key"]
+    done = run_vera(repo, env, "connect", "codex", "--api-url", api_url, "--mcp-url",
+                    auth_stack.mcp_url, "--yes", "--api-key-stdin", stdin=api_key + "\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    stored = (repo / ".vera/mcp-token.env").read_text().split("=", 1)[1].strip()
+    subject = jwt.decode(stored, options={"verify_signature": False})["sub"]
+
+    def token(**claims: object) -> str:
+        return jwt.encode({"iss": AUTH_ISSUER, "sub": subject, "aud": AUTH_AUDIENCE,
+                           "scope": "memory:read", **claims}, AUTH_SECRET, algorithm="HS256")
+
+    cases = {
+        "expired": token(exp=int(time.time()) - 3600),
+        "wrong_audience": token(aud="https://another-service.example"),
+        "insufficient_scope": token(scope="memory:propose"),
+        "rejected": token(iss="https://someone-else.example"),
+    }
+    for reason, presented in cases.items():
+        report = run_vera(repo, {**env, "VERA_MCP_TOKEN": presented}, "doctor", "codex")
+        line = tools_line(report.stdout)
+        assert line.startswith(f"TODO vera tools visible: cannot list tools: {reason}: "), (
+            reason, report.stdout)
+        assert presented not in report.stdout + report.stderr
+    assert "memory:read" in tools_line(run_vera(
+        repo, {**env, "VERA_MCP_TOKEN": cases["insufficient_scope"]}, "doctor", "codex").stdout)
+    assert AUTH_AUDIENCE in tools_line(run_vera(
+        repo, {**env, "VERA_MCP_TOKEN": cases["wrong_audience"]}, "doctor", "codex").stdout)
+    good = run_vera(repo, env, "doctor", "codex")
+    assert tools_line(good.stdout).startswith("ok   vera tools visible: ")
