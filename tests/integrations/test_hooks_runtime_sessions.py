@@ -380,16 +380,26 @@ def test_opencode_session_plugin_hostile_content_and_save_mode(
     root = project(tmp_path, "opencode", mode, vera)
     configure_opencode(root, vera, chat, opencode_plugin_sdk)
     before = fingerprint(root)
-    done = subprocess.run(
-        [str(runtime_cli("opencode")), "run", "check our deployment conventions"],
-        cwd=root,
-        env=opencode_env(opencode_home),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    for attempt in range(2):
+        done = subprocess.run(
+            [str(runtime_cli("opencode")), "run", "check our deployment conventions"],
+            cwd=root,
+            env=opencode_env(opencode_home),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        offered = {t["function"]["name"] for b in chat.bodies for t in b.get("tools", [])}
+        if attempt or "vera_knowledge_search" in offered:
+            break
+        # OpenCode's first session in a fresh home installs its provider package and, on a
+        # clean machine, started once without the MCP server; the next session is the
+        # steady state this test is about (both fakes answer each request on its own).
+        chat.bodies.clear()
+        vera.requests.clear()
+        vera.calls.clear()
 
     user_texts = [
         json.dumps(message.get("content"))
