@@ -308,54 +308,91 @@ OPENCODE_OWNED = ("node_modules", ".gitignore", "package.json", "package-lock.js
 
 
 @pytest.fixture(scope="module")
-def opencode_plugin_sdk(opencode_home: Path) -> Path:
-    """OpenCode's own plugin install, done once in a scratch project (it is slow, and a
-    session racing it can drop the MCP server), then copied into each test project."""
+def opencode_plugin_sdk(opencode_home: Path) -> Iterator[Path]:
+    """OpenCode's own plugin install and first session, done once in a scratch project (both
+    are slow on a fresh machine, and a session racing them can drop the MCP server), then the
+    SDK is copied into each test project."""
     scratch = opencode_home / "scratch-project"
     (scratch / ".opencode" / "plugins").mkdir(parents=True)
     git(scratch, "init", "-q")
     (scratch / ".opencode" / "plugins" / "noop.js").write_text(
         "export const N = async () => ({});\n"
     )
-    subprocess.run(
-        [str(runtime_cli("opencode")), "debug", "config"],
-        cwd=scratch,
-        env=opencode_env(opencode_home),
-        capture_output=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
+    vera, chat = FakeVera(), FakeChat()
+    try:
+        (scratch / "opencode.json").write_text(json.dumps(opencode_test_config(vera, chat)))
+        offered = opencode_session(scratch, opencode_home, vera, chat)
+        assert "vera_knowledge_search" in offered, mcp_trace(vera)
+    finally:
+        vera.close()
+        chat.close()
+    yield scratch / ".opencode"
+
+
+def opencode_session(root: Path, home: Path, vera: FakeVera, chat: FakeChat) -> set[str]:
+    """One ``opencode run``, retried while OpenCode starts without the MCP server (seen on
+    fresh CI machines while its first session sets up; the fakes answer each request on its
+    own, so a retry starts from the same state). Returns the tool names the model saw."""
+    offered: set[str] = set()
+    for _ in range(3):
+        chat.bodies.clear()
+        vera.requests.clear()
+        vera.calls.clear()
+        done = subprocess.run(
+            [str(runtime_cli("opencode")), "run", "check our deployment conventions"],
+            cwd=root,
+            env=opencode_env(home),
+            capture_output=True,
+            text=True,
+            timeout=180,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        offered = {t["function"]["name"] for b in chat.bodies for t in b.get("tools", [])}
+        if "vera_knowledge_search" in offered:
+            break
+    return offered
+
+
+def mcp_trace(vera: FakeVera) -> str:
+    """What OpenCode asked the MCP endpoint, for a failure message."""
+    return "MCP requests seen: " + json.dumps(
+        [r.get("GET") or (r.get("body") or {}).get("method") for r in vera.requests]
     )
-    return scratch / ".opencode"
+
+
+def opencode_test_config(vera: FakeVera, model: FakeChat) -> dict[str, object]:
+    """The test provider and endpoint that sit next to VERA's rules."""
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "model": "fake/m",
+        "provider": {
+            "fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake",
+                "options": {"baseURL": model.url + "/v1", "apiKey": "x"},
+                "models": {"m": {"name": "m", "tool_call": True}},
+            }
+        },
+        # A generous tool-listing timeout (ms): a loaded machine must not drop the server.
+        "mcp": {
+            "vera": {
+                "type": "remote",
+                "url": vera.mcp_url,
+                "enabled": True,
+                "oauth": False,
+                "timeout": 30000,
+            }
+        },
+    }
 
 
 def configure_opencode(root: Path, vera: FakeVera, model: FakeChat, sdk: Path) -> None:
     """The test provider and endpoint next to VERA's rules, plus OpenCode's plugin SDK."""
     # OpenCode inserts "$schema" into a config that lacks it; a real project has it.
-    config = {"$schema": "https://opencode.ai/config.json"}
+    config: dict[str, object] = {"$schema": "https://opencode.ai/config.json"}
     config.update(json.loads((root / "opencode.json").read_text()))
-    config.update(
-        {
-            "model": "fake/m",
-            "provider": {
-                "fake": {
-                    "npm": "@ai-sdk/openai-compatible",
-                    "name": "Fake",
-                    "options": {"baseURL": model.url + "/v1", "apiKey": "x"},
-                    "models": {"m": {"name": "m", "tool_call": True}},
-                }
-            },
-            # A generous tool-listing timeout (ms): a loaded machine must not drop the server.
-            "mcp": {
-                "vera": {
-                    "type": "remote",
-                    "url": vera.mcp_url,
-                    "enabled": True,
-                    "oauth": False,
-                    "timeout": 30000,
-                }
-            },
-        }
-    )
+    config.update(opencode_test_config(vera, model))
     (root / "opencode.json").write_text(json.dumps(config, indent=2))
     for name in OPENCODE_OWNED:
         source = sdk / name
@@ -380,26 +417,8 @@ def test_opencode_session_plugin_hostile_content_and_save_mode(
     root = project(tmp_path, "opencode", mode, vera)
     configure_opencode(root, vera, chat, opencode_plugin_sdk)
     before = fingerprint(root)
-    for attempt in range(2):
-        done = subprocess.run(
-            [str(runtime_cli("opencode")), "run", "check our deployment conventions"],
-            cwd=root,
-            env=opencode_env(opencode_home),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        offered = {t["function"]["name"] for b in chat.bodies for t in b.get("tools", [])}
-        if attempt or "vera_knowledge_search" in offered:
-            break
-        # OpenCode's first session in a fresh home installs its provider package and, on a
-        # clean machine, started once without the MCP server; the next session is the
-        # steady state this test is about (both fakes answer each request on its own).
-        chat.bodies.clear()
-        vera.requests.clear()
-        vera.calls.clear()
+    offered = opencode_session(root, opencode_home, vera, chat)
+    assert "vera_knowledge_search" in offered, mcp_trace(vera)
 
     user_texts = [
         json.dumps(message.get("content"))
@@ -416,8 +435,6 @@ def test_opencode_session_plugin_hostile_content_and_save_mode(
         assert "ghp_SECRET" not in json.dumps(body)
     assert {"GET": "/readyz"} in vera.requests
 
-    offered = {tool["function"]["name"] for body in chat.bodies for tool in body.get("tools", [])}
-    assert "vera_knowledge_search" in offered
     assert ("vera_knowledge_propose" in offered) is (mode != "off")  # deny: not offered
     assert vera.calls[0] == "knowledge_search"
     assert ("knowledge_propose" in vera.calls) is proposal_reaches_vera
