@@ -529,6 +529,18 @@ async def measure_queries(url: str, data_dir: Path, stack_pid: int, project: str
         return {**await ask(url, project, scope, questions, pipeline), **pipeline.setup}
 
 
+def process_role(cmd: list[str]) -> str:
+    """What a process under ``vera up`` is, from its command line."""
+    joined = " ".join(cmd)
+    if "serve" in cmd and cmd.index("serve") + 1 < len(cmd):
+        return cmd[cmd.index("serve") + 1]
+    if "entrypoints.mcp" in joined:
+        return "gateway (MCP)"
+    if "entrypoints.api" in joined:
+        return "api (REST)"
+    return Path(cmd[0]).name if cmd else "?"
+
+
 def peak_memory(stack_pid: int, data_dir: Path) -> dict[str, float]:
     """VmHWM (MiB) of ``vera up``, every process under it, and the embedded PostgreSQL
     (pg_ctl detaches it: found by its data dir; its backends are its children)."""
@@ -543,21 +555,11 @@ def peak_memory(stack_pid: int, data_dir: Path) -> dict[str, float]:
             return None
         return None
 
-    def role(cmd: list[str]) -> str:
-        joined = " ".join(cmd)
-        if "serve" in cmd and cmd.index("serve") + 1 < len(cmd):
-            return cmd[cmd.index("serve") + 1]
-        if "entrypoints.mcp" in joined:
-            return "gateway (MCP)"
-        if "entrypoints.api" in joined:
-            return "api (REST)"
-        return Path(cmd[0]).name if cmd else "?"
-
     out: dict[str, float] = {}
     root = psutil.Process(stack_pid)
     for proc in [root, *root.children(recursive=True)]:
         try:
-            name = "vera up" if proc.pid == stack_pid else role(proc.cmdline())
+            name = "vera up" if proc.pid == stack_pid else process_role(proc.cmdline())
         except psutil.Error:
             continue
         value = hwm(proc)
