@@ -87,3 +87,38 @@ async def test_a_caller_gets_unavailable_when_a_statement_times_out(pg_dsn, time
         await running.stop(0)
         await pool.close()
     assert caught.value.metadata == {"reason": "timeout"}
+
+
+class Unreachable(identity_pb2_grpc.IdentityServiceServicer):
+    """A handler whose database is gone: never started, or its backend killed mid-call."""
+
+    def __init__(self, pg_dsn: str, how: str) -> None:
+        self._dsn = pg_dsn
+        self._how = how
+
+    async def GetPrincipal(self, request, context):
+        if self._how == "down":
+            await asyncpg.connect("postgresql://vera@/vera?host=/nonexistent-socket-dir")
+        conn = await asyncpg.connect(self._dsn)
+        try:
+            await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        finally:
+            await conn.close()
+        return identity_pb2.GetPrincipalResponse()
+
+
+@pytest.mark.parametrize("how", ["down", "connection_lost"])
+async def test_a_caller_gets_unavailable_when_the_database_is_unreachable(pg_dsn, how) -> None:
+    running = create_server([ServiceBinding(
+        "vera.identity.v1.IdentityService", Unreachable(pg_dsn, how),
+        identity_pb2_grpc.add_IdentityServiceServicer_to_server)], "127.0.0.1:0")
+    await running.server.start()
+    channel = open_channel(f"127.0.0.1:{running.port}", 8)
+    try:
+        with pytest.raises(Unavailable) as caught:
+            await identity_pb2_grpc.IdentityServiceStub(channel).GetPrincipal(
+                identity_pb2.GetPrincipalRequest())
+    finally:
+        await channel.close()
+        await running.stop(0)
+    assert caught.value.metadata == {"reason": "database_unreachable"}

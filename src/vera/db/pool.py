@@ -12,6 +12,14 @@ from vera.db.migrate import migrate
 # What a statement raises when PostgreSQL cancels it (statement_timeout) or the client
 # stops waiting for it (command_timeout).
 STATEMENT_TIMEOUTS: tuple[type[Exception], ...] = (asyncpg.QueryCanceledError, TimeoutError)
+# What a statement raises when PostgreSQL cannot be reached: the server is down (asyncpg
+# raises the socket's OSError), refusing connections while it starts or recovers, or the
+# connection broke under the statement (a crash, an immediate shutdown, a terminated
+# backend). Checked after STATEMENT_TIMEOUTS: TimeoutError is an OSError too.
+DATABASE_UNREACHABLE: tuple[type[Exception], ...] = (
+    asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError, OSError,
+)
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
