@@ -24,6 +24,9 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "project_out_of_scope": (-32005, "the requested project is outside the caller's scopes"),
     "expired_context_pack": (-32006, "the context pack has expired or does not exist"),
     "unsupported_version": (-32007, "the requested contract version is not served"),
+    # A backing service (identity, knowledge, retrieval, snapshot, the database) could not
+    # be reached in time: nothing was answered for it, and the same call may be retried.
+    "unavailable": (-32008, "a backing service is unavailable; retry later"),
     "internal_error": (-32603, "the tool failed unexpectedly"),
 }
 
@@ -92,7 +95,7 @@ def _nothing(err: VeraError) -> dict[str, Any]:
 
 
 # The one table: ErrorInfo reason -> (data.code, extra data). Anything absent
-# (UNAVAILABLE, NOT_FOUND, INTERNAL, unknown reasons) is redacted to internal_error.
+# (NOT_FOUND, INTERNAL, unknown reasons) is redacted to internal_error.
 _REASON_TABLE = {
     "INVALID_INPUT": ("invalid_input", _invalid),
     "AMBIGUOUS_PROJECT": ("ambiguous_project", _ambiguous),
@@ -102,6 +105,7 @@ _REASON_TABLE = {
     "QUOTA_EXCEEDED": ("quota_exceeded", _quota),
     "UNAUTHORIZED": ("unauthorized", _unauthorized),
     "UNAUTHENTICATED": ("unauthenticated", _nothing),
+    "UNAVAILABLE": ("unavailable", _nothing),
 }
 
 

@@ -6,7 +6,8 @@ bad token gets HTTP 401 with ``WWW-Authenticate: Bearer resource_metadata="…"`
 token without the server-wide required scopes gets 403 ``insufficient_scope``. The body
 is the seed's JSON-RPC error (``unauthenticated`` -32001 / ``unauthorized`` -32002), so a
 client branches on ``data.code`` as for any other failure. A backend failure while
-resolving the principal is 503 with ``internal_error`` and no internal text.
+resolving the principal is 503 with the mapped error (``unavailable`` when identity cannot
+be reached) and no internal text.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from vera.config import Settings
 from vera.errors import VeraError
 from vera.gateway.auth import CALLER_STATE_KEY, AuthFailure, BearerAuthenticator, scope_names
-from vera.gateway.errors import ERROR_CODES
+from vera.gateway.errors import ERROR_CODES, from_vera_error
 from vera.rpc.backends import Backends
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,10 @@ class BearerAuthMiddleware:
                 refusal = challenge(request, failure)
             except VeraError as exc:
                 log.warning("principal resolution failed: %s", exc.reason)
-                refusal = JSONResponse(_jsonrpc_error("internal_error"), status_code=503)
+                error = from_vera_error(exc).error.model_dump(exclude_none=True)
+                refusal = JSONResponse(
+                    {"jsonrpc": "2.0", "id": None, "error": error}, status_code=503
+                )
         if refusal is not None:
             await refusal(scope, receive, send)
             return

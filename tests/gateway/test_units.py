@@ -46,7 +46,7 @@ from vera.gateway.quota import BucketLimit, InMemoryQuotaStore, QuotaPolicy
             {"code": "unauthorized", "required_scope": "memory:propose"},
         ),
         (Unauthenticated(), -32001, {"code": "unauthenticated"}),
-        (Unavailable("db down at 10.0.0.1"), -32603, {"code": "internal_error"}),
+        (Unavailable("db down at 10.0.0.1"), -32008, {"code": "unavailable"}),
         (NotFound("fact x"), -32603, {"code": "internal_error"}),
         (VeraError("boom"), -32603, {"code": "internal_error"}),
     ],

@@ -1,0 +1,105 @@
+"""Identity unavailable, through the real services, the real gateway and the official MCP
+client: with the real identity service stopped, every tool call fails closed with the
+structured ``unavailable`` error, promptly, and writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+from harness import serve_service
+from isolation_stack import full_stack
+from mcp.shared.exceptions import MCPError
+
+from vera.config import Settings
+from vera.services.identity import server as identity_server
+
+QUERY = "which cluster does ledger-api deploy to"
+# Well inside the request budget: a refused backend must answer at once, never hang.
+PROMPT_SECONDS = 15.0
+
+
+@contextlib.asynccontextmanager
+async def stoppable_identity(dsn: str) -> AsyncIterator[tuple[str, Any]]:
+    """A real identity service; yields its address and a coroutine function that stops it."""
+    cm = serve_service(identity_server, Settings(database={"dsn": dsn}))
+    address = await cm.__aenter__()
+    stopped = False
+
+    async def stop() -> None:
+        nonlocal stopped
+        stopped = True
+        await cm.__aexit__(None, None, None)
+
+    try:
+        yield address, stop
+    finally:
+        if not stopped:
+            await cm.__aexit__(None, None, None)
+
+
+async def test_identity_unavailable_fails_every_tool_closed(pg_dsn, tmp_path, embedder) -> None:
+    async with (
+        stoppable_identity(pg_dsn) as (identity, stop_identity),
+        full_stack(pg_dsn, identity, tmp_path / "data", embedder) as stack,
+    ):
+        alice = await stack.account("alice")
+        await stack.ok(
+            alice,
+            "knowledge_propose",
+            {
+                "subject": "ledger-api",
+                "predicate": "deploys_to",
+                "object": "eu-west cluster",
+                "task_ref": "t-identity",
+            },
+        )
+        pack = await stack.ok(alice, "knowledge_get_context", {"query": QUERY, "persist": True})
+        await stop_identity()
+
+        async with stack.client(alice) as client:
+            tools = [tool.name for tool in (await client.list_tools()).tools]
+            assert len(tools) >= 20  # discovery acts as no one, so it needs no identity
+            # Valid arguments for the main tools, and none at all for every tool: the
+            # caller's principal is looked up before anything else, and cannot be.
+            calls: list[tuple[str, dict[str, Any]]] = [
+                ("knowledge_get_context", {"query": QUERY}),
+                ("knowledge_search", {"query": QUERY}),
+                ("knowledge_get_context_pack", {"pack_id": pack["pack_id"]}),
+                (
+                    "knowledge_propose",
+                    {
+                        "subject": "ledger-api",
+                        "predicate": "deploys_to",
+                        "object": "eu-north cluster",
+                        "task_ref": "t-identity",
+                    },
+                ),
+                (
+                    "knowledge_feedback",
+                    {
+                        "context_pack_id": pack["pack_id"],
+                        "result_ref": pack["pack_id"],
+                        "signal": "up",
+                    },
+                ),
+                *((name, {}) for name in tools),
+            ]
+            for name, arguments in calls:
+                async with asyncio.timeout(PROMPT_SECONDS):
+                    with pytest.raises(MCPError) as raised:
+                        await client.call_tool(name, arguments)
+                error = raised.value.error
+                assert (error.code, error.data) == (-32008, {"code": "unavailable"}), name
+
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        # Nothing was written while identity was down: one proposal, one feedback-free pack.
+        assert await conn.fetchval("SELECT count(*) FROM knowledge.proposal_attempts") == 1
+        assert await conn.fetchval("SELECT count(*) FROM knowledge.retrieval_feedback") == 0
+    finally:
+        await conn.close()
