@@ -24,9 +24,6 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "project_out_of_scope": (-32005, "the requested project is outside the caller's scopes"),
     "expired_context_pack": (-32006, "the context pack has expired or does not exist"),
     "unsupported_version": (-32007, "the requested contract version is not served"),
-    # A backing service (identity, knowledge, retrieval, snapshot, the database) could not
-    # be reached in time: nothing was answered for it, and the same call may be retried.
-    "unavailable": (-32008, "a backing service is unavailable; retry later"),
     "internal_error": (-32603, "the tool failed unexpectedly"),
 }
 
@@ -94,8 +91,15 @@ def _nothing(err: VeraError) -> dict[str, Any]:
     return {}
 
 
+def _unavailable(err: VeraError) -> dict[str, Any]:
+    # data.code is one of the GUIDE's nine, so a backing service (identity, knowledge,
+    # retrieval, snapshot, the database) that could not be reached in time is an
+    # internal_error; data.reason tells it apart from a bug: the same call may be retried.
+    return {"reason": "unavailable"}
+
+
 # The one table: ErrorInfo reason -> (data.code, extra data). Anything absent
-# (NOT_FOUND, INTERNAL, unknown reasons) is redacted to internal_error.
+# (NOT_FOUND, INTERNAL, unknown reasons) is redacted to a bare internal_error.
 _REASON_TABLE = {
     "INVALID_INPUT": ("invalid_input", _invalid),
     "AMBIGUOUS_PROJECT": ("ambiguous_project", _ambiguous),
@@ -105,7 +109,7 @@ _REASON_TABLE = {
     "QUOTA_EXCEEDED": ("quota_exceeded", _quota),
     "UNAUTHORIZED": ("unauthorized", _unauthorized),
     "UNAUTHENTICATED": ("unauthenticated", _nothing),
-    "UNAVAILABLE": ("unavailable", _nothing),
+    "UNAVAILABLE": ("internal_error", _unavailable),
 }
 
 

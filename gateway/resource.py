@@ -6,8 +6,8 @@ bad token gets HTTP 401 with ``WWW-Authenticate: Bearer resource_metadata="…"`
 token without the server-wide required scopes gets 403 ``insufficient_scope``. The body
 is the seed's JSON-RPC error (``unauthenticated`` -32001 / ``unauthorized`` -32002), so a
 client branches on ``data.code`` as for any other failure. A backend failure while
-resolving the principal is 503 with the mapped error (``unavailable`` when identity cannot
-be reached) and no internal text.
+resolving the principal is 503 with the mapped error (``internal_error`` with ``data.reason``
+``unavailable`` when identity cannot be reached) and no internal text.
 """
 
 from __future__ import annotations

@@ -78,9 +78,9 @@ async def test_unknown_and_hidden_tools_are_refused_alike(gateway, call_error):
             }
 
 
-async def test_unreachable_service_is_unavailable(start_gateway, call_error):
+async def test_unreachable_service_is_internal_error_unavailable(start_gateway, call_error):
     rpc = RpcSettings(deadline_seconds=2, retrieval_deadline_seconds=2)
     async with start_gateway(address="127.0.0.1:9", rpc=rpc) as gw, Client(gw.url) as client:
         error = await call_error(client, "knowledge_search", {"query": "q"})
-    assert error.code == -32008
-    assert error.data == {"code": "unavailable"}
+    assert error.code == -32603
+    assert error.data == {"code": "internal_error", "reason": "unavailable"}

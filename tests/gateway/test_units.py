@@ -46,7 +46,11 @@ from vera.gateway.quota import BucketLimit, InMemoryQuotaStore, QuotaPolicy
             {"code": "unauthorized", "required_scope": "memory:propose"},
         ),
         (Unauthenticated(), -32001, {"code": "unauthenticated"}),
-        (Unavailable("db down at 10.0.0.1"), -32008, {"code": "unavailable"}),
+        (
+            Unavailable("db down at 10.0.0.1"),
+            -32603,
+            {"code": "internal_error", "reason": "unavailable"},
+        ),
         (NotFound("fact x"), -32603, {"code": "internal_error"}),
         (VeraError("boom"), -32603, {"code": "internal_error"}),
     ],

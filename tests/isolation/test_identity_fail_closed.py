@@ -1,6 +1,7 @@
 """Identity unavailable, through the real services, the real gateway and the official MCP
-client: with the real identity service stopped, every tool call fails closed with the
-structured ``unavailable`` error, promptly, and writes nothing."""
+client: with the real identity service stopped, every tool call fails closed, promptly and
+writing nothing, with the structured error the GUIDE allows (``internal_error``; its
+``data.reason`` ``unavailable`` tells a retryable outage apart from a bug)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from mcp.shared.exceptions import MCPError
 from vera.config import Settings
 from vera.services.identity import server as identity_server
 
+# data.code stays one of the GUIDE's nine; data.reason says the outage is worth a retry.
+UNAVAILABLE = (-32603, {"code": "internal_error", "reason": "unavailable"})
 QUERY = "which cluster does ledger-api deploy to"
 # Well inside the request budget: a refused backend must answer at once, never hang.
 PROMPT_SECONDS = 15.0
@@ -94,7 +97,7 @@ async def test_identity_unavailable_fails_every_tool_closed(pg_dsn, tmp_path, em
                     with pytest.raises(MCPError) as raised:
                         await client.call_tool(name, arguments)
                 error = raised.value.error
-                assert (error.code, error.data) == (-32008, {"code": "unavailable"}), name
+                assert (error.code, error.data) == UNAVAILABLE, name
 
     conn = await asyncpg.connect(pg_dsn)
     try:
