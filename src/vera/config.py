@@ -185,6 +185,20 @@ class SnapshotSettings(BaseModel):
     idempotency_claim_seconds: float = Field(120.0, gt=0)
 
 
+class StackSettings(BaseModel):
+    """`vera up`'s supervisor: how a crashed child is restarted, and when it gives up."""
+
+    # A crashed child is restarted after this delay, doubled per crash up to the cap
+    # (Kubernetes' CrashLoopBackOff, shorter: this is one machine).
+    restart_backoff_seconds: float = Field(0.5, gt=0)
+    restart_backoff_max_seconds: float = Field(30.0, gt=0)
+    # A child that served this long since its last start is back to the first delay.
+    restart_reset_seconds: float = Field(60.0, gt=0)
+    # More crashes of one child than this within the window: `vera up` stops, exit 1.
+    max_restarts: int = Field(5, ge=0)
+    restart_window_seconds: float = Field(300.0, gt=0)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="VERA_", env_nested_delimiter="__", extra="ignore", frozen=True
@@ -201,6 +215,7 @@ class Settings(BaseSettings):
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     snapshot: SnapshotSettings = Field(default_factory=SnapshotSettings)
+    stack: StackSettings = Field(default_factory=StackSettings)
 
     @cached_property
     def auth_profile(self) -> Literal["local-dev", "remote-authenticated"]:

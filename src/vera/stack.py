@@ -24,8 +24,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -33,25 +34,182 @@ import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import SecretStr
 
-from vera.config import Settings
+from vera.config import Settings, StackSettings
 from vera.db.embedded import EmbeddedPostgres
 
 log = logging.getLogger(__name__)
 
 SERVICES = ("identity", "knowledge", "retrieval", "snapshot")
 START_TIMEOUT_SECONDS = 120.0
-# A child gets this long beyond its own drain (the longest RPC deadline) before SIGKILL.
+# A child gets this long beyond its own drain (the longest RPC deadline or tool-call
+# budget) before SIGKILL.
 STOP_MARGIN_SECONDS = 10.0
+POSTGRES_POLL_SECONDS = 0.5
 
 
 class StackError(Exception):
     """The stack could not start; the message says what to do."""
 
 
+class GaveUp(Exception):
+    """A child crashed more often than the restart policy allows; the message says which."""
+
+    def __init__(self, message: str, child: str, crashes: int) -> None:
+        super().__init__(message)
+        self.child = child
+        self.crashes = crashes
+
+
 @dataclass
+class RestartPolicy:
+    """When a crashed child starts again: after a delay that doubles per crash up to a cap
+    and is back to the first one after the child served ``restart_reset_seconds``; never
+    once it crashed more than ``max_restarts`` times within ``restart_window_seconds``."""
+
+    settings: StackSettings
+    crashes: deque[float] = field(default_factory=deque)
+    delay: float = 0.0
+
+    def next_delay(self, now: float, serving_since: float | None) -> float | None:
+        """Records a crash at ``now`` (``serving_since``: when the child last became ready,
+        None when it crashed while starting); the delay before the restart, or None."""
+        policy = self.settings
+        while self.crashes and self.crashes[0] <= now - policy.restart_window_seconds:
+            self.crashes.popleft()
+        self.crashes.append(now)
+        if len(self.crashes) > policy.max_restarts:
+            return None
+        stable = serving_since is not None and now - serving_since >= policy.restart_reset_seconds
+        if self.delay == 0.0 or stable:
+            self.delay = policy.restart_backoff_seconds
+        else:
+            self.delay = min(self.delay * 2, policy.restart_backoff_max_seconds)
+        return self.delay
+
+    def gave_up(self, name: str, now: float) -> GaveUp:
+        policy = self.settings
+        return GaveUp(
+            f"{name} crashed {len(self.crashes)} times in {now - self.crashes[0]:.0f} s "
+            f"(VERA_STACK__MAX_RESTARTS={policy.max_restarts} within "
+            f"VERA_STACK__RESTART_WINDOW_SECONDS={policy.restart_window_seconds:g}); "
+            "giving up",
+            name,
+            len(self.crashes),
+        )
+
+
 class Child:
-    name: str
-    process: asyncio.subprocess.Process
+    """A service, the gateway or the REST API: one child process, started again with the
+    same command and environment (so the same address and settings) after it dies."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        ready: Callable[[Child], Awaitable[None]],
+    ) -> None:
+        self.name = name
+        self._argv = tuple(argv)
+        self._env = dict(env)
+        self._ready = ready
+        self.process: asyncio.subprocess.Process | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode if self.process is not None else None
+
+    async def start(self) -> None:
+        """Spawns the process and returns once it serves; StackError when it exits or is
+        not ready in time."""
+        self.process = await asyncio.create_subprocess_exec(
+            *self._argv, env=self._env, start_new_session=True
+        )
+        await self._ready(self)
+
+    async def exited(self) -> str:
+        """Waits for the process to end; how it ended."""
+        assert self.process is not None, "start() first"
+        code = await self.process.wait()
+        return f"signal {signal.Signals(-code).name}" if code < 0 else f"code {code}"
+
+    async def stop(self, grace: float) -> None:
+        """SIGTERM, then SIGKILL after ``grace`` seconds."""
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), grace)
+        except TimeoutError:
+            log.warning("%s did not stop in %.0f s; killing it", self.name, grace)
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+
+
+class PostgresChild:
+    """The embedded PostgreSQL under supervision. pg_ctl daemonizes the postmaster, so it
+    is no child of ours to wait for: its pid is polled, and a restart starts it on the same
+    socket, so the DSN every service holds stays valid and their pools reconnect."""
+
+    name = "postgres"
+
+    def __init__(self, pg: EmbeddedPostgres) -> None:
+        self._pg = pg
+
+    @property
+    def pid(self) -> int | None:
+        return self._pg.running_pid()
+
+    async def start(self) -> None:
+        try:
+            await asyncio.to_thread(self._pg.restart)
+        except (subprocess.SubprocessError, OSError) as exc:
+            raise StackError(f"PostgreSQL did not start: {type(exc).__name__}") from None
+
+    async def exited(self) -> str:
+        # No event to wait on: the postmaster is not our child.
+        while self._pg.running_pid() is not None:  # noqa: ASYNC110
+            await asyncio.sleep(POSTGRES_POLL_SECONDS)
+        return "postmaster gone"
+
+    async def stop(self, grace: float) -> None:
+        """Stopped by ``run_stack`` itself, last."""
+
+
+Supervised = Child | PostgresChild
+
+
+async def keep_running(
+    child: Supervised, policy: RestartPolicy, on_restart: Callable[[], None]
+) -> None:
+    """Starts ``child`` again whenever it dies, per ``policy``; raises GaveUp when the
+    policy says stop. ``on_restart`` runs once a restarted child serves."""
+    serving_since: float | None = time.monotonic()
+    while True:
+        how = await child.exited()
+        now = time.monotonic()
+        delay = policy.next_delay(now, serving_since)
+        if delay is None:
+            raise policy.gave_up(child.name, now)
+        log.warning("%s exited (%s); restarting it in %.1f s", child.name, how, delay)
+        await asyncio.sleep(delay)
+        serving_since = None
+        try:
+            await child.start()
+        except StackError as exc:
+            log.warning("%s", exc)
+            await child.stop(0)  # not ready in time: counts as a crash too
+            continue
+        serving_since = time.monotonic()
+        log.info("%s is serving again (pid %s)", child.name, child.pid)
+        on_restart()
 
 
 def stack_file(data_dir: Path) -> Path:
@@ -71,8 +229,18 @@ def _write_key_file(data_dir: Path, key: str) -> None:
         out.write(key)
 
 
+def _write_stack_file(data_dir: Path, info: dict) -> None:
+    """Replaces the file in one rename: a reader never sees half of it."""
+    path = stack_file(data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(info, indent=2))
+    os.replace(partial, path)
+
+
 def read_stack_file(data_dir: Path) -> dict | None:
-    """The running stack's addresses, or None when no live stack uses this data dir."""
+    """The running stack's addresses and pids, or None when no live stack uses this data
+    dir."""
     path = stack_file(data_dir)
     try:
         info = json.loads(path.read_text())
@@ -113,8 +281,8 @@ async def _wait_grpc_healthy(address: str, child: Child, timeout: float) -> None
     async with grpc.aio.insecure_channel(address) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
-            if child.process.returncode is not None:
-                raise StackError(f"{child.name} exited with code {child.process.returncode}")
+            if child.returncode is not None:
+                raise StackError(f"{child.name} exited with code {child.returncode}")
             with contextlib.suppress(grpc.aio.AioRpcError):
                 reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
                 if reply.status == health_pb2.HealthCheckResponse.SERVING:
@@ -128,8 +296,8 @@ async def _wait_http_ok(url: str, child: Child, timeout: float) -> None:
     give_up = time.monotonic() + timeout
     async with httpx.AsyncClient() as client:
         while True:
-            if child.process.returncode is not None:
-                raise StackError(f"{child.name} exited with code {child.process.returncode}")
+            if child.returncode is not None:
+                raise StackError(f"{child.name} exited with code {child.returncode}")
             with contextlib.suppress(httpx.HTTPError):
                 if (await client.get(url, timeout=1.0)).status_code == 200:
                     return
@@ -138,18 +306,16 @@ async def _wait_http_ok(url: str, child: Child, timeout: float) -> None:
             await asyncio.sleep(0.2)
 
 
-async def _stop_child(child: Child, grace: float) -> None:
-    if child.process.returncode is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        child.process.send_signal(signal.SIGTERM)
-    try:
-        await asyncio.wait_for(child.process.wait(), grace)
-    except TimeoutError:
-        log.warning("%s did not stop in %.0f s; killing it", child.name, grace)
-        with contextlib.suppress(ProcessLookupError):
-            child.process.kill()
-        await child.process.wait()
+def _grpc_ready(address: str) -> Callable[[Child], Awaitable[None]]:
+    return lambda child: _wait_grpc_healthy(address, child, START_TIMEOUT_SECONDS)
+
+
+def _http_ready(url: str) -> Callable[[Child], Awaitable[None]]:
+    return lambda child: _wait_http_ok(url, child, START_TIMEOUT_SECONDS)
+
+
+def _loopback_url(host: str, port: int) -> str:
+    return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
 
 
 def client_snippet(mcp_url: str) -> str:
@@ -157,12 +323,14 @@ def client_snippet(mcp_url: str) -> str:
 
 
 async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
-    """Runs until signalled; returns the process exit code."""
+    """Runs until signalled, or until a child crashed more often than the restart policy
+    allows; returns the process exit code."""
     data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     if (running := read_stack_file(data_dir)) is not None:
         raise StackError(
-            f"a VERA stack (pid {running['pid']}) already uses {data_dir}; stop it first")
+            f"a VERA stack (pid {running['pid']}) already uses {data_dir}; stop it first"
+        )
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -171,6 +339,7 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
 
     pg = EmbeddedPostgres(data_dir)
     children: list[Child] = []
+    keepers: list[asyncio.Task] = []
     exit_code = 0
     try:
         log.info("starting embedded PostgreSQL in %s", pg.pgdata)
@@ -187,62 +356,99 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
             "VERA_MCP__PORT": str(port),
             **{f"VERA_SERVICES__{name.upper()}": address for name, address in addresses.items()},
         }
-        for name in SERVICES:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "vera.cli", "serve", name, "--address", addresses[name],
-                env=env, start_new_session=True)
-            children.append(Child(name, process))
-        await asyncio.gather(*(
-            _wait_grpc_healthy(addresses[child.name], child, START_TIMEOUT_SECONDS)
-            for child in children))
+        services = [
+            Child(
+                name,
+                [sys.executable, "-m", "vera.cli", "serve", name, "--address", addresses[name]],
+                env,
+                _grpc_ready(addresses[name]),
+            )
+            for name in SERVICES
+        ]
+        children.extend(services)
+        await asyncio.gather(*(child.start() for child in services))
 
-        gateway = Child("gateway", await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vera.entrypoints.mcp.main", env=env, start_new_session=True))
-        children.append(gateway)
-        host = settings.mcp_bind_host
-        base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-        await _wait_http_ok(f"{base}/healthz", gateway, START_TIMEOUT_SECONDS)
-
-        api = Child("api", await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vera.entrypoints.api.main", env=env, start_new_session=True))
-        children.append(api)
-        api_host = settings.api_bind_host
-        api_url = f"http://{'127.0.0.1' if api_host in ('0.0.0.0', '::') else api_host}:" \
-                  f"{settings.api.port}"
-        await _wait_http_ok(f"{api_url}/readyz", api, START_TIMEOUT_SECONDS)
+        base = _loopback_url(settings.mcp_bind_host, port)
+        api_url = _loopback_url(settings.api_bind_host, settings.api.port)
+        for child in (
+            Child(
+                "gateway",
+                [sys.executable, "-m", "vera.entrypoints.mcp.main"],
+                env,
+                _http_ready(f"{base}/healthz"),
+            ),
+            Child(
+                "api",
+                [sys.executable, "-m", "vera.entrypoints.api.main"],
+                env,
+                _http_ready(f"{api_url}/readyz"),
+            ),
+        ):
+            children.append(child)
+            await child.start()
 
         mcp_url = f"{base}/mcp"
-        path = stack_file(data_dir)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({
-            "pid": os.getpid(), "mcp_url": mcp_url, "api_url": api_url, "services": addresses,
-            "metrics": f"http://{settings.observability.mcp_metrics_host}:"
-                       f"{settings.observability.mcp_metrics_port}/metrics",
-        }, indent=2))
-        print(f"\nVERA is ready.\n  MCP endpoint: {mcp_url}\n  REST API:     {api_url}\n"
-              f"  Data dir:     {data_dir}\n"
-              f"\nMCP client config:\n{client_snippet(mcp_url)}\n\nPress Ctrl-C to stop.",
-              flush=True)
+        postgres = PostgresChild(pg)
+        supervised: list[Supervised] = [postgres, *children]
+        restarts = dict.fromkeys((child.name for child in supervised), 0)
 
-        waiters = {asyncio.create_task(child.process.wait()): child for child in children}
+        def write_stack_file() -> None:
+            _write_stack_file(
+                data_dir,
+                {
+                    "pid": os.getpid(),
+                    "mcp_url": mcp_url,
+                    "api_url": api_url,
+                    "services": addresses,
+                    "metrics": f"http://{settings.observability.mcp_metrics_host}:"
+                    f"{settings.observability.mcp_metrics_port}/metrics",
+                    "pids": {child.name: child.pid for child in supervised},
+                    "restarts": restarts,
+                },
+            )
+
+        def restarted(name: str) -> Callable[[], None]:
+            def record() -> None:
+                restarts[name] += 1
+                write_stack_file()
+
+            return record
+
+        write_stack_file()
+        print(
+            f"\nVERA is ready.\n  MCP endpoint: {mcp_url}\n  REST API:     {api_url}\n"
+            f"  Data dir:     {data_dir}\n"
+            f"\nMCP client config:\n{client_snippet(mcp_url)}\n\nPress Ctrl-C to stop.",
+            flush=True,
+        )
+
+        keepers = [
+            asyncio.create_task(
+                keep_running(child, RestartPolicy(settings.stack), restarted(child.name))
+            )
+            for child in supervised
+        ]
         stopper = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait({stopper, *waiters}, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task in waiters:
-                log.error("%s exited unexpectedly (code %s); stopping the stack",
-                          waiters[task].name, waiters[task].process.returncode)
-                exit_code = 1
+        done, _ = await asyncio.wait({stopper, *keepers}, return_when=asyncio.FIRST_COMPLETED)
+        for task in done - {stopper}:
+            exc = task.exception()
+            log.error("%s", exc)
+            exit_code = 1
         stopper.cancel()
-        for task in waiters:
-            task.cancel()
     except StackError as exc:
         log.error("%s", exc)
         exit_code = 1
     finally:
-        # Reverse order: the gateway first, PostgreSQL last.
-        stop_grace = settings.rpc.longest_deadline_seconds + STOP_MARGIN_SECONDS
+        for task in keepers:
+            task.cancel()
+        await asyncio.gather(*keepers, return_exceptions=True)
+        # Reverse order: the API and the gateway first, PostgreSQL last.
+        stop_grace = (
+            max(settings.rpc.longest_deadline_seconds, settings.mcp.request_budget_seconds)
+            + STOP_MARGIN_SECONDS
+        )
         for child in reversed(children):
-            await _stop_child(child, stop_grace)
+            await child.stop(stop_grace)
         for path in (stack_file(data_dir), key_file(data_dir)):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
@@ -293,9 +499,20 @@ class LaunchedStack:
         ``/healthz``; StackError when it exits or is not ready in time."""
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "vera.cli", "up", "--data-dir", str(self.data_dir),
-                 "--port", str(self.port)],
-                env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.cwd,
+                [
+                    sys.executable,
+                    "-m",
+                    "vera.cli",
+                    "up",
+                    "--data-dir",
+                    str(self.data_dir),
+                    "--port",
+                    str(self.port),
+                ],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.cwd,
             )
         give_up = time.monotonic() + self.ready_timeout
         while time.monotonic() < give_up:
@@ -336,7 +553,10 @@ class LaunchedStack:
         """Runs a `vera` CLI command against this stack's environment."""
         return subprocess.run(
             [sys.executable, "-m", "vera.cli", *args],
-            env=self.env, capture_output=True, text=True, timeout=timeout,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
 
 
