@@ -1,5 +1,6 @@
 """Client channels: every call gets a deadline and, with the deployment's key, the
-caller's internal assertion; failures come back as VeraError."""
+caller's internal assertion; reads are retried on UNAVAILABLE (``vera.rpc.retries``);
+failures come back as VeraError."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pydantic import SecretStr
 
 from vera.rpc.auth import METADATA_KEY, AssertionSigner
 from vera.rpc.errors import from_rpc_error
+from vera.rpc.retries import CHANNEL_OPTIONS
 
 
 class _CallPolicy(grpc.aio.UnaryUnaryClientInterceptor):
@@ -38,8 +40,11 @@ def open_channel(
 ) -> grpc.aio.Channel:
     """A channel whose calls default to ``deadline_seconds`` and raise VeraError. With
     ``auth_key`` every call carries an assertion naming ``caller`` (gateway, api,
-    retrieval, snapshot, cli), minted once per channel and renewed before it expires."""
+    retrieval, snapshot, cli), minted once per channel and renewed before it expires.
+    Reads that meet UNAVAILABLE are retried within that deadline (``vera.rpc.retries``)."""
     signer = AssertionSigner(auth_key, caller) if auth_key is not None else None
     return grpc.aio.insecure_channel(
-        address, interceptors=[_CallPolicy(deadline_seconds, signer)]
+        address,
+        options=CHANNEL_OPTIONS,
+        interceptors=[_CallPolicy(deadline_seconds, signer)],
     )
