@@ -292,7 +292,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--arrivals", choices=("poisson", "uniform"), default="poisson")
     p.add_argument("--knee", action="store_true", help="step the rate up to the knee")
     p.add_argument("--knee-step-seconds", type=float, default=15.0)
-    p.add_argument("--knee-single-calls", type=int, default=40)
+    p.add_argument("--knee-single-calls", type=int, default=60)
     p.add_argument("--principals", type=int, default=8)
     p.add_argument("--projects-per-principal", type=int, default=2)
     p.add_argument("--facts-per-project", type=int, default=150)

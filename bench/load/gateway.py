@@ -35,7 +35,8 @@ def client() -> httpx.AsyncClient:
 
 def outcome(response: httpx.Response) -> tuple[str, dict[str, Any] | None]:
     """(OK or the MCP error code, structuredContent). A JSON-RPC error is its
-    ``data.code``; an HTTP refusal before JSON-RPC is ``http_<status>``."""
+    ``data.code`` (with ``[field]`` when it names one); an HTTP refusal before JSON-RPC is
+    ``http_<status>``."""
     try:
         message = response.json()
     except ValueError:
@@ -43,7 +44,9 @@ def outcome(response: httpx.Response) -> tuple[str, dict[str, Any] | None]:
     if isinstance(message, dict) and isinstance(message.get("error"), dict):
         data = message["error"].get("data")
         if isinstance(data, dict) and isinstance(data.get("code"), str):
-            return data["code"], None
+            # The field an invalid_input names says which of the mix's arguments was wrong.
+            field = data.get("field")
+            return (f"{data['code']}[{field}]" if isinstance(field, str) else data["code"]), None
         return f"jsonrpc_{message['error'].get('code')}", None
     if response.status_code != 200:
         return f"http_{response.status_code}", None
@@ -61,7 +64,9 @@ async def call_tool(
     headers = request_headers(tool, MODERN)
     if token is not None:
         headers["authorization"] = f"Bearer {token}"
-    response = await http.post(url, json=request_body(tool, MODERN, args), headers=headers)
+    body = request_body(tool, MODERN, args)
+    body["params"]["arguments"] = args  # request_body fills in its own for empty ones
+    response = await http.post(url, json=body, headers=headers)
     return outcome(response)
 
 

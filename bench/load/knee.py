@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from bench.load import openloop
 from bench.load.openloop import Operation
 
-FACTORS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0)
+FACTORS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0)
 P95_FACTOR = 2.0
 MAX_ERROR_RATE = 0.01
 PAUSE_S = 2.0  # between steps, so one step's queue never spills into the next
@@ -26,7 +26,7 @@ PAUSE_S = 2.0  # between steps, so one step's queue never spills into the next
 async def find_knee(
     operations: Sequence[Operation],
     *,
-    single_calls: int = 40,
+    single_calls: int = 60,
     step_s: float = 15.0,
     factors: Sequence[float] = FACTORS,
     seed: int = 1,
