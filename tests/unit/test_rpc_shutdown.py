@@ -108,6 +108,10 @@ async def test_a_signalled_service_drains_then_cleans_up() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         await asyncio.sleep(0.2)
         assert not serving.done()
+        # The health flip comes first: probes see NOT_SERVING while the call is in flight.
+        assert await _health(f"127.0.0.1:{running.port}") == (
+            health_pb2.HealthCheckResponse.NOT_SERVING)
+        assert not slow.done()
         servicer.release.set()
         assert (await asyncio.wait_for(slow, 5)).principal.principal_id == "p"
         await asyncio.wait_for(serving, 5)

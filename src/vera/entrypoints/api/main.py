@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 
 from vera.api.app import build_app
 from vera.config import ConfigError, Settings, load_settings
+from vera.entrypoints.draining import serve
 from vera.entrypoints.loopback import refuse_unauthenticated_non_loopback
 from vera.logs import configure_logging
 
@@ -37,11 +38,12 @@ def main() -> int:
         print(f"vera api: {exc}", file=sys.stderr)
         return 2
 
-    import uvicorn
-
-    uvicorn.run(app, host=settings.api_bind_host, port=settings.api.port, workers=1,
-                log_level=settings.observability.log_level.lower(), lifespan="on",
-                log_config=None, access_log=False)
+    # Each request makes a bounded number of RPCs, each within its deadline.
+    serve(app, readiness_paths=frozenset({"/readyz"}),
+          grace=settings.rpc.longest_deadline_seconds, host=settings.api_bind_host,
+          port=settings.api.port, workers=1,
+          log_level=settings.observability.log_level.lower(), lifespan="on",
+          log_config=None, access_log=False)
     return 0
 
 

@@ -20,6 +20,7 @@ import sys
 from starlette.applications import Starlette
 
 from vera.config import ConfigError, Settings, load_settings
+from vera.entrypoints.draining import serve
 from vera.entrypoints.loopback import UnsupportedAuthProfile, refuse_unauthenticated_non_loopback
 from vera.gateway.app import build_app
 from vera.gateway.tokens import check_settings, verification_configured
@@ -61,10 +62,11 @@ def main() -> int:
         print(f"vera mcp: {exc}", file=sys.stderr)
         return 2
 
-    import uvicorn
-
-    uvicorn.run(
+    # Every tool call ends within its budget, so that is how long a stop waits for one.
+    serve(
         app,
+        readiness_paths=frozenset({"/healthz"}),
+        grace=settings.mcp.request_budget_seconds,
         host=settings.mcp_bind_host,
         port=settings.mcp.port,
         workers=1,
