@@ -101,13 +101,17 @@ class Unreachable(identity_pb2_grpc.IdentityServiceServicer):
             await asyncpg.connect("postgresql://vera@/vera?host=/nonexistent-socket-dir")
         conn = await asyncpg.connect(self._dsn)
         try:
+            if self._how == "lost_in_a_transaction":
+                # Leaving the block on the dead connection raises InterfaceError.
+                async with conn.transaction():
+                    await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
             await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
         finally:
             await conn.close()
         return identity_pb2.GetPrincipalResponse()
 
 
-@pytest.mark.parametrize("how", ["down", "connection_lost"])
+@pytest.mark.parametrize("how", ["down", "connection_lost", "lost_in_a_transaction"])
 async def test_a_caller_gets_unavailable_when_the_database_is_unreachable(pg_dsn, how) -> None:
     running = create_server([ServiceBinding(
         "vera.identity.v1.IdentityService", Unreachable(pg_dsn, how),

@@ -16,10 +16,21 @@ STATEMENT_TIMEOUTS: tuple[type[Exception], ...] = (asyncpg.QueryCanceledError, T
 # raises the socket's OSError), refusing connections while it starts or recovers, or the
 # connection broke under the statement (a crash, an immediate shutdown, a terminated
 # backend). Checked after STATEMENT_TIMEOUTS: TimeoutError is an OSError too.
-DATABASE_UNREACHABLE: tuple[type[Exception], ...] = (
+_UNREACHABLE: tuple[type[Exception], ...] = (
     asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError,
     asyncpg.CrashShutdownError, OSError,
 )
+
+
+def database_unreachable(exc: BaseException | None) -> bool:
+    """Whether ``exc`` comes from PostgreSQL being out of reach: one of the errors above,
+    or what it caused (leaving a transaction block on the broken connection raises an
+    InterfaceError whose context is the loss)."""
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:  # a chain may loop back on itself
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return any(isinstance(link, _UNREACHABLE) for link in chain)
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:

@@ -22,7 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from vera.config import RpcSettings, Settings
-from vera.db.pool import DATABASE_UNREACHABLE, STATEMENT_TIMEOUTS
+from vera.db.pool import STATEMENT_TIMEOUTS, database_unreachable
 from vera.errors import Unavailable, VeraError
 from vera.rpc.auth import (
     EXEMPT_PREFIX,
@@ -69,12 +69,13 @@ class DomainErrorInterceptor(grpc.aio.ServerInterceptor):
                 await context.abort_with_status(
                     to_rpc_status(Unavailable("the database did not answer in time",
                                               reason="timeout")))
-            except DATABASE_UNREACHABLE as exc:
-                log.warning("the database is unreachable (%s) in %s", type(exc).__name__, method)
-                await context.abort_with_status(
-                    to_rpc_status(Unavailable("the database cannot be reached",
-                                              reason="database_unreachable")))
             except Exception as exc:
+                if database_unreachable(exc):
+                    log.warning("the database is unreachable (%s) in %s",
+                                type(exc).__name__, method)
+                    await context.abort_with_status(
+                        to_rpc_status(Unavailable("the database cannot be reached",
+                                                  reason="database_unreachable")))
                 # Type and stack only: messages may quote ids, queries or row values.
                 log.error("unhandled %s in %s\n%s", type(exc).__name__, method,
                           "".join(traceback.format_tb(exc.__traceback__)).rstrip())
