@@ -205,9 +205,14 @@ async def drive(target: Target, names: list[str], args: argparse.Namespace) -> d
 async def one_target(
     name: str, operations: list[openloop.Operation], args: argparse.Namespace, seed: int
 ) -> dict:
+    warmup = await openloop.each_once(operations, seed=args.seed + seed)
+    failed = {op: code for op, code in warmup.items() if code != openloop.OK}
+    if failed:
+        log(f"{name}: operations failing before the load: {failed}")
     if args.knee:
         log(f"{name}: finding the knee ({args.knee_step_seconds:.0f} s per step)")
         return {
+            "each_once": warmup,
             "knee": await knee.find_knee(
                 operations,
                 single_calls=args.knee_single_calls,
@@ -215,7 +220,7 @@ async def one_target(
                 seed=args.seed + seed,
                 arrivals=args.arrivals,
                 log=log,
-            )
+            ),
         }
     log(f"{name}: {args.rate}/s for {args.duration:.0f} s (at most {args.max_calls} calls)")
     result = await openloop.run(
@@ -227,7 +232,7 @@ async def one_target(
         arrivals=args.arrivals,
         on_progress=lambda t: log(f"  {name}: {t:.0f} s"),
     )
-    return result.summary()
+    return {"each_once": warmup, **result.summary()}
 
 
 def log(message: str) -> None:

@@ -192,6 +192,19 @@ def summarize(
     }
 
 
+async def each_once(operations: Sequence[Operation], *, seed: int = 3) -> dict[str, str]:
+    """Every operation once, before the timed calls: a mix whose rare operation is broken
+    fails here by name instead of hiding in a short run's sample."""
+    rng = random.Random(seed)
+    codes = {}
+    for op in operations:
+        try:
+            codes[op.name] = await op.call(rng)()
+        except Exception as exc:
+            codes[op.name] = error_code(exc)
+    return codes
+
+
 async def unloaded(operations: Sequence[Operation], calls: int, *, seed: int = 2) -> dict:
     """One call at a time (nothing else in flight): the single-call cost of the mix."""
     rng = random.Random(seed)
