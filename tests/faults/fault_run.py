@@ -1,15 +1,15 @@
 """One fault under load, and the whole matrix as a script with its figures.
 
-``run_fault`` starts the write workload, lets it run, injects the fault (SIGKILL of one
-process, or PostgreSQL stopped with ``-m immediate``), brings the process back as a
-supervisor would, keeps the load on a while longer, then stops it. The checks are in
-``fault_checks``; ``check_run`` applies them all.
+``run_fault`` starts the write workload on a `vera up` stack, lets it run, injects the
+fault (SIGKILL of one process, or PostgreSQL stopped with ``-m immediate``), waits until
+`vera up`'s supervisor reports the process serving again, keeps the load on a while
+longer, then stops it. The checks are in ``fault_checks``; ``check_run`` applies them all.
 
-    .venv/bin/python tests/faults/fault_run.py [--before S] [--after S] [--clients N]
+    .venv/bin/python tests/faults/fault_run.py [--before S] [--after S] [--clients N] [FAULT ...]
 
 runs every fault once on a fresh stack and prints, per fault, the calls per outcome, the
 slowest call against its deadline, how long the process was down and how long the index
-took to agree again (the figures RELIABILITY.md records).
+took to agree again (the figures RELIABILITY.md records); the stack's log is kept.
 """
 
 from __future__ import annotations
@@ -27,12 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fault_checks
-from fault_stack import PROCESSES, FaultStack
+from fault_stack import POSTGRES, PROCESSES, FaultStack
 from fault_workload import CallRecord, WriteWorkload
 
 from vera.rpc.backends import Backends
 
-POSTGRES = "postgres"
 FAULTS = (*PROCESSES, POSTGRES)
 # The fault stack's time limits: short, so a hang shows within a burst.
 BUDGET_SECONDS = 6.0
@@ -42,7 +41,10 @@ STACK_SETTINGS = {
     "VERA_RPC__RETRIEVAL_DEADLINE_SECONDS": str(BUDGET_SECONDS),
     "VERA_DATABASE__STATEMENT_TIMEOUT_SECONDS": "4",
     "VERA_DATABASE__COMMAND_TIMEOUT_SECONDS": "5",
-    # The load is one principal writing fast; quotas still count every call.
+    # The load is one principal writing fast; quotas still count every call. Each call
+    # opens its own MCP session (fault_workload._Session), so discovery traffic (initialize,
+    # notifications) is twice the tool calls and would exhaust the per-process bucket.
+    "VERA_MCP__DISCOVERY_PER_MINUTE": "1000000",
     **{
         f"VERA_MCP__QUOTA_{bucket}": "1000000"
         for bucket in (
@@ -108,23 +110,24 @@ async def run_fault(
     *,
     clients: int = 3,
     before: float = 1.0,
-    outage: float = 0.5,
     after: float = 1.0,
 ) -> FaultRun:
-    """Load for ``before`` s, the fault, ``outage`` s down, the restart, ``after`` s more."""
+    """Load for ``before`` s, the fault, the supervisor's restart, ``after`` s more."""
     stop = asyncio.Event()
     load = asyncio.create_task(workload.run_until(stop, clients, phase=target))
-    await asyncio.sleep(before)
-    down_at = time.monotonic()
-    if target == POSTGRES:
-        await asyncio.to_thread(stack.stop_postgres_immediately)
-        await asyncio.sleep(outage)
-        await asyncio.to_thread(stack.start_postgres)
-    else:
-        await asyncio.to_thread(stack.kill, target)
-        await asyncio.sleep(outage)
-        await asyncio.to_thread(stack.restart, target)
-    back_at = time.monotonic()
+    try:
+        await asyncio.sleep(before)
+        restarts = stack.restarts(target)
+        down_at = time.monotonic()
+        if target == POSTGRES:
+            await asyncio.to_thread(stack.stop_postgres_immediately)
+        else:
+            stack.kill(target)
+        await stack.wait_restarted(target, restarts)
+        back_at = time.monotonic()
+        await asyncio.sleep(after)
+    finally:
+        stop.set()
     await asyncio.sleep(after)
     stop.set()
     return FaultRun(target, await load, down_at, back_at)
@@ -185,7 +188,6 @@ async def _main(args: argparse.Namespace) -> int:
                 target,
                 clients=args.clients,
                 before=args.before,
-                outage=args.outage,
                 after=args.after,
             )
             await check_run(stack, workload, run)
@@ -195,14 +197,13 @@ async def _main(args: argparse.Namespace) -> int:
                 print(f"  VIOLATION {violation}", flush=True)
     finally:
         await asyncio.to_thread(stack.close)
-    print(f"logs: {base / 'logs'}")
+    print(f"stack log: {base / 'stack.log'}")
     return 1 if failed else 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=float, default=3.0)
-    parser.add_argument("--outage", type=float, default=2.0)
     parser.add_argument("--after", type=float, default=3.0)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("faults", nargs="*", default=list(FAULTS))

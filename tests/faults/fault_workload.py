@@ -188,6 +188,7 @@ class WriteWorkload:
             data = exc.data if isinstance(exc.data, dict) else {}
             record.outcome, record.code = FAILED, str(data.get("code", exc.code))
             record.reason = data.get("reason")
+            record.detail["error_data"] = data
         except VeraError as exc:
             # A deadline passed on the way: the service may have committed.
             timed_out = "DEADLINE_EXCEEDED" in exc.message
