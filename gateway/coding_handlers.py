@@ -290,10 +290,13 @@ async def get_evidence(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]
 async def feedback(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     pack_id, result_ref = args["context_pack_id"], args["result_ref"]
     # Principal-scoped read: a foreign or expired pack fails expired_context_pack.
-    pack = _pack_envelope(await _get_pack(ctx, pack_id))
+    stored = await _get_pack(ctx, pack_id)
+    pack = _pack_envelope(stored)
     # Query, rank and signal vector come from the pack, never from the caller.
     rank, signal_vector, fact_key = 0, {}, ""
+    attribution = knowledge_pb2.FEEDBACK_ATTRIBUTION_PACK
     if result_ref != pack_id:
+        attribution = knowledge_pb2.FEEDBACK_ATTRIBUTION_RESULT
         found = next((r for r in pack["results"] if r.get("result_ref") == result_ref), None)
         if found is None:
             raise InvalidInput("result_ref", reason="not_in_pack")
@@ -312,6 +315,8 @@ async def feedback(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             rank=rank,
             signal_vector=signal_vector,
             fact_key=fact_key,
+            attribution=attribution,
+            pack_scope_id=stored.scope_id,
         )
     )
     return {

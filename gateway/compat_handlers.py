@@ -80,6 +80,7 @@ async def feedback(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             signal=args["signal"],
             query=query,
             rank=0,
+            attribution=knowledge_pb2.FEEDBACK_ATTRIBUTION_UNATTRIBUTED,
         )
     )
     return {

@@ -20,8 +20,11 @@ from vera.rpc.timestamps import to_timestamp
 from vera.snapshot.v1 import snapshot_pb2
 
 
-async def _served_version(ctx: CallContext) -> str:
-    status = await ctx.backends.retrieval.GetIndexStatus(retrieval_pb2.GetIndexStatusRequest())
+async def _served_version(ctx: CallContext, scope_id: str) -> str:
+    """The contract the project is served with (its ranking model included)."""
+    status = await ctx.backends.retrieval.GetIndexStatus(
+        retrieval_pb2.GetIndexStatusRequest(scope_id=scope_id)
+    )
     return status.assembler_version
 
 
@@ -51,7 +54,7 @@ def _view(snapshot: snapshot_pb2.Snapshot, project: Any) -> dict[str, Any]:
 
 async def create_snapshot(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     project = await resolve_project(ctx, args.get("project"))
-    version = await _served_version(ctx)
+    version = await _served_version(ctx, project.project_id)
     # Knowledge reports the ontology version that decides single-valued predicates with
     # its conflict listing; one row is the cheapest way to read it.
     conflicts = await ctx.backends.knowledge.ListConflicts(

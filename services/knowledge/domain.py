@@ -50,6 +50,10 @@ REPORT_PAGE_DEFAULT, REPORT_PAGE_MAX = 50, limits.LIMIT_REPORT[1]
 CHANGES_PAGE_DEFAULT, CHANGES_PAGE_MAX = 256, 1000
 
 FEEDBACK_SIGNALS = ("up", "down")
+# Where a feedback row's query, rank and signal vector came from; only RESULT rows carry a
+# signal vector, so only they are ranking training data (see ListRankingFeedback).
+FEEDBACK_RESULT, FEEDBACK_PACK, FEEDBACK_UNATTRIBUTED = "result", "pack", "unattributed"
+RANKING_FEEDBACK_PAGE_DEFAULT, RANKING_FEEDBACK_PAGE_MAX = 500, 1000
 
 _WHITESPACE = re.compile(r"\s+")
 
@@ -760,6 +764,8 @@ class FeedbackIn:
     rank: int
     signal_vector: dict[str, float]
     fact_key: str
+    attribution: str = FEEDBACK_UNATTRIBUTED
+    pack_scope_id: uuid.UUID | None = None
 
 
 def make_feedback(
@@ -773,7 +779,12 @@ def make_feedback(
     rank: int,
     signal_vector: dict[str, float],
     fact_key: str,
+    attribution: str = FEEDBACK_UNATTRIBUTED,
+    pack_scope_id: str = "",
 ) -> FeedbackIn:
+    """A client's claim about what it saw never becomes training data: the signal vector
+    is kept only for a RESULT row (the gateway copied it from the stored pack); any other
+    attribution stores none, whatever was sent."""
     principal = parse_uuid("principal_id", principal_id)
     scope = parse_uuid("personal_scope_id", personal_scope_id)
     assert principal is not None and scope is not None
@@ -781,17 +792,50 @@ def make_feedback(
         raise InvalidInput("signal", "must be up or down", reason="out_of_range")
     if rank < 0:
         raise InvalidInput("rank", "must be >= 0", reason="out_of_range")
+    pack = require_text("pack_id", pack_id, MAX_ID)
+    result = require_text("result_ref", result_ref, MAX_ID)
+    pack_scope = None
+    if attribution == FEEDBACK_RESULT:
+        if result == pack or rank < 1:
+            raise InvalidInput(
+                "attribution", "a result row names one ranked result", reason="invalid"
+            )
+        pack_scope = parse_uuid("pack_scope_id", pack_scope_id)
+    elif attribution == FEEDBACK_PACK:
+        if result != pack:
+            raise InvalidInput(
+                "attribution", "a pack row names the pack as its result", reason="invalid"
+            )
+        pack_scope = parse_uuid("pack_scope_id", pack_scope_id, required=False)
+    elif attribution != FEEDBACK_UNATTRIBUTED:
+        raise InvalidInput("attribution", reason="out_of_range")
     return FeedbackIn(
         principal_id=principal,
         scope_id=scope,
-        pack_id=require_text("pack_id", pack_id, MAX_ID),
-        result_ref=require_text("result_ref", result_ref, MAX_ID),
+        pack_id=pack,
+        result_ref=result,
         signal=signal,
         query=bound_text("query", query, MAX_QUERY),
         rank=rank,
-        signal_vector=dict(signal_vector),
+        signal_vector=dict(signal_vector) if attribution == FEEDBACK_RESULT else {},
         fact_key=bound_text("fact_key", fact_key, MAX_ID).strip(),
+        attribution=attribution,
+        pack_scope_id=pack_scope,
     )
+
+
+@dataclass(frozen=True)
+class RankingFeedbackRow:
+    """One training row: no text, the query only as a digest that groups one question."""
+
+    feedback_id: uuid.UUID
+    pack_id: str
+    query_digest: str
+    rank: int
+    signal: str
+    signal_vector: dict[str, float]
+    recorded_at: datetime
+    seq: int
 
 
 @dataclass(frozen=True)

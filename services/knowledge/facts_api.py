@@ -192,6 +192,9 @@ class FactRpcs:
             rank=request.rank,
             signal_vector=dict(request.signal_vector),
             fact_key=request.fact_key,
+            # An unknown number is refused by the domain rather than guessed at.
+            attribution=convert.FEEDBACK_ATTRIBUTIONS.get(request.attribution, "?"),
+            pack_scope_id=request.pack_scope_id,
         )
         stored = await self._store.record_feedback(feedback)
         return pb.RecordFeedbackResponse(
@@ -199,6 +202,36 @@ class FactRpcs:
             signal=stored.signal,
             created=stored.created,
             recorded_at=to_timestamp(stored.recorded_at),
+        )
+
+    async def ListRankingFeedback(
+        self, request: pb.ListRankingFeedbackRequest, context
+    ) -> pb.ListRankingFeedbackResponse:
+        scope = domain.parse_uuid("pack_scope_id", request.pack_scope_id, required=False)
+        size = domain.page_size(
+            "page_size",
+            request.page_size,
+            domain.RANKING_FEEDBACK_PAGE_DEFAULT,
+            domain.RANKING_FEEDBACK_PAGE_MAX,
+        )
+        before = page_tokens.decode_position(request.page_token) if request.page_token else None
+        after = from_timestamp(request, "recorded_after")
+        rows = await self._store.list_ranking_feedback(scope, after, before, size + 1)
+        page, more = rows[:size], len(rows) > size
+        return pb.ListRankingFeedbackResponse(
+            feedback=[
+                pb.RankingFeedback(
+                    feedback_id=str(r.feedback_id),
+                    pack_id=r.pack_id,
+                    query_digest=r.query_digest,
+                    rank=r.rank,
+                    signal=r.signal,
+                    signal_vector=r.signal_vector,
+                    recorded_at=to_timestamp(r.recorded_at),
+                )
+                for r in page
+            ],
+            next_page_token=page_tokens.encode_position(page[-1].seq) if more else "",
         )
 
     async def ListChanges(self, request: pb.ListChangesRequest, context) -> pb.ListChangesResponse:

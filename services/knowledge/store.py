@@ -39,6 +39,7 @@ from .domain import (
     ProposalFindings,
     ProposalReport,
     ProposalResult,
+    RankingFeedbackRow,
     RetractionStatus,
     SourceView,
     TaskContext,
@@ -951,8 +952,9 @@ class KnowledgeStore:
         async with self._pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
                 """INSERT INTO retrieval_feedback (feedback_id, principal_id, scope_id, pack_id,
-                       result_ref, signal, query, rank, signal_vector, fact_key)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10)
+                       result_ref, signal, query, rank, signal_vector, fact_key,
+                       attribution, pack_scope_id)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, $12)
                    ON CONFLICT (principal_id, pack_id, result_ref) DO NOTHING
                    RETURNING feedback_id, signal, recorded_at""",
                 uuid.uuid4(),
@@ -965,6 +967,8 @@ class KnowledgeStore:
                 fb.rank,
                 fb.signal_vector,
                 fb.fact_key,
+                fb.attribution,
+                fb.pack_scope_id,
             )
             created = row is not None
             if row is None:
@@ -979,6 +983,44 @@ class KnowledgeStore:
                 outbox.add(ChangeKind.FEEDBACK_RECORDED, fb.scope_id, ref=str(row["feedback_id"]))
             await outbox.flush(conn)
         return FeedbackView(row["feedback_id"], row["signal"], created, row["recorded_at"])
+
+    async def list_ranking_feedback(
+        self,
+        pack_scope_id: uuid.UUID | None,
+        recorded_after: datetime | None,
+        before_seq: int | None,
+        limit: int,
+    ) -> list[RankingFeedbackRow]:
+        """Result-level rows only (the signal vector is the server's), newest first. Rows
+        of an erased principal are gone (erasure deletes them), so no later fit sees them."""
+        rows = await self._pool.fetch(
+            """SELECT feedback_id, pack_id, encode(sha256(convert_to(query, 'UTF8')), 'hex')
+                          AS query_digest, rank, signal, signal_vector, recorded_at, seq
+               FROM retrieval_feedback
+               WHERE attribution = 'result'
+                 AND ($1::uuid IS NULL OR pack_scope_id = $1)
+                 AND ($2::timestamptz IS NULL OR recorded_at >= $2)
+                 AND ($3::bigint IS NULL OR seq < $3)
+               ORDER BY seq DESC
+               LIMIT $4""",
+            pack_scope_id,
+            recorded_after,
+            before_seq,
+            limit,
+        )
+        return [
+            RankingFeedbackRow(
+                feedback_id=r["feedback_id"],
+                pack_id=r["pack_id"],
+                query_digest=r["query_digest"][:32],
+                rank=r["rank"],
+                signal=r["signal"],
+                signal_vector={k: float(v) for k, v in (r["signal_vector"] or {}).items()},
+                recorded_at=r["recorded_at"],
+                seq=r["seq"],
+            )
+            for r in rows
+        ]
 
 
 async def _insert_attempt(

@@ -12,12 +12,15 @@ from vera.services.retrieval.convert import (
 )
 from vera.services.retrieval.indexer import ChangeIndexer
 from vera.services.retrieval.pipeline import Retriever
+from vera.services.retrieval.rank_api import RankRpcs
+from vera.services.retrieval.ranking import Ranking, parse_scope
 
 
-class RetrievalApi(retrieval_pb2_grpc.RetrievalServiceServicer):
-    def __init__(self, retriever: Retriever, indexer: ChangeIndexer) -> None:
+class RetrievalApi(RankRpcs, retrieval_pb2_grpc.RetrievalServiceServicer):
+    def __init__(self, retriever: Retriever, indexer: ChangeIndexer, ranking: Ranking) -> None:
         self._retriever = retriever
         self._indexer = indexer
+        self._ranking = ranking
 
     async def Search(self, request: retrieval_pb2.SearchRequest, context):
         outcome = await self._retriever.search(
@@ -60,5 +63,7 @@ class RetrievalApi(retrieval_pb2_grpc.RetrievalServiceServicer):
             indexed_position=status.indexed_position,
             head_position=status.head_position,
             indexed_facts=status.indexed_facts,
-            assembler_version=self._retriever.assembler_version,
+            assembler_version=self._ranking.served_version(
+                [scope] if (scope := parse_scope(request.scope_id)) else []
+            ),
         )

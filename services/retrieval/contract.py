@@ -6,6 +6,8 @@
   the embedding or the index: the stage set, the fusion weights, boosts and floors, the
   BM25F parameters, the candidate pool, and the rerank stage (which reranker, its weights
   at ``reranker_path`` or the static late-interaction blend, and how many it re-scores);
+  When a learned ranking model serves (learned_rank.py), its id is one more input, so a
+  snapshot taken under one model (or none) replays only under the same one;
 - embedding: the shipped MiniLM, or a hash of the configured ``model_path``;
 - index: which vector engine serves the dense leg.
 
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from vera.config import RetrievalSettings
-from vera.services.retrieval import embedding, lexical, memory, pipeline, rerank
+from vera.services.retrieval import embedding, learned_rank, lexical, memory, pipeline, rerank
 from vera.services.retrieval.vector_qdrant import MEMORY_LOCATION
 
 GENERATION = "assembler-2"
@@ -97,9 +99,16 @@ def _index(settings: RetrievalSettings) -> str:
 
 
 def assembler_version(
-    settings: RetrievalSettings, stages: pipeline.Stages = _EVERY_STAGE
+    settings: RetrievalSettings,
+    stages: pipeline.Stages = _EVERY_STAGE,
+    *,
+    rank_model: str | None = None,
 ) -> str:
     """The version retrieval reports with every assembled context (at most 64 characters,
-    what a persisted pack and a snapshot store)."""
-    policy = f"{GENERATION}-{_digest(_ranking(settings, stages))}"
+    what a persisted pack and a snapshot store). ``rank_model``: the id of the learned
+    ranking model serving the scope; without one the version is what it always was."""
+    ranking = _ranking(settings, stages)
+    if rank_model is not None:
+        ranking["learned_rank"] = {"model_id": rank_model, "features": learned_rank.FEATURES}
+    policy = f"{GENERATION}-{_digest(ranking)}"
     return f"{policy};{_embedding(settings)};{_index(settings)}"

@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 
 from vera import limits
 from vera.errors import InvalidInput
+from vera.services.retrieval import learned_rank
+from vera.services.retrieval.learned_rank import ActiveModels
 from vera.services.retrieval.model import (
     Candidate,
     Citation,
@@ -83,6 +85,7 @@ class _Ranking:
     empty_reason: str = ""
     # Candidates below the re-read short list (scoped by the index legs, not re-read).
     unread: list[str] = field(default_factory=list)
+    assembler_version: str = ""  # the contract this ranking was made under
 
 
 @dataclass(frozen=True)
@@ -296,9 +299,13 @@ class Retriever:
         reranker: Reranker | None = None,
         stages: Stages = Stages(),
         assembler_version: str,
+        learned: ActiveModels | None = None,
     ) -> None:
         """``assembler_version`` is the contract these parts rank by (``contract.py``
-        derives it); every assembled context reports it, and snapshot replay checks it."""
+        derives it); every assembled context reports it, and snapshot replay checks it.
+        ``learned``: the active learned ranking models (ranking.py keeps them current);
+        one that serves the request's scopes reorders the results and brings its own
+        contract version."""
         self._embedder = embedder
         self._vectors = vectors
         self._lexical = lexical
@@ -309,6 +316,7 @@ class Retriever:
         self._reranker = reranker
         self.stages = stages
         self.assembler_version = assembler_version
+        self._learned = learned
 
     async def search(
         self, scope_ids: Sequence[str], query: str, limit: int, filters: Filters
@@ -326,7 +334,7 @@ class Retriever:
             freshness_warnings=freshness_warnings(kept),
             omitted=omitted[:OMITTED_CAP],
             empty_reason="" if kept else ranking.empty_reason,
-            assembler_version=self.assembler_version,
+            assembler_version=ranking.assembler_version,
         )
 
     async def assemble(
@@ -379,7 +387,7 @@ class Retriever:
             omitted=omitted[:OMITTED_CAP],
             empty_reason=empty_reason,
             token_estimate=spent,
-            assembler_version=self.assembler_version,
+            assembler_version=ranking.assembler_version,
         )
 
     async def _rank(
@@ -441,7 +449,7 @@ class Retriever:
             texts = {k: rerank_text(authoritative[k]) for k in keys if k in authoritative}
             reranked = await self._reranker.rerank(query, list(texts), fused, texts)
 
-        ranking = _Ranking(unread=unread)
+        ranking = _Ranking(unread=unread, assembler_version=self.assembler_version)
         filtered_out = 0
         for key in keys:
             fact = authoritative.get(key)
@@ -461,6 +469,7 @@ class Retriever:
             rerank_score = reranked.get(key)
             final = (fused_score if rerank_score is None else rerank_score) * boost
             extra = {} if rerank_score is None else {"rerank": rerank_score}
+            feature = features.get(fact.version_id)
             ranking.ranked.append(
                 Result(
                     fact=fact,
@@ -475,6 +484,10 @@ class Retriever:
                         "trust_tier": float(fact.trust_tier),
                         "authority": fact.authority,
                         "final": final,
+                        # The rest of the vector a learned ranking model reads.
+                        "dense_context": feature.dense_context if feature else 0.0,
+                        "entity": 1.0 if feature and feature.subject_mentioned else 0.0,
+                        "stale": 1.0 if any(c.stale for c in fact.citations) else 0.0,
                         **extra,
                     },
                 )
@@ -488,6 +501,15 @@ class Retriever:
                 r.fact.fact_key,
             )
         )
+        ranking.ranked = [
+            replace(r, signals={**r.signals, "hand_rank": float(position)})
+            for position, r in enumerate(ranking.ranked, start=1)
+        ]
+        served = self._learned.select(scopes) if self._learned is not None else None
+        if served is not None:
+            # Reorders what was found here and nothing else (learned_rank.reorder).
+            ranking.ranked = learned_rank.reorder(ranking.ranked, served.ranker)
+            ranking.assembler_version = served.assembler_version
         if not ranking.ranked:
             if filtered_out or ranking.conflict_omitted:
                 ranking.empty_reason = EMPTY_FILTERED_OUT

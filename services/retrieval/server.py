@@ -16,12 +16,16 @@ from vera.rpc.server import HostedService, ServiceBinding, create_server
 from vera.services.retrieval.api import RetrievalApi
 from vera.services.retrieval.contract import assembler_version
 from vera.services.retrieval.embedding import load_embedder
+from vera.services.retrieval.feedback_source import KnowledgeFeedbackSource
 from vera.services.retrieval.indexer import ChangeIndexer
 from vera.services.retrieval.knowledge_source import KnowledgeFactSource
+from vera.services.retrieval.learned_rank import ActiveModels, FitPolicy
 from vera.services.retrieval.lexical import PgLexicalIndex
 from vera.services.retrieval.memory import FactMemory
 from vera.services.retrieval.pipeline import Retriever
 from vera.services.retrieval.ports import Embedder, VectorIndex
+from vera.services.retrieval.rank_store import RankStore
+from vera.services.retrieval.ranking import Ranking, RankingOptions
 from vera.services.retrieval.rerank import load_reranker
 from vera.services.retrieval.vector_edge import EdgeVectorIndex
 from vera.services.retrieval.vector_qdrant import MEMORY_LOCATION, QdrantVectorIndex, open_client
@@ -84,6 +88,25 @@ async def create(
         indexer = ChangeIndexer(
             source, embedder, vectors, lexical, poll_seconds=rs.index_poll_seconds
         )
+        learned = ActiveModels()
+        ranking = Ranking(
+            RankStore(pool),
+            KnowledgeFeedbackSource(channel),
+            learned,
+            RankingOptions(
+                policy=FitPolicy(
+                    min_rows=rs.rank.min_feedback_rows,
+                    min_packs=rs.rank.min_packs,
+                    min_gain=rs.rank.min_gain,
+                ),
+                max_training_rows=rs.rank.max_training_rows,
+                poll_seconds=rs.rank.poll_seconds,
+                auto_fit_new_feedback=rs.rank.auto_fit_new_feedback,
+                auto_fit_check_seconds=rs.rank.auto_fit_check_seconds,
+            ),
+            version_for=lambda model_id: assembler_version(rs, rank_model=model_id),
+        )
+        await ranking.refresh()
         retriever = Retriever(
             embedder,
             vectors,
@@ -93,12 +116,13 @@ async def create(
             features=lexical,
             reranker=reranker,
             assembler_version=assembler_version(rs),
+            learned=learned,
         )
         running = create_server(
             [
                 ServiceBinding(
                     SERVICE_NAME,
-                    RetrievalApi(retriever, indexer),
+                    RetrievalApi(retriever, indexer, ranking),
                     retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server,
                 )
             ],
@@ -113,10 +137,21 @@ async def create(
                 await tailer
 
         cleanups.append(stop_tailer)
+        for loop in (ranking.watch(), ranking.auto_fit()):
+            cleanups.append(_stopper(asyncio.create_task(loop, name="retrieval-ranking")))
     except BaseException:
         await close_all()
         raise
     return HostedService(running=running, aclose=close_all)
+
+
+def _stopper(task: asyncio.Task) -> Callable[[], Awaitable[None]]:
+    async def stop() -> None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return stop
 
 
 async def open_vector_index(settings: Settings, dimensions: int) -> VectorIndex:

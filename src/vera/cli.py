@@ -1,5 +1,5 @@
-"""`vera`: the front door. up | serve | api | migrate | ingest | curate | admin | connect |
-disconnect | doctor."""
+"""`vera`: the front door. up | serve | api | migrate | ingest | curate | rank | admin |
+connect | disconnect | doctor."""
 
 from __future__ import annotations
 
@@ -44,6 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     from vera.curate import add_parser as add_curate_parser
 
     add_curate_parser(commands)
+
+    from vera.rank import add_parser as add_rank_parser
+
+    add_rank_parser(commands)
 
     from vera.integrations.commands import add_parsers as add_integration_parsers
 
@@ -221,6 +225,12 @@ def _cmd_curate(args: argparse.Namespace) -> int:
     return run(args, _settings(args.data_dir))
 
 
+def _cmd_rank(args: argparse.Namespace) -> int:
+    from vera.rank import run
+
+    return run(args, _settings(args.data_dir))
+
+
 def _cmd_api(args: argparse.Namespace) -> int:
     from vera.entrypoints.api.main import main as api_main
 
@@ -236,7 +246,7 @@ def _cmd_integration(args: argparse.Namespace) -> int:
 COMMANDS = {
     "connect": _cmd_integration, "disconnect": _cmd_integration, "doctor": _cmd_integration,
     "up": _cmd_up, "api": _cmd_api, "serve": _cmd_serve, "migrate": _cmd_migrate,
-    "ingest": _cmd_ingest, "curate": _cmd_curate, "admin": _cmd_admin,
+    "ingest": _cmd_ingest, "curate": _cmd_curate, "rank": _cmd_rank, "admin": _cmd_admin,
 }
 
 

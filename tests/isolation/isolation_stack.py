@@ -51,6 +51,7 @@ class Stack:
     identity: identity_pb2_grpc.IdentityServiceStub
     retrieval: retrieval_pb2_grpc.RetrievalServiceStub
     dsn: str
+    addresses: ServiceAddresses | None = None
 
     async def account(self, name: str, *, admin: bool = False) -> dict[str, Any]:
         """A user (the first admin may be created with no actor), its API key, a JWT."""
@@ -116,11 +117,11 @@ async def add_member(api: httpx.AsyncClient, owner: dict[str, Any], workspace_id
     assert accepted.status_code == 200, accepted.text
 
 
-def gateway_settings(addresses: ServiceAddresses) -> Settings:
+def gateway_settings(addresses: ServiceAddresses, tool_profile: str = "advanced") -> Settings:
     return Settings(
         environment="local",
         mcp=McpSettings(port=0, jwt_secret=SECRET, auth_issuer=ISSUER, auth_audience=AUDIENCE,
-                        tool_profile="advanced",
+                        tool_profile=tool_profile,
                         # membership changes mid-test: no 2 s reuse of a resolved project
                         project_cache_seconds=0, quota_enabled=False),
         services=addresses,
@@ -129,8 +130,9 @@ def gateway_settings(addresses: ServiceAddresses) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def full_stack(dsn: str, identity_address: str, data_dir: Path, embedder: Any
-                     ) -> AsyncIterator[Stack]:
+async def full_stack(dsn: str, identity_address: str, data_dir: Path, embedder: Any, *,
+                     retrieval_settings: dict[str, Any] | None = None,
+                     tool_profile: str = "advanced") -> AsyncIterator[Stack]:
     async with contextlib.AsyncExitStack() as exits:
         async def host(module: Any, settings: Settings, **kw: Any) -> str:
             return await exits.enter_async_context(serve_service(module, settings, **kw))
@@ -140,12 +142,13 @@ async def full_stack(dsn: str, identity_address: str, data_dir: Path, embedder: 
         upstream = ServiceAddresses(knowledge=knowledge)
         retrieval = await host(retrieval_server, Settings(
             database=database, services=upstream, data_dir=data_dir,
-            retrieval={"index_poll_seconds": 0.02}), embedder=embedder)
+            retrieval={"index_poll_seconds": 0.02, **(retrieval_settings or {})}),
+            embedder=embedder)
         snapshot = await host(snapshot_server, Settings(database=database, services=upstream))
         addresses = ServiceAddresses(identity=identity_address, knowledge=knowledge,
                                      retrieval=retrieval, snapshot=snapshot)
         mcp_url = await exits.enter_async_context(serve_mcp(build_gateway(
-            gateway_settings(addresses))))
+            gateway_settings(addresses, tool_profile))))
         api_app = build_api(Settings(environment="dev", mcp={
             "jwt_secret": SECRET, "auth_issuer": ISSUER, "auth_audience": AUDIENCE},
             services=addresses))
@@ -156,7 +159,7 @@ async def full_stack(dsn: str, identity_address: str, data_dir: Path, embedder: 
         for channel in channels:
             exits.push_async_callback(channel.close)
         yield Stack(mcp_url, api, identity_pb2_grpc.IdentityServiceStub(channels[0]),
-                    retrieval_pb2_grpc.RetrievalServiceStub(channels[1]), dsn)
+                    retrieval_pb2_grpc.RetrievalServiceStub(channels[1]), dsn, addresses)
 
 
 def dumps(value: Any) -> str:

@@ -158,8 +158,13 @@ async def test_search_ranks_by_fused_score_with_signals_and_refs():
         "trust_tier",
         "authority",
         "final",
+        "dense_context",
+        "entity",
+        "stale",
+        "hand_rank",
     }
     assert top.score == pytest.approx(top.signals["final"])
+    assert [r.signals["hand_rank"] for r in outcome.results] == [1.0, 2.0, 3.0]
     assert [r.rank for r in outcome.results] == [1, 2, 3]
     assert outcome.empty_reason == "" and outcome.omitted == []
 

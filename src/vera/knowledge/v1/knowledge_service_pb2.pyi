@@ -61,6 +61,13 @@ class RetractionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RETRACTION_STATUS_RETRACTED: _ClassVar[RetractionStatus]
     RETRACTION_STATUS_ALREADY_RETRACTED: _ClassVar[RetractionStatus]
 
+class FeedbackAttribution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FEEDBACK_ATTRIBUTION_UNSPECIFIED: _ClassVar[FeedbackAttribution]
+    FEEDBACK_ATTRIBUTION_RESULT: _ClassVar[FeedbackAttribution]
+    FEEDBACK_ATTRIBUTION_PACK: _ClassVar[FeedbackAttribution]
+    FEEDBACK_ATTRIBUTION_UNATTRIBUTED: _ClassVar[FeedbackAttribution]
+
 class ConflictFilter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CONFLICT_FILTER_UNSPECIFIED: _ClassVar[ConflictFilter]
@@ -70,6 +77,10 @@ class ConflictFilter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 RETRACTION_STATUS_UNSPECIFIED: RetractionStatus
 RETRACTION_STATUS_RETRACTED: RetractionStatus
 RETRACTION_STATUS_ALREADY_RETRACTED: RetractionStatus
+FEEDBACK_ATTRIBUTION_UNSPECIFIED: FeedbackAttribution
+FEEDBACK_ATTRIBUTION_RESULT: FeedbackAttribution
+FEEDBACK_ATTRIBUTION_PACK: FeedbackAttribution
+FEEDBACK_ATTRIBUTION_UNATTRIBUTED: FeedbackAttribution
 CONFLICT_FILTER_UNSPECIFIED: ConflictFilter
 CONFLICT_FILTER_INCLUDE: ConflictFilter
 CONFLICT_FILTER_EXCLUDE: ConflictFilter
@@ -310,7 +321,7 @@ class GetProposalReportResponse(_message.Message):
     def __init__(self, attempts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.ProposalAttempt, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., outcome_counts: _Optional[_Mapping[str, int]] = ..., state_counts: _Optional[_Mapping[str, int]] = ..., total_attempts: _Optional[int] = ...) -> None: ...
 
 class RecordFeedbackRequest(_message.Message):
-    __slots__ = ("principal_id", "personal_scope_id", "pack_id", "result_ref", "signal", "query", "rank", "signal_vector", "fact_key")
+    __slots__ = ("principal_id", "personal_scope_id", "pack_id", "result_ref", "signal", "query", "rank", "signal_vector", "fact_key", "attribution", "pack_scope_id")
     class SignalVectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -327,6 +338,8 @@ class RecordFeedbackRequest(_message.Message):
     RANK_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_VECTOR_FIELD_NUMBER: _ClassVar[int]
     FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTION_FIELD_NUMBER: _ClassVar[int]
+    PACK_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     principal_id: str
     personal_scope_id: str
     pack_id: str
@@ -336,7 +349,9 @@ class RecordFeedbackRequest(_message.Message):
     rank: int
     signal_vector: _containers.ScalarMap[str, float]
     fact_key: str
-    def __init__(self, principal_id: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., pack_id: _Optional[str] = ..., result_ref: _Optional[str] = ..., signal: _Optional[str] = ..., query: _Optional[str] = ..., rank: _Optional[int] = ..., signal_vector: _Optional[_Mapping[str, float]] = ..., fact_key: _Optional[str] = ...) -> None: ...
+    attribution: FeedbackAttribution
+    pack_scope_id: str
+    def __init__(self, principal_id: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., pack_id: _Optional[str] = ..., result_ref: _Optional[str] = ..., signal: _Optional[str] = ..., query: _Optional[str] = ..., rank: _Optional[int] = ..., signal_vector: _Optional[_Mapping[str, float]] = ..., fact_key: _Optional[str] = ..., attribution: _Optional[_Union[FeedbackAttribution, str]] = ..., pack_scope_id: _Optional[str] = ...) -> None: ...
 
 class RecordFeedbackResponse(_message.Message):
     __slots__ = ("feedback_id", "signal", "created", "recorded_at")
@@ -349,6 +364,51 @@ class RecordFeedbackResponse(_message.Message):
     created: bool
     recorded_at: _timestamp_pb2.Timestamp
     def __init__(self, feedback_id: _Optional[str] = ..., signal: _Optional[str] = ..., created: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListRankingFeedbackRequest(_message.Message):
+    __slots__ = ("pack_scope_id", "recorded_after", "page_size", "page_token")
+    PACK_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    pack_scope_id: str
+    recorded_after: _timestamp_pb2.Timestamp
+    page_size: int
+    page_token: str
+    def __init__(self, pack_scope_id: _Optional[str] = ..., recorded_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class RankingFeedback(_message.Message):
+    __slots__ = ("feedback_id", "pack_id", "query_digest", "rank", "signal", "signal_vector", "recorded_at")
+    class SignalVectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    FEEDBACK_ID_FIELD_NUMBER: _ClassVar[int]
+    PACK_ID_FIELD_NUMBER: _ClassVar[int]
+    QUERY_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    feedback_id: str
+    pack_id: str
+    query_digest: str
+    rank: int
+    signal: str
+    signal_vector: _containers.ScalarMap[str, float]
+    recorded_at: _timestamp_pb2.Timestamp
+    def __init__(self, feedback_id: _Optional[str] = ..., pack_id: _Optional[str] = ..., query_digest: _Optional[str] = ..., rank: _Optional[int] = ..., signal: _Optional[str] = ..., signal_vector: _Optional[_Mapping[str, float]] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListRankingFeedbackResponse(_message.Message):
+    __slots__ = ("feedback", "next_page_token")
+    FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    feedback: _containers.RepeatedCompositeFieldContainer[RankingFeedback]
+    next_page_token: str
+    def __init__(self, feedback: _Optional[_Iterable[_Union[RankingFeedback, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListChangesRequest(_message.Message):
     __slots__ = ("after_position", "page_size", "scope_ids")

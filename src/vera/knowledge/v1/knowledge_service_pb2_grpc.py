@@ -75,6 +75,11 @@ class KnowledgeServiceStub:
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordFeedbackRequest.SerializeToString,
                 response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordFeedbackResponse.FromString,
                 _registered_method=True)
+        self.ListRankingFeedback = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/ListRankingFeedback',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListRankingFeedbackRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListRankingFeedbackResponse.FromString,
+                _registered_method=True)
         self.ListChanges = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/ListChanges',
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListChangesRequest.SerializeToString,
@@ -215,6 +220,15 @@ class KnowledgeServiceServicer:
 
     def RecordFeedback(self, request, context):
         """Records one exact-attribution feedback signal; a retry returns the stored signal.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRankingFeedback(self, request, context):
+        """Pages through the feedback a ranking model may learn from, newest first: result-level
+        rows whose signal vector the gateway took from a persisted pack (never pack-level,
+        never unattributed), without any text (the query only as a digest).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -390,6 +404,11 @@ def add_KnowledgeServiceServicer_to_server(servicer, server):
                     servicer.RecordFeedback,
                     request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordFeedbackRequest.FromString,
                     response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordFeedbackResponse.SerializeToString,
+            ),
+            'ListRankingFeedback': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRankingFeedback,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListRankingFeedbackRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListRankingFeedbackResponse.SerializeToString,
             ),
             'ListChanges': grpc.unary_unary_rpc_method_handler(
                     servicer.ListChanges,
@@ -672,6 +691,33 @@ class KnowledgeService:
             '/vera.knowledge.v1.KnowledgeService/RecordFeedback',
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordFeedbackRequest.SerializeToString,
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordFeedbackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRankingFeedback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/ListRankingFeedback',
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListRankingFeedbackRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListRankingFeedbackResponse.FromString,
             options,
             channel_credentials,
             insecure,

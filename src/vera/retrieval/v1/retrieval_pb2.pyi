@@ -17,10 +17,23 @@ class ConflictHandling(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONFLICT_HANDLING_INCLUDE: _ClassVar[ConflictHandling]
     CONFLICT_HANDLING_EXCLUDE: _ClassVar[ConflictHandling]
     CONFLICT_HANDLING_ONLY: _ClassVar[ConflictHandling]
+
+class RankFitOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RANK_FIT_OUTCOME_UNSPECIFIED: _ClassVar[RankFitOutcome]
+    RANK_FIT_OUTCOME_ACTIVATED: _ClassVar[RankFitOutcome]
+    RANK_FIT_OUTCOME_TOO_LITTLE_FEEDBACK: _ClassVar[RankFitOutcome]
+    RANK_FIT_OUTCOME_ONE_SIDED_FEEDBACK: _ClassVar[RankFitOutcome]
+    RANK_FIT_OUTCOME_NOT_BETTER: _ClassVar[RankFitOutcome]
 CONFLICT_HANDLING_UNSPECIFIED: ConflictHandling
 CONFLICT_HANDLING_INCLUDE: ConflictHandling
 CONFLICT_HANDLING_EXCLUDE: ConflictHandling
 CONFLICT_HANDLING_ONLY: ConflictHandling
+RANK_FIT_OUTCOME_UNSPECIFIED: RankFitOutcome
+RANK_FIT_OUTCOME_ACTIVATED: RankFitOutcome
+RANK_FIT_OUTCOME_TOO_LITTLE_FEEDBACK: RankFitOutcome
+RANK_FIT_OUTCOME_ONE_SIDED_FEEDBACK: RankFitOutcome
+RANK_FIT_OUTCOME_NOT_BETTER: RankFitOutcome
 
 class RetrievalFilters(_message.Message):
     __slots__ = ("as_of", "known_as_of", "repository", "branch", "code_path", "document_type", "source_type", "include_predicates", "exclude_predicates", "min_authority", "max_trust_tier", "conflict_handling")
@@ -164,8 +177,10 @@ class AssembleContextResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[RetrievedFact, _Mapping]]] = ..., conflicts: _Optional[_Iterable[_Union[Conflict, _Mapping]]] = ..., freshness_warnings: _Optional[_Iterable[_Union[FreshnessWarning, _Mapping]]] = ..., omitted: _Optional[_Iterable[_Union[Omission, _Mapping]]] = ..., token_estimate: _Optional[int] = ..., empty_reason: _Optional[str] = ..., assembler_version: _Optional[str] = ...) -> None: ...
 
 class GetIndexStatusRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("scope_id",)
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    scope_id: str
+    def __init__(self, scope_id: _Optional[str] = ...) -> None: ...
 
 class GetIndexStatusResponse(_message.Message):
     __slots__ = ("indexed_position", "head_position", "indexed_facts", "assembler_version")
@@ -178,3 +193,77 @@ class GetIndexStatusResponse(_message.Message):
     indexed_facts: int
     assembler_version: str
     def __init__(self, indexed_position: _Optional[int] = ..., head_position: _Optional[int] = ..., indexed_facts: _Optional[int] = ..., assembler_version: _Optional[str] = ...) -> None: ...
+
+class RankModel(_message.Message):
+    __slots__ = ("model_id", "scope_id", "outcome", "active", "training_rows", "training_queries", "evaluated_packs", "metric", "model_figure", "hand_figure", "trained_at", "assembler_version")
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_ROWS_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_QUERIES_FIELD_NUMBER: _ClassVar[int]
+    EVALUATED_PACKS_FIELD_NUMBER: _ClassVar[int]
+    METRIC_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIGURE_FIELD_NUMBER: _ClassVar[int]
+    HAND_FIGURE_FIELD_NUMBER: _ClassVar[int]
+    TRAINED_AT_FIELD_NUMBER: _ClassVar[int]
+    ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    model_id: str
+    scope_id: str
+    outcome: RankFitOutcome
+    active: bool
+    training_rows: int
+    training_queries: int
+    evaluated_packs: int
+    metric: str
+    model_figure: float
+    hand_figure: float
+    trained_at: _timestamp_pb2.Timestamp
+    assembler_version: str
+    def __init__(self, model_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., outcome: _Optional[_Union[RankFitOutcome, str]] = ..., active: _Optional[bool] = ..., training_rows: _Optional[int] = ..., training_queries: _Optional[int] = ..., evaluated_packs: _Optional[int] = ..., metric: _Optional[str] = ..., model_figure: _Optional[float] = ..., hand_figure: _Optional[float] = ..., trained_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., assembler_version: _Optional[str] = ...) -> None: ...
+
+class FitRankModelRequest(_message.Message):
+    __slots__ = ("scope_id", "max_rows", "recorded_after")
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_ROWS_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    scope_id: str
+    max_rows: int
+    recorded_after: _timestamp_pb2.Timestamp
+    def __init__(self, scope_id: _Optional[str] = ..., max_rows: _Optional[int] = ..., recorded_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class FitRankModelResponse(_message.Message):
+    __slots__ = ("model",)
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    model: RankModel
+    def __init__(self, model: _Optional[_Union[RankModel, _Mapping]] = ...) -> None: ...
+
+class GetRankStatusRequest(_message.Message):
+    __slots__ = ("scope_id",)
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    scope_id: str
+    def __init__(self, scope_id: _Optional[str] = ...) -> None: ...
+
+class GetRankStatusResponse(_message.Message):
+    __slots__ = ("active", "last_fit", "assembler_version")
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIT_FIELD_NUMBER: _ClassVar[int]
+    ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    active: RankModel
+    last_fit: RankModel
+    assembler_version: str
+    def __init__(self, active: _Optional[_Union[RankModel, _Mapping]] = ..., last_fit: _Optional[_Union[RankModel, _Mapping]] = ..., assembler_version: _Optional[str] = ...) -> None: ...
+
+class DisableRankModelRequest(_message.Message):
+    __slots__ = ("scope_id",)
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    scope_id: str
+    def __init__(self, scope_id: _Optional[str] = ...) -> None: ...
+
+class DisableRankModelResponse(_message.Message):
+    __slots__ = ("disabled", "assembler_version")
+    DISABLED_FIELD_NUMBER: _ClassVar[int]
+    ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    disabled: RankModel
+    assembler_version: str
+    def __init__(self, disabled: _Optional[_Union[RankModel, _Mapping]] = ..., assembler_version: _Optional[str] = ...) -> None: ...

@@ -53,6 +53,21 @@ class RetrievalServiceStub:
                 request_serializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.GetIndexStatusRequest.SerializeToString,
                 response_deserializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.GetIndexStatusResponse.FromString,
                 _registered_method=True)
+        self.FitRankModel = channel.unary_unary(
+                '/vera.retrieval.v1.RetrievalService/FitRankModel',
+                request_serializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.FitRankModelRequest.SerializeToString,
+                response_deserializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.FitRankModelResponse.FromString,
+                _registered_method=True)
+        self.GetRankStatus = channel.unary_unary(
+                '/vera.retrieval.v1.RetrievalService/GetRankStatus',
+                request_serializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.GetRankStatusRequest.SerializeToString,
+                response_deserializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.GetRankStatusResponse.FromString,
+                _registered_method=True)
+        self.DisableRankModel = channel.unary_unary(
+                '/vera.retrieval.v1.RetrievalService/DisableRankModel',
+                request_serializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.DisableRankModelRequest.SerializeToString,
+                response_deserializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.DisableRankModelResponse.FromString,
+                _registered_method=True)
 
 
 class RetrievalServiceServicer:
@@ -83,6 +98,28 @@ class RetrievalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FitRankModel(self, request, context):
+        """Trains a ranking model on recorded result-level feedback, evaluates it out of fold and
+        activates it only when it beats the hand-set ranking there; records the fit either way.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRankStatus(self, request, context):
+        """The active ranking model and the last fit of one scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DisableRankModel(self, request, context):
+        """Deactivates a scope's ranking model: the hand-set ranking serves the next call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrievalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -100,6 +137,21 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     servicer.GetIndexStatus,
                     request_deserializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.GetIndexStatusRequest.FromString,
                     response_serializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.GetIndexStatusResponse.SerializeToString,
+            ),
+            'FitRankModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.FitRankModel,
+                    request_deserializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.FitRankModelRequest.FromString,
+                    response_serializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.FitRankModelResponse.SerializeToString,
+            ),
+            'GetRankStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRankStatus,
+                    request_deserializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.GetRankStatusRequest.FromString,
+                    response_serializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.GetRankStatusResponse.SerializeToString,
+            ),
+            'DisableRankModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisableRankModel,
+                    request_deserializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.DisableRankModelRequest.FromString,
+                    response_serializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.DisableRankModelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -187,6 +239,87 @@ class RetrievalService:
             '/vera.retrieval.v1.RetrievalService/GetIndexStatus',
             vera_dot_retrieval_dot_v1_dot_retrieval__pb2.GetIndexStatusRequest.SerializeToString,
             vera_dot_retrieval_dot_v1_dot_retrieval__pb2.GetIndexStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FitRankModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.retrieval.v1.RetrievalService/FitRankModel',
+            vera_dot_retrieval_dot_v1_dot_retrieval__pb2.FitRankModelRequest.SerializeToString,
+            vera_dot_retrieval_dot_v1_dot_retrieval__pb2.FitRankModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRankStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.retrieval.v1.RetrievalService/GetRankStatus',
+            vera_dot_retrieval_dot_v1_dot_retrieval__pb2.GetRankStatusRequest.SerializeToString,
+            vera_dot_retrieval_dot_v1_dot_retrieval__pb2.GetRankStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DisableRankModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.retrieval.v1.RetrievalService/DisableRankModel',
+            vera_dot_retrieval_dot_v1_dot_retrieval__pb2.DisableRankModelRequest.SerializeToString,
+            vera_dot_retrieval_dot_v1_dot_retrieval__pb2.DisableRankModelResponse.FromString,
             options,
             channel_credentials,
             insecure,

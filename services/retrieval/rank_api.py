@@ -1,0 +1,74 @@
+"""The ranking-model RPCs of RetrievalService (FitRankModel, GetRankStatus,
+DisableRankModel): contract <-> ranking.Ranking, nothing else. One group of
+``api.RetrievalApi``."""
+
+from __future__ import annotations
+
+from vera.retrieval.v1 import retrieval_pb2
+from vera.rpc.timestamps import from_timestamp, to_timestamp
+from vera.services.retrieval.learned_rank import FitOutcome, RankRecord
+from vera.services.retrieval.ranking import Ranking, parse_scope
+
+OUTCOMES = {
+    FitOutcome.ACTIVATED: retrieval_pb2.RANK_FIT_OUTCOME_ACTIVATED,
+    FitOutcome.TOO_LITTLE_FEEDBACK: retrieval_pb2.RANK_FIT_OUTCOME_TOO_LITTLE_FEEDBACK,
+    FitOutcome.ONE_SIDED_FEEDBACK: retrieval_pb2.RANK_FIT_OUTCOME_ONE_SIDED_FEEDBACK,
+    FitOutcome.NOT_BETTER: retrieval_pb2.RANK_FIT_OUTCOME_NOT_BETTER,
+}
+
+
+def record_to_proto(record: RankRecord | None, ranking: Ranking) -> retrieval_pb2.RankModel | None:
+    if record is None:
+        return None
+    return retrieval_pb2.RankModel(
+        model_id=record.model_id,
+        scope_id=record.scope_id or "",
+        outcome=OUTCOMES[record.outcome],
+        active=record.active,
+        training_rows=record.training_rows,
+        training_queries=record.training_queries,
+        evaluated_packs=record.evaluated_packs,
+        metric=record.metric,
+        model_figure=record.model_figure,
+        hand_figure=record.hand_figure,
+        trained_at=to_timestamp(record.trained_at),
+        assembler_version=ranking.version_of(record) if record.active else "",
+    )
+
+
+def _scopes(scope_id: str | None) -> list[str]:
+    return [scope_id] if scope_id else []
+
+
+class RankRpcs:
+    _ranking: Ranking
+
+    async def FitRankModel(
+        self, request: retrieval_pb2.FitRankModelRequest, context
+    ) -> retrieval_pb2.FitRankModelResponse:
+        scope = parse_scope(request.scope_id)
+        record = await self._ranking.fit(
+            scope, request.max_rows, from_timestamp(request, "recorded_after")
+        )
+        return retrieval_pb2.FitRankModelResponse(model=record_to_proto(record, self._ranking))
+
+    async def GetRankStatus(
+        self, request: retrieval_pb2.GetRankStatusRequest, context
+    ) -> retrieval_pb2.GetRankStatusResponse:
+        scope = parse_scope(request.scope_id)
+        active, last = await self._ranking.status(scope)
+        return retrieval_pb2.GetRankStatusResponse(
+            active=record_to_proto(active, self._ranking),
+            last_fit=record_to_proto(last, self._ranking),
+            assembler_version=self._ranking.served_version(_scopes(scope)),
+        )
+
+    async def DisableRankModel(
+        self, request: retrieval_pb2.DisableRankModelRequest, context
+    ) -> retrieval_pb2.DisableRankModelResponse:
+        scope = parse_scope(request.scope_id)
+        disabled = await self._ranking.off(scope)
+        return retrieval_pb2.DisableRankModelResponse(
+            disabled=record_to_proto(disabled, self._ranking),
+            assembler_version=self._ranking.served_version(_scopes(scope)),
+        )

@@ -1,0 +1,131 @@
+"""Ranking models in PostgreSQL (retrieval.rank_models, rank_generation): the asyncpg
+side of learned_rank."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from vera.services.retrieval.learned_rank import (
+    METRIC,
+    FitOutcome,
+    FitReport,
+    LinearRanker,
+    RankRecord,
+)
+
+log = logging.getLogger(__name__)
+
+_COLUMNS = (
+    "model_id, scope_id, outcome, active, training_rows, training_queries, evaluated_packs,"
+    " metric, model_figure, hand_figure, newest_feedback_at, parameters, trained_at"
+)
+_SAME_SCOPE = "scope_id IS NOT DISTINCT FROM $1::uuid"
+
+
+def _scope(scope_id: str | None) -> uuid.UUID | None:
+    return uuid.UUID(scope_id) if scope_id else None
+
+
+def _ranker(model_id: str, parameters: Any) -> LinearRanker | None:
+    if not parameters:
+        return None
+    try:
+        return LinearRanker.from_parameters(model_id, parameters)
+    except ValueError:
+        # Fitted on another feature set (an older release): it cannot serve; the hand-set
+        # ranking does until the next fit.
+        log.warning("ranking model %s was fitted on other features; not served", model_id)
+        return None
+
+
+def _record(row: Any) -> RankRecord:
+    model_id = str(row["model_id"])
+    return RankRecord(
+        model_id=model_id,
+        scope_id=str(row["scope_id"]) if row["scope_id"] else None,
+        outcome=FitOutcome(row["outcome"]),
+        active=row["active"],
+        training_rows=row["training_rows"],
+        training_queries=row["training_queries"],
+        evaluated_packs=row["evaluated_packs"],
+        model_figure=row["model_figure"],
+        hand_figure=row["hand_figure"],
+        trained_at=row["trained_at"],
+        newest_feedback_at=row["newest_feedback_at"],
+        ranker=_ranker(model_id, row["parameters"]),
+        metric=row["metric"],
+    )
+
+
+class RankStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def record_fit(
+        self, scope_id: str | None, report: FitReport, newest_feedback_at: datetime | None
+    ) -> RankRecord:
+        """Stores the fit; an activated one replaces the scope's active model in the same
+        transaction, which also bumps the generation serving processes poll."""
+        model_id = report.ranker.model_id if report.ranker else str(uuid.uuid4())
+        async with self._pool.acquire() as conn, conn.transaction():
+            if report.activate:
+                await conn.execute(
+                    f"UPDATE rank_models SET active = false WHERE active AND {_SAME_SCOPE}",
+                    _scope(scope_id),
+                )
+                await _bump(conn)
+            row = await conn.fetchrow(
+                f"""INSERT INTO rank_models (model_id, scope_id, outcome, active, training_rows,
+                       training_queries, evaluated_packs, metric, model_figure, hand_figure,
+                       newest_feedback_at, parameters)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb)
+                   RETURNING {_COLUMNS}""",
+                uuid.UUID(model_id),
+                _scope(scope_id),
+                report.outcome.value,
+                report.activate,
+                report.training_rows,
+                report.training_queries,
+                report.evaluated_packs,
+                METRIC,
+                report.model_figure,
+                report.hand_figure,
+                newest_feedback_at,
+                report.ranker.parameters() if report.ranker else None,
+            )
+        return _record(row)
+
+    async def deactivate(self, scope_id: str | None) -> RankRecord | None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                f"""UPDATE rank_models SET active = false WHERE active AND {_SAME_SCOPE}
+                    RETURNING {_COLUMNS}""",
+                _scope(scope_id),
+            )
+            if row is not None:
+                await _bump(conn)
+        return _record(row) if row is not None else None
+
+    async def active(self) -> list[RankRecord]:
+        rows = await self._pool.fetch(f"SELECT {_COLUMNS} FROM rank_models WHERE active")
+        return [_record(r) for r in rows]
+
+    async def last_fit(self, scope_id: str | None) -> RankRecord | None:
+        row = await self._pool.fetchrow(
+            f"""SELECT {_COLUMNS} FROM rank_models WHERE {_SAME_SCOPE}
+                ORDER BY trained_at DESC, model_id LIMIT 1""",
+            _scope(scope_id),
+        )
+        return _record(row) if row is not None else None
+
+    async def generation(self) -> int:
+        return int(await self._pool.fetchval("SELECT generation FROM rank_generation"))
+
+
+async def _bump(conn: asyncpg.Connection) -> None:
+    await conn.execute("UPDATE rank_generation SET generation = generation + 1")

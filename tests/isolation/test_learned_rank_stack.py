@@ -1,0 +1,331 @@
+"""The learned ranking stage through the real services and the real gateway: feedback
+recorded with the MCP tools, `vera rank fit|status|off`, the model serving without a
+restart, the snapshot contract, and what never becomes training data (pack-level
+feedback, the legacy alias's client-sent signals, an erased principal's feedback)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+import asyncpg
+import pytest
+from isolation_stack import Stack, bearer, full_stack
+
+from vera import cli
+from vera.db.pool import create_pool
+from vera.errors import InvalidInput
+from vera.retrieval.v1 import retrieval_pb2
+from vera.services.retrieval.learned_rank import (
+    FEATURES,
+    FitOutcome,
+    FitReport,
+    LinearRanker,
+)
+from vera.services.retrieval.rank_store import RankStore
+
+# Small thresholds, so a handful of packs can activate a model; a fast poll, so a model
+# activated elsewhere serves within the test; no background fit.
+RANK = {
+    "min_feedback_rows": 4,
+    "min_packs": 2,
+    "min_gain": 0.0,
+    "poll_seconds": 0.05,
+    "auto_fit_new_feedback": 0,
+}
+SERVICES = ("payments", "billing", "ledger", "invoices", "refunds", "checkout")
+QUERIES = (
+    "which cluster does payments deploy to",
+    "where is billing deployed",
+    "ledger deployment cluster",
+    "what cluster runs invoices",
+)
+
+
+@contextlib.asynccontextmanager
+async def ranked_stack(pg_dsn, identity_address, tmp_path, embedder, profile="advanced"):
+    async with full_stack(
+        pg_dsn,
+        identity_address,
+        tmp_path / "data",
+        embedder,
+        retrieval_settings={"rank": RANK},
+        tool_profile=profile,
+    ) as stack:
+        yield stack
+
+
+async def rank_cli(stack: Stack, monkeypatch, tmp_path, *args: str) -> tuple[int, Any]:
+    """`vera rank ... --json` against the stack (in a thread: the CLI runs its own loop)."""
+    assert stack.addresses is not None
+    monkeypatch.setenv("VERA_SERVICES__RETRIEVAL", stack.addresses.retrieval)
+    monkeypatch.setenv("VERA_SERVICES__IDENTITY", stack.addresses.identity)
+    out = tmp_path / f"cli-{time.monotonic_ns()}.json"
+
+    def run() -> int:
+        with open(out, "w") as sink, contextlib.redirect_stdout(sink):
+            return cli.main(["rank", *args, "--json", "--data-dir", str(tmp_path / "none")])
+
+    code = await asyncio.to_thread(run)
+    text = out.read_text()
+    return code, json.loads(text) if text.strip() else None
+
+
+async def propose_facts(stack: Stack, who: dict[str, Any]) -> None:
+    for n, name in enumerate(SERVICES):
+        await stack.ok(
+            who,
+            "knowledge_propose",
+            {
+                "subject": f"{name}-service",
+                "predicate": "deploys_to",
+                "object": f"cluster {name}-{n}",
+                "task_ref": f"t-{n}",
+            },
+        )
+    await stack.wait_indexed()
+
+
+async def packs_with_feedback(stack: Stack, who: dict[str, Any]) -> list[dict[str, Any]]:
+    """One persisted pack per query; ``up`` on its last result, ``down`` on the others
+    (so a model that learns to lift low hand-set ranks wins out of fold), plus one
+    pack-level signal that must never count."""
+    packs = []
+    for query in QUERIES:
+        pack = await stack.ok(who, "knowledge_get_context", {"query": query, "persist": True})
+        results = pack["results"]
+        assert len(results) >= 3, pack
+        for n, result in enumerate(results):
+            await stack.ok(
+                who,
+                "knowledge_feedback",
+                {
+                    "context_pack_id": pack["pack_id"],
+                    "result_ref": result["result_ref"],
+                    "signal": "up" if n == len(results) - 1 else "down",
+                },
+            )
+        packs.append(pack)
+    await stack.ok(
+        who,
+        "knowledge_feedback",
+        {"context_pack_id": packs[0]["pack_id"], "result_ref": packs[0]["pack_id"], "signal": "up"},
+    )
+    return packs
+
+
+async def served_version(stack: Stack, scope_id: str) -> str:
+    status = await stack.retrieval.GetIndexStatus(
+        retrieval_pb2.GetIndexStatusRequest(scope_id=scope_id)
+    )
+    return status.assembler_version
+
+
+async def test_fit_serves_at_once_pins_snapshots_and_rolls_back(
+    pg_dsn, identity_address, tmp_path, embedder, monkeypatch
+) -> None:
+    async with ranked_stack(pg_dsn, identity_address, tmp_path, embedder) as stack:
+        alice = await stack.account("alice")
+        home = alice["personal_scope_id"]
+        await propose_facts(stack, alice)
+        packs = await packs_with_feedback(stack, alice)
+        result_rows = sum(len(p["results"]) for p in packs)
+
+        code, status = await rank_cli(stack, monkeypatch, tmp_path, "status")
+        assert code == 0 and status["active"] is None and status["last_fit"] is None
+        hand_version = status["assembler_version"]
+        before = await stack.ok(alice, "knowledge_get_context", {"query": QUERIES[0]})
+        assert before["assembler_version"] == hand_version
+        snap_hand = (await stack.ok(alice, "knowledge_create_snapshot", {"project": home}))[
+            "snapshot_id"
+        ]
+
+        code, fitted = await rank_cli(stack, monkeypatch, tmp_path, "fit")
+        assert code == 0, fitted
+        assert (fitted["outcome"], fitted["activated"], fitted["active"]) == (
+            "activated",
+            True,
+            True,
+        )
+        # Result-level rows only: the pack-level signal is not training data.
+        assert fitted["training_rows"] == result_rows
+        assert (fitted["training_queries"], fitted["evaluated_packs"]) == (4, 4)
+        assert fitted["model_figure"] > fitted["hand_figure"]
+        model_version = fitted["assembler_version"]
+        assert model_version != hand_version
+
+        # Serves on the next call, no restart: same facts, reordered, the model's contract.
+        after = await stack.ok(alice, "knowledge_get_context", {"query": QUERIES[0]})
+        assert after["assembler_version"] == model_version
+        assert await served_version(stack, home) == model_version
+        assert sorted(r["fact_key"] for r in after["results"]) == sorted(
+            r["fact_key"] for r in before["results"]
+        )
+        assert after["results"][0]["fact_key"] == before["results"][-1]["fact_key"]
+        assert all("learned" in r["signals"] for r in after["results"])
+
+        code, status = await rank_cli(stack, monkeypatch, tmp_path, "status")
+        assert status["active"]["model_id"] == fitted["model_id"]
+        assert status["active"]["training_rows"] == result_rows
+        assert status["assembler_version"] == model_version
+
+        # A snapshot replays only under the ranking it was taken with; otherwise it fails
+        # closed.
+        replay = await stack.call(
+            alice, "knowledge_get_context", {"query": QUERIES[0], "snapshot_id": snap_hand}
+        )
+        assert (replay.error_code, replay.error_data["code"]) == (-32007, "unsupported_version")
+        snap_model = (await stack.ok(alice, "knowledge_create_snapshot", {"project": home}))[
+            "snapshot_id"
+        ]
+        pinned = await stack.ok(
+            alice, "knowledge_get_context", {"query": QUERIES[0], "snapshot_id": snap_model}
+        )
+        assert pinned["assembler_version"] == model_version
+
+        # Rollback: the hand-set ranking serves the next call, and the snapshots swap roles.
+        code, gone = await rank_cli(stack, monkeypatch, tmp_path, "off")
+        assert code == 0 and gone["disabled"]["model_id"] == fitted["model_id"]
+        assert gone["assembler_version"] == hand_version
+        back = await stack.ok(alice, "knowledge_get_context", {"query": QUERIES[0]})
+        assert [r["fact_key"] for r in back["results"]] == [
+            r["fact_key"] for r in before["results"]
+        ]
+        assert back["assembler_version"] == hand_version
+        assert (
+            await stack.ok(
+                alice, "knowledge_get_context", {"query": QUERIES[0], "snapshot_id": snap_hand}
+            )
+        )["assembler_version"] == hand_version
+        replay = await stack.call(
+            alice, "knowledge_get_context", {"query": QUERIES[0], "snapshot_id": snap_model}
+        )
+        assert replay.error_data["code"] == "unsupported_version"
+        code, status = await rank_cli(stack, monkeypatch, tmp_path, "status")
+        assert status["active"] is None and status["last_fit"]["outcome"] == "activated"
+
+        # A model activated by another process (a second retrieval, an operator's fit
+        # elsewhere) serves here within the poll interval, without a restart.
+        pool = await create_pool(stack.dsn, "retrieval", min_size=1, max_size=1)
+        try:
+            coef = tuple(-3.0 if f == "hand_rank_inverse" else 0.0 for f in FEATURES)
+            elsewhere = LinearRanker(
+                "00000000-0000-4000-8000-000000000001",
+                FEATURES,
+                (0.0,) * len(FEATURES),
+                (1.0,) * len(FEATURES),
+                coef,
+                0.0,
+            )
+            await RankStore(pool).record_fit(
+                None, FitReport(FitOutcome.ACTIVATED, 1, 1, 1, 1.0, 0.5, elsewhere), None
+            )
+        finally:
+            await pool.close()
+        deadline = time.monotonic() + 5
+        while await served_version(stack, home) == hand_version:
+            assert time.monotonic() < deadline, "the activated model was not picked up"
+            await asyncio.sleep(0.05)
+        flipped = await stack.ok(alice, "knowledge_get_context", {"query": QUERIES[0]})
+        assert [r["fact_key"] for r in flipped["results"]] == [
+            r["fact_key"] for r in reversed(before["results"])
+        ]
+
+
+async def test_legacy_signals_and_erased_feedback_never_reach_training(
+    pg_dsn, identity_address, tmp_path, embedder, monkeypatch
+) -> None:
+    async with ranked_stack(
+        pg_dsn, identity_address, tmp_path, embedder, profile="compatibility"
+    ) as stack:
+        admin = await stack.account("admin", admin=True)
+        alice, bob = await stack.account("alice"), await stack.account("bob")
+        await propose_facts(stack, alice)
+        await propose_facts(stack, bob)
+        alice_packs = await packs_with_feedback(stack, alice)
+        bob_packs = await packs_with_feedback(stack, bob)
+        # The legacy alias without a pack: whatever "signals" the client sends, nothing is
+        # stored as a signal vector and the row is never training data.
+        for n in range(5):
+            legacy = await stack.ok(
+                bob,
+                "memory_feedback",
+                {
+                    "result_ref": f"fact-{n}",
+                    "signal": "up" if n % 2 else "down",
+                    "query": QUERIES[0],
+                    "signals": ["dense=9", "rank=1"],
+                },
+            )
+            assert legacy["level"] == "legacy"
+
+        code, fitted = await rank_cli(stack, monkeypatch, tmp_path, "fit")
+        assert code == 0
+        bob_rows = sum(len(p["results"]) for p in bob_packs)
+        assert fitted["training_rows"] == bob_rows + sum(len(p["results"]) for p in alice_packs)
+
+        erased = await stack.api.delete(
+            f"/identity/users/{alice['principal_id']}/personal-knowledge",
+            headers=bearer(admin["api_key"]),
+        )
+        assert erased.status_code == 200, erased.text
+        code, refit = await rank_cli(stack, monkeypatch, tmp_path, "fit")
+        assert code == 0 and refit["training_rows"] == bob_rows
+
+        conn = await asyncpg.connect(stack.dsn)
+        try:
+            legacy_rows = await conn.fetch(
+                "SELECT attribution, signal_vector::text AS v FROM knowledge.retrieval_feedback"
+                " WHERE pack_id LIKE 'legacy:%'"
+            )
+        finally:
+            await conn.close()
+        assert [(r["attribution"], r["v"]) for r in legacy_rows] == [("unattributed", "{}")] * 5
+
+
+async def test_too_little_feedback_keeps_the_hand_set_ranking_and_status_says_why(
+    pg_dsn, identity_address, tmp_path, embedder, monkeypatch
+) -> None:
+    rows = 3
+    async with ranked_stack(pg_dsn, identity_address, tmp_path, embedder) as stack:
+        alice = await stack.account("alice")
+        await propose_facts(stack, alice)
+        pack = await stack.ok(
+            alice, "knowledge_get_context", {"query": QUERIES[0], "persist": True}
+        )
+        for result in pack["results"][:rows]:
+            await stack.ok(
+                alice,
+                "knowledge_feedback",
+                {
+                    "context_pack_id": pack["pack_id"],
+                    "result_ref": result["result_ref"],
+                    "signal": "up",
+                },
+            )
+        code, hand = await rank_cli(stack, monkeypatch, tmp_path, "status")
+        code, fitted = await rank_cli(stack, monkeypatch, tmp_path, "fit")
+        assert code == 0
+        assert (fitted["outcome"], fitted["active"]) == ("too_little_feedback", False)
+        assert fitted["training_rows"] == rows
+        code, status = await rank_cli(stack, monkeypatch, tmp_path, "status")
+        assert status["active"] is None
+        assert status["last_fit"]["outcome"] == "too_little_feedback"
+        assert status["assembler_version"] == hand["assembler_version"]
+
+
+async def test_bad_arguments_are_refused_with_the_field(
+    pg_dsn, identity_address, tmp_path, embedder, monkeypatch
+) -> None:
+    async with ranked_stack(pg_dsn, identity_address, tmp_path, embedder) as stack:
+        with pytest.raises(InvalidInput) as err:
+            await stack.retrieval.FitRankModel(retrieval_pb2.FitRankModelRequest(max_rows=-1))
+        assert err.value.field == "max_rows"
+        with pytest.raises(InvalidInput) as err:
+            await stack.retrieval.GetRankStatus(retrieval_pb2.GetRankStatusRequest(scope_id="nope"))
+        assert err.value.field == "scope_id"
+        code, _ = await rank_cli(stack, monkeypatch, tmp_path, "fit", "--project", "no-such")
+        assert code == 2

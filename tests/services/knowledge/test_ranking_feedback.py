@@ -1,0 +1,163 @@
+"""ListRankingFeedback, what a ranking fit may learn from: only result-level rows whose
+signal vector the gateway copied from a stored pack, newest first, per pack scope, with no
+text; a vector sent with any other attribution is never stored; erased principals' rows
+are gone."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from vera.errors import InvalidInput
+from vera.knowledge.v1 import knowledge_service_pb2 as pb
+
+ALICE, ALICE_HOME = str(uuid.uuid4()), str(uuid.uuid4())
+BOB, BOB_HOME = str(uuid.uuid4()), str(uuid.uuid4())
+PROJECT, OTHER_PROJECT = str(uuid.uuid4()), str(uuid.uuid4())
+VECTOR = {"dense": 0.7, "lexical": 0.2, "hand_rank": 2.0}
+
+
+def feedback(
+    who: tuple[str, str],
+    pack: str,
+    result: str,
+    signal: str = "up",
+    *,
+    attribution: int = pb.FEEDBACK_ATTRIBUTION_RESULT,
+    scope: str = PROJECT,
+    rank: int = 2,
+) -> pb.RecordFeedbackRequest:
+    return pb.RecordFeedbackRequest(
+        principal_id=who[0],
+        personal_scope_id=who[1],
+        pack_id=pack,
+        result_ref=result,
+        signal=signal,
+        query=f"who deploys {pack}",
+        rank=rank,
+        signal_vector=VECTOR,
+        fact_key=f"fk-{result}",
+        attribution=attribution,
+        pack_scope_id=scope,
+    )
+
+
+async def listed(stub, **request) -> list[pb.RankingFeedback]:
+    rows, token = [], ""
+    while True:
+        page = await stub.ListRankingFeedback(
+            pb.ListRankingFeedbackRequest(page_token=token, **request)
+        )
+        rows += page.feedback
+        token = page.next_page_token
+        if not token:
+            return rows
+
+
+async def test_only_server_attributed_result_rows_are_training_data(stub, pg_dsn) -> None:
+    alice = (ALICE, ALICE_HOME)
+    await stub.RecordFeedback(feedback(alice, "p1", "r1", "up"))
+    await stub.RecordFeedback(feedback(alice, "p1", "r2", "down", rank=3))
+    await stub.RecordFeedback(feedback(alice, "p2", "r3", "up", scope=OTHER_PROJECT))
+    # Pack-level, unattributed (the legacy alias) and unspecified rows carry a vector a
+    # client could have made up: none of it is stored, none of it is listed.
+    await stub.RecordFeedback(
+        feedback(alice, "p1", "p1", rank=0, attribution=pb.FEEDBACK_ATTRIBUTION_PACK)
+    )
+    await stub.RecordFeedback(
+        feedback(
+            alice, "legacy:1", "fact-9", rank=0, attribution=pb.FEEDBACK_ATTRIBUTION_UNATTRIBUTED
+        )
+    )
+    await stub.RecordFeedback(
+        feedback(alice, "p9", "r9", attribution=pb.FEEDBACK_ATTRIBUTION_UNSPECIFIED)
+    )
+
+    rows = await listed(stub)
+    assert [(r.pack_id, r.rank, r.signal) for r in rows] == [
+        ("p2", 2, "up"),
+        ("p1", 3, "down"),
+        ("p1", 2, "up"),
+    ]  # newest first
+    assert all(dict(r.signal_vector) == pytest.approx(VECTOR) for r in rows)
+    # The query only as a digest: equal for one question, never the text.
+    assert rows[1].query_digest == rows[2].query_digest != rows[0].query_digest
+    assert all("deploys" not in r.query_digest for r in rows)
+    assert [r.pack_id for r in await listed(stub, pack_scope_id=PROJECT)] == ["p1", "p1"]
+    assert [
+        len((await stub.ListRankingFeedback(pb.ListRankingFeedbackRequest(page_size=2))).feedback)
+    ] == [2]
+    assert len(await listed(stub, page_size=1)) == 3
+
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        stored = {
+            r["result_ref"]: (r["attribution"], r["signal_vector"])
+            for r in await conn.fetch(
+                "SELECT result_ref, attribution, signal_vector::text"
+                " FROM knowledge.retrieval_feedback"
+            )
+        }
+    finally:
+        await conn.close()
+    assert stored["r1"][0] == "result" and stored["r1"][1] != "{}"
+    assert stored["p1"] == ("pack", "{}")
+    assert stored["fact-9"] == ("unattributed", "{}")
+    assert stored["r9"] == ("unattributed", "{}")
+
+
+async def test_recorded_after_bounds_the_rows(stub) -> None:
+    await stub.RecordFeedback(feedback((ALICE, ALICE_HOME), "p1", "r1"))
+    later = Timestamp()
+    later.FromDatetime(datetime.now(UTC) + timedelta(hours=1))
+    assert await listed(stub, recorded_after=later) == []
+    earlier = Timestamp()
+    earlier.FromDatetime(datetime.now(UTC) - timedelta(hours=1))
+    assert len(await listed(stub, recorded_after=earlier)) == 1
+
+
+async def test_an_erased_principals_feedback_is_never_listed_again(stub) -> None:
+    await stub.RecordFeedback(feedback((ALICE, ALICE_HOME), "p1", "r1"))
+    await stub.RecordFeedback(feedback((BOB, BOB_HOME), "p2", "r2", "down"))
+    assert len(await listed(stub)) == 2
+    erased = await stub.ErasePrincipalData(
+        pb.ErasePrincipalDataRequest(
+            actor_principal_id=str(uuid.uuid4()), principal_id=ALICE, personal_scope_id=ALICE_HOME
+        )
+    )
+    assert erased.counts["feedback"] == 1
+    assert [r.pack_id for r in await listed(stub)] == ["p2"]
+
+
+@pytest.mark.parametrize(
+    ("request_", "field"),
+    [
+        (feedback((ALICE, ALICE_HOME), "p1", "p1", rank=1), "attribution"),
+        (feedback((ALICE, ALICE_HOME), "p1", "r1", rank=0), "attribution"),
+        (feedback((ALICE, ALICE_HOME), "p1", "r1", scope=""), "pack_scope_id"),
+        (feedback((ALICE, ALICE_HOME), "p1", "r1", attribution=7), "attribution"),
+        (
+            feedback((ALICE, ALICE_HOME), "p1", "r1", attribution=pb.FEEDBACK_ATTRIBUTION_PACK),
+            "attribution",
+        ),
+    ],
+)
+async def test_an_attribution_that_does_not_fit_the_row_is_refused(stub, request_, field) -> None:
+    with pytest.raises(InvalidInput) as err:
+        await stub.RecordFeedback(request_)
+    assert err.value.field == field
+
+
+async def test_a_bad_listing_request_names_the_field(stub) -> None:
+    for request, field in (
+        (pb.ListRankingFeedbackRequest(pack_scope_id="nope"), "pack_scope_id"),
+        (pb.ListRankingFeedbackRequest(page_size=1001), "page_size"),
+        (pb.ListRankingFeedbackRequest(page_token="garbage!"), "page_token"),
+    ):
+        with pytest.raises(InvalidInput) as err:
+            await stub.ListRankingFeedback(request)
+        assert err.value.field == field

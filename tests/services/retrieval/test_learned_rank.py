@@ -1,0 +1,328 @@
+"""The learned ranking stage on synthetic feedback: the activation rule (too little,
+one-sided, losing, winning), the stored parameters, and that the stage only reorders what
+the pipeline found, within the scopes it was asked for."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from test_retrieval_pipeline import CONTRACT, NOW, SCOPE, FakeEmbedder, fact, harness, keys
+
+from vera.config import RetrievalSettings
+from vera.errors import InvalidInput
+from vera.services.retrieval import contract, learned_rank
+from vera.services.retrieval.learned_rank import (
+    FEATURES,
+    ActiveModels,
+    FeedbackRow,
+    FitOutcome,
+    FitPolicy,
+    LinearRanker,
+    RankRecord,
+    ServedModel,
+)
+from vera.services.retrieval.model import Filters
+from vera.services.retrieval.pipeline import Retriever
+from vera.services.retrieval.ranking import Ranking, RankingOptions
+
+POLICY = FitPolicy(min_rows=20, min_packs=5, min_gain=0.01)
+
+
+def pack_rows(
+    packs: int, up_at: int, *, size: int = 5, marked: bool = True, seed: int = 7
+) -> list[FeedbackRow]:
+    """``packs`` packs of ``size`` results; the ``up`` is the one at hand-set rank ``up_at``
+    and (when ``marked``) the only result whose subject the query names."""
+    rng = random.Random(seed)
+    rows = []
+    for p in range(packs):
+        for rank in range(1, size + 1):
+            up = rank == up_at
+            signals = {
+                "dense": rng.uniform(0.3, 0.6),
+                "lexical": rng.uniform(0.0, 1.0),
+                "fused": 1.0 - rank * 0.1,
+                "final": 1.0 - rank * 0.1,
+                "boost": 1.0,
+                "trust_tier": 1.0,
+                "authority": 0.8,
+                "entity": 1.0 if (up and marked) else 0.0,
+                "hand_rank": float(rank),
+            }
+            rows.append(
+                FeedbackRow(
+                    f"pack-{p}", f"q-{p % (packs // 2 or 1)}", rank, "up" if up else "down", signals
+                )
+            )
+    return rows
+
+
+def test_too_little_feedback_leaves_the_hand_set_ranking():
+    report = learned_rank.fit(pack_rows(2, up_at=3), POLICY)
+    assert report.outcome is FitOutcome.TOO_LITTLE_FEEDBACK
+    assert (report.training_rows, report.evaluated_packs) == (10, 2)
+    assert report.ranker is None and not report.activate
+
+
+def test_one_sided_feedback_leaves_the_hand_set_ranking():
+    rows = [
+        FeedbackRow(r.pack_id, r.query_digest, r.rank, "up", r.signals)
+        for r in pack_rows(10, up_at=3)
+    ]
+    report = learned_rank.fit(rows, POLICY)
+    assert report.outcome is FitOutcome.ONE_SIDED_FEEDBACK
+    assert report.ranker is None and not report.activate
+
+
+def test_a_model_that_cannot_beat_the_hand_set_order_is_not_activated():
+    # The hand-set order already puts every accepted result first: nothing to gain.
+    report = learned_rank.fit(pack_rows(20, up_at=1, marked=False), POLICY)
+    assert report.outcome is FitOutcome.NOT_BETTER
+    assert report.hand_figure == pytest.approx(1.0)
+    assert report.model_figure <= report.hand_figure + POLICY.min_gain
+    assert report.ranker is not None and not report.activate
+
+
+def test_a_model_that_wins_out_of_fold_is_activated():
+    report = learned_rank.fit(pack_rows(20, up_at=4), POLICY)
+    assert report.outcome is FitOutcome.ACTIVATED and report.activate
+    assert report.hand_figure == pytest.approx(0.25)  # the up is 4th of 5 labelled results
+    assert report.model_figure > report.hand_figure + POLICY.min_gain
+    assert (report.training_rows, report.training_queries, report.evaluated_packs) == (100, 10, 20)
+
+
+def test_rows_without_a_signal_vector_are_not_training_data():
+    rows = pack_rows(20, up_at=4)
+    blank = [FeedbackRow(r.pack_id, r.query_digest, r.rank, r.signal, {}) for r in rows]
+    report = learned_rank.fit(blank, POLICY)
+    assert report.outcome is FitOutcome.TOO_LITTLE_FEEDBACK and report.training_rows == 0
+
+
+def test_parameters_round_trip_and_foreign_features_are_refused():
+    ranker = learned_rank.fit(pack_rows(20, up_at=4), POLICY).ranker
+    assert ranker is not None
+    again = LinearRanker.from_parameters(ranker.model_id, ranker.parameters())
+    signals = pack_rows(1, up_at=4)[0].signals
+    assert again.score(signals) == pytest.approx(ranker.score(signals))
+    assert 0.0 < again.score(signals) < 1.0
+    foreign = {**ranker.parameters(), "features": [*FEATURES, "text_length"]}
+    with pytest.raises(ValueError):
+        LinearRanker.from_parameters(ranker.model_id, foreign)
+
+
+def _prefers_authority(model_id: str = "m-1") -> LinearRanker:
+    coef = tuple(5.0 if name == "authority" else 0.0 for name in FEATURES)
+    ones = tuple(1.0 for _ in FEATURES)
+    zeros = tuple(0.0 for _ in FEATURES)
+    return LinearRanker(model_id, FEATURES, zeros, ones, coef, 0.0)
+
+
+def test_a_project_model_serves_only_that_project():
+    project, deployment = (
+        ServedModel(_prefers_authority("p"), "v-p"),
+        ServedModel(_prefers_authority("d"), "v-d"),
+    )
+    models = ActiveModels({"p1": project, None: deployment})
+    assert models.select(["p1"]) is project
+    assert models.select(["p1", "p2"]) is deployment
+    assert models.select(["p2"]) is deployment
+    assert ActiveModels({"p1": project}).select(["p2"]) is None
+
+
+async def test_the_stage_only_reorders_what_the_pipeline_found():
+    facts = [fact("a"), fact("b"), fact("c", authority=0.95)]
+    h = harness(facts, dense={"a": 0.9, "b": 0.6, "c": 0.4})
+    hand = await h.retriever.search([SCOPE], "question", 10, Filters())
+    assert keys(hand) == ["a", "b", "c"]
+    assert hand.assembler_version == CONTRACT
+
+    models = ActiveModels()
+    retriever = Retriever(
+        FakeEmbedder(),
+        h.vectors,
+        h.lexical,
+        h.facts,
+        candidate_pool=50,
+        clock=lambda: NOW,
+        assembler_version=CONTRACT,
+        learned=models,
+    )
+    models.by_scope = {None: ServedModel(_prefers_authority(), "assembler-learned")}
+    h.facts.calls.clear()
+    outcome = await retriever.search([SCOPE], "question", 10, Filters())
+    assert outcome.assembler_version == "assembler-learned"
+    # c has the highest authority, all the model weighs: it rises; nothing added, nothing
+    # dropped, a and b keep their hand-set order.
+    assert keys(outcome) == ["c", "a", "b"]
+    assert sorted(keys(outcome)) == sorted(keys(hand))
+    assert [r.rank for r in outcome.results] == [1, 2, 3]
+    assert [r.signals["hand_rank"] for r in outcome.results] == [3.0, 1.0, 2.0]
+    assert all(r.score == r.signals["learned"] for r in outcome.results)
+    # Only facts of the asked scope were re-read, as without the model.
+    assert {scope for call in h.facts.calls for scope in call[0]} == {SCOPE}
+
+    models.by_scope = {}
+    back = await retriever.search([SCOPE], "question", 10, Filters())
+    assert keys(back) == keys(hand) and back.assembler_version == CONTRACT
+
+
+class MemoryStore:
+    """ranking.ModelStore in memory (the PostgreSQL one is rank_store, tested for real in
+    tests/isolation/test_learned_rank_stack.py)."""
+
+    def __init__(self) -> None:
+        self.records: list[RankRecord] = []
+        self.bumps = 0
+
+    async def record_fit(self, scope_id, report, newest_feedback_at):
+        if report.activate:
+            self.records = [
+                replace(r, active=False) if r.scope_id == scope_id else r for r in self.records
+            ]
+            self.bumps += 1
+        record = RankRecord(
+            model_id=report.ranker.model_id if report.ranker else f"m-{len(self.records)}",
+            scope_id=scope_id,
+            outcome=report.outcome,
+            active=report.activate,
+            training_rows=report.training_rows,
+            training_queries=report.training_queries,
+            evaluated_packs=report.evaluated_packs,
+            model_figure=report.model_figure,
+            hand_figure=report.hand_figure,
+            trained_at=datetime.now(UTC),
+            newest_feedback_at=newest_feedback_at,
+            ranker=report.ranker,
+        )
+        self.records.append(record)
+        return record
+
+    async def deactivate(self, scope_id):
+        hit = next((r for r in self.records if r.active and r.scope_id == scope_id), None)
+        if hit is not None:
+            self.records = [replace(r, active=False) if r is hit else r for r in self.records]
+            self.bumps += 1
+        return hit
+
+    async def active(self):
+        return [r for r in self.records if r.active]
+
+    async def last_fit(self, scope_id):
+        return next((r for r in reversed(self.records) if r.scope_id == scope_id), None)
+
+    async def generation(self):
+        return self.bumps
+
+
+class ArrivingFeedback:
+    """Feedback rows that arrive over time, newest first, each with its time."""
+
+    def __init__(self) -> None:
+        self.rows: list[FeedbackRow] = []
+
+    def arrive(self, rows: list[FeedbackRow]) -> None:
+        start = datetime.now(UTC)
+        self.rows = [
+            replace(r, recorded_at=start + timedelta(milliseconds=n)) for n, r in enumerate(rows)
+        ][::-1] + self.rows
+
+    async def newest(self, scope_id, recorded_after, limit):
+        return [r for r in self.rows if recorded_after is None or r.recorded_at >= recorded_after][
+            :limit
+        ]
+
+
+def ranking_over(store, feedback, models, **options) -> Ranking:
+    defaults = dict(
+        policy=POLICY,
+        max_training_rows=1000,
+        poll_seconds=0.01,
+        auto_fit_new_feedback=60,
+        auto_fit_check_seconds=0.01,
+    )
+    return Ranking(
+        store,
+        feedback,
+        models,
+        RankingOptions(**{**defaults, **options}),
+        version_for=lambda model_id: f"v-{model_id}",
+    )
+
+
+async def wait_for(condition, seconds: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+async def test_the_background_fit_runs_once_enough_new_feedback_arrived():
+    store, feedback, models = MemoryStore(), ArrivingFeedback(), ActiveModels()
+    ranking = ranking_over(store, feedback, models)
+    loop = asyncio.create_task(ranking.auto_fit())
+    try:
+        feedback.arrive(pack_rows(10, up_at=4)[:50])  # below the threshold of 60
+        await asyncio.sleep(0.1)
+        assert store.records == []
+        feedback.arrive(pack_rows(20, up_at=4, seed=3))  # now 150 rows
+        await wait_for(lambda: len(store.records) == 1)
+        fitted = store.records[0]
+        assert fitted.outcome is FitOutcome.ACTIVATED and fitted.training_rows == 150
+        assert models.select([]) is not None  # serves at once
+        assert ranking.served_version([]) == f"v-{fitted.model_id}"
+        # Nothing new since: no second fit.
+        await asyncio.sleep(0.1)
+        assert len(store.records) == 1
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+
+
+async def test_the_background_fit_is_off_at_zero():
+    store, feedback = MemoryStore(), ArrivingFeedback()
+    feedback.arrive(pack_rows(20, up_at=4))
+    await ranking_over(store, feedback, ActiveModels(), auto_fit_new_feedback=0).auto_fit()
+    assert store.records == []
+
+
+async def test_off_and_a_change_elsewhere_reach_the_serving_set():
+    store, feedback, models = MemoryStore(), ArrivingFeedback(), ActiveModels()
+    ranking = ranking_over(store, feedback, models)
+    feedback.arrive(pack_rows(20, up_at=4))
+    fitted = await ranking.fit(None, 0, None)
+    assert models.select([]) is not None
+    assert (await ranking.off(None)).model_id == fitted.model_id
+    assert models.select([]) is None and ranking.served_version([]) == "v-None"
+    # Another process activates a model: the watch loop swaps it in.
+    watch = asyncio.create_task(ranking.watch())
+    try:
+        other = replace(fitted, model_id="other", active=True)
+        store.records.append(other)
+        store.bumps += 1
+        await wait_for(lambda: models.select([]) is not None)
+        assert ranking.served_version([]) == "v-other"
+    finally:
+        watch.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watch
+    with pytest.raises(InvalidInput) as err:
+        await ranking.fit(None, 1001, None)
+    assert err.value.field == "max_rows"
+
+
+def test_the_contract_names_the_serving_model():
+    settings = RetrievalSettings()
+    hand = contract.assembler_version(settings)
+    one = contract.assembler_version(settings, rank_model="model-1")
+    two = contract.assembler_version(settings, rank_model="model-2")
+    assert len({hand, one, two}) == 3
+    assert all(len(v) <= 64 for v in (hand, one, two))
+    # Only the policy part moves: embedding and index are what they were.
+    assert one.split(";")[1:] == hand.split(";")[1:]
+    assert contract.assembler_version(settings, rank_model=None) == hand
