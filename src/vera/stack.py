@@ -40,6 +40,9 @@ from vera.db.embedded import EmbeddedPostgres
 log = logging.getLogger(__name__)
 
 SERVICES = ("identity", "knowledge", "retrieval", "snapshot")
+# The fronts drain first while every service still answers them; retrieval and snapshot
+# read knowledge, so it and identity (which only the fronts call) stop last.
+STOP_WAVES = (("api",), ("gateway",), ("retrieval", "snapshot"), ("knowledge", "identity"))
 START_TIMEOUT_SECONDS = 120.0
 # A child gets this long beyond its own drain (the longest RPC deadline or tool-call
 # budget) before SIGKILL.
@@ -442,13 +445,15 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
         for task in keepers:
             task.cancel()
         await asyncio.gather(*keepers, return_exceptions=True)
-        # Reverse order: the API and the gateway first, PostgreSQL last.
+        # Callers before the ones they call, PostgreSQL last; each wave stops together.
         stop_grace = (
             max(settings.rpc.longest_deadline_seconds, settings.mcp.request_budget_seconds)
             + STOP_MARGIN_SECONDS
         )
-        for child in reversed(children):
-            await child.stop(stop_grace)
+        for wave in STOP_WAVES:
+            await asyncio.gather(
+                *(child.stop(stop_grace) for child in children if child.name in wave)
+            )
         for path in (stack_file(data_dir), key_file(data_dir)):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()

@@ -8,6 +8,7 @@ The tests share one stack and run in order: the last one ends it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -170,3 +171,47 @@ def _running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+async def test_stopping_vera_up_drains_the_call_in_flight(tmp_path):
+    """SIGTERM to `vera up`: the API, then the gateway stop first; the gateway's probe
+    answers 503 while its call in flight (blocked in retrieval) still completes, and the
+    stack exits 0."""
+    data_dir = tmp_path / "data"
+    with launch(data_dir) as stack:
+        info = _info(stack)
+        retrieval = psutil.Process(info["pids"]["retrieval"])
+        healthz = f"http://127.0.0.1:{stack.port}/healthz"
+        result: dict = {}
+        listed = anyio.Event()
+
+        async def search() -> None:
+            async with Client(stack.mcp_url) as client:
+                await client.list_tools()
+                listed.set()
+                result["reply"] = await client.call_tool("knowledge_search", {"query": "adr"})
+
+        async def stop() -> None:
+            result["exit"] = await anyio.to_thread.run_sync(stack.stop)
+
+        retrieval.suspend()
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(search)
+                await listed.wait()
+                await anyio.sleep(0.5)  # the call is in flight, blocked in retrieval
+                tasks.start_soon(stop)
+                async with httpx.AsyncClient() as probe:
+                    for _ in range(100):  # the API stops first, then the gateway
+                        if (await probe.get(healthz)).status_code == 503:
+                            break
+                        await anyio.sleep(0.1)
+                    else:
+                        raise AssertionError(stack.log_tail())
+                assert "reply" not in result
+                retrieval.resume()
+        finally:
+            with contextlib.suppress(psutil.NoSuchProcess):  # gone with the stack
+                retrieval.resume()
+        assert not result["reply"].is_error
+        assert result["exit"] == 0, stack.log_tail()
