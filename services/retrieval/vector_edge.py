@@ -191,6 +191,8 @@ class EdgeVectorIndex:
             await self._run(self._shard.update, edge.UpdateOperation.delete_points(ids))
 
     async def close(self) -> None:
+        if self._closed:
+            return  # idempotent: the service's cleanup may find it closed already
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()

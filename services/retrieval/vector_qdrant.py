@@ -2,11 +2,15 @@
 
 qdrant-client calls block (local mode is brute force in Python), so every call runs on
 one dedicated worker thread, which also serializes access to the local-mode client.
+A Qdrant server that cannot be reached when the service starts does not keep it from
+starting: every call checks the collection first until that succeeds, so meanwhile each
+one fails and searches answer from the lexical leg (the pipeline's degraded mode).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -16,9 +20,11 @@ from typing import TypeVar
 
 from pydantic import SecretStr
 from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException
 
 from vera.services.retrieval.model import Candidate, Fact, FactState, IndexQuery
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Point ids are uuid5(POINT_NAMESPACE, version_id): a replayed change overwrites its point.
@@ -125,6 +131,8 @@ class QdrantVectorIndex:
         self._client: QdrantClient | None = None
         self._collection = collection
         self._dimensions = dimensions
+        self._server = False
+        self._collection_ready = False
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-qdrant")
 
     @classmethod
@@ -154,9 +162,35 @@ class QdrantVectorIndex:
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
+    async def _run_ready(self, fn: Callable[..., T], *args: object) -> T:
+        """``_run`` once the collection is known to exist (checked first until it is)."""
+
+        def call() -> T:
+            if not self._collection_ready:
+                self._ensure_collection_sync()
+            return fn(*args)
+
+        return await self._run(call)
+
     def _open_sync(self, connect: Callable[[], QdrantClient], server: bool) -> None:
         self._client = connect()
+        self._server = server
+        try:
+            self._ensure_collection_sync()
+        except ResponseHandlingException as exc:
+            # No HTTP answer (down or unreachable). An answer that refuses us, such as a
+            # wrong API key, still fails the start: that is configuration, not an outage.
+            if not server:
+                raise
+            log.warning(
+                "Qdrant server unreachable at start (%s); vector calls fail until it answers",
+                type(exc).__name__,
+            )
+
+    def _ensure_collection_sync(self) -> None:
+        server = self._server
         if self.client.collection_exists(self._collection):
+            self._collection_ready = True
             return
         self.client.create_collection(
             self._collection,
@@ -173,6 +207,7 @@ class QdrantVectorIndex:
                 ("valid_to", models.PayloadSchemaType.FLOAT),
             ):
                 self.client.create_payload_index(self._collection, key, schema)
+        self._collection_ready = True
 
     def _upsert_sync(self, facts: Sequence[Fact], vectors: Sequence[Sequence[float]]) -> None:
         points = [
@@ -206,7 +241,7 @@ class QdrantVectorIndex:
             )
 
     async def upsert(self, facts: Sequence[Fact], vectors: Sequence[Sequence[float]]) -> None:
-        await self._run(self._upsert_sync, list(facts), list(vectors))
+        await self._run_ready(self._upsert_sync, list(facts), list(vectors))
 
     def _search_sync(self, vector: list[float], query: IndexQuery, limit: int) -> list[Candidate]:
         response = self.client.query_points(
@@ -229,19 +264,19 @@ class QdrantVectorIndex:
     async def search(
         self, vector: Sequence[float], query: IndexQuery, limit: int
     ) -> list[Candidate]:
-        return await self._run(self._search_sync, list(vector), query, limit)
+        return await self._run_ready(self._search_sync, list(vector), query, limit)
 
     async def delete(self, version_ids: Sequence[str]) -> None:
         ids = [point_id(v) for v in version_ids]
         if ids:
-            await self._run(
+            await self._run_ready(
                 lambda: self.client.delete(
                     self._collection, points_selector=models.PointIdsList(points=ids)
                 )
             )
 
     async def count(self) -> int:
-        result = await self._run(lambda: self.client.count(self._collection, exact=True))
+        result = await self._run_ready(lambda: self.client.count(self._collection, exact=True))
         return int(result.count)
 
     async def close(self) -> None:
