@@ -67,6 +67,8 @@ class FaultRun:
     healed: list[CallRecord] = field(default_factory=list)
     index_seconds: float = 0.0
     violations: list[str] = field(default_factory=list)
+    # Calls without a definite answer (unknown, or an outage): op -> (applied, total).
+    open_ended: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def during_outage(self) -> list[CallRecord]:
         return [r for r in self.records if r.started < self.back_at and r.ended > self.down_at]
@@ -85,6 +87,9 @@ class FaultRun:
             "deadline_s": round(slowest.deadline, 2),
             "down_s": round(self.back_at - self.down_at, 2),
             "index_agreement_s": round(self.index_seconds, 2),
+            "open_ended_applied": {
+                op: f"{done}/{total}" for op, (done, total) in self.open_ended.items()
+            },
             "violations": len(self.violations),
         }
 
@@ -151,6 +156,7 @@ async def check_run(stack: FaultStack, workload: WriteWorkload, run: FaultRun) -
         found += fault_checks.hangs(records)
         found += fault_checks.unstable_failures(records)
         found += await fault_checks.half_applied_writes(conn)
+        run.open_ended = await fault_checks.applied_share(conn, records)
         run.index_seconds, comparison = await fault_checks.wait_for_index_agreement(
             conn, backends, INDEX_AGREEMENT_TIMEOUT_SECONDS
         )
