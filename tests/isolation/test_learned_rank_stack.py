@@ -266,6 +266,12 @@ async def test_legacy_signals_and_erased_feedback_never_reach_training(
         assert code == 0
         bob_rows = sum(len(p["results"]) for p in bob_packs)
         assert fitted["training_rows"] == bob_rows + sum(len(p["results"]) for p in alice_packs)
+        # A project's own model learns only from feedback on that project's packs.
+        own = await stack.retrieval.FitRankModel(
+            retrieval_pb2.FitRankModelRequest(scope_id=bob["personal_scope_id"])
+        )
+        assert own.model.scope_id == bob["personal_scope_id"]
+        assert own.model.training_rows == bob_rows
 
         erased = await stack.api.delete(
             f"/identity/users/{alice['principal_id']}/personal-knowledge",
