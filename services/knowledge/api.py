@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from vera.db.notify import ChannelWatch
 from vera.knowledge.v1 import knowledge_service_pb2_grpc
 
 from .curation_api import CurationRpcs
@@ -28,11 +29,13 @@ class KnowledgeServicer(
         store: KnowledgeStore,
         graph: GraphStore,
         *,
+        changes: ChannelWatch,
         stale_source_days: int,
         refresh_seconds: float = 0.0,
     ) -> None:
         self._store = store
         self._graph = graph
+        self._changes = changes
         self._curation = CurationStore(store)
         self._stale_days = stale_source_days
         self._refresh_seconds = refresh_seconds

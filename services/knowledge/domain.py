@@ -48,6 +48,7 @@ MAX_BATCH = 10_000
 
 REPORT_PAGE_DEFAULT, REPORT_PAGE_MAX = 50, limits.LIMIT_REPORT[1]
 CHANGES_PAGE_DEFAULT, CHANGES_PAGE_MAX = 256, 1000
+CHANGES_MAX_WAIT_SECONDS = 10.0
 
 FEEDBACK_SIGNALS = ("up", "down")
 # Where a feedback row's query, rank and signal vector came from; only RESULT rows carry a

@@ -3,6 +3,8 @@ proto <-> domain translation and nothing else."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from vera import page_tokens
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
@@ -11,6 +13,12 @@ from vera.rpc.timestamps import from_timestamp, to_timestamp
 from . import convert, domain
 from .policy import policy_for
 from .store import KnowledgeStore
+
+if TYPE_CHECKING:
+    from vera.db.notify import ChannelWatch
+
+# A long poll answers this long before the call's deadline, so the answer arrives in time.
+DEADLINE_MARGIN_SECONDS = 0.5
 
 MAX_KEYS_PER_BATCH = 1000
 
@@ -25,6 +33,7 @@ class FactRpcs:
     """The RPCs over facts, proposals and feedback; one group of ``api.KnowledgeServicer``."""
 
     _store: KnowledgeStore
+    _changes: ChannelWatch
 
     async def IngestKnowledge(
         self, request: pb.IngestKnowledgeRequest, context
@@ -241,7 +250,11 @@ class FactRpcs:
             "page_size", request.page_size, domain.CHANGES_PAGE_DEFAULT, domain.CHANGES_PAGE_MAX
         )
         scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        wait = _max_wait(request, context)
+        seen = self._changes.generation
         page = await self._store.list_changes(request.after_position, size, scopes)
+        if not page.changes and wait > 0 and await self._changes.wait_past(seen, wait):
+            page = await self._store.list_changes(request.after_position, size, scopes)
         return pb.ListChangesResponse(
             changes=[
                 pb.Change(
@@ -255,3 +268,17 @@ class FactRpcs:
             ],
             head_position=page.head_position,
         )
+
+
+def _max_wait(request: pb.ListChangesRequest, context) -> float:
+    if not request.HasField("max_wait"):
+        return 0.0
+    wait = request.max_wait.ToTimedelta().total_seconds()
+    if not 0 <= wait <= domain.CHANGES_MAX_WAIT_SECONDS:
+        raise InvalidInput(
+            "max_wait", f"0..{domain.CHANGES_MAX_WAIT_SECONDS:g} seconds", reason="out_of_range"
+        )
+    remaining = context.time_remaining()
+    if remaining is not None:
+        wait = min(wait, remaining - DEADLINE_MARGIN_SECONDS)
+    return wait

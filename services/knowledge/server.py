@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from vera.config import Settings
-from vera.db.pool import open_service_database
+from vera.db.notify import ChannelWatch
+from vera.db.pool import open_service_database, service_dsn
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 
@@ -24,11 +25,14 @@ async def create(settings: Settings, address: str) -> HostedService:
     try:
         stale_days = settings.knowledge.stale_source_days
         store = KnowledgeStore(pool, ontology, stale_source_days=stale_days)
+        # The outbox trigger (migration 0008) notifies this channel; ListChanges long-polls it.
+        changes = ChannelWatch(service_dsn(settings), f"{SCHEMA}.outbox")
         # Communities: derived on demand (DeriveCommunities) and by a background refresh of
         # scopes whose change log moved; an LLM summarizer would replace the extractive one.
         servicer = KnowledgeServicer(
             store,
             GraphStore(store, ExtractiveSummarizer()),
+            changes=changes,
             stale_source_days=stale_days,
             refresh_seconds=settings.knowledge.community_refresh_seconds,
         )
@@ -37,11 +41,13 @@ async def create(settings: Settings, address: str) -> HostedService:
             [ServiceBinding(SERVICE_NAME, servicer, register)], address, settings
         )
         servicer.start_refresher()
+        changes.start()
     except BaseException:
         await pool.close()
         raise
 
     async def aclose() -> None:
+        await changes.aclose()
         await servicer.stop_refresher()
         await pool.close()
 

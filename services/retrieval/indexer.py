@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE = 256
 MAX_BACKOFF_SECONDS = 5.0
+# How long a caught-up tailer's read waits for the next change (knowledge answers as soon as
+# one commits). Short enough that a stopping knowledge service drains it quickly.
+LONG_POLL_SECONDS = 2.0
 
 
 def embedding_text(fact: Fact) -> str:
@@ -75,12 +78,13 @@ class ChangeIndexer:
             return 0
         return cursor
 
-    async def step(self) -> bool:
-        """Applies one page; True when caught up with the head."""
+    async def step(self, wait_seconds: float = 0.0) -> bool:
+        """Applies one page; True when caught up with the head. With ``wait_seconds``, a
+        read that finds nothing new waits that long for a change."""
         if self.indexed_position is None:
             self.indexed_position = await self._start_position()
             self.indexed_facts = await self._vectors.count()
-        page = await self._source.list_changes(self.indexed_position, self._page_size)
+        page = await self._source.list_changes(self.indexed_position, self._page_size, wait_seconds)
         self.head_position = max(self.head_position, page.head_position)
         changes = [c for c in page.changes if c.position > self.indexed_position]
         if not changes:
@@ -114,16 +118,26 @@ class ChangeIndexer:
 
     async def run(self) -> None:
         backoff = self._poll
+        wait = 0.0
+        loop = asyncio.get_running_loop()
         while True:
+            before, started = self.indexed_position, loop.time()
             try:
-                caught_up = await self.step()
+                caught_up = await self.step(wait)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("indexing failed (%s); retrying in %.1fs", _describe(exc), backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+                wait = 0.0
                 continue
             backoff = self._poll
-            if caught_up:
+            if not caught_up:
+                wait = 0.0
+            elif not wait:
+                wait = LONG_POLL_SECONDS
+            elif self.indexed_position == before and loop.time() - started < self._poll:
+                # Nothing new, answered sooner than asked: a knowledge service that does not
+                # long-poll (an older release) is polled at the fixed interval instead.
                 await asyncio.sleep(self._poll)

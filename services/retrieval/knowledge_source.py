@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import grpc
 
@@ -18,13 +18,21 @@ class KnowledgeFactSource:
     """Calls go through a channel from ``vera.rpc.client.open_channel``: each has a deadline
     and failures arrive as VeraError."""
 
-    def __init__(self, channel: grpc.aio.Channel) -> None:
+    def __init__(self, channel: grpc.aio.Channel, deadline_seconds: float) -> None:
         self._stub = knowledge_pb2_grpc.KnowledgeServiceStub(channel)
+        self._deadline_seconds = deadline_seconds
 
-    async def list_changes(self, after_position: int, page_size: int) -> ChangePage:
-        response = await self._stub.ListChanges(
-            knowledge_pb2.ListChangesRequest(after_position=after_position, page_size=page_size)
+    async def list_changes(
+        self, after_position: int, page_size: int, wait_seconds: float = 0.0
+    ) -> ChangePage:
+        request = knowledge_pb2.ListChangesRequest(
+            after_position=after_position, page_size=page_size
         )
+        timeout = None  # the channel's deadline
+        if wait_seconds > 0:
+            request.max_wait.FromTimedelta(timedelta(seconds=wait_seconds))
+            timeout = wait_seconds + self._deadline_seconds
+        response = await self._stub.ListChanges(request, timeout=timeout)
         return ChangePage(
             changes=[change_from_proto(c) for c in response.changes],
             head_position=response.head_position,

@@ -106,7 +106,12 @@ class Reranker(Protocol):
 
 
 class FactSource(Protocol):
-    async def list_changes(self, after_position: int, page_size: int) -> ChangePage: ...
+    async def list_changes(
+        self, after_position: int, page_size: int, wait_seconds: float = 0.0
+    ) -> ChangePage:
+        """Changes after ``after_position``; with ``wait_seconds``, an empty answer waits
+        that long for one to commit (a long poll)."""
+        ...
 
     async def batch_get_facts(
         self,

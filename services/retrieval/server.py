@@ -81,7 +81,7 @@ async def create(
 
         cleanups.append(close_reranker)
 
-        source = KnowledgeFactSource(channel)
+        source = KnowledgeFactSource(channel, settings.rpc.deadline_seconds)
         lexical = PgLexicalIndex(pool, FactMemory(embedder.dimensions))
         cleanups.append(lexical.close)
         await lexical.load()

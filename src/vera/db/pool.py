@@ -64,12 +64,17 @@ async def create_pool(
     )
 
 
+def service_dsn(settings: Settings) -> str:
+    """The database a service runs on; a start without one fails naming the variable."""
+    if settings.database.dsn is None:
+        raise ConfigError("VERA_DATABASE__DSN: required")
+    return settings.database.dsn.get_secret_value()
+
+
 async def open_service_database(settings: Settings, schema: str, package: str) -> asyncpg.Pool:
     """What every service does first: apply its migrations, then pool its schema."""
     db = settings.database
-    if db.dsn is None:
-        raise ConfigError("VERA_DATABASE__DSN: required")
-    dsn = db.dsn.get_secret_value()
+    dsn = service_dsn(settings)
     await migrate(dsn, schema, package)
     return await create_pool(
         dsn,

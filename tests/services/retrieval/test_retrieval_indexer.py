@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from vera.errors import Unavailable
-from vera.services.retrieval.indexer import ChangeIndexer, embedding_text
+from vera.services.retrieval.indexer import LONG_POLL_SECONDS, ChangeIndexer, embedding_text
 from vera.services.retrieval.model import Change, ChangeKind, ChangePage, Fact
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -30,11 +30,15 @@ def version(key: str, n: int) -> Fact:
 class FakeLog:
     changes: list[Change] = field(default_factory=list)
     failures: int = 0
+    waits: list[float] = field(default_factory=list)
 
     def append(self, kind: ChangeKind, fact: Fact | None = None) -> None:
         self.changes.append(Change(len(self.changes) + 1, kind, fact))
 
-    async def list_changes(self, after_position: int, page_size: int) -> ChangePage:
+    async def list_changes(
+        self, after_position: int, page_size: int, wait_seconds: float = 0.0
+    ) -> ChangePage:
+        self.waits.append(wait_seconds)
         if self.failures:
             self.failures -= 1
             raise Unavailable("knowledge down")
@@ -144,3 +148,67 @@ async def test_run_survives_failures_and_catches_up():
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert task.cancelled()
+
+
+@dataclass
+class WaitingLog(FakeLog):
+    """A source that long-polls like knowledge: an empty read waits for the next append."""
+
+    def __post_init__(self) -> None:
+        self.appended = asyncio.Event()
+
+    def append(self, kind: ChangeKind, fact: Fact | None = None) -> None:
+        super().append(kind, fact)
+        self.appended.set()
+        self.appended = asyncio.Event()
+
+    async def list_changes(self, after_position, page_size, wait_seconds=0.0) -> ChangePage:
+        page = await super().list_changes(after_position, page_size, wait_seconds)
+        if page.changes or not wait_seconds:
+            return page
+        try:
+            await asyncio.wait_for(self.appended.wait(), wait_seconds)
+        except TimeoutError:
+            return page
+        return await super().list_changes(after_position, page_size, 0.0)
+
+
+async def until(condition) -> None:
+    for _ in range(300):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition never held")
+
+
+async def test_a_caught_up_tailer_waits_for_the_next_change_instead_of_polling():
+    log = WaitingLog()
+    log.append(ChangeKind.FACT_UPSERTED, version("a", 1))
+    tailer, _, _, lexical = indexer(log)
+    task = asyncio.create_task(tailer.run())
+    try:
+        await until(lambda: lexical.position == 1)
+        reads = len(log.waits)
+        await asyncio.sleep(0.5)  # idle: one long poll in flight, not 50 polls
+        assert len(log.waits) - reads <= 1
+        assert log.waits[-1] == LONG_POLL_SECONDS
+        log.append(ChangeKind.FACT_UPSERTED, version("b", 1))
+        await until(lambda: lexical.position == 2)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_source_that_answers_at_once_is_polled_at_the_interval_not_in_a_busy_loop():
+    log = FakeLog()  # ignores the wait, as a knowledge service that cannot long-poll
+    log.append(ChangeKind.FACT_UPSERTED, version("a", 1))
+    tailer, _, _, lexical = indexer(log)  # poll_seconds=0.01
+    task = asyncio.create_task(tailer.run())
+    try:
+        await until(lambda: lexical.position == 1)
+        reads = len(log.waits)
+        await asyncio.sleep(0.5)
+        assert len(log.waits) - reads <= 0.5 / 0.01 + 5
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

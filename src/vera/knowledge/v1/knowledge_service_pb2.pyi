@@ -1,5 +1,6 @@
 import datetime
 
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from vera.knowledge.v1 import knowledge_resources_pb2 as _knowledge_resources_pb2
 from google.protobuf.internal import containers as _containers
@@ -411,14 +412,16 @@ class ListRankingFeedbackResponse(_message.Message):
     def __init__(self, feedback: _Optional[_Iterable[_Union[RankingFeedback, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListChangesRequest(_message.Message):
-    __slots__ = ("after_position", "page_size", "scope_ids")
+    __slots__ = ("after_position", "page_size", "scope_ids", "max_wait")
     AFTER_POSITION_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_FIELD_NUMBER: _ClassVar[int]
     after_position: int
     page_size: int
     scope_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, after_position: _Optional[int] = ..., page_size: _Optional[int] = ..., scope_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    max_wait: _duration_pb2.Duration
+    def __init__(self, after_position: _Optional[int] = ..., page_size: _Optional[int] = ..., scope_ids: _Optional[_Iterable[str]] = ..., max_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ListChangesResponse(_message.Message):
     __slots__ = ("changes", "head_position")
