@@ -13,7 +13,7 @@ from typing import Any
 
 from vera import INTEGRATION_CONTRACT_VERSION, SERVER_VERSION
 from vera.errors import InvalidInput, NotFound
-from vera.gateway import call_context, views
+from vera.gateway import call_context, schemas, views
 from vera.gateway.auth import scope_names
 from vera.gateway.call_context import CallContext
 from vera.gateway.render import UNTRUSTED
@@ -186,6 +186,8 @@ def _pack_envelope(pack: snapshot_pb2.ContextPack) -> dict[str, Any]:
         "freshness_warnings": content.get("freshness_warnings") or [],
         "omitted": content.get("omitted") or [],
         "empty_reason": content.get("empty_reason") if not results else None,
+        # A pack stored before the field existed was assembled hybrid.
+        "retrieval_mode": content.get("retrieval_mode") or schemas.HYBRID_MODE,
         "token_estimate": int(content.get("token_estimate") or 0),
         "assembler_version": pack.assembler_version or content.get("assembler_version") or "",
         "expires_at": views.ts(pack, "expires_at"),
@@ -452,6 +454,11 @@ def _retrieval(data: dict[str, Any], heading: str) -> str:
     lines = [heading, UNTRUSTED]
     if data.get("pack_id"):
         lines.append(f"pack_id={data['pack_id']} expires_at={data.get('expires_at')}")
+    if data.get("retrieval_mode") == schemas.DEGRADED_MODE:
+        lines.append(
+            "DEGRADED: the vector index was unavailable; lexical matches only "
+            "(retrieval_mode=lexical_only)."
+        )
     if not results:
         lines.append(f"No results ({data.get('empty_reason')}). Say so rather than guess.")
     for r in results:

@@ -99,6 +99,7 @@ class Guard:
                 spec, dict(arguments or {}), request, protocol_version, meta
             )
             outcome = "success"
+            self._metrics.observe_answer(spec.name, result.structured_content)
             return result
         finally:
             self._metrics.observe(spec.name, outcome, time.perf_counter() - started)

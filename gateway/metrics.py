@@ -1,7 +1,8 @@
 """Bounded Prometheus metrics for tool calls, served on their own listener.
 
 Labels are the registered tool name and success/error, nothing else: no principal,
-project, query or unknown requested name ever becomes a label. The registry is
+project, query or unknown requested name ever becomes a label. Degraded answers (a
+retrieval answered by its lexical leg alone) are counted per tool as well. The registry is
 process-local, so run one ASGI worker per process while metrics are enabled.
 """
 
@@ -15,6 +16,8 @@ from threading import Thread
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+
+from vera.gateway.schemas import DEGRADED_MODE
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +39,21 @@ class ToolMetrics:
             ("tool", "outcome"),
             registry=self.registry,
         )
+        degraded = Counter(
+            "vera_mcp_degraded_answers",
+            "Successful answers the retrieval gave from its lexical leg alone, by tool.",
+            ("tool",),
+            registry=self.registry,
+        )
+        names = tuple(tool_names)
         # Every series exists from the start, so a scrape shows all tools at once; a call
         # then updates its pair without looking the labels up again.
         self._series = {
             (tool, outcome): (calls.labels(tool, outcome), duration.labels(tool, outcome))
-            for tool in tool_names
+            for tool in names
             for outcome in OUTCOMES
         }
+        self._degraded = {tool: degraded.labels(tool) for tool in names}
 
     def observe(self, tool: str, outcome: str, seconds: float) -> None:
         series = self._series.get((tool, outcome))
@@ -51,6 +62,13 @@ class ToolMetrics:
         calls, duration = series
         calls.inc()
         duration.observe(seconds)
+
+    def observe_answer(self, tool: str, data: object) -> None:
+        """Counts ``data`` (a tool's structured answer) when it says it was degraded."""
+        counter = self._degraded.get(tool)
+        if counter is not None and isinstance(data, dict):
+            if data.get("retrieval_mode") == DEGRADED_MODE:
+                counter.inc()
 
 
 @dataclass

@@ -17,6 +17,10 @@ OPT_INT = {"type": ["integer", "null"]}
 OPT_NUM = {"type": ["number", "null"]}
 TS = {"type": ["string", "null"], "description": "ISO-8601 instant (UTC) or null"}
 STR_LIST = {"type": "array", "items": STR}
+# What a retrieval answer's ``retrieval_mode`` may say; lexical_only is a degraded answer.
+HYBRID_MODE = "hybrid"
+DEGRADED_MODE = "lexical_only"
+RETRIEVAL_MODES = (HYBRID_MODE, DEGRADED_MODE)
 
 
 def obj(
@@ -109,6 +113,14 @@ _RETRIEVAL_COMMON = {
     "freshness_warnings": array(FRESHNESS_WARNING),
     "omitted": array(OMISSION),
     "empty_reason": OPT_STR,
+    "retrieval_mode": {
+        "type": "string",
+        "enum": list(RETRIEVAL_MODES),
+        "description": (
+            "hybrid: dense and lexical legs fused; lexical_only: degraded, the vector "
+            "index or embedding model was unavailable, so only lexical matches were ranked."
+        ),
+    },
 }
 
 CONTEXT_REQUEST = {

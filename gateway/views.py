@@ -9,6 +9,7 @@ from typing import Any
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from vera.gateway import schemas
 from vera.identity.v1 import identity_pb2
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.retrieval.v1 import retrieval_pb2
@@ -135,6 +136,16 @@ def omission(o: retrieval_pb2.Omission) -> dict[str, Any]:
     return {"fact_key": o.fact_key, "reason": o.reason}
 
 
+_RETRIEVAL_MODE: dict[int, str] = {
+    retrieval_pb2.RETRIEVAL_MODE_LEXICAL_ONLY: schemas.DEGRADED_MODE,
+}
+
+
+def retrieval_mode(mode: int) -> str:
+    # Unset (a retrieval service that predates the field) is the hybrid answer it gave.
+    return _RETRIEVAL_MODE.get(mode, schemas.HYBRID_MODE)
+
+
 def retrieval_common(response: Any, *, compact_citations: bool = False) -> dict[str, Any]:
     """The parts shared by SearchResponse and AssembleContextResponse."""
     results = [result(r, compact_citations=compact_citations) for r in response.results]
@@ -145,6 +156,7 @@ def retrieval_common(response: Any, *, compact_citations: bool = False) -> dict[
         "omitted": [omission(o) for o in response.omitted],
         # Nothing found is an answer, with a reason; a reason only accompanies no results.
         "empty_reason": (response.empty_reason or "no_matching_knowledge") if not results else None,
+        "retrieval_mode": retrieval_mode(response.retrieval_mode),
     }
 
 

@@ -8,6 +8,7 @@ from vera.services.retrieval.convert import (
     filters_from_proto,
     omission_to_proto,
     result_to_proto,
+    retrieval_mode_to_proto,
     warning_to_proto,
 )
 from vera.services.retrieval.indexer import ChangeIndexer
@@ -36,6 +37,7 @@ class RetrievalApi(RankRpcs, retrieval_pb2_grpc.RetrievalServiceServicer):
             omitted=[omission_to_proto(o) for o in outcome.omitted],
             empty_reason=outcome.empty_reason,
             assembler_version=outcome.assembler_version,
+            retrieval_mode=retrieval_mode_to_proto(outcome.retrieval_mode),
         )
 
     async def AssembleContext(self, request: retrieval_pb2.AssembleContextRequest, context):
@@ -55,6 +57,7 @@ class RetrievalApi(RankRpcs, retrieval_pb2_grpc.RetrievalServiceServicer):
             token_estimate=outcome.token_estimate,
             empty_reason=outcome.empty_reason,
             assembler_version=outcome.assembler_version,
+            retrieval_mode=retrieval_mode_to_proto(outcome.retrieval_mode),
         )
 
     async def GetIndexStatus(self, request: retrieval_pb2.GetIndexStatusRequest, context):

@@ -17,6 +17,7 @@ from vera.services.retrieval.model import (
     FreshnessWarning,
     Omission,
     Result,
+    RetrievalMode,
 )
 
 
@@ -166,3 +167,13 @@ def warning_to_proto(warning: FreshnessWarning) -> retrieval_pb2.FreshnessWarnin
 
 def omission_to_proto(omission: Omission) -> retrieval_pb2.Omission:
     return retrieval_pb2.Omission(fact_key=omission.fact_key, reason=omission.reason)
+
+
+_RETRIEVAL_MODE = {
+    RetrievalMode.HYBRID: retrieval_pb2.RETRIEVAL_MODE_HYBRID,
+    RetrievalMode.LEXICAL_ONLY: retrieval_pb2.RETRIEVAL_MODE_LEXICAL_ONLY,
+}
+
+
+def retrieval_mode_to_proto(mode: RetrievalMode) -> retrieval_pb2.RetrievalMode:
+    return _RETRIEVAL_MODE[mode]

@@ -43,6 +43,14 @@ class ChangeKind(enum.IntEnum):
     FACT_ERASED = 4
 
 
+class RetrievalMode(enum.StrEnum):
+    """Which index legs answered: the dense leg is an accelerator over the lexical one, and
+    when it fails the lexical leg answers alone (degraded, and the answer says so)."""
+
+    HYBRID = "hybrid"
+    LEXICAL_ONLY = "lexical_only"
+
+
 class ConflictHandling(enum.StrEnum):
     INCLUDE = "include"
     EXCLUDE = "exclude"
@@ -199,6 +207,7 @@ class SearchOutcome:
     omitted: list[Omission] = field(default_factory=list)
     empty_reason: str = ""
     assembler_version: str = ""
+    retrieval_mode: RetrievalMode = RetrievalMode.HYBRID
 
 
 @dataclass

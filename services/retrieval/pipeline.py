@@ -5,11 +5,14 @@ query -> embed -> dense ANN and lexical legs (same scope/state/time/attribute fi
 the query) -> calibrated fusion -> authoritative re-read from knowledge (scope re-check)
 -> rerank of a short list -> filters, binding boosts, conflict handling -> rank -> limit
 -> (context) token budget. Imports only the ports; the adapters live next to it.
+When the dense leg fails (embedder or vector index), the lexical leg answers alone and the
+outcome says so (``RetrievalMode.LEXICAL_ONLY``) instead of the call failing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,6 +34,7 @@ from vera.services.retrieval.model import (
     IndexQuery,
     Omission,
     Result,
+    RetrievalMode,
     SearchOutcome,
 )
 from vera.services.retrieval.ports import (
@@ -41,6 +45,8 @@ from vera.services.retrieval.ports import (
     Reranker,
     VectorIndex,
 )
+
+log = logging.getLogger(__name__)
 
 # Calibrated fusion: lexical BM25 / the query's best BM25 (0..1) and dense cosine (already
 # on a fixed scale), equally weighted; the cosine of the fact's neighbourhood (its source
@@ -86,6 +92,7 @@ class _Ranking:
     # Candidates below the re-read short list (scoped by the index legs, not re-read).
     unread: list[str] = field(default_factory=list)
     assembler_version: str = ""  # the contract this ranking was made under
+    retrieval_mode: RetrievalMode = RetrievalMode.HYBRID
 
 
 @dataclass(frozen=True)
@@ -335,6 +342,7 @@ class Retriever:
             omitted=omitted[:OMITTED_CAP],
             empty_reason="" if kept else ranking.empty_reason,
             assembler_version=ranking.assembler_version,
+            retrieval_mode=ranking.retrieval_mode,
         )
 
     async def assemble(
@@ -388,6 +396,7 @@ class Retriever:
             empty_reason=empty_reason,
             token_estimate=spent,
             assembler_version=ranking.assembler_version,
+            retrieval_mode=ranking.retrieval_mode,
         )
 
     async def _rank(
@@ -408,14 +417,9 @@ class Retriever:
             max_trust_tier=filters.max_trust_tier,
         )
 
-        vector: list[float] = []
-
-        async def dense_leg() -> list[Candidate]:
-            vector.extend((await self._embedder.embed([query]))[0])
-            return await self._vectors.search(vector, index_query, self._pool)
-
-        dense, lexical = await asyncio.gather(
-            dense_leg(), self._lexical.search(query, index_query, self._pool)
+        (vector, dense, mode), lexical = await asyncio.gather(
+            self._dense_leg(query, index_query),
+            self._lexical.search(query, index_query, self._pool),
         )
         features: Mapping[str, CandidateFeatures] = {}
         if self._features is not None:
@@ -449,7 +453,9 @@ class Retriever:
             texts = {k: rerank_text(authoritative[k]) for k in keys if k in authoritative}
             reranked = await self._reranker.rerank(query, list(texts), fused, texts)
 
-        ranking = _Ranking(unread=unread, assembler_version=self.assembler_version)
+        ranking = _Ranking(
+            unread=unread, retrieval_mode=mode, assembler_version=self.assembler_version
+        )
         filtered_out = 0
         for key in keys:
             fact = authoritative.get(key)
@@ -516,6 +522,26 @@ class Retriever:
             else:
                 ranking.empty_reason = await self._why_nothing(index_query)
         return ranking
+
+    async def _dense_leg(
+        self, query: str, index_query: IndexQuery
+    ) -> tuple[list[float], list[Candidate], RetrievalMode]:
+        """The query's vector and the dense candidates. Any failure here (a model error, a
+        Qdrant server down, a closed shard) degrades the answer to the lexical leg rather
+        than failing it: with no vector the query is the zero vector (no dense evidence,
+        while the features still see entity mentions); with a vector but no index, the
+        features still score the lexical candidates' exact cosine from memory."""
+        try:
+            vector = list((await self._embedder.embed([query]))[0])
+        except Exception as exc:
+            log.warning("query embedding failed (%s); answering lexically", type(exc).__name__)
+            return [0.0] * self._embedder.dimensions, [], RetrievalMode.LEXICAL_ONLY
+        try:
+            dense = await self._vectors.search(vector, index_query, self._pool)
+        except Exception as exc:
+            log.warning("vector index failed (%s); answering lexically", type(exc).__name__)
+            return vector, [], RetrievalMode.LEXICAL_ONLY
+        return vector, dense, RetrievalMode.HYBRID
 
     async def _why_nothing(self, query: IndexQuery) -> str:
         if not await self._lexical.has_documents(query, with_attributes=False):

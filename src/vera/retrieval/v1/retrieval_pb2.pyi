@@ -18,6 +18,12 @@ class ConflictHandling(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONFLICT_HANDLING_EXCLUDE: _ClassVar[ConflictHandling]
     CONFLICT_HANDLING_ONLY: _ClassVar[ConflictHandling]
 
+class RetrievalMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RETRIEVAL_MODE_UNSPECIFIED: _ClassVar[RetrievalMode]
+    RETRIEVAL_MODE_HYBRID: _ClassVar[RetrievalMode]
+    RETRIEVAL_MODE_LEXICAL_ONLY: _ClassVar[RetrievalMode]
+
 class RankFitOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     RANK_FIT_OUTCOME_UNSPECIFIED: _ClassVar[RankFitOutcome]
@@ -29,6 +35,9 @@ CONFLICT_HANDLING_UNSPECIFIED: ConflictHandling
 CONFLICT_HANDLING_INCLUDE: ConflictHandling
 CONFLICT_HANDLING_EXCLUDE: ConflictHandling
 CONFLICT_HANDLING_ONLY: ConflictHandling
+RETRIEVAL_MODE_UNSPECIFIED: RetrievalMode
+RETRIEVAL_MODE_HYBRID: RetrievalMode
+RETRIEVAL_MODE_LEXICAL_ONLY: RetrievalMode
 RANK_FIT_OUTCOME_UNSPECIFIED: RankFitOutcome
 RANK_FIT_OUTCOME_ACTIVATED: RankFitOutcome
 RANK_FIT_OUTCOME_TOO_LITTLE_FEEDBACK: RankFitOutcome
@@ -127,20 +136,22 @@ class SearchRequest(_message.Message):
     def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filters: _Optional[_Union[RetrievalFilters, _Mapping]] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("results", "conflicts", "freshness_warnings", "omitted", "empty_reason", "assembler_version")
+    __slots__ = ("results", "conflicts", "freshness_warnings", "omitted", "empty_reason", "assembler_version", "retrieval_mode")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     FRESHNESS_WARNINGS_FIELD_NUMBER: _ClassVar[int]
     OMITTED_FIELD_NUMBER: _ClassVar[int]
     EMPTY_REASON_FIELD_NUMBER: _ClassVar[int]
     ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RETRIEVAL_MODE_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[RetrievedFact]
     conflicts: _containers.RepeatedCompositeFieldContainer[Conflict]
     freshness_warnings: _containers.RepeatedCompositeFieldContainer[FreshnessWarning]
     omitted: _containers.RepeatedCompositeFieldContainer[Omission]
     empty_reason: str
     assembler_version: str
-    def __init__(self, results: _Optional[_Iterable[_Union[RetrievedFact, _Mapping]]] = ..., conflicts: _Optional[_Iterable[_Union[Conflict, _Mapping]]] = ..., freshness_warnings: _Optional[_Iterable[_Union[FreshnessWarning, _Mapping]]] = ..., omitted: _Optional[_Iterable[_Union[Omission, _Mapping]]] = ..., empty_reason: _Optional[str] = ..., assembler_version: _Optional[str] = ...) -> None: ...
+    retrieval_mode: RetrievalMode
+    def __init__(self, results: _Optional[_Iterable[_Union[RetrievedFact, _Mapping]]] = ..., conflicts: _Optional[_Iterable[_Union[Conflict, _Mapping]]] = ..., freshness_warnings: _Optional[_Iterable[_Union[FreshnessWarning, _Mapping]]] = ..., omitted: _Optional[_Iterable[_Union[Omission, _Mapping]]] = ..., empty_reason: _Optional[str] = ..., assembler_version: _Optional[str] = ..., retrieval_mode: _Optional[_Union[RetrievalMode, str]] = ...) -> None: ...
 
 class AssembleContextRequest(_message.Message):
     __slots__ = ("scope_id", "query", "limit", "token_budget", "filters", "compact_citations")
@@ -159,7 +170,7 @@ class AssembleContextRequest(_message.Message):
     def __init__(self, scope_id: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., token_budget: _Optional[int] = ..., filters: _Optional[_Union[RetrievalFilters, _Mapping]] = ..., compact_citations: _Optional[bool] = ...) -> None: ...
 
 class AssembleContextResponse(_message.Message):
-    __slots__ = ("results", "conflicts", "freshness_warnings", "omitted", "token_estimate", "empty_reason", "assembler_version")
+    __slots__ = ("results", "conflicts", "freshness_warnings", "omitted", "token_estimate", "empty_reason", "assembler_version", "retrieval_mode")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     FRESHNESS_WARNINGS_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +178,7 @@ class AssembleContextResponse(_message.Message):
     TOKEN_ESTIMATE_FIELD_NUMBER: _ClassVar[int]
     EMPTY_REASON_FIELD_NUMBER: _ClassVar[int]
     ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RETRIEVAL_MODE_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[RetrievedFact]
     conflicts: _containers.RepeatedCompositeFieldContainer[Conflict]
     freshness_warnings: _containers.RepeatedCompositeFieldContainer[FreshnessWarning]
@@ -174,7 +186,8 @@ class AssembleContextResponse(_message.Message):
     token_estimate: int
     empty_reason: str
     assembler_version: str
-    def __init__(self, results: _Optional[_Iterable[_Union[RetrievedFact, _Mapping]]] = ..., conflicts: _Optional[_Iterable[_Union[Conflict, _Mapping]]] = ..., freshness_warnings: _Optional[_Iterable[_Union[FreshnessWarning, _Mapping]]] = ..., omitted: _Optional[_Iterable[_Union[Omission, _Mapping]]] = ..., token_estimate: _Optional[int] = ..., empty_reason: _Optional[str] = ..., assembler_version: _Optional[str] = ...) -> None: ...
+    retrieval_mode: RetrievalMode
+    def __init__(self, results: _Optional[_Iterable[_Union[RetrievedFact, _Mapping]]] = ..., conflicts: _Optional[_Iterable[_Union[Conflict, _Mapping]]] = ..., freshness_warnings: _Optional[_Iterable[_Union[FreshnessWarning, _Mapping]]] = ..., omitted: _Optional[_Iterable[_Union[Omission, _Mapping]]] = ..., token_estimate: _Optional[int] = ..., empty_reason: _Optional[str] = ..., assembler_version: _Optional[str] = ..., retrieval_mode: _Optional[_Union[RetrievalMode, str]] = ...) -> None: ...
 
 class GetIndexStatusRequest(_message.Message):
     __slots__ = ("scope_id",)
