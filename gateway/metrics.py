@@ -41,7 +41,8 @@ class ToolMetrics:
         )
         degraded = Counter(
             "vera_mcp_degraded_answers",
-            "Successful answers the retrieval gave from its lexical leg alone, by tool.",
+            "Answers saying retrieval_mode=lexical_only (the lexical leg alone), by tool; "
+            "knowledge_get_context_pack counts reads of packs persisted so.",
             ("tool",),
             registry=self.registry,
         )
