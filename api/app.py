@@ -68,7 +68,8 @@ def build_app(settings: Settings, *, authenticator: RestAuthenticator | None = N
         allowed_origins=list(settings.api.allowed_origins or ()),
     )
     app = Starlette(routes=routes, lifespan=lifespan,
-                    middleware=[Middleware(RequestGuard, security=security)])
+                    middleware=[Middleware(RequestGuard, security=security,
+                                           body_timeout=settings.api.body_timeout_seconds)])
     app.state.settings = settings
     app.state.authenticator = authenticator or default_authenticator(settings)
     return app

@@ -23,8 +23,8 @@ HTTP_STATUS = {
 def error_response(error: VeraError, status: int | None = None) -> JSONResponse:
     """``status`` overrides the reason's usual one where HTTP has a more exact answer to a
     refused request: a Host not served is 421, an Origin not allowed 403, a body that is
-    not JSON 415, an oversize one 413 (each still ``invalid_input`` naming the header or
-    the body)."""
+    not JSON 415, an oversize one 413, one not whole in time 408 (each still
+    ``invalid_input`` naming the header or the body)."""
     status = status or HTTP_STATUS.get(error.reason, 500)
     body: dict[str, object] = {"code": error.reason.lower() if status != 500 else "internal_error"}
     if status != 500:

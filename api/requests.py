@@ -11,7 +11,8 @@ visits must not be able to drive the API:
 - A body must be ``application/json`` (415): a form or a ``text/plain`` fetch, the
   requests a page may send without CORS, is refused.
 - A body is at most ``MAX_BODY_BYTES`` (413): refused unread on its Content-Length, and cut
-  off while it streams in, before anything else reads it.
+  off while it streams in, before anything else reads it. It must have arrived whole
+  within ``body_timeout`` seconds (408), so a client trickling it in holds nothing for long.
 
 Each refusal is ``invalid_input`` naming the header or the body. Liveness and readiness are
 exempt: probes dial the pod address, and they read nothing.
@@ -19,6 +20,7 @@ exempt: probes dial the pod address, and they read nothing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -48,9 +50,12 @@ class RequestGuard:
     """ASGI middleware: admits a request by its headers, then reads its body, bounded,
     and hands the app a replay of it."""
 
-    def __init__(self, app: ASGIApp, security: TransportSecuritySettings) -> None:
+    def __init__(
+        self, app: ASGIApp, security: TransportSecuritySettings, body_timeout: float
+    ) -> None:
         self._app = app
         self._security = TransportSecurityMiddleware(security)
+        self._body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in PROBE_PATHS:
@@ -59,7 +64,11 @@ class RequestGuard:
         try:
             await self._admit(Request(scope))
             if _carries_body(Headers(scope=scope)):
-                body = await _read_bounded(receive)
+                try:
+                    async with asyncio.timeout(self._body_timeout):
+                        body = await _read_bounded(receive)
+                except TimeoutError:
+                    raise _Refused(InvalidInput("body", reason="timeout"), 408) from None
                 if body is None:  # the client went away mid-body: nobody to answer
                     return
                 receive = _replay(body, receive)

@@ -139,21 +139,36 @@ def build_server(guard: Guard) -> Server[Any]:
 
 
 class _PostOnly:
-    """Lets POST through to the MCP transport; any other method gets 405 after the
-    Host/Origin check."""
+    """Checks Host and Origin before anything reads a body, then lets a JSON POST through
+    to the MCP transport; any other method gets 405, and a POST of anything but
+    ``application/json`` 415 ``invalid_input`` naming the content-type, as the REST API
+    answers (the SDK's own answer is a bare 400)."""
 
     def __init__(self, app: ASGIApp, security: TransportSecuritySettings) -> None:
         self._app = app
         self._security = TransportSecurityMiddleware(security)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] != "POST":
-            refusal = await self._security.validate_request(Request(scope, receive), is_post=False)
-            if refusal is None:
-                refusal = Response(status_code=405, headers={"Allow": "POST"})
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        refusal = await self._security.validate_request(request, is_post=False)
+        if refusal is None and scope["method"] != "POST":
+            refusal = Response(status_code=405, headers={"Allow": "POST"})
+        if refusal is None and not _is_json(request.headers.get("content-type")):
+            body = jsonrpc_error(
+                "invalid_input", None, field="content-type", reason="unsupported_media_type"
+            )
+            refusal = JSONResponse(body, status_code=415)
+        if refusal is not None:
             await refusal(scope, receive, send)
             return
         await self._app(scope, receive, send)
+
+
+def _is_json(content_type: str | None) -> bool:
+    return (content_type or "").partition(";")[0].strip().lower() == "application/json"
 
 
 class _BodyTooLarge(Exception):
@@ -192,11 +207,13 @@ class _ByMethod:
 
     The SDK accepts exactly one JSON-RPC message per POST (no batches), so a body that is
     not one ``tools/call`` request can run no tool; whatever it is, the SDK answers it.
+    A body not whole within ``body_timeout`` seconds is refused with 408.
     """
 
-    def __init__(self, tool_calls: ASGIApp, discovery: ASGIApp) -> None:
+    def __init__(self, tool_calls: ASGIApp, discovery: ASGIApp, body_timeout: float) -> None:
         self._tool_calls = tool_calls
         self._discovery = discovery
+        self._body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -206,7 +223,12 @@ class _ByMethod:
         # The request budget counts from here, so principal resolution spends from it too.
         state[RECEIVED_AT_STATE_KEY] = asyncio.get_running_loop().time()
         try:
-            body = await _read_body(receive)
+            async with asyncio.timeout(self._body_timeout):
+                body = await _read_body(receive)
+        except TimeoutError:  # before OSError, of which it is a subclass
+            refusal = jsonrpc_error("invalid_input", None, field="body", reason="timeout")
+            await JSONResponse(refusal, status_code=408)(scope, receive, send)
+            return
         except OSError:
             return  # nobody is left to answer
         except _BodyTooLarge:
@@ -316,7 +338,7 @@ def build_app(
             security,
         )
         extra_routes.append(Route(METADATA_PATH, endpoint=metadata_endpoint(settings)))
-    mcp_endpoint = _ByMethod(tool_calls, discovery)
+    mcp_endpoint = _ByMethod(tool_calls, discovery, settings.mcp.body_timeout_seconds)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -38,6 +38,10 @@ class HttpListenerSettings(BaseModel):
     allowed_origins: list[str] | None = None
     # The unauthenticated local profile binds loopback only unless this is set (logged loudly).
     allow_unauthenticated_non_loopback: bool = False
+    # A request body must have arrived whole this long after its headers (408 otherwise):
+    # uvicorn has no body timeout, so a client trickling a body in (slow loris) would hold
+    # its connection and buffer for ever.
+    body_timeout_seconds: float = Field(10.0, gt=0, le=300)
 
     @field_validator("allowed_origins")
     @classmethod
