@@ -313,6 +313,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import scale
 
         return scale.cli(sys.argv[1:] if argv is None else argv)
+    if "--feedback" in (sys.argv[1:] if argv is None else argv):  # the learned-ranking bench
+        from bench import feedback
+
+        return feedback.cli(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON file")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON report path")
