@@ -74,6 +74,7 @@ MCP_PATH = "/mcp"
 TOOL_CALL = "tools/call"
 DISCOVERY_BUCKET = "discovery"
 _REQUEST_ID_STATE_KEY = "vera_jsonrpc_id"
+_NOTIFICATION_STATE_KEY = "vera_mcp_notification"
 # Far above any bounded tool call: the body is read before the token is checked, so an
 # unauthenticated client must not make the gateway buffer more than this.
 MAX_BODY_BYTES = 1024 * 1024
@@ -242,13 +243,21 @@ class _ByMethod:
         method = message.get("method") if isinstance(message, dict) else None
         if isinstance(message, dict) and isinstance(message.get("id"), str | int):
             state[_REQUEST_ID_STATE_KEY] = message["id"]
+        state[_NOTIFICATION_STATE_KEY] = (
+            isinstance(message, dict) and isinstance(method, str) and "id" not in message
+        )
         target = self._tool_calls if method == TOOL_CALL else self._discovery
         await target(scope, _replay(body, receive), send)
 
 
 class _DiscoveryLimit:
     """Discovery acts as no principal, so it is metered per process: a leaky bucket of
-    ``per_minute`` messages. Over it: 429 with the seed's ``quota_exceeded``."""
+    ``per_minute`` requests. Over it: 429 with the seed's ``quota_exceeded``.
+
+    Notifications pass unmetered: they get no answer, and a client cannot tell which of
+    its messages a 429 refused (the official one reports a refused
+    ``notifications/initialized`` as the failure of the tool call that ran beside it).
+    """
 
     def __init__(self, app: ASGIApp, per_minute: int) -> None:
         self._app = app
@@ -256,6 +265,9 @@ class _DiscoveryLimit:
         self._retry_after = max(1, math.ceil(60 / per_minute))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("state", {}).get(_NOTIFICATION_STATE_KEY):
+            await self._app(scope, receive, send)
+            return
         if not self._limiter.has_capacity():
             body = jsonrpc_error(
                 "quota_exceeded",

@@ -674,6 +674,20 @@ async def test_discovery_is_limited_per_process(auth_gateway, fakes):
         assert search.status_code == 200 and "error" not in search.json()
 
 
+async def test_a_notification_is_never_refused_by_the_discovery_limit(auth_gateway, fakes):
+    # A client cannot tell which of its messages a 429 answered: the official one reports a
+    # refused notifications/initialized as the failure of the tool call it sent beside it.
+    async with auth_gateway(discovery_per_minute=2) as gw:
+        token = f"Bearer {builtin()}"
+        for _ in range(2):
+            assert (await post_message(gw.url, token, "tools/list")).status_code == 200
+        assert (await post_message(gw.url, token, "tools/list")).status_code == 429
+        for _ in range(5):
+            notified = await post_message(gw.url, token, "notifications/initialized", None)
+            assert notified.status_code == 202
+        assert (await post_message(gw.url, token, "tools/list")).status_code == 429
+
+
 async def test_an_oversized_body_is_413_before_any_lookup(auth_gateway, fakes):
     async with auth_gateway() as gw:
         before = counts(fakes.rec)
