@@ -1,10 +1,12 @@
 """Hidden text: characters a reader cannot see but that change what a line says.
 
 Control characters (newlines included), format characters (bidi embeddings, overrides and
-isolates, zero-width spaces and joiners, the soft hyphen, TAG characters U+E0000..E007F)
-and the line and paragraph separators U+2028/U+2029. One home for the rule: the knowledge
-service refuses them in proposals and flags them at ingest; the gateway escapes them in
-every line it renders, so a fact can never render as, or forge, another line.
+isolates, zero-width spaces and joiners, the soft hyphen, TAG characters U+E0000..E007F),
+the line and paragraph separators U+2028/U+2029, and the letters and symbols that render
+as nothing (Hangul fillers, the Braille blank, the combining grapheme joiner). One home for
+the rule: the knowledge service refuses them in proposals and flags them at ingest; the
+gateway escapes them in every line it renders, so a fact can never render as, or forge,
+another line.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ from __future__ import annotations
 import unicodedata
 
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+# Blank by design though not format characters: an invisible "word" can make two names
+# look the same. (Variation selectors stay visible: emoji need them.)
+_BLANK_GLYPHS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u034f")
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def is_hidden(char: str) -> bool:
-    return unicodedata.category(char) in _HIDDEN_CATEGORIES
+    return unicodedata.category(char) in _HIDDEN_CATEGORIES or char in _BLANK_GLYPHS
 
 
 def first_hidden(text: str, allowed: str = "") -> str | None:
