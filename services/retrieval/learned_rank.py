@@ -2,8 +2,9 @@
 
 A model sees only numbers the pipeline computed itself (each result's signal vector, as the
 gateway copied it from the persisted pack into a feedback row), never text. It is logistic
-regression over standardized features, trained on result-level up/down feedback, and it
-may only reorder the results the pipeline already found: it adds nothing and drops nothing.
+regression over standardized features, trained pairwise on result-level up/down feedback
+(each ``up`` against each ``down`` of the same pack), and it may only reorder the results
+the pipeline already found: it adds nothing and drops nothing.
 
 Activation rule: out of fold (folds grouped by query, so a question never sits on both
 sides), per persisted pack, order the labelled results (those with feedback) by the
@@ -191,17 +192,39 @@ def _standardize(matrix: Any) -> tuple[Any, Any]:
     return mean, scale
 
 
-def _train(matrix: Any, labels: Any, model_id: str) -> LinearRanker:
-    mean, scale = _standardize(matrix)
-    model = LogisticRegression(C=_REGULARIZATION, class_weight="balanced", max_iter=1000)
-    model.fit((matrix - mean) / scale, labels)
+def _pairs(matrix: Any, rows: Sequence[FeedbackRow], idx: Sequence[int]) -> tuple[Any, Any]:
+    """Within each pack, every (up, down) pair's feature difference, both ways round: what
+    a pack's order depends on is how its own results compare, not each one's raw scale (a
+    question whose every score is low still has a best result)."""
+    by_pack: dict[str, tuple[list[int], list[int]]] = {}
+    for i in idx:
+        ups, downs = by_pack.setdefault(rows[i].pack_id, ([], []))
+        (ups if rows[i].signal == "up" else downs).append(i)
+    diffs = [matrix[u] - matrix[d] for ups, downs in by_pack.values() for u in ups for d in downs]
+    if not diffs:
+        return np.empty((0, matrix.shape[1])), np.empty(0)
+    x = np.array(diffs)
+    return np.vstack([x, -x]), np.concatenate([np.ones(len(x)), np.zeros(len(x))])
+
+
+def _train(
+    matrix: Any, rows: Sequence[FeedbackRow], idx: Sequence[int], model_id: str
+) -> LinearRanker | None:
+    """Pairwise logistic regression over standardized features (a linear score, no
+    intercept: only the order within a pack matters); None without a single pair."""
+    mean, scale = _standardize(matrix[list(idx)])
+    pairs, labels = _pairs((matrix - mean) / scale, rows, idx)
+    if not len(labels):
+        return None
+    model = LogisticRegression(C=_REGULARIZATION, fit_intercept=False, max_iter=1000)
+    model.fit(pairs, labels)
     return LinearRanker(
         model_id=model_id,
         feature_names=FEATURES,
         mean=tuple(float(v) for v in mean),
         scale=tuple(float(v) for v in scale),
         coef=tuple(float(v) for v in model.coef_[0]),
-        intercept=float(model.intercept_[0]),
+        intercept=0.0,
     )
 
 
@@ -225,17 +248,17 @@ def fit(
     matrix = np.array([features(r.signals, r.rank) for r in rows], dtype=float)
     labels = np.array([1 if r.signal == "up" else 0 for r in rows])
     groups = np.array([r.query_digest for r in rows])
-    out_of_fold = np.zeros(len(rows))
+    out_of_fold = np.array([-hand_rank(r.signals, r.rank) for r in rows]) * 1e-6
     splitter = GroupKFold(n_splits=min(MAX_FOLDS, len(queries)))
     for train, held_out in splitter.split(matrix, labels, groups):
-        if len(set(labels[train])) < 2:
-            continue  # a fold with one class learns nothing: its rows keep the hand order
-        fold_model = _train(matrix[train], labels[train], "oof")
+        fold_model = _train(matrix, rows, train, "oof")
+        if fold_model is None:
+            continue  # no pack with both signals to learn from: its rows keep the hand order
         out_of_fold[held_out] = [fold_model.score(rows[i].signals, rows[i].rank) for i in held_out]
     hand = [-hand_rank(r.signals, r.rank) for r in rows]
     hand_figure = mean_reciprocal_rank(rows, packs, hand)
     model_figure = mean_reciprocal_rank(rows, packs, list(out_of_fold))
-    ranker = _train(matrix, labels, new_id())
+    ranker = _train(matrix, rows, range(len(rows)), new_id())
     better = model_figure > hand_figure + policy.min_gain
     return FitReport(
         FitOutcome.ACTIVATED if better else FitOutcome.NOT_BETTER,
