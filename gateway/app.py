@@ -244,7 +244,10 @@ class _ByMethod:
         if isinstance(message, dict) and isinstance(message.get("id"), str | int):
             state[_REQUEST_ID_STATE_KEY] = message["id"]
         state[_NOTIFICATION_STATE_KEY] = (
-            isinstance(message, dict) and isinstance(method, str) and "id" not in message
+            isinstance(message, dict)
+            and isinstance(method, str)
+            and method.startswith("notifications/")
+            and "id" not in message
         )
         target = self._tool_calls if method == TOOL_CALL else self._discovery
         await target(scope, _replay(body, receive), send)

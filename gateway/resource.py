@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from vera.config import Settings
 from vera.errors import VeraError
 from vera.gateway.auth import CALLER_STATE_KEY, AuthFailure, BearerAuthenticator, scope_names
-from vera.gateway.errors import ERROR_CODES, from_vera_error
+from vera.gateway.errors import ERROR_CODES, from_vera_error, internal_error
 from vera.rpc.backends import Backends
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,11 @@ class BearerAuthMiddleware:
                 refusal = challenge(request, failure)
             except VeraError as exc:
                 log.warning("principal resolution failed: %s", exc.reason)
-                error = from_vera_error(exc).error.model_dump(exclude_none=True)
+                # 503 is an outage's status: any other refusal here is a bare internal error,
+                # so the status and data.code never disagree.
+                outage = exc.reason == "UNAVAILABLE"
+                mcp_error = from_vera_error(exc) if outage else internal_error()
+                error = mcp_error.error.model_dump(exclude_none=True)
                 refusal = JSONResponse(
                     {"jsonrpc": "2.0", "id": None, "error": error}, status_code=503
                 )

@@ -686,6 +686,8 @@ async def test_a_notification_is_never_refused_by_the_discovery_limit(auth_gatew
             notified = await post_message(gw.url, token, "notifications/initialized", None)
             assert notified.status_code == 202
         assert (await post_message(gw.url, token, "tools/list")).status_code == 429
+        # Only notifications: any other message without an id is metered as before.
+        assert (await post_message(gw.url, token, "tools/list", None)).status_code == 429
 
 
 async def test_an_oversized_body_is_413_before_any_lookup(auth_gateway, fakes):
