@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from vera.config import DatabaseSettings, RpcSettings, Settings
-from vera.db.pool import create_pool, open_service_database
+from vera.db.pool import create_pool, database_unreachable, open_service_database
 from vera.errors import Unavailable
 from vera.identity.v1 import identity_pb2, identity_pb2_grpc
 from vera.rpc.client import open_channel
@@ -126,3 +126,19 @@ async def test_a_caller_gets_unavailable_when_the_database_is_unreachable(pg_dsn
         await channel.close()
         await running.stop(0)
     assert caught.value.metadata == {"reason": "database_unreachable"}
+
+
+def test_a_socket_error_outside_the_database_driver_is_not_the_database() -> None:
+    # A refused Qdrant connection or a full disk is a bug or another outage, not
+    # database_unreachable (which callers retry and the interceptor logs without a stack).
+    def refused() -> None:
+        raise ConnectionRefusedError("qdrant")
+
+    try:
+        try:
+            refused()
+        except ConnectionRefusedError as exc:
+            raise RuntimeError("vector search failed") from exc
+    except RuntimeError as outer:
+        assert not database_unreachable(outer)
+    assert database_unreachable(asyncpg.CannotConnectNowError("starting up"))

@@ -42,7 +42,7 @@ class ChannelWatch:
     async def aclose(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
         self._wake()
 
@@ -70,9 +70,17 @@ class ChannelWatch:
         while True:
             try:
                 conn = await asyncpg.connect(
-                    self._dsn, timeout=10, server_settings={"application_name": LISTENER_NAME}
+                    self._dsn,
+                    timeout=10,
+                    # Keepalives: an idle listener on a half-open link would never notice.
+                    server_settings={
+                        "application_name": LISTENER_NAME,
+                        "tcp_keepalives_idle": "30",
+                        "tcp_keepalives_interval": "10",
+                        "tcp_keepalives_count": "3",
+                    },
                 )
-            except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+            except Exception as exc:  # whatever it was, the next try may work: never die
                 log.warning(
                     "cannot listen for %s (%s); retrying in %.1fs",
                     self._channel,
@@ -85,7 +93,7 @@ class ChannelWatch:
             delay = RECONNECT_SECONDS
             try:
                 await self._hold(conn)
-            except (OSError, asyncpg.PostgresError) as exc:
+            except Exception as exc:  # e.g. InterfaceError: closed before the LISTEN
                 log.warning("listening for %s failed (%s)", self._channel, type(exc).__name__)
                 await asyncio.sleep(delay)
             finally:

@@ -18,8 +18,19 @@ STATEMENT_TIMEOUTS: tuple[type[Exception], ...] = (asyncpg.QueryCanceledError, T
 # backend). Checked after STATEMENT_TIMEOUTS: TimeoutError is an OSError too.
 _UNREACHABLE: tuple[type[Exception], ...] = (
     asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError,
-    asyncpg.CrashShutdownError, OSError,
+    asyncpg.CrashShutdownError,
 )
+
+
+def _from_the_driver(exc: BaseException) -> bool:
+    """Whether ``exc`` passed through asyncpg: a socket error is the database's only then
+    (a refused Qdrant connection or a full disk is not)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_globals.get("__name__", "").startswith("asyncpg"):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def database_unreachable(exc: BaseException | None) -> bool:
@@ -30,7 +41,10 @@ def database_unreachable(exc: BaseException | None) -> bool:
     while exc is not None and exc not in chain:  # a chain may loop back on itself
         chain.append(exc)
         exc = exc.__cause__ or exc.__context__
-    return any(isinstance(link, _UNREACHABLE) for link in chain)
+    return any(
+        isinstance(link, _UNREACHABLE) or (isinstance(link, OSError) and _from_the_driver(link))
+        for link in chain
+    )
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
