@@ -303,7 +303,10 @@ async def feedback(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         if found is None:
             raise InvalidInput("result_ref", reason="not_in_pack")
         rank = int(found.get("rank") or 0)
-        signal_vector = {k: float(v) for k, v in (found.get("signals") or {}).items()}
+        # A degraded pack's dense signals are zeros, not measurements: its feedback is kept
+        # without a vector, so no ranking model learns from it.
+        if pack["retrieval_mode"] == schemas.HYBRID_MODE:
+            signal_vector = {k: float(v) for k, v in (found.get("signals") or {}).items()}
         fact_key = found.get("fact_key") or ""
     scopes = await call_context.scopes(ctx)
     recorded = await ctx.backends.knowledge.RecordFeedback(

@@ -512,6 +512,8 @@ class Retriever:
             for position, r in enumerate(ranking.ranked, start=1)
         ]
         served = self._learned.select(scopes) if self._learned is not None else None
+        if ranking.retrieval_mode is not RetrievalMode.HYBRID:
+            served = None  # a model fitted on hybrid signals would misread a degraded answer
         if served is not None:
             # Reorders what was found here and nothing else (learned_rank.reorder).
             ranking.ranked = learned_rank.reorder(ranking.ranked, served.ranker)

@@ -74,11 +74,14 @@ class RankStore:
         model_id = report.ranker.model_id if report.ranker else str(uuid.uuid4())
         async with self._pool.acquire() as conn, conn.transaction():
             if report.activate:
+                # The generation row first: its lock orders concurrent activations (another
+                # replica's, another operator's), so this UPDATE sees the model a concurrent
+                # one committed and the one-active index never refuses the INSERT.
+                await _bump(conn)
                 await conn.execute(
                     f"UPDATE rank_models SET active = false WHERE active AND {_SAME_SCOPE}",
                     _scope(scope_id),
                 )
-                await _bump(conn)
             row = await conn.fetchrow(
                 f"""INSERT INTO rank_models (model_id, scope_id, outcome, active, training_rows,
                        training_queries, evaluated_packs, metric, model_figure, hand_figure,

@@ -162,9 +162,11 @@ class RankSettings(BaseModel):
     max_training_rows: int = Field(20000, ge=1)
     # How often a serving process checks whether another model was activated.
     poll_seconds: float = Field(2.0, gt=0)
-    # Refit the deployment-wide model once this many rows arrived since its last fit
-    # (0 disables), checked every auto_fit_check_seconds.
-    auto_fit_new_feedback: int = Field(500, ge=0)
+    # Refit the deployment-wide model once this many rows arrived since its last fit,
+    # checked every auto_fit_check_seconds; 0 (the default) leaves fits to an operator: an
+    # unattended activation changes every tenant's ranking, ends every earlier snapshot's
+    # replay (the model is part of the contract) and would undo a `vera rank off`.
+    auto_fit_new_feedback: int = Field(0, ge=0)
     auto_fit_check_seconds: float = Field(60.0, gt=0)
 
 

@@ -90,15 +90,27 @@ async def test_an_unavailable_vector_index_degrades_to_lexical_results(vector_st
     assert (pack["persisted"], pack["retrieval_mode"]) == (True, "lexical_only")
     read_back = await stack.ok(alice, "knowledge_get_context_pack", {"pack_id": pack["pack_id"]})
     assert read_back["retrieval_mode"] == "lexical_only"
+    feedback = {
+        "context_pack_id": pack["pack_id"],
+        "result_ref": pack["results"][0]["result_ref"],
+        "signal": "up",
+    }
+    assert (await stack.ok(alice, "knowledge_feedback", feedback))["level"] == "result"
     conn = await asyncpg.connect(stack.dsn)
     try:
         stored = await conn.fetchval(
             "SELECT content::text FROM snapshot.context_packs WHERE pack_id = $1::uuid",
             pack["pack_id"],
         )
+        # A degraded pack's dense signals are zeros: its feedback is no training data.
+        vectors = await conn.fetch(
+            "SELECT signal_vector FROM knowledge.retrieval_feedback WHERE pack_id::text = $1",
+            pack["pack_id"],
+        )
     finally:
         await conn.close()
     assert json.loads(stored)["retrieval_mode"] == "lexical_only"
+    assert len(vectors) == 1 and json.loads(vectors[0]["signal_vector"]) == {}
 
     [app] = apps
     assert degraded_count(app, "knowledge_get_context") == 3  # two ephemeral, one persisted

@@ -26,7 +26,7 @@ from vera.services.retrieval.learned_rank import (
     RankRecord,
     ServedModel,
 )
-from vera.services.retrieval.model import Filters
+from vera.services.retrieval.model import Filters, RetrievalMode
 from vera.services.retrieval.pipeline import Retriever
 from vera.services.retrieval.ranking import Ranking, RankingOptions
 
@@ -169,6 +169,34 @@ async def test_the_stage_only_reorders_what_the_pipeline_found():
     models.by_scope = {}
     back = await retriever.search([SCOPE], "question", 10, Filters())
     assert keys(back) == keys(hand) and back.assembler_version == CONTRACT
+
+
+class DownEmbedder(FakeEmbedder):
+    async def embed(self, texts):
+        raise RuntimeError("the model is gone")
+
+
+async def test_a_degraded_answer_keeps_the_hand_set_order_under_a_model():
+    # The model was fitted on hybrid signals; a lexical-only answer's dense signals are
+    # zeros, so it is served as the hand-set pipeline ranks it, under the base contract.
+    facts = [fact("a"), fact("b"), fact("c", authority=0.95)]
+    h = harness(facts, lexical={"a": 3.0, "b": 2.0, "c": 1.0})
+    models = ActiveModels({None: ServedModel(_prefers_authority(), "assembler-learned")})
+    retriever = Retriever(
+        DownEmbedder(),
+        h.vectors,
+        h.lexical,
+        h.facts,
+        candidate_pool=50,
+        clock=lambda: NOW,
+        assembler_version=CONTRACT,
+        learned=models,
+    )
+    outcome = await retriever.search([SCOPE], "question", 10, Filters())
+    assert outcome.retrieval_mode is RetrievalMode.LEXICAL_ONLY
+    assert keys(outcome) == ["a", "b", "c"]
+    assert outcome.assembler_version == CONTRACT
+    assert all("learned" not in r.signals for r in outcome.results)
 
 
 class MemoryStore:
