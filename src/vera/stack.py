@@ -138,7 +138,12 @@ class Child:
         """Waits for the process to end; how it ended."""
         assert self.process is not None, "start() first"
         code = await self.process.wait()
-        return f"signal {signal.Signals(-code).name}" if code < 0 else f"code {code}"
+        if code >= 0:
+            return f"code {code}"
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:  # a real-time signal has no name
+            return f"signal {-code}"
 
     async def stop(self, grace: float) -> None:
         """SIGTERM, then SIGKILL after ``grace`` seconds."""

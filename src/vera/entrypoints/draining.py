@@ -1,7 +1,7 @@
 """How both HTTP fronts stop: the first SIGTERM or SIGINT turns the readiness probe to 503
 and refuses new requests with 503, while requests in flight get up to a grace period to
 finish; only then does uvicorn close its listener and run the app's shutdown. A second
-signal stops at once, as uvicorn does by itself.
+signal starts uvicorn's own shutdown at once (a second SIGINT forces it, as uvicorn does).
 
 Uvicorn alone closes the listener at the first signal, so a probe could not tell "stopping"
 from "gone", and a call that arrived a moment later would meet a refused connection
