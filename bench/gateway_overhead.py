@@ -229,7 +229,7 @@ def arguments(tool: str) -> dict[str, Any]:
 
 def request_body(tool: str, era: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON-RPC ``tools/call`` the official client sends in ``era``."""
-    params: dict[str, Any] = {"name": tool, "arguments": args or arguments(tool)}
+    params: dict[str, Any] = {"name": tool, "arguments": arguments(tool) if args is None else args}
     if era == MODERN:
         params["_meta"] = {
             "io.modelcontextprotocol/protocolVersion": MODERN,

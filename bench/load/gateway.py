@@ -65,7 +65,6 @@ async def call_tool(
     if token is not None:
         headers["authorization"] = f"Bearer {token}"
     body = request_body(tool, MODERN, args)
-    body["params"]["arguments"] = args  # request_body fills in its own for empty ones
     response = await http.post(url, json=body, headers=headers)
     return outcome(response)
 
