@@ -260,8 +260,10 @@ def trickle(url: str, *, declared: int, pause: float, limit: float) -> tuple[byt
         f"Content-Length: {declared}\r\n\r\n"
     ).encode()
     with socket.create_connection((parts.hostname, parts.port), timeout=limit) as sock:
-        sock.sendall(head)
+        # Stamped before the headers go: the server's clock starts once it has read them,
+        # which on a busy machine can come before this process runs its next line.
         started = time.monotonic()
+        sock.sendall(head)
         sent = 0
         while time.monotonic() - started < limit:
             readable, _, _ = select.select([sock], [], [], pause)
