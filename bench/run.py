@@ -190,13 +190,15 @@ def _last_line(text: str) -> str:
     return lines[-1][-500:] if lines else ""
 
 
-def _ranking_from(payload: dict | None, conv: locomo.Conversation) -> list[list[str]]:
-    """Each result's cited dia_ids, counting only citations of this conversation's sessions."""
+def _ranking_from(payload: dict | None, conv: locomo.Conversation,
+                  limit: int = LIMIT) -> list[list[str]]:
+    """The top ``limit`` results' cited dia_ids, counting only citations of this
+    conversation's sessions."""
     prefix = f"{conv.sample_id}-session_"
     results = sorted((payload or {}).get("results") or [],
                      key=lambda r: r.get("rank") if r.get("rank") is not None else math.inf)
     ranking = []
-    for result in results[:LIMIT]:
+    for result in results[:limit]:
         locators = []
         for citation in result.get("citations") or []:
             source = citation.get("source_id") or ""
@@ -317,6 +319,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import feedback
 
         return feedback.cli(sys.argv[1:] if argv is None else argv)
+    if "--rank-ablation" in (sys.argv[1:] if argv is None else argv):  # offline ranking models
+        from bench import rank_ablation
+
+        return rank_ablation.cli(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON file")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON report path")
