@@ -34,10 +34,11 @@ ENV PATH=/opt/vera/venv/bin:$PATH \
     HF_HOME=/tmp/huggingface \
     XDG_CACHE_HOME=/tmp/.cache \
     VERA_DATA_DIR=/opt/vera/data
-# The ONNX export of the shipped MiniLM weights, checked against torch, into the data dir's
-# model cache, where retrieval finds it (read-only at run time).
-RUN python -c "from concurrent.futures import ThreadPoolExecutor; from pathlib import Path; from vera.services.retrieval.embedding import load_onnx_sync; load_onnx_sync(None, 1, Path('/opt/vera/data/models'), ThreadPoolExecutor(1))" \
-    && test -n "$(ls /opt/vera/data/models/*.onnx)"
+# The ONNX export of the shipped MiniLM weights, checked against torch, and its int8
+# quantization (the default precision), checked against it, into the data dir's model
+# cache, where retrieval finds them (read-only at run time).
+RUN python -c "from concurrent.futures import ThreadPoolExecutor; from pathlib import Path; from vera.config import RetrievalSettings; from vera.services.retrieval.embedding import load_onnx_sync; load_onnx_sync(None, 1, Path('/opt/vera/data/models'), ThreadPoolExecutor(1), RetrievalSettings().embedding_precision)" \
+    && test -n "$(ls /opt/vera/data/models/*-int8.onnx)"
 USER 10001:10001
 WORKDIR /opt/vera
 EXPOSE 8080 8081 50051 50052 50053 50054

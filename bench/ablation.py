@@ -63,6 +63,7 @@ class DictFacts:
 
 
 async def run(conversations: list[locomo.Conversation]) -> dict:
+    from vera.config import RetrievalSettings
     from vera.services.retrieval.embedding import load_embedder
     from vera.services.retrieval.indexer import embedding_text
     from vera.services.retrieval.lexical import CONTEXT_WEIGHT, PgLexicalIndex
@@ -75,7 +76,9 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
     report: dict = {"timings": {}}
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vera-ablation-") as tmp:
-        embedder = await load_embedder(None, 2, Path(tmp))
+        embedder = await load_embedder(
+            None, 2, Path(tmp), RetrievalSettings().embedding_precision
+        )
         report["embedder"] = embedder.backend
         vectors = await EdgeVectorIndex.open(Path(tmp) / "vectors", embedder.dimensions)
         memory = FactMemory(embedder.dimensions)

@@ -487,7 +487,9 @@ async def in_process_pipeline(data_dir: Path, stack_pid: int,
     rs = settings.retrieval
     setup: dict = {}
     t0 = time.perf_counter()
-    embedder = await load_embedder(rs.model_path, rs.embed_threads, data_dir / "models")
+    embedder = await load_embedder(
+        rs.model_path, rs.embed_threads, data_dir / "models", rs.embedding_precision
+    )
     setup["embedder"] = embedder.backend
     copy = tmp / "vectors-copy"
     shutil.rmtree(copy, ignore_errors=True)

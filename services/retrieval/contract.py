@@ -1,6 +1,6 @@
 """The retrieval contract version a snapshot pins, derived from what decides ranking.
 
-``policy;embedding;index``, e.g. ``assembler-2-5f0c9e1a2b3d;minilm-l6-v2;index-edge-hnsw``:
+``policy;embedding;index``, e.g. ``assembler-2-5f0c9e1a2b3d;minilm-l6-v2-int8;index-edge-hnsw``:
 
 - policy: the pipeline's generation plus a short hash of every ranking input that is not
   the embedding or the index: the stage set, the fusion weights, boosts and floors, the
@@ -8,7 +8,8 @@
   at ``reranker_path`` or the static late-interaction blend, and how many it re-scores);
   When a learned ranking model serves (learned_rank.py), its id is one more input, so a
   snapshot taken under one model (or none) replays only under the same one;
-- embedding: the shipped MiniLM, or a hash of the configured ``model_path``;
+- embedding: the shipped MiniLM, or a hash of the configured ``model_path``, and its
+  precision unless float32 (``minilm-l6-v2-int8`` by default);
 - index: which vector engine serves the dense leg.
 
 So any change to those, whether a constant in code or a setting, changes the version, and a
@@ -84,10 +85,12 @@ def _ranking(settings: RetrievalSettings, stages: pipeline.Stages) -> dict[str, 
     }
 
 
-def _embedding(settings: RetrievalSettings) -> str:
+def embedding_version(settings: RetrievalSettings) -> str:
+    """Which vectors the settings make (the index records it: other vectors are re-made)."""
+    precision = settings.embedding_precision
     if settings.model_path is None:
-        return DEFAULT_EMBEDDING
-    return f"model-{_digest([embedding.MAX_TOKENS, _path(settings.model_path)])}"
+        return DEFAULT_EMBEDDING if precision == "float32" else f"{DEFAULT_EMBEDDING}-{precision}"
+    return f"model-{_digest([embedding.MAX_TOKENS, _path(settings.model_path), precision])}"
 
 
 def _index(settings: RetrievalSettings) -> str:
@@ -111,4 +114,4 @@ def assembler_version(
     if rank_model is not None:
         ranking["learned_rank"] = {"model_id": rank_model, "features": learned_rank.FEATURES}
     policy = f"{GENERATION}-{_digest(ranking)}"
-    return f"{policy};{_embedding(settings)};{_index(settings)}"
+    return f"{policy};{embedding_version(settings)};{_index(settings)}"

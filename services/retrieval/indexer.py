@@ -44,6 +44,7 @@ class ChangeIndexer:
         vectors: VectorIndex,
         lexical: LexicalIndex,
         *,
+        embedding: str,
         poll_seconds: float,
         page_size: int = PAGE_SIZE,
     ) -> None:
@@ -51,6 +52,7 @@ class ChangeIndexer:
         self._embedder = embedder
         self._vectors = vectors
         self._lexical = lexical
+        self._embedding = embedding  # contract.embedding_version: what ``embedder`` makes
         self._poll = poll_seconds
         self._page_size = page_size
         self.indexed_position: int | None = None
@@ -71,6 +73,14 @@ class ChangeIndexer:
 
     async def _start_position(self) -> int:
         cursor = await self._lexical.cursor()
+        if await self._lexical.indexed_embedding() != self._embedding:
+            # Vectors of another model or precision do not compare with this one's: replay
+            # the log and re-embed every version (queries are served meanwhile). An index
+            # from before the embedding was recorded is replayed once too.
+            if cursor > 0:
+                log.info("the index holds other vectors; re-embedding the change log")
+            await self._lexical.restart_for_embedding(self._embedding)
+            return 0
         if cursor > 0 and await self._vectors.count() == 0:
             # The vector store was dropped or is in memory: rebuild it from the log
             # (document upserts are idempotent, so replaying them is harmless).

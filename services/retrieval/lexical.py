@@ -276,6 +276,16 @@ class PgLexicalIndex:
     async def cursor(self) -> int:
         return int(await self._pool.fetchval("SELECT position FROM index_state WHERE id"))
 
+    async def indexed_embedding(self) -> str | None:
+        value = await self._pool.fetchval("SELECT embedding FROM index_state WHERE id")
+        return None if value is None else str(value)
+
+    async def restart_for_embedding(self, embedding: str) -> None:
+        await self._pool.execute(
+            "UPDATE index_state SET position = 0, embedding = $1, updated_at = now() WHERE id",
+            embedding,
+        )
+
     async def delete(self, version_ids: Sequence[str]) -> None:
         """Erasure: deletes the documents, then rebuilds the memory of the scopes that held
         them from what stays in ``documents``."""

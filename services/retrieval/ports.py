@@ -70,6 +70,15 @@ class LexicalIndex(Protocol):
         """The last change-log position applied."""
         ...
 
+    async def indexed_embedding(self) -> str | None:
+        """Which embedding made the indexed vectors (None: not recorded)."""
+        ...
+
+    async def restart_for_embedding(self, embedding: str) -> None:
+        """Rewinds the cursor to the change log's start and records ``embedding``, so the
+        tailer replays (and re-embeds) every version."""
+        ...
+
     async def delete(self, version_ids: Sequence[str]) -> None:
         """Removes the versions' documents (and their in-memory entries) for erasure."""
         ...

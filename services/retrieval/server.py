@@ -14,7 +14,7 @@ from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 from vera.services.retrieval.api import RetrievalApi
-from vera.services.retrieval.contract import assembler_version
+from vera.services.retrieval.contract import assembler_version, embedding_version
 from vera.services.retrieval.embedding import load_embedder
 from vera.services.retrieval.feedback_source import KnowledgeFeedbackSource
 from vera.services.retrieval.indexer import ChangeIndexer
@@ -62,7 +62,8 @@ async def create(
 
         if embedder is None:
             owned = await load_embedder(
-                rs.model_path, rs.embed_threads, settings.data_dir / "models"
+                rs.model_path, rs.embed_threads, settings.data_dir / "models",
+                rs.embedding_precision,
             )
 
             async def close_embedder() -> None:
@@ -86,7 +87,12 @@ async def create(
         cleanups.append(lexical.close)
         await lexical.load()
         indexer = ChangeIndexer(
-            source, embedder, vectors, lexical, poll_seconds=rs.index_poll_seconds
+            source,
+            embedder,
+            vectors,
+            lexical,
+            embedding=embedding_version(rs),
+            poll_seconds=rs.index_poll_seconds,
         )
         learned = ActiveModels()
         ranking = Ranking(

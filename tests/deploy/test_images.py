@@ -88,7 +88,9 @@ def test_the_weights_and_the_onnx_export_are_baked_in_at_build_time(parser) -> N
     code = shlex.split(export)[2]
     compile(code, "<Dockerfile export>", "exec")  # the snippet is valid Python
     assert list(inspect.signature(embedding.load_onnx_sync).parameters) == [
-        "model_path", "threads", "cache_dir", "executor"]
+        "model_path", "threads", "cache_dir", "executor", "precision"]
+    # ... at the precision retrieval serves by default.
+    assert "RetrievalSettings().embedding_precision" in code
     data_dir = re.search(r"VERA_DATA_DIR=(\S+)", " ".join(_instructions(runtime, "ENV")))[1]
     assert f"Path('{data_dir}/models')" in code
     # The chart points the processes at the same data dir, so retrieval finds the export.

@@ -90,7 +90,7 @@ async def test_snapshot_reproduces_results_after_later_writes(stack, tmp_path: P
         assert boot["tool_profile"] == "advanced"
         snapshot = await call(client, "knowledge_create_snapshot", project=PROJECT)
         assert snapshot["fact_count"] == 2
-        assert snapshot["versions"]["embedding"] == "minilm-l6-v2"
+        assert snapshot["versions"]["embedding"] == "minilm-l6-v2-int8"  # the default precision
         assert snapshot["versions"]["ontology"]  # the knowledge service's ontology version
         context_then = await call(client, "knowledge_get_context", query=QUERY, project=PROJECT)
         search_then = await call(client, "knowledge_search", query=QUERY, project=PROJECT)

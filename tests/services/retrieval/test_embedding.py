@@ -1,8 +1,12 @@
-"""The MiniLM embedder with the real shipped weights: batching keeps each text's vector."""
+"""The MiniLM embedder with the real shipped weights: batching keeps each text's vector,
+and the int8 model is made once, checked against float32, and never silently replaced."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -41,3 +45,65 @@ async def test_batches_of_similar_length_return_vectors_in_the_callers_order(
 
 async def test_no_texts_no_vectors(torch_embedder: MiniLMEmbedder) -> None:
     assert await torch_embedder.embed([]) == []
+
+
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory: pytest.TempPathFactory):
+    """A model cache holding the float32 export (made once for the module)."""
+    cache = tmp_path_factory.mktemp("models")
+    # export_onnx picks torch's legacy exporter on purpose (its docstring); its tracer warns.
+    with ThreadPoolExecutor(1) as executor, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        embedding.load_onnx_sync(None, 2, cache, executor, "float32")
+    return cache
+
+
+async def test_int8_is_quantized_once_checked_and_close_to_float32(
+    torch_embedder: MiniLMEmbedder, model_cache: Path
+) -> None:
+    texts = ["Which database does the ledger use?", "payments deploys through Argo CD",
+             "billing-api owned by team Atlas"]
+    with ThreadPoolExecutor(1) as executor:
+        int8 = embedding.load_onnx_sync(None, 2, model_cache, executor, "int8")
+        [quantized] = model_cache.glob("*-int8.onnx")
+        made = quantized.stat().st_mtime_ns
+        again = embedding.load_onnx_sync(None, 2, model_cache, executor, "int8")
+    assert int8.backend == "onnx-int8"
+    assert quantized.stat().st_mtime_ns == made  # the cached file serves the next start
+    got = np.asarray(int8._embed_sync(texts))
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    want = np.asarray(await torch_embedder.embed(texts))
+    assert (got * want).sum(axis=1).min() >= embedding.INT8_MIN_COSINE
+    np.testing.assert_allclose(np.asarray(again._embed_sync(texts)), got, atol=1e-6)
+
+
+def test_an_int8_model_that_strays_from_float32_is_deleted_not_served(
+    model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for old in model_cache.glob("*-int8.onnx"):
+        old.unlink()
+    monkeypatch.setattr(embedding, "INT8_MIN_COSINE", 1.01)  # no quantization gets there
+    with ThreadPoolExecutor(1) as executor, pytest.raises(RuntimeError):
+        embedding.load_onnx_sync(None, 2, model_cache, executor, "int8")
+    assert not list(model_cache.glob("*-int8.onnx"))
+
+
+async def test_int8_fails_to_load_rather_than_serve_float32(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The torch fallback has float32 only: serving it under an int8 contract version
+    would rank with vectors the version does not name."""
+
+    def unavailable(*args: object) -> None:
+        raise ImportError("onnxruntime")
+
+    monkeypatch.setattr(embedding, "load_onnx_sync", unavailable)
+    with pytest.raises(RuntimeError):
+        await embedding.load_embedder(None, 1, tmp_path, "int8")
+    with pytest.raises(ValueError):
+        await embedding.load_embedder(None, 1, tmp_path, "int4")
+    fallback = await embedding.load_embedder(None, 1, tmp_path, "float32")
+    try:
+        assert fallback.backend == "torch"
+    finally:
+        fallback.close()

@@ -189,3 +189,10 @@ async def test_lexical_presence_and_cursor(lexical: PgLexicalIndex):
     fact, _ = FACTS[0]
     await lexical.apply([fact], 99)  # replay: idempotent
     assert await lexical.cursor() == 99
+
+
+async def test_lexical_records_the_embedding_a_replay_restarts_for(lexical: PgLexicalIndex):
+    await lexical.restart_for_embedding("minilm-l6-v2-int8")
+    assert await lexical.indexed_embedding() == "minilm-l6-v2-int8"
+    assert await lexical.cursor() == 0  # the tailer replays every version from here
+    assert await lexical.has_documents(query(), with_attributes=False)  # kept meanwhile

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import pytest
+
 from vera.errors import Unavailable
 from vera.services.retrieval.indexer import LONG_POLL_SECONDS, ChangeIndexer, embedding_text
 from vera.services.retrieval.model import Change, ChangeKind, ChangePage, Fact
@@ -74,6 +76,7 @@ class FakeVectors:
 class FakeLexical:
     rows: dict[str, Fact] = field(default_factory=dict)
     position: int = 0
+    embedding: str | None = None
 
     async def apply(self, facts, position: int, vectors=None) -> None:
         for f in facts:
@@ -83,10 +86,25 @@ class FakeLexical:
     async def cursor(self) -> int:
         return self.position
 
+    async def indexed_embedding(self) -> str | None:
+        return self.embedding
 
-def indexer(log: FakeLog, **kwargs) -> tuple[ChangeIndexer, FakeEmbedder, FakeVectors, FakeLexical]:
-    embedder, vectors, lexical = FakeEmbedder(), FakeVectors(), FakeLexical(**kwargs)
-    tailer = ChangeIndexer(log, embedder, vectors, lexical, poll_seconds=0.01, page_size=2)
+    async def restart_for_embedding(self, embedding: str) -> None:
+        self.position, self.embedding = 0, embedding
+
+
+EMBEDDING = "minilm-test"
+
+
+def indexer(
+    log: FakeLog, running: str = EMBEDDING, **kwargs
+) -> tuple[ChangeIndexer, FakeEmbedder, FakeVectors, FakeLexical]:
+    """A tailer whose embedder makes ``running``; ``kwargs`` set up the lexical index."""
+    embedder, vectors = FakeEmbedder(), FakeVectors()
+    lexical = FakeLexical(**{"embedding": EMBEDDING, **kwargs})
+    tailer = ChangeIndexer(
+        log, embedder, vectors, lexical, embedding=running, poll_seconds=0.01, page_size=2
+    )
     return tailer, embedder, vectors, lexical
 
 
@@ -125,6 +143,32 @@ async def test_resumes_from_the_stored_cursor_and_rebuilds_an_empty_vector_index
         pass
     assert sorted(vectors.points) == ["k1-v1", "k2-v2", "k3-v3"]
     assert lexical.position == 3
+
+
+@pytest.mark.parametrize("indexed_with", ["minilm-l6-v2", None])
+async def test_an_index_of_other_vectors_is_re_embedded_from_the_start(indexed_with):
+    """A change of model or precision (or an index from before either was recorded): the
+    stored vectors do not compare with the new ones, so every version is embedded again."""
+    log = FakeLog()
+    for n in range(1, 4):
+        log.append(ChangeKind.FACT_UPSERTED, version(f"k{n}", n))
+    tailer, embedder, vectors, lexical = indexer(
+        log, "minilm-l6-v2-int8", position=3, embedding=indexed_with
+    )
+    vectors.points = {f"k{n}-v{n}": version(f"k{n}", n) for n in range(1, 4)}
+    while not await tailer.step():
+        pass
+    assert [t for batch in embedder.batches for t in batch] == [
+        embedding_text(version(f"k{n}", n)) for n in range(1, 4)
+    ]
+    assert (lexical.position, lexical.embedding) == (3, "minilm-l6-v2-int8")
+
+    restarted, embedder, vectors, _ = indexer(
+        log, "minilm-l6-v2-int8", position=3, embedding=lexical.embedding
+    )
+    vectors.points = {f"k{n}-v{n}": version(f"k{n}", n) for n in range(1, 4)}
+    assert await restarted.step() is True
+    assert embedder.batches == []  # the same embedding: nothing is made twice
 
 
 async def test_run_survives_failures_and_catches_up():
