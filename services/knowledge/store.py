@@ -164,7 +164,9 @@ class KnowledgeStore:
     ) -> list[FactView]:
         if not scope_ids or not fact_keys:
             return []
-        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+        # No transaction: at READ COMMITTED it would give the two reads no common snapshot,
+        # only a BEGIN and a COMMIT round trip on every query's re-read.
+        async with self._pool.acquire() as conn:
             views = await self.facts(
                 conn,
                 scope_ids=scope_ids,
