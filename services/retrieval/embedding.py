@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import multiprocessing
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -287,6 +288,49 @@ def _cosines(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> list
     return [float(x) for x in (np.asarray(a) * np.asarray(b)).sum(axis=1)]
 
 
+def _served_file(model_path: Path, cache_dir: Path, precision: str) -> Path:
+    exported = _onnx_path(model_path, cache_dir)
+    return exported if precision == "float32" else exported.with_name(f"{exported.stem}-int8.onnx")
+
+
+def prepare_onnx(model_path: Path | None, cache_dir: Path, precision: str) -> Path:
+    """The ONNX file that serves ``precision``, made once if missing: the export, checked
+    against torch on probe texts, and for int8 its quantization, checked against float32.
+    A file that fails its check is deleted. Heavy (torch's weights, the model graph):
+    the service runs it in a child process (``load_embedder``)."""
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    path = Path(model_path or default_model_path())
+    tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-export")
+
+    def probe(file: Path) -> list[list[float]]:
+        session = _session(file, threads=1)
+        return OnnxMiniLMEmbedder(tokenizer, session, executor, owns_executor=False)._embed_sync(
+            list(PROBE_TEXTS)
+        )
+
+    try:
+        onnx_file = _onnx_path(path, cache_dir)
+        if not onnx_file.exists():
+            reference = MiniLMEmbedder.load_sync(path, 1, executor)
+            export_onnx(reference._model, onnx_file)
+            want = np.asarray(reference._embed_sync(list(PROBE_TEXTS)))
+            if float(np.abs(np.asarray(probe(onnx_file)) - want).max()) > ONNX_TOLERANCE:
+                onnx_file.unlink(missing_ok=True)
+                raise RuntimeError("ONNX export does not match torch")
+        served = _served_file(path, cache_dir, precision)
+        if not served.exists():
+            quantize_int8(onnx_file, served)
+            if min(_cosines(probe(served), probe(onnx_file))) < INT8_MIN_COSINE:
+                served.unlink(missing_ok=True)
+                raise RuntimeError("int8 model strays too far from float32")
+        return served
+    finally:
+        executor.shutdown(wait=False)
+
+
 def load_onnx_sync(
     model_path: Path | None,
     threads: int,
@@ -294,40 +338,30 @@ def load_onnx_sync(
     executor: ThreadPoolExecutor,
     precision: str = "float32",
 ) -> OnnxMiniLMEmbedder:
-    """Exports once (seconds) and checks the export against torch on probe texts; for
-    int8, quantizes the export once and checks it against float32 the same way. Both
-    files are cached in ``cache_dir``; a file that fails its check is deleted."""
-    import numpy as np
+    """Loads the ONNX model of ``precision`` (``prepare_onnx`` makes it here if missing)."""
     from transformers import AutoTokenizer
 
     path = Path(model_path or default_model_path())
+    served = prepare_onnx(path, cache_dir, precision)
     tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    embedder = OnnxMiniLMEmbedder(
+        tokenizer, _session(served, threads), executor, owns_executor=False
+    )
+    if precision != "float32":
+        embedder.backend = f"onnx-{precision}"
+    return embedder
 
-    def embedder_of(file: Path) -> OnnxMiniLMEmbedder:
-        return OnnxMiniLMEmbedder(tokenizer, _session(file, threads), executor, owns_executor=False)
 
-    probes = list(PROBE_TEXTS)
-    onnx_file = _onnx_path(path, cache_dir)
-    if not onnx_file.exists():
-        reference = MiniLMEmbedder.load_sync(path, threads, executor)
-        export_onnx(reference._model, onnx_file)
-        got = np.asarray(embedder_of(onnx_file)._embed_sync(probes))
-        if float(np.abs(got - np.asarray(reference._embed_sync(probes))).max()) > ONNX_TOLERANCE:
-            onnx_file.unlink(missing_ok=True)
-            raise RuntimeError("ONNX export does not match torch")
-    if precision == "float32":
-        return embedder_of(onnx_file)
-    int8_file = onnx_file.with_name(f"{onnx_file.stem}-int8.onnx")
-    if not int8_file.exists():
-        quantize_int8(onnx_file, int8_file)
-        want = embedder_of(onnx_file)._embed_sync(probes)
-        got = embedder_of(int8_file)._embed_sync(probes)
-        if min(_cosines(got, want)) < INT8_MIN_COSINE:
-            int8_file.unlink(missing_ok=True)
-            raise RuntimeError("int8 model strays too far from float32")
-    int8 = embedder_of(int8_file)
-    int8.backend = "onnx-int8"
-    return int8
+def _prepare_in_child(model_path: Path | None, cache_dir: Path, precision: str) -> None:
+    """``prepare_onnx`` in a spawned process, unless its file is already there: the
+    serving process never holds torch's weights and the graph being quantized at once
+    (its peak memory at 10k facts was mostly that one-off work)."""
+    path = Path(model_path or default_model_path())
+    if _served_file(path, cache_dir, precision).exists():
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as child:
+        child.submit(prepare_onnx, path, cache_dir, precision).result()
 
 
 async def load_embedder(
@@ -342,6 +376,7 @@ async def load_embedder(
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-embed")
         loop = asyncio.get_running_loop()
         try:
+            await loop.run_in_executor(None, _prepare_in_child, model_path, cache_dir, precision)
             embedder = await loop.run_in_executor(
                 executor, load_onnx_sync, model_path, threads, cache_dir, executor, precision
             )

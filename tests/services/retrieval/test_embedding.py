@@ -97,7 +97,7 @@ async def test_int8_fails_to_load_rather_than_serve_float32(
     def unavailable(*args: object) -> None:
         raise ImportError("onnxruntime")
 
-    monkeypatch.setattr(embedding, "load_onnx_sync", unavailable)
+    monkeypatch.setattr(embedding, "_prepare_in_child", unavailable)
     with pytest.raises(RuntimeError):
         await embedding.load_embedder(None, 1, tmp_path, "int8")
     with pytest.raises(ValueError):
@@ -107,3 +107,27 @@ async def test_int8_fails_to_load_rather_than_serve_float32(
         assert fallback.backend == "torch"
     finally:
         fallback.close()
+
+
+async def test_the_service_makes_its_model_files_in_a_child_process(
+    model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one-off export and quantization hold torch's weights and the whole graph: done
+    in the serving process they set its peak memory. Here the parent cannot do them (both
+    raise), so the file the int8 embedder serves from must come from the child."""
+    for old in model_cache.glob("*-int8.onnx"):
+        old.unlink()
+
+    def not_here(*args: object) -> None:
+        raise AssertionError("the serving process made a model file itself")
+
+    monkeypatch.setattr(embedding, "export_onnx", not_here)
+    monkeypatch.setattr(embedding, "quantize_int8", not_here)
+    served = await embedding.load_embedder(None, 1, model_cache, "int8")
+    try:
+        assert served.backend == "onnx-int8"
+        assert len(list(model_cache.glob("*-int8.onnx"))) == 1
+        [vector] = await served.embed(["which team owns billing"])
+        assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
+    finally:
+        served.close()
