@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import multiprocessing
 import os
+import subprocess
+import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -352,16 +353,30 @@ def load_onnx_sync(
     return embedder
 
 
+_PREPARE = (
+    "import sys; from pathlib import Path; "
+    "from vera.services.retrieval.embedding import prepare_onnx; "
+    "prepare_onnx(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])"
+)
+PREPARE_TIMEOUT_SECONDS = 900.0
+
+
 def _prepare_in_child(model_path: Path | None, cache_dir: Path, precision: str) -> None:
-    """``prepare_onnx`` in a spawned process, unless its file is already there: the
-    serving process never holds torch's weights and the graph being quantized at once
-    (its peak memory at 10k facts was mostly that one-off work)."""
+    """``prepare_onnx`` in a child process, unless its file is already there: the serving
+    process never holds torch's weights and the graph being quantized at once (that
+    one-off work was most of its peak memory at 10k facts)."""
     path = Path(model_path or default_model_path())
     if _served_file(path, cache_dir, precision).exists():
         return
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as child:
-        child.submit(prepare_onnx, path, cache_dir, precision).result()
+    done = subprocess.run(
+        [sys.executable, "-c", _PREPARE, str(path), str(cache_dir), precision],
+        capture_output=True,
+        text=True,
+        timeout=PREPARE_TIMEOUT_SECONDS,
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"preparing the ONNX model failed: {last[:300]}")
 
 
 async def load_embedder(
