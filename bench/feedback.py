@@ -50,14 +50,13 @@ from bench.run import (
     DEFAULT_DATA,
     INGEST_DEADLINE_SECONDS,
     LIMIT,
-    READY_TIMEOUT_SECONDS,
     ROOT,
     TOKEN_BUDGET,
     _ranking_from,
     _render,
-    _tail,
     ingest_all,
     machine_info,
+    running_stack,
     wait_until_retrieval_idle,
 )
 
@@ -65,6 +64,8 @@ DEFAULT_OUT = ROOT / "bench-results" / "feedback.json"
 DEFAULT_CURVE = (100, 300, 1000)
 SEED = 14  # the order the training questions are asked in
 QUICK = {"conversations": 2, "max_questions": 8, "curve": (10,)}
+# What a bench that measures the hand-set ranking (or its own fits) runs with.
+NO_BACKGROUND_FIT = {"VERA_RETRIEVAL__RANK__AUTO_FIT_NEW_FEEDBACK": "0"}
 
 
 # --- folds and judgements ----------------------------------------------------------------
@@ -297,43 +298,22 @@ def run_stack(
 ) -> tuple[list[dict], dict, list[dict]]:
     """Starts a stack, ingests every conversation, runs the folds; (folds, timings,
     ingest failures)."""
-    from vera.stack import launch, launch_env
-
     timings: dict[str, Any] = {}
     ingest_failures: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="vera-bench-feedback-") as tmp:
         root = Path(tmp)
-        data_dir = root / "data"
-        # The background fit stays off: every model this bench measures is one it fitted.
-        env = launch_env(
-            data_dir,
-            VERA_MCP__QUOTA_ENABLED="false",
-            HF_HUB_OFFLINE="1",
-            VERA_RETRIEVAL__RANK__AUTO_FIT_NEW_FEEDBACK="0",
-        )
         t0 = time.perf_counter()
-        try:
-            with launch(
-                data_dir,
-                env,
-                log_path=root / "stack.log",
-                cwd=ROOT,
-                ready_timeout=READY_TIMEOUT_SECONDS,
-            ) as stack:
-                timings["stack_start_s"] = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                ingest_all(
-                    conversations, root, data_dir, stack.env, ingest_failures, ingest_deadline
-                )
-                timings["ingest_s"] = time.perf_counter() - t0
-                if settle:
-                    timings["index_settle_s"] = wait_until_retrieval_idle(data_dir)
-                t0 = time.perf_counter()
-                results = asyncio.run(run_folds(stack.mcp_url, data_dir, folds, curve))
-                timings["questions_s"] = time.perf_counter() - t0
-        except BaseException:
-            print("stack log tail:\n" + _tail(root / "stack.log"), file=sys.stderr)
-            raise
+        # The background fit stays off: every model this bench measures is one it fitted.
+        with running_stack(root, **NO_BACKGROUND_FIT) as (url, data_dir, env):
+            timings["stack_start_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            ingest_all(conversations, root, data_dir, env, ingest_failures, ingest_deadline)
+            timings["ingest_s"] = time.perf_counter() - t0
+            if settle:
+                timings["index_settle_s"] = wait_until_retrieval_idle(data_dir)
+            t0 = time.perf_counter()
+            results = asyncio.run(run_folds(url, data_dir, folds, curve))
+            timings["questions_s"] = time.perf_counter() - t0
     return results, timings, ingest_failures
 
 
@@ -592,26 +572,9 @@ def main(
     return report
 
 
-def cli(argv: list[str]) -> int:
-    """``scripts/bench --feedback ...`` (bench/run.py hands the whole argument list over)."""
-    parser = argparse.ArgumentParser(
-        prog="scripts/bench --feedback", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--feedback", action="store_true", help="this bench")
+def add_data_options(parser: argparse.ArgumentParser) -> None:
+    """The LoCoMo file, its subset and the load deadline (both learned-ranking benches)."""
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON file")
-    parser.add_argument("--feedback-out", "--out", dest="out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument(
-        "--feedback-quick",
-        action="store_true",
-        help=f"a smoke run: {QUICK['conversations']} conversations, "
-        f"{QUICK['max_questions']} questions each, one curve point, "
-        "no wait for the index to settle",
-    )
-    parser.add_argument(
-        "--feedback-curve",
-        default=",".join(map(str, DEFAULT_CURVE)),
-        help="feedback row counts to fit and evaluate at before 'all'",
-    )
     parser.add_argument(
         "--conversations", type=int, default=0, help="use only the first N conversations"
     )
@@ -627,6 +590,28 @@ def cli(argv: list[str]) -> int:
         default=INGEST_DEADLINE_SECONDS,
         help="per-call deadline (s) of `vera ingest`",
     )
+
+
+def cli(argv: list[str]) -> int:
+    """``scripts/bench --feedback ...`` (bench/run.py hands the whole argument list over)."""
+    parser = argparse.ArgumentParser(
+        prog="scripts/bench --feedback", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--feedback", action="store_true", help="this bench")
+    parser.add_argument("--feedback-out", "--out", dest="out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--feedback-quick",
+        action="store_true",
+        help=f"a smoke run: {QUICK['conversations']} conversations, "
+        f"{QUICK['max_questions']} questions each, one curve point, "
+        "no wait for the index to settle",
+    )
+    parser.add_argument(
+        "--feedback-curve",
+        default=",".join(map(str, DEFAULT_CURVE)),
+        help="feedback row counts to fit and evaluate at before 'all'",
+    )
+    add_data_options(parser)
     args = parser.parse_args(argv)
     curve = tuple(int(x) for x in args.feedback_curve.split(",") if x.strip())
     if args.feedback_quick:

@@ -50,20 +50,19 @@ import numpy as np
 from tqdm import tqdm
 
 from bench import locomo
-from bench.feedback import _call, _pooled, two_folds
+from bench.feedback import NO_BACKGROUND_FIT, _call, _pooled, add_data_options, two_folds
 from bench.metrics import METRIC_NAMES, Tally
 from bench.run import (
     DEFAULT_DATA,
     INGEST_DEADLINE_SECONDS,
     LIMIT,
-    READY_TIMEOUT_SECONDS,
     ROOT,
     TOKEN_BUDGET,
     _ranking_from,
     _render,
-    _tail,
     ingest_all,
     machine_info,
+    running_stack,
     wait_until_retrieval_idle,
 )
 from vera.services.retrieval import learned_rank
@@ -151,43 +150,22 @@ def collect(
 ) -> tuple[list[dict], dict, list[dict], list[dict]]:
     """Starts a stack, ingests, asks every question once; (questions, timings, ingest
     failures, MCP errors)."""
-    from vera.stack import launch, launch_env
-
     timings: dict[str, float] = {}
     ingest_failures: list[dict] = []
     errors: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="vera-bench-rank-ablation-") as tmp:
         root = Path(tmp)
-        data_dir = root / "data"
-        # The hand-set ranking must answer: no model may be fitted in the background.
-        env = launch_env(
-            data_dir,
-            VERA_MCP__QUOTA_ENABLED="false",
-            HF_HUB_OFFLINE="1",
-            VERA_RETRIEVAL__RANK__AUTO_FIT_NEW_FEEDBACK="0",
-        )
         t0 = time.perf_counter()
-        try:
-            with launch(
-                data_dir,
-                env,
-                log_path=root / "stack.log",
-                cwd=ROOT,
-                ready_timeout=READY_TIMEOUT_SECONDS,
-            ) as stack:
-                timings["stack_start_s"] = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                ingest_all(
-                    conversations, root, data_dir, stack.env, ingest_failures, ingest_deadline
-                )
-                timings["ingest_s"] = time.perf_counter() - t0
-                timings["index_settle_s"] = wait_until_retrieval_idle(data_dir)
-                t0 = time.perf_counter()
-                questions = asyncio.run(ask_all(stack.mcp_url, conversations, errors))
-                timings["questions_s"] = time.perf_counter() - t0
-        except BaseException:
-            print("stack log tail:\n" + _tail(root / "stack.log"), file=sys.stderr)
-            raise
+        # The hand-set ranking must answer: no model may be fitted in the background.
+        with running_stack(root, **NO_BACKGROUND_FIT) as (url, data_dir, env):
+            timings["stack_start_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            ingest_all(conversations, root, data_dir, env, ingest_failures, ingest_deadline)
+            timings["ingest_s"] = time.perf_counter() - t0
+            timings["index_settle_s"] = wait_until_retrieval_idle(data_dir)
+            t0 = time.perf_counter()
+            questions = asyncio.run(ask_all(url, conversations, errors))
+            timings["questions_s"] = time.perf_counter() - t0
     return questions, timings, ingest_failures, errors
 
 
@@ -619,23 +597,8 @@ def cli(argv: list[str]) -> int:
         prog="scripts/bench --rank-ablation", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--rank-ablation", action="store_true", help="this bench")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON file")
     parser.add_argument("--ablation-out", dest="out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument(
-        "--conversations", type=int, default=0, help="use only the first N conversations"
-    )
-    parser.add_argument(
-        "--max-questions",
-        type=int,
-        default=0,
-        help="use only the first N questions of each conversation",
-    )
-    parser.add_argument(
-        "--ingest-deadline",
-        type=float,
-        default=INGEST_DEADLINE_SECONDS,
-        help="per-call deadline (s) of `vera ingest`",
-    )
+    add_data_options(parser)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--dump", type=Path, help="also write the questions' top 30 here")
     source.add_argument(

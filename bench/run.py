@@ -111,16 +111,22 @@ def _vera_cmd(*args: str) -> list[str]:
 
 
 @contextmanager
-def running_stack(root: Path) -> Iterator[tuple[str, Path, dict[str, str]]]:
-    """Starts ``vera up`` in ``root/data`` (``vera.stack.launch``); yields (MCP URL, data
-    dir, env); stops it."""
+def running_stack(root: Path, **env: str) -> Iterator[tuple[str, Path, dict[str, str]]]:
+    """Starts ``vera up`` in ``root/data`` (``vera.stack.launch``, quotas off, ``env`` on
+    top); yields (MCP URL, data dir, env); stops it. A failure, in the stack or in the
+    bench around it, prints the stack log's tail first."""
     from vera.stack import launch, launch_env
 
     data_dir = root / "data"
-    env = launch_env(data_dir, VERA_MCP__QUOTA_ENABLED="false", HF_HUB_OFFLINE="1")
-    with launch(data_dir, env, log_path=root / "stack.log", cwd=ROOT,
-                ready_timeout=READY_TIMEOUT_SECONDS) as stack:
-        yield stack.mcp_url, data_dir, stack.env
+    settings = launch_env(
+        data_dir, **{"VERA_MCP__QUOTA_ENABLED": "false", "HF_HUB_OFFLINE": "1", **env})
+    try:
+        with launch(data_dir, settings, log_path=root / "stack.log", cwd=ROOT,
+                    ready_timeout=READY_TIMEOUT_SECONDS) as stack:
+            yield stack.mcp_url, data_dir, stack.env
+    except BaseException:
+        print("stack log tail:\n" + _tail(root / "stack.log"), file=sys.stderr)
+        raise
 
 
 def _tail(path: Path, chars: int = 4000) -> str:
@@ -382,20 +388,16 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="vera-bench-") as tmp:
             root = Path(tmp)
             t0 = time.perf_counter()
-            try:
-                with running_stack(root) as (url, data_dir, env):
-                    timings["stack_start_s"] = time.perf_counter() - t0
-                    t0 = time.perf_counter()
-                    timings["ingest_s"] = ingest_all(conversations, root, data_dir, env,
-                                                     ingest_failures, args.ingest_deadline)
-                    timings["ingest_total_s"] = time.perf_counter() - t0
-                    timings["index_settle_s"] = wait_until_retrieval_idle(data_dir)
-                    t0 = time.perf_counter()
-                    asyncio.run(ask_vera(url, conversations, tallies, per_question, errors))
-                    timings["vera_questions_s"] = time.perf_counter() - t0
-            except BaseException:
-                print("stack log tail:\n" + _tail(root / "stack.log"), file=sys.stderr)
-                raise
+            with running_stack(root) as (url, data_dir, env):
+                timings["stack_start_s"] = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                timings["ingest_s"] = ingest_all(conversations, root, data_dir, env,
+                                                 ingest_failures, args.ingest_deadline)
+                timings["ingest_total_s"] = time.perf_counter() - t0
+                timings["index_settle_s"] = wait_until_retrieval_idle(data_dir)
+                t0 = time.perf_counter()
+                asyncio.run(ask_vera(url, conversations, tallies, per_question, errors))
+                timings["vera_questions_s"] = time.perf_counter() - t0
 
     timings.update(run_baselines(
         conversations, tallies, per_question, dense_text=args.dense_text,

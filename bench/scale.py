@@ -543,6 +543,40 @@ def process_role(cmd: list[str]) -> str:
     return Path(cmd[0]).name if cmd else "?"
 
 
+async def retrieval_start_s(data_dir: Path, stack_pid: int, give_up_s: float = 600.0) -> float:
+    """Kills the retrieval process and times until the new one ``vera up`` starts answers
+    GetIndexStatus (it serves only once loaded): what one retrieval replica takes to start
+    at this corpus size (the model, the BM25 memory read from PostgreSQL, the shard; and
+    the supervisor's 0.5 s restart delay)."""
+    import grpc
+    import psutil
+
+    from vera.retrieval.v1 import retrieval_pb2
+    from vera.rpc.backends import Backends
+
+    settings, _ = _settings(data_dir)
+    retrieval = next((p for p in psutil.Process(stack_pid).children(recursive=True)
+                      if "retrieval" in p.cmdline()), None)
+    if retrieval is None:
+        raise RuntimeError("the stack runs no retrieval process")
+    t0 = time.perf_counter()
+    retrieval.kill()
+    retrieval.wait(30)
+    while time.perf_counter() - t0 < give_up_s:
+        # A fresh channel per probe: a channel that failed to connect waits out gRPC's
+        # reconnect backoff (1 s, then 1.6x), which would be timed as start-up.
+        backends = Backends.open(settings, caller="bench")
+        try:
+            await backends.retrieval.GetIndexStatus(
+                retrieval_pb2.GetIndexStatusRequest(), timeout=2)
+            return time.perf_counter() - t0
+        except grpc.aio.AioRpcError:
+            await asyncio.sleep(0.1)
+        finally:
+            await backends.close()
+    raise TimeoutError("retrieval did not come back")
+
+
 def peak_memory(stack_pid: int, data_dir: Path) -> dict[str, float]:
     """VmHWM (MiB) of ``vera up``, every process under it, and the embedded PostgreSQL
     (pg_ctl detaches it: found by its data dir; its backends are its children)."""
@@ -585,7 +619,7 @@ def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float,
     """One corpus size end to end. With ``keep``, the stack's data stays in
     ``keep/<n_facts>`` and a later run with the same ``keep`` queries it again instead of
     loading and indexing the corpus anew (its load figures are the first run's)."""
-    from bench.run import _tail, running_stack
+    from bench.run import running_stack
 
     result: dict = {"facts": n_facts}
     wall = time.perf_counter()
@@ -604,40 +638,37 @@ def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float,
         if loaded is not None and (loaded["seed"], loaded["facts"]) != (SEED, corpus.facts):
             raise SystemExit(f"{root} holds another corpus; remove it or pick another --keep")
         t0 = time.perf_counter()
-        try:
-            with running_stack(root) as (url, data_dir, _env):
-                result["stack_start_s"] = time.perf_counter() - t0
-                stack_pid = int(json.loads((data_dir / "run" / "stack.json").read_text())["pid"])
-                if loaded is None:
-                    paths = write_files(corpus, root)
-                    print(f"[{n_facts}] loading {corpus.facts} facts in {len(paths)} files",
-                          file=sys.stderr)
-                    result["load"] = asyncio.run(load_corpus(paths, data_dir, project))
-                    scope = result["load"].pop("scope_id")
-                    marker.write_text(json.dumps({"seed": SEED, "facts": corpus.facts,
-                                                  "scope_id": scope, "load": result["load"]}))
-                else:
-                    print(f"[{n_facts}] reusing the corpus loaded in {root}", file=sys.stderr)
-                    result["load"] = {**loaded["load"], "reused": True}
-                    scope = loaded["scope_id"]
-                print(f"[{n_facts}] load {result['load']['load_s']:.1f} s, all indexed "
-                      f"{result['load']['all_indexed_s']:.1f} s; waiting for HNSW",
+        with running_stack(root) as (url, data_dir, _env):
+            result["stack_start_s"] = time.perf_counter() - t0
+            stack_pid = int(json.loads((data_dir / "run" / "stack.json").read_text())["pid"])
+            if loaded is None:
+                paths = write_files(corpus, root)
+                print(f"[{n_facts}] loading {corpus.facts} facts in {len(paths)} files",
                       file=sys.stderr)
-                result["hnsw_wait"] = asyncio.run(wait_for_hnsw(data_dir, hnsw_wait_s))
-                result["hnsw_before_queries"] = hnsw_on_disk(data_dir)
-                result["queries"] = asyncio.run(measure_queries(
-                    url, data_dir, stack_pid, project, scope, corpus.questions, root))
-                result["hnsw_after_queries"] = hnsw_on_disk(data_dir)
-                print(f"[{n_facts}] get_context p50: MCP client "
-                      f"{result['queries']['mcp_ms']['p50']:.1f} ms, in process "
-                      f"{result['queries']['in_process_ms']['p50']:.1f} ms; freshness",
-                      file=sys.stderr)
-                result["freshness"] = asyncio.run(
-                    freshness(url, data_dir, project, scope, probes))
-                result["peak_rss_mib"] = peak_memory(stack_pid, data_dir)
-        except BaseException:
-            print("stack log tail:\n" + _tail(root / "stack.log"), file=sys.stderr)
-            raise
+                result["load"] = asyncio.run(load_corpus(paths, data_dir, project))
+                scope = result["load"].pop("scope_id")
+                marker.write_text(json.dumps({"seed": SEED, "facts": corpus.facts,
+                                              "scope_id": scope, "load": result["load"]}))
+            else:
+                print(f"[{n_facts}] reusing the corpus loaded in {root}", file=sys.stderr)
+                result["load"] = {**loaded["load"], "reused": True}
+                scope = loaded["scope_id"]
+            print(f"[{n_facts}] load {result['load']['load_s']:.1f} s, all indexed "
+                  f"{result['load']['all_indexed_s']:.1f} s; waiting for HNSW",
+                  file=sys.stderr)
+            result["hnsw_wait"] = asyncio.run(wait_for_hnsw(data_dir, hnsw_wait_s))
+            result["hnsw_before_queries"] = hnsw_on_disk(data_dir)
+            result["queries"] = asyncio.run(measure_queries(
+                url, data_dir, stack_pid, project, scope, corpus.questions, root))
+            result["hnsw_after_queries"] = hnsw_on_disk(data_dir)
+            print(f"[{n_facts}] get_context p50: MCP client "
+                  f"{result['queries']['mcp_ms']['p50']:.1f} ms, in process "
+                  f"{result['queries']['in_process_ms']['p50']:.1f} ms; freshness",
+                  file=sys.stderr)
+            result["freshness"] = asyncio.run(
+                freshness(url, data_dir, project, scope, probes))
+            result["peak_rss_mib"] = peak_memory(stack_pid, data_dir)
+            result["retrieval_start_s"] = asyncio.run(retrieval_start_s(data_dir, stack_pid))
     q = result["queries"]
     p50 = {name: q[f"{name}_ms"]["p50"] for name in ("mcp", "http", "in_process", "embed")}
     result["ratios"] = {
@@ -662,7 +693,7 @@ def format_table(results: list[dict]) -> str:
     header = ["facts", "MCP client p50 / p95 ms", "MCP HTTP p50 / p95 ms", "in-proc p50 ms",
               "embed p50 ms", "client/in-proc", "HTTP/in-proc", "HTTP p95/p50",
               "HTTP/embed", "hit@10", "load f/s", "index tail s", "e2e f/s", "fresh p95 s",
-              "HNSW pts"]
+              "HNSW pts", "retrieval start s"]
     rows = [header]
     for r in results:
         q, ra = r["queries"], r["ratios"]
@@ -675,7 +706,8 @@ def format_table(results: list[dict]) -> str:
             f(q["mcp_hit@10"], 3), f(r["load"]["load_facts_per_s"], 0),
             f(r["load"]["index_tail_s"]), f(r["load"]["end_to_end_facts_per_s"], 0),
             f(r["freshness"]["s"]["p95"], 3),
-            f"{q['shard']['indexed_vectors']}/{q['shard']['points']}"])
+            f"{q['shard']['indexed_vectors']}/{q['shard']['points']}",
+            f(r.get("retrieval_start_s"))])
     return _render(rows)
 
 
@@ -683,9 +715,13 @@ def format_memory(results: list[dict]) -> str:
     from bench.run import _render
 
     names = sorted({k for r in results for k in r["peak_rss_mib"]})
-    rows = [["process (VmHWM MiB)", *(str(r["facts"]) for r in results)]]
+    rows = [["process (VmHWM MiB / KiB per fact)", *(str(r["facts"]) for r in results)]]
     for name in names:
-        rows.append([name, *(f"{r['peak_rss_mib'].get(name, 0):.0f}" for r in results)])
+        cells = []
+        for r in results:
+            mib = r["peak_rss_mib"].get(name)
+            cells.append("-" if mib is None else f"{mib:.0f} / {mib * 1024 / r['facts']:.2f}")
+        rows.append([name, *cells])
     return _render(rows)
 
 

