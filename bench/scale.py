@@ -548,9 +548,9 @@ async def retrieval_start_s(data_dir: Path, stack_pid: int, give_up_s: float = 6
     GetIndexStatus (it serves only once loaded): what one retrieval replica takes to start
     at this corpus size (the model, the BM25 memory read from PostgreSQL, the shard; and
     the supervisor's 0.5 s restart delay)."""
-    import grpc
     import psutil
 
+    from vera.errors import VeraError
     from vera.retrieval.v1 import retrieval_pb2
     from vera.rpc.backends import Backends
 
@@ -570,7 +570,7 @@ async def retrieval_start_s(data_dir: Path, stack_pid: int, give_up_s: float = 6
             await backends.retrieval.GetIndexStatus(
                 retrieval_pb2.GetIndexStatusRequest(), timeout=2)
             return time.perf_counter() - t0
-        except grpc.aio.AioRpcError:
+        except VeraError:  # the client maps UNAVAILABLE (nothing listening yet) to these
             await asyncio.sleep(0.1)
         finally:
             await backends.close()
