@@ -32,6 +32,12 @@ class StandIn:
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
+            # Persistent connections, as the real gateway keeps them: over HTTP/1.0 each
+            # answer closed its socket, and OpenCode's client now and then sent its next
+            # request down a pooled socket the stand-in had just closed ("Failed to get
+            # tools" in about one `opencode mcp list` of ten).
+            protocol_version = "HTTP/1.1"
+
             def log_message(self, *args: object) -> None:
                 pass
 
