@@ -115,6 +115,20 @@ def test_parameters_round_trip_and_foreign_features_are_refused():
         LinearRanker.from_parameters(ranker.model_id, foreign)
 
 
+def learned_retriever(h, models: ActiveModels, embedder) -> Retriever:
+    """The harness's pipeline with ``models`` as its learned ranking stage."""
+    return Retriever(
+        embedder,
+        h.vectors,
+        h.lexical,
+        h.facts,
+        candidate_pool=50,
+        clock=lambda: NOW,
+        assembler_version=CONTRACT,
+        learned=models,
+    )
+
+
 def _prefers_authority(model_id: str = "m-1") -> LinearRanker:
     coef = tuple(5.0 if name == "authority" else 0.0 for name in FEATURES)
     ones = tuple(1.0 for _ in FEATURES)
@@ -142,16 +156,7 @@ async def test_the_stage_only_reorders_what_the_pipeline_found():
     assert hand.assembler_version == CONTRACT
 
     models = ActiveModels()
-    retriever = Retriever(
-        FakeEmbedder(),
-        h.vectors,
-        h.lexical,
-        h.facts,
-        candidate_pool=50,
-        clock=lambda: NOW,
-        assembler_version=CONTRACT,
-        learned=models,
-    )
+    retriever = learned_retriever(h, models, FakeEmbedder())
     models.by_scope = {None: ServedModel(_prefers_authority(), "assembler-learned")}
     h.facts.calls.clear()
     outcome = await retriever.search([SCOPE], "question", 10, Filters())
@@ -182,16 +187,7 @@ async def test_a_degraded_answer_keeps_the_hand_set_order_under_a_model():
     facts = [fact("a"), fact("b"), fact("c", authority=0.95)]
     h = harness(facts, lexical={"a": 3.0, "b": 2.0, "c": 1.0})
     models = ActiveModels({None: ServedModel(_prefers_authority(), "assembler-learned")})
-    retriever = Retriever(
-        DownEmbedder(),
-        h.vectors,
-        h.lexical,
-        h.facts,
-        candidate_pool=50,
-        clock=lambda: NOW,
-        assembler_version=CONTRACT,
-        learned=models,
-    )
+    retriever = learned_retriever(h, models, DownEmbedder())
     outcome = await retriever.search([SCOPE], "question", 10, Filters())
     assert outcome.retrieval_mode is RetrievalMode.LEXICAL_ONLY
     assert keys(outcome) == ["a", "b", "c"]
