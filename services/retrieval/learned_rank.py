@@ -6,13 +6,18 @@ regression over standardized features, trained pairwise on result-level up/down 
 (each ``up`` against each ``down`` of the same pack), and it may only reorder the results
 the pipeline already found: it adds nothing and drops nothing.
 
-Activation rule: out of fold (folds grouped by query, so a question never sits on both
-sides), per persisted pack, order the labelled results (those with feedback) by the
-candidate ranker and take the reciprocal rank of the first ``up`` among them; the mean
-over packs with at least one ``up`` and one ``down`` is the figure (MRR). The model is
-activated only when its figure beats the hand-set order's (the pack's own ranks) by more
-than ``min_gain``; too little feedback or one-sided feedback never gets that far. Imports
-no gRPC, driver or storage code; ``fit`` is CPU work, run off the event loop.
+Activation rule (``verdict``, the one home of it): out of fold (folds grouped by query,
+so a question never sits on both sides), per persisted pack with at least one ``up`` and
+one ``down``, order its labelled results (those with feedback) by the candidate ranker
+and find the first ``up``; per query (a question asked in several packs counts once, as a
+user's held-out question does) average its packs' reciprocal rank of that ``up`` (MRR) and
+whether it is among the top ``HIT_AT`` (hit@5); then average over queries. The model is
+activated only when it is not worse than the hand-set order (the pack's own ranks) at
+the top, hit@5, and beats its MRR by more than ``min_gain``: a model that lifts a few
+buried results to first place while pushing others out of the top five wins on MRR and
+loses the user's first screen (``worse_at_top``). Too little or one-sided feedback never
+gets that far. Imports no gRPC, driver or storage code; ``fit`` is CPU work, run off the
+event loop.
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ from sklearn.model_selection import GroupKFold
 from vera.services.retrieval.model import Result
 
 METRIC = "mrr"
+# The top of a pack a user reads first: "not worse" is judged on hit@HIT_AT.
+HIT_AT = 5
+# Figures are means of fractions: equal within this are equal.
+_TIE = 1e-9
 # The pipeline's signal names (pipeline.py) the features are built from; ``reranked`` says
 # whether the rerank stage scored the result, ``hand_rank_inverse`` is 1 / its position in
 # the hand-set order.
@@ -59,6 +68,19 @@ class FitOutcome(enum.StrEnum):
     TOO_LITTLE_FEEDBACK = "too_little_feedback"
     ONE_SIDED_FEEDBACK = "one_sided_feedback"
     NOT_BETTER = "not_better"
+    WORSE_AT_TOP = "worse_at_top"
+
+
+class NotServed(enum.StrEnum):
+    """Why a model stored as active does not serve (the hand-set ranking does)."""
+
+    OTHER_FEATURES = "fitted_on_other_features"  # an older release's feature set
+
+
+class UnservableModel(ValueError):
+    def __init__(self, reason: NotServed) -> None:
+        super().__init__(reason.value)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -135,7 +157,7 @@ class LinearRanker:
         names = tuple(parameters["features"])
         if names != FEATURES:
             # Weights for other features would score the wrong numbers: refuse to serve them.
-            raise ValueError("stored model was fitted on other features")
+            raise UnservableModel(NotServed.OTHER_FEATURES)
         return cls(
             model_id=model_id,
             feature_names=names,
@@ -147,14 +169,24 @@ class LinearRanker:
 
 
 @dataclass(frozen=True)
+class Figures:
+    """Out-of-fold figures of one order over the evaluated packs, averaged per query."""
+
+    mrr: float = 0.0
+    hit: float = 0.0  # hit@HIT_AT
+
+
+@dataclass(frozen=True)
 class FitReport:
     outcome: FitOutcome
     training_rows: int
     training_queries: int
     evaluated_packs: int
-    model_figure: float = 0.0
+    model_figure: float = 0.0  # MRR
     hand_figure: float = 0.0
     ranker: LinearRanker | None = None  # fitted unless the feedback was too little/one-sided
+    model_hit: float = 0.0  # hit@HIT_AT
+    hand_hit: float = 0.0
 
     @property
     def activate(self) -> bool:
@@ -170,19 +202,35 @@ def _evaluable_packs(rows: Sequence[FeedbackRow]) -> dict[str, list[int]]:
     }
 
 
-def mean_reciprocal_rank(
+def evaluate(
     rows: Sequence[FeedbackRow], packs: Mapping[str, Sequence[int]], scores: Sequence[float]
-) -> float:
-    """The first ``up``'s reciprocal rank among each pack's labelled rows ordered by
-    ``scores`` (higher first; ties keep the hand-set order), averaged over ``packs``."""
-    if not packs:
-        return 0.0
-    total = 0.0
+) -> Figures:
+    """Each pack's labelled rows ordered by ``scores`` (higher first; ties keep the
+    hand-set order): the first ``up``'s reciprocal rank and whether it is in the top
+    HIT_AT, averaged over a query's packs, then over queries."""
+    first_ups: dict[str, list[int]] = {}
     for idx in packs.values():
         order = sorted(idx, key=lambda i: (-scores[i], hand_rank(rows[i].signals, rows[i].rank)))
         first_up = next(n for n, i in enumerate(order, start=1) if rows[i].signal == "up")
-        total += 1.0 / first_up
-    return total / len(packs)
+        first_ups.setdefault(rows[idx[0]].query_digest, []).append(first_up)
+    if not first_ups:
+        return Figures()
+
+    def per_query(value: Callable[[int], float]) -> float:
+        means = [sum(map(value, positions)) / len(positions) for positions in first_ups.values()]
+        return sum(means) / len(means)
+
+    return Figures(mrr=per_query(lambda n: 1.0 / n), hit=per_query(lambda n: float(n <= HIT_AT)))
+
+
+def verdict(model: Figures, hand: Figures, min_gain: float) -> FitOutcome:
+    """The activation rule (the module docstring): never worse at the top, and better
+    on MRR by more than ``min_gain``."""
+    if model.hit < hand.hit - _TIE:
+        return FitOutcome.WORSE_AT_TOP
+    if model.mrr <= hand.mrr + min_gain:
+        return FitOutcome.NOT_BETTER
+    return FitOutcome.ACTIVATED
 
 
 def _standardize(matrix: Any) -> tuple[Any, Any]:
@@ -255,17 +303,16 @@ def fit(
         if fold_model is None:
             continue  # no pack with both signals to learn from: its rows keep the hand order
         out_of_fold[held_out] = [fold_model.score(rows[i].signals, rows[i].rank) for i in held_out]
-    hand = [-hand_rank(r.signals, r.rank) for r in rows]
-    hand_figure = mean_reciprocal_rank(rows, packs, hand)
-    model_figure = mean_reciprocal_rank(rows, packs, list(out_of_fold))
-    ranker = _train(matrix, rows, range(len(rows)), new_id())
-    better = model_figure > hand_figure + policy.min_gain
+    hand = evaluate(rows, packs, [-hand_rank(r.signals, r.rank) for r in rows])
+    model = evaluate(rows, packs, list(out_of_fold))
     return FitReport(
-        FitOutcome.ACTIVATED if better else FitOutcome.NOT_BETTER,
+        verdict(model, hand, policy.min_gain),
         *counts,
-        model_figure=model_figure,
-        hand_figure=hand_figure,
-        ranker=ranker,
+        model_figure=model.mrr,
+        hand_figure=hand.mrr,
+        ranker=_train(matrix, rows, range(len(rows)), new_id()),
+        model_hit=model.hit,
+        hand_hit=hand.hit,
     )
 
 
@@ -324,3 +371,10 @@ class RankRecord:
     newest_feedback_at: datetime | None = None
     ranker: LinearRanker | None = None
     metric: str = METRIC
+    model_hit: float | None = None  # None: recorded before hit@HIT_AT was measured
+    hand_hit: float | None = None
+    not_served: NotServed | None = None  # why its stored parameters cannot serve
+
+    @property
+    def serves(self) -> bool:
+        return self.active and self.ranker is not None and self.not_served is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.timestamps import from_timestamp, to_timestamp
-from vera.services.retrieval.learned_rank import FitOutcome, RankRecord
+from vera.services.retrieval.learned_rank import HIT_AT, FitOutcome, NotServed, RankRecord
 from vera.services.retrieval.ranking import Ranking, parse_scope
 
 OUTCOMES = {
@@ -14,6 +14,11 @@ OUTCOMES = {
     FitOutcome.TOO_LITTLE_FEEDBACK: retrieval_pb2.RANK_FIT_OUTCOME_TOO_LITTLE_FEEDBACK,
     FitOutcome.ONE_SIDED_FEEDBACK: retrieval_pb2.RANK_FIT_OUTCOME_ONE_SIDED_FEEDBACK,
     FitOutcome.NOT_BETTER: retrieval_pb2.RANK_FIT_OUTCOME_NOT_BETTER,
+    FitOutcome.WORSE_AT_TOP: retrieval_pb2.RANK_FIT_OUTCOME_WORSE_AT_TOP,
+}
+NOT_SERVED = {
+    None: retrieval_pb2.RANK_NOT_SERVED_REASON_UNSPECIFIED,
+    NotServed.OTHER_FEATURES: retrieval_pb2.RANK_NOT_SERVED_REASON_FITTED_ON_OTHER_FEATURES,
 }
 
 
@@ -24,7 +29,7 @@ def record_to_proto(record: RankRecord | None, ranking: Ranking) -> retrieval_pb
         model_id=record.model_id,
         scope_id=record.scope_id or "",
         outcome=OUTCOMES[record.outcome],
-        active=record.active,
+        active=record.serves,
         training_rows=record.training_rows,
         training_queries=record.training_queries,
         evaluated_packs=record.evaluated_packs,
@@ -32,7 +37,11 @@ def record_to_proto(record: RankRecord | None, ranking: Ranking) -> retrieval_pb
         model_figure=record.model_figure,
         hand_figure=record.hand_figure,
         trained_at=to_timestamp(record.trained_at),
-        assembler_version=ranking.version_of(record) if record.active else "",
+        assembler_version=ranking.version_of(record) if record.serves else "",
+        model_hit=record.model_hit,
+        hand_hit=record.hand_hit,
+        hit_at=HIT_AT,
+        not_served_reason=NOT_SERVED[record.not_served if record.active else None],
     )
 
 
@@ -56,10 +65,11 @@ class RankRpcs:
         self, request: retrieval_pb2.GetRankStatusRequest, context
     ) -> retrieval_pb2.GetRankStatusResponse:
         scope = parse_scope(request.scope_id)
-        active, last = await self._ranking.status(scope)
+        status = await self._ranking.status(scope)
         return retrieval_pb2.GetRankStatusResponse(
-            active=record_to_proto(active, self._ranking),
-            last_fit=record_to_proto(last, self._ranking),
+            active=record_to_proto(status.serving, self._ranking),
+            unservable=record_to_proto(status.unservable, self._ranking),
+            last_fit=record_to_proto(status.last_fit, self._ranking),
             assembler_version=self._ranking.served_version(_scopes(scope)),
         )
 

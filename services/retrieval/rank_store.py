@@ -15,14 +15,17 @@ from vera.services.retrieval.learned_rank import (
     FitOutcome,
     FitReport,
     LinearRanker,
+    NotServed,
     RankRecord,
+    UnservableModel,
 )
 
 log = logging.getLogger(__name__)
 
 _COLUMNS = (
     "model_id, scope_id, outcome, active, training_rows, training_queries, evaluated_packs,"
-    " metric, model_figure, hand_figure, newest_feedback_at, parameters, trained_at"
+    " metric, model_figure, hand_figure, newest_feedback_at, parameters, trained_at,"
+    " model_hit, hand_hit"
 )
 _SAME_SCOPE = "scope_id IS NOT DISTINCT FROM $1::uuid"
 
@@ -31,20 +34,21 @@ def _scope(scope_id: str | None) -> uuid.UUID | None:
     return uuid.UUID(scope_id) if scope_id else None
 
 
-def _ranker(model_id: str, parameters: Any) -> LinearRanker | None:
+def _ranker(model_id: str, parameters: Any) -> tuple[LinearRanker | None, NotServed | None]:
     if not parameters:
-        return None
+        return None, None
     try:
-        return LinearRanker.from_parameters(model_id, parameters)
-    except ValueError:
+        return LinearRanker.from_parameters(model_id, parameters), None
+    except UnservableModel as refused:
         # Fitted on another feature set (an older release): it cannot serve; the hand-set
-        # ranking does until the next fit.
-        log.warning("ranking model %s was fitted on other features; not served", model_id)
-        return None
+        # ranking does until the next fit, and status says why.
+        log.warning("ranking model %s not served: %s", model_id, refused.reason.value)
+        return None, refused.reason
 
 
 def _record(row: Any) -> RankRecord:
     model_id = str(row["model_id"])
+    ranker, not_served = _ranker(model_id, row["parameters"])
     return RankRecord(
         model_id=model_id,
         scope_id=str(row["scope_id"]) if row["scope_id"] else None,
@@ -57,8 +61,11 @@ def _record(row: Any) -> RankRecord:
         hand_figure=row["hand_figure"],
         trained_at=row["trained_at"],
         newest_feedback_at=row["newest_feedback_at"],
-        ranker=_ranker(model_id, row["parameters"]),
+        ranker=ranker,
         metric=row["metric"],
+        model_hit=row["model_hit"],
+        hand_hit=row["hand_hit"],
+        not_served=not_served,
     )
 
 
@@ -85,8 +92,8 @@ class RankStore:
             row = await conn.fetchrow(
                 f"""INSERT INTO rank_models (model_id, scope_id, outcome, active, training_rows,
                        training_queries, evaluated_packs, metric, model_figure, hand_figure,
-                       newest_feedback_at, parameters)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb)
+                       newest_feedback_at, parameters, model_hit, hand_hit)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14)
                    RETURNING {_COLUMNS}""",
                 uuid.UUID(model_id),
                 _scope(scope_id),
@@ -100,6 +107,8 @@ class RankStore:
                 report.hand_figure,
                 newest_feedback_at,
                 report.ranker.parameters() if report.ranker else None,
+                report.model_hit,
+                report.hand_hit,
             )
         return _record(row)
 

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from vera.errors import InvalidInput, VeraError
 from vera.services.retrieval.learned_rank import (
+    HIT_AT,
     ActiveModels,
     FeedbackRow,
     FitPolicy,
@@ -58,6 +59,16 @@ class RankingOptions:
     auto_fit_check_seconds: float
 
 
+@dataclass(frozen=True)
+class RankStatus:
+    """A scope's ranking: the model that serves, a model stored as active that cannot
+    (its ``not_served`` says why; the hand-set ranking serves), and the last fit."""
+
+    serving: RankRecord | None
+    unservable: RankRecord | None
+    last_fit: RankRecord | None
+
+
 def parse_scope(scope_id: str) -> str | None:
     """'' is the deployment-wide model; anything else must be a project scope id."""
     if not scope_id:
@@ -93,7 +104,7 @@ class Ranking:
         return served.assembler_version if served else self._version_for(None)
 
     def version_of(self, record: RankRecord | None) -> str:
-        return self._version_for(record.model_id if record and record.active else None)
+        return self._version_for(record.model_id if record and record.serves else None)
 
     async def fit(
         self, scope_id: str | None, max_rows: int, recorded_after: datetime | None
@@ -109,19 +120,24 @@ class Ranking:
             record = await self._store.record_fit(scope_id, report, newest)
             await self.refresh()
         log.info(
-            "rank fit %s: %s (%d rows, out of fold %.4f vs hand-set %.4f)",
+            "rank fit %s: %s (%d rows, out of fold MRR %.4f vs hand-set %.4f, hit@%d %.4f vs %.4f)",
             "project" if scope_id else "deployment",
             record.outcome.value,
             record.training_rows,
             record.model_figure,
             record.hand_figure,
+            HIT_AT,
+            report.model_hit,
+            report.hand_hit,
         )
         return record
 
-    async def status(self, scope_id: str | None) -> tuple[RankRecord | None, RankRecord | None]:
-        """(the active model, the last fit) of the scope."""
+    async def status(self, scope_id: str | None) -> RankStatus:
         active = next((r for r in await self._store.active() if r.scope_id == scope_id), None)
-        return active, await self._store.last_fit(scope_id)
+        last = await self._store.last_fit(scope_id)
+        if active is not None and not active.serves:
+            return RankStatus(None, active, last)
+        return RankStatus(active, None, last)
 
     async def off(self, scope_id: str | None) -> RankRecord | None:
         disabled = await self._store.deactivate(scope_id)
@@ -133,7 +149,7 @@ class Ranking:
         generation = await self._store.generation()
         served: dict[str | None, ServedModel] = {}
         for record in await self._store.active():
-            if record.ranker is not None:
+            if record.serves and record.ranker is not None:
                 served[record.scope_id] = ServedModel(
                     record.ranker, self._version_for(record.model_id)
                 )

@@ -4,7 +4,9 @@ of the retrieval service (FitRankModel, GetRankStatus, DisableRankModel).
 The deployment-wide model is the default (``--all``); ``--project`` names a project (slug
 or id) the local principal reads, resolved through identity. A fit trains only on
 result-level feedback whose signal vector the server produced, and activates its model
-only when it beats the hand-set ranking out of fold; ``status`` says what serves and why.
+only when, out of fold, it is no worse than the hand-set ranking at the top (hit@5) and
+beats its MRR (learned_rank.verdict); ``status`` says what serves and why, including a
+model stored as active that this release cannot serve.
 Exit codes: 0 done (also a fit that did not activate), 1 the stack could not be reached
 or failed, 2 refused.
 """
@@ -31,6 +33,10 @@ OUTCOMES = {
     retrieval_pb2.RANK_FIT_OUTCOME_TOO_LITTLE_FEEDBACK: "too_little_feedback",
     retrieval_pb2.RANK_FIT_OUTCOME_ONE_SIDED_FEEDBACK: "one_sided_feedback",
     retrieval_pb2.RANK_FIT_OUTCOME_NOT_BETTER: "not_better",
+    retrieval_pb2.RANK_FIT_OUTCOME_WORSE_AT_TOP: "worse_at_top",
+}
+NOT_SERVED = {
+    retrieval_pb2.RANK_NOT_SERVED_REASON_FITTED_ON_OTHER_FEATURES: "fitted_on_other_features",
 }
 
 
@@ -38,7 +44,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     rank = commands.add_parser("rank", help="the learned ranking stage: fit, status, off")
     sub = rank.add_subparsers(dest="rank_command", required=True)
     for name, help_text in (
-        ("fit", "train on recorded feedback; activate only if it beats the hand-set ranking"),
+        (
+            "fit",
+            "train on recorded feedback; activate only if, out of fold, it is no worse than the"
+            " hand-set ranking at hit@5 and beats its MRR",
+        ),
         ("status", "the active model and the last fit, with their out-of-fold figures"),
         ("off", "deactivate the model: the hand-set ranking serves the next call"),
     ):
@@ -81,6 +91,10 @@ def _model(model: retrieval_pb2.RankModel, present: bool) -> dict[str, Any] | No
         "metric": model.metric,
         "model_figure": model.model_figure,
         "hand_figure": model.hand_figure,
+        "hit_at": model.hit_at,
+        "model_hit": model.model_hit if model.HasField("model_hit") else None,
+        "hand_hit": model.hand_hit if model.HasField("hand_hit") else None,
+        "not_served": NOT_SERVED.get(model.not_served_reason),
         "trained_at": model.trained_at.ToDatetime().isoformat() + "Z",
         "assembler_version": model.assembler_version,
     }
@@ -166,6 +180,7 @@ async def status(settings: Settings, *, project: str | None = None) -> dict[str,
         "scope": "project" if scope else "deployment",
         "project_id": scope,
         "active": _model(response.active, response.HasField("active")),
+        "unservable": _model(response.unservable, response.HasField("unservable")),
         "last_fit": _model(response.last_fit, response.HasField("last_fit")),
         "assembler_version": response.assembler_version,
     }
@@ -186,10 +201,15 @@ async def off(settings: Settings, *, project: str | None = None) -> dict[str, An
 
 
 def _figures(model: dict[str, Any]) -> str:
+    hit = (
+        f", hit@{model['hit_at']} {model['model_hit']:.4f} vs {model['hand_hit']:.4f}"
+        if model["model_hit"] is not None and model["hand_hit"] is not None
+        else ""
+    )
     return (
         f"{model['training_rows']} rows, {model['training_queries']} queries, "
         f"out-of-fold {model['metric']} {model['model_figure']:.4f} vs hand-set "
-        f"{model['hand_figure']:.4f} over {model['evaluated_packs']} packs, "
+        f"{model['hand_figure']:.4f}{hit} over {model['evaluated_packs']} packs, "
         f"trained {model['trained_at']}"
     )
 
@@ -219,6 +239,11 @@ def _summary(command: str, result: dict[str, Any]) -> str:
             else "the hand-set ranking serves"
         )
     ]
+    if stuck := result["unservable"]:
+        lines.append(
+            f"  model {stuck['model_id']} is stored as active but cannot serve "
+            f"({stuck['not_served']}): run `vera rank fit` to replace it"
+        )
     if last and (not active or last["model_id"] != active["model_id"]):
         lines.append(f"  last fit {last['model_id']}: {last['outcome']}; {_figures(last)}")
     lines.append(f"  contract {result['assembler_version']}")

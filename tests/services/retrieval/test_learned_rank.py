@@ -1,6 +1,7 @@
 """The learned ranking stage on synthetic feedback: the activation rule (too little,
-one-sided, losing, winning), the stored parameters, and that the stage only reorders what
-the pipeline found, within the scopes it was asked for."""
+one-sided, losing, losing at the top, winning), the stored parameters, that the stage only
+reorders what the pipeline found, within the scopes it was asked for, and (through the
+real service) that a stored model fitted on other features never serves."""
 
 from __future__ import annotations
 
@@ -12,22 +13,31 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from test_retrieval_pipeline import CONTRACT, NOW, SCOPE, FakeEmbedder, fact, harness, keys
+from test_retrieval_service import FACTS_A, SCOPE_A, FakeKnowledge, make_fact
 
-from vera.config import RetrievalSettings
+from vera import rank as rank_cli
+from vera.config import RetrievalSettings, Settings
+from vera.db.pool import open_service_database
 from vera.errors import InvalidInput
-from vera.services.retrieval import contract, learned_rank
+from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
+from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from vera.rpc.client import open_channel
+from vera.rpc.server import ServiceBinding, create_server
+from vera.services.retrieval import contract, learned_rank, server
 from vera.services.retrieval.learned_rank import (
     FEATURES,
     ActiveModels,
     FeedbackRow,
     FitOutcome,
     FitPolicy,
+    FitReport,
     LinearRanker,
     RankRecord,
     ServedModel,
 )
 from vera.services.retrieval.model import Filters, RetrievalMode
 from vera.services.retrieval.pipeline import Retriever
+from vera.services.retrieval.rank_store import RankStore
 from vera.services.retrieval.ranking import Ranking, RankingOptions
 
 POLICY = FitPolicy(min_rows=20, min_packs=5, min_gain=0.01)
@@ -94,6 +104,59 @@ def test_a_model_that_wins_out_of_fold_is_activated():
     assert report.hand_figure == pytest.approx(0.25)  # the up is 4th of 5 labelled results
     assert report.model_figure > report.hand_figure + POLICY.min_gain
     assert (report.training_rows, report.training_queries, report.evaluated_packs) == (100, 10, 20)
+    assert report.model_hit == report.hand_hit == pytest.approx(1.0)  # 5 labelled: all "top"
+
+
+def lifted_and_pushed_rows(lifted: int, pushed: int, plain: int) -> list[FeedbackRow]:
+    """Three kinds of pack, one question each. ``lifted``: the up is 8th of 10 and the only
+    result whose subject the query names; ``pushed``: the up is 5th of 6 and the 6th, a
+    down, is the named one; ``plain``: the up is first. A model that learns "named first"
+    lifts the first kind's up to the top (a big MRR gain) and pushes the second kind's out
+    of the top five (a small MRR loss, a lost hit each)."""
+    rows = []
+    kinds = ["lifted"] * lifted + ["pushed"] * pushed + ["plain"] * plain
+    for p, kind in enumerate(kinds):
+        up_at, named, size = {"lifted": (8, 8, 10), "pushed": (5, 6, 6), "plain": (1, 0, 10)}[kind]
+        for rank in range(1, size + 1):
+            signals = {
+                "fused": 0.5,
+                "final": 0.5,
+                "boost": 1.0,
+                "trust_tier": 1.0,
+                "authority": 0.8,
+                "entity": 1.0 if rank == named else 0.0,
+                "hand_rank": float(rank),
+            }
+            signal = "up" if rank == up_at else "down"
+            rows.append(FeedbackRow(f"pack-{p}", f"q-{p}", rank, signal, signals))
+    return rows
+
+
+def test_a_model_that_wins_on_mrr_but_loses_at_the_top_is_not_activated():
+    report = learned_rank.fit(lifted_and_pushed_rows(4, 8, 8), POLICY)
+    # Better on MRR by far more than the minimum gain: the old rule would have served it.
+    assert report.model_figure > report.hand_figure + POLICY.min_gain
+    # But fewer questions get their accepted result in the top five.
+    assert report.model_hit < report.hand_hit
+    assert report.outcome is FitOutcome.WORSE_AT_TOP and not report.activate
+    assert report.ranker is not None
+
+
+def test_the_out_of_fold_figures_count_each_question_once():
+    # One question asked in three packs (its up 1st each time), another in one pack (its
+    # up 6th): per pack the hit@5 would be 3/4, per question it is 1/2.
+    rows = []
+    for pack, (query, up_at) in enumerate([("a", 1), ("a", 1), ("a", 1), ("b", 6)]):
+        for rank in range(1, 7):
+            signal = "up" if rank == up_at else "down"
+            rows.append(FeedbackRow(f"p{pack}", query, rank, signal, {"hand_rank": float(rank)}))
+    packs = {f"p{n}": [i for i, r in enumerate(rows) if r.pack_id == f"p{n}"] for n in range(4)}
+    hand = learned_rank.evaluate(rows, packs, [-r.rank for r in rows])
+    assert hand.hit == pytest.approx(0.5) and learned_rank.HIT_AT == 5
+    assert hand.mrr == pytest.approx((1.0 + 1 / 6) / 2)
+    # The order scored is the one judged: the reverse puts b's up first, a's last.
+    reverse = learned_rank.evaluate(rows, packs, [r.rank for r in rows])
+    assert (reverse.hit, reverse.mrr) == (pytest.approx(0.5), pytest.approx((1 / 6 + 1.0) / 2))
 
 
 def test_rows_without_a_signal_vector_are_not_training_data():
@@ -350,3 +413,92 @@ def test_the_contract_names_the_serving_model():
     # Only the policy part moves: embedding and index are what they were.
     assert one.split(";")[1:] == hand.split(";")[1:]
     assert contract.assembler_version(settings, rank_model=None) == hand
+
+
+async def test_a_stored_model_fitted_on_other_features_never_serves_and_status_says_why(
+    pg_dsn, tmp_path
+):
+    """An older release activated a model over another feature set; this release starts
+    with it in storage: the hand-set ranking serves, and status says why."""
+    knowledge = FakeKnowledge()
+    for n, triple in enumerate(FACTS_A):
+        knowledge.record(make_fact(SCOPE_A, n, *triple))
+    fake = create_server(
+        [
+            ServiceBinding(
+                "vera.knowledge.v1.KnowledgeService",
+                knowledge,
+                knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server,
+            )
+        ],
+        "127.0.0.1:0",
+    )
+    await fake.server.start()
+    settings = Settings(
+        data_dir=tmp_path,
+        database={"dsn": pg_dsn},
+        services={"knowledge": f"127.0.0.1:{fake.port}"},
+        retrieval={"qdrant_url": ":memory:", "index_poll_seconds": 0.02},
+    )
+    older = (*FEATURES[:-1], "text_length")
+    n = len(older)
+    stale = LinearRanker(
+        "00000000-0000-4000-8000-00000000000a", older, (0.0,) * n, (1.0,) * n, (1.0,) * n, 0.0
+    )
+    pool = await open_service_database(settings, server.SCHEMA, server.PACKAGE)
+    try:
+        stored = await RankStore(pool).record_fit(
+            None, FitReport(FitOutcome.ACTIVATED, 50, 10, 10, 0.9, 0.5, stale), None
+        )
+    finally:
+        await pool.close()
+    assert stored.active and not stored.serves
+    assert stored.not_served is learned_rank.NotServed.OTHER_FEATURES
+
+    # The embedder is not what this is about: the lexical leg finds the facts.
+    hosted = await server.create(settings, "127.0.0.1:0", embedder=FakeEmbedder())
+    await hosted.running.server.start()
+    address = f"127.0.0.1:{hosted.running.port}"
+    channel = open_channel(address, 30.0)
+    hand_version = contract.assembler_version(settings.retrieval)
+    try:
+        stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+        status = await stub.GetRankStatus(retrieval_pb2.GetRankStatusRequest())
+        assert not status.HasField("active")
+        assert status.assembler_version == hand_version
+        assert status.unservable.model_id == stale.model_id
+        assert not status.unservable.active and status.unservable.assembler_version == ""
+        reason = retrieval_pb2.RANK_NOT_SERVED_REASON_FITTED_ON_OTHER_FEATURES
+        assert status.unservable.not_served_reason == reason
+        assert status.last_fit.not_served_reason == reason
+
+        # The serving path: the hand-set ranking, under its own contract.
+        deadline = asyncio.get_running_loop().time() + 20
+        while not (
+            found := await stub.Search(
+                retrieval_pb2.SearchRequest(scope_ids=[SCOPE_A], query="who owns payments", limit=5)
+            )
+        ).results:
+            assert asyncio.get_running_loop().time() < deadline, "nothing indexed"
+            await asyncio.sleep(0.05)
+        assert found.assembler_version == hand_version
+        assert all("learned" not in r.signals for r in found.results)
+
+        # What `vera rank status` prints from it: the code, not a serving model.
+        shown = await rank_cli.status(
+            Settings(services={"retrieval": address, "identity": address})
+        )
+        assert shown["active"] is None
+        assert shown["unservable"]["not_served"] == "fitted_on_other_features"
+        assert "fitted_on_other_features" in rank_cli._summary("status", shown)
+
+        # `vera rank off` still clears it.
+        off = await stub.DisableRankModel(retrieval_pb2.DisableRankModelRequest())
+        assert off.disabled.model_id == stale.model_id
+        again = await stub.GetRankStatus(retrieval_pb2.GetRankStatusRequest())
+        assert not again.HasField("unservable") and not again.HasField("active")
+    finally:
+        await channel.close()
+        await hosted.running.stop(grace=1.0)
+        await hosted.aclose()
+        await fake.stop(grace=1.0)

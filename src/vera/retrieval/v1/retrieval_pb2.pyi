@@ -31,6 +31,12 @@ class RankFitOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RANK_FIT_OUTCOME_TOO_LITTLE_FEEDBACK: _ClassVar[RankFitOutcome]
     RANK_FIT_OUTCOME_ONE_SIDED_FEEDBACK: _ClassVar[RankFitOutcome]
     RANK_FIT_OUTCOME_NOT_BETTER: _ClassVar[RankFitOutcome]
+    RANK_FIT_OUTCOME_WORSE_AT_TOP: _ClassVar[RankFitOutcome]
+
+class RankNotServedReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RANK_NOT_SERVED_REASON_UNSPECIFIED: _ClassVar[RankNotServedReason]
+    RANK_NOT_SERVED_REASON_FITTED_ON_OTHER_FEATURES: _ClassVar[RankNotServedReason]
 CONFLICT_HANDLING_UNSPECIFIED: ConflictHandling
 CONFLICT_HANDLING_INCLUDE: ConflictHandling
 CONFLICT_HANDLING_EXCLUDE: ConflictHandling
@@ -43,6 +49,9 @@ RANK_FIT_OUTCOME_ACTIVATED: RankFitOutcome
 RANK_FIT_OUTCOME_TOO_LITTLE_FEEDBACK: RankFitOutcome
 RANK_FIT_OUTCOME_ONE_SIDED_FEEDBACK: RankFitOutcome
 RANK_FIT_OUTCOME_NOT_BETTER: RankFitOutcome
+RANK_FIT_OUTCOME_WORSE_AT_TOP: RankFitOutcome
+RANK_NOT_SERVED_REASON_UNSPECIFIED: RankNotServedReason
+RANK_NOT_SERVED_REASON_FITTED_ON_OTHER_FEATURES: RankNotServedReason
 
 class RetrievalFilters(_message.Message):
     __slots__ = ("as_of", "known_as_of", "repository", "branch", "code_path", "document_type", "source_type", "include_predicates", "exclude_predicates", "min_authority", "max_trust_tier", "conflict_handling")
@@ -208,7 +217,7 @@ class GetIndexStatusResponse(_message.Message):
     def __init__(self, indexed_position: _Optional[int] = ..., head_position: _Optional[int] = ..., indexed_facts: _Optional[int] = ..., assembler_version: _Optional[str] = ...) -> None: ...
 
 class RankModel(_message.Message):
-    __slots__ = ("model_id", "scope_id", "outcome", "active", "training_rows", "training_queries", "evaluated_packs", "metric", "model_figure", "hand_figure", "trained_at", "assembler_version")
+    __slots__ = ("model_id", "scope_id", "outcome", "active", "training_rows", "training_queries", "evaluated_packs", "metric", "model_figure", "hand_figure", "trained_at", "assembler_version", "model_hit", "hand_hit", "hit_at", "not_served_reason")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +230,10 @@ class RankModel(_message.Message):
     HAND_FIGURE_FIELD_NUMBER: _ClassVar[int]
     TRAINED_AT_FIELD_NUMBER: _ClassVar[int]
     ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MODEL_HIT_FIELD_NUMBER: _ClassVar[int]
+    HAND_HIT_FIELD_NUMBER: _ClassVar[int]
+    HIT_AT_FIELD_NUMBER: _ClassVar[int]
+    NOT_SERVED_REASON_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     scope_id: str
     outcome: RankFitOutcome
@@ -233,7 +246,11 @@ class RankModel(_message.Message):
     hand_figure: float
     trained_at: _timestamp_pb2.Timestamp
     assembler_version: str
-    def __init__(self, model_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., outcome: _Optional[_Union[RankFitOutcome, str]] = ..., active: _Optional[bool] = ..., training_rows: _Optional[int] = ..., training_queries: _Optional[int] = ..., evaluated_packs: _Optional[int] = ..., metric: _Optional[str] = ..., model_figure: _Optional[float] = ..., hand_figure: _Optional[float] = ..., trained_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., assembler_version: _Optional[str] = ...) -> None: ...
+    model_hit: float
+    hand_hit: float
+    hit_at: int
+    not_served_reason: RankNotServedReason
+    def __init__(self, model_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., outcome: _Optional[_Union[RankFitOutcome, str]] = ..., active: _Optional[bool] = ..., training_rows: _Optional[int] = ..., training_queries: _Optional[int] = ..., evaluated_packs: _Optional[int] = ..., metric: _Optional[str] = ..., model_figure: _Optional[float] = ..., hand_figure: _Optional[float] = ..., trained_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., assembler_version: _Optional[str] = ..., model_hit: _Optional[float] = ..., hand_hit: _Optional[float] = ..., hit_at: _Optional[int] = ..., not_served_reason: _Optional[_Union[RankNotServedReason, str]] = ...) -> None: ...
 
 class FitRankModelRequest(_message.Message):
     __slots__ = ("scope_id", "max_rows", "recorded_after")
@@ -258,14 +275,16 @@ class GetRankStatusRequest(_message.Message):
     def __init__(self, scope_id: _Optional[str] = ...) -> None: ...
 
 class GetRankStatusResponse(_message.Message):
-    __slots__ = ("active", "last_fit", "assembler_version")
+    __slots__ = ("active", "last_fit", "assembler_version", "unservable")
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
     LAST_FIT_FIELD_NUMBER: _ClassVar[int]
     ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    UNSERVABLE_FIELD_NUMBER: _ClassVar[int]
     active: RankModel
     last_fit: RankModel
     assembler_version: str
-    def __init__(self, active: _Optional[_Union[RankModel, _Mapping]] = ..., last_fit: _Optional[_Union[RankModel, _Mapping]] = ..., assembler_version: _Optional[str] = ...) -> None: ...
+    unservable: RankModel
+    def __init__(self, active: _Optional[_Union[RankModel, _Mapping]] = ..., last_fit: _Optional[_Union[RankModel, _Mapping]] = ..., assembler_version: _Optional[str] = ..., unservable: _Optional[_Union[RankModel, _Mapping]] = ...) -> None: ...
 
 class DisableRankModelRequest(_message.Message):
     __slots__ = ("scope_id",)
