@@ -223,9 +223,13 @@ class FactRpcs:
             domain.RANKING_FEEDBACK_PAGE_DEFAULT,
             domain.RANKING_FEEDBACK_PAGE_MAX,
         )
+        if request.max_rows_per_principal < 0:
+            raise InvalidInput("max_rows_per_principal", "must be >= 0", reason="out_of_range")
         before = page_tokens.decode_position(request.page_token) if request.page_token else None
         after = from_timestamp(request, "recorded_after")
-        rows = await self._store.list_ranking_feedback(scope, after, before, size + 1)
+        rows = await self._store.list_ranking_feedback(
+            scope, after, before, size + 1, request.max_rows_per_principal or None
+        )
         page, more = rows[:size], len(rows) > size
         return pb.ListRankingFeedbackResponse(
             feedback=[

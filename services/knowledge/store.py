@@ -992,16 +992,25 @@ class KnowledgeStore:
         recorded_after: datetime | None,
         before_seq: int | None,
         limit: int,
+        per_principal: int | None = None,
     ) -> list[RankingFeedbackRow]:
-        """Result-level rows only (the signal vector is the server's), newest first. Rows
-        of an erased principal are gone (erasure deletes them), so no later fit sees them."""
+        """Result-level rows only (the signal vector is the server's), newest first; with
+        ``per_principal``, only each principal's newest that many of the rows the filters
+        select (counted before paging, so pages agree). Rows of an erased principal are
+        gone (erasure deletes them), so no later fit sees them."""
         rows = await self._pool.fetch(
-            """SELECT feedback_id, pack_id, encode(sha256(convert_to(query, 'UTF8')), 'hex')
-                          AS query_digest, rank, signal, signal_vector, recorded_at, seq
-               FROM retrieval_feedback
-               WHERE attribution = 'result'
-                 AND ($1::uuid IS NULL OR pack_scope_id = $1)
-                 AND ($2::timestamptz IS NULL OR recorded_at >= $2)
+            """SELECT feedback_id, pack_id, query_digest, rank, signal, signal_vector,
+                      recorded_at, seq
+               FROM (SELECT feedback_id, pack_id,
+                            encode(sha256(convert_to(query, 'UTF8')), 'hex') AS query_digest,
+                            rank, signal, signal_vector, recorded_at, seq,
+                            row_number() OVER (PARTITION BY principal_id ORDER BY seq DESC)
+                                AS principal_nth
+                     FROM retrieval_feedback
+                     WHERE attribution = 'result'
+                       AND ($1::uuid IS NULL OR pack_scope_id = $1)
+                       AND ($2::timestamptz IS NULL OR recorded_at >= $2)) AS eligible
+               WHERE ($5::integer IS NULL OR principal_nth <= $5)
                  AND ($3::bigint IS NULL OR seq < $3)
                ORDER BY seq DESC
                LIMIT $4""",
@@ -1009,6 +1018,7 @@ class KnowledgeStore:
             recorded_after,
             before_seq,
             limit,
+            per_principal,
         )
         return [
             RankingFeedbackRow(

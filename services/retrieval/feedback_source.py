@@ -20,8 +20,11 @@ class KnowledgeFeedbackSource:
     """Calls go through a channel from ``vera.rpc.client.open_channel`` (deadline per
     call, failures as VeraError)."""
 
-    def __init__(self, channel: grpc.aio.Channel) -> None:
+    def __init__(self, channel: grpc.aio.Channel, *, max_rows_per_principal: int = 0) -> None:
+        """``max_rows_per_principal``: knowledge hands over at most each principal's newest
+        that many rows (0: no cap), so no one account's feedback dominates a fit."""
         self._stub = knowledge_pb2_grpc.KnowledgeServiceStub(channel)
+        self._per_principal = max_rows_per_principal
 
     async def newest(
         self, scope_id: str | None, recorded_after: datetime | None, limit: int
@@ -37,6 +40,7 @@ class KnowledgeFeedbackSource:
                     recorded_after=to_timestamp(recorded_after),
                     page_size=min(PAGE_SIZE, limit - len(rows)),
                     page_token=token,
+                    max_rows_per_principal=self._per_principal,
                 )
             )
             rows += [

@@ -122,7 +122,7 @@ def test_quick_feedback_bench_records_feedback_through_the_tool_and_reports_both
         assert [p["rows"] for p in curve] == [feedback.QUICK["curve"][0]]
         assert curve[0]["fit"]["outcome"] == "too_little_feedback"
         assert not curve[0]["fit"]["activated"]
-        assert every["fit"]["outcome"] in {"activated", "not_better"}  # fitted and judged
+        assert every["fit"]["outcome"] in {"activated", "not_better", "worse_at_top"}  # judged
         # Every fit was turned off after its pass: the hand-set ranking is back, exactly.
         assert fold["rollback_identical"] and fold["again"]["summary"]["questions"] == 8
         for point in fold["points"]:

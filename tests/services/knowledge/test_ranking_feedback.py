@@ -1,7 +1,7 @@
 """ListRankingFeedback, what a ranking fit may learn from: only result-level rows whose
 signal vector the gateway copied from a stored pack, newest first, per pack scope, with no
 text; a vector sent with any other attribution is never stored; erased principals' rows
-are gone."""
+are gone; one principal contributes at most its newest rows when a cap is asked for."""
 
 from __future__ import annotations
 
@@ -11,9 +11,13 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
+from harness import RPC_DEADLINE_SECONDS, knowledge_address, knowledge_settings
 
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
+from vera.knowledge.v1 import knowledge_service_pb2_grpc as pb_grpc
+from vera.rpc.client import open_channel
+from vera.services.retrieval.feedback_source import KnowledgeFeedbackSource
 
 ALICE, ALICE_HOME = str(uuid.uuid4()), str(uuid.uuid4())
 BOB, BOB_HOME = str(uuid.uuid4()), str(uuid.uuid4())
@@ -152,8 +156,46 @@ async def test_an_attribution_that_does_not_fit_the_row_is_refused(stub, request
     assert err.value.field == field
 
 
+async def test_one_principal_contributes_at_most_its_newest_rows(stub) -> None:
+    alice, bob = (ALICE, ALICE_HOME), (BOB, BOB_HOME)
+    for n in range(5):
+        await stub.RecordFeedback(feedback(alice, f"a{n}", f"r{n}"))
+        if n < 2:
+            await stub.RecordFeedback(feedback(bob, f"b{n}", f"r{n}", "down"))
+    # Alice's newest row is on another project's pack: it does not count against her cap
+    # on this project's rows.
+    await stub.RecordFeedback(feedback(alice, "elsewhere", "r9", scope=OTHER_PROJECT))
+
+    assert len(await listed(stub)) == 8  # no cap asked for: every row
+    capped = await listed(stub, max_rows_per_principal=2)
+    assert [r.pack_id for r in capped] == ["elsewhere", "a4", "b1", "b0"]  # newest first
+    in_project = await listed(stub, pack_scope_id=PROJECT, max_rows_per_principal=2)
+    assert [r.pack_id for r in in_project] == ["a4", "a3", "b1", "b0"]
+    # Counted before paging: page by page, the same rows.
+    paged = await listed(stub, pack_scope_id=PROJECT, max_rows_per_principal=2, page_size=1)
+    assert [r.feedback_id for r in paged] == [r.feedback_id for r in in_project]
+
+
+async def test_the_retrieval_client_asks_for_the_cap(pg_dsn) -> None:
+    async with knowledge_address(knowledge_settings(pg_dsn)) as address:
+        channel = open_channel(address, RPC_DEADLINE_SECONDS)
+        try:
+            stub = pb_grpc.KnowledgeServiceStub(channel)
+            for n in range(4):
+                await stub.RecordFeedback(feedback((ALICE, ALICE_HOME), f"a{n}", f"r{n}"))
+            await stub.RecordFeedback(feedback((BOB, BOB_HOME), "b0", "r0", "down"))
+            capped = KnowledgeFeedbackSource(channel, max_rows_per_principal=3)
+            rows = await capped.newest(None, None, 100)
+            assert [r.pack_id for r in rows] == ["b0", "a3", "a2", "a1"]
+            every = await KnowledgeFeedbackSource(channel).newest(None, None, 100)
+            assert len(every) == 5
+        finally:
+            await channel.close()
+
+
 async def test_a_bad_listing_request_names_the_field(stub) -> None:
     for request, field in (
+        (pb.ListRankingFeedbackRequest(max_rows_per_principal=-1), "max_rows_per_principal"),
         (pb.ListRankingFeedbackRequest(pack_scope_id="nope"), "pack_scope_id"),
         (pb.ListRankingFeedbackRequest(page_size=1001), "page_size"),
         (pb.ListRankingFeedbackRequest(page_token="garbage!"), "page_token"),

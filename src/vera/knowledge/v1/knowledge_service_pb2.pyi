@@ -367,16 +367,18 @@ class RecordFeedbackResponse(_message.Message):
     def __init__(self, feedback_id: _Optional[str] = ..., signal: _Optional[str] = ..., created: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListRankingFeedbackRequest(_message.Message):
-    __slots__ = ("pack_scope_id", "recorded_after", "page_size", "page_token")
+    __slots__ = ("pack_scope_id", "recorded_after", "page_size", "page_token", "max_rows_per_principal")
     PACK_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDED_AFTER_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    MAX_ROWS_PER_PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     pack_scope_id: str
     recorded_after: _timestamp_pb2.Timestamp
     page_size: int
     page_token: str
-    def __init__(self, pack_scope_id: _Optional[str] = ..., recorded_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    max_rows_per_principal: int
+    def __init__(self, pack_scope_id: _Optional[str] = ..., recorded_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., max_rows_per_principal: _Optional[int] = ...) -> None: ...
 
 class RankingFeedback(_message.Message):
     __slots__ = ("feedback_id", "pack_id", "query_digest", "rank", "signal", "signal_vector", "recorded_at")
