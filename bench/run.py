@@ -329,6 +329,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import rank_ablation
 
         return rank_ablation.cli(sys.argv[1:] if argv is None else argv)
+    if "--lexical-ablation" in (sys.argv[1:] if argv is None else argv):  # Qdrant lexical legs
+        from bench import lexical_ablation
+
+        return lexical_ablation.cli(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON file")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON report path")
