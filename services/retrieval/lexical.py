@@ -189,8 +189,28 @@ class PgLexicalIndex:
         vectors: Sequence[Sequence[float]] | None = None,
     ) -> None:
         await self._apply_pg(facts, position, vectors)
+        await self.remember(facts, position, vectors)
+
+    async def remember(
+        self,
+        facts: Sequence[Fact],
+        position: int,
+        vectors: Sequence[Sequence[float] | None] | None = None,
+    ) -> None:
         if self.memory is not None and facts:
             await self._run(self._upsert_memory, list(facts), vectors, position)
+
+    async def stored_vectors(self, version_ids: Sequence[str]) -> dict[str, list[float] | None]:
+        rows = await self._pool.fetch(
+            "SELECT version_id, vector FROM documents WHERE version_id = ANY($1::text[])",
+            list(version_ids),
+        )
+        return {
+            r["version_id"]: None
+            if r["vector"] is None
+            else np.frombuffer(r["vector"], "<f4").tolist()
+            for r in rows
+        }
 
     async def _apply_pg(
         self,
@@ -293,7 +313,13 @@ class PgLexicalIndex:
         if not ids:
             return
         await self._pool.execute("DELETE FROM documents WHERE version_id = ANY($1::text[])", ids)
-        if self.memory is None:
+        await self.forget(ids)
+
+    async def forget(self, version_ids: Sequence[str]) -> None:
+        """Drops the memory of the scopes that held the versions and reloads them from what
+        stays in ``documents``."""
+        ids = list(version_ids)
+        if self.memory is None or not ids:
             return
         scopes = await self._run(self.memory.drop_scopes_holding, ids)
         if not scopes:

@@ -1,7 +1,8 @@
 """The ports the retrieval domain depends on; adapters implement them.
 
 embedding.MiniLMEmbedder -> Embedder, vector_qdrant.QdrantVectorIndex -> VectorIndex,
-lexical.PgLexicalIndex -> LexicalIndex, knowledge_source.KnowledgeFactSource -> FactSource.
+lexical.PgLexicalIndex -> LexicalIndex, knowledge_source.KnowledgeFactSource -> FactSource,
+leadership.PgWriterLease -> WriterLease.
 """
 
 from __future__ import annotations
@@ -83,6 +84,26 @@ class LexicalIndex(Protocol):
         """Removes the versions' documents (and their in-memory entries) for erasure."""
         ...
 
+    async def stored_vectors(
+        self, version_ids: Sequence[str]
+    ) -> Mapping[str, Sequence[float] | None]:
+        """The vector stored with each version's document (None: stored without one);
+        versions without a document (never written, or erased since) are absent."""
+        ...
+
+    async def remember(
+        self,
+        facts: Sequence[Fact],
+        position: int,
+        vectors: Sequence[Sequence[float] | None] | None = None,
+    ) -> None:
+        """A follower's apply: the in-process memory only (the writer stored the documents)."""
+        ...
+
+    async def forget(self, version_ids: Sequence[str]) -> None:
+        """A follower's erasure: the in-process memory only."""
+        ...
+
 
 class FeatureSource(Protocol):
     async def features(
@@ -132,3 +153,19 @@ class FactSource(Protocol):
         """Authoritative current versions, only within ``scope_ids``; absent keys are
         missing, out of scope, retracted or not valid at the given times."""
         ...
+
+
+class WriterLease(Protocol):
+    """Who writes the index: at most one holder per deployment."""
+
+    retry_seconds: float  # how often a process that does not hold it asks again
+
+    async def acquire(self) -> bool:
+        """Tries once; True while this process holds the lease."""
+        ...
+
+    async def lost(self) -> None:
+        """Returns once a held lease is gone."""
+        ...
+
+    async def release(self) -> None: ...

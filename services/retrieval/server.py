@@ -1,5 +1,5 @@
 """Wires the retrieval service: migrations, pool, knowledge channel, embedder, vector
-index, the change-log tailer and the gRPC server."""
+index, the change-log tailer (writer or follower, by the writer lease) and the gRPC server."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from vera.config import Settings
-from vera.db.pool import open_service_database
+from vera.db.pool import open_service_database, service_dsn
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import HostedService, ServiceBinding, create_server
@@ -19,6 +19,7 @@ from vera.services.retrieval.embedding import load_embedder
 from vera.services.retrieval.feedback_source import KnowledgeFeedbackSource
 from vera.services.retrieval.indexer import ChangeIndexer
 from vera.services.retrieval.knowledge_source import KnowledgeFactSource
+from vera.services.retrieval.leadership import PgWriterLease
 from vera.services.retrieval.learned_rank import ActiveModels, FitPolicy
 from vera.services.retrieval.lexical import PgLexicalIndex
 from vera.services.retrieval.memory import FactMemory
@@ -85,14 +86,25 @@ async def create(
         source = KnowledgeFactSource(channel, settings.rpc.deadline_seconds)
         lexical = PgLexicalIndex(pool, FactMemory(embedder.dimensions))
         cleanups.append(lexical.close)
+        embedding = embedding_version(rs)
+        # Where the memory stands once loaded, read before the load (a writer elsewhere may
+        # move on meanwhile; what the load saw past it is re-applied, idempotently).
+        loaded_position = (
+            await lexical.cursor() if await lexical.indexed_embedding() == embedding else 0
+        )
         await lexical.load()
+        lease = PgWriterLease(service_dsn(settings), retry_seconds=rs.writer_retry_seconds)
+        cleanups.append(lease.release)
         indexer = ChangeIndexer(
             source,
             embedder,
             vectors,
             lexical,
-            embedding=embedding_version(rs),
+            embedding=embedding,
             poll_seconds=rs.index_poll_seconds,
+            lease=lease,
+            shared_vectors=bool(rs.qdrant_url) and rs.qdrant_url != MEMORY_LOCATION,
+            loaded_position=loaded_position,
         )
         learned = ActiveModels()
         ranking = Ranking(

@@ -187,6 +187,10 @@ class RetrievalSettings(BaseModel):
     # only precision the PyTorch fallback has).
     embedding_precision: EmbeddingPrecision = "int8"
     index_poll_seconds: float = Field(0.1, gt=0)
+    # One replica per deployment writes the index (a PostgreSQL advisory lock); the others
+    # follow it and ask for the lock this often: the longest the index goes unwritten after
+    # its writer dies, and how often a writer probes its lock's connection.
+    writer_retry_seconds: float = Field(5.0, gt=0)
     candidate_pool: int = Field(50, ge=1)
     # A local cross-encoder directory (transformers format) for the rerank stage; None: late
     # interaction over MiniLM's static token vectors (services/retrieval/rerank.py). Only

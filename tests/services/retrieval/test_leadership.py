@@ -1,0 +1,331 @@
+"""Several retrieval replicas on one database: one writes the index (the writer lease, a
+PostgreSQL advisory lock), the others follow its cursor without embedding anything."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import zlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import asyncpg
+import pytest
+from test_retrieval_indexer import FakeLog, until, version
+
+from vera.db.migrate import migrate
+from vera.db.pool import create_pool
+from vera.services.retrieval.indexer import ChangeIndexer
+from vera.services.retrieval.leadership import WRITER_LOCK_KEY, PgWriterLease
+from vera.services.retrieval.lexical import PgLexicalIndex
+from vera.services.retrieval.memory import FactMemory
+from vera.services.retrieval.model import Change, ChangeKind, IndexQuery
+from vera.services.retrieval.vector_edge import EdgeVectorIndex
+
+EMBEDDING = "minilm-test"
+RETRY_SECONDS = 0.2
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class CountingEmbedder:
+    """A deterministic unit vector per text; counts what it was asked to embed."""
+
+    dimensions = 3
+
+    def __init__(self) -> None:
+        self.texts = 0
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts += len(texts)
+        angles = [zlib.crc32(t.encode()) / 2**32 * math.pi for t in texts]
+        return [[math.cos(a), math.sin(a), 0.0] for a in angles]
+
+
+class RecordingLexical(PgLexicalIndex):
+    """The real adapter, counting the writes only a writer may make."""
+
+    writes = 0
+
+    async def apply(self, facts, position, vectors=None) -> None:
+        self.writes += 1
+        await super().apply(facts, position, vectors)
+
+    async def delete(self, version_ids) -> None:
+        self.writes += 1
+        await super().delete(version_ids)
+
+    async def restart_for_embedding(self, embedding) -> None:
+        self.writes += 1
+        await super().restart_for_embedding(embedding)
+
+
+class SharedVectors(EdgeVectorIndex):
+    """One index every replica reads, as a Qdrant server is; counts who upserts it."""
+
+    upserts = 0
+
+    async def upsert(self, facts, vectors) -> None:
+        self.upserts += 1
+        await super().upsert(facts, vectors)
+
+
+@dataclass
+class Replica:
+    indexer: ChangeIndexer
+    embedder: CountingEmbedder
+    lexical: RecordingLexical
+    vectors: EdgeVectorIndex
+
+    async def finds(self, text: str) -> list[str]:
+        hits = await self.lexical.search(text, IndexQuery(scope_ids=("s",), as_of=NOW), 10)
+        return [h.version_id for h in hits]
+
+
+@pytest.fixture
+async def replicas(pg_dsn, tmp_path) -> AsyncIterator:
+    """Builds replicas over one database and one change log; each has its own memory and
+    its own local vector shard, as ``vera up`` processes do."""
+    await migrate(pg_dsn, "retrieval", "vera.services.retrieval")
+    log = FakeLog()
+    closers = []
+
+    async def make(
+        *, lease: bool = True, page_size: int = 256, shared: SharedVectors | None = None
+    ) -> Replica:
+        pool = await create_pool(pg_dsn, "retrieval", min_size=1, max_size=2)
+        lexical = RecordingLexical(pool, FactMemory(3))
+        vectors = shared or await EdgeVectorIndex.open(tmp_path / f"vectors-{len(closers)}", 3)
+        writer_lease = PgWriterLease(pg_dsn, retry_seconds=RETRY_SECONDS) if lease else None
+        embedder = CountingEmbedder()
+        indexer = ChangeIndexer(
+            log,
+            embedder,
+            vectors,
+            lexical,
+            embedding=EMBEDDING,
+            poll_seconds=0.01,
+            page_size=page_size,
+            lease=writer_lease,
+            shared_vectors=shared is not None,
+        )
+
+        async def close() -> None:
+            if writer_lease is not None:
+                await writer_lease.release()
+            if shared is None:
+                await vectors.close()
+            await lexical.close()
+            await pool.close()
+
+        closers.append(close)
+        return Replica(indexer, embedder, lexical, vectors)
+
+    yield log, make
+    for close in reversed(closers):
+        await close()
+
+
+def upsert(log: FakeLog, key: str, n: int, obj: str) -> None:
+    fact = version(key, n)
+    log.append(ChangeKind.FACT_UPSERTED, type(fact)(**{**fact.__dict__, "object": obj}))
+
+
+def erase(log: FakeLog, version_id: str) -> None:
+    log.changes.append(
+        Change(len(log.changes) + 1, ChangeKind.FACT_ERASED, erased_version_id=version_id)
+    )
+
+
+async def test_a_follower_applies_only_what_the_writer_stored_with_its_vectors(replicas):
+    log, make = replicas
+    upsert(log, "payments", 1, "the platform team")
+    upsert(log, "billing", 1, "the ledger squad")
+    upsert(log, "search", 1, "the discovery guild")
+    writer = await make(lease=False, page_size=2)
+    follower = await make(lease=False, page_size=2)
+
+    assert await writer.indexer.step() is False  # positions 1-2 stored
+    assert await follower.indexer.follow_step() is False
+    assert await follower.finds("platform team") == ["payments-v1"]
+    status = await follower.indexer.status()
+    assert (status.indexed_position, status.head_position) == (2, 3)
+
+    # Position 3 is not stored yet: the follower waits for the writer's cursor.
+    pending = asyncio.create_task(follower.indexer.follow_step())
+    await asyncio.sleep(0.3)
+    assert not pending.done()
+    assert await writer.indexer.step() is True
+    assert await asyncio.wait_for(pending, 3) is True
+    assert await follower.finds("discovery guild") == ["search-v1"]
+    assert (await follower.indexer.status()).indexed_position == 3
+
+    assert follower.embedder.texts == 0 and writer.embedder.texts == 3
+    assert follower.lexical.writes == 0
+    assert await follower.vectors.count() == 3  # its own shard, from the stored vectors
+    stored = await follower.lexical.stored_vectors(["search-v1"])
+    [hit] = await follower.vectors.search(stored["search-v1"], IndexQuery(("s",), NOW), 1)
+    assert hit.version_id == "search-v1"
+
+
+async def test_an_erasure_reaches_the_follower_and_an_erased_version_is_never_applied(replicas):
+    log, make = replicas
+    upsert(log, "payments", 1, "the platform team")
+    upsert(log, "billing", 1, "the ledger squad")
+    upsert(log, "leak", 1, "a pasted secret")
+    erase(log, "leak-v1")
+    writer = await make(lease=False)
+    follower = await make(lease=False, page_size=1)
+
+    while not await writer.indexer.step():
+        pass
+    # The follower reads "leak" upserted at position 3; the writer has erased it since.
+    while not await follower.indexer.follow_step():
+        pass
+    assert await follower.finds("pasted secret") == []
+    assert await follower.vectors.count() == 2
+
+    # An erasure of a version the follower holds: gone from its memory and its shard.
+    assert await follower.finds("ledger squad") == ["billing-v1"]
+    erase(log, "billing-v1")
+    assert await writer.indexer.step() is True
+    assert await follower.indexer.follow_step() is True
+    assert await follower.finds("ledger squad") == []
+    assert await follower.finds("platform team") == ["payments-v1"]
+    assert await follower.vectors.count() == 1
+    assert follower.lexical.writes == 0 and follower.embedder.texts == 0
+
+
+async def _lock_holder(dsn: str) -> int | None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetchval(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND classid = ($1::bigint >> 32)::oid AND objid = ($1::bigint & 4294967295)::oid"
+            " AND objsubid = 1",
+            WRITER_LOCK_KEY,
+        )
+    finally:
+        await conn.close()
+
+
+async def _documents(dsn: str) -> tuple[list[str], int]:
+    conn = await asyncpg.connect(dsn, server_settings={"search_path": "retrieval"})
+    try:
+        ids = await conn.fetch("SELECT version_id FROM documents ORDER BY version_id")
+        return [r["version_id"] for r in ids], await conn.fetchval(
+            "SELECT position FROM index_state WHERE id"
+        )
+    finally:
+        await conn.close()
+
+
+async def test_one_replica_writes_the_other_follows_and_takes_over_when_the_writer_is_cut_off(
+    replicas, pg_dsn
+):
+    log, make = replicas
+    upsert(log, "payments", 1, "the platform team")
+    upsert(log, "billing", 1, "the ledger squad")
+    first = await make()
+    tasks = [asyncio.create_task(first.indexer.run(), name="first")]
+    try:
+        # Alone (as under `vera up`), the first replica writes at once.
+        await until(lambda: first.indexer.indexed_position == 2)
+        assert first.indexer.writing and first.embedder.texts == 2
+        second = await make()
+        tasks.append(asyncio.create_task(second.indexer.run(), name="second"))
+        upsert(log, "search", 1, "the discovery guild")
+        await until(lambda: second.indexer.indexed_position == 3)
+        assert await second.finds("discovery guild") == ["search-v1"]
+        assert await second.finds("platform team") == ["payments-v1"]
+        assert not second.indexer.writing
+        assert second.embedder.texts == 0 and second.lexical.writes == 0
+        assert await _documents(pg_dsn) == (["billing-v1", "payments-v1", "search-v1"], 3)
+
+        # The writer's lock session is terminated: it stops writing, the follower takes over
+        # from the shared cursor and indexes what comes next.
+        holder = await _lock_holder(pg_dsn)
+        assert holder is not None
+        admin = await asyncpg.connect(pg_dsn)
+        try:
+            assert await admin.fetchval("SELECT pg_terminate_backend($1)", holder)
+        finally:
+            await admin.close()
+        await until(lambda: second.indexer.writing)
+        assert not first.indexer.writing
+        writes_before = first.lexical.writes
+        assert await _lock_holder(pg_dsn) not in (None, holder)
+
+        upsert(log, "deploys", 1, "the release train")
+        await until(lambda: second.indexer.indexed_position == 4)
+        assert second.embedder.texts == 1  # only the new version: nothing embedded twice
+        assert (await _documents(pg_dsn))[1] == 4
+        await until(lambda: first.indexer.indexed_position == 4)
+        assert await first.finds("release train") == ["deploys-v1"]
+        assert first.lexical.writes == writes_before and first.embedder.texts == 3
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_promoted_follower_catches_up_from_the_stored_vectors_then_writes(replicas, pg_dsn):
+    log, make = replicas
+    for key, obj in [
+        ("payments", "the platform team"),
+        ("billing", "the ledger squad"),
+        ("search", "the discovery guild"),
+    ]:
+        upsert(log, key, 1, obj)
+    held = PgWriterLease(pg_dsn, retry_seconds=RETRY_SECONDS)
+    assert await held.acquire()  # the writer's lease, while it writes by hand
+    writer = await make(lease=False, page_size=2)
+    follower = await make(page_size=2)
+
+    assert await writer.indexer.step() is False
+    assert await follower.indexer.follow_step() is False  # the follower stands at 2
+    assert await writer.indexer.step() is True  # the writer reaches 3, then goes away
+    await held.release()
+
+    upsert(log, "deploys", 1, "the release train")
+    task = asyncio.create_task(follower.indexer.run())
+    try:
+        await until(lambda: follower.indexer.indexed_position == 4)
+        assert follower.indexer.writing
+        assert await follower.finds("discovery guild") == ["search-v1"]
+        assert await follower.finds("release train") == ["deploys-v1"]
+        assert follower.embedder.texts == 1  # position 3 came from what the writer stored
+        assert (await _documents(pg_dsn))[0] == [
+            "billing-v1",
+            "deploys-v1",
+            "payments-v1",
+            "search-v1",
+        ]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    await held.release()
+
+
+async def test_a_follower_leaves_a_shared_vector_index_to_the_writer(replicas, tmp_path):
+    log, make = replicas
+    upsert(log, "payments", 1, "the platform team")
+    upsert(log, "leak", 1, "a pasted secret")
+    shared = await SharedVectors.open(tmp_path / "shared", 3)
+    try:
+        writer = await make(lease=False, shared=shared)
+        follower = await make(lease=False, shared=shared)
+        assert await writer.indexer.step() is True
+        assert shared.upserts == 1
+        assert await follower.indexer.follow_step() is True
+        assert shared.upserts == 1
+        assert await follower.finds("platform team") == ["payments-v1"]
+        assert (await follower.indexer.status()).indexed_facts == 2
+
+        erase(log, "leak-v1")
+        assert await writer.indexer.step() is True
+        assert await follower.indexer.follow_step() is True
+        assert await follower.finds("pasted secret") == []
+        assert await shared.count() == 1 and shared.upserts == 1
+    finally:
+        await shared.close()
