@@ -160,6 +160,10 @@ class RankSettings(BaseModel):
     min_gain: float = Field(0.01, ge=0)
     # The most (newest) feedback rows one fit reads.
     max_training_rows: int = Field(20000, ge=1)
+    # The most (newest) of those from any one principal, so one account's feedback (a
+    # poisoning attempt, a script) cannot dominate a fit: by default a quarter of a full
+    # fit; 0: no cap.
+    max_rows_per_principal: int = Field(5000, ge=0)
     # How often a serving process checks whether another model was activated.
     poll_seconds: float = Field(2.0, gt=0)
     # Refit the deployment-wide model once this many rows arrived since its last fit,
