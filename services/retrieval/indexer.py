@@ -98,7 +98,10 @@ class ChangeIndexer:
         self._page_size = page_size
         self._lease = lease
         self._shared_vectors = shared_vectors
-        self._loaded_position = loaded_position
+        # Where a follower starts: a local shard's contents have no recorded position, so
+        # it is replayed from the start (stored vectors, nothing embedded); a shared one is
+        # the writer's, and the memory stands where it was loaded.
+        self._follow_from = (loaded_position or 0) if shared_vectors else 0
         self.writing = lease is None
         # A promoted follower settles where to write from before its first write.
         self._settle = False
@@ -112,8 +115,8 @@ class ChangeIndexer:
     async def status(self) -> IndexStatus:
         """This process's own progress: what its memory (and vectors) hold, writer or not."""
         indexed = self.indexed_position
-        if indexed is None:
-            indexed = self._loaded_position
+        if indexed is None and self._lease is not None:
+            indexed = self._follow_from  # not started yet: what a follower would vouch for
         if indexed is None:
             indexed = await self._lexical.cursor()
         return IndexStatus(
@@ -177,9 +180,7 @@ class ChangeIndexer:
         for its cursor to reach the page); True when caught up with the head. ``written``:
         the writer's cursor when it is known not to move (this process holds the lease)."""
         if self.indexed_position is None:
-            # A local shard's contents have no recorded position: replay it from the start
-            # (stored vectors, nothing embedded). A shared one is the writer's.
-            self.indexed_position = (self._loaded_position or 0) if self._shared_vectors else 0
+            self.indexed_position = self._follow_from
             self.indexed_facts = await self._vectors.count()
         changes, head = await self._read(wait_seconds)
         if written is not None and (not changes or changes[0].position > written):

@@ -13,9 +13,23 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 from test_retrieval_indexer import FakeLog, until, version
+from test_retrieval_service import (  # noqa: F401 (embedder: the session's MiniLM)
+    FACTS_A,
+    SCOPE_A,
+    FakeKnowledge,
+    Stack,
+    embedder,
+    make_fact,
+)
 
+from vera.config import Settings
 from vera.db.migrate import migrate
 from vera.db.pool import create_pool
+from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
+from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from vera.rpc.client import open_channel
+from vera.rpc.server import ServiceBinding, create_server
+from vera.services.retrieval import server as retrieval_server
 from vera.services.retrieval.indexer import ChangeIndexer
 from vera.services.retrieval.leadership import WRITER_LOCK_KEY, PgWriterLease
 from vera.services.retrieval.lexical import PgLexicalIndex
@@ -97,10 +111,10 @@ async def replicas(pg_dsn, tmp_path) -> AsyncIterator:
         lexical = RecordingLexical(pool, FactMemory(3))
         vectors = shared or await EdgeVectorIndex.open(tmp_path / f"vectors-{len(closers)}", 3)
         writer_lease = PgWriterLease(pg_dsn, retry_seconds=RETRY_SECONDS) if lease else None
-        embedder = CountingEmbedder()
+        counting = CountingEmbedder()
         indexer = ChangeIndexer(
             log,
-            embedder,
+            counting,
             vectors,
             lexical,
             embedding=EMBEDDING,
@@ -119,7 +133,7 @@ async def replicas(pg_dsn, tmp_path) -> AsyncIterator:
             await pool.close()
 
         closers.append(close)
-        return Replica(indexer, embedder, lexical, vectors)
+        return Replica(indexer, counting, lexical, vectors)
 
     yield log, make
     for close in reversed(closers):
@@ -329,3 +343,67 @@ async def test_a_follower_leaves_a_shared_vector_index_to_the_writer(replicas, t
         assert await shared.count() == 1 and shared.upserts == 1
     finally:
         await shared.close()
+
+
+async def test_two_retrieval_services_on_one_database_serve_one_index(pg_dsn, embedder, tmp_path):  # noqa: F811
+    """The wiring as ``vera serve retrieval`` runs it, twice (each with its own data dir and
+    qdrant-edge shard): the second serves what the first indexed, and indexes on when the
+    first stops."""
+    knowledge = FakeKnowledge()
+    for n, triple in enumerate(FACTS_A):
+        knowledge.record(make_fact(SCOPE_A, n, *triple))
+    fake = create_server(
+        [
+            ServiceBinding(
+                "vera.knowledge.v1.KnowledgeService",
+                knowledge,
+                knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server,
+            )
+        ],
+        "127.0.0.1:0",
+    )
+    await fake.server.start()
+    started = []
+
+    async def start(name: str) -> Stack:
+        settings = Settings(
+            data_dir=tmp_path / name,
+            database={"dsn": pg_dsn},
+            services={"knowledge": f"127.0.0.1:{fake.port}"},
+            retrieval={"index_poll_seconds": 0.02, "writer_retry_seconds": RETRY_SECONDS},
+        )
+        hosted = await retrieval_server.create(settings, "127.0.0.1:0", embedder=embedder)
+        await hosted.running.server.start()
+        channel = open_channel(f"127.0.0.1:{hosted.running.port}", 30.0)
+        started.append((hosted, channel))
+        return Stack(knowledge, retrieval_pb2_grpc.RetrievalServiceStub(channel))
+
+    async def top_subject(stack: Stack, query: str) -> str:
+        response = await stack.retrieval.Search(
+            retrieval_pb2.SearchRequest(scope_ids=[SCOPE_A], query=query, limit=3)
+        )
+        return response.results[0].fact.subject
+
+    try:
+        first = await start("first")
+        await first.wait_indexed()
+        second = await start("second")
+        status = await second.wait_indexed()
+        assert status.indexed_facts == len(FACTS_A)  # its own shard, filled from stored vectors
+        assert await top_subject(second, "which team owns the payments API") == "payments-api"
+        assert (await _documents(pg_dsn))[1] == len(FACTS_A)
+
+        hosted, channel = started.pop(0)  # the writer stops; the follower takes over
+        await channel.close()
+        await hosted.running.stop(grace=0)
+        await hosted.aclose()
+        knowledge.record(make_fact(SCOPE_A, 99, "release-train", "ships_on", "every Tuesday"))
+        await second.wait_indexed()
+        assert await top_subject(second, "when does the release train ship") == "release-train"
+        assert (await _documents(pg_dsn))[1] == len(FACTS_A) + 1
+    finally:
+        for hosted, channel in started:
+            await channel.close()
+            await hosted.running.stop(grace=0)
+            await hosted.aclose()
+        await fake.stop(grace=0)
