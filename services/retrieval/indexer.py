@@ -36,6 +36,9 @@ MAX_BACKOFF_SECONDS = 5.0
 # How long a caught-up tailer's read waits for the next change (knowledge answers as soon as
 # one commits). Short enough that a stopping knowledge service drains it quickly.
 LONG_POLL_SECONDS = 2.0
+# How often a follower looks again while the stored vectors are another model's: that lasts
+# until a writer of its own release re-embeds (minutes, in a rollout that changes models).
+OTHER_EMBEDDING_WAIT_SECONDS = 5.0
 
 
 def embedding_text(fact: Fact) -> str:
@@ -194,7 +197,7 @@ class ChangeIndexer:
                 # The stored vectors are another model's (a writer of another release, or
                 # about to re-embed into this one's): start over once this one's are stored.
                 self.indexed_position = 0
-                await asyncio.sleep(MAX_BACKOFF_SECONDS)
+                await asyncio.sleep(OTHER_EMBEDDING_WAIT_SECONDS)
                 return False
             if written < changes[0].position:
                 await asyncio.sleep(self._poll)

@@ -4,6 +4,7 @@ PostgreSQL advisory lock), the others follow its cursor without embedding anythi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import zlib
 from collections.abc import AsyncIterator, Sequence
@@ -29,6 +30,7 @@ from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import ServiceBinding, create_server
+from vera.services.retrieval import indexer as indexer_module
 from vera.services.retrieval import server as retrieval_server
 from vera.services.retrieval.indexer import ChangeIndexer
 from vera.services.retrieval.leadership import WRITER_LOCK_KEY, PgWriterLease
@@ -105,7 +107,11 @@ async def replicas(pg_dsn, tmp_path) -> AsyncIterator:
     closers = []
 
     async def make(
-        *, lease: bool = True, page_size: int = 256, shared: SharedVectors | None = None
+        *,
+        lease: bool = True,
+        page_size: int = 256,
+        shared: SharedVectors | None = None,
+        embedding: str = EMBEDDING,
     ) -> Replica:
         pool = await create_pool(pg_dsn, "retrieval", min_size=1, max_size=2)
         lexical = RecordingLexical(pool, FactMemory(3))
@@ -117,7 +123,7 @@ async def replicas(pg_dsn, tmp_path) -> AsyncIterator:
             counting,
             vectors,
             lexical,
-            embedding=EMBEDDING,
+            embedding=embedding,
             poll_seconds=0.01,
             page_size=page_size,
             lease=writer_lease,
@@ -141,8 +147,7 @@ async def replicas(pg_dsn, tmp_path) -> AsyncIterator:
 
 
 def upsert(log: FakeLog, key: str, n: int, obj: str) -> None:
-    fact = version(key, n)
-    log.append(ChangeKind.FACT_UPSERTED, type(fact)(**{**fact.__dict__, "object": obj}))
+    log.append(ChangeKind.FACT_UPSERTED, dataclasses.replace(version(key, n), object=obj))
 
 
 def erase(log: FakeLog, version_id: str) -> None:
@@ -208,6 +213,31 @@ async def test_an_erasure_reaches_the_follower_and_an_erased_version_is_never_ap
     assert await follower.finds("platform team") == ["payments-v1"]
     assert await follower.vectors.count() == 1
     assert follower.lexical.writes == 0 and follower.embedder.texts == 0
+
+
+async def test_a_follower_of_other_vectors_waits_for_its_own_then_replays_them(
+    replicas, monkeypatch
+):
+    """Vectors of another model do not compare with this replica's queries (a rollout that
+    changes the model): it applies nothing until a writer stores its model's vectors, then
+    takes every version again from the start."""
+    monkeypatch.setattr(indexer_module, "OTHER_EMBEDDING_WAIT_SECONDS", 0.0)
+    log, make = replicas
+    upsert(log, "payments", 1, "the platform team")
+    upsert(log, "billing", 1, "the ledger squad")
+    old_writer = await make(lease=False)
+    assert await old_writer.indexer.step() is True
+    follower = await make(lease=False, embedding="minilm-next")
+    assert await follower.indexer.follow_step() is False
+    assert follower.indexer.indexed_position == 0
+    assert await follower.finds("platform team") == []
+
+    new_writer = await make(lease=False, embedding="minilm-next")
+    assert await new_writer.indexer.step() is True  # re-embeds the log from the start
+    while not await follower.indexer.follow_step():
+        pass
+    assert await follower.finds("platform team") == ["payments-v1"]
+    assert follower.indexer.indexed_position == 2 and follower.embedder.texts == 0
 
 
 async def _lock_holder(dsn: str) -> int | None:
