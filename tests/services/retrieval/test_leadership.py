@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import os
+import signal
 import zlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -31,6 +33,7 @@ from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import ServiceBinding, create_server
 from vera.services.retrieval import indexer as indexer_module
+from vera.services.retrieval import leadership
 from vera.services.retrieval import server as retrieval_server
 from vera.services.retrieval.indexer import ChangeIndexer
 from vera.services.retrieval.leadership import WRITER_LOCK_KEY, PgWriterLease
@@ -245,6 +248,7 @@ async def _lock_holder(dsn: str) -> int | None:
     try:
         return await conn.fetchval(
             "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             " AND classid = ($1::bigint >> 32)::oid AND objid = ($1::bigint & 4294967295)::oid"
             " AND objsubid = 1",
             WRITER_LOCK_KEY,
@@ -262,6 +266,49 @@ async def _documents(dsn: str) -> tuple[list[str], int]:
         )
     finally:
         await conn.close()
+
+
+async def test_the_lease_has_one_holder_per_database_until_its_session_ends(pg_dsn, embedded_pg):
+    first = PgWriterLease(pg_dsn, retry_seconds=RETRY_SECONDS)
+    second = PgWriterLease(pg_dsn, retry_seconds=RETRY_SECONDS)
+    admin = await asyncpg.connect(embedded_pg.admin_dsn())
+    other_db = "t_lease_other"
+    await admin.execute(f'CREATE DATABASE "{other_db}"')
+    elsewhere = PgWriterLease(embedded_pg.dsn(other_db), retry_seconds=RETRY_SECONDS)
+    try:
+        assert await first.acquire() and await first.acquire()  # held: asking again is a no-op
+        assert not await second.acquire()
+        assert await elsewhere.acquire()  # another deployment's database has its own writer
+        await first.release()
+        assert await second.acquire()
+
+        lost = asyncio.create_task(second.lost())
+        await asyncio.sleep(0.3)
+        assert not lost.done()  # probed, still held
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", await _lock_holder(pg_dsn))
+        await asyncio.wait_for(lost, 3)
+        assert await first.acquire()  # the lock went with the session
+    finally:
+        for lease in (first, second, elsewhere):
+            await lease.release()
+        await admin.execute(f'DROP DATABASE IF EXISTS "{other_db}" WITH (FORCE)')
+        await admin.close()
+
+
+async def test_a_writer_whose_session_stops_answering_counts_the_lease_lost(pg_dsn, monkeypatch):
+    """A half-open link closes no socket: the held session is probed, and a probe that
+    does not answer in time ends the lease (the writer stops writing)."""
+    monkeypatch.setattr(leadership, "PROBE_TIMEOUT_SECONDS", 0.3)
+    lease = PgWriterLease(pg_dsn, retry_seconds=RETRY_SECONDS)
+    assert await lease.acquire()
+    backend = await _lock_holder(pg_dsn)
+    assert backend is not None
+    os.kill(backend, signal.SIGSTOP)
+    try:
+        await asyncio.wait_for(lease.lost(), 3)
+        await lease.release()
+    finally:
+        os.kill(backend, signal.SIGCONT)
 
 
 async def test_one_replica_writes_the_other_follows_and_takes_over_when_the_writer_is_cut_off(
