@@ -27,9 +27,8 @@ class PgWriterLease:
     """The writer lease: ``acquire`` tries the lock once; ``lost`` returns when a held lock
     is gone. A follower keeps its connection between tries."""
 
-    def __init__(self, dsn: str, *, retry_seconds: float, key: int = WRITER_LOCK_KEY) -> None:
+    def __init__(self, dsn: str, *, retry_seconds: float) -> None:
         self._dsn = dsn
-        self._key = key
         # How often a follower asks again, and how often a held session is probed (a
         # half-open link closes no socket).
         self.retry_seconds = retry_seconds
@@ -59,7 +58,7 @@ class PgWriterLease:
         assert self._conn is not None
         self._held = bool(
             await self._conn.fetchval(
-                "SELECT pg_try_advisory_lock($1)", self._key, timeout=PROBE_TIMEOUT_SECONDS
+                "SELECT pg_try_advisory_lock($1)", WRITER_LOCK_KEY, timeout=PROBE_TIMEOUT_SECONDS
             )
         )
         return self._held

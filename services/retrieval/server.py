@@ -88,7 +88,8 @@ async def create(
         cleanups.append(lexical.close)
         embedding = embedding_version(rs)
         # Where the memory stands once loaded, read before the load (a writer elsewhere may
-        # move on meanwhile; what the load saw past it is re-applied, idempotently).
+        # move on meanwhile; what the load saw past it is re-applied, idempotently); 0 when
+        # the stored vectors are another model's.
         loaded_position = (
             await lexical.cursor() if await lexical.indexed_embedding() == embedding else 0
         )
