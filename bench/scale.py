@@ -684,6 +684,72 @@ def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float,
     return result
 
 
+async def ask_interleaved(url: str, projects: list[tuple[str, list[Question]]]) -> dict:
+    """``knowledge_get_context`` over the MCP HTTP interface (httpx, one JSON-RPC POST),
+    the projects' questions alternating, so the box's load and the stack's caches hit
+    every project alike."""
+    import httpx
+
+    from bench.gateway_overhead import MODERN, request_body, request_headers
+
+    tool = "knowledge_get_context"
+    ms: dict[str, list[float]] = {project: [] for project, _ in projects}
+    hits = dict.fromkeys(ms, 0)
+    errors = 0
+    rounds = min(len(questions) for _, questions in projects)
+    async with httpx.AsyncClient(timeout=60) as http:
+        for index in range(-3, rounds):  # three warm-up rounds
+            for project, questions in projects:
+                q = questions[max(index, 0)]
+                args = {"query": q.text, "project": project, "limit": LIMIT,
+                        "token_budget": TOKEN_BUDGET}
+                t0 = time.perf_counter()
+                response = await http.post(url, json=request_body(tool, MODERN, args),
+                                           headers=request_headers(tool, MODERN))
+                took = (time.perf_counter() - t0) * 1000
+                if index < 0:
+                    continue
+                answer = response.json().get("result", {}) if response.status_code == 200 else {}
+                if not answer or answer.get("isError"):
+                    errors += 1
+                    continue
+                ms[project].append(took)
+                hits[project] += _hit(answer.get("structuredContent"), q)
+    return {"http_ms": {p: _pct(v) for p, v in ms.items()},
+            "hit@10": {p: hits[p] / rounds for p in ms}, "errors": errors}
+
+
+def run_growth(small: int, large: int, questions: int, hnsw_wait_s: float) -> dict:
+    """Two projects of ``small`` and ``large`` facts in one stack, asked alternately: how
+    get_context grows with the corpus, free of run-to-run drift between stacks."""
+    from bench.run import running_stack
+
+    wall = time.perf_counter()
+    corpora = {f"growth-{n // 1000}k": generate(n, SEED + i, questions=questions)
+               for i, n in enumerate((small, large))}
+    result: dict[str, Any] = {"facts": {p: c.facts for p, c in corpora.items()}, "load": {}}
+    with tempfile.TemporaryDirectory(prefix="vera-growth-") as tmp, \
+            running_stack(Path(tmp)) as (url, data_dir, _env):
+        for project, corpus in corpora.items():
+            (Path(tmp) / project).mkdir()
+            paths = write_files(corpus, Path(tmp) / project)
+            print(f"[growth] loading {corpus.facts} facts into {project}", file=sys.stderr)
+            loaded = asyncio.run(load_corpus(paths, data_dir, project))
+            loaded.pop("scope_id")
+            result["load"][project] = loaded
+        result["hnsw_wait"] = asyncio.run(wait_for_hnsw(data_dir, hnsw_wait_s))
+        result["queries"] = asyncio.run(ask_interleaved(
+            url, [(p, c.questions) for p, c in corpora.items()]))
+    small_p, large_p = corpora
+    p50 = {p: result["queries"]["http_ms"][p]["p50"] for p in corpora}
+    result["large_p50_over_small_p50"] = p50[large_p] / p50[small_p]
+    result["wall_s"] = time.perf_counter() - wall
+    print(f"[growth] get_context p50 over MCP HTTP: {small_p} {p50[small_p]:.1f} ms, "
+          f"{large_p} {p50[large_p]:.1f} ms, ratio {result['large_p50_over_small_p50']:.2f}",
+          file=sys.stderr)
+    return result
+
+
 def format_table(results: list[dict]) -> str:
     from bench.run import _render
 
@@ -727,22 +793,30 @@ def format_memory(results: list[dict]) -> str:
 
 def main(sizes: list[int], out: Path, *, questions: int = 200,
          probes: int = FRESHNESS_PROBES, hnsw_wait_s: float = 240.0,
-         keep: Path | None = None) -> int:
+         keep: Path | None = None, growth: tuple[int, int] | None = None) -> int:
     from bench.run import machine_info
 
     wall = time.perf_counter()
     results = []
     for n in sizes:
         results.append(run_size(n, questions, probes, hnsw_wait_s, keep))
+    growth_result = run_growth(*growth, questions, hnsw_wait_s) if growth else None
     now = dt.datetime.now(dt.UTC)
     machine = machine_info()
     table, memory = format_table(results), format_memory(results)
     print()
     print(f"Scale, generated corpus, {now:%Y-%m-%d}, {machine['cpu_count']} CPUs "
           f"({machine.get('cpu_model', machine['machine'])}), Python {machine['python']}")
-    print(table)
-    print()
-    print(memory)
+    if results:
+        print(table)
+        print()
+        print(memory)
+    if growth_result:
+        small_p, large_p = growth_result["facts"]
+        http = growth_result["queries"]["http_ms"]
+        print(f"growth, one stack, asked alternately: get_context p50 over MCP HTTP "
+              f"{small_p} {http[small_p]['p50']:.1f} ms, {large_p} {http[large_p]['p50']:.1f} ms"
+              f" ({growth_result['large_p50_over_small_p50']:.2f}x)")
     total = time.perf_counter() - wall
     print(f"\nwall time {total:.1f} s", file=sys.stderr)
     report = {"bench": "generated-corpus scale", "date": now.isoformat(timespec="seconds"),
@@ -750,7 +824,8 @@ def main(sizes: list[int], out: Path, *, questions: int = 200,
               "settings": {"limit": LIMIT, "token_budget": TOKEN_BUDGET,
                            "questions": questions, "freshness_probes": probes,
                            "quota_enabled": False, "hnsw_wait_s": hnsw_wait_s},
-              "results": results, "table": table, "memory_table": memory, "wall_s": total}
+              "results": results, "growth": growth_result, "table": table,
+              "memory_table": memory, "wall_s": total}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {out}", file=sys.stderr)
@@ -777,12 +852,19 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--scale-keep", type=Path, metavar="DIR",
                         help="keep each size's stack data in DIR/<facts>; a later run with "
                              "the same DIR queries it again without reloading")
+    parser.add_argument("--scale-growth", metavar="SMALL,LARGE",
+                        help="also load two projects of SMALL and LARGE facts into one stack "
+                             "and ask them alternately (get_context p50 large / small)")
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.scale_sizes.split(",") if x.strip()]
+    growth = None
+    if args.scale_growth:
+        small, large = (int(x) for x in args.scale_growth.split(","))
+        growth = (small, large)
     if args.scale_100k and 100_000 not in sizes:
         sizes.append(100_000)
     return main(sizes, args.out, questions=args.scale_questions, probes=args.scale_probes,
-                hnsw_wait_s=args.scale_hnsw_wait, keep=args.scale_keep)
+                hnsw_wait_s=args.scale_hnsw_wait, keep=args.scale_keep, growth=growth)
 
 
 if __name__ == "__main__":  # pragma: no cover
