@@ -8,6 +8,7 @@ joined by one space, so "payments-api" and "Payments API" name the same thing.
 from __future__ import annotations
 
 import re
+import threading
 
 import snowballstemmer
 
@@ -29,8 +30,17 @@ won't would wouldn't you you'd you'll you're you've your yours yourself yourselv
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NAME_WORD = re.compile(r"[a-z0-9]+")
-_STEMMER = snowballstemmer.stemmer("english")
+# A snowball stemmer keeps its working state on itself, so two threads sharing one
+# corrupt each other's words (IndexError, wrong stems): one stemmer per thread.
+_STEMMERS = threading.local()
 MAX_NAME_WORDS = 4
+
+
+def _stemmer():
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
+    return stemmer
 
 
 def _lower(text: str) -> str:
@@ -41,7 +51,7 @@ def terms(text: str) -> list[str]:
     """BM25 terms of ``text``, in order, repeats kept."""
     words = [w for w in _WORD.findall(_lower(text)) if w not in STOPWORDS]
     words = [w[:-2] if w.endswith("'s") else w for w in words]
-    return [w for w in _STEMMER.stemWords(words) if w and w not in STOPWORDS]
+    return [w for w in _stemmer().stemWords(words) if w and w not in STOPWORDS]
 
 
 def name_key(name: str) -> str:

@@ -8,7 +8,6 @@ import dataclasses
 import math
 import os
 import signal
-import threading
 import zlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -36,7 +35,6 @@ from vera.rpc.server import ServiceBinding, create_server
 from vera.services.retrieval import indexer as indexer_module
 from vera.services.retrieval import leadership
 from vera.services.retrieval import server as retrieval_server
-from vera.services.retrieval import text as textmod
 from vera.services.retrieval.indexer import ChangeIndexer
 from vera.services.retrieval.leadership import WRITER_LOCK_KEY, PgWriterLease
 from vera.services.retrieval.lexical import PgLexicalIndex
@@ -47,23 +45,6 @@ from vera.services.retrieval.vector_edge import EdgeVectorIndex
 EMBEDDING = "minilm-test"
 RETRY_SECONDS = 0.2
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-class _OneAtATime:
-    def __init__(self, stemmer) -> None:
-        self._stemmer, self._lock = stemmer, threading.Lock()
-
-    def stemWords(self, words):
-        with self._lock:
-            return self._stemmer.stemWords(words)
-
-
-@pytest.fixture(autouse=True)
-def one_stemming_thread_at_a_time(monkeypatch):
-    """text.py stems with one module-level snowball stemmer, which keeps its state in the
-    object and breaks when two threads use it at once. A retrieval process has one lexical
-    thread; two replicas in one test process have two, so they take turns here."""
-    monkeypatch.setattr(textmod, "_STEMMER", _OneAtATime(textmod._STEMMER))
 
 
 class CountingEmbedder:

@@ -3,6 +3,8 @@ dense and neighbourhood cosines, entity mentions, supersession and filters."""
 
 from __future__ import annotations
 
+import sys
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -127,3 +129,32 @@ def test_summing_by_slot_is_the_same_whether_it_sorts_or_counts():
         distinct, summed = _sum_by_slot(slots, weights, n)
         assert distinct.tolist() == present.tolist()
         assert summed.tolist() == expected[present].tolist()
+
+
+def test_terms_are_the_same_when_threads_stem_at_once() -> None:
+    # Snowball stemmers keep working state on themselves; shared between threads they
+    # raised IndexError and returned wrong stems (two replicas' lexical threads in one
+    # process did). A thread switch every microsecond makes the race certain.
+    line = "running happily connections organizational generously relational " * 40
+    expected = text.terms(line)
+    wrong: list[str] = []
+
+    def stem() -> None:
+        for _ in range(100):
+            try:
+                if text.terms(line) != expected:
+                    wrong.append("different terms")
+            except Exception as exc:
+                wrong.append(type(exc).__name__)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=stem) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert wrong == []
