@@ -110,7 +110,9 @@ async def create(
         learned = ActiveModels()
         ranking = Ranking(
             RankStore(pool),
-            KnowledgeFeedbackSource(channel),
+            KnowledgeFeedbackSource(
+                channel, max_rows_per_principal=rs.rank.max_rows_per_principal
+            ),
             learned,
             RankingOptions(
                 policy=FitPolicy(

@@ -46,13 +46,15 @@ QUERIES = (
 
 
 @contextlib.asynccontextmanager
-async def ranked_stack(pg_dsn, identity_address, tmp_path, embedder, profile="advanced"):
+async def ranked_stack(
+    pg_dsn, identity_address, tmp_path, embedder, profile="advanced", **rank: object
+):
     async with full_stack(
         pg_dsn,
         identity_address,
         tmp_path / "data",
         embedder,
-        retrieval_settings={"rank": RANK},
+        retrieval_settings={"rank": {**RANK, **rank}},
         tool_profile=profile,
     ) as stack:
         yield stack
@@ -290,6 +292,26 @@ async def test_legacy_signals_and_erased_feedback_never_reach_training(
         finally:
             await conn.close()
         assert [(r["attribution"], r["v"]) for r in legacy_rows] == [("unattributed", "{}")] * 5
+
+
+async def test_a_fit_reads_at_most_each_principals_newest_rows(
+    pg_dsn, identity_address, tmp_path, embedder, monkeypatch
+) -> None:
+    cap = 5
+    async with ranked_stack(
+        pg_dsn, identity_address, tmp_path, embedder, max_rows_per_principal=cap
+    ) as stack:
+        alice, bob = await stack.account("alice"), await stack.account("bob")
+        await propose_facts(stack, alice)
+        await propose_facts(stack, bob)
+        given = [
+            sum(len(p["results"]) for p in await packs_with_feedback(stack, who))
+            for who in (alice, bob)
+        ]
+        assert min(given) > cap
+        code, fitted = await rank_cli(stack, monkeypatch, tmp_path, "fit")
+        assert code == 0
+        assert fitted["training_rows"] == 2 * cap
 
 
 async def test_too_little_feedback_keeps_the_hand_set_ranking_and_status_says_why(
