@@ -999,11 +999,13 @@ class KnowledgeStore:
         select (counted before paging, so pages agree). Rows of an erased principal are
         gone (erasure deletes them), so no later fit sees them."""
         rows = await self._pool.fetch(
-            """SELECT feedback_id, pack_id, query_digest, rank, signal, signal_vector,
-                      recorded_at, seq
-               FROM (SELECT feedback_id, pack_id,
-                            encode(sha256(convert_to(query, 'UTF8')), 'hex') AS query_digest,
-                            rank, signal, signal_vector, recorded_at, seq,
+            """SELECT feedback_id, pack_id,
+                      encode(sha256(convert_to(query, 'UTF8')), 'hex') AS query_digest,
+                      rank, signal, signal_vector, recorded_at, seq
+               -- The digest is taken outside: only the page's rows pay for it, not every
+               -- row the window counts.
+               FROM (SELECT feedback_id, pack_id, query, rank, signal, signal_vector,
+                            recorded_at, seq,
                             row_number() OVER (PARTITION BY principal_id ORDER BY seq DESC)
                                 AS principal_nth
                      FROM retrieval_feedback
