@@ -105,6 +105,7 @@ class ChangeIndexer:
         # it is replayed from the start (stored vectors, nothing embedded); a shared one is
         # the writer's, and the memory stands where it was loaded.
         self._follow_from = (loaded_position or 0) if shared_vectors else 0
+        self._loaded_position = loaded_position or 0
         self.writing = lease is None
         # A promoted follower settles where to write from before its first write.
         self._settle = False
@@ -289,7 +290,12 @@ class ChangeIndexer:
         assert self._lease is not None
         log.info("writing the index")
         self.writing = True
-        self._settle = self.indexed_position is not None
+        if self.indexed_position is None:
+            # Writing before ever following: the memory stands where it was loaded, and the
+            # previous writer may have stored more since (catch up from its stored vectors).
+            self.indexed_position = self._loaded_position
+            self.indexed_facts = await self._vectors.count()
+        self._settle = True
         writer = asyncio.create_task(self._tail(self._writer_step))
         lost = asyncio.create_task(self._lease.lost())
         try:

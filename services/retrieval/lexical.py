@@ -100,20 +100,28 @@ class PgLexicalIndex:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     async def load(self) -> int:
-        """Refills the memory from ``documents`` (start-up); returns the facts loaded."""
+        """Refills the memory from ``documents`` (start-up). Returns the change-log position
+        the loaded memory reflects: the cursor in the same snapshot.
+
+        One snapshot: a writer in another replica may commit meanwhile, and paging outside
+        one let a re-upserted or erased row shift the pages and skip a document."""
         if self.memory is None:
-            return 0
-        loaded = 0
-        async with self._pool.acquire() as conn:
+            return await self.cursor()
+        async with self._pool.acquire() as conn, conn.transaction(
+            isolation="repeatable_read", readonly=True
+        ):
+            position_loaded = int(await conn.fetchval("SELECT position FROM index_state WHERE id"))
+            after: tuple[int, str] = (-1, "")
             while True:
                 rows = await conn.fetch(
-                    "SELECT * FROM documents ORDER BY change_position, version_id"
-                    " OFFSET $1 LIMIT $2",
-                    loaded,
+                    "SELECT * FROM documents WHERE (change_position, version_id) > ($1, $2)"
+                    " ORDER BY change_position, version_id LIMIT $3",
+                    *after,
                     LOAD_BATCH,
                 )
                 if not rows:
                     break
+                after = (rows[-1]["change_position"], rows[-1]["version_id"])
                 by_position: dict[int, list[asyncpg.Record]] = {}
                 for row in rows:
                     by_position.setdefault(row["change_position"], []).append(row)
@@ -124,8 +132,7 @@ class PgLexicalIndex:
                         for r in group
                     ]
                     await self._run(self._upsert_memory, facts, vectors, position)
-                loaded += len(rows)
-        return loaded
+        return position_loaded
 
     def _upsert_memory(self, facts, vectors, position: int) -> None:
         assert self.memory is not None

@@ -167,14 +167,17 @@ class Ranking:
                 log.warning("could not check the active ranking models; will retry")
             await asyncio.sleep(self._options.poll_seconds)
 
-    async def auto_fit(self) -> None:
+    async def auto_fit(self, in_charge: Callable[[], bool] = lambda: True) -> None:
         """Fits the deployment-wide model again once ``auto_fit_new_feedback`` rows arrived
-        after the newest row of its last fit; the activation rule is the same."""
+        after the newest row of its last fit; the activation rule is the same. Only while
+        ``in_charge()`` (the replica that writes the index), so N replicas fit once."""
         threshold = self._options.auto_fit_new_feedback
         if threshold <= 0:
             return
         while True:
             await asyncio.sleep(self._options.auto_fit_check_seconds)
+            if not in_charge():
+                continue
             try:
                 last = await self._store.last_fit(None)
                 newest = last.newest_feedback_at if last else None

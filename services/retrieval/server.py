@@ -87,13 +87,11 @@ async def create(
         lexical = PgLexicalIndex(pool, FactMemory(embedder.dimensions))
         cleanups.append(lexical.close)
         embedding = embedding_version(rs)
-        # Where the memory stands once loaded, read before the load (a writer elsewhere may
-        # move on meanwhile; what the load saw past it is re-applied, idempotently); 0 when
-        # the stored vectors are another model's.
-        loaded_position = (
-            await lexical.cursor() if await lexical.indexed_embedding() == embedding else 0
-        )
-        await lexical.load()
+        # Where the memory stands once loaded (the load reads the cursor in its snapshot);
+        # 0 when the stored vectors are another model's.
+        loaded_position = await lexical.load()
+        if await lexical.indexed_embedding() != embedding:
+            loaded_position = 0
         lease = PgWriterLease(service_dsn(settings), retry_seconds=rs.writer_retry_seconds)
         cleanups.append(lease.release)
         indexer = ChangeIndexer(
@@ -158,7 +156,7 @@ async def create(
                 await tailer
 
         cleanups.append(stop_tailer)
-        for loop in (ranking.watch(), ranking.auto_fit()):
+        for loop in (ranking.watch(), ranking.auto_fit(lambda: indexer.writing)):
             cleanups.append(_stopper(asyncio.create_task(loop, name="retrieval-ranking")))
     except BaseException:
         await close_all()

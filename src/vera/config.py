@@ -194,7 +194,9 @@ class RetrievalSettings(BaseModel):
     # One replica per deployment writes the index (a PostgreSQL advisory lock); the others
     # follow it and ask for the lock this often: the longest the index goes unwritten after
     # its writer dies, and how often a writer probes its lock's connection.
-    writer_retry_seconds: float = Field(5.0, gt=0)
+    # At most 20: a writer must notice a silent session (retry + 5 s probe) before
+    # PostgreSQL's keepalives free its lock (~60 s) and another replica starts writing.
+    writer_retry_seconds: float = Field(5.0, gt=0, le=20)
     candidate_pool: int = Field(50, ge=1)
     # A local cross-encoder directory (transformers format) for the rerank stage; None: late
     # interaction over MiniLM's static token vectors (services/retrieval/rerank.py). Only

@@ -34,6 +34,7 @@ from vera.rpc.client import open_channel
 from vera.rpc.server import ServiceBinding, create_server
 from vera.services.retrieval import indexer as indexer_module
 from vera.services.retrieval import leadership
+from vera.services.retrieval import lexical as lexical_module
 from vera.services.retrieval import server as retrieval_server
 from vera.services.retrieval.indexer import ChangeIndexer
 from vera.services.retrieval.leadership import WRITER_LOCK_KEY, PgWriterLease
@@ -484,3 +485,59 @@ async def test_two_retrieval_services_on_one_database_serve_one_index(pg_dsn, em
             await hosted.running.stop(grace=0)
             await hosted.aclose()
         await fake.stop(grace=0)
+
+
+async def test_a_replica_that_writes_before_it_ever_followed_catches_up_its_memory(
+    replicas, tmp_path
+) -> None:
+    log, make = replicas
+    upsert(log, "payments", 1, "the platform team")
+    upsert(log, "billing", 1, "the ledger squad")
+    shared = await SharedVectors.open(tmp_path / "shared", 3)
+    try:
+        old_writer = await make(lease=False, shared=shared)
+        assert await old_writer.indexer.step() is True  # wrote up to 2, then went away
+        # Loaded before those writes (loaded_position 0, an empty memory), then won the lease
+        # on its first try: it must catch up from the stored vectors before writing.
+        late = await make(shared=shared)
+        task = asyncio.create_task(late.indexer.run())
+        try:
+            await until(lambda: late.indexer.writing and late.indexer.indexed_position == 2)
+            assert await late.finds("platform team") == ["payments-v1"]
+            assert late.embedder.texts == 0
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    finally:
+        await shared.close()
+
+
+async def test_the_start_up_load_reads_one_snapshot_while_a_writer_moves_rows(
+    replicas, monkeypatch
+) -> None:
+    log, make = replicas
+    objects = ["alpha team", "bravo squad", "charlie guild", "delta crew", "echo band"]
+    for key, obj in zip("abcde", objects, strict=True):
+        upsert(log, key, 1, obj)
+    writer = await make(lease=False, page_size=1)
+    while not await writer.indexer.step():
+        pass
+    cursor = await writer.lexical.cursor()
+    monkeypatch.setattr(lexical_module, "LOAD_BATCH", 2)
+    loader = await make(lease=False)
+    original = loader.lexical._run
+    calls = 0
+
+    async def run(fn, *args):
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # between two pages, another writer moves a row past the others
+            await loader.lexical._pool.execute(
+                "UPDATE documents SET change_position = 99 WHERE version_id = 'a-v1'"
+            )
+        return await original(fn, *args)
+
+    monkeypatch.setattr(loader.lexical, "_run", run)
+    assert await loader.lexical.load() == cursor
+    for obj in objects:
+        assert await loader.finds(obj), obj

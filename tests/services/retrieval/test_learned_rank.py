@@ -371,6 +371,24 @@ async def test_the_background_fit_runs_once_enough_new_feedback_arrived():
             await loop
 
 
+async def test_the_background_fit_runs_only_in_the_replica_in_charge():
+    store, feedback = MemoryStore(), ArrivingFeedback()
+    in_charge = False
+    loop = asyncio.create_task(
+        ranking_over(store, feedback, ActiveModels()).auto_fit(lambda: in_charge)
+    )
+    try:
+        feedback.arrive(pack_rows(20, up_at=4))  # 150 rows, over the threshold of 60
+        await asyncio.sleep(0.1)
+        assert store.records == []  # a follower leaves the fit to the writer
+        in_charge = True
+        await wait_for(lambda: len(store.records) == 1)
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+
+
 async def test_the_background_fit_is_off_at_zero():
     store, feedback = MemoryStore(), ArrivingFeedback()
     feedback.arrive(pack_rows(20, up_at=4))
