@@ -725,7 +725,9 @@ def run_growth(small: int, large: int, questions: int, hnsw_wait_s: float) -> di
     from bench.run import running_stack
 
     wall = time.perf_counter()
-    corpora = {f"growth-{n // 1000}k": generate(n, SEED + i, questions=questions)
+    if not 0 < small < large:
+        raise SystemExit("--scale-growth: SMALL,LARGE with 0 < SMALL < LARGE")
+    corpora = {f"growth-{n}": generate(n, SEED + i, questions=questions)
                for i, n in enumerate((small, large))}
     result: dict[str, Any] = {"facts": {p: c.facts for p, c in corpora.items()}, "load": {}}
     with tempfile.TemporaryDirectory(prefix="vera-growth-") as tmp, \
@@ -859,8 +861,10 @@ def cli(argv: list[str]) -> int:
     sizes = [int(x) for x in args.scale_sizes.split(",") if x.strip()]
     growth = None
     if args.scale_growth:
-        small, large = (int(x) for x in args.scale_growth.split(","))
-        growth = (small, large)
+        sizes_given = [int(x) for x in args.scale_growth.split(",")]
+        if len(sizes_given) != 2:
+            parser.error("--scale-growth takes two sizes: SMALL,LARGE")
+        growth = (sizes_given[0], sizes_given[1])
     if args.scale_100k and 100_000 not in sizes:
         sizes.append(100_000)
     return main(sizes, args.out, questions=args.scale_questions, probes=args.scale_probes,

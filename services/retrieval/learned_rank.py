@@ -15,7 +15,9 @@ whether it is among the top ``HIT_AT`` (hit@5); then average over queries. The m
 activated only when it is not worse than the hand-set order (the pack's own ranks) at
 the top, hit@5, and beats its MRR by more than ``min_gain``: a model that lifts a few
 buried results to first place while pushing others out of the top five wins on MRR and
-loses the user's first screen (``worse_at_top``). Too little or one-sided feedback never
+loses at the top (``worse_at_top``). hit@5 counts among the labelled results only, so a
+pack with five or fewer of them cannot lose there: the guard binds on packs whose users
+judged many results. Too little or one-sided feedback never
 gets that far. Imports no gRPC, driver or storage code; ``fit`` is CPU work, run off the
 event loop.
 """

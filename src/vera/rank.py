@@ -242,7 +242,7 @@ def _summary(command: str, result: dict[str, Any]) -> str:
     if stuck := result["unservable"]:
         lines.append(
             f"  model {stuck['model_id']} is stored as active but cannot serve "
-            f"({stuck['not_served']}): run `vera rank fit` to replace it"
+            f"({stuck['not_served']}): a fit that activates replaces it, `vera rank off` clears it"
         )
     if last and (not active or last["model_id"] != active["model_id"]):
         lines.append(f"  last fit {last['model_id']}: {last['outcome']}; {_figures(last)}")
