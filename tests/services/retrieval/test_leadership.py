@@ -22,16 +22,15 @@ from test_retrieval_service import (  # noqa: F401 (embedder: the session's Mini
     FakeKnowledge,
     Stack,
     embedder,
+    fake_knowledge,
     make_fact,
 )
 
 from vera.config import Settings
 from vera.db.migrate import migrate
 from vera.db.pool import create_pool
-from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
-from vera.rpc.server import ServiceBinding, create_server
 from vera.services.retrieval import indexer as indexer_module
 from vera.services.retrieval import leadership
 from vera.services.retrieval import lexical as lexical_module
@@ -427,20 +426,7 @@ async def test_two_retrieval_services_on_one_database_serve_one_index(pg_dsn, em
     """The wiring as ``vera serve retrieval`` runs it, twice (each with its own data dir and
     qdrant-edge shard): the second serves what the first indexed, and indexes on when the
     first stops."""
-    knowledge = FakeKnowledge()
-    for n, triple in enumerate(FACTS_A):
-        knowledge.record(make_fact(SCOPE_A, n, *triple))
-    fake = create_server(
-        [
-            ServiceBinding(
-                "vera.knowledge.v1.KnowledgeService",
-                knowledge,
-                knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server,
-            )
-        ],
-        "127.0.0.1:0",
-    )
-    await fake.server.start()
+    knowledge, fake = await fake_knowledge((SCOPE_A, FACTS_A))
     started = []
 
     async def start(name: str) -> Stack:

@@ -13,16 +13,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from test_retrieval_pipeline import CONTRACT, NOW, SCOPE, FakeEmbedder, fact, harness, keys
-from test_retrieval_service import FACTS_A, SCOPE_A, FakeKnowledge, make_fact
+from test_retrieval_service import FACTS_A, SCOPE_A, fake_knowledge
 
 from vera import rank as rank_cli
 from vera.config import RetrievalSettings, Settings
 from vera.db.pool import open_service_database
 from vera.errors import InvalidInput
-from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
-from vera.rpc.server import ServiceBinding, create_server
 from vera.services.retrieval import contract, learned_rank, server
 from vera.services.retrieval.learned_rank import (
     FEATURES,
@@ -438,20 +436,7 @@ async def test_a_stored_model_fitted_on_other_features_never_serves_and_status_s
 ):
     """An older release activated a model over another feature set; this release starts
     with it in storage: the hand-set ranking serves, and status says why."""
-    knowledge = FakeKnowledge()
-    for n, triple in enumerate(FACTS_A):
-        knowledge.record(make_fact(SCOPE_A, n, *triple))
-    fake = create_server(
-        [
-            ServiceBinding(
-                "vera.knowledge.v1.KnowledgeService",
-                knowledge,
-                knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server,
-            )
-        ],
-        "127.0.0.1:0",
-    )
-    await fake.server.start()
+    _, fake = await fake_knowledge((SCOPE_A, FACTS_A))
     settings = Settings(
         data_dir=tmp_path,
         database={"dsn": pg_dsn},

@@ -18,7 +18,7 @@ from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
-from vera.rpc.server import ServiceBinding, create_server
+from vera.rpc.server import RunningServer, ServiceBinding, create_server
 from vera.rpc.timestamps import to_timestamp
 from vera.services.retrieval.contract import assembler_version
 from vera.services.retrieval.embedding import MiniLMEmbedder
@@ -129,13 +129,12 @@ class Stack:
             await asyncio.sleep(0.05)
 
 
-@pytest.fixture
-async def stack(pg_dsn, embedder, tmp_path) -> AsyncIterator[Stack]:
+async def fake_knowledge(*facts: tuple[str, list]) -> tuple[FakeKnowledge, RunningServer]:
+    """A started fake knowledge service holding each (scope, triples) pair's facts."""
     knowledge = FakeKnowledge()
-    for n, triple in enumerate(FACTS_A):
-        knowledge.record(make_fact(SCOPE_A, n, *triple))
-    for n, triple in enumerate(FACTS_B):
-        knowledge.record(make_fact(SCOPE_B, n, *triple))
+    for scope, triples in facts:
+        for n, triple in enumerate(triples):
+            knowledge.record(make_fact(scope, n, *triple))
     fake = create_server(
         [
             ServiceBinding(
@@ -147,6 +146,12 @@ async def stack(pg_dsn, embedder, tmp_path) -> AsyncIterator[Stack]:
         "127.0.0.1:0",
     )
     await fake.server.start()
+    return knowledge, fake
+
+
+@pytest.fixture
+async def stack(pg_dsn, embedder, tmp_path) -> AsyncIterator[Stack]:
+    knowledge, fake = await fake_knowledge((SCOPE_A, FACTS_A), (SCOPE_B, FACTS_B))
     settings = Settings(
         data_dir=tmp_path,
         database={"dsn": pg_dsn},
