@@ -13,6 +13,8 @@ import contextlib
 
 import asyncpg
 
+from vera.db.pool import SERVER_KEEPALIVES
+
 # The lock's key: fixed, so every replica of every release contends for the same one
 # ("veraindx" as a big-endian int64; positive, as pg_locks shows it in classid/objid).
 WRITER_LOCK_KEY = int.from_bytes(b"veraindx", "big")
@@ -45,13 +47,8 @@ class PgWriterLease:
             self._conn = await asyncpg.connect(
                 self._dsn,
                 timeout=CONNECT_TIMEOUT_SECONDS,
-                server_settings={
-                    "application_name": LEASE_NAME,
-                    # The server side: a writer whose host vanished frees the lock.
-                    "tcp_keepalives_idle": "30",
-                    "tcp_keepalives_interval": "10",
-                    "tcp_keepalives_count": "3",
-                },
+                # The server side: a writer whose host vanished frees the lock.
+                server_settings={"application_name": LEASE_NAME, **SERVER_KEEPALIVES},
             )
             closed = self._closed = asyncio.Event()
             self._conn.add_termination_listener(lambda _conn: closed.set())

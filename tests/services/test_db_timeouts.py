@@ -142,3 +142,22 @@ def test_a_socket_error_outside_the_database_driver_is_not_the_database() -> Non
     except RuntimeError as outer:
         assert not database_unreachable(outer)
     assert database_unreachable(asyncpg.CannotConnectNowError("starting up"))
+
+
+async def test_pool_connections_ask_the_server_to_probe_them(pg_dsn) -> None:
+    # A client whose host vanished mid-transaction is dropped after ~60 s, not the OS's
+    # ~2 h, so its row locks do not hold up the next writer that long.
+    pool = await create_pool(pg_dsn, "public")
+    try:
+        rows = await pool.fetch(
+            "SELECT name, source, reset_val FROM pg_settings WHERE name LIKE 'tcp_keepalives_%'"
+        )
+    finally:
+        await pool.close()
+    # Over the tests' Unix socket PostgreSQL shows 0 in effect; what the session asked for
+    # is its reset value, set by the client.
+    assert {r["name"]: (r["source"], r["reset_val"]) for r in rows} == {
+        "tcp_keepalives_idle": ("client", "30"),
+        "tcp_keepalives_interval": ("client", "10"),
+        "tcp_keepalives_count": ("client", "3"),
+    }

@@ -47,6 +47,16 @@ def database_unreachable(exc: BaseException | None) -> bool:
     )
 
 
+# PostgreSQL probes an idle client this often and drops one that stops answering after
+# about 60 s (not the OS default of ~2 h): a client whose host vanished mid-transaction
+# would otherwise hold its row locks that long (the next retrieval writer waits on them).
+SERVER_KEEPALIVES = {
+    "tcp_keepalives_idle": "30",
+    "tcp_keepalives_interval": "10",
+    "tcp_keepalives_count": "3",
+}
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for name in ("json", "jsonb"):
         await conn.set_type_codec(
@@ -65,7 +75,11 @@ async def create_pool(
 ) -> asyncpg.Pool:
     """A pool whose connections see only ``schema`` (and pg_catalog) by default; with
     timeouts, PostgreSQL cancels longer statements and the client stops waiting."""
-    server_settings = {"search_path": schema, "application_name": f"vera-{schema}"}
+    server_settings = {
+        "search_path": schema,
+        "application_name": f"vera-{schema}",
+        **SERVER_KEEPALIVES,
+    }
     if statement_timeout_seconds is not None:
         server_settings["statement_timeout"] = str(int(statement_timeout_seconds * 1000))
     return await asyncpg.create_pool(
