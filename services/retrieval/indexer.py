@@ -163,6 +163,10 @@ class ChangeIndexer:
         if not changes:
             return True
         facts, erased = _collect(changes)
+        if self._lease is not None:
+            # The cursor's transaction refuses a fenced writer, but the vector index is
+            # written before it: ask first (a stale writer could re-add an erased point).
+            await self._lexical.check_writer()
         if erased:
             # Before the cursor moves: a crash here replays the deletes (idempotent).
             await self._vectors.delete(erased)
@@ -237,6 +241,7 @@ class ChangeIndexer:
         shared cursor from what the previous writer stored (nothing is embedded twice)."""
         if self._settle:
             assert self.indexed_position is not None
+            await self._lexical.claim_writer()  # fences off a predecessor still writing
             start = await self._start_position()
             if start < self.indexed_position:
                 self.indexed_position = start  # a replay (another embedding, lost vectors)

@@ -20,6 +20,7 @@ import numpy as np
 from vera.services.retrieval.memory import FactMemory
 from vera.services.retrieval.model import Candidate, Citation, Fact, FactState, IndexQuery
 from vera.services.retrieval.pipeline import CandidateFeatures
+from vera.services.retrieval.ports import WriterFenced
 
 T = TypeVar("T")
 # Weight of the neighbours' field next to the fact's own text in BM25 (memory.py).
@@ -90,6 +91,8 @@ class PgLexicalIndex:
         self._pool = pool
         self.memory = memory
         self.context_weight = context_weight
+        # The writer epoch this process claimed (None: it never claimed; a lone writer).
+        self._writer_epoch: int | None = None
         self._executor = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-lexical")
             if memory is not None
@@ -295,10 +298,14 @@ class PgLexicalIndex:
                         """,
                         superseding,
                     )
-            await conn.execute(
-                "UPDATE index_state SET position = $1, updated_at = now() WHERE id",
+            moved = await conn.execute(
+                "UPDATE index_state SET position = $1, updated_at = now()"
+                " WHERE id AND ($2::bigint IS NULL OR writer_epoch = $2)",
                 position,
+                self._writer_epoch,
             )
+            if moved != "UPDATE 1":
+                raise WriterFenced("another replica writes the index")  # rolls the page back
 
     async def cursor(self) -> int:
         return int(await self._pool.fetchval("SELECT position FROM index_state WHERE id"))
@@ -308,10 +315,29 @@ class PgLexicalIndex:
         return None if value is None else str(value)
 
     async def restart_for_embedding(self, embedding: str) -> None:
-        await self._pool.execute(
-            "UPDATE index_state SET position = 0, embedding = $1, updated_at = now() WHERE id",
+        moved = await self._pool.execute(
+            "UPDATE index_state SET position = 0, embedding = $1, updated_at = now()"
+            " WHERE id AND ($2::bigint IS NULL OR writer_epoch = $2)",
             embedding,
+            self._writer_epoch,
         )
+        if moved != "UPDATE 1":
+            raise WriterFenced("another replica writes the index")
+
+    async def claim_writer(self) -> None:
+        self._writer_epoch = int(
+            await self._pool.fetchval(
+                "UPDATE index_state SET writer_epoch = writer_epoch + 1 WHERE id"
+                " RETURNING writer_epoch"
+            )
+        )
+
+    async def check_writer(self) -> None:
+        if self._writer_epoch is None:
+            return
+        current = await self._pool.fetchval("SELECT writer_epoch FROM index_state WHERE id")
+        if current != self._writer_epoch:
+            raise WriterFenced("another replica writes the index")
 
     async def delete(self, version_ids: Sequence[str]) -> None:
         """Erasure: deletes the documents, then rebuilds the memory of the scopes that held

@@ -71,6 +71,16 @@ class LexicalIndex(Protocol):
         """The last change-log position applied."""
         ...
 
+    async def claim_writer(self) -> None:
+        """Makes this process the index's writer: from now on every ``apply`` and
+        ``restart_for_embedding`` of a process that claimed before raises WriterFenced."""
+        ...
+
+    async def check_writer(self) -> None:
+        """Raises WriterFenced when another process has claimed the index since this one
+        did (before writes that the cursor's transaction cannot cover: the vectors)."""
+        ...
+
     async def indexed_embedding(self) -> str | None:
         """Which embedding made the indexed vectors (None: not recorded)."""
         ...
@@ -153,6 +163,11 @@ class FactSource(Protocol):
         """Authoritative current versions, only within ``scope_ids``; absent keys are
         missing, out of scope, retracted or not valid at the given times."""
         ...
+
+
+class WriterFenced(RuntimeError):
+    """A write refused because another process has claimed the index since this one did
+    (it lost its lease and has not noticed yet)."""
 
 
 class WriterLease(Protocol):

@@ -40,6 +40,7 @@ from vera.services.retrieval.leadership import WRITER_LOCK_KEY, PgWriterLease
 from vera.services.retrieval.lexical import PgLexicalIndex
 from vera.services.retrieval.memory import FactMemory
 from vera.services.retrieval.model import Change, ChangeKind, IndexQuery
+from vera.services.retrieval.ports import WriterFenced
 from vera.services.retrieval.vector_edge import EdgeVectorIndex
 
 EMBEDDING = "minilm-test"
@@ -527,3 +528,34 @@ async def test_the_start_up_load_reads_one_snapshot_while_a_writer_moves_rows(
     assert await loader.lexical.load() == cursor
     for obj in objects:
         assert await loader.finds(obj), obj
+
+
+async def test_a_writer_claimed_over_cannot_commit_a_page_or_touch_the_vectors(
+    replicas, tmp_path
+) -> None:
+    # A database failover: the new primary holds no lock, so another replica takes the
+    # lease while the old writer has not noticed. Its next page must not land.
+    log, make = replicas
+    upsert(log, "payments", 1, "the platform team")
+    shared = await SharedVectors.open(tmp_path / "shared", 3)
+    try:
+        stale = await make(shared=shared)
+        await stale.lexical.claim_writer()
+        successor = await make(shared=shared)
+        await successor.lexical.claim_writer()
+        fact = log.changes[0].fact
+        with pytest.raises(WriterFenced):
+            await stale.lexical.apply([fact], 1, vectors=[[1.0, 0.0, 0.0]])
+        assert await stale.lexical.cursor() == 0
+        assert await stale.lexical.stored_vectors([fact.version_id]) == {}
+        with pytest.raises(WriterFenced):
+            await stale.lexical.restart_for_embedding(EMBEDDING)
+        # The writer's step asks before it writes vectors it cannot take back.
+        stale.indexer.indexed_position = 0
+        with pytest.raises(WriterFenced):
+            await stale.indexer.step()
+        assert shared.upserts == 0 and stale.embedder.texts == 0
+        await successor.lexical.apply([fact], 1, vectors=[[1.0, 0.0, 0.0]])
+        assert await successor.lexical.cursor() == 1
+    finally:
+        await shared.close()
