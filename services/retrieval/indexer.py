@@ -242,6 +242,7 @@ class ChangeIndexer:
         if self._settle:
             assert self.indexed_position is not None
             await self._lexical.claim_writer()  # fences off a predecessor still writing
+            self.indexed_facts = await self._vectors.count()
             start = await self._start_position()
             if start < self.indexed_position:
                 self.indexed_position = start  # a replay (another embedding, lost vectors)
@@ -299,7 +300,6 @@ class ChangeIndexer:
             # Writing before ever following: the memory stands where it was loaded, and the
             # previous writer may have stored more since (catch up from its stored vectors).
             self.indexed_position = self._loaded_position
-            self.indexed_facts = await self._vectors.count()
         self._settle = True
         writer = asyncio.create_task(self._tail(self._writer_step))
         lost = asyncio.create_task(self._lease.lost())
