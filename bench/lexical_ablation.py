@@ -112,8 +112,7 @@ class QdrantLexical:
     def _search_sync(self, text: str, query, limit: int):
         import qdrant_edge as edge
 
-        from vera.services.retrieval.model import Candidate
-        from vera.services.retrieval.vector_edge import edge_filter
+        from vera.services.retrieval.vector_edge import candidates, edge_filter
         from vera.services.retrieval.vector_qdrant import build_filter
 
         where = edge_filter(build_filter(query))
@@ -171,15 +170,7 @@ class QdrantLexical:
                 ],
             )
         )
-        return [
-            Candidate(
-                fact_key=str(p.payload["fact_key"]),
-                version_id=str(p.payload["version_id"]),
-                score=float(p.score),
-            )
-            for p in points
-            if p.payload and p.score > 0
-        ]
+        return [c for c in candidates(points) if c.score > 0]
 
     async def search(self, text: str, query, limit: int):
         started = time.perf_counter()

@@ -23,6 +23,9 @@ from vera.services.retrieval.pipeline import CandidateFeatures
 from vera.services.retrieval.ports import WriterFenced
 
 T = TypeVar("T")
+# Where a write of index_state holds only for the writer that claimed last ($2: its epoch;
+# NULL: a process that never claimed, the lone writer).
+_STILL_WRITER = "($2::bigint IS NULL OR writer_epoch = $2)"
 # Weight of the neighbours' field next to the fact's own text in BM25 (memory.py).
 CONTEXT_WEIGHT = 0.7
 LOAD_BATCH = 5000
@@ -298,14 +301,14 @@ class PgLexicalIndex:
                         """,
                         superseding,
                     )
-            moved = await conn.execute(
-                "UPDATE index_state SET position = $1, updated_at = now()"
-                " WHERE id AND ($2::bigint IS NULL OR writer_epoch = $2)",
-                position,
-                self._writer_epoch,
+            _fenced_unless_moved(  # raising here rolls the page back
+                await conn.execute(
+                    "UPDATE index_state SET position = $1, updated_at = now()"
+                    f" WHERE id AND {_STILL_WRITER}",
+                    position,
+                    self._writer_epoch,
+                )
             )
-            if moved != "UPDATE 1":
-                raise WriterFenced("another replica writes the index")  # rolls the page back
 
     async def cursor(self) -> int:
         return int(await self._pool.fetchval("SELECT position FROM index_state WHERE id"))
@@ -315,14 +318,14 @@ class PgLexicalIndex:
         return None if value is None else str(value)
 
     async def restart_for_embedding(self, embedding: str) -> None:
-        moved = await self._pool.execute(
-            "UPDATE index_state SET position = 0, embedding = $1, updated_at = now()"
-            " WHERE id AND ($2::bigint IS NULL OR writer_epoch = $2)",
-            embedding,
-            self._writer_epoch,
+        _fenced_unless_moved(
+            await self._pool.execute(
+                "UPDATE index_state SET position = 0, embedding = $1, updated_at = now()"
+                f" WHERE id AND {_STILL_WRITER}",
+                embedding,
+                self._writer_epoch,
+            )
         )
-        if moved != "UPDATE 1":
-            raise WriterFenced("another replica writes the index")
 
     async def claim_writer(self) -> None:
         self._writer_epoch = int(
@@ -373,6 +376,11 @@ class PgLexicalIndex:
             await self._run(
                 self._upsert_memory, [_fact_from_row(r) for r in group], vectors, position
             )
+
+
+def _fenced_unless_moved(status: str) -> None:
+    if status != "UPDATE 1":
+        raise WriterFenced("another replica writes the index")
 
 
 def _fact_from_row(row: asyncpg.Record) -> Fact:

@@ -102,7 +102,7 @@ async def create(
             embedding=embedding,
             poll_seconds=rs.index_poll_seconds,
             lease=lease,
-            shared_vectors=bool(rs.qdrant_url) and rs.qdrant_url != MEMORY_LOCATION,
+            shared_vectors=_qdrant_server(settings),
             loaded_position=loaded_position,
         )
         learned = ActiveModels()
@@ -173,6 +173,12 @@ def _stopper(task: asyncio.Task) -> Callable[[], Awaitable[None]]:
     return stop
 
 
+def _qdrant_server(settings: Settings) -> bool:
+    """Whether the vectors live in a Qdrant server every replica reads."""
+    url = settings.retrieval.qdrant_url
+    return bool(url) and url != MEMORY_LOCATION
+
+
 async def open_vector_index(settings: Settings, dimensions: int) -> VectorIndex:
     """A Qdrant server or ``:memory:`` through qdrant-client; otherwise (the embedded
     default) an HNSW shard of qdrant-edge under ``<data_dir>/vectors``."""
@@ -182,6 +188,6 @@ async def open_vector_index(settings: Settings, dimensions: int) -> VectorIndex:
             lambda: open_client(rs.qdrant_url, settings.data_dir, rs.qdrant_api_key),
             rs.qdrant_collection,
             dimensions,
-            server=rs.qdrant_url != MEMORY_LOCATION,
+            server=_qdrant_server(settings),
         )
     return await EdgeVectorIndex.open(settings.data_dir / "vectors", dimensions)

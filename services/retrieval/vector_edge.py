@@ -67,6 +67,19 @@ def edge_filter(query_filter: models.Filter) -> edge.Filter:
     return edge.Filter(must=list(must) or None, must_not=list(must_not) or None)
 
 
+def candidates(points: Sequence[edge.ScoredPoint]) -> list[Candidate]:
+    """Scored points (with their fact_key and version_id payload) as candidates."""
+    return [
+        Candidate(
+            fact_key=str(p.payload["fact_key"]),
+            version_id=str(p.payload["version_id"]),
+            score=float(p.score),
+        )
+        for p in points
+        if p.payload
+    ]
+
+
 class EdgeVectorIndex:
     def __init__(self, shard: edge.EdgeShard) -> None:
         self._shard = shard
@@ -167,15 +180,7 @@ class EdgeVectorIndex:
                 with_payload=True,
             )
         )
-        return [
-            Candidate(
-                fact_key=str(p.payload["fact_key"]),
-                version_id=str(p.payload["version_id"]),
-                score=float(p.score),
-            )
-            for p in points
-            if p.payload
-        ]
+        return candidates(points)
 
     async def search(
         self, vector: Sequence[float], query: IndexQuery, limit: int
