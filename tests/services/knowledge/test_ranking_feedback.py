@@ -203,3 +203,44 @@ async def test_a_bad_listing_request_names_the_field(stub) -> None:
         with pytest.raises(InvalidInput) as err:
             await stub.ListRankingFeedback(request)
         assert err.value.field == field
+
+
+async def test_the_cap_holds_when_a_page_must_look_far_below_the_cursor(stub) -> None:
+    """Alice's many rows above the cap sit between the cursor and Bob's one row: the page
+    looks further down until it finds him."""
+    alice, bob = (ALICE, ALICE_HOME), (BOB, BOB_HOME)
+    await stub.RecordFeedback(feedback(bob, "b0", "r0", "down"))
+    for n in range(12):
+        await stub.RecordFeedback(feedback(alice, f"a{n}", f"r{n}"))
+    capped = await listed(stub, max_rows_per_principal=2, page_size=1)
+    assert [r.pack_id for r in capped] == ["a11", "a10", "b0"]
+    whole = await listed(stub, max_rows_per_principal=2)
+    assert [r.feedback_id for r in whole] == [r.feedback_id for r in capped]
+
+
+async def test_the_training_rows_are_read_through_their_indexes(stub, pg_dsn) -> None:
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        indexes = {
+            r["indexname"]: r["indexdef"]
+            for r in await conn.fetch(
+                "SELECT indexname, indexdef FROM pg_indexes"
+                " WHERE schemaname = 'knowledge' AND tablename = 'retrieval_feedback'"
+            )
+        }
+        applied = await conn.fetchval(
+            "SELECT count(*) FROM knowledge.schema_migrations"
+            " WHERE version = '0010_ranking_feedback_pages'"
+        )
+    finally:
+        await conn.close()
+    assert applied == 1
+    assert (
+        "(seq DESC) INCLUDE (principal_id, pack_scope_id, recorded_at)"
+        in (indexes["retrieval_feedback_training_rows"])
+    )
+    assert (
+        "(pack_scope_id, seq DESC) INCLUDE (principal_id, recorded_at)"
+        in (indexes["retrieval_feedback_training_by_scope"])
+    )
+    assert "retrieval_feedback_training" not in indexes  # superseded
