@@ -33,8 +33,6 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GroupKFold
 
 from vera.services.retrieval.model import Result
 
@@ -266,6 +264,8 @@ def _train(
     pairs, labels = _pairs((matrix - mean) / scale, rows, idx)
     if not len(labels):
         return None
+    from sklearn.linear_model import LogisticRegression  # see fit()
+
     model = LogisticRegression(C=_REGULARIZATION, fit_intercept=False, max_iter=1000)
     model.fit(pairs, labels)
     return LinearRanker(
@@ -299,6 +299,10 @@ def fit(
     labels = np.array([1 if r.signal == "up" else 0 for r in rows])
     groups = np.array([r.query_digest for r in rows])
     out_of_fold = np.array([-hand_rank(r.signals, r.rank) for r in rows]) * 1e-6
+    # Imported on first use: scikit-learn takes ~1.5 s to import, which every retrieval
+    # replica's start paid for a fit that runs rarely, in the background.
+    from sklearn.model_selection import GroupKFold
+
     splitter = GroupKFold(n_splits=min(MAX_FOLDS, len(queries)))
     for train, held_out in splitter.split(matrix, labels, groups):
         fold_model = _train(matrix, rows, train, "oof")

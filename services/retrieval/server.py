@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from vera.config import Settings
 from vera.db.pool import open_service_database, service_dsn
@@ -15,7 +16,7 @@ from vera.rpc.client import open_channel
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 from vera.services.retrieval.api import RetrievalApi
 from vera.services.retrieval.contract import assembler_version, embedding_version
-from vera.services.retrieval.embedding import load_embedder
+from vera.services.retrieval.embedding import DIMENSIONS, load_embedder
 from vera.services.retrieval.feedback_source import KnowledgeFeedbackSource
 from vera.services.retrieval.indexer import ChangeIndexer
 from vera.services.retrieval.knowledge_source import KnowledgeFactSource
@@ -24,7 +25,7 @@ from vera.services.retrieval.learned_rank import ActiveModels, FitPolicy
 from vera.services.retrieval.lexical import PgLexicalIndex
 from vera.services.retrieval.memory import FactMemory
 from vera.services.retrieval.pipeline import Retriever
-from vera.services.retrieval.ports import Embedder, VectorIndex
+from vera.services.retrieval.ports import Embedder, Reranker, VectorIndex
 from vera.services.retrieval.rank_store import RankStore
 from vera.services.retrieval.ranking import Ranking, RankingOptions
 from vera.services.retrieval.rerank import load_reranker
@@ -32,6 +33,7 @@ from vera.services.retrieval.vector_edge import EdgeVectorIndex
 from vera.services.retrieval.vector_qdrant import MEMORY_LOCATION, QdrantVectorIndex, open_client
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SCHEMA = "retrieval"
 PACKAGE = "vera.services.retrieval"
@@ -61,7 +63,12 @@ async def create(
             auth_key=settings.rpc.auth_key, caller="retrieval")
         cleanups.append(channel.close)
 
-        if embedder is None:
+        dimensions = DIMENSIONS if embedder is None else embedder.dimensions
+        lexical = PgLexicalIndex(pool, FactMemory(dimensions))
+        cleanups.append(lexical.close)
+        embedding = embedding_version(rs)
+
+        async def load_own_embedder() -> Embedder:
             owned = await load_embedder(
                 rs.model_path, rs.embed_threads, settings.data_dir / "models",
                 rs.embedding_precision,
@@ -71,27 +78,38 @@ async def create(
                 owned.close()
 
             cleanups.append(close_embedder)
-            embedder = owned
+            return owned
 
-        vectors = await open_vector_index(settings, embedder.dimensions)
-        cleanups.append(vectors.close)
+        async def open_vectors() -> VectorIndex:
+            vectors = await open_vector_index(settings, dimensions)
+            cleanups.append(vectors.close)
+            return vectors
 
-        reranker = await load_reranker(rs.reranker_path, rs.model_path, limit=rs.rerank_limit)
+        async def open_reranker() -> Reranker:
+            reranker = await load_reranker(rs.reranker_path, rs.model_path, limit=rs.rerank_limit)
 
-        async def close_reranker() -> None:
-            reranker.close()
+            async def close_reranker() -> None:
+                reranker.close()
 
-        cleanups.append(close_reranker)
+            cleanups.append(close_reranker)
+            return reranker
 
+        async def load_memory() -> int:
+            # Where the memory stands once loaded (the load reads the cursor in its
+            # snapshot); 0 when the stored vectors are another model's.
+            position = await lexical.load()
+            return position if await lexical.indexed_embedding() == embedding else 0
+
+        # At once: the model and the shard load in native code (the GIL released) while
+        # the memory refills from PostgreSQL, so a start takes about the longest of them.
+        loaded_embedder, vectors, reranker, loaded_position = await _all_or_none(
+            load_own_embedder() if embedder is None else _ready(embedder),
+            open_vectors(),
+            open_reranker(),
+            load_memory(),
+        )
+        embedder = loaded_embedder
         source = KnowledgeFactSource(channel, settings.rpc.deadline_seconds)
-        lexical = PgLexicalIndex(pool, FactMemory(embedder.dimensions))
-        cleanups.append(lexical.close)
-        embedding = embedding_version(rs)
-        # Where the memory stands once loaded (the load reads the cursor in its snapshot);
-        # 0 when the stored vectors are another model's.
-        loaded_position = await lexical.load()
-        if await lexical.indexed_embedding() != embedding:
-            loaded_position = 0
         lease = PgWriterLease(service_dsn(settings), retry_seconds=rs.writer_retry_seconds)
         cleanups.append(lease.release)
         indexer = ChangeIndexer(
@@ -162,6 +180,23 @@ async def create(
         await close_all()
         raise
     return HostedService(running=running, aclose=close_all)
+
+
+async def _ready(value: T) -> T:
+    return value
+
+
+async def _all_or_none(*steps: Awaitable[Any]) -> list[Any]:
+    """Runs the start-up steps concurrently; the first to fail cancels the others (each
+    step registers its own cleanup once done) and is raised as itself."""
+    tasks = [asyncio.ensure_future(step) for step in steps]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _stopper(task: asyncio.Task) -> Callable[[], Awaitable[None]]:

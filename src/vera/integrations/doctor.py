@@ -12,9 +12,6 @@ import asyncio
 import os
 from pathlib import Path
 
-from mcp import Client
-from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
-
 from vera.integrations.editors import text_fingerprint
 from vera.integrations.endpoints import credential_refusal
 from vera.integrations.ownership import TOKEN_PATH, Connection, read_record
@@ -35,6 +32,11 @@ def _token(root: Path, env: dict[str, str]) -> str | None:
 
 
 async def _tools(url: str, token: str | None) -> list[str]:
+    # Imported here: every `vera` command builds the parser that imports this module, and
+    # the MCP client (~1.1 s) would delay each service's start under `vera up`.
+    from mcp import Client
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with create_mcp_http_client(headers=headers) as http, \
             Client(streamable_http_client(url, http_client=http)) as client:
