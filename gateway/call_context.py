@@ -124,8 +124,10 @@ def filters(args: dict[str, Any]) -> retrieval_pb2.RetrievalFilters:
 # The snapshot pin --------------------------------------------------------------------------
 # A snapshot pins one project scope, the valid-time boundary and the system-time boundary
 # (its creation time); retrieval keeps every fact version with its transaction interval, so
-# passing those boundaries reproduces the result after later writes. A replay served by a
-# different retrieval contract version fails closed with ``unsupported_version``.
+# passing those boundaries reproduces the result after later writes. Retrieval ranks a
+# replay under the snapshot's contract version (the learned ranking model it was taken
+# with, or none); a replay served by a different one fails closed with
+# ``unsupported_version``.
 
 
 async def pinned_snapshot(ctx: CallContext, snapshot_id: str) -> snapshot_pb2.Snapshot:

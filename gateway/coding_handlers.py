@@ -143,6 +143,7 @@ async def get_context(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             token_budget=args["token_budget"],
             filters=filters,
             compact_citations=compact,
+            assembler_version=snapshot.assembler_version if snapshot is not None else "",
         )
     )
     if snapshot is not None:
@@ -223,7 +224,11 @@ async def search(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         scope_ids = await call_context.scope_ids(ctx, args.get("project"))
     response = await ctx.backends.retrieval.Search(
         retrieval_pb2.SearchRequest(
-            scope_ids=scope_ids, query=args["query"], limit=args["limit"], filters=filters
+            scope_ids=scope_ids,
+            query=args["query"],
+            limit=args["limit"],
+            filters=filters,
+            assembler_version=snapshot.assembler_version if snapshot is not None else "",
         )
     )
     if snapshot is not None:

@@ -12,6 +12,7 @@ from vera.services.retrieval.convert import (
     warning_to_proto,
 )
 from vera.services.retrieval.indexer import ChangeIndexer
+from vera.services.retrieval.learned_rank import ActiveModels
 from vera.services.retrieval.pipeline import Retriever
 from vera.services.retrieval.rank_api import RankRpcs
 from vera.services.retrieval.ranking import Ranking, parse_scope
@@ -24,11 +25,13 @@ class RetrievalApi(RankRpcs, retrieval_pb2_grpc.RetrievalServiceServicer):
         self._ranking = ranking
 
     async def Search(self, request: retrieval_pb2.SearchRequest, context):
+        scope_ids = list(request.scope_ids)
         outcome = await self._retriever.search(
-            list(request.scope_ids),
+            scope_ids,
             request.query,
             request.limit,
             filters_from_proto(request.filters),
+            learned=await self._pinned(scope_ids, request.assembler_version),
         )
         return retrieval_pb2.SearchResponse(
             results=[result_to_proto(r) for r in outcome.results],
@@ -48,6 +51,7 @@ class RetrievalApi(RankRpcs, retrieval_pb2_grpc.RetrievalServiceServicer):
             request.token_budget,
             filters_from_proto(request.filters),
             compact=request.compact_citations,
+            learned=await self._pinned([request.scope_id], request.assembler_version),
         )
         return retrieval_pb2.AssembleContextResponse(
             results=[result_to_proto(r) for r in outcome.results],
@@ -59,6 +63,10 @@ class RetrievalApi(RankRpcs, retrieval_pb2_grpc.RetrievalServiceServicer):
             assembler_version=outcome.assembler_version,
             retrieval_mode=retrieval_mode_to_proto(outcome.retrieval_mode),
         )
+
+    async def _pinned(self, scope_ids: list[str], version: str) -> ActiveModels | None:
+        """A replay's ranking models (its pinned contract version); None: what serves."""
+        return await self._ranking.pinned(scope_ids, version) if version else None
 
     async def GetIndexStatus(self, request: retrieval_pb2.GetIndexStatusRequest, context):
         status = await self._indexer.status()

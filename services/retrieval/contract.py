@@ -7,7 +7,8 @@
   BM25F parameters, the candidate pool, and the rerank stage (which reranker, its weights
   at ``reranker_path`` or the static late-interaction blend, and how many it re-scores);
   When a learned ranking model serves (learned_rank.py), its id is one more input, so a
-  snapshot taken under one model (or none) replays only under the same one;
+  snapshot taken under one model (or none) replays only with the same one (which
+  ranking.Ranking.pinned finds by this version);
 - embedding: the shipped MiniLM, or a hash of the configured ``model_path``, and its
   precision unless float32 (``minilm-l6-v2-int8`` by default);
 - index: which vector engine serves the dense leg.

@@ -326,11 +326,19 @@ class Retriever:
         self._learned = learned
 
     async def search(
-        self, scope_ids: Sequence[str], query: str, limit: int, filters: Filters
+        self,
+        scope_ids: Sequence[str],
+        query: str,
+        limit: int,
+        filters: Filters,
+        *,
+        learned: ActiveModels | None = None,
     ) -> SearchOutcome:
+        """``learned``: the models to rank with instead of the active ones (a replay's,
+        pinned by its contract version); the same for ``assemble``."""
         limit = _check_limit(limit)
         now = self._clock()
-        ranking = await self._rank(scope_ids, _check_query(query), filters, now, limit)
+        ranking = await self._rank(scope_ids, _check_query(query), filters, now, limit, learned)
         kept = _numbered(ranking.ranked[:limit])
         omitted = _omissions([r.fact.fact_key for r in ranking.ranked[limit:]], REASON_LIMIT)
         omitted += _omissions(ranking.unread, REASON_LIMIT)
@@ -354,6 +362,7 @@ class Retriever:
         filters: Filters,
         *,
         compact: bool,
+        learned: ActiveModels | None = None,
     ) -> ContextOutcome:
         if not scope_id:
             raise InvalidInput("scope_id")
@@ -363,7 +372,7 @@ class Retriever:
         if not 1 <= token_budget <= MAX_TOKEN_BUDGET:
             raise InvalidInput("token_budget")
         now = self._clock()
-        ranking = await self._rank([scope_id], _check_query(query), filters, now, limit)
+        ranking = await self._rank([scope_id], _check_query(query), filters, now, limit, learned)
         candidates = ranking.ranked[:limit]
         kept: list[Result] = []
         spent = 0
@@ -400,7 +409,13 @@ class Retriever:
         )
 
     async def _rank(
-        self, scope_ids: Sequence[str], query: str, filters: Filters, now: datetime, limit: int
+        self,
+        scope_ids: Sequence[str],
+        query: str,
+        filters: Filters,
+        now: datetime,
+        limit: int,
+        learned: ActiveModels | None,
     ) -> _Ranking:
         scopes = tuple(dict.fromkeys(s for s in scope_ids if s))
         if not scopes:
@@ -511,7 +526,8 @@ class Retriever:
             replace(r, signals={**r.signals, "hand_rank": float(position)})
             for position, r in enumerate(ranking.ranked, start=1)
         ]
-        served = self._learned.select(scopes) if self._learned is not None else None
+        models = learned if learned is not None else self._learned
+        served = models.select(scopes) if models is not None else None
         if ranking.retrieval_mode is not RetrievalMode.HYBRID:
             served = None  # a model fitted on hybrid signals would misread a degraded answer
         if served is not None:

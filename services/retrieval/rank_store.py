@@ -135,6 +135,22 @@ class RankStore:
         )
         return _record(row) if row is not None else None
 
+    async def activated_ids(self, scope_id: str | None) -> list[str]:
+        """Every model ever activated deployment-wide or for ``scope_id``, active or not:
+        the only ones a snapshot of that scope can have been taken with."""
+        rows = await self._pool.fetch(
+            """SELECT model_id FROM rank_models
+               WHERE outcome = 'activated' AND (scope_id IS NULL OR scope_id = $1::uuid)""",
+            _scope(scope_id),
+        )
+        return [str(r["model_id"]) for r in rows]
+
+    async def model(self, model_id: str) -> RankRecord | None:
+        row = await self._pool.fetchrow(
+            f"SELECT {_COLUMNS} FROM rank_models WHERE model_id = $1", uuid.UUID(model_id)
+        )
+        return _record(row) if row is not None else None
+
     async def generation(self) -> int:
         return int(await self._pool.fetchval("SELECT generation FROM rank_generation"))
 

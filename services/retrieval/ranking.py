@@ -1,19 +1,21 @@
 """Fitting, activating and serving learned ranking models (the application side of
 learned_rank): ``vera rank fit|status|off`` arrive here through the API, the background
 fit runs here, and so does the poll that makes a newly activated model serve without a
-restart. Storage and the feedback feed are ports (rank_store, feedback_source)."""
+restart, and the lookup that lets a snapshot replay with the model it was taken with.
+Storage and the feedback feed are ports (rank_store, feedback_source)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from vera.errors import InvalidInput, VeraError
+from vera.errors import InvalidInput, UnsupportedVersion, VeraError
 from vera.services.retrieval.learned_rank import (
     HIT_AT,
     ActiveModels,
@@ -28,6 +30,8 @@ from vera.services.retrieval.learned_rank import (
 log = logging.getLogger(__name__)
 
 _ONE_TICK = timedelta(microseconds=1)  # "after" the newest row a fit saw
+# Stored models kept loaded for replays of snapshots taken under a model no longer active.
+_PINNED_MODELS = 16
 
 
 class FeedbackSource(Protocol):
@@ -48,6 +52,10 @@ class ModelStore(Protocol):
     async def last_fit(self, scope_id: str | None) -> RankRecord | None: ...
 
     async def generation(self) -> int: ...
+
+    async def activated_ids(self, scope_id: str | None) -> list[str]: ...
+
+    async def model(self, model_id: str) -> RankRecord | None: ...
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,16 @@ def parse_scope(scope_id: str) -> str | None:
         raise InvalidInput("scope_id", "not a uuid", reason="malformed") from None
 
 
+def _project(scope_ids: Sequence[str]) -> str | None:
+    """The one project a request stays within, whose own models may rank it."""
+    if len(scope_ids) != 1:
+        return None
+    try:
+        return str(uuid.UUID(scope_ids[0]))
+    except ValueError:
+        return None
+
+
 class Ranking:
     def __init__(
         self,
@@ -98,6 +116,8 @@ class Ranking:
         self._version_for = version_for
         self._generation: int | None = None
         self._fitting = asyncio.Lock()
+        self._version_of_id: dict[str, str] = {}
+        self._pinned: OrderedDict[str, ServedModel] = OrderedDict()
 
     def served_version(self, scope_ids: Sequence[str]) -> str:
         served = self._models.select(scope_ids)
@@ -105,6 +125,45 @@ class Ranking:
 
     def version_of(self, record: RankRecord | None) -> str:
         return self._version_for(record.model_id if record and record.serves else None)
+
+    async def pinned(self, scope_ids: Sequence[str], version: str) -> ActiveModels:
+        """The models a replay ranks with: the ranking its contract ``version`` names (the
+        model serving now, the hand-set ranking, or a stored model that served the scope
+        before), whatever serves now. UnsupportedVersion when no ranking here has that
+        version: the model is gone or cannot serve, or another part of the contract (the
+        embedding, the index, a setting) changed since."""
+        scopes = list(dict.fromkeys(s for s in scope_ids if s))
+        served = self._models.select(scopes)
+        if served is not None and served.assembler_version == version:
+            return ActiveModels({None: served})
+        if version == self._version_for(None):
+            return ActiveModels()
+        for model_id in await self._store.activated_ids(_project(scopes)):
+            if await self._version_of(model_id) == version:
+                return ActiveModels({None: await self._stored(model_id, version)})
+        raise UnsupportedVersion()
+
+    async def _version_of(self, model_id: str) -> str:
+        version = self._version_of_id.get(model_id)
+        if version is None:
+            # A digest of the whole ranking configuration: kept per id, computed once.
+            version = await asyncio.to_thread(self._version_for, model_id)
+            self._version_of_id[model_id] = version
+        return version
+
+    async def _stored(self, model_id: str, version: str) -> ServedModel:
+        """The stored model, loaded once (a model's parameters never change)."""
+        cached = self._pinned.get(model_id)
+        if cached is None:
+            record = await self._store.model(model_id)
+            if record is None or record.ranker is None:
+                raise UnsupportedVersion()  # deleted since, or fitted on other features
+            cached = ServedModel(record.ranker, version)
+            self._pinned[model_id] = cached
+            while len(self._pinned) > _PINNED_MODELS:
+                self._pinned.popitem(last=False)
+        self._pinned.move_to_end(model_id)
+        return cached
 
     async def fit(
         self, scope_id: str | None, max_rows: int, recorded_after: datetime | None

@@ -168,8 +168,7 @@ class RankSettings(BaseModel):
     poll_seconds: float = Field(2.0, gt=0)
     # Refit the deployment-wide model once this many rows arrived since its last fit,
     # checked every auto_fit_check_seconds; 0 (the default) leaves fits to an operator: an
-    # unattended activation changes every tenant's ranking, ends every earlier snapshot's
-    # replay (the model is part of the contract) and would undo a `vera rank off`.
+    # unattended activation changes every tenant's ranking and would undo a `vera rank off`.
     auto_fit_new_feedback: int = Field(0, ge=0)
     auto_fit_check_seconds: float = Field(60.0, gt=0)
 

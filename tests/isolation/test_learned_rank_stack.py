@@ -119,6 +119,10 @@ async def packs_with_feedback(stack: Stack, who: dict[str, Any]) -> list[dict[st
     return packs
 
 
+def keys(answer: dict[str, Any]) -> list[str]:
+    return [r["fact_key"] for r in answer["results"]]
+
+
 async def served_version(stack: Stack, scope_id: str) -> str:
     status = await stack.retrieval.GetIndexStatus(
         retrieval_pb2.GetIndexStatusRequest(scope_id=scope_id)
@@ -174,12 +178,13 @@ async def test_fit_serves_at_once_pins_snapshots_and_rolls_back(
         assert status["active"]["training_rows"] == result_rows
         assert status["assembler_version"] == model_version
 
-        # A snapshot replays only under the ranking it was taken with; otherwise it fails
-        # closed.
-        replay = await stack.call(
+        # A snapshot replays under the ranking it was taken with, whatever serves now: the
+        # one taken before the fit, with the hand-set ranking.
+        replay = await stack.ok(
             alice, "knowledge_get_context", {"query": QUERIES[0], "snapshot_id": snap_hand}
         )
-        assert (replay.error_code, replay.error_data["code"]) == (-32007, "unsupported_version")
+        assert replay["assembler_version"] == hand_version
+        assert keys(replay) == keys(before)
         snap_model = (await stack.ok(alice, "knowledge_create_snapshot", {"project": home}))[
             "snapshot_id"
         ]
@@ -187,6 +192,10 @@ async def test_fit_serves_at_once_pins_snapshots_and_rolls_back(
             alice, "knowledge_get_context", {"query": QUERIES[0], "snapshot_id": snap_model}
         )
         assert pinned["assembler_version"] == model_version
+        assert keys(pinned) == keys(after)
+        pinned_search = await stack.ok(
+            alice, "knowledge_search", {"query": QUERIES[0], "snapshot_id": snap_model}
+        )
 
         # Rollback: the hand-set ranking serves the next call, and the snapshots swap roles.
         code, gone = await rank_cli(stack, monkeypatch, tmp_path, "off")
@@ -202,12 +211,32 @@ async def test_fit_serves_at_once_pins_snapshots_and_rolls_back(
                 alice, "knowledge_get_context", {"query": QUERIES[0], "snapshot_id": snap_hand}
             )
         )["assembler_version"] == hand_version
-        replay = await stack.call(
+        # The snapshot taken under the model still replays with it (loaded from storage),
+        # in the order it had then, through both tools.
+        replay = await stack.ok(
             alice, "knowledge_get_context", {"query": QUERIES[0], "snapshot_id": snap_model}
         )
-        assert replay.error_data["code"] == "unsupported_version"
+        assert replay["assembler_version"] == model_version
+        assert keys(replay) == keys(pinned)
+        assert all("learned" in r["signals"] for r in replay["results"])
+        searched = await stack.ok(
+            alice, "knowledge_search", {"query": QUERIES[0], "snapshot_id": snap_model}
+        )
+        assert keys(searched) == keys(pinned_search)
         code, status = await rank_cli(stack, monkeypatch, tmp_path, "status")
         assert status["active"] is None and status["last_fit"]["outcome"] == "activated"
+
+        # Once the model is gone from storage, that replay fails closed.
+        conn = await asyncpg.connect(stack.dsn)
+        try:
+            await conn.execute(
+                "DELETE FROM retrieval.rank_models WHERE model_id = $1::uuid", fitted["model_id"]
+            )
+        finally:
+            await conn.close()
+        for tool in ("knowledge_get_context", "knowledge_search"):
+            replay = await stack.call(alice, tool, {"query": QUERIES[0], "snapshot_id": snap_model})
+            assert (replay.error_code, replay.error_data["code"]) == (-32007, "unsupported_version")
 
         # A model activated by another process (a second retrieval, an operator's fit
         # elsewhere) serves here within the poll interval, without a restart.

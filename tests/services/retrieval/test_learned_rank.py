@@ -18,7 +18,7 @@ from test_retrieval_service import FACTS_A, SCOPE_A, fake_knowledge
 from vera import rank as rank_cli
 from vera.config import RetrievalSettings, Settings
 from vera.db.pool import open_service_database
-from vera.errors import InvalidInput
+from vera.errors import InvalidInput, UnsupportedVersion
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.services.retrieval import contract, learned_rank, server
@@ -303,6 +303,16 @@ class MemoryStore:
     async def generation(self):
         return self.bumps
 
+    async def activated_ids(self, scope_id):
+        return [
+            r.model_id
+            for r in self.records
+            if r.outcome is FitOutcome.ACTIVATED and r.scope_id in (None, scope_id)
+        ]
+
+    async def model(self, model_id):
+        return next((r for r in self.records if r.model_id == model_id), None)
+
 
 class ArrivingFeedback:
     """Feedback rows that arrive over time, newest first, each with its time."""
@@ -419,6 +429,43 @@ async def test_off_and_a_change_elsewhere_reach_the_serving_set():
     assert err.value.field == "max_rows"
 
 
+async def test_a_replay_ranks_with_the_model_its_version_names_or_fails_closed():
+    store, feedback, models = MemoryStore(), ArrivingFeedback(), ActiveModels()
+    ranking = ranking_over(store, feedback, models)
+    feedback.arrive(pack_rows(20, up_at=4))
+    first = await ranking.fit(None, 0, None)
+    project = "00000000-0000-4000-8000-0000000000aa"
+    own = await ranking.fit(project, 0, None)
+    # A newer deployment-wide model replaces the first; then the project's is turned off.
+    second = await ranking.fit(None, 0, None)
+    await ranking.off(project)
+    assert ranking.served_version([project]) == f"v-{second.model_id}"
+
+    pinned = await ranking.pinned([project], f"v-{first.model_id}")
+    assert pinned.select([project]).ranker == first.ranker
+    assert (await ranking.pinned([project], f"v-{own.model_id}")).select([]).ranker == own.ranker
+    assert (await ranking.pinned([project], "v-None")).select([project]) is None  # hand-set
+    now = (await ranking.pinned([project], f"v-{second.model_id}")).select([])
+    assert now is models.select([project])
+    # A project's model never ranks another project, nor a request across projects.
+    for scopes in (["00000000-0000-4000-8000-0000000000bb"], [project, "other"]):
+        with pytest.raises(UnsupportedVersion):
+            await ranking.pinned(scopes, f"v-{own.model_id}")
+    # A model gone from storage, or one stored without servable parameters, fails closed,
+    # even after it was loaded once; so does a version no model here has.
+    store.records = [r for r in store.records if r.model_id != first.model_id]
+    with pytest.raises(UnsupportedVersion):
+        await ranking.pinned([project], f"v-{first.model_id}")
+    store.records = [
+        replace(r, ranker=None) if r.model_id == own.model_id else r for r in store.records
+    ]
+    fresh = ranking_over(store, feedback, ActiveModels())
+    with pytest.raises(UnsupportedVersion):
+        await fresh.pinned([project], f"v-{own.model_id}")
+    with pytest.raises(UnsupportedVersion):
+        await ranking.pinned([project], "v-unknown")
+
+
 def test_the_contract_names_the_serving_model():
     settings = RetrievalSettings()
     hand = contract.assembler_version(settings)
@@ -486,6 +533,30 @@ async def test_a_stored_model_fitted_on_other_features_never_serves_and_status_s
             await asyncio.sleep(0.05)
         assert found.assembler_version == hand_version
         assert all("learned" not in r.signals for r in found.results)
+        # A replay pinned to it (as if a snapshot had been taken while it served) cannot
+        # rank with it: it fails closed.
+        with pytest.raises(UnsupportedVersion):
+            await stub.Search(
+                retrieval_pb2.SearchRequest(
+                    scope_ids=[SCOPE_A],
+                    query="who owns payments",
+                    limit=5,
+                    assembler_version=contract.assembler_version(
+                        settings.retrieval, rank_model=stale.model_id
+                    ),
+                )
+            )
+        pinned_hand = await stub.Search(
+            retrieval_pb2.SearchRequest(
+                scope_ids=[SCOPE_A],
+                query="who owns payments",
+                limit=5,
+                assembler_version=hand_version,
+            )
+        )
+        assert [r.fact.fact_key for r in pinned_hand.results] == [
+            r.fact.fact_key for r in found.results
+        ]
 
         # What `vera rank status` prints from it: the code, not a serving model.
         shown = await rank_cli.status(

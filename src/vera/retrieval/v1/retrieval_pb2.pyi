@@ -133,16 +133,18 @@ class Omission(_message.Message):
     def __init__(self, fact_key: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("scope_ids", "query", "limit", "filters")
+    __slots__ = ("scope_ids", "query", "limit", "filters", "assembler_version")
     SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
+    ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
     scope_ids: _containers.RepeatedScalarFieldContainer[str]
     query: str
     limit: int
     filters: RetrievalFilters
-    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filters: _Optional[_Union[RetrievalFilters, _Mapping]] = ...) -> None: ...
+    assembler_version: str
+    def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filters: _Optional[_Union[RetrievalFilters, _Mapping]] = ..., assembler_version: _Optional[str] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("results", "conflicts", "freshness_warnings", "omitted", "empty_reason", "assembler_version", "retrieval_mode")
@@ -163,20 +165,22 @@ class SearchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[RetrievedFact, _Mapping]]] = ..., conflicts: _Optional[_Iterable[_Union[Conflict, _Mapping]]] = ..., freshness_warnings: _Optional[_Iterable[_Union[FreshnessWarning, _Mapping]]] = ..., omitted: _Optional[_Iterable[_Union[Omission, _Mapping]]] = ..., empty_reason: _Optional[str] = ..., assembler_version: _Optional[str] = ..., retrieval_mode: _Optional[_Union[RetrievalMode, str]] = ...) -> None: ...
 
 class AssembleContextRequest(_message.Message):
-    __slots__ = ("scope_id", "query", "limit", "token_budget", "filters", "compact_citations")
+    __slots__ = ("scope_id", "query", "limit", "token_budget", "filters", "compact_citations", "assembler_version")
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     COMPACT_CITATIONS_FIELD_NUMBER: _ClassVar[int]
+    ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
     scope_id: str
     query: str
     limit: int
     token_budget: int
     filters: RetrievalFilters
     compact_citations: bool
-    def __init__(self, scope_id: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., token_budget: _Optional[int] = ..., filters: _Optional[_Union[RetrievalFilters, _Mapping]] = ..., compact_citations: _Optional[bool] = ...) -> None: ...
+    assembler_version: str
+    def __init__(self, scope_id: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., token_budget: _Optional[int] = ..., filters: _Optional[_Union[RetrievalFilters, _Mapping]] = ..., compact_citations: _Optional[bool] = ..., assembler_version: _Optional[str] = ...) -> None: ...
 
 class AssembleContextResponse(_message.Message):
     __slots__ = ("results", "conflicts", "freshness_warnings", "omitted", "token_estimate", "empty_reason", "assembler_version", "retrieval_mode")
