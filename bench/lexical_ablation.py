@@ -79,7 +79,7 @@ class Fields:
         self.raw_own: dict[str, str] = {}
         self.raw_context: dict[str, str] = {}
         for scope in memory._scopes.values():
-            versions = [a.version_id for a in scope.attrs]
+            versions = scope.version_ids
             texts = {v: fact_text(facts[v.rsplit(":", 1)[0]]) for v in versions}
             for version in versions:
                 self.own[version] = terms(texts[version])

@@ -13,9 +13,10 @@ from __future__ import annotations
 import bisect
 import math
 import re
+from array import array
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import chain
 
 import numpy as np
 
@@ -31,6 +32,10 @@ CONTEXT_WINDOW = 2
 # terms already matched: it costs the most and separates the least (the candidate cap).
 COMMON_TERM_SHARE = 0.5
 COMMON_TERM_MIN_FACTS = 1000
+# Neighbour rows of a term's postings beyond 1/DENSE_SHARE of a scope's facts: its context
+# field is summed over every slot (cheaper than selecting the ones it reaches).
+DENSE_SHARE = 4
+_MISSING_SLOT = -1  # no neighbour there, no older version
 SINCE_ALWAYS = -1.0e15
 FOREVER = 1.0e15
 _DIGITS = re.compile(r"(\d+)")
@@ -53,33 +58,67 @@ def _epoch(value: datetime | None, default: float) -> float:
     return value.timestamp() if value is not None else default
 
 
-@dataclass
-class _Attrs:
-    version_id: str
-    fact_key: str
-    predicate: str
-    document_type: str
-    source_type: str
-    authority: float
-    trust_tier: int
-    subject_key: str
-    source_id: str
+class _Growable:
+    """A numpy column that grows by doubling; ``view()`` is its filled part (a view stays
+    valid after a later growth: it keeps the old buffer)."""
+
+    __slots__ = ("data", "n")
+
+    def __init__(self, dtype: type, capacity: int = 4) -> None:
+        self.data: np.ndarray = np.zeros(capacity, dtype)
+        self.n = 0
+
+    def append(self, value: float) -> None:
+        if self.n == len(self.data):
+            grown = np.zeros(2 * len(self.data), self.data.dtype)
+            grown[: self.n] = self.data
+            self.data = grown
+        self.data[self.n] = value
+        self.n += 1
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.n]
 
 
-@dataclass
 class _Postings:
-    slots: list[int] = field(default_factory=list)
-    tfs: list[int] = field(default_factory=list)
-    arrays: tuple[np.ndarray, np.ndarray] | None = None
+    """One term's postings: slots ascending (each once) and the term's count in each."""
+
+    __slots__ = ("slots", "tfs")
+
+    def __init__(self) -> None:
+        self.slots = _Growable(np.int32)
+        self.tfs = _Growable(np.int32)  # exact integers: the BM25 arithmetic is float64
+
+    def add(self, slot: int, tf: int) -> None:
+        self.slots.append(slot)
+        self.tfs.append(tf)
+
+    def __len__(self) -> int:
+        return self.slots.n
 
     def get(self) -> tuple[np.ndarray, np.ndarray]:
-        if self.arrays is None or len(self.arrays[0]) != len(self.slots):
-            self.arrays = (np.asarray(self.slots, np.int64), np.asarray(self.tfs, np.float64))
-        return self.arrays
+        return self.slots.view(), self.tfs.view()
+
+
+class _Names:
+    """Interned attribute values (predicates, types, subject keys): a small code per slot."""
+
+    def __init__(self) -> None:
+        self.code_of: dict[str, int] = {}
+        self.names: list[str] = []
+
+    def code(self, name: str) -> int:
+        code = self.code_of.get(name)
+        if code is None:
+            code = self.code_of[name] = len(self.names)
+            self.names.append(name)
+        return code
 
 
 class _Scope:
-    """One scope's facts in slots; arrays grow by doubling."""
+    """One scope's facts in slots: per-slot columns in numpy arrays that grow by doubling
+    (untouched capacity is never written, so it takes no resident memory), the version
+    and key strings once each, and categorical attributes interned."""
 
     def __init__(self, dimensions: int) -> None:
         self.dim = dimensions
@@ -87,15 +126,32 @@ class _Scope:
         cap = 64
         self.length = np.zeros(cap, np.float64)
         self.state = np.zeros(cap, np.int8)
-        self.times = np.zeros((cap, 4), np.float64)  # valid_from, valid_to, recorded, superseded
+        # Valid and transaction time, epoch seconds (SINCE_ALWAYS/FOREVER when open).
+        self.valid_from = np.zeros(cap, np.float64)
+        self.valid_to = np.zeros(cap, np.float64)
+        self.recorded = np.zeros(cap, np.float64)
+        self.superseded = np.zeros(cap, np.float64)
         self.vectors = np.zeros((cap, dimensions), np.float16)
-        self.nb = np.full((cap, 2 * CONTEXT_WINDOW), -1, np.int64)
+        self.nb = np.full((cap, 2 * CONTEXT_WINDOW), _MISSING_SLOT, np.int32)
         self.ctx_length = np.zeros(cap, np.float64)
-        self.attrs: list[_Attrs] = []
+        self.authority = np.zeros(cap, np.float64)
+        self.trust_tier = np.zeros(cap, np.int32)
+        # Interned codes of predicate, document type, source type and subject key.
+        self.codes = np.zeros((cap, 4), np.int32)
+        # Source order: locator (interned) and change-log position of each slot.
+        self.locator = np.zeros(cap, np.int32)
+        self.position = np.zeros(cap, np.int64)
+        # The next older version of the same fact key.
+        self.older = np.full(cap, _MISSING_SLOT, np.int32)
+        self.names = _Names()
+        self.locators = _Names()
+        self._locator_order: list[tuple] = []  # order_key of each interned locator
+        self.version_ids: list[str] = []
+        self.fact_keys: list[str] = []
         self.slot_of: dict[str, int] = {}
-        self.by_key: dict[str, list[int]] = {}
+        self.newest_of_key: dict[str, int] = {}
         self.postings: dict[str, _Postings] = {}
-        self.sources: dict[str, list[tuple[tuple, int, int]]] = {}  # (order, position, slot)
+        self.sources: dict[str, array[int]] = {}  # slots in source order
         self.subjects: dict[str, int] = {}
         self.total_length = 0.0
         self.total_ctx_length = 0.0
@@ -103,18 +159,27 @@ class _Scope:
         # over a visible subset); rebuilt lazily after an insert.
         self._layout: tuple[np.ndarray, np.ndarray] | None = None
 
+    # The per-slot columns (slot on the first axis); those of slots start as _MISSING_SLOT.
+    _COLUMNS = (
+        "length", "state", "valid_from", "valid_to", "recorded", "superseded", "vectors",
+        "ctx_length", "authority", "trust_tier", "codes", "locator", "position",
+    )  # fmt: skip
+    _SLOT_COLUMNS = ("nb", "older")
+
     def _grow(self) -> None:
         cap = len(self.length) * 2
-        for name in ("length", "state", "ctx_length"):
+        for name in self._COLUMNS + self._SLOT_COLUMNS:
             old = getattr(self, name)
-            new = np.zeros(cap, old.dtype)
+            shape = (cap, *old.shape[1:])
+            if name in self._SLOT_COLUMNS:
+                new = np.full(shape, _MISSING_SLOT, old.dtype)
+            else:  # zeros from calloc: capacity not yet used takes no resident memory
+                new = np.zeros(shape, old.dtype)
             new[: self.n] = old[: self.n]
             setattr(self, name, new)
-        for name, fill in (("times", 0.0), ("vectors", 0.0), ("nb", -1)):
-            old = getattr(self, name)
-            new = np.full((cap, *old.shape[1:]), fill, old.dtype)
-            new[: self.n] = old[: self.n]
-            setattr(self, name, new)
+
+    def _source_order(self, slot: int) -> tuple[tuple, int, int]:
+        return self._locator_order[self.locator[slot]], int(self.position[slot]), slot
 
     def upsert(self, fact: Fact, vector: Sequence[float] | None, position: int) -> None:
         slot = self.slot_of.get(fact.version_id)
@@ -124,66 +189,67 @@ class _Scope:
             slot = self.n
             self.n += 1
             self.slot_of[fact.version_id] = slot
-            self.by_key.setdefault(fact.fact_key, []).append(slot)
+            self.version_ids.append(fact.version_id)
+            self.fact_keys.append(fact.fact_key)
+            self.older[slot] = self.newest_of_key.get(fact.fact_key, _MISSING_SLOT)
+            self.newest_of_key[fact.fact_key] = slot
             counts: dict[str, int] = {}
             for term in textmod.terms(fact_text(fact)):
                 counts[term] = counts.get(term, 0) + 1
             for term, tf in counts.items():
-                postings = self.postings.setdefault(term, _Postings())
-                postings.slots.append(slot)
-                postings.tfs.append(tf)
+                postings = self.postings.get(term)
+                if postings is None:
+                    postings = self.postings[term] = _Postings()
+                postings.add(slot, tf)
             self.length[slot] = float(sum(counts.values()))
             self.total_length += self.length[slot]
             citation = fact.citations[0] if fact.citations else None
             source_id = citation.source_id if citation else ""
             subject = textmod.name_key(fact.subject)
-            self.attrs.append(
-                _Attrs(
-                    fact.version_id,
-                    fact.fact_key,
-                    fact.predicate,
-                    fact.document_type,
-                    fact.source_type,
-                    fact.authority,
-                    fact.trust_tier,
-                    subject,
-                    source_id,
-                )
-            )
+            names = self.names
+            self.codes[slot, 0] = names.code(fact.predicate)
+            self.codes[slot, 3] = names.code(subject)
             if subject:
                 self.subjects[subject] = self.subjects.get(subject, 0) + 1
             if citation is not None and source_id:
-                members = self.sources.setdefault(source_id, [])
-                bisect.insort(members, (order_key(citation.locator), position, slot))
+                locator = self.locators.code(citation.locator)
+                if locator == len(self._locator_order):
+                    self._locator_order.append(order_key(citation.locator))
+                self.locator[slot] = locator
+                self.position[slot] = position
+                members = self.sources.get(source_id)
+                if members is None:
+                    members = self.sources[source_id] = array("i")
+                bisect.insort(members, slot, key=self._source_order)
                 self._link(members)
                 self._layout = None
-        else:
-            attrs = self.attrs[slot]
-            attrs.document_type, attrs.source_type = fact.document_type, fact.source_type
-            attrs.authority, attrs.trust_tier = fact.authority, fact.trust_tier
+        self.codes[slot, 1] = self.names.code(fact.document_type)
+        self.codes[slot, 2] = self.names.code(fact.source_type)
+        self.authority[slot] = fact.authority
+        self.trust_tier[slot] = fact.trust_tier
         self.state[slot] = int(fact.state)
-        self.times[slot] = (
-            _epoch(fact.valid_from, SINCE_ALWAYS),
-            _epoch(fact.valid_to, FOREVER),
-            _epoch(fact.recorded_at, SINCE_ALWAYS),
-            _epoch(fact.superseded_at, FOREVER),
-        )
+        self.valid_from[slot] = _epoch(fact.valid_from, SINCE_ALWAYS)
+        self.valid_to[slot] = _epoch(fact.valid_to, FOREVER)
+        self.recorded[slot] = _epoch(fact.recorded_at, SINCE_ALWAYS)
+        self.superseded[slot] = _epoch(fact.superseded_at, FOREVER)
         if vector is not None:
             self.vectors[slot] = np.asarray(vector, np.float32)
         if fact.superseded_at is None and fact.recorded_at is not None:
             recorded = fact.recorded_at.timestamp()
-            for other in self.by_key.get(fact.fact_key, ()):
+            other = int(self.newest_of_key[fact.fact_key])
+            while other >= 0:
                 if (
                     other != slot
-                    and self.times[other, 3] >= FOREVER
-                    and self.times[other, 2] < recorded
+                    and self.superseded[other] >= FOREVER
+                    and self.recorded[other] < recorded
                 ):
-                    self.times[other, 3] = recorded
+                    self.superseded[other] = recorded
                     self.state[other] = int(FactState.SUPERSEDED)
+                other = int(self.older[other])
 
-    def _link(self, members: list[tuple[tuple, int, int]]) -> None:
+    def _link(self, members: array[int]) -> None:
         """Recomputes the neighbours (and context lengths) of one source's facts."""
-        slots = [slot for _, _, slot in members]
+        slots = members.tolist()
         for index, slot in enumerate(slots):
             row = [
                 slots[j]
@@ -199,13 +265,12 @@ class _Scope:
     def allowed(self, query: IndexQuery) -> np.ndarray:
         """State and time filters over every slot (attributes are checked per candidate)."""
         n = self.n
-        times = self.times[:n]
         mask = np.isin(self.state[:n], [int(s) for s in query.states])
         as_of = query.as_of.timestamp()
-        mask &= (times[:, 0] <= as_of) & (times[:, 1] > as_of)
+        mask &= (self.valid_from[:n] <= as_of) & (self.valid_to[:n] > as_of)
         if query.known_as_of is not None:
             known = query.known_as_of.timestamp()
-            mask &= (times[:, 2] <= known) & (times[:, 3] > known)
+            mask &= (self.recorded[:n] <= known) & (self.superseded[:n] > known)
         return mask
 
     def neighbours(self, visible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -213,12 +278,9 @@ class _Scope:
         visible fact's CONTEXT_WINDOW visible neighbours on each side in its source."""
         n = self.n
         if self._layout is None:
-            slots: list[int] = []
-            source_numbers: list[int] = []
-            for number, members in enumerate(self.sources.values()):
-                slots += [slot for _, _, slot in members]
-                source_numbers += [number] * len(members)
-            self._layout = (np.asarray(slots, np.int64), np.asarray(source_numbers, np.int64))
+            sizes = [len(members) for members in self.sources.values()]
+            ordered = np.fromiter(chain.from_iterable(self.sources.values()), np.int64, sum(sizes))
+            self._layout = (ordered, np.repeat(np.arange(len(sizes), dtype=np.int64), sizes))
         ordered, groups = self._layout
         keep = visible[ordered]
         shown, shown_groups = ordered[keep], groups[keep]
@@ -261,17 +323,23 @@ class _Scope:
             nb, ctx_length = self.neighbours(visible)
             avg = (float(self.length[:n][visible].sum()) / count) or 1.0
             avg_ctx = (float(ctx_length[visible].sum()) / count) or 1.0
-        found = [(t, self.postings[t]) for t in set(query_terms) if t in self.postings]
+        # In the query's order, not a set's: a set of strings iterates in an order that
+        # changes with each process's hash seed, and the float sums with it (replicas
+        # disagreed in the last bit, enough to flip ties).
+        distinct = dict.fromkeys(query_terms)
+        found = [(t, self.postings[t]) for t in distinct if t in self.postings]
         df_of = {
-            t: len(p.slots) if visible is None else int(np.count_nonzero(visible[p.get()[0]]))
+            t: len(p) if visible is None else int(np.count_nonzero(visible[p.get()[0]]))
             for t, p in found
         }
         found = [(t, p) for t, p in found if df_of[t] > 0]
         common_cut = COMMON_TERM_SHARE * count if count >= COMMON_TERM_MIN_FACTS else math.inf
         rare = [(t, p) for t, p in found if df_of[t] <= common_cut]
         common = [(t, p) for t, p in found if df_of[t] > common_cut]
-        # Sparse updates: a term touches its postings and their neighbours, never all n
-        # slots (at 100k facts, whole-array passes per term were most of the leg's time).
+        # Sparse updates: a term touches its postings and their neighbours, not all n slots
+        # (at 100k facts, whole-array passes per term were most of the leg's time), unless
+        # its neighbours reach a large share of them anyway (see _neighbour_tfs).
+        cnorm_all: np.ndarray | None = None  # every slot's context norm, once one needs it
         for group in (rare, common):
             restrict = own > 0 if group is common and rare else None
             for _, postings in group:
@@ -288,40 +356,69 @@ class _Scope:
                 own[slots] += add  # a postings list holds each slot once
                 if not context:
                     continue
-                targets = nb[slots]
-                valid = targets >= 0
-                hit, ctx_tf = _sum_by_slot(
-                    targets[valid], np.repeat(tfs, targets.shape[1])[valid.ravel()], n
-                )
-                df_ctx = len(hit)
+                hit, ctx_tf = _neighbour_tfs(nb[slots], tfs, n)
+                df_ctx = len(ctx_tf) if hit is not None else int(np.count_nonzero(ctx_tf))
                 if df_ctx == 0:
                     continue
                 idf_ctx = math.log(1.0 + (count - df_ctx + 0.5) / (df_ctx + 0.5))
-                cnorm = K1 * (1.0 - B + B * ctx_length[hit] / avg_ctx)
+                # Over every slot when many have a hit: a slot without one adds exactly 0.
+                at = slice(None) if hit is None else hit
+                if hit is not None:
+                    cnorm = K1 * (1.0 - B + B * ctx_length[hit] / avg_ctx)
+                else:
+                    if cnorm_all is None:
+                        cnorm_all = K1 * (1.0 - B + B * ctx_length / avg_ctx)
+                    cnorm = cnorm_all
                 cadd = idf_ctx * ctx_tf * (K1 + 1.0) / (ctx_tf + cnorm)
                 if restrict is not None:
-                    cadd *= restrict[hit] | (ctx[hit] > 0)
-                ctx[hit] += cadd
+                    cadd *= restrict[at] | (ctx[at] > 0)
+                ctx[at] += cadd
         return own, ctx
 
     def passes(self, slot: int, query: IndexQuery) -> bool:
-        a = self.attrs[slot]
-        if query.document_type and a.document_type != query.document_type:
+        names = self.names.names
+        predicate, document_type, source_type, _ = self.codes[slot]
+        if query.document_type and names[document_type] != query.document_type:
             return False
-        if query.source_type and a.source_type != query.source_type:
+        if query.source_type and names[source_type] != query.source_type:
             return False
-        if query.include_predicates and a.predicate not in query.include_predicates:
+        if query.include_predicates and names[predicate] not in query.include_predicates:
             return False
-        if a.predicate in query.exclude_predicates:
+        if names[predicate] in query.exclude_predicates:
             return False
-        if query.min_authority is not None and a.authority < query.min_authority:
+        if query.min_authority is not None and self.authority[slot] < query.min_authority:
             return False
-        return query.max_trust_tier is None or a.trust_tier <= query.max_trust_tier
+        return query.max_trust_tier is None or self.trust_tier[slot] <= query.max_trust_tier
+
+    def subject_key(self, slot: int) -> str:
+        return self.names.names[self.codes[slot, 3]]
 
 
-def _sum_by_slot(slots: np.ndarray, weights: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct slots ascending, summed weight of each): sorting when there are few,
-    counting over all ``n`` slots when there are many."""
+def _neighbour_tfs(
+    targets: np.ndarray, tfs: np.ndarray, n: int
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """(distinct slots ascending, summed tf) over the neighbour rows ``targets`` of a
+    term's postings (-1: no neighbour), each row weighted by its posting's ``tfs``; with
+    neighbours for a large share of the ``n`` slots, (None, summed tf of every slot).
+
+    Shifted by one, the missing neighbours land in bin 0 and are dropped afterwards
+    (cheaper than selecting the present ones first); a term that occurs once in every
+    fact (most) is counted without weights."""
+    shifted = targets.ravel() + 1
+    weights = None if tfs.max() == 1 else np.repeat(tfs, targets.shape[1])
+    if len(shifted) * DENSE_SHARE >= n:
+        return None, np.bincount(shifted, weights=weights, minlength=n + 1)[1 : n + 1]
+    distinct, summed = _sum_by_slot(shifted, weights, n + 1)
+    if len(distinct) and distinct[0] == 0:
+        distinct, summed = distinct[1:], summed[1:]
+    return distinct - 1, summed
+
+
+def _sum_by_slot(
+    slots: np.ndarray, weights: np.ndarray | None, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct slots ascending, summed weight of each, a count without ``weights``):
+    sorting when there are few, counting over all ``n`` slots when there are many."""
     if len(slots) * 16 < n:
         distinct, inverse = np.unique(slots, return_inverse=True)
         return distinct, np.bincount(inverse, weights=weights)
@@ -375,8 +472,7 @@ class FactMemory:
             for slot in nonzero[np.argsort(-score[nonzero], kind="stable")]:
                 if not scope.passes(int(slot), query):
                     continue
-                a = scope.attrs[slot]
-                hits.append((float(score[slot]), a.fact_key, a.version_id))
+                hits.append((float(score[slot]), scope.fact_keys[slot], scope.version_ids[slot]))
                 taken += 1
                 if taken >= limit:
                     break
@@ -397,7 +493,7 @@ class FactMemory:
         one, as in ``search``."""
         q = np.asarray(vector, np.float32)
         mentioned = textmod.mentioned_names(query_text)
-        wanted = set(version_ids)
+        wanted = dict.fromkeys(version_ids)  # ordered, as the terms in bm25
         out: dict[str, CandidateFeatures] = {}
         for scope_id in scope_ids:
             scope = self._scopes.get(scope_id)
@@ -417,11 +513,11 @@ class FactMemory:
             norms = np.linalg.norm(summed, axis=1)
             context = np.where(norms > 0, (summed @ q) / np.maximum(norms, 1e-9), 0.0)
             for index, slot in enumerate(slots):
-                a = scope.attrs[slot]
-                out[a.version_id] = CandidateFeatures(
+                subject = scope.subject_key(slot)
+                out[scope.version_ids[slot]] = CandidateFeatures(
                     dense=float(own[index]),
                     dense_context=float(context[index]),
-                    subject_mentioned=bool(a.subject_key) and a.subject_key in mentioned,
+                    subject_mentioned=bool(subject) and subject in mentioned,
                 )
         return out
 

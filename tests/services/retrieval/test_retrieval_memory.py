@@ -3,15 +3,19 @@ dense and neighbourhood cosines, entity mentions, supersession and filters."""
 
 from __future__ import annotations
 
+import json
+import os
+import random
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from vera.services.retrieval import text
 from vera.services.retrieval.memory import FactMemory, order_key
-from vera.services.retrieval.model import Citation, Fact, IndexQuery
+from vera.services.retrieval.model import Citation, Fact, FactState, IndexQuery
 
 T = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -158,3 +162,98 @@ def test_terms_are_the_same_when_threads_stem_at_once() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert wrong == []
+
+
+# --- recorded outputs -------------------------------------------------------------------
+# Every candidate, score and feature of a generated two-scope corpus (common and rare terms,
+# repeats, sources delivered out of order, supersession, retractions, snapshots, filters),
+# recorded bit for bit (floats as hex): a change to the memory's layout or arithmetic that
+# moves any of them fails here. After a deliberate scoring change, regenerate with
+#     VERA_UPDATE_GOLDEN=1 .venv/bin/python -m pytest -q \
+#         tests/services/retrieval/test_retrieval_memory.py
+GOLDEN = Path(__file__).with_name("memory_golden.json")
+_WORDS = [f"w{i}" for i in range(400)]
+_NAMES = ["Ann", "Bob", "Payments API", "ledger-service", "Team Cobalt", "Cy", "Dee"]
+
+
+def _recorded_corpus() -> tuple[list[Fact], list[list[float]]]:
+    rng = random.Random(11)
+    weights = [1.0 / (i + 1) for i in range(len(_WORDS))]  # Zipf: a few terms are common
+    facts: list[Fact] = []
+    for scope, count in (("big", 1500), ("small", 150)):
+        made = 0
+        while made < count:
+            source = f"{scope}-src-{made}"
+            size = min(rng.randint(1, 12), count - made)
+            for index in rng.sample(range(size), size):  # out of order within the source
+                words = rng.choices(_WORDS, weights, k=rng.randint(2, 14))
+                n = made + index
+                facts.append(Fact(
+                    f"{scope}-k{n}", f"{scope}-k{n}-v1", scope, rng.choice(_NAMES),
+                    rng.choice(["said", "calls", "is_owned_by", "pins"]), " ".join(words),
+                    state=rng.choice([FactState.ACTIVE] * 6 + [FactState.PROPOSED]),
+                    trust_tier=rng.randint(1, 3), authority=round(rng.uniform(0.2, 1.0), 2),
+                    valid_from=T - timedelta(days=rng.randint(0, 400)) if rng.random() < 0.7
+                    else None,
+                    valid_to=T + timedelta(days=rng.randint(-30, 30)) if rng.random() < 0.1
+                    else None,
+                    recorded_at=T - timedelta(days=rng.randint(1, 60)),
+                    document_type=rng.choice(["adr", "runbook", "conversation"]),
+                    source_type=rng.choice(["doc", "chat"]),
+                    citations=(Citation(source_id=source, locator=f"D{index // 5}:{index}"),)
+                    if rng.random() < 0.9 else (),
+                ))
+            made += size
+    for fact in rng.sample(facts, 200):  # newer versions supersede, some facts retracted
+        later = fact.recorded_at + timedelta(days=rng.randint(1, 90))
+        facts.append(Fact(
+            fact.fact_key, fact.version_id[:-1] + "2", fact.scope_id, fact.subject,
+            fact.predicate, fact.object + " " + rng.choice(_WORDS[:20]), recorded_at=later,
+            document_type=fact.document_type, citations=fact.citations,
+            state=rng.choice([FactState.ACTIVE, FactState.RETRACTED]),
+        ))
+    vectors = [[rng.gauss(0.0, 1.0) for _ in range(4)] for _ in facts]
+    return facts, vectors
+
+
+def _recorded_outputs(memory: FactMemory) -> dict[str, list]:
+    facts, vectors = _recorded_corpus()
+    for position, start in enumerate(range(0, len(facts), 64), start=1):
+        memory.upsert(facts[start : start + 64], vectors[start : start + 64], position)
+    rng = random.Random(12)
+    weights = [1.0 / (i + 1) for i in range(len(_WORDS))]
+    texts = [" ".join(rng.choices(_WORDS, weights, k=rng.randint(1, 6))) for _ in range(30)]
+    texts += ["what did Ann say about w3 and w7", "payments api w0 w1 w2"]
+    variants = {
+        "now": {},
+        "snapshot": {"known_as_of": T - timedelta(days=20)},
+        "past": {"as_of": T - timedelta(days=200)},
+        "filters": {"document_type": "adr", "min_authority": 0.5, "max_trust_tier": 2},
+        "predicates": {"include_predicates": ("said", "calls"),
+                       "exclude_predicates": ("calls",), "source_type": "chat"},
+    }
+    out: dict[str, list] = {}
+    vector = [0.5, -0.25, 1.0, 0.125]
+    for i, query_text in enumerate(texts):
+        for name, variant in variants.items():
+            query = IndexQuery(**{"scope_ids": ("big", "small"), "as_of": T, **variant})
+            for weight in (0.7, 0.0):
+                found = memory.search(query_text, query, 10, context_weight=weight)
+                out[f"{i} {name} {weight}"] = [[c.version_id, c.score.hex()] for c in found]
+            features = memory.features(
+                ("big", "small"), [c.version_id for c in found] + ["big-k7-v1", "small-k3-v2"],
+                vector, query_text, query,
+            )
+            out[f"{i} {name} features"] = [
+                [v, f.dense.hex(), f.dense_context.hex(), f.subject_mentioned]
+                for v, f in sorted(features.items())
+            ]
+    return out
+
+
+def test_candidates_scores_and_features_are_the_recorded_ones() -> None:
+    outputs = _recorded_outputs(FactMemory(4))
+    assert sum(len(v) for v in outputs.values()) > 1500  # the corpus answers most queries
+    if os.environ.get("VERA_UPDATE_GOLDEN") == "1":
+        GOLDEN.write_text(json.dumps(outputs, indent=0, sort_keys=True) + "\n")
+    assert outputs == json.loads(GOLDEN.read_text())
