@@ -158,6 +158,9 @@ class _Scope:
         # Every sourced slot in source order, with its source's number (for neighbours
         # over a visible subset); rebuilt lazily after an insert.
         self._layout: tuple[np.ndarray, np.ndarray] | None = None
+        # Writes so far, and the last current read's filter (see allowed).
+        self._written = 0
+        self._live: tuple[int, tuple[int, ...], float, float, np.ndarray] | None = None
 
     # The per-slot columns (slot on the first axis); those of slots start as _MISSING_SLOT.
     _COLUMNS = (
@@ -182,6 +185,7 @@ class _Scope:
         return self._locator_order[self.locator[slot]], int(self.position[slot]), slot
 
     def upsert(self, fact: Fact, vector: Sequence[float] | None, position: int) -> None:
+        self._written += 1
         slot = self.slot_of.get(fact.version_id)
         if slot is None:
             if self.n == len(self.length):
@@ -263,14 +267,31 @@ class _Scope:
             self.total_ctx_length += self.ctx_length[slot]
 
     def allowed(self, query: IndexQuery) -> np.ndarray:
-        """State and time filters over every slot (attributes are checked per candidate)."""
+        """State and time filters over every slot (attributes are checked per candidate).
+
+        A current read's mask (read-only) is kept until the next write and reused while
+        ``as_of`` stays between the same valid-time boundaries: each query's "now" moves
+        on, but rarely past a fact's valid_from or valid_to."""
         n = self.n
-        mask = np.isin(self.state[:n], [int(s) for s in query.states])
+        states = tuple(int(s) for s in query.states)
         as_of = query.as_of.timestamp()
-        mask &= (self.valid_from[:n] <= as_of) & (self.valid_to[:n] > as_of)
+        if query.known_as_of is None and self._live is not None:
+            written, cached_states, low, high, mask = self._live
+            if (written, cached_states) == (self._written, states) and low <= as_of < high:
+                return mask
+        valid_from, valid_to = self.valid_from[:n], self.valid_to[:n]
+        started, ended = valid_from <= as_of, valid_to <= as_of
+        mask = np.isin(self.state[:n], states)
+        mask &= started & ~ended
         if query.known_as_of is not None:
             known = query.known_as_of.timestamp()
             mask &= (self.recorded[:n] <= known) & (self.superseded[:n] > known)
+            return mask
+        # The mask holds for every as_of in [low, high): no boundary lies in between.
+        low = max(_max_or(valid_from[started], -math.inf), _max_or(valid_to[ended], -math.inf))
+        high = min(_min_or(valid_from[~started], math.inf), _min_or(valid_to[~ended], math.inf))
+        mask.flags.writeable = False
+        self._live = (self._written, states, low, high, mask)
         return mask
 
     def neighbours(self, visible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -392,6 +413,14 @@ class _Scope:
 
     def subject_key(self, slot: int) -> str:
         return self.names.names[self.codes[slot, 3]]
+
+
+def _max_or(values: np.ndarray, empty: float) -> float:
+    return float(values.max()) if len(values) else empty
+
+
+def _min_or(values: np.ndarray, empty: float) -> float:
+    return float(values.min()) if len(values) else empty
 
 
 def _neighbour_tfs(

@@ -119,6 +119,36 @@ def test_snapshot_scores_ignore_later_writes(memory: FactMemory):
     assert "k4" in {c.fact_key for c in live}
 
 
+def test_a_current_read_sees_valid_time_boundaries_and_writes_after_the_last_read():
+    """Consecutive current reads share one state/time filter until a write or until
+    ``as_of`` passes a fact's valid_from or valid_to."""
+    m = FactMemory(2)
+    starts, ends = T + timedelta(days=2), T + timedelta(days=5)
+    m.upsert(
+        [
+            Fact("k1", "k1-v1", "a", "Ann", "said", "the kiln cracked", recorded_at=T),
+            Fact("k2", "k2-v1", "a", "Bob", "said", "a new kiln arrives", recorded_at=T,
+                 valid_from=starts, valid_to=ends),
+        ],
+        [[1.0, 0.0], [0.0, 1.0]],
+        1,
+    )
+
+    def found(as_of: datetime) -> set[str]:
+        query = IndexQuery(scope_ids=("a",), as_of=as_of)
+        return {c.fact_key for c in m.search("kiln", query, 10, context_weight=0.7)}
+
+    assert found(T + timedelta(days=1)) == {"k1"}
+    assert found(T + timedelta(days=1, hours=1)) == {"k1"}
+    assert found(starts) == {"k1", "k2"}  # valid_from is inclusive
+    assert found(ends - timedelta(seconds=1)) == {"k1", "k2"}
+    assert found(ends) == {"k1"}  # valid_to is exclusive
+    assert found(T + timedelta(days=3)) == {"k1", "k2"}  # back inside the window
+    m.upsert([Fact("k1", "k1-v1", "a", "Ann", "said", "the kiln cracked", recorded_at=T,
+                   state=FactState.RETRACTED)], None, 2)
+    assert found(T + timedelta(days=3)) == {"k2"}
+
+
 def test_summing_by_slot_is_the_same_whether_it_sorts_or_counts():
     import numpy as np
 
