@@ -34,7 +34,7 @@ COMMON_TERM_SHARE = 0.5
 COMMON_TERM_MIN_FACTS = 1000
 # Neighbour rows of a term's postings beyond 1/DENSE_SHARE of a scope's facts: its context
 # field is summed over every slot (cheaper than selecting the ones it reaches).
-DENSE_SHARE = 4
+DENSE_SHARE = 8
 _MISSING_SLOT = -1  # no neighbour there, no older version
 SINCE_ALWAYS = -1.0e15
 FOREVER = 1.0e15
