@@ -1,0 +1,139 @@
+"""Where a retrieval replica's start goes, step by step:
+
+    .venv/bin/python -m bench.retrieval_start DATA_DIR [--runs 3] [--kill] [--out PATH]
+
+DATA_DIR is a stopped stack's data dir (``scripts/bench --scale --scale-keep DIR`` leaves
+one in ``DIR/<facts>/data``). Its embedded PostgreSQL is started, then each run is a fresh
+process that does what ``vera serve retrieval`` does (the CLI's parser, the service's
+import, ``server.create``, the gRPC server's start) and times each part: the CLI, the
+import, and every loading step of ``create`` as (start, end) seconds from its beginning
+(they overlap: they run at once). ``--kill`` ends each run with SIGKILL instead of a clean
+stop, so the next one opens the vector shard as after a crash (what ``scripts/bench
+--scale``'s ``retrieval_start_s`` measures under ``vera up``, plus its restart delay).
+Knowledge is not running: nothing here dials it before the start is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+STEPS = ("open_service_database", "load_embedder", "open_vector_index", "load_reranker")
+SETTLE_SECONDS = 3.0  # a killed run serves this long first, as a replica would
+
+
+def _child(kill: bool) -> None:
+    t_exec = float(os.environ["BENCH_T0"])
+    t_main = time.time()
+    t = time.perf_counter()
+    import vera.cli
+
+    vera.cli._parser()
+    cli_s = time.perf_counter() - t
+    t = time.perf_counter()
+    from vera.services.retrieval import lexical, ranking, server
+
+    import_s = time.perf_counter() - t
+    from vera.config import load_settings
+
+    spans: dict[str, tuple[float, float]] = {}
+    origin = [0.0]
+
+    def timed(name, fn):
+        async def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                spans[name] = (start - origin[0], time.perf_counter() - origin[0])
+
+        return wrapper
+
+    for name in STEPS:
+        setattr(server, name, timed(name, getattr(server, name)))
+    lexical.PgLexicalIndex.load = timed("memory load", lexical.PgLexicalIndex.load)
+    ranking.Ranking.refresh = timed("ranking refresh", ranking.Ranking.refresh)
+
+    async def start() -> dict:
+        settings = load_settings()
+        origin[0] = time.perf_counter()
+        hosted = await server.create(settings, "127.0.0.1:0")
+        await hosted.running.server.start()
+        create_s = time.perf_counter() - origin[0]
+        report = {
+            "interpreter_s": t_main - t_exec, "cli_s": cli_s, "import_s": import_s,
+            "create_s": create_s, "to_serving_s": time.time() - t_exec,
+            "steps": {k: [round(v, 3) for v in span] for k, span in spans.items()},
+        }
+        print(json.dumps(report), flush=True)
+        if kill:
+            await asyncio.sleep(SETTLE_SECONDS)
+            os.kill(os.getpid(), signal.SIGKILL)
+        await hosted.running.server.stop(0)
+        await hosted.aclose()
+        return report
+
+    asyncio.run(start())
+
+
+def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
+    from vera.db.embedded import EmbeddedPostgres
+
+    pg = EmbeddedPostgres(data_dir)
+    pg.start()
+    results = []
+    try:
+        dsn = asyncio.run(pg.ensure_database())
+        env = {**os.environ, "VERA_DATA_DIR": str(data_dir), "VERA_DATABASE__DSN": dsn,
+               "VERA_RPC__AUTH_KEY": "bench-" + "k" * 32, "HF_HUB_OFFLINE": "1",
+               "VERA_SERVICES__KNOWLEDGE": "127.0.0.1:9"}
+        for _ in range(runs):
+            env["BENCH_T0"] = repr(time.time())
+            done = subprocess.run(
+                [sys.executable, "-m", "bench.retrieval_start", "--child",
+                 *(["--kill"] if kill else [])],
+                env=env, capture_output=True, text=True, check=False)
+            lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+            if not lines:
+                print(done.stderr[-3000:], file=sys.stderr)
+                return 1
+            results.append(json.loads(lines[-1]))
+            print(lines[-1])
+    finally:
+        pg.stop()
+    keys = ("interpreter_s", "cli_s", "import_s", "create_s", "to_serving_s")
+    medians = {k: round(statistics.median(r[k] for r in results), 3) for k in keys}
+    steps = {name: round(statistics.median(r["steps"][name][1] - r["steps"][name][0]
+                                           for r in results), 3)
+             for name in results[0]["steps"]}
+    print("| part | median s |\n|---|---|")
+    for k, v in {**medians, **{f"create: {n}": s for n, s in steps.items()}}.items():
+        print(f"| {k} | {v:.3f} |")
+    if out is not None:
+        out.write_text(json.dumps({"runs": results, "median": medians, "steps_median": steps},
+                                  indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m bench.retrieval_start")
+    parser.add_argument("data_dir", type=Path, nargs="?")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--kill", action="store_true", help="end each run with SIGKILL")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.kill)
+    elif args.data_dir is None:
+        parser.error("DATA_DIR is required")
+    else:
+        sys.exit(main(args.data_dir.resolve(), args.runs, args.kill, args.out))
