@@ -224,8 +224,11 @@ class _Scope:
                 members = self.sources.get(source_id)
                 if members is None:
                     members = self.sources[source_id] = array("i")
-                bisect.insort(members, slot, key=self._source_order)
-                self._link(members)
+                index = bisect.bisect_right(
+                    members, self._source_order(slot), key=self._source_order
+                )
+                members.insert(index, slot)
+                self._link(members, index)
                 self._layout = None
         self.codes[slot, 1] = self.names.code(fact.document_type)
         self.codes[slot, 2] = self.names.code(fact.source_type)
@@ -251,10 +254,17 @@ class _Scope:
                     self.state[other] = int(FactState.SUPERSEDED)
                 other = int(self.older[other])
 
-    def _link(self, members: array[int]) -> None:
-        """Recomputes the neighbours (and context lengths) of one source's facts."""
-        slots = members.tolist()
-        for index, slot in enumerate(slots):
+    def _link(self, members: array[int], inserted: int) -> None:
+        """Recomputes the neighbours (and context lengths) of the facts of one source that
+        an insert at ``inserted`` (its position in source order) gave new ones: those up to
+        CONTEXT_WINDOW places away (a long source no longer costs its length per insert)."""
+        # Their neighbours lie within twice the window; positions below count from ``start``.
+        start = max(0, inserted - 2 * CONTEXT_WINDOW)
+        slots = members[start : inserted + 2 * CONTEXT_WINDOW + 1].tolist()
+        first = max(0, inserted - CONTEXT_WINDOW) - start
+        last = min(len(members), inserted + CONTEXT_WINDOW + 1) - start
+        for index in range(first, last):
+            slot = slots[index]
             row = [
                 slots[j]
                 for j in range(index - CONTEXT_WINDOW, index + CONTEXT_WINDOW + 1)

@@ -149,6 +149,27 @@ def test_a_current_read_sees_valid_time_boundaries_and_writes_after_the_last_rea
     assert found(T + timedelta(days=3)) == {"k2"}
 
 
+def test_a_source_delivered_in_any_order_has_the_neighbours_of_its_locator_order():
+    """Each insert relinks only the facts near it; the result must be the neighbours (and
+    context lengths) of the whole source laid out in locator order."""
+    from vera.services.retrieval.memory import CONTEXT_WINDOW
+
+    rng = random.Random(5)
+    facts = [turn(n, "Ann", " ".join(["word"] * (1 + n % 4))) for n in range(1, 121)]
+    rng.shuffle(facts)
+    m = FactMemory(2)
+    for position, start in enumerate(range(0, len(facts), 7), start=1):
+        m.upsert(facts[start : start + 7], None, position)
+    scope = m._scopes["a"]
+    in_order = sorted(range(scope.n), key=lambda s: order_key(f"D1:{scope.fact_keys[s][1:]}"))
+    for index, slot in enumerate(in_order):
+        near = in_order[max(0, index - CONTEXT_WINDOW) : index + CONTEXT_WINDOW + 1]
+        expected = [s for s in near if s != slot]
+        assert [s for s in scope.nb[slot] if s >= 0] == expected
+        assert scope.ctx_length[slot] == sum(scope.length[s] for s in expected)
+    assert scope.total_ctx_length == sum(scope.ctx_length[: scope.n])
+
+
 def test_summing_by_slot_is_the_same_whether_it_sorts_or_counts():
     import numpy as np
 
