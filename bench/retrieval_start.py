@@ -7,9 +7,10 @@ one in ``DIR/<facts>/data``). Its embedded PostgreSQL is started, then each run 
 process that does what ``vera serve retrieval`` does (the CLI's parser, the service's
 import, ``server.create``, the gRPC server's start) and times each part: the CLI, the
 import, and every loading step of ``create`` as (start, end) seconds from its beginning
-(they overlap: they run at once). ``--kill`` ends each run with SIGKILL instead of a clean
-stop, so the next one opens the vector shard as after a crash (what ``scripts/bench
---scale``'s ``retrieval_start_s`` measures under ``vera up``, plus its restart delay).
+(they overlap: they run at once), and reads the peak RSS once serving. ``--kill`` ends
+each run with SIGKILL instead of a clean stop, so the next one opens the vector shard as
+after a crash (what ``scripts/bench --scale``'s ``retrieval_start_s`` measures under
+``vera up``, plus the supervisor's restart delay and its probes).
 Knowledge is not running: nothing here dials it before the start is timed.
 """
 
@@ -71,6 +72,7 @@ def _child(kill: bool) -> None:
         report = {
             "interpreter_s": t_main - t_exec, "cli_s": cli_s, "import_s": import_s,
             "create_s": create_s, "to_serving_s": time.time() - t_exec,
+            "peak_rss_mib": _peak_rss_mib(),
             "steps": {k: [round(v, 3) for v in span] for k, span in spans.items()},
         }
         print(json.dumps(report), flush=True)
@@ -82,6 +84,13 @@ def _child(kill: bool) -> None:
         return report
 
     asyncio.run(start())
+
+
+def _peak_rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
 
 
 def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
@@ -109,12 +118,12 @@ def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
             print(lines[-1])
     finally:
         pg.stop()
-    keys = ("interpreter_s", "cli_s", "import_s", "create_s", "to_serving_s")
+    keys = ("interpreter_s", "cli_s", "import_s", "create_s", "to_serving_s", "peak_rss_mib")
     medians = {k: round(statistics.median(r[k] for r in results), 3) for k in keys}
     steps = {name: round(statistics.median(r["steps"][name][1] - r["steps"][name][0]
                                            for r in results), 3)
              for name in results[0]["steps"]}
-    print("| part | median s |\n|---|---|")
+    print("| part | median (s; MiB for peak_rss) |\n|---|---|")
     for k, v in {**medians, **{f"create: {n}": s for n, s in steps.items()}}.items():
         print(f"| {k} | {v:.3f} |")
     if out is not None:
