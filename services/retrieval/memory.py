@@ -392,14 +392,15 @@ class _Scope:
                 if df_ctx == 0:
                     continue
                 idf_ctx = math.log(1.0 + (count - df_ctx + 0.5) / (df_ctx + 0.5))
-                # Over every slot when many have a hit: a slot without one adds exactly 0.
-                at = slice(None) if hit is None else hit
-                if hit is not None:
-                    cnorm = K1 * (1.0 - B + B * ctx_length[hit] / avg_ctx)
-                else:
+                at: slice | np.ndarray
+                if hit is None:  # every slot: one without a hit adds exactly 0
+                    at = slice(None)
                     if cnorm_all is None:
                         cnorm_all = K1 * (1.0 - B + B * ctx_length / avg_ctx)
                     cnorm = cnorm_all
+                else:
+                    at = hit
+                    cnorm = K1 * (1.0 - B + B * ctx_length[hit] / avg_ctx)
                 cadd = idf_ctx * ctx_tf * (K1 + 1.0) / (ctx_tf + cnorm)
                 if restrict is not None:
                     cadd *= restrict[at] | (ctx[at] > 0)
@@ -441,8 +442,8 @@ def _neighbour_tfs(
     neighbours for a large share of the ``n`` slots, (None, summed tf of every slot).
 
     Shifted by one, the missing neighbours land in bin 0 and are dropped afterwards
-    (cheaper than selecting the present ones first); a term that occurs once in every
-    fact (most) is counted without weights."""
+    (cheaper than selecting the present ones first); a term that occurs once in each of
+    its facts (most terms) is counted without weights."""
     shifted = targets.ravel() + 1
     weights = None if tfs.max() == 1 else np.repeat(tfs, targets.shape[1])
     if len(shifted) * DENSE_SHARE >= n:
