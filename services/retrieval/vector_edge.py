@@ -2,9 +2,12 @@
 under ``<data_dir>/vectors`` (the embedded default; a Qdrant server uses vector_qdrant).
 
 Calls block, so they run on one worker thread. New points are searchable at once (the
-shard scans its unindexed segment); building the HNSW graph (``optimize``) takes minutes at
-100k facts on 2 cores, so it runs on a second thread after writes settle, never on a query's
-path. Filters and payloads are the same as the qdrant-client adapter's (vector_qdrant).
+shard scans its unindexed segment); building the HNSW graph (``optimize``) runs on a
+second thread, never on a query's path: after writes settle, and during a bulk load each
+time a segment's worth of points arrived. qdrant-edge holds the GIL for a whole
+optimization (searches and updates release it), so segments are kept small enough that
+one build stalls the process for seconds, not minutes. Filters and payloads are the same
+as the qdrant-client adapter's (vector_qdrant).
 """
 
 from __future__ import annotations
@@ -28,22 +31,70 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Optimize once this many points arrived since the last optimization and writes paused.
-# An optimization merges segments and rebuilds the HNSW graph of everything (minutes at
-# 80k points on 2 cores), so the pause must outlast the gap between two pages of a bulk
-# load (~4 s): with 2 s, a 100k load rebuilt the graph every 2000 points and crawled.
+# The pause must outlast the gap between two pages of a bulk load (~4 s): with 2 s, a
+# 100k load rebuilt the graph every 2000 points and crawled (a load is optimized per
+# SEGMENT_POINTS instead).
 OPTIMIZE_AFTER_POINTS = 2000
 OPTIMIZE_IDLE_SECONDS = 10.0
-_INDEXED = (
-    ("scope_id", edge.PayloadSchemaType.Keyword),
-    ("fact_key", edge.PayloadSchemaType.Keyword),
-    ("version_id", edge.PayloadSchemaType.Keyword),
-    ("predicate", edge.PayloadSchemaType.Keyword),
-    ("state", edge.PayloadSchemaType.Integer),
-    ("valid_from", edge.PayloadSchemaType.Float),
-    ("valid_to", edge.PayloadSchemaType.Float),
-    ("recorded_at", edge.PayloadSchemaType.Float),
-    ("superseded_at", edge.PayloadSchemaType.Float),
+# A segment holds about this many points at most, and a bulk load is optimized each time
+# this many arrived: an optimization copies the segments it rewrites and builds their
+# graph, and qdrant-edge holds the GIL for all of it (every coroutine of the process
+# waits), so this bounds both the memory an optimization adds and how long it stalls
+# (bench/vector_scale.py, 100k points on 2 cores: seconds per build, where one build of
+# everything stalled the process for minutes).
+SEGMENT_POINTS = 20_000
+# Every filter field has a payload index; only the scope is a tenant (its points are kept
+# together, and a scope's own HNSW links are built when it is large enough to need them).
+# The other fields' indexes only filter: with HNSW links per value block as well, the build
+# made extra graphs over most of the points (one per state, predicate and time range) and
+# took ~6x as long.
+_INDEXED: tuple[tuple[str, edge.PayloadSchemaParams], ...] = (
+    ("scope_id", edge.KeywordIndexParams(is_tenant=True)),
+    ("fact_key", edge.KeywordIndexParams(enable_hnsw=False)),
+    ("version_id", edge.KeywordIndexParams(enable_hnsw=False)),
+    ("predicate", edge.KeywordIndexParams(enable_hnsw=False)),
+    ("state", edge.IntegerIndexParams(lookup=True, range=False, enable_hnsw=False)),
+    ("valid_from", edge.FloatIndexParams(enable_hnsw=False)),
+    ("valid_to", edge.FloatIndexParams(enable_hnsw=False)),
+    ("recorded_at", edge.FloatIndexParams(enable_hnsw=False)),
+    ("superseded_at", edge.FloatIndexParams(enable_hnsw=False)),
 )
+_CANDIDATE_FIELDS = ["fact_key", "version_id"]  # all a search reads of a payload
+# Searches walk the HNSW graph over int8 copies of the vectors kept in RAM, then rescore
+# a short list from the float32 originals, which stay on disk and are read per query.
+_RESCORE = edge.SearchParams(
+    quantization=edge.QuantizationSearchParams(rescore=True, oversampling=2.0)
+)
+
+
+def shard_config(dimensions: int) -> edge.EdgeConfig:
+    """The shard's storage: float32 originals memory-mapped cold (paged in when read, not
+    pre-loaded), int8 quantized copies pinned in RAM, payloads on disk."""
+    return edge.EdgeConfig(
+        vectors=edge.EdgeVectorParams(
+            size=dimensions,
+            distance=edge.Distance.Cosine,
+            memory=edge.Memory.Cold,
+            quantization_config=edge.ScalarQuantizationConfig(
+                type=edge.ScalarType.Int8, quantile=0.99, memory=edge.Memory.Pinned
+            ),
+        ),
+        payload_memory=edge.Memory.Cold,
+        # In KB of the float32 originals.
+        optimizers=edge.EdgeOptimizersConfig(
+            max_segment_size=SEGMENT_POINTS * dimensions * 4 // 1024
+        ),
+    )
+
+
+def _ensure_indexes(shard: edge.EdgeShard) -> None:
+    """Creates each payload index that is missing or was made with bare types (a shard
+    from before the index parameters: it then gets them once)."""
+    schema = shard.info().payload_schema
+    for key, params in _INDEXED:
+        have = schema.get(key)
+        if have is None or have.params is None:
+            shard.update(edge.UpdateOperation.create_field_index(key, params))
 
 
 def _condition(condition: object) -> edge.FieldCondition:
@@ -94,14 +145,13 @@ class EdgeVectorIndex:
     async def open(cls, path: Path, dimensions: int) -> EdgeVectorIndex:
         def open_sync() -> edge.EdgeShard:
             path.mkdir(parents=True, exist_ok=True)
-            config = edge.EdgeConfig(
-                vectors=edge.EdgeVectorParams(size=dimensions, distance=edge.Distance.Cosine)
-            )
+            config = shard_config(dimensions)
             if any(path.iterdir()):
-                return edge.EdgeShard.load(str(path))
-            shard = edge.EdgeShard.create(str(path), config)
-            for key, schema in _INDEXED:
-                shard.update(edge.UpdateOperation.create_field_index(key, schema))
+                # A shard made before keeps its data and takes today's storage config.
+                shard = edge.EdgeShard.load(str(path), config)
+            else:
+                shard = edge.EdgeShard.create(str(path), config)
+            _ensure_indexes(shard)
             return shard
 
         shard = await asyncio.get_running_loop().run_in_executor(None, open_sync)
@@ -148,7 +198,9 @@ class EdgeVectorIndex:
     async def upsert(self, facts: Sequence[Fact], vectors: Sequence[Sequence[float]]) -> None:
         await self._run(self._upsert_sync, list(facts), list(vectors))
         self._pending += len(facts)
-        if self._pending >= OPTIMIZE_AFTER_POINTS:
+        if self._pending >= SEGMENT_POINTS:
+            self._start_optimize()
+        elif self._pending >= OPTIMIZE_AFTER_POINTS:
             loop = asyncio.get_running_loop()
             if self._timer is not None:
                 self._timer.cancel()
@@ -177,7 +229,8 @@ class EdgeVectorIndex:
                 limit=limit,
                 query=edge.Query.Nearest(vector),
                 filter=edge_filter(build_filter(query)),
-                with_payload=True,
+                with_payload=_CANDIDATE_FIELDS,
+                params=_RESCORE,
             )
         )
         return candidates(points)

@@ -1,0 +1,86 @@
+"""The qdrant-edge shard's own configuration: a bulk load is indexed a segment at a time,
+searches over the HNSW graph's int8 copies come back with exact float32 scores, and a
+shard made before the index parameters gets them when it is opened."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import numpy as np
+import qdrant_edge as edge
+
+from vera.services.retrieval import vector_edge
+from vera.services.retrieval.model import Fact, IndexQuery
+from vera.services.retrieval.vector_edge import EdgeVectorIndex
+
+DIMENSIONS = 384
+POINTS = 7168  # above qdrant-edge's indexing threshold (~6.6k float32 points of 384)
+PAGE = 256
+BARE = {
+    "scope_id": edge.PayloadSchemaType.Keyword,
+    "fact_key": edge.PayloadSchemaType.Keyword,
+    "version_id": edge.PayloadSchemaType.Keyword,
+    "predicate": edge.PayloadSchemaType.Keyword,
+    "state": edge.PayloadSchemaType.Integer,
+}
+
+
+def facts(start: int, count: int) -> list[Fact]:
+    return [Fact(f"k{i}", f"v{i}", "a", f"s{i}", "p", "o") for i in range(start, start + count)]
+
+
+async def test_bulk_load_builds_the_graph_per_segment_and_rescores_exactly(tmp_path, monkeypatch):
+    # A load that never pauses: only the per-segment trigger can start an optimization.
+    monkeypatch.setattr(vector_edge, "SEGMENT_POINTS", 7000)
+    monkeypatch.setattr(vector_edge, "OPTIMIZE_IDLE_SECONDS", 1000.0)
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((POINTS, DIMENSIONS)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = await EdgeVectorIndex.open(tmp_path / "vectors", DIMENSIONS)
+    try:
+        for start in range(0, POINTS, PAGE):
+            await index.upsert(facts(start, PAGE), vectors[start : start + PAGE].tolist())
+        for _ in range(600):  # the build holds the GIL, so this loop waits on it
+            if index._shard.info().indexed_vectors_count >= 7000:
+                break
+            await asyncio.sleep(0.1)
+        assert index._shard.info().indexed_vectors_count >= 7000
+
+        query = vectors[42] + 0.3 * rng.standard_normal(DIMENSIONS).astype(np.float32) / 20
+        query /= np.linalg.norm(query)
+        hits = await index.search(
+            query.tolist(), IndexQuery(scope_ids=("a",), as_of=datetime.now(UTC)), 10
+        )
+        assert hits[0].version_id == "v42"
+        exact = {f"v{i}": float(s) for i, s in enumerate(vectors @ query)}
+        # Rescored from the float32 originals: int8 scores would be off by ~1e-3.
+        assert all(abs(h.score - exact[h.version_id]) < 1e-5 for h in hits)
+    finally:
+        await index.close()
+
+
+async def test_a_shard_from_before_gets_the_index_parameters(tmp_path):
+    path = tmp_path / "vectors"
+    old = edge.EdgeShard.create(
+        str(path),
+        edge.EdgeConfig(vectors=edge.EdgeVectorParams(size=3, distance=edge.Distance.Cosine)),
+    )
+    for key, _ in vector_edge._INDEXED:  # bare types, as shards were made before
+        bare = BARE.get(key, edge.PayloadSchemaType.Float)
+        old.update(edge.UpdateOperation.create_field_index(key, bare))
+    old.close()
+    index = await EdgeVectorIndex.open(path, 3)
+    try:
+        await index.upsert(facts(0, 2), [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+        schema = index._shard.info().payload_schema
+        assert schema["scope_id"].params.is_tenant
+        assert schema["fact_key"].params.enable_hnsw is False
+        assert schema["state"].data_type == edge.PayloadSchemaType.Integer
+        assert schema["valid_from"].data_type == edge.PayloadSchemaType.Float
+        hits = await index.search(
+            [1.0, 0.0, 0.0], IndexQuery(scope_ids=("a",), as_of=datetime.now(UTC)), 10
+        )
+        assert [h.version_id for h in hits] == ["v0", "v1"]
+    finally:
+        await index.close()
