@@ -6,7 +6,8 @@ shard scans its unindexed segment); building the HNSW graph (``optimize``) runs 
 second thread, never on a query's path: after writes settle, and during a bulk load each
 time a segment's worth of points arrived. qdrant-edge holds the GIL for a whole
 optimization (searches and updates release it), so segments are kept small enough that
-one build stalls the process for seconds, not minutes. Filters and payloads are the same
+one build stalls the process for seconds, not minutes; after a build the shard is opened
+afresh, which lets go of what the build left resident. Filters and payloads are the same
 as the qdrant-client adapter's (vector_qdrant).
 """
 
@@ -132,8 +133,10 @@ def candidates(points: Sequence[edge.ScoredPoint]) -> list[Candidate]:
 
 
 class EdgeVectorIndex:
-    def __init__(self, shard: edge.EdgeShard) -> None:
+    def __init__(self, shard: edge.EdgeShard, path: Path, config: edge.EdgeConfig) -> None:
         self._shard = shard
+        self._path = path
+        self._config = config
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-edge")
         self._optimizer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-hnsw")
         self._pending = 0
@@ -143,9 +146,10 @@ class EdgeVectorIndex:
 
     @classmethod
     async def open(cls, path: Path, dimensions: int) -> EdgeVectorIndex:
+        config = shard_config(dimensions)
+
         def open_sync() -> edge.EdgeShard:
             path.mkdir(parents=True, exist_ok=True)
-            config = shard_config(dimensions)
             if any(path.iterdir()):
                 # A shard made before keeps its data and takes today's storage config.
                 shard = edge.EdgeShard.load(str(path), config)
@@ -155,7 +159,7 @@ class EdgeVectorIndex:
             return shard
 
         shard = await asyncio.get_running_loop().run_in_executor(None, open_sync)
-        return cls(shard)
+        return cls(shard, path, config)
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
@@ -215,9 +219,21 @@ class EdgeVectorIndex:
     def _optimize_sync(self) -> None:
         with self._optimizing:
             try:
-                self._shard.optimize()
+                optimized = self._shard.optimize()
             except Exception as exc:  # the shard stays searchable unoptimized
                 log.warning("vector index optimization failed (%s)", type(exc).__name__)
+                return
+            if optimized:  # between the calls of the shard's own thread
+                self._executor.submit(self._reopen_sync).result()
+
+    def _reopen_sync(self) -> None:
+        """Opens the shard afresh. qdrant-edge keeps what an optimization touched resident
+        (the rewritten segments' pages, the build's heap) until the shard is closed: at
+        100k points 900 MiB against 320 MiB for the same shard opened anew."""
+        if self._closed:
+            return
+        self._shard.close()
+        self._shard = edge.EdgeShard.load(str(self._path), self._config)
 
     async def optimize(self) -> None:
         """Builds the HNSW graph now (tests and the benchmark)."""

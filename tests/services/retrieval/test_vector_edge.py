@@ -1,6 +1,7 @@
-"""The qdrant-edge shard's own configuration: a bulk load is indexed a segment at a time,
-searches over the HNSW graph's int8 copies come back with exact float32 scores, and a
-shard made before the index parameters gets them when it is opened."""
+"""The qdrant-edge shard's own configuration: a bulk load is indexed a segment at a time
+and the shard is opened afresh after each build, searches over the HNSW graph's int8
+copies come back with exact float32 scores, and a shard made before the index parameters
+gets them when it is opened."""
 
 from __future__ import annotations
 
@@ -38,14 +39,25 @@ async def test_bulk_load_builds_the_graph_per_segment_and_rescores_exactly(tmp_p
     vectors = rng.standard_normal((POINTS, DIMENSIONS)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     index = await EdgeVectorIndex.open(tmp_path / "vectors", DIMENSIONS)
+
+    async def indexed() -> int:  # on the index's own thread, as every shard call
+        return await index._run(lambda: index._shard.info().indexed_vectors_count)
+
     try:
+        first = index._shard
         for start in range(0, POINTS, PAGE):
             await index.upsert(facts(start, PAGE), vectors[start : start + PAGE].tolist())
         for _ in range(600):  # the build holds the GIL, so this loop waits on it
-            if index._shard.info().indexed_vectors_count >= 7000:
+            if await indexed() >= 7000 and index._shard is not first:
                 break
             await asyncio.sleep(0.1)
-        assert index._shard.info().indexed_vectors_count >= 7000
+        assert await indexed() >= 7000
+        # Opened afresh after the build (what the build left resident is let go), with
+        # every point and still writable.
+        assert index._shard is not first
+        assert await index.count() == POINTS
+        await index.upsert(facts(POINTS, 1), [vectors[0].tolist()])
+        assert await index.count() == POINTS + 1
 
         query = vectors[42] + 0.3 * rng.standard_normal(DIMENSIONS).astype(np.float32) / 20
         query /= np.linalg.norm(query)
