@@ -70,8 +70,11 @@ def _child(kill: bool) -> None:
         await hosted.running.server.start()
         create_s = time.perf_counter() - origin[0]
         report = {
-            "interpreter_s": t_main - t_exec, "cli_s": cli_s, "import_s": import_s,
-            "create_s": create_s, "to_serving_s": time.time() - t_exec,
+            "interpreter_s": t_main - t_exec,
+            "cli_s": cli_s,
+            "import_s": import_s,
+            "create_s": create_s,
+            "to_serving_s": time.time() - t_exec,
             "peak_rss_mib": _peak_rss_mib(),
             "steps": {k: [round(v, 3) for v in span] for k, span in spans.items()},
         }
@@ -101,15 +104,29 @@ def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
     results = []
     try:
         dsn = asyncio.run(pg.ensure_database())
-        env = {**os.environ, "VERA_DATA_DIR": str(data_dir), "VERA_DATABASE__DSN": dsn,
-               "VERA_RPC__AUTH_KEY": "bench-" + "k" * 32, "HF_HUB_OFFLINE": "1",
-               "VERA_SERVICES__KNOWLEDGE": "127.0.0.1:9"}
+        env = {
+            **os.environ,
+            "VERA_DATA_DIR": str(data_dir),
+            "VERA_DATABASE__DSN": dsn,
+            "VERA_RPC__AUTH_KEY": "bench-" + "k" * 32,
+            "HF_HUB_OFFLINE": "1",
+            "VERA_SERVICES__KNOWLEDGE": "127.0.0.1:9",
+        }
         for _ in range(runs):
             env["BENCH_T0"] = repr(time.time())
             done = subprocess.run(
-                [sys.executable, "-m", "bench.retrieval_start", "--child",
-                 *(["--kill"] if kill else [])],
-                env=env, capture_output=True, text=True, check=False)
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.retrieval_start",
+                    "--child",
+                    *(["--kill"] if kill else []),
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
             if not lines:
                 print(done.stderr[-3000:], file=sys.stderr)
@@ -120,15 +137,19 @@ def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
         pg.stop()
     keys = ("interpreter_s", "cli_s", "import_s", "create_s", "to_serving_s", "peak_rss_mib")
     medians = {k: round(statistics.median(r[k] for r in results), 3) for k in keys}
-    steps = {name: round(statistics.median(r["steps"][name][1] - r["steps"][name][0]
-                                           for r in results), 3)
-             for name in results[0]["steps"]}
+    steps = {
+        name: round(
+            statistics.median(r["steps"][name][1] - r["steps"][name][0] for r in results), 3
+        )
+        for name in results[0]["steps"]
+    }
     print("| part | median (s; MiB for peak_rss) |\n|---|---|")
     for k, v in {**medians, **{f"create: {n}": s for n, s in steps.items()}}.items():
         print(f"| {k} | {v:.3f} |")
     if out is not None:
-        out.write_text(json.dumps({"runs": results, "median": medians, "steps_median": steps},
-                                  indent=2))
+        out.write_text(
+            json.dumps({"runs": results, "median": medians, "steps_median": steps}, indent=2)
+        )
     return 0
 
 

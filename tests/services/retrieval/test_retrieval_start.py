@@ -33,8 +33,9 @@ class StandInEmbedder:
 
 def _settings(pg_dsn: str, data_dir: Path) -> Settings:
     # Knowledge is never dialled before the test stops the service (the tailer backs off).
-    return Settings(data_dir=data_dir, database={"dsn": pg_dsn},
-                    services={"knowledge": "127.0.0.1:9"})
+    return Settings(
+        data_dir=data_dir, database={"dsn": pg_dsn}, services={"knowledge": "127.0.0.1:9"}
+    )
 
 
 async def test_the_model_shard_reranker_and_memory_load_at_once(
@@ -94,8 +95,7 @@ async def test_a_failed_step_is_raised_as_itself_and_the_opened_shard_is_closed(
     monkeypatch.setattr(server, "open_vector_index", open_and_record)
     monkeypatch.setattr(server, "load_reranker", failing_reranker)
     with pytest.raises(RerankerUnavailable):
-        await server.create(_settings(pg_dsn, tmp_path), "127.0.0.1:0",
-                            embedder=StandInEmbedder())
+        await server.create(_settings(pg_dsn, tmp_path), "127.0.0.1:0", embedder=StandInEmbedder())
     assert closed == ["shard"]
 
 
@@ -110,6 +110,5 @@ def test_the_start_path_imports_no_training_model_or_client_library() -> None:
         "print(sorted(m for m in ('sklearn', 'transformers', 'torch', 'mcp') "
         "if m in sys.modules))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
