@@ -1,6 +1,7 @@
 """The retrieval contract version a snapshot pins, derived from what decides ranking.
 
-``policy;embedding;index``, e.g. ``assembler-2-5f0c9e1a2b3d;minilm-l6-v2-int8;index-edge-hnsw``:
+``policy;embedding;index``, e.g.
+``assembler-2-5f0c9e1a2b3d;minilm-l6-v2-int8;index-edge-hnsw-int8``:
 
 - policy: the pipeline's generation plus a short hash of every ranking input that is not
   the embedding or the index: the stage set, the fusion weights, boosts and floors, the
@@ -11,7 +12,7 @@
   ranking.Ranking.pinned finds by this version);
 - embedding: the shipped MiniLM, or a hash of the configured ``model_path``, and its
   precision unless float32 (``minilm-l6-v2-int8`` by default);
-- index: which vector engine serves the dense leg.
+- index: which vector engine serves the dense leg, and how it searches.
 
 So any change to those, whether a constant in code or a setting, changes the version, and a
 snapshot made before it replays as ``unsupported_version`` instead of with a different
@@ -98,7 +99,8 @@ def embedding_version(settings: RetrievalSettings) -> str:
 
 def _index(settings: RetrievalSettings) -> str:
     if not settings.qdrant_url:
-        return "index-edge-hnsw"
+        # int8 copies searched, rescored from the float32 originals (vector_edge._RESCORE).
+        return "index-edge-hnsw-int8"
     if settings.qdrant_url == MEMORY_LOCATION:
         return "index-qdrant-local"
     return "index-qdrant-server"

@@ -397,7 +397,7 @@ async def load_embedder(
             embedder = await loop.run_in_executor(
                 executor, load_onnx_sync, model_path, threads, cache_dir, executor, precision
             )
-            embedder._embed_sync(["warm up"])
+            await loop.run_in_executor(executor, embedder._embed_sync, ["warm up"])
             embedder._owns_executor = True
             return embedder
         except Exception as exc:  # ImportError, export or check failure: torch serves

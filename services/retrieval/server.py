@@ -187,16 +187,15 @@ async def _ready(value: T) -> T:
 
 
 async def _all_or_none(*steps: Awaitable[Any]) -> list[Any]:
-    """Runs the start-up steps concurrently; the first to fail cancels the others (each
-    step registers its own cleanup once done) and is raised as itself."""
-    tasks = [asyncio.ensure_future(step) for step in steps]
-    try:
-        return await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    """Runs the start-up steps concurrently and raises the first failure as itself once
+    every step has ended. The others are not cancelled: a step cancelled while its worker
+    thread opens something would leave that open with no cleanup registered; each step
+    registers its own once done."""
+    results = await asyncio.gather(*steps, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
 
 
 def _stopper(task: asyncio.Task) -> Callable[[], Awaitable[None]]:

@@ -38,6 +38,9 @@ MAX_NAME_WORDS = 4
 # A corpus repeats a few thousand words (2.4k distinct in 10k generated facts): stemming
 # every occurrence anew was most of refilling the memory at a replica's start.
 STEM_CACHE_WORDS = 1 << 15
+# Longer words (hashes, base64 runs in a query) are stemmed each time: a run of unique
+# ones would otherwise push the corpus's vocabulary out of the cache.
+STEM_CACHE_MAX_CHARS = 40
 
 
 def _stemmer():
@@ -48,8 +51,12 @@ def _stemmer():
 
 
 @functools.lru_cache(maxsize=STEM_CACHE_WORDS)
-def _stem(word: str) -> str:
+def _cached_stem(word: str) -> str:
     return _stemmer().stemWord(word)
+
+
+def _stem(word: str) -> str:
+    return _cached_stem(word) if len(word) <= STEM_CACHE_MAX_CHARS else _stemmer().stemWord(word)
 
 
 def _lower(text: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,9 @@ T = TypeVar("T")
 # SEGMENT_POINTS instead).
 OPTIMIZE_AFTER_POINTS = 2000
 OPTIMIZE_IDLE_SECONDS = 10.0
+# A shard that fails to open again after a build is retried this many times, 1 s, 2 s, ...
+# apart (until it opens, searches fall back to the lexical leg and writes are retried).
+REOPEN_ATTEMPTS = 5
 # A segment holds about this many points at most, and a bulk load is optimized each time
 # this many arrived: an optimization copies the segments it rewrites and builds their
 # graph, and qdrant-edge holds the GIL for all of it (every coroutine of the process
@@ -142,6 +146,8 @@ class EdgeVectorIndex:
         self._pending = 0
         self._optimizing = threading.Lock()
         self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._again = False  # an optimization was asked for while one ran
         self._closed = False
 
     @classmethod
@@ -211,7 +217,12 @@ class EdgeVectorIndex:
             self._timer = loop.call_later(OPTIMIZE_IDLE_SECONDS, self._start_optimize)
 
     def _start_optimize(self) -> None:
-        if self._closed or self._optimizing.locked():
+        """On the event loop (an upsert or the idle timer)."""
+        if self._closed:
+            return
+        self._loop = asyncio.get_running_loop()
+        if self._optimizing.locked():
+            self._again = True  # the running one starts another when it ends
             return
         self._pending = 0
         self._optimizer.submit(self._optimize_sync)
@@ -222,18 +233,34 @@ class EdgeVectorIndex:
                 optimized = self._shard.optimize()
             except Exception as exc:  # the shard stays searchable unoptimized
                 log.warning("vector index optimization failed (%s)", type(exc).__name__)
-                return
+                optimized = False
             if optimized:  # between the calls of the shard's own thread
-                self._executor.submit(self._reopen_sync).result()
+                try:
+                    self._executor.submit(self._reopen_sync).result()
+                except Exception as exc:
+                    log.error("vector index could not be opened again (%s); restart the "
+                              "service", type(exc).__name__)
+        if self._again and not self._closed and self._loop is not None:
+            self._again = False
+            self._loop.call_soon_threadsafe(self._start_optimize)
 
     def _reopen_sync(self) -> None:
         """Opens the shard afresh. qdrant-edge keeps what an optimization touched resident
         (the rewritten segments' pages, the build's heap) until the shard is closed: at
-        100k points 900 MiB against 320 MiB for the same shard opened anew."""
+        100k points 900 MiB against 320 MiB for the same shard opened anew. A shard cannot
+        be opened twice, so it is closed first and opened again until that works."""
         if self._closed:
             return
         self._shard.close()
-        self._shard = edge.EdgeShard.load(str(self._path), self._config)
+        for attempt in range(1, REOPEN_ATTEMPTS + 1):
+            try:
+                self._shard = edge.EdgeShard.load(str(self._path), self._config)
+                return
+            except Exception as exc:
+                if attempt == REOPEN_ATTEMPTS:
+                    raise
+                log.warning("vector index reopen failed (%s); retrying", type(exc).__name__)
+                time.sleep(attempt)
 
     async def optimize(self) -> None:
         """Builds the HNSW graph now (tests and the benchmark)."""
@@ -262,7 +289,9 @@ class EdgeVectorIndex:
     async def delete(self, version_ids: Sequence[str]) -> None:
         ids: list[int | uuid.UUID | str] = [point_id(v) for v in version_ids]
         if ids:
-            await self._run(self._shard.update, edge.UpdateOperation.delete_points(ids))
+            # The shard is looked up on its thread: a reopen queued before may replace it.
+            operation = edge.UpdateOperation.delete_points(ids)
+            await self._run(lambda: self._shard.update(operation))
 
     async def close(self) -> None:
         if self._closed:
@@ -272,6 +301,6 @@ class EdgeVectorIndex:
             self._timer.cancel()
         self._optimizer.shutdown(wait=True)
         try:
-            await self._run(self._shard.close)
+            await self._run(lambda: self._shard.close())
         finally:
             self._executor.shutdown(wait=True)

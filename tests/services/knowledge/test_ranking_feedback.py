@@ -218,7 +218,7 @@ async def test_the_cap_holds_when_a_page_must_look_far_below_the_cursor(stub) ->
     assert [r.feedback_id for r in whole] == [r.feedback_id for r in capped]
 
 
-async def test_the_training_rows_are_read_through_their_indexes(stub, pg_dsn) -> None:
+async def test_the_training_rows_indexes_are_made_and_the_old_one_dropped(stub, pg_dsn) -> None:
     conn = await asyncpg.connect(pg_dsn)
     try:
         indexes = {

@@ -451,8 +451,8 @@ async def test_a_replay_ranks_with_the_model_its_version_names_or_fails_closed()
     for scopes in (["00000000-0000-4000-8000-0000000000bb"], [project, "other"]):
         with pytest.raises(UnsupportedVersion):
             await ranking.pinned(scopes, f"v-{own.model_id}")
-    # A model gone from storage, or one stored without servable parameters, fails closed,
-    # even after it was loaded once; so does a version no model here has.
+    # A model gone from storage fails closed even after it was loaded once; so do one
+    # stored without servable parameters and a version no model here has.
     store.records = [r for r in store.records if r.model_id != first.model_id]
     with pytest.raises(UnsupportedVersion):
         await ranking.pinned([project], f"v-{first.model_id}")

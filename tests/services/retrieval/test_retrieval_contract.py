@@ -19,7 +19,7 @@ def test_the_default_contract_is_readable_and_fits_a_pack():
     version = contract.assembler_version(BASE)
     policy, embedding, index = version.split(";")
     assert policy.startswith(f"{contract.GENERATION}-")
-    assert (embedding, index) == ("minilm-l6-v2-int8", "index-edge-hnsw")
+    assert (embedding, index) == ("minilm-l6-v2-int8", "index-edge-hnsw-int8")
     assert contract.assembler_version(RetrievalSettings()) == version
     longest = RetrievalSettings(
         model_path=Path("/" + "m" * 300),

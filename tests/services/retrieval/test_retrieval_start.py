@@ -99,6 +99,38 @@ async def test_a_failed_step_is_raised_as_itself_and_the_opened_shard_is_closed(
     assert closed == ["shard"]
 
 
+async def test_a_step_still_opening_when_another_fails_is_closed_once_it_opened(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker thread cannot be cancelled: the shard it opens after a sibling step failed
+    must still be closed, so the start waits for every step before raising."""
+    failed = asyncio.Event()
+    closed: list[str] = []
+    open_vector_index = server.open_vector_index
+
+    async def open_after_the_failure(*args, **kwargs):
+        await asyncio.wait_for(failed.wait(), STEP_WAIT_SECONDS)
+        index = await open_vector_index(*args, **kwargs)
+        close = index.close
+
+        async def recording_close() -> None:
+            closed.append("shard")
+            await close()
+
+        index.close = recording_close
+        return index
+
+    async def failing_reranker(*args, **kwargs):
+        failed.set()
+        raise RerankerUnavailable("VERA_RETRIEVAL__RERANKER_PATH: not a model directory")
+
+    monkeypatch.setattr(server, "open_vector_index", open_after_the_failure)
+    monkeypatch.setattr(server, "load_reranker", failing_reranker)
+    with pytest.raises(RerankerUnavailable):
+        await server.create(_settings(pg_dsn, tmp_path), "127.0.0.1:0", embedder=StandInEmbedder())
+    assert closed == ["shard"]
+
+
 def test_the_start_path_imports_no_training_model_or_client_library() -> None:
     """`vera serve retrieval` builds the CLI's parser and imports the service: neither may
     import scikit-learn (fits run rarely, in the background), transformers or torch (the

@@ -26,7 +26,7 @@ class _CountingStemmer:
 def test_a_word_seen_again_is_not_stemmed_again(monkeypatch: pytest.MonkeyPatch) -> None:
     counting = _CountingStemmer()
     monkeypatch.setattr(text._STEMMERS, "english", counting, raising=False)
-    text._stem.cache_clear()
+    text._cached_stem.cache_clear()
     line = "deploys deploying the deploys deployed rollbacks"
     first = text.terms(line)
     assert text.terms(line) == first
@@ -45,7 +45,7 @@ def test_cached_stems_are_a_fresh_stemmers_when_threads_stem_at_once() -> None:
 
     reference = snowballstemmer.stemmer("english")
     expected = {n: [reference.stemWord(w) for w in words_of(n)] for n in range(len(stems))}
-    text._stem.cache_clear()
+    text._cached_stem.cache_clear()
     got: dict[int, list[list[str]]] = {}
 
     def stem(n: int) -> None:
@@ -62,3 +62,14 @@ def test_cached_stems_are_a_fresh_stemmers_when_threads_stem_at_once() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert got == {n: [expected[n]] * 20 for n in range(len(stems))}
+
+
+def test_long_words_are_stemmed_without_taking_a_cache_entry() -> None:
+    text._cached_stem.cache_clear()
+    long_words = [f"token{n:040d}s" for n in range(50)]
+    assert text.terms(" ".join(long_words)) == [
+        snowballstemmer.stemmer("english").stemWord(w) for w in long_words
+    ]
+    assert text._cached_stem.cache_info().currsize == 0
+    text.terms("deploys")
+    assert text._cached_stem.cache_info().currsize == 1

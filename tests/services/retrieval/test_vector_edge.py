@@ -6,6 +6,7 @@ gets them when it is opened."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import UTC, datetime
 
 import numpy as np
@@ -94,5 +95,87 @@ async def test_a_shard_from_before_gets_the_index_parameters(tmp_path):
             [1.0, 0.0, 0.0], IndexQuery(scope_ids=("a",), as_of=datetime.now(UTC)), 10
         )
         assert [h.version_id for h in hits] == ["v0", "v1"]
+    finally:
+        await index.close()
+
+
+class _SlowOptimizeShard:
+    """The real shard, whose optimize waits to be let go (to ask for another meanwhile)."""
+
+    def __init__(self, shard: edge.EdgeShard) -> None:
+        self._shard = shard
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.optimizations = 0
+
+    def optimize(self) -> bool:
+        self.optimizations += 1
+        self.started.set()
+        self.release.wait(10)
+        return False
+
+    def __getattr__(self, name: str):
+        return getattr(self._shard, name)
+
+
+async def test_an_optimization_asked_for_while_one_runs_runs_after_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(vector_edge, "SEGMENT_POINTS", 4)
+    index = await EdgeVectorIndex.open(tmp_path / "vectors", 3)
+    slow = _SlowOptimizeShard(index._shard)
+    index._shard = slow
+    try:
+        await index.upsert(facts(0, 4), [[1.0, 0.0, 0.0]] * 4)
+        assert await asyncio.to_thread(slow.started.wait, 10)
+        await index.upsert(facts(4, 4), [[0.0, 1.0, 0.0]] * 4)  # the last page of a load
+        slow.release.set()
+        for _ in range(100):
+            if slow.optimizations == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert slow.optimizations == 2
+    finally:
+        slow.release.set()
+        index._shard = slow._shard
+        await index.close()
+
+
+async def test_a_shard_that_fails_to_open_again_is_retried_and_serves(tmp_path, monkeypatch):
+    real = edge.EdgeShard
+    loads: list[str] = []
+
+    class FailingOnce:
+        @staticmethod
+        def load(*args):
+            loads.append("load")
+            if len(loads) == 1:
+                raise OSError("the disk was busy")
+            return real.load(*args)
+
+    index = await EdgeVectorIndex.open(tmp_path / "vectors", 3)
+    try:
+        await index.upsert(facts(0, 2), [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+        monkeypatch.setattr(edge, "EdgeShard", FailingOnce)
+        monkeypatch.setattr(vector_edge.time, "sleep", lambda seconds: None)
+        await index._run(index._reopen_sync)
+        assert loads == ["load", "load"]
+        assert await index.count() == 2
+    finally:
+        monkeypatch.setattr(edge, "EdgeShard", real)
+        await index.close()
+
+
+async def test_an_erasure_queued_behind_a_reopen_reaches_the_reopened_shard(tmp_path):
+    index = await EdgeVectorIndex.open(tmp_path / "vectors", 3)
+    try:
+        await index.upsert(facts(0, 2), [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+        busy = threading.Event()
+        index._executor.submit(busy.wait, 10)  # the shard's thread is busy
+        reopen = index._executor.submit(index._reopen_sync)
+        erasure = asyncio.ensure_future(index.delete(["v0"]))
+        await asyncio.sleep(0.1)
+        busy.set()
+        await erasure
+        assert reopen.result(10) is None
+        assert await index.count() == 1
     finally:
         await index.close()
