@@ -62,16 +62,35 @@ class DictFacts:
                 and self.facts[k].scope_id in scope_ids]
 
 
+async def index_conversations(conversations: list[locomo.Conversation], embedder,
+                              directory: Path, desc: str):
+    """Every conversation's turns as facts, embedded into a qdrant-edge shard under
+    ``directory`` and into a FactMemory as the indexer does; the graph built at the end.
+    Returns (vector index, memory, facts by key)."""
+    from vera.services.retrieval.indexer import embedding_text
+    from vera.services.retrieval.memory import FactMemory
+    from vera.services.retrieval.vector_edge import EdgeVectorIndex
+
+    vectors = await EdgeVectorIndex.open(directory / "vectors", embedder.dimensions)
+    memory = FactMemory(embedder.dimensions)
+    facts: dict[str, object] = {}
+    for position, conv in enumerate(tqdm(conversations, desc=desc, file=sys.stderr), start=1):
+        batch = [turn_fact(conv, i, t) for i, t in enumerate(conv.turns)]
+        vecs = await embedder.embed([embedding_text(f) for f in batch])
+        await vectors.upsert(batch, vecs)
+        memory.upsert(batch, vecs, position)
+        facts.update({f.fact_key: f for f in batch})
+    await vectors.optimize()
+    return vectors, memory, facts
+
+
 async def run(conversations: list[locomo.Conversation]) -> dict:
     from vera.config import RetrievalSettings
     from vera.services.retrieval.embedding import load_embedder
-    from vera.services.retrieval.indexer import embedding_text
     from vera.services.retrieval.lexical import CONTEXT_WEIGHT, PgLexicalIndex
-    from vera.services.retrieval.memory import FactMemory
     from vera.services.retrieval.model import Filters
     from vera.services.retrieval.pipeline import Retriever, Stages
     from vera.services.retrieval.rerank import StaticTokenVectors, load_reranker
-    from vera.services.retrieval.vector_edge import EdgeVectorIndex
 
     report: dict = {"timings": {}}
     t0 = time.perf_counter()
@@ -80,17 +99,9 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
             None, 2, Path(tmp), RetrievalSettings().embedding_precision
         )
         report["embedder"] = embedder.backend
-        vectors = await EdgeVectorIndex.open(Path(tmp) / "vectors", embedder.dimensions)
-        memory = FactMemory(embedder.dimensions)
-        facts: dict[str, object] = {}
-        for position, conv in enumerate(tqdm(conversations, desc="ablation index",
-                                             file=sys.stderr), start=1):
-            batch = [turn_fact(conv, i, t) for i, t in enumerate(conv.turns)]
-            vecs = await embedder.embed([embedding_text(f) for f in batch])
-            await vectors.upsert(batch, vecs)
-            memory.upsert(batch, vecs, position)
-            facts.update({f.fact_key: f for f in batch})
-        await vectors.optimize()
+        vectors, memory, facts = await index_conversations(
+            conversations, embedder, Path(tmp), "ablation index"
+        )
         report["timings"]["index_s"] = time.perf_counter() - t0
         source = DictFacts(facts)
         reranker = await load_reranker(None, None)  # what the service runs by default

@@ -318,32 +318,22 @@ async def child(case: str, path: Path, big: int, small: int, rounds: int) -> dic
 async def locomo_quality() -> dict:
     """The full pipeline's LoCoMo dev quality in process (bench/ablation.py's first row)."""
     from bench import locomo
-    from bench.ablation import LIMIT, DictFacts, turn_fact
+    from bench.ablation import LIMIT, DictFacts, index_conversations
     from bench.metrics import Tally
     from bench.run import DEFAULT_DATA
     from vera.config import RetrievalSettings
     from vera.services.retrieval.embedding import load_embedder
-    from vera.services.retrieval.indexer import embedding_text
     from vera.services.retrieval.lexical import PgLexicalIndex
-    from vera.services.retrieval.memory import FactMemory
     from vera.services.retrieval.model import Filters
     from vera.services.retrieval.pipeline import Retriever
     from vera.services.retrieval.rerank import load_reranker
-    from vera.services.retrieval.vector_edge import EdgeVectorIndex
 
     conversations = locomo.load(DEFAULT_DATA)
     with tempfile.TemporaryDirectory(prefix="vera-vector-scale-") as tmp:
         embedder = await load_embedder(None, 2, Path(tmp), RetrievalSettings().embedding_precision)
-        vectors = await EdgeVectorIndex.open(Path(tmp) / "vectors", embedder.dimensions)
-        memory = FactMemory(embedder.dimensions)
-        facts: dict[str, object] = {}
-        for position, conv in enumerate(conversations, start=1):
-            batch = [turn_fact(conv, i, t) for i, t in enumerate(conv.turns)]
-            vecs = await embedder.embed([embedding_text(f) for f in batch])
-            await vectors.upsert(batch, vecs)
-            memory.upsert(batch, vecs, position)
-            facts.update({f.fact_key: f for f in batch})
-        await vectors.optimize()
+        vectors, memory, facts = await index_conversations(
+            conversations, embedder, Path(tmp), "index"
+        )
         lexical = PgLexicalIndex(None, memory)
         retriever = Retriever(
             embedder,
