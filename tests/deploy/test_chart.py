@@ -157,7 +157,7 @@ def test_every_container_has_limits_and_a_locked_down_security_context(name) -> 
 
 def test_requests_cover_the_measured_peak_rss() -> None:
     # README, Scale: peak RSS at 10k facts (MiB); a request below it would evict at rest.
-    peak_mib = {"retrieval": 897, "knowledge": 111, "gateway": 96, "api": 69,
+    peak_mib = {"retrieval": 490, "knowledge": 129, "gateway": 96, "api": 69,
                 "identity": 64, "snapshot": 65, "migrations": 69}
     deployments = {component(w): w for w in workloads(rendered("default"))}
     for name, peak in peak_mib.items():
@@ -166,7 +166,7 @@ def test_requests_cover_the_measured_peak_rss() -> None:
         limit = container["resources"]["limits"]["memory"]
         assert _mebibytes(request) >= peak and _mebibytes(limit) >= 1.2 * _mebibytes(request)
     [retrieval] = containers(deployments["retrieval"])
-    assert _mebibytes(retrieval["resources"]["limits"]["memory"]) >= 2069  # the 100k peak
+    assert _mebibytes(retrieval["resources"]["limits"]["memory"]) >= 1.5 * 899  # 100k peak
 
 
 def test_the_config_checksum_follows_the_config() -> None:
