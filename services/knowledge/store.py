@@ -1059,13 +1059,18 @@ class _TrainingRows:
             clauses.append(f"recorded_at >= ${len(args)}")
         return " AND ".join(clauses)
 
-    def page(self, before_seq: int | None, limit: int) -> tuple[Any, ...]:
-        """The newest ``limit`` rows' seqs below the cursor."""
-        args: list[Any] = []
+    def below(self, args: list[Any], before_seq: int | None) -> str:
+        """The filters, and below the cursor when there is one."""
         where = self.where(args)
         if before_seq is not None:
             args.append(before_seq)
             where += f" AND seq < ${len(args)}"
+        return where
+
+    def page(self, before_seq: int | None, limit: int) -> tuple[Any, ...]:
+        """The newest ``limit`` rows' seqs below the cursor."""
+        args: list[Any] = []
+        where = self.below(args, before_seq)
         args.append(limit)
         sql = f"""SELECT seq FROM retrieval_feedback WHERE {where}
                   ORDER BY seq DESC LIMIT ${len(args)}"""
@@ -1099,10 +1104,7 @@ class _TrainingRows:
     def nth_below(self, before_seq: int | None, nth: int) -> tuple[Any, ...]:
         """The seq of the ``nth`` newest row below the cursor (None: fewer rows)."""
         args: list[Any] = []
-        where = self.where(args)
-        if before_seq is not None:
-            args.append(before_seq)
-            where += f" AND seq < ${len(args)}"
+        where = self.below(args, before_seq)
         args.append(nth - 1)
         sql = f"""SELECT seq FROM retrieval_feedback WHERE {where}
                   ORDER BY seq DESC OFFSET ${len(args)} LIMIT 1"""

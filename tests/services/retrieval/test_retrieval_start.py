@@ -69,14 +69,19 @@ async def test_the_model_shard_reranker_and_memory_load_at_once(
     assert all(e.is_set() for e in started.values())
 
 
+@pytest.mark.parametrize("shard_opens", ["before the failure", "after the failure"])
 async def test_a_failed_step_is_raised_as_itself_and_the_opened_shard_is_closed(
-    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shard_opens: str
 ) -> None:
-    opened = asyncio.Event()
+    """Also when the shard opens only after a sibling step failed: a worker thread cannot
+    be cancelled, so the start waits for every step before raising."""
+    opened, failed = asyncio.Event(), asyncio.Event()
     closed: list[str] = []
     open_vector_index = server.open_vector_index
 
     async def open_and_record(*args, **kwargs):
+        if shard_opens == "after the failure":
+            await asyncio.wait_for(failed.wait(), STEP_WAIT_SECONDS)
         index = await open_vector_index(*args, **kwargs)
         close = index.close
 
@@ -89,42 +94,12 @@ async def test_a_failed_step_is_raised_as_itself_and_the_opened_shard_is_closed(
         return index
 
     async def failing_reranker(*args, **kwargs):
-        await asyncio.wait_for(opened.wait(), STEP_WAIT_SECONDS)
-        raise RerankerUnavailable("VERA_RETRIEVAL__RERANKER_PATH: not a model directory")
-
-    monkeypatch.setattr(server, "open_vector_index", open_and_record)
-    monkeypatch.setattr(server, "load_reranker", failing_reranker)
-    with pytest.raises(RerankerUnavailable):
-        await server.create(_settings(pg_dsn, tmp_path), "127.0.0.1:0", embedder=StandInEmbedder())
-    assert closed == ["shard"]
-
-
-async def test_a_step_still_opening_when_another_fails_is_closed_once_it_opened(
-    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A worker thread cannot be cancelled: the shard it opens after a sibling step failed
-    must still be closed, so the start waits for every step before raising."""
-    failed = asyncio.Event()
-    closed: list[str] = []
-    open_vector_index = server.open_vector_index
-
-    async def open_after_the_failure(*args, **kwargs):
-        await asyncio.wait_for(failed.wait(), STEP_WAIT_SECONDS)
-        index = await open_vector_index(*args, **kwargs)
-        close = index.close
-
-        async def recording_close() -> None:
-            closed.append("shard")
-            await close()
-
-        index.close = recording_close
-        return index
-
-    async def failing_reranker(*args, **kwargs):
+        if shard_opens == "before the failure":
+            await asyncio.wait_for(opened.wait(), STEP_WAIT_SECONDS)
         failed.set()
         raise RerankerUnavailable("VERA_RETRIEVAL__RERANKER_PATH: not a model directory")
 
-    monkeypatch.setattr(server, "open_vector_index", open_after_the_failure)
+    monkeypatch.setattr(server, "open_vector_index", open_and_record)
     monkeypatch.setattr(server, "load_reranker", failing_reranker)
     with pytest.raises(RerankerUnavailable):
         await server.create(_settings(pg_dsn, tmp_path), "127.0.0.1:0", embedder=StandInEmbedder())
