@@ -38,7 +38,10 @@ ENV PATH=/opt/vera/venv/bin:$PATH \
 # quantization (the default precision), checked against it, into the data dir's model
 # cache, where retrieval finds them (read-only at run time).
 RUN python -c "from concurrent.futures import ThreadPoolExecutor; from pathlib import Path; from vera.config import RetrievalSettings; from vera.services.retrieval.embedding import load_onnx_sync; load_onnx_sync(None, 1, Path('/opt/vera/data/models'), ThreadPoolExecutor(1), RetrievalSettings().embedding_precision)" \
-    && test -n "$(ls /opt/vera/data/models/*-int8.onnx)"
+    && test -n "$(ls /opt/vera/data/models/*-int8.onnx)" \
+    && install -d -o 10001 -g 10001 /opt/vera/data/memory
+# Retrieval's memory snapshot goes to /opt/vera/data/memory: the chart and compose.yaml mount
+# a volume there (a named volume takes this directory's owner).
 USER 10001:10001
 WORKDIR /opt/vera
 EXPOSE 8080 8081 50051 50052 50053 50054

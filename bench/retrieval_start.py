@@ -7,7 +7,10 @@ one in ``DIR/<facts>/data``). Its embedded PostgreSQL is started, then each run 
 process that does what ``vera serve retrieval`` does (the CLI's parser, the service's
 import, ``server.create``, the gRPC server's start) and times each part: the CLI, the
 import, and every loading step of ``create`` as (start, end) seconds from its beginning
-(they overlap: they run at once), and reads the peak RSS once serving. ``--kill`` ends
+(they overlap: they run at once), and reads the peak RSS once serving. Each run starts
+twice, one after the other: without the memory snapshot (a full refill from
+``retrieval.documents``, which leaves a new one) and then from that snapshot, so the two
+kinds of start meet the same load on the box. ``--kill`` ends
 each run with SIGKILL instead of a clean stop, so the next one opens the vector shard as
 after a crash (what ``scripts/bench --scale``'s ``retrieval_start_s`` measures under
 ``vera up``, plus the supervisor's restart delay and its probes).
@@ -98,6 +101,7 @@ def _peak_rss_mib() -> float:
 
 def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
     from vera.db.embedded import EmbeddedPostgres
+    from vera.services.retrieval.server import MEMORY_SNAPSHOT
 
     pg = EmbeddedPostgres(data_dir)
     pg.start()
@@ -112,7 +116,10 @@ def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
             "HF_HUB_OFFLINE": "1",
             "VERA_SERVICES__KNOWLEDGE": "127.0.0.1:9",
         }
-        for _ in range(runs):
+        for run in range(2 * runs):
+            kind = ("refill", "snapshot")[run % 2]
+            if kind == "refill":
+                (data_dir / MEMORY_SNAPSHOT).unlink(missing_ok=True)
             env["BENCH_T0"] = repr(time.time())
             done = subprocess.run(
                 [
@@ -131,25 +138,32 @@ def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
             if not lines:
                 print(done.stderr[-3000:], file=sys.stderr)
                 return 1
-            results.append(json.loads(lines[-1]))
-            print(lines[-1])
+            results.append({"start": kind, **json.loads(lines[-1])})
+            print(json.dumps(results[-1]))
     finally:
         pg.stop()
     keys = ("interpreter_s", "cli_s", "import_s", "create_s", "to_serving_s", "peak_rss_mib")
-    medians = {k: round(statistics.median(r[k] for r in results), 3) for k in keys}
-    steps = {
-        name: round(
-            statistics.median(r["steps"][name][1] - r["steps"][name][0] for r in results), 3
-        )
-        for name in results[0]["steps"]
-    }
-    print("| part | median (s; MiB for peak_rss) |\n|---|---|")
-    for k, v in {**medians, **{f"create: {n}": s for n, s in steps.items()}}.items():
-        print(f"| {k} | {v:.3f} |")
+    medians, steps = {}, {}
+    for kind in ("refill", "snapshot"):
+        mine = [r for r in results if r["start"] == kind]
+        medians[kind] = {k: round(statistics.median(r[k] for r in mine), 3) for k in keys}
+        steps[kind] = {
+            name: round(statistics.median(r["steps"][name][1] - r["steps"][name][0]
+                                          for r in mine), 3)
+            for name in mine[0]["steps"]
+        }
+    print("| part | full refill | from the snapshot |\n|---|---|---|")
+    for k in keys:
+        print(f"| {k} | {medians['refill'][k]:.3f} | {medians['snapshot'][k]:.3f} |")
+    for name in steps["refill"]:
+        print(f"| create: {name} | {steps['refill'][name]:.3f} | "
+              f"{steps['snapshot'][name]:.3f} |")
+    ratio = medians["refill"]["to_serving_s"] / medians["snapshot"]["to_serving_s"]
+    print(f"to serving: full refill / from the snapshot = {ratio:.2f}x")
     if out is not None:
-        out.write_text(
-            json.dumps({"runs": results, "median": medians, "steps_median": steps}, indent=2)
-        )
+        out.write_text(json.dumps(
+            {"runs": results, "median": medians, "steps_median": steps,
+             "refill_over_snapshot": ratio}, indent=2))
     return 0
 
 

@@ -3,13 +3,16 @@
 ``retrieval.documents`` is the durable copy of what was indexed (text, attributes, first
 citation, vector). With a FactMemory (the default in the service), searches run BM25 in
 process over it (memory.py) on one worker thread, and the memory is reloaded from the table
-on start. Without one, the query is the OR of its English lexemes ranked by ts_rank_cd over
-the fact (weight A) and its evidence (weight B): the PostgreSQL-only fallback.
+on start (from a local snapshot plus the rows written since, when one is reusable:
+memory_snapshot.py). Without one, the query is the OR of its English lexemes ranked by
+ts_rank_cd over the fact (weight A) and its evidence (weight B): the PostgreSQL-only
+fallback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -18,10 +21,12 @@ import asyncpg
 import numpy as np
 
 from vera.services.retrieval.memory import FactMemory
+from vera.services.retrieval.memory_snapshot import MemorySnapshot, SnapshotKey
 from vera.services.retrieval.model import Candidate, Citation, Fact, FactState, IndexQuery
 from vera.services.retrieval.pipeline import CandidateFeatures
 from vera.services.retrieval.ports import WriterFenced
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 # Where a write of index_state holds only for the writer that claimed last ($2: its epoch;
 # NULL: a process that never claimed, the lone writer).
@@ -90,10 +95,21 @@ class PgLexicalIndex:
         memory: FactMemory | None = None,
         *,
         context_weight: float = CONTEXT_WEIGHT,
+        snapshot: MemorySnapshot | None = None,
     ) -> None:
         self._pool = pool
         self.memory = memory
         self.context_weight = context_weight
+        self._snapshot = snapshot if memory is not None else None
+        # The key a snapshot of the memory is made under (None: none may be made of it), the
+        # newest change-log position it holds, and the position it must reach to be whole
+        # (a replay from the start rewrites what it loaded); kept on the memory's thread.
+        self._snapshot_key: SnapshotKey | None = None
+        self._memory_position = 0
+        self._whole_at = 0
+        self._highest_loaded = 0
+        # Where the last load came from: "snapshot" or "documents" (tests, the bench).
+        self.loaded_from = ""
         # The writer epoch this process claimed (None: it never claimed; a lone writer).
         self._writer_epoch: int | None = None
         self._executor = (
@@ -110,14 +126,25 @@ class PgLexicalIndex:
         the loaded memory reflects: the cursor in the same snapshot.
 
         One snapshot: a writer in another replica may commit meanwhile, and paging outside
-        one let a re-upserted or erased row shift the pages and skip a document."""
+        one let a re-upserted or erased row shift the pages and skip a document. A reusable
+        memory snapshot stands for every row up to its position; a full refill leaves one."""
         if self.memory is None:
             return await self.cursor()
         async with self._pool.acquire() as conn, conn.transaction(
             isolation="repeatable_read", readonly=True
         ):
-            position_loaded = int(await conn.fetchval("SELECT position FROM index_state WHERE id"))
+            state = await conn.fetchrow(
+                "SELECT position, embedding, documents_epoch FROM index_state WHERE id"
+            )
+            position_loaded = int(state["position"])
+            key = self._key(state["documents_epoch"], state["embedding"])
+            restored = None
+            if key is not None and self._snapshot is not None:
+                restored = await self._run(self._snapshot.read, key, position_loaded)
             after: tuple[int, str] = (-1, "")
+            if restored is not None:
+                self.memory, snapshot_position = restored
+                after = (snapshot_position + 1, "")  # every version id sorts after ''
             while True:
                 rows = await conn.fetch(
                     "SELECT * FROM documents WHERE (change_position, version_id) > ($1, $2)"
@@ -138,11 +165,63 @@ class PgLexicalIndex:
                         for r in group
                     ]
                     await self._run(self._upsert_memory, facts, vectors, position)
+        self._snapshot_key = key
+        self._memory_position = position_loaded
+        self._highest_loaded = max(position_loaded, after[0])
+        self.loaded_from = "documents" if restored is None else "snapshot"
+        if restored is None and key is not None:
+            await self.save_snapshot()
         return position_loaded
+
+    def _key(self, documents_epoch: object, embedding: str | None) -> SnapshotKey | None:
+        if self._snapshot is None or self.memory is None:
+            return None
+        return self._snapshot.key(str(documents_epoch), embedding, self.memory.dimensions)
+
+    async def save_snapshot(self) -> int | None:
+        """Writes the memory's snapshot if the documents are still those it holds (no
+        erasure or re-embedding since it was loaded or replayed: either changes the
+        epoch); returns the position written. Never raises: a snapshot only shortens the
+        next start."""
+        if self._snapshot_key is None:
+            return None
+        try:
+            state = await self._pool.fetchrow(
+                "SELECT embedding, documents_epoch FROM index_state WHERE id"
+            )
+            key = self._key(state["documents_epoch"], state["embedding"])
+            if key == self._snapshot_key:
+                return await self._run(self._write_snapshot, key)
+        except Exception as exc:
+            log.warning("memory snapshot not written (%s)", type(exc).__name__)
+        return None
+
+    async def keep_snapshots(self, every_seconds: float) -> None:
+        """Writes a snapshot every ``every_seconds`` in which the memory moved on, so a
+        replica that crashes restarts from a recent one (runs until cancelled)."""
+        written = self._memory_position
+        while True:
+            await asyncio.sleep(every_seconds)
+            if self._memory_position != written:
+                written = await self.save_snapshot() or written
+
+    def _write_snapshot(self, key: SnapshotKey) -> int | None:
+        assert self.memory is not None and self._snapshot is not None
+        if self._memory_position < self._whole_at:
+            return None
+        self._snapshot.write(self.memory, key, self._memory_position)
+        return self._memory_position
+
+    def _replaying(self, key: SnapshotKey | None) -> None:
+        """From the start of the log: whole again once past everything loaded."""
+        self._whole_at = max(self._memory_position, self._highest_loaded)
+        self._memory_position = 0
+        self._snapshot_key = key
 
     def _upsert_memory(self, facts, vectors, position: int) -> None:
         assert self.memory is not None
         self.memory.upsert(facts, vectors, position)
+        self._memory_position = max(self._memory_position, position)
 
     async def features(
         self,
@@ -159,7 +238,9 @@ class PgLexicalIndex:
         )
 
     async def close(self) -> None:
+        """Leaves a snapshot of the memory for the next start, then stops its thread."""
         if self._executor is not None:
+            await self.save_snapshot()
             self._executor.shutdown(wait=True)
 
     async def search(self, text: str, query: IndexQuery, limit: int) -> list[Candidate]:
@@ -318,14 +399,17 @@ class PgLexicalIndex:
         return None if value is None else str(value)
 
     async def restart_for_embedding(self, embedding: str) -> None:
-        _fenced_unless_moved(
-            await self._pool.execute(
-                "UPDATE index_state SET position = 0, embedding = $1, updated_at = now()"
-                f" WHERE id AND {_STILL_WRITER}",
-                embedding,
-                self._writer_epoch,
-            )
+        epoch = await self._pool.fetchval(
+            "UPDATE index_state SET position = 0, embedding = $1,"
+            " documents_epoch = gen_random_uuid(), updated_at = now()"
+            f" WHERE id AND {_STILL_WRITER} RETURNING documents_epoch",
+            embedding,
+            self._writer_epoch,
         )
+        if epoch is None:
+            raise WriterFenced("another replica writes the index")
+        if self.memory is not None:
+            await self._run(self._replaying, self._key(epoch, embedding))
 
     async def claim_writer(self) -> None:
         self._writer_epoch = int(
@@ -348,7 +432,11 @@ class PgLexicalIndex:
         ids = list(version_ids)
         if not ids:
             return
-        await self._pool.execute("DELETE FROM documents WHERE version_id = ANY($1::text[])", ids)
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("DELETE FROM documents WHERE version_id = ANY($1::text[])", ids)
+            await conn.execute(
+                "UPDATE index_state SET documents_epoch = gen_random_uuid() WHERE id"
+            )
         await self.forget(ids)
 
     async def forget(self, version_ids: Sequence[str]) -> None:

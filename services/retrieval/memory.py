@@ -70,7 +70,7 @@ class _Growable:
 
     def append(self, value: float) -> None:
         if self.n == len(self.data):
-            grown = np.zeros(2 * len(self.data), self.data.dtype)
+            grown = np.zeros(max(4, 2 * len(self.data)), self.data.dtype)
             grown[: self.n] = self.data
             self.data = grown
         self.data[self.n] = value
@@ -78,6 +78,14 @@ class _Growable:
 
     def view(self) -> np.ndarray:
         return self.data[: self.n]
+
+    # Pickled as its filled part (memory_snapshot); it grows again on the next append.
+    def __getstate__(self) -> np.ndarray:
+        return self.view()
+
+    def __setstate__(self, filled: np.ndarray) -> None:
+        self.data = _writable(filled)
+        self.n = len(filled)
 
 
 class _Postings:
@@ -170,7 +178,7 @@ class _Scope:
     _SLOT_COLUMNS = ("nb", "older")
 
     def _grow(self) -> None:
-        cap = len(self.length) * 2
+        cap = max(64, len(self.length) * 2)
         for name in self._COLUMNS + self._SLOT_COLUMNS:
             old = getattr(self, name)
             shape = (cap, *old.shape[1:])
@@ -180,6 +188,20 @@ class _Scope:
                 new = np.zeros(shape, old.dtype)
             new[: self.n] = old[: self.n]
             setattr(self, name, new)
+
+    # Pickled (memory_snapshot) as the filled slots of each column, without the read
+    # caches. Loaded, the columns are the pickle's own buffers (a copy into more capacity
+    # would double the peak while the unpickler still holds them); the next insert grows.
+    def __getstate__(self) -> dict:
+        state = {**self.__dict__, "_layout": None, "_live": None}
+        for name in self._COLUMNS + self._SLOT_COLUMNS:
+            state[name] = state[name][: self.n]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        for name in self._COLUMNS + self._SLOT_COLUMNS:
+            state[name] = _writable(state[name])
+        self.__dict__.update(state)
 
     def _source_order(self, slot: int) -> tuple[tuple, int, int]:
         return self._locator_order[self.locator[slot]], int(self.position[slot]), slot
@@ -424,6 +446,10 @@ class _Scope:
 
     def subject_key(self, slot: int) -> str:
         return self.names.names[self.codes[slot, 3]]
+
+
+def _writable(column: np.ndarray) -> np.ndarray:
+    return column if column.flags.writeable else column.copy()
 
 
 def _max_or(values: np.ndarray, empty: float) -> float:

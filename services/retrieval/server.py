@@ -24,6 +24,7 @@ from vera.services.retrieval.leadership import PgWriterLease
 from vera.services.retrieval.learned_rank import ActiveModels, FitPolicy
 from vera.services.retrieval.lexical import PgLexicalIndex
 from vera.services.retrieval.memory import FactMemory
+from vera.services.retrieval.memory_snapshot import MemorySnapshot
 from vera.services.retrieval.pipeline import Retriever
 from vera.services.retrieval.ports import Embedder, Reranker, VectorIndex
 from vera.services.retrieval.rank_store import RankStore
@@ -37,6 +38,8 @@ T = TypeVar("T")
 
 SCHEMA = "retrieval"
 PACKAGE = "vera.services.retrieval"
+# Under the data directory, beside the shard: the memory a restart reloads first.
+MEMORY_SNAPSHOT = "memory/facts.snapshot"
 SERVICE_NAME = retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"].full_name
 
 
@@ -64,9 +67,13 @@ async def create(
         cleanups.append(channel.close)
 
         dimensions = DIMENSIONS if embedder is None else embedder.dimensions
-        lexical = PgLexicalIndex(pool, FactMemory(dimensions))
-        cleanups.append(lexical.close)
         embedding = embedding_version(rs)
+        lexical = PgLexicalIndex(
+            pool,
+            FactMemory(dimensions),
+            snapshot=MemorySnapshot(settings.data_dir / MEMORY_SNAPSHOT, embedding),
+        )
+        cleanups.append(lexical.close)
 
         async def load_own_embedder() -> Embedder:
             owned = await load_embedder(
@@ -176,6 +183,9 @@ async def create(
         cleanups.append(stop_tailer)
         for loop in (ranking.watch(), ranking.auto_fit(lambda: indexer.writing)):
             cleanups.append(_stopper(asyncio.create_task(loop, name="retrieval-ranking")))
+        if rs.memory_snapshot_seconds > 0:
+            snapshots = lexical.keep_snapshots(rs.memory_snapshot_seconds)
+            cleanups.append(_stopper(asyncio.create_task(snapshots, name="retrieval-snapshot")))
     except BaseException:
         await close_all()
         raise

@@ -35,6 +35,7 @@ from vera.config import Settings, load_settings
 from vera.entrypoints.loopback import refuse_unauthenticated_non_loopback
 from vera.entrypoints.mcp.main import check_startup
 from vera.rpc.auth import server_auth_key
+from vera.services.retrieval import server as retrieval_server
 
 GRPC = ("identity", "knowledge", "retrieval", "snapshot")
 FRONTS = ("gateway", "api")
@@ -167,6 +168,26 @@ def test_requests_cover_the_measured_peak_rss() -> None:
         assert _mebibytes(request) >= peak and _mebibytes(limit) >= 1.2 * _mebibytes(request)
     [retrieval] = containers(deployments["retrieval"])
     assert _mebibytes(retrieval["resources"]["limits"]["memory"]) >= 1.5 * 899  # 100k peak
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_only_retrieval_writes_beyond_tmp_and_there_only_its_memory_snapshot(name) -> None:
+    """The root filesystem is read-only: retrieval's pods mount a volume where the service
+    writes its memory snapshot (VERA_DATA_DIR/memory), and no other pod mounts one."""
+    objects = rendered(name)
+    for workload in workloads(objects):
+        pod = workload["spec"]["template"]["spec"]
+        [container] = containers(workload)
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert set(mounts) == set(volumes), component(workload)
+        if component(workload) != "retrieval":
+            assert mounts == {"tmp": "/tmp"}, component(workload)
+            continue
+        settings = _settings_from(_container_env(objects, workload))
+        snapshot = settings.data_dir / retrieval_server.MEMORY_SNAPSHOT
+        assert mounts["memory"] == str(snapshot.parent)
+        assert _mebibytes(volumes["memory"]["emptyDir"]["sizeLimit"]) >= 1024
 
 
 def test_the_config_checksum_follows_the_config() -> None:

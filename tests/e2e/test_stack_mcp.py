@@ -3,12 +3,20 @@ client over HTTP, exactly as an agent would use it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from mcp import Client, MCPError
+
+from vera.services.retrieval.server import MEMORY_SNAPSHOT
+from vera.stack import read_stack_file
 
 pytestmark = pytest.mark.e2e
 
@@ -152,11 +160,39 @@ async def test_facts_survive_a_restart(stack, tmp_path: Path):
                         str(stack.data_dir))
     assert loaded.returncode == 0, loaded.stderr
     assert stack.stop() == 0
+    snapshot = stack.data_dir / MEMORY_SNAPSHOT  # retrieval left its memory at its stop
+    written = snapshot.stat().st_mtime_ns
     stack.start()
     async with Client(stack.mcp_url) as client:
         found = await call(client, "knowledge_search", query="ledger-service written in Rust",
                            project="ledger")
         assert [r["object"] for r in found["results"]] == ["Rust with the tokio runtime"]
+    assert snapshot.stat().st_mtime_ns == written  # reused: a refill would have written one
+
+    # A fact indexed after that snapshot, then a crash: the restarted replica reloads the
+    # snapshot and reads the documents written since.
+    later = write_jsonl(tmp_path / "later.jsonl", [
+        {"type": "fact", "subject": "ledger-service", "predicate": "deployed_with",
+         "object": "blue-green releases behind a feature flag"}])
+    loaded = stack.vera("ingest", str(later), "--project", "ledger", "--data-dir",
+                        str(stack.data_dir))
+    assert loaded.returncode == 0, loaded.stderr
+    before = read_stack_file(stack.data_dir)
+    os.kill(before["pids"]["retrieval"], signal.SIGKILL)
+    give_up = time.monotonic() + 120
+    async with Client(stack.mcp_url) as client:
+        while True:
+            restarted = read_stack_file(stack.data_dir)["restarts"]["retrieval"] > 0
+            with contextlib.suppress(MCPError):  # retrieval unavailable meanwhile
+                found = await call(client, "knowledge_search",
+                                   query="how is ledger-service deployed", project="ledger")
+                if restarted:
+                    break
+            assert time.monotonic() < give_up, stack.log_tail()
+            await anyio.sleep(0.5)
+    objects = [r["object"] for r in found["results"]]
+    assert objects[0] == "blue-green releases behind a feature flag", objects
+    assert snapshot.stat().st_mtime_ns == written
 
 
 async def test_a_curator_verifies_a_proposal_with_the_cli(stack, tmp_path: Path):

@@ -107,16 +107,39 @@ tolerations:
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end -}}
+
+{{/*
+A pod's writable volumes (the root filesystem is read-only). Args: memorySnapshot (the
+size of retrieval's memory snapshot volume; absent: none).
+*/}}
+{{- define "vera.volumes" -}}
 volumes:
-  # The root filesystem is read-only; Python, ONNX Runtime and torch need a scratch /tmp.
+  # Python, ONNX Runtime and torch need a scratch /tmp.
   - name: tmp
     emptyDir:
       sizeLimit: 256Mi
+  {{- with .memorySnapshot }}
+  # Retrieval's memory snapshot: a restarted container reloads it instead of refilling
+  # from every document. An emptyDir outlives container restarts, not the pod.
+  - name: memory
+    emptyDir:
+      sizeLimit: {{ . }}
+  {{- end }}
 {{- end -}}
 
-{{- define "vera.tmpMount" -}}
+{{- define "vera.mounts" -}}
 - name: tmp
   mountPath: /tmp
+{{- if .memorySnapshot }}
+- name: memory
+  mountPath: {{ include "vera.dataDir" . }}/memory
+{{- end }}
+{{- end -}}
+
+{{/* VERA_DATA_DIR in every pod; nothing persists there but what a volume mounts. */}}
+{{- define "vera.dataDir" -}}
+/opt/vera/data
 {{- end -}}
 
 {{/* grpc probes on the component's port: Kubernetes' native gRPC health client. */}}
@@ -169,6 +192,7 @@ spec:
         checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
     spec:
       {{- include "vera.podSpecCommon" $root | trim | nindent 6 }}
+      {{- include "vera.volumes" . | nindent 6 }}
       # Above the longest RPC deadline (30 s), which a stopping process drains for.
       terminationGracePeriodSeconds: 45
       containers:
@@ -195,7 +219,7 @@ spec:
           securityContext:
             {{- include "vera.containerSecurityContext" $root | nindent 12 }}
           volumeMounts:
-            {{- include "vera.tmpMount" $root | nindent 12 }}
+            {{- include "vera.mounts" . | nindent 12 }}
 {{- end -}}
 
 {{/*
@@ -230,6 +254,7 @@ spec:
         {{- end }}
     spec:
       {{- include "vera.podSpecCommon" $root | trim | nindent 6 }}
+      {{- include "vera.volumes" (dict) | nindent 6 }}
       # Above the longest RPC deadline (30 s), which a stopping process drains for.
       terminationGracePeriodSeconds: 45
       containers:
@@ -273,7 +298,7 @@ spec:
           securityContext:
             {{- include "vera.containerSecurityContext" $root | nindent 12 }}
           volumeMounts:
-            {{- include "vera.tmpMount" $root | nindent 12 }}
+            {{- include "vera.mounts" (dict) | nindent 12 }}
 ---
 apiVersion: v1
 kind: Service

@@ -8,6 +8,7 @@ import os
 import random
 import sys
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from vera.services.retrieval import text
 from vera.services.retrieval.memory import FactMemory, order_key
+from vera.services.retrieval.memory_snapshot import MemorySnapshot, SnapshotKey
 from vera.services.retrieval.model import Citation, Fact, FactState, IndexQuery
 
 T = datetime(2025, 1, 1, tzinfo=UTC)
@@ -267,10 +269,16 @@ def _recorded_corpus() -> tuple[list[Fact], list[list[float]]]:
     return facts, vectors
 
 
-def _recorded_outputs(memory: FactMemory) -> dict[str, list]:
+def _recorded_outputs(
+    memory: FactMemory, *, restart: Callable[[FactMemory], FactMemory] | None = None
+) -> dict[str, list]:
+    """``restart``: what becomes of the memory halfway through the writes."""
     facts, vectors = _recorded_corpus()
-    for position, start in enumerate(range(0, len(facts), 64), start=1):
+    pages = list(enumerate(range(0, len(facts), 64), start=1))
+    for position, start in pages:
         memory.upsert(facts[start : start + 64], vectors[start : start + 64], position)
+        if restart is not None and position == len(pages) // 2:
+            memory = restart(memory)
     rng = random.Random(12)
     weights = [1.0 / (i + 1) for i in range(len(_WORDS))]
     texts = [" ".join(rng.choices(_WORDS, weights, k=rng.randint(1, 6))) for _ in range(30)]
@@ -308,3 +316,23 @@ def test_candidates_scores_and_features_are_the_recorded_ones() -> None:
     if os.environ.get("VERA_UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(json.dumps(outputs, indent=0, sort_keys=True) + "\n")
     assert outputs == json.loads(GOLDEN.read_text())
+
+
+def test_a_memory_restored_from_its_snapshot_goes_on_as_if_it_never_stopped(
+    tmp_path: Path,
+) -> None:
+    """Written halfway through the writes, read back, then written on: the recorded
+    candidates, scores and features, bit for bit (the columns come back at their filled
+    size and grow again on the next insert)."""
+    snapshot = MemorySnapshot(tmp_path / "facts.snapshot", "e1")
+    key = SnapshotKey("epoch-1", "e1", 4)
+
+    def restart(memory: FactMemory) -> FactMemory:
+        snapshot.write(memory, key, 7)
+        restored = snapshot.read(key, cursor=7)
+        assert restored is not None
+        again, position = restored
+        assert again is not memory and position == 7
+        return again
+
+    assert _recorded_outputs(FactMemory(4), restart=restart) == json.loads(GOLDEN.read_text())

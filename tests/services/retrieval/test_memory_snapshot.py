@@ -1,0 +1,280 @@
+"""A replica's memory snapshot: reused only under the documents, embedding and format it
+was made from, and then (with the rows written after it) equal to a full refill; an
+erasure, a re-embedding, a cursor gone back or an unreadable file means a full refill
+(real PostgreSQL for the service's load; the file on its own for the format)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from vera.db.migrate import migrate
+from vera.db.pool import create_pool
+from vera.services.retrieval.lexical import PgLexicalIndex
+from vera.services.retrieval.memory import FactMemory
+from vera.services.retrieval.memory_snapshot import (
+    ABANDONED_AFTER_SECONDS,
+    MemorySnapshot,
+    SnapshotKey,
+)
+from vera.services.retrieval.model import Citation, Fact, IndexQuery
+
+T = datetime(2025, 1, 1, tzinfo=UTC)
+EMBEDDING = "test-embedding-1"
+KEY = SnapshotKey("epoch-1", EMBEDDING, 3)
+
+
+def fact(n: int, text: str, source: str = "s1") -> Fact:
+    return Fact(
+        f"k{n}", f"k{n}-v1", "a", f"subject {n}", "said", text, recorded_at=T,
+        citations=(Citation(source_id=source, locator=f"D1:{n}", excerpt=text),),
+    )  # fmt: skip
+
+
+def vector(n: int) -> list[float]:
+    return [math.cos(n), math.sin(n), 0.5]
+
+
+FIRST = [fact(n, t) for n, t in enumerate(
+    ["payments api owned by checkout", "ledger runbook for outages", "on call rotation"], 1)]
+LATER = [fact(n, t, "s2") for n, t in enumerate(
+    ["payments ledger migration", "the checkout team on call", "ledger owners"], 10)]
+QUERIES = ["payments", "ledger on call", "checkout owners", "rotation runbook"]
+
+
+def query() -> IndexQuery:
+    return IndexQuery(scope_ids=("a",), as_of=T + timedelta(days=1))
+
+
+async def answers(index: PgLexicalIndex) -> list:
+    out = []
+    for text in QUERIES:
+        found = await index.search(text, query(), 10)
+        features = await index.features(("a",), [c.version_id for c in found], vector(0), text)
+        out.append(([(c.version_id, c.score) for c in found], sorted(features.items())))
+    return out
+
+
+@pytest.fixture
+async def pool(pg_dsn: str) -> AsyncIterator[asyncpg.Pool]:
+    await migrate(pg_dsn, "retrieval", "vera.services.retrieval")
+    pool = await create_pool(pg_dsn, "retrieval", min_size=1, max_size=3)
+    await pool.execute("UPDATE index_state SET position = 0, embedding = $1", EMBEDDING)
+    yield pool
+    await pool.close()
+
+
+async def apply(pool: asyncpg.Pool, facts: list[Fact], first_position: int) -> None:
+    writer = PgLexicalIndex(pool)  # the documents and the cursor, as the tailer writes them
+    for position, f in enumerate(facts, start=first_position):
+        await writer.apply([f], position, vectors=[vector(int(f.fact_key[1:]))])
+
+
+async def loaded(pool: asyncpg.Pool, path: Path | None) -> PgLexicalIndex:
+    snapshot = MemorySnapshot(path, EMBEDDING) if path is not None else None
+    index = PgLexicalIndex(pool, FactMemory(3), snapshot=snapshot)
+    await index.load()
+    return index
+
+
+async def test_a_restart_reuses_the_snapshot_and_reads_only_the_rows_written_since(
+    pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    path = tmp_path / "facts.snapshot"
+    await apply(pool, FIRST, 1)
+    first = await loaded(pool, path)
+    assert first.loaded_from == "documents" and path.exists()  # a full refill leaves one
+    await first.close()
+    await apply(pool, LATER, 4)
+
+    again = await loaded(pool, path)
+    refilled = await loaded(pool, None)
+    assert again.loaded_from == "snapshot" and refilled.loaded_from == "documents"
+    assert await answers(again) == await answers(refilled)
+    found = [c.version_id for c in await again.search("ledger", query(), 10)]
+    assert {"k10-v1", "k12-v1"} <= set(found[:3])  # written after the snapshot
+    for index in (again, refilled):
+        await index.close()
+
+
+async def test_a_stop_leaves_a_snapshot_of_what_it_applied_since_the_start(
+    pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    path = tmp_path / "facts.snapshot"
+    await apply(pool, FIRST, 1)
+    index = await loaded(pool, path)
+    await index.apply(LATER, 6, vectors=[vector(n) for n in (10, 11, 12)])
+    await index.close()
+    assert MemorySnapshot(path, EMBEDDING).read(
+        SnapshotKey(await epoch(pool), EMBEDDING, 3), cursor=6
+    )[1] == 6  # fmt: skip
+    # Rows are then rewritten at that position only by a replay from the start (which
+    # changes the epoch), so the snapshot alone answers as a full refill.
+    again = await loaded(pool, path)
+    assert again.loaded_from == "snapshot"
+    refilled = await loaded(pool, None)
+    assert await answers(again) == await answers(refilled)
+    for i in (again, refilled):
+        await i.close()
+
+
+async def epoch(pool: asyncpg.Pool) -> str:
+    return str(await pool.fetchval("SELECT documents_epoch FROM index_state WHERE id"))
+
+
+async def test_an_erasure_makes_the_next_start_refill(pool: asyncpg.Pool, tmp_path: Path) -> None:
+    path = tmp_path / "facts.snapshot"
+    await apply(pool, FIRST + LATER, 1)
+    reader = await loaded(pool, path)  # another replica, loaded before the erasure
+    writer = await loaded(pool, None)
+    before = await epoch(pool)
+    await writer.delete(["k2-v1"])
+    assert await epoch(pool) != before
+    written = path.stat().st_mtime_ns
+    await reader.close()  # its memory still holds k2: it must not leave it behind
+    assert path.stat().st_mtime_ns == written
+
+    again = await loaded(pool, path)
+    assert again.loaded_from == "documents"
+    assert "k2-v1" not in {c.version_id for c in await again.search("ledger", query(), 10)}
+    for i in (again, writer):
+        await i.close()
+
+
+async def test_a_re_embedding_or_a_cursor_gone_back_makes_the_next_start_refill(
+    pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    path = tmp_path / "facts.snapshot"
+    await apply(pool, FIRST, 1)
+    await (await loaded(pool, path)).close()
+
+    # The database restored from a backup older than the snapshot: its position is ahead.
+    await pool.execute("UPDATE index_state SET position = 2")
+    assert await loaded_from(pool, path) == "documents"
+    await apply(pool, FIRST, 3)  # the cursor past the (new) snapshot's position again
+
+    index = await loaded(pool, path)
+    assert index.loaded_from == "snapshot"
+    await index.restart_for_embedding(EMBEDDING)  # a replay from the start, same model
+    await index.close()
+    assert await loaded_from(pool, path) == "documents"
+
+    # Vectors of another model: neither used nor made.
+    await pool.execute("UPDATE index_state SET embedding = 'other-model'")
+    path.unlink()
+    other = await loaded(pool, path)
+    assert other.loaded_from == "documents" and not path.exists()
+    await other.close()
+    assert not path.exists()
+
+
+async def loaded_from(pool: asyncpg.Pool, path: Path) -> str:
+    index = await loaded(pool, path)
+    await index.close()
+    return index.loaded_from
+
+
+def test_only_a_snapshot_of_the_same_key_format_and_an_earlier_position_is_read(
+    tmp_path: Path,
+) -> None:
+    snapshot = MemorySnapshot(tmp_path / "facts.snapshot", EMBEDDING)
+    assert snapshot.read(KEY, cursor=10) is None  # none yet
+    memory = FactMemory(3)
+    memory.upsert(FIRST, [vector(n) for n in (1, 2, 3)], 1)
+    snapshot.write(memory, KEY, 5)
+    assert snapshot.read(KEY, cursor=5) is not None
+    assert snapshot.read(KEY, cursor=4) is None
+    for other in (
+        SnapshotKey("epoch-2", EMBEDDING, 3),
+        SnapshotKey("epoch-1", "another-model", 3),
+        SnapshotKey("epoch-1", EMBEDDING, 384),
+    ):
+        assert snapshot.read(other, cursor=10) is None
+    assert snapshot.key("epoch-1", "another-model", 3) is None
+    assert snapshot.key("epoch-1", None, 3) is None
+    assert snapshot.key("epoch-1", EMBEDDING, 3) == KEY
+    assert [p.name for p in tmp_path.iterdir()] == ["facts.snapshot"]  # no partial left
+
+
+@pytest.mark.parametrize("damage", ["cut", "garbage", "format", "not-a-memory"])
+def test_an_unreadable_snapshot_means_a_refill(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "facts.snapshot"
+    snapshot = MemorySnapshot(path, EMBEDDING)
+    memory = FactMemory(3)
+    memory.upsert(FIRST, [vector(n) for n in (1, 2, 3)], 1)
+    snapshot.write(memory, KEY, 5)
+    header, body = path.read_bytes().split(b"\n", 1)
+    if damage == "cut":
+        path.write_bytes(header + b"\n" + body[: len(body) // 2])
+    elif damage == "garbage":
+        path.write_bytes(b"\x00\xff" * 50)
+    elif damage == "format":
+        path.write_bytes(header.replace(b'"format": 1', b'"format": 99') + b"\n" + body)
+    else:
+        snapshot.write(memory, KEY, 5)
+        import pickle
+
+        path.write_bytes(header + b"\n" + pickle.dumps({"dimensions": 3}))
+    assert snapshot.read(KEY, cursor=5) is None
+
+
+def test_a_failed_write_keeps_the_previous_snapshot(tmp_path: Path) -> None:
+    path = tmp_path / "facts.snapshot"
+    snapshot = MemorySnapshot(path, EMBEDDING)
+    memory = FactMemory(3)
+    memory.upsert(FIRST, [vector(n) for n in (1, 2, 3)], 1)
+    snapshot.write(memory, KEY, 5)
+    memory.unpicklable = lambda: None  # type: ignore[attr-defined]
+    with pytest.raises(Exception):  # noqa: B017 - pickle's error type varies by object
+        snapshot.write(memory, KEY, 6)
+    restored = snapshot.read(KEY, cursor=10)
+    assert restored is not None and restored[1] == 5
+    assert [p.name for p in tmp_path.iterdir()] == ["facts.snapshot"]
+
+
+async def test_a_running_replica_writes_a_snapshot_when_its_memory_moved_on(
+    pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    path = tmp_path / "facts.snapshot"
+    await apply(pool, FIRST, 1)
+    index = await loaded(pool, path)
+    written = MemorySnapshot(path, EMBEDDING)
+    key = SnapshotKey(await epoch(pool), EMBEDDING, 3)
+    keeping = asyncio.create_task(index.keep_snapshots(0.05))
+    try:
+        await asyncio.sleep(0.3)
+        assert written.read(key, cursor=10)[1] == 3  # nothing new: the load's one
+        await index.apply(LATER, 6, vectors=[vector(n) for n in (10, 11, 12)])
+        for _ in range(100):
+            if written.read(key, cursor=10)[1] == 6:
+                break
+            await asyncio.sleep(0.05)
+        assert written.read(key, cursor=10)[1] == 6
+    finally:
+        keeping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeping
+        await index.close()
+
+
+def test_a_write_removes_what_a_killed_write_left_behind(tmp_path: Path) -> None:
+    path = tmp_path / "facts.snapshot"
+    abandoned = tmp_path / "facts.snapshot.x1y2.partial"
+    in_flight = tmp_path / "facts.snapshot.z3w4.partial"  # another replica writing now
+    for partial in (abandoned, in_flight):
+        partial.write_bytes(b"half")
+    old = time.time() - 2 * ABANDONED_AFTER_SECONDS
+    os.utime(abandoned, (old, old))
+    memory = FactMemory(3)
+    memory.upsert(FIRST, [vector(n) for n in (1, 2, 3)], 1)
+    MemorySnapshot(path, EMBEDDING).write(memory, KEY, 5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name, in_flight.name]
