@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TypeVar
 
 import asyncpg
@@ -101,13 +102,11 @@ class PgLexicalIndex:
         self.memory = memory
         self.context_weight = context_weight
         self._snapshot = snapshot if memory is not None else None
-        # The key a snapshot of the memory is made under (None: none may be made of it), the
-        # newest change-log position it holds, and the position it must reach to be whole
-        # (a replay from the start rewrites what it loaded); kept on the memory's thread.
+        # The key a snapshot of the memory is made under (None: none may be made of it) and
+        # the change-log position it stands at (kept on the memory's thread): the rows past
+        # it are what a restart from its snapshot reads.
         self._snapshot_key: SnapshotKey | None = None
         self._memory_position = 0
-        self._whole_at = 0
-        self._highest_loaded = 0
         # Where the last load came from: "snapshot" or "documents" (tests, the bench).
         self.loaded_from = ""
         # The writer epoch this process claimed (None: it never claimed; a lone writer).
@@ -167,7 +166,6 @@ class PgLexicalIndex:
                     await self._run(self._upsert_memory, facts, vectors, position)
         self._snapshot_key = key
         self._memory_position = position_loaded
-        self._highest_loaded = max(position_loaded, after[0])
         self.loaded_from = "documents" if restored is None else "snapshot"
         if restored is None and key is not None:
             await self.save_snapshot()
@@ -183,15 +181,22 @@ class PgLexicalIndex:
         erasure or re-embedding since it was loaded or replayed: either changes the
         epoch); returns the position written. Never raises: a snapshot only shortens the
         next start."""
-        if self._snapshot_key is None:
+        if self._snapshot_key is None or self._snapshot is None:
             return None
         try:
             state = await self._pool.fetchrow(
                 "SELECT embedding, documents_epoch FROM index_state WHERE id"
             )
             key = self._key(state["documents_epoch"], state["embedding"])
-            if key == self._snapshot_key:
-                return await self._run(self._write_snapshot, key)
+            if key != self._snapshot_key:
+                return None
+            dumped = await self._run(self._dump_snapshot, key)
+            if dumped is None:
+                return None
+            partial, position = dumped
+            # Only the pickling needs the memory; queries need not wait for the disk.
+            await asyncio.to_thread(self._snapshot.commit, partial)
+            return position
         except Exception as exc:
             log.warning("memory snapshot not written (%s)", type(exc).__name__)
         return None
@@ -203,25 +208,32 @@ class PgLexicalIndex:
         while True:
             await asyncio.sleep(every_seconds)
             if self._memory_position != written:
-                written = await self.save_snapshot() or written
+                saved = await self.save_snapshot()
+                written = written if saved is None else saved
 
-    def _write_snapshot(self, key: SnapshotKey) -> int | None:
+    def _dump_snapshot(self, key: SnapshotKey) -> tuple[Path, int] | None:
         assert self.memory is not None and self._snapshot is not None
-        if self._memory_position < self._whole_at:
-            return None
-        self._snapshot.write(self.memory, key, self._memory_position)
-        return self._memory_position
+        if self._memory_position == 0:
+            return None  # a restart from it would read every row anyway
+        return self._snapshot.dump(self.memory, key, self._memory_position), self._memory_position
 
     def _replaying(self, key: SnapshotKey | None) -> None:
-        """From the start of the log: whole again once past everything loaded."""
-        self._whole_at = max(self._memory_position, self._highest_loaded)
+        """From the start of the log, under a new epoch."""
         self._memory_position = 0
         self._snapshot_key = key
 
     def _upsert_memory(self, facts, vectors, position: int) -> None:
+        """Rows as ``documents`` holds them now (a load, a scope reloaded after erasure)."""
         assert self.memory is not None
         self.memory.upsert(facts, vectors, position)
-        self._memory_position = max(self._memory_position, position)
+
+    def _remember_page(self, facts, vectors, position: int) -> None:
+        """A change-log page. One before where the memory stood is a replay from an earlier
+        position (a follower's local shard, a vector store found empty, a re-embedding): the
+        memory then stands there, since what it rewrote may be older than what it held and
+        a restart from its snapshot must read every row past it again."""
+        self._upsert_memory(facts, vectors, position)
+        self._memory_position = position
 
     async def features(
         self,
@@ -292,7 +304,7 @@ class PgLexicalIndex:
         vectors: Sequence[Sequence[float] | None] | None = None,
     ) -> None:
         if self.memory is not None and facts:
-            await self._run(self._upsert_memory, list(facts), vectors, position)
+            await self._run(self._remember_page, list(facts), vectors, position)
 
     async def stored_vectors(self, version_ids: Sequence[str]) -> dict[str, list[float] | None]:
         rows = await self._pool.fetch(
@@ -432,11 +444,13 @@ class PgLexicalIndex:
         ids = list(version_ids)
         if not ids:
             return
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute("DELETE FROM documents WHERE version_id = ANY($1::text[])", ids)
-            await conn.execute(
-                "UPDATE index_state SET documents_epoch = gen_random_uuid() WHERE id"
-            )
+        # A new epoch only when rows went: a replay past an old erasure deletes nothing.
+        await self._pool.execute(
+            "WITH gone AS (DELETE FROM documents WHERE version_id = ANY($1::text[])"
+            " RETURNING 1) UPDATE index_state SET documents_epoch = gen_random_uuid()"
+            " WHERE id AND EXISTS (SELECT 1 FROM gone)",
+            ids,
+        )
         await self.forget(ids)
 
     async def forget(self, version_ids: Sequence[str]) -> None:

@@ -497,7 +497,6 @@ class FactMemory:
     def __init__(self, dimensions: int) -> None:
         self.dimensions = dimensions
         self._scopes: dict[str, _Scope] = {}
-        self._position = 0
 
     def __len__(self) -> int:
         return sum(s.n for s in self._scopes.values())

@@ -4,12 +4,12 @@ after that position, instead of refilling from every document (at 100k facts abo
 against 9 s).
 
 A snapshot is a cache, never a source: it is used only when it was made from the same
-documents (``index_state.documents_epoch``, which changes on whatever is not a write in
-change order: an erasure, a re-embedding from the start, a fresh database), under the same
-embedding and dimensions, by this format, at a position the cursor has not gone back past.
-Anything else, an unreadable or cut-off file included, means a full refill. Up to that
-position it then equals the memory of a replica that never stopped; after it, the rows
-written since are applied as the tailer would have.
+documents (``index_state.documents_epoch``, which changes on an erasure that removed rows,
+a re-embedding from the start and in a fresh database), under the same embedding and
+dimensions, by the same memory code and format, at a position the cursor has not gone back
+past (a replay from the start moves it back). Anything else, an unreadable or cut-off file
+included, means a full refill. Up to that position it then equals the memory of a replica
+that never stopped; after it, the rows written since are applied as the tailer would have.
 
 The file lives in the replica's own data directory, which only the service writes: its
 body is a pickle, so whoever can write that directory can run code in the service (as
@@ -19,21 +19,36 @@ they could by replacing the model or the shard there).
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.metadata
 import json
 import logging
 import os
 import pickle
 import tempfile
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from vera.services.retrieval import memory as memory_module
+from vera.services.retrieval import text as text_module
 from vera.services.retrieval.memory import FactMemory
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1
-ABANDONED_AFTER_SECONDS = 3600.0
+
+
+def _code_fingerprint() -> str:
+    """What a pickled memory means depends on: the memory's and the tokenizer's code and the
+    stemmer's release (a release that changed any of them refills instead)."""
+    digest = hashlib.sha256()
+    for module in (memory_module, text_module):
+        digest.update(Path(module.__file__ or "").read_bytes())
+    digest.update(importlib.metadata.version("snowballstemmer").encode())
+    return digest.hexdigest()[:16]
+
+
+CODE = _code_fingerprint()
 
 
 @dataclass(frozen=True)
@@ -43,16 +58,19 @@ class SnapshotKey:
     documents_epoch: str
     embedding: str
     dimensions: int
+    code: str = field(default=CODE)
 
 
 class MemorySnapshot:
     """One file: a JSON header line (format, key, position), then the pickled memory.
-    Reads and writes block: run them where the memory's other calls run (its one thread)."""
+    ``read`` and ``dump`` block on the memory: run them where its other calls run (its one
+    thread); ``commit`` only waits for the disk, anywhere."""
 
     def __init__(self, path: Path, embedding: str) -> None:
         self.path = path
         # The running process's embedding: a snapshot of other vectors is never made or used.
         self.embedding = embedding
+        self._in_flight: set[str] = set()  # this process's partial files not yet committed
 
     def key(
         self, documents_epoch: str, stored_embedding: str | None, dimensions: int
@@ -76,12 +94,12 @@ class MemorySnapshot:
                     or not isinstance(position, int)
                     or not 0 <= position <= cursor
                 ):
-                    log.info("memory snapshot is of other documents; refilling")
+                    log.info("memory snapshot is of other documents or code; refilling")
                     return None
                 memory = pickle.load(file)
         except FileNotFoundError:
             return None
-        except Exception as exc:  # cut off, corrupt, another release's classes
+        except Exception as exc:  # cut off, corrupt, classes that no longer load
             log.warning("memory snapshot unreadable (%s); refilling", type(exc).__name__)
             return None
         if not isinstance(memory, FactMemory) or memory.dimensions != key.dimensions:
@@ -90,33 +108,69 @@ class MemorySnapshot:
         return memory, position
 
     def write(self, memory: FactMemory, key: SnapshotKey, position: int) -> None:
-        """Replaces the snapshot atomically: a crash mid-write leaves the previous one."""
+        self.commit(self.dump(memory, key, position))
+
+    def dump(self, memory: FactMemory, key: SnapshotKey, position: int) -> Path:
+        """The memory into a partial file of this process's own (two replicas sharing a
+        directory never write into one file), not yet durable nor in place."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._remove_abandoned_writes()
         header = {"format": FORMAT, "key": asdict(key), "position": position}
-        # A name of its own: two replicas sharing a directory never write into one file.
         with tempfile.NamedTemporaryFile(
-            dir=self.path.parent, prefix=self.path.name + ".", suffix=".partial", delete=False
+            dir=self.path.parent,
+            prefix=f"{self.path.name}.{os.getpid()}.",
+            suffix=".partial",
+            delete=False,
         ) as file:
+            self._in_flight.add(file.name)
             try:
                 file.write(json.dumps(header).encode() + b"\n")
                 pickle.dump(memory, file, protocol=pickle.HIGHEST_PROTOCOL)
-                file.flush()
-                os.fsync(file.fileno())
             except BaseException:
-                os.unlink(file.name)
+                self._abandon(file.name)
                 raise
-        os.replace(file.name, self.path)
+        return Path(file.name)
+
+    def commit(self, partial: Path) -> None:
+        """Makes a dumped snapshot durable and the current one: a crash before leaves the
+        previous one."""
+        try:
+            with partial.open("rb") as file:
+                os.fsync(file.fileno())
+            os.replace(partial, self.path)
+        except BaseException:
+            self._abandon(str(partial))
+            raise
+        finally:
+            self._in_flight.discard(str(partial))
         directory = os.open(self.path.parent, os.O_RDONLY)
         try:
             os.fsync(directory)
         finally:
             os.close(directory)
 
+    def _abandon(self, name: str) -> None:
+        self._in_flight.discard(name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+
     def _remove_abandoned_writes(self) -> None:
-        """Partial files a killed process left (one still being written is younger)."""
-        cutoff = time.time() - ABANDONED_AFTER_SECONDS
+        """Partial files of processes that are gone, or of an earlier process that had this
+        one's pid (a restarted container's): a killed write leaves its partial behind."""
         for partial in self.path.parent.glob(self.path.name + ".*.partial"):
-            with contextlib.suppress(FileNotFoundError):
-                if partial.stat().st_mtime < cutoff:
+            pid = partial.name[len(self.path.name) + 1 :].split(".", 1)[0]
+            if not pid.isdigit() or str(partial) in self._in_flight:
+                continue
+            if int(pid) == os.getpid() or not _alive(int(pid)):
+                with contextlib.suppress(FileNotFoundError):
                     partial.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True

@@ -198,7 +198,7 @@ class RetrievalSettings(BaseModel):
     writer_retry_seconds: float = Field(5.0, gt=0, le=20)
     # How often the memory is written to its snapshot (<data_dir>/memory) when it moved on,
     # besides after a full refill and at a clean stop; 0: only then. A write holds the
-    # memory's thread (queries wait) for about 0.7 s per 100k facts.
+    # memory's thread while it pickles (queries wait) for about 0.7 s per 100k facts.
     memory_snapshot_seconds: float = Field(600.0, ge=0)
     candidate_pool: int = Field(50, ge=1)
     # A local cross-encoder directory (transformers format) for the rerank stage; None: late

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 import os
-import time
+import subprocess
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,12 +22,8 @@ from vera.db.migrate import migrate
 from vera.db.pool import create_pool
 from vera.services.retrieval.lexical import PgLexicalIndex
 from vera.services.retrieval.memory import FactMemory
-from vera.services.retrieval.memory_snapshot import (
-    ABANDONED_AFTER_SECONDS,
-    MemorySnapshot,
-    SnapshotKey,
-)
-from vera.services.retrieval.model import Citation, Fact, IndexQuery
+from vera.services.retrieval.memory_snapshot import MemorySnapshot, SnapshotKey
+from vera.services.retrieval.model import Citation, Fact, FactState, IndexQuery
 
 T = datetime(2025, 1, 1, tzinfo=UTC)
 EMBEDDING = "test-embedding-1"
@@ -117,8 +114,8 @@ async def test_a_stop_leaves_a_snapshot_of_what_it_applied_since_the_start(
     assert MemorySnapshot(path, EMBEDDING).read(
         SnapshotKey(await epoch(pool), EMBEDDING, 3), cursor=6
     )[1] == 6  # fmt: skip
-    # Rows are then rewritten at that position only by a replay from the start (which
-    # changes the epoch), so the snapshot alone answers as a full refill.
+    # No row is written past that position since, so the snapshot alone answers as a full
+    # refill does.
     again = await loaded(pool, path)
     assert again.loaded_from == "snapshot"
     refilled = await loaded(pool, None)
@@ -267,14 +264,53 @@ async def test_a_running_replica_writes_a_snapshot_when_its_memory_moved_on(
 
 
 def test_a_write_removes_what_a_killed_write_left_behind(tmp_path: Path) -> None:
+    """A partial file of a process that is gone, or of an earlier process with this pid
+    (a restarted container's first process), goes; another live process's stays."""
     path = tmp_path / "facts.snapshot"
-    abandoned = tmp_path / "facts.snapshot.x1y2.partial"
-    in_flight = tmp_path / "facts.snapshot.z3w4.partial"  # another replica writing now
-    for partial in (abandoned, in_flight):
+    finished = subprocess.Popen(["true"])  # its pid is then free (or reused later: rare)
+    finished.wait()
+    abandoned = tmp_path / f"facts.snapshot.{finished.pid}.a1.partial"
+    reused_pid = tmp_path / f"facts.snapshot.{os.getpid()}.b2.partial"
+    live_other = tmp_path / "facts.snapshot.1.c3.partial"  # pid 1: always alive
+    for partial in (abandoned, reused_pid, live_other):
         partial.write_bytes(b"half")
-    old = time.time() - 2 * ABANDONED_AFTER_SECONDS
-    os.utime(abandoned, (old, old))
     memory = FactMemory(3)
     memory.upsert(FIRST, [vector(n) for n in (1, 2, 3)], 1)
     MemorySnapshot(path, EMBEDDING).write(memory, KEY, 5)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name, in_flight.name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name, live_other.name]
+
+
+def test_a_snapshot_of_other_memory_code_is_not_read(tmp_path: Path) -> None:
+    snapshot = MemorySnapshot(tmp_path / "facts.snapshot", EMBEDDING)
+    memory = FactMemory(3)
+    memory.upsert(FIRST, [vector(n) for n in (1, 2, 3)], 1)
+    snapshot.write(memory, KEY, 5)
+    assert KEY.code == snapshot.key("epoch-1", EMBEDDING, 3).code  # this code's
+    assert snapshot.read(dataclasses.replace(KEY, code="an-older-release"), cursor=5) is None
+    assert snapshot.read(KEY, cursor=5) is not None
+
+
+@pytest.mark.parametrize("replayer", ["writer", "follower"])
+async def test_a_stop_during_a_replay_from_an_earlier_position_leaves_no_snapshot(
+    pool: asyncpg.Pool, tmp_path: Path, replayer: str
+) -> None:
+    """A replay that keeps the epoch (a vector store found empty, a follower's local shard)
+    rewrites the memory with older values: until it is past what the memory held, its
+    snapshot would bring a retracted version back."""
+    path = tmp_path / "facts.snapshot"
+    first = fact(1, "payments api owned by checkout")
+    retracted = dataclasses.replace(first, state=FactState.RETRACTED)
+    await apply(pool, [first], 1)
+    await apply(pool, [retracted], 2)
+    index = await loaded(pool, path)  # the refill's snapshot: position 2, retracted
+    if replayer == "writer":
+        await index.apply([first], 1, vectors=[vector(1)])
+    else:
+        await index.remember([first], 1, [vector(1)])
+    await index.close()
+    if replayer == "writer":
+        await apply(pool, [retracted], 2)  # the replay goes on past 2 (the cursor with it)
+    again = await loaded(pool, path)
+    assert again.loaded_from == "snapshot"
+    assert await again.search("payments", query(), 10) == []
+    await again.close()
