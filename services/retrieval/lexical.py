@@ -15,14 +15,14 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from dataclasses import replace
 from typing import TypeVar
 
 import asyncpg
 import numpy as np
 
 from vera.services.retrieval.memory import FactMemory
-from vera.services.retrieval.memory_snapshot import MemorySnapshot, SnapshotKey
+from vera.services.retrieval.memory_snapshot import Dumped, MemorySnapshot, SnapshotKey
 from vera.services.retrieval.model import Candidate, Citation, Fact, FactState, IndexQuery
 from vera.services.retrieval.pipeline import CandidateFeatures
 from vera.services.retrieval.ports import WriterFenced
@@ -193,9 +193,10 @@ class PgLexicalIndex:
             dumped = await self._run(self._dump_snapshot, key)
             if dumped is None:
                 return None
-            partial, position = dumped
+            written, position = dumped
             # Only the pickling needs the memory; queries need not wait for the disk.
-            await asyncio.to_thread(self._snapshot.commit, partial)
+            if not await asyncio.to_thread(self._snapshot.commit, written):
+                return None  # an erasure came in between
             return position
         except Exception as exc:
             log.warning("memory snapshot not written (%s)", type(exc).__name__)
@@ -211,7 +212,7 @@ class PgLexicalIndex:
                 saved = await self.save_snapshot()
                 written = written if saved is None else saved
 
-    def _dump_snapshot(self, key: SnapshotKey) -> tuple[Path, int] | None:
+    def _dump_snapshot(self, key: SnapshotKey) -> tuple[Dumped, int] | None:
         assert self.memory is not None and self._snapshot is not None
         if self._memory_position == 0:
             return None  # a restart from it would read every row anyway
@@ -221,6 +222,13 @@ class PgLexicalIndex:
         """From the start of the log, under a new epoch."""
         self._memory_position = 0
         self._snapshot_key = key
+
+    def _drop_scopes_holding(self, version_ids: list[str]) -> list[str]:
+        assert self.memory is not None
+        scopes = self.memory.drop_scopes_holding(version_ids)
+        if scopes and self._snapshot is not None:
+            self._snapshot.discard()  # it may hold the erased versions' text
+        return scopes
 
     def _upsert_memory(self, facts, vectors, position: int) -> None:
         """Rows as ``documents`` holds them now (a load, a scope reloaded after erasure)."""
@@ -445,13 +453,22 @@ class PgLexicalIndex:
         if not ids:
             return
         # A new epoch only when rows went: a replay past an old erasure deletes nothing.
-        await self._pool.execute(
+        epoch = await self._pool.fetchval(
             "WITH gone AS (DELETE FROM documents WHERE version_id = ANY($1::text[])"
-            " RETURNING 1) UPDATE index_state SET documents_epoch = gen_random_uuid()"
-            " WHERE id AND EXISTS (SELECT 1 FROM gone)",
+            " RETURNING 1), bumped AS (UPDATE index_state SET documents_epoch ="
+            " gen_random_uuid() WHERE id AND EXISTS (SELECT 1 FROM gone)"
+            " RETURNING documents_epoch) SELECT documents_epoch FROM bumped",
             ids,
         )
         await self.forget(ids)
+        if epoch is not None and self.memory is not None:
+            # The writer made this epoch and its memory now holds what documents hold:
+            # its snapshots go on under it (a follower's cannot know it saw the last one).
+            await self._run(self._adopt_epoch, epoch)
+
+    def _adopt_epoch(self, epoch: object) -> None:
+        if self._snapshot_key is not None:
+            self._snapshot_key = replace(self._snapshot_key, documents_epoch=str(epoch))
 
     async def forget(self, version_ids: Sequence[str]) -> None:
         """Drops the memory of the scopes that held the versions and reloads them from what
@@ -459,7 +476,7 @@ class PgLexicalIndex:
         ids = list(version_ids)
         if self.memory is None or not ids:
             return
-        scopes = await self._run(self.memory.drop_scopes_holding, ids)
+        scopes = await self._run(self._drop_scopes_holding, ids)
         if not scopes:
             return
         rows = await self._pool.fetch(

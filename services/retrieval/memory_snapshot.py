@@ -11,6 +11,9 @@ past (a replay from the start moves it back). Anything else, an unreadable or cu
 included, means a full refill. Up to that position it then equals the memory of a replica
 that never stopped; after it, the rows written since are applied as the tailer would have.
 
+An erasure that reaches the memory deletes the file (and voids a write in flight), so no
+erased text outlives it on disk; a file found unusable at a start is deleted at once.
+
 The file lives in the replica's own data directory, which only the service writes: its
 body is a pickle, so whoever can write that directory can run code in the service (as
 they could by replacing the model or the shard there).
@@ -26,6 +29,7 @@ import logging
 import os
 import pickle
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -52,6 +56,12 @@ CODE = _code_fingerprint()
 
 
 @dataclass(frozen=True)
+class Dumped:
+    partial: Path
+    generation: int
+
+
+@dataclass(frozen=True)
 class SnapshotKey:
     """What a snapshot must have been made under to be reused."""
 
@@ -71,6 +81,9 @@ class MemorySnapshot:
         # The running process's embedding: a snapshot of other vectors is never made or used.
         self.embedding = embedding
         self._in_flight: set[str] = set()  # this process's partial files not yet committed
+        # Bumped by discard: a write dumped before it must not land after it.
+        self._generation = 0
+        self._lock = threading.Lock()
 
     def key(
         self, documents_epoch: str, stored_embedding: str | None, dimensions: int
@@ -95,24 +108,36 @@ class MemorySnapshot:
                     or not 0 <= position <= cursor
                 ):
                     log.info("memory snapshot is of other documents or code; refilling")
+                    self.discard()
                     return None
                 memory = pickle.load(file)
         except FileNotFoundError:
             return None
         except Exception as exc:  # cut off, corrupt, classes that no longer load
             log.warning("memory snapshot unreadable (%s); refilling", type(exc).__name__)
+            self.discard()
             return None
         if not isinstance(memory, FactMemory) or memory.dimensions != key.dimensions:
             log.warning("memory snapshot holds something else; refilling")
+            self.discard()
             return None
         return memory, position
+
+    def discard(self) -> None:
+        """Deletes the snapshot and voids any write of this process still in flight (an
+        erasure: the file may hold what was erased)."""
+        with self._lock:
+            self._generation += 1
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
 
     def write(self, memory: FactMemory, key: SnapshotKey, position: int) -> None:
         self.commit(self.dump(memory, key, position))
 
-    def dump(self, memory: FactMemory, key: SnapshotKey, position: int) -> Path:
+    def dump(self, memory: FactMemory, key: SnapshotKey, position: int) -> Dumped:
         """The memory into a partial file of this process's own (two replicas sharing a
         directory never write into one file), not yet durable nor in place."""
+        generation = self._generation
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._remove_abandoned_writes()
         header = {"format": FORMAT, "key": asdict(key), "position": position}
@@ -129,15 +154,20 @@ class MemorySnapshot:
             except BaseException:
                 self._abandon(file.name)
                 raise
-        return Path(file.name)
+        return Dumped(Path(file.name), generation)
 
-    def commit(self, partial: Path) -> None:
-        """Makes a dumped snapshot durable and the current one: a crash before leaves the
-        previous one."""
+    def commit(self, dumped: Dumped) -> bool:
+        """Makes a dumped snapshot durable and the current one (a crash before leaves the
+        previous one); False when a discard came in between (the dump is deleted)."""
+        partial = dumped.partial
         try:
             with partial.open("rb") as file:
                 os.fsync(file.fileno())
-            os.replace(partial, self.path)
+            with self._lock:
+                if dumped.generation != self._generation:
+                    self._abandon(str(partial))
+                    return False
+                os.replace(partial, self.path)
         except BaseException:
             self._abandon(str(partial))
             raise
@@ -148,6 +178,7 @@ class MemorySnapshot:
             os.fsync(directory)
         finally:
             os.close(directory)
+        return True
 
     def _abandon(self, name: str) -> None:
         self._in_flight.discard(name)

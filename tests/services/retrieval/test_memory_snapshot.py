@@ -167,7 +167,7 @@ async def test_a_re_embedding_or_a_cursor_gone_back_makes_the_next_start_refill(
 
     # Vectors of another model: neither used nor made.
     await pool.execute("UPDATE index_state SET embedding = 'other-model'")
-    path.unlink()
+    path.unlink(missing_ok=True)
     other = await loaded(pool, path)
     assert other.loaded_from == "documents" and not path.exists()
     await other.close()
@@ -183,19 +183,24 @@ async def loaded_from(pool: asyncpg.Pool, path: Path) -> str:
 def test_only_a_snapshot_of_the_same_key_format_and_an_earlier_position_is_read(
     tmp_path: Path,
 ) -> None:
-    snapshot = MemorySnapshot(tmp_path / "facts.snapshot", EMBEDDING)
+    """A file that does not fit is deleted at once (the refill writes a new one)."""
+    path = tmp_path / "facts.snapshot"
+    snapshot = MemorySnapshot(path, EMBEDDING)
     assert snapshot.read(KEY, cursor=10) is None  # none yet
     memory = FactMemory(3)
     memory.upsert(FIRST, [vector(n) for n in (1, 2, 3)], 1)
     snapshot.write(memory, KEY, 5)
     assert snapshot.read(KEY, cursor=5) is not None
-    assert snapshot.read(KEY, cursor=4) is None
-    for other in (
-        SnapshotKey("epoch-2", EMBEDDING, 3),
-        SnapshotKey("epoch-1", "another-model", 3),
-        SnapshotKey("epoch-1", EMBEDDING, 384),
+    for other, cursor in (
+        (KEY, 4),
+        (SnapshotKey("epoch-2", EMBEDDING, 3), 10),
+        (SnapshotKey("epoch-1", "another-model", 3), 10),
+        (SnapshotKey("epoch-1", EMBEDDING, 384), 10),
     ):
-        assert snapshot.read(other, cursor=10) is None
+        snapshot.write(memory, KEY, 5)
+        assert snapshot.read(other, cursor=cursor) is None
+        assert not path.exists()
+    snapshot.write(memory, KEY, 5)
     assert snapshot.key("epoch-1", "another-model", 3) is None
     assert snapshot.key("epoch-1", None, 3) is None
     assert snapshot.key("epoch-1", EMBEDDING, 3) == KEY
@@ -222,6 +227,7 @@ def test_an_unreadable_snapshot_means_a_refill(tmp_path: Path, damage: str) -> N
 
         path.write_bytes(header + b"\n" + pickle.dumps({"dimensions": 3}))
     assert snapshot.read(KEY, cursor=5) is None
+    assert not path.exists()
 
 
 def test_a_failed_write_keeps_the_previous_snapshot(tmp_path: Path) -> None:
@@ -286,8 +292,8 @@ def test_a_snapshot_of_other_memory_code_is_not_read(tmp_path: Path) -> None:
     memory.upsert(FIRST, [vector(n) for n in (1, 2, 3)], 1)
     snapshot.write(memory, KEY, 5)
     assert KEY.code == snapshot.key("epoch-1", EMBEDDING, 3).code  # this code's
-    assert snapshot.read(dataclasses.replace(KEY, code="an-older-release"), cursor=5) is None
     assert snapshot.read(KEY, cursor=5) is not None
+    assert snapshot.read(dataclasses.replace(KEY, code="an-older-release"), cursor=5) is None
 
 
 @pytest.mark.parametrize("replayer", ["writer", "follower"])
@@ -314,3 +320,43 @@ async def test_a_stop_during_a_replay_from_an_earlier_position_leaves_no_snapsho
     assert again.loaded_from == "snapshot"
     assert await again.search("payments", query(), 10) == []
     await again.close()
+
+
+async def test_an_erasure_deletes_the_snapshot_and_the_writer_writes_one_without_it(
+    pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    path = tmp_path / "facts.snapshot"
+    await apply(pool, FIRST + LATER, 1)
+    writer = await loaded(pool, path)
+    follower = await loaded(pool, tmp_path / "follower.snapshot")
+    # What the memory keeps of k2: its ids, its subject and a term only it has.
+    erased = (b"k2-v1", b"subject 2", b"runbook")
+    assert all(part in path.read_bytes() for part in erased)
+    await writer.delete(["k2-v1"])
+    assert not path.exists()  # gone with the erasure, before any new write
+    assert await writer.save_snapshot() == 6  # under the epoch the writer's erasure made
+    assert not any(part in path.read_bytes() for part in erased)
+    await writer.close()
+    again = await loaded(pool, path)
+    assert again.loaded_from == "snapshot"
+    assert "k2-v1" not in {c.version_id for c in await again.search("ledger", query(), 10)}
+    await again.close()
+
+    # A follower learns of the erasure from the log: its file goes, and it writes no other
+    # until it starts again (it cannot know it saw the last erasure of that epoch).
+    await follower.forget(["k2-v1"])
+    assert not (tmp_path / "follower.snapshot").exists()
+    assert await follower.save_snapshot() is None
+    await follower.close()
+    assert not (tmp_path / "follower.snapshot").exists()
+
+
+def test_a_write_dumped_before_a_discard_never_lands(tmp_path: Path) -> None:
+    path = tmp_path / "facts.snapshot"
+    snapshot = MemorySnapshot(path, EMBEDDING)
+    memory = FactMemory(3)
+    memory.upsert(FIRST, [vector(n) for n in (1, 2, 3)], 1)
+    dumped = snapshot.dump(memory, KEY, 5)
+    snapshot.discard()
+    assert snapshot.commit(dumped) is False
+    assert list(tmp_path.iterdir()) == []
