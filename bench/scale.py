@@ -668,10 +668,13 @@ def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float,
             result["freshness"] = asyncio.run(
                 freshness(url, data_dir, project, scope, probes))
             result["peak_rss_mib"] = peak_memory(stack_pid, data_dir)
-            # Killed twice: the first start refills the memory from every document (this
-            # stack never stopped, so no snapshot exists yet) and leaves a snapshot; the
-            # second reloads it (the supervisor's delay doubles to 1 s for a child that
-            # crashes again within 60 s).
+            # Killed twice: the first start refills the memory from every document (its
+            # snapshot deleted first: a kept corpus's stack has one from its last stop) and
+            # leaves a snapshot; the second reloads it (the supervisor's delay doubles to
+            # 1 s for a child that crashes again within 60 s).
+            from vera.services.retrieval.server import MEMORY_SNAPSHOT
+
+            (data_dir / MEMORY_SNAPSHOT).unlink(missing_ok=True)
             result["retrieval_start_s"] = asyncio.run(retrieval_start_s(data_dir, stack_pid))
             result["retrieval_start_from_snapshot_s"] = asyncio.run(
                 retrieval_start_s(data_dir, stack_pid))
