@@ -113,9 +113,8 @@ class QdrantLexical:
         import qdrant_edge as edge
 
         from vera.services.retrieval.vector_edge import candidates, edge_filter
-        from vera.services.retrieval.vector_qdrant import build_filter
 
-        where = edge_filter(build_filter(query))
+        where = edge_filter(query)
         if self._mode.startswith("text"):
             from vera.services.retrieval.text import terms
 
@@ -212,7 +211,7 @@ def fill(shard, mode: str, facts: Sequence[Any], fields: Fields, bm25_models=Non
     import qdrant_edge as edge
 
     from vera.services.retrieval.memory import K1, B
-    from vera.services.retrieval.vector_qdrant import payload, point_id
+    from vera.services.retrieval.vector_payload import payload, point_id
 
     # Length normalisation over the average of every fact written here, or of its scope's.
     groups: dict[str, list[str]] = {}

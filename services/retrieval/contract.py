@@ -29,7 +29,7 @@ from typing import Any
 
 from vera.config import RetrievalSettings
 from vera.services.retrieval import embedding, learned_rank, lexical, memory, pipeline, rerank
-from vera.services.retrieval.vector_qdrant import MEMORY_LOCATION
+from vera.services.retrieval.vector_payload import MEMORY_LOCATION
 
 GENERATION = "assembler-2"
 DEFAULT_EMBEDDING = "minilm-l6-v2"

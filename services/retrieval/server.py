@@ -31,7 +31,7 @@ from vera.services.retrieval.rank_store import RankStore
 from vera.services.retrieval.ranking import Ranking, RankingOptions
 from vera.services.retrieval.rerank import load_reranker
 from vera.services.retrieval.vector_edge import EdgeVectorIndex
-from vera.services.retrieval.vector_qdrant import MEMORY_LOCATION, QdrantVectorIndex, open_client
+from vera.services.retrieval.vector_payload import MEMORY_LOCATION
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -228,6 +228,9 @@ async def open_vector_index(settings: Settings, dimensions: int) -> VectorIndex:
     default) an HNSW shard of qdrant-edge under ``<data_dir>/vectors``."""
     rs = settings.retrieval
     if rs.qdrant_url:
+        # Imported here: qdrant-client is ~0.7 s of a start the embedded default does not need.
+        from vera.services.retrieval.vector_qdrant import QdrantVectorIndex, open_client
+
         return await QdrantVectorIndex.open(
             lambda: open_client(rs.qdrant_url, settings.data_dir, rs.qdrant_api_key),
             rs.qdrant_collection,

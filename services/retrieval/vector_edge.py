@@ -24,10 +24,15 @@ from pathlib import Path
 from typing import TypeVar
 
 import qdrant_edge as edge
-from qdrant_client import models
 
 from vera.services.retrieval.model import Candidate, Fact, FactState, IndexQuery
-from vera.services.retrieval.vector_qdrant import FOREVER, build_filter, payload, point_id
+from vera.services.retrieval.vector_payload import (
+    FOREVER,
+    Condition,
+    conditions,
+    payload,
+    point_id,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -102,25 +107,26 @@ def _ensure_indexes(shard: edge.EdgeShard) -> None:
             shard.update(edge.UpdateOperation.create_field_index(key, params))
 
 
-def _condition(condition: object) -> edge.FieldCondition:
-    assert isinstance(condition, models.FieldCondition), "build_filter makes field conditions"
-    match = condition.match
-    if isinstance(match, models.MatchAny):
-        return edge.FieldCondition(key=condition.key, match=edge.MatchAny(any=match.any))
-    if isinstance(match, models.MatchValue):
-        return edge.FieldCondition(key=condition.key, match=edge.MatchValue(value=match.value))
-    r = condition.range
-    assert isinstance(r, models.Range), "only match and numeric range conditions are translated"
+def _condition(condition: Condition) -> edge.FieldCondition:
+    if condition.any is not None:
+        return edge.FieldCondition(key=condition.key, match=edge.MatchAny(any=condition.any))
+    if condition.value is not None:
+        return edge.FieldCondition(key=condition.key, match=edge.MatchValue(value=condition.value))
     return edge.FieldCondition(
-        key=condition.key, range=edge.RangeFloat(gte=r.gte, gt=r.gt, lte=r.lte, lt=r.lt)
+        key=condition.key,
+        range=edge.RangeFloat(
+            gte=condition.gte, gt=condition.gt, lte=condition.lte, lt=condition.lt
+        ),
     )
 
 
-def edge_filter(query_filter: models.Filter) -> edge.Filter:
-    """The qdrant-client filter of vector_qdrant.build_filter, in qdrant-edge's types."""
-    must = [_condition(c) for c in query_filter.must or []]
-    must_not = [_condition(c) for c in query_filter.must_not or []]
-    return edge.Filter(must=list(must) or None, must_not=list(must_not) or None)
+def edge_filter(query: IndexQuery) -> edge.Filter:
+    """The query's filter (vector_payload.conditions) in qdrant-edge's types."""
+    must, must_not = conditions(query)
+    return edge.Filter(
+        must=[_condition(c) for c in must] or None,
+        must_not=[_condition(c) for c in must_not] or None,
+    )
 
 
 def candidates(points: Sequence[edge.ScoredPoint]) -> list[Candidate]:
@@ -238,8 +244,10 @@ class EdgeVectorIndex:
                 try:
                     self._executor.submit(self._reopen_sync).result()
                 except Exception as exc:
-                    log.error("vector index could not be opened again (%s); restart the "
-                              "service", type(exc).__name__)
+                    log.error(
+                        "vector index could not be opened again (%s); restart the service",
+                        type(exc).__name__,
+                    )
         if self._again and not self._closed and self._loop is not None:
             self._again = False
             self._loop.call_soon_threadsafe(self._start_optimize)
@@ -271,7 +279,7 @@ class EdgeVectorIndex:
             edge.QueryRequest(
                 limit=limit,
                 query=edge.Query.Nearest(vector),
-                filter=edge_filter(build_filter(query)),
+                filter=edge_filter(query),
                 with_payload=_CANDIDATE_FIELDS,
                 params=_RESCORE,
             )

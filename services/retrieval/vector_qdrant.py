@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,92 +21,37 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException
 
 from vera.services.retrieval.model import Candidate, Fact, FactState, IndexQuery
+from vera.services.retrieval.vector_payload import (
+    FOREVER,
+    MEMORY_LOCATION,
+    Condition,
+    conditions,
+    payload,
+    point_id,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Point ids are uuid5(POINT_NAMESPACE, version_id): a replayed change overwrites its point.
-POINT_NAMESPACE = uuid.UUID("6f1c2a8e-6c47-4a3e-9d0f-1f1b6e5f7a21")
-MEMORY_LOCATION = ":memory:"
-# Unset bounds become sentinels so range filters need no "is null" branches.
-SINCE_ALWAYS = -1.0e15
-FOREVER = 1.0e15
 
-
-def point_id(version_id: str) -> str:
-    return str(uuid.uuid5(POINT_NAMESPACE, version_id))
-
-
-def _epoch(value: datetime | None, default: float) -> float:
-    return value.timestamp() if value is not None else default
-
-
-def payload(fact: Fact) -> dict[str, object]:
-    return {
-        "fact_key": fact.fact_key,
-        "version_id": fact.version_id,
-        "scope_id": fact.scope_id,
-        "state": int(fact.state),
-        "predicate": fact.predicate,
-        "valid_from": _epoch(fact.valid_from, SINCE_ALWAYS),
-        "valid_to": _epoch(fact.valid_to, FOREVER),
-        "recorded_at": _epoch(fact.recorded_at, SINCE_ALWAYS),
-        "superseded_at": _epoch(fact.superseded_at, FOREVER),
-        "document_type": fact.document_type,
-        "source_type": fact.source_type,
-        "trust_tier": fact.trust_tier,
-        "authority": fact.authority,
-    }
+def _condition(condition: Condition) -> models.FieldCondition:
+    if condition.any is not None:
+        return models.FieldCondition(key=condition.key, match=models.MatchAny(any=condition.any))
+    if condition.value is not None:
+        return models.FieldCondition(
+            key=condition.key, match=models.MatchValue(value=condition.value)
+        )
+    return models.FieldCondition(
+        key=condition.key,
+        range=models.Range(gt=condition.gt, gte=condition.gte, lt=condition.lt, lte=condition.lte),
+    )
 
 
 def build_filter(query: IndexQuery) -> models.Filter:
-    as_of = query.as_of.timestamp()
-    must: list[models.Condition] = [
-        models.FieldCondition(key="scope_id", match=models.MatchAny(any=list(query.scope_ids))),
-        models.FieldCondition(
-            key="state", match=models.MatchAny(any=[int(s) for s in query.states])
-        ),
-        models.FieldCondition(key="valid_from", range=models.Range(lte=as_of)),
-        models.FieldCondition(key="valid_to", range=models.Range(gt=as_of)),
-    ]
-    if query.known_as_of is not None:
-        known = query.known_as_of.timestamp()
-        must.append(models.FieldCondition(key="recorded_at", range=models.Range(lte=known)))
-        must.append(models.FieldCondition(key="superseded_at", range=models.Range(gt=known)))
-    if query.document_type:
-        must.append(
-            models.FieldCondition(
-                key="document_type", match=models.MatchValue(value=query.document_type)
-            )
-        )
-    if query.source_type:
-        must.append(
-            models.FieldCondition(
-                key="source_type", match=models.MatchValue(value=query.source_type)
-            )
-        )
-    if query.include_predicates:
-        must.append(
-            models.FieldCondition(
-                key="predicate", match=models.MatchAny(any=list(query.include_predicates))
-            )
-        )
-    if query.min_authority is not None:
-        must.append(
-            models.FieldCondition(key="authority", range=models.Range(gte=query.min_authority))
-        )
-    if query.max_trust_tier is not None:
-        must.append(
-            models.FieldCondition(key="trust_tier", range=models.Range(lte=query.max_trust_tier))
-        )
-    must_not: list[models.Condition] = []
-    if query.exclude_predicates:
-        must_not.append(
-            models.FieldCondition(
-                key="predicate", match=models.MatchAny(any=list(query.exclude_predicates))
-            )
-        )
-    return models.Filter(must=must, must_not=must_not or None)
+    must, must_not = conditions(query)
+    return models.Filter(
+        must=[_condition(c) for c in must], must_not=[_condition(c) for c in must_not] or None
+    )
 
 
 def open_client(
@@ -118,9 +61,7 @@ def open_client(
     if qdrant_url == MEMORY_LOCATION:
         return QdrantClient(location=MEMORY_LOCATION)
     if qdrant_url:
-        return QdrantClient(
-            url=qdrant_url, api_key=api_key.get_secret_value() if api_key else None
-        )
+        return QdrantClient(url=qdrant_url, api_key=api_key.get_secret_value() if api_key else None)
     path = data_dir / "qdrant"
     path.mkdir(parents=True, exist_ok=True)
     return QdrantClient(path=str(path))

@@ -109,12 +109,13 @@ async def test_a_failed_step_is_raised_as_itself_and_the_opened_shard_is_closed(
 def test_the_start_path_imports_no_training_model_or_client_library() -> None:
     """`vera serve retrieval` builds the CLI's parser and imports the service: neither may
     import scikit-learn (fits run rarely, in the background), transformers or torch (the
-    ONNX embedder serves), or the MCP client (only `vera doctor` uses it): together they
-    were ~5 s of a replica's start."""
+    ONNX embedder serves), the MCP client (only `vera doctor` uses it) or qdrant-client
+    (only a configured Qdrant server or `:memory:` needs it): together they were ~6 s of
+    a replica's start."""
     code = (
         "import sys; from vera.cli import _parser; _parser(); "
         "import vera.services.retrieval.server; "
-        "print(sorted(m for m in ('sklearn', 'transformers', 'torch', 'mcp') "
+        "print(sorted(m for m in ('sklearn', 'transformers', 'torch', 'mcp', 'qdrant_client') "
         "if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
