@@ -193,11 +193,10 @@ class PgLexicalIndex:
             dumped = await self._run(self._dump_snapshot, key)
             if dumped is None:
                 return None
-            written, position = dumped
             # Only the pickling needs the memory; queries need not wait for the disk.
-            if not await asyncio.to_thread(self._snapshot.commit, written):
+            if not await asyncio.to_thread(self._snapshot.commit, dumped):
                 return None  # an erasure came in between
-            return position
+            return dumped.position
         except Exception as exc:
             log.warning("memory snapshot not written (%s)", type(exc).__name__)
         return None
@@ -212,11 +211,11 @@ class PgLexicalIndex:
                 saved = await self.save_snapshot()
                 written = written if saved is None else saved
 
-    def _dump_snapshot(self, key: SnapshotKey) -> tuple[Dumped, int] | None:
+    def _dump_snapshot(self, key: SnapshotKey) -> Dumped | None:
         assert self.memory is not None and self._snapshot is not None
         if self._memory_position == 0:
             return None  # a restart from it would read every row anyway
-        return self._snapshot.dump(self.memory, key, self._memory_position), self._memory_position
+        return self._snapshot.dump(self.memory, key, self._memory_position)
 
     def _replaying(self, key: SnapshotKey | None) -> None:
         """From the start of the log, under a new epoch."""

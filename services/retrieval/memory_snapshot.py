@@ -57,7 +57,10 @@ CODE = _code_fingerprint()
 
 @dataclass(frozen=True)
 class Dumped:
+    """A snapshot written to its partial file, not yet committed."""
+
     partial: Path
+    position: int
     generation: int
 
 
@@ -96,30 +99,33 @@ class MemorySnapshot:
 
     def read(self, key: SnapshotKey, cursor: int) -> tuple[FactMemory, int] | None:
         """(memory, its position), or None when there is none to reuse under ``key`` with
-        the documents' cursor at ``cursor``."""
+        the documents' cursor at ``cursor``; a file that does not fit is deleted."""
         try:
-            with self.path.open("rb") as file:
-                header = json.loads(file.readline())
-                position = header.get("position")
-                if (
-                    header.get("format") != FORMAT
-                    or header.get("key") != asdict(key)
-                    or not isinstance(position, int)
-                    or not 0 <= position <= cursor
-                ):
-                    log.info("memory snapshot is of other documents or code; refilling")
-                    self.discard()
-                    return None
-                memory = pickle.load(file)
+            found = self._load(key, cursor)
         except FileNotFoundError:
             return None
         except Exception as exc:  # cut off, corrupt, classes that no longer load
             log.warning("memory snapshot unreadable (%s); refilling", type(exc).__name__)
+            found = None
+        if found is None:
             self.discard()
-            return None
+        return found
+
+    def _load(self, key: SnapshotKey, cursor: int) -> tuple[FactMemory, int] | None:
+        with self.path.open("rb") as file:
+            header = json.loads(file.readline())
+            position = header.get("position")
+            if (
+                header.get("format") != FORMAT
+                or header.get("key") != asdict(key)
+                or not isinstance(position, int)
+                or not 0 <= position <= cursor
+            ):
+                log.info("memory snapshot is of other documents or code; refilling")
+                return None
+            memory = pickle.load(file)
         if not isinstance(memory, FactMemory) or memory.dimensions != key.dimensions:
             log.warning("memory snapshot holds something else; refilling")
-            self.discard()
             return None
         return memory, position
 
@@ -154,7 +160,7 @@ class MemorySnapshot:
             except BaseException:
                 self._abandon(file.name)
                 raise
-        return Dumped(Path(file.name), generation)
+        return Dumped(Path(file.name), position, generation)
 
     def commit(self, dumped: Dumped) -> bool:
         """Makes a dumped snapshot durable and the current one (a crash before leaves the
