@@ -8,9 +8,11 @@ process that does what ``vera serve retrieval`` does (the CLI's parser, the serv
 import, ``server.create``, the gRPC server's start) and times each part: the CLI, the
 import, and every loading step of ``create`` as (start, end) seconds from its beginning
 (they overlap: they run at once), and reads the peak RSS once serving. Each run starts
-twice, one after the other: without the memory snapshot (a full refill from
-``retrieval.documents``, which leaves a new one) and then from that snapshot, so the two
-kinds of start meet the same load on the box. ``--kill`` ends
+three times, one after the other, so the kinds of start meet the same load on the box:
+without the memory snapshot (a full refill from ``retrieval.documents``, which leaves a
+new one), from that snapshot (a restart), and as a new pod (no file of its own, the
+writer's copy in PostgreSQL: shared_snapshot.py, published once before the first such
+start). Each start reports where its memory came from. ``--kill`` ends
 each run with SIGKILL instead of a clean stop, so the next one opens the vector shard as
 after a crash (what ``scripts/bench --scale``'s ``retrieval_start_s`` measures under
 ``vera up``, plus the supervisor's restart delay and its probes).
@@ -31,6 +33,8 @@ import time
 from pathlib import Path
 
 STEPS = ("open_service_database", "load_embedder", "open_vector_index", "load_reranker")
+KINDS = ("refill", "restart", "new pod")
+LOADED_FROM = {"refill": "documents", "restart": "snapshot", "new pod": "shared snapshot"}
 SETTLE_SECONDS = 3.0  # a killed run serves this long first, as a replica would
 
 
@@ -64,6 +68,14 @@ def _child(kill: bool) -> None:
     for name in STEPS:
         setattr(server, name, timed(name, getattr(server, name)))
     lexical.PgLexicalIndex.load = timed("memory load", lexical.PgLexicalIndex.load)
+    loaded: list[lexical.PgLexicalIndex] = []
+    real_init = lexical.PgLexicalIndex.__init__
+
+    def remembered(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        loaded.append(self)
+
+    lexical.PgLexicalIndex.__init__ = remembered
     ranking.Ranking.refresh = timed("ranking refresh", ranking.Ranking.refresh)
 
     async def start() -> dict:
@@ -79,6 +91,7 @@ def _child(kill: bool) -> None:
             "create_s": create_s,
             "to_serving_s": time.time() - t_exec,
             "peak_rss_mib": _peak_rss_mib(),
+            "loaded_from": loaded[0].loaded_from,
             "steps": {k: [round(v, 3) for v in span] for k, span in spans.items()},
         }
         print(json.dumps(report), flush=True)
@@ -99,6 +112,26 @@ def _peak_rss_mib() -> float:
     return float("nan")
 
 
+async def _publish(env: dict[str, str], path: Path) -> None:
+    """Publishes the local snapshot as the index's writer would (claiming the index)."""
+    from vera.db.pool import create_pool
+    from vera.services.retrieval.lexical import PgLexicalIndex
+    from vera.services.retrieval.memory import FactMemory
+    from vera.services.retrieval.memory_snapshot import MemorySnapshot
+    from vera.services.retrieval.shared_snapshot import SharedSnapshot
+
+    pool = await create_pool(env["VERA_DATABASE__DSN"], "retrieval", min_size=1, max_size=2)
+    try:
+        index = PgLexicalIndex(
+            pool, FactMemory(1), snapshot=MemorySnapshot(path, ""),
+            shared=SharedSnapshot(pool, env["VERA_RPC__AUTH_KEY"].encode()))
+        await index.claim_writer()
+        if await index.publish_snapshot() is None:
+            raise SystemExit("the snapshot could not be published")
+    finally:
+        await pool.close()
+
+
 def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
     from vera.db.embedded import EmbeddedPostgres
     from vera.services.retrieval.server import MEMORY_SNAPSHOT
@@ -116,10 +149,13 @@ def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
             "HF_HUB_OFFLINE": "1",
             "VERA_SERVICES__KNOWLEDGE": "127.0.0.1:9",
         }
-        for run in range(2 * runs):
-            kind = ("refill", "snapshot")[run % 2]
-            if kind == "refill":
+        for run in range(len(KINDS) * runs):
+            kind = KINDS[run % len(KINDS)]
+            if kind == "new pod" and run < len(KINDS):
+                asyncio.run(_publish(env, data_dir / MEMORY_SNAPSHOT))
+            if kind != "restart":
                 (data_dir / MEMORY_SNAPSHOT).unlink(missing_ok=True)
+            env["VERA_RETRIEVAL__SHARE_MEMORY_SNAPSHOT"] = str(kind == "new pod").lower()
             env["BENCH_T0"] = repr(time.time())
             done = subprocess.run(
                 [
@@ -140,11 +176,15 @@ def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
                 return 1
             results.append({"start": kind, **json.loads(lines[-1])})
             print(json.dumps(results[-1]))
+            if results[-1]["loaded_from"] != LOADED_FROM[kind]:
+                print(f"a {kind} start loaded from {results[-1]['loaded_from']}",
+                      file=sys.stderr)
+                return 1
     finally:
         pg.stop()
     keys = ("interpreter_s", "cli_s", "import_s", "create_s", "to_serving_s", "peak_rss_mib")
     medians, steps = {}, {}
-    for kind in ("refill", "snapshot"):
+    for kind in KINDS:
         mine = [r for r in results if r["start"] == kind]
         medians[kind] = {k: round(statistics.median(r[k] for r in mine), 3) for k in keys}
         steps[kind] = {
@@ -152,18 +192,21 @@ def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
                                           for r in mine), 3)
             for name in mine[0]["steps"]
         }
-    print("| part | full refill | from the snapshot |\n|---|---|---|")
+    print("| part | full refill | restart (local snapshot) | new pod (shared snapshot) |")
+    print("|---|---|---|---|")
     for k in keys:
-        print(f"| {k} | {medians['refill'][k]:.3f} | {medians['snapshot'][k]:.3f} |")
+        print(f"| {k} | " + " | ".join(f"{medians[kind][k]:.3f}" for kind in KINDS) + " |")
     for name in steps["refill"]:
-        print(f"| create: {name} | {steps['refill'][name]:.3f} | "
-              f"{steps['snapshot'][name]:.3f} |")
-    ratio = medians["refill"]["to_serving_s"] / medians["snapshot"]["to_serving_s"]
-    print(f"to serving: full refill / from the snapshot = {ratio:.2f}x")
+        print(f"| create: {name} | " + " | ".join(f"{steps[kind][name]:.3f}" for kind in KINDS)
+              + " |")
+    ratios = {kind: medians["refill"]["to_serving_s"] / medians[kind]["to_serving_s"]
+              for kind in KINDS[1:]}
+    print("to serving: full refill / restart = {:.2f}x, full refill / new pod = {:.2f}x".format(
+        ratios["restart"], ratios["new pod"]))
     if out is not None:
         out.write_text(json.dumps(
             {"runs": results, "median": medians, "steps_median": steps,
-             "refill_over_snapshot": ratio}, indent=2))
+             "refill_over": ratios}, indent=2))
     return 0
 
 

@@ -26,6 +26,7 @@ from vera.services.retrieval.memory_snapshot import Dumped, MemorySnapshot, Snap
 from vera.services.retrieval.model import Candidate, Citation, Fact, FactState, IndexQuery
 from vera.services.retrieval.pipeline import CandidateFeatures
 from vera.services.retrieval.ports import WriterFenced
+from vera.services.retrieval.shared_snapshot import SharedSnapshot, purge
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -97,11 +98,14 @@ class PgLexicalIndex:
         *,
         context_weight: float = CONTEXT_WEIGHT,
         snapshot: MemorySnapshot | None = None,
+        shared: SharedSnapshot | None = None,
     ) -> None:
         self._pool = pool
         self.memory = memory
         self.context_weight = context_weight
         self._snapshot = snapshot if memory is not None else None
+        # The writer's snapshot in the database, for a start without a file of its own.
+        self._shared = shared if self._snapshot is not None else None
         # The key a snapshot of the memory is made under (None: none may be made of it) and
         # the change-log position it stands at (kept on the memory's thread): the rows past
         # it are what a restart from its snapshot reads.
@@ -140,6 +144,14 @@ class PgLexicalIndex:
             restored = None
             if key is not None and self._snapshot is not None:
                 restored = await self._run(self._snapshot.read, key, position_loaded)
+                if (
+                    restored is None
+                    and self._shared is not None
+                    and await self._shared.fetch(conn, key.documents_epoch, self._snapshot)
+                ):
+                    restored = await self._run(self._snapshot.read, key, position_loaded)
+                    if restored is not None:
+                        self.loaded_from = "shared snapshot"
             after: tuple[int, str] = (-1, "")
             if restored is not None:
                 self.memory, snapshot_position = restored
@@ -166,7 +178,10 @@ class PgLexicalIndex:
                     await self._run(self._upsert_memory, facts, vectors, position)
         self._snapshot_key = key
         self._memory_position = position_loaded
-        self.loaded_from = "documents" if restored is None else "snapshot"
+        if restored is None:
+            self.loaded_from = "documents"
+        elif self.loaded_from != "shared snapshot":
+            self.loaded_from = "snapshot"
         if restored is None and key is not None:
             await self.save_snapshot()
         return position_loaded
@@ -210,6 +225,18 @@ class PgLexicalIndex:
             if self._memory_position != written:
                 saved = await self.save_snapshot()
                 written = written if saved is None else saved
+            await self.publish_snapshot()
+
+    async def publish_snapshot(self) -> int | None:
+        """The writer copies its latest snapshot into the database for new replicas, unless
+        that copy is there already; returns the position published. Never raises."""
+        if self._shared is None or self._snapshot is None or self._writer_epoch is None:
+            return None
+        try:
+            return await self._shared.publish(self._snapshot.path, self._writer_epoch)
+        except Exception as exc:
+            log.warning("memory snapshot not published (%s)", type(exc).__name__)
+            return None
 
     def _dump_snapshot(self, key: SnapshotKey) -> Dumped | None:
         assert self.memory is not None and self._snapshot is not None
@@ -418,13 +445,16 @@ class PgLexicalIndex:
         return None if value is None else str(value)
 
     async def restart_for_embedding(self, embedding: str) -> None:
-        epoch = await self._pool.fetchval(
-            "UPDATE index_state SET position = 0, embedding = $1,"
-            " documents_epoch = gen_random_uuid(), updated_at = now()"
-            f" WHERE id AND {_STILL_WRITER} RETURNING documents_epoch",
-            embedding,
-            self._writer_epoch,
-        )
+        async with self._pool.acquire() as conn, conn.transaction():
+            epoch = await conn.fetchval(
+                "UPDATE index_state SET position = 0, embedding = $1,"
+                " documents_epoch = gen_random_uuid(), updated_at = now()"
+                f" WHERE id AND {_STILL_WRITER} RETURNING documents_epoch",
+                embedding,
+                self._writer_epoch,
+            )
+            if epoch is not None:
+                await purge(conn)
         if epoch is None:
             raise WriterFenced("another replica writes the index")
         if self.memory is not None:
@@ -452,13 +482,18 @@ class PgLexicalIndex:
         if not ids:
             return
         # A new epoch only when rows went: a replay past an old erasure deletes nothing.
-        epoch = await self._pool.fetchval(
-            "WITH gone AS (DELETE FROM documents WHERE version_id = ANY($1::text[])"
-            " RETURNING 1), bumped AS (UPDATE index_state SET documents_epoch ="
-            " gen_random_uuid() WHERE id AND EXISTS (SELECT 1 FROM gone)"
-            " RETURNING documents_epoch) SELECT documents_epoch FROM bumped",
-            ids,
-        )
+        async with self._pool.acquire() as conn, conn.transaction():
+            epoch = await conn.fetchval(
+                "WITH gone AS (DELETE FROM documents WHERE version_id = ANY($1::text[])"
+                " RETURNING 1), bumped AS (UPDATE index_state SET documents_epoch ="
+                " gen_random_uuid() WHERE id AND EXISTS (SELECT 1 FROM gone)"
+                " RETURNING documents_epoch) SELECT documents_epoch FROM bumped",
+                ids,
+            )
+            if epoch is not None:
+                # A statement of its own: it sees a copy that committed while the one above
+                # waited for index_state's row (shared_snapshot.publish).
+                await purge(conn)
         await self.forget(ids)
         if epoch is not None and self.memory is not None:
             # The writer made this epoch and its memory now holds what documents hold:

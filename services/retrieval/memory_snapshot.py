@@ -32,6 +32,7 @@ import tempfile
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import BinaryIO, cast
 
 from vera.services.retrieval import memory as memory_module
 from vera.services.retrieval import text as text_module
@@ -143,24 +144,32 @@ class MemorySnapshot:
     def dump(self, memory: FactMemory, key: SnapshotKey, position: int) -> Dumped:
         """The memory into a partial file of this process's own (two replicas sharing a
         directory never write into one file), not yet durable nor in place."""
-        generation = self._generation
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._remove_abandoned_writes()
         header = {"format": FORMAT, "key": asdict(key), "position": position}
-        with tempfile.NamedTemporaryFile(
-            dir=self.path.parent,
-            prefix=f"{self.path.name}.{os.getpid()}.",
-            suffix=".partial",
-            delete=False,
-        ) as file:
-            self._in_flight.add(file.name)
+        file, generation = self.open_partial()
+        with file:
             try:
                 file.write(json.dumps(header).encode() + b"\n")
                 pickle.dump(memory, file, protocol=pickle.HIGHEST_PROTOCOL)
             except BaseException:
-                self._abandon(file.name)
+                self.abandon(file.name)
                 raise
         return Dumped(Path(file.name), position, generation)
+
+    def open_partial(self) -> tuple[BinaryIO, int]:
+        """A new partial file of this process's own (two replicas sharing a directory never
+        write into one file) and the generation it is opened in: ``commit`` or ``abandon``
+        it; a discard meanwhile voids it."""
+        generation = self._generation
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._remove_abandoned_writes()
+        file = tempfile.NamedTemporaryFile(  # closed by the caller
+            dir=self.path.parent,
+            prefix=f"{self.path.name}.{os.getpid()}.",
+            suffix=".partial",
+            delete=False,
+        )
+        self._in_flight.add(file.name)
+        return cast(BinaryIO, file), generation
 
     def commit(self, dumped: Dumped) -> bool:
         """Makes a dumped snapshot durable and the current one (a crash before leaves the
@@ -171,11 +180,11 @@ class MemorySnapshot:
                 os.fsync(file.fileno())
             with self._lock:
                 if dumped.generation != self._generation:
-                    self._abandon(str(partial))
+                    self.abandon(str(partial))
                     return False
                 os.replace(partial, self.path)
         except BaseException:
-            self._abandon(str(partial))
+            self.abandon(str(partial))
             raise
         finally:
             self._in_flight.discard(str(partial))
@@ -186,7 +195,7 @@ class MemorySnapshot:
             os.close(directory)
         return True
 
-    def _abandon(self, name: str) -> None:
+    def abandon(self, name: str) -> None:
         self._in_flight.discard(name)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name)

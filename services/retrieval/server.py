@@ -9,7 +9,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from vera.config import Settings
+import asyncpg
+
+from vera.config import ConfigError, Settings
 from vera.db.pool import open_service_database, service_dsn
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
@@ -30,6 +32,7 @@ from vera.services.retrieval.ports import Embedder, Reranker, VectorIndex
 from vera.services.retrieval.rank_store import RankStore
 from vera.services.retrieval.ranking import Ranking, RankingOptions
 from vera.services.retrieval.rerank import load_reranker
+from vera.services.retrieval.shared_snapshot import SharedSnapshot
 from vera.services.retrieval.vector_edge import EdgeVectorIndex
 from vera.services.retrieval.vector_payload import MEMORY_LOCATION
 
@@ -72,6 +75,7 @@ async def create(
             pool,
             FactMemory(dimensions),
             snapshot=MemorySnapshot(settings.data_dir / MEMORY_SNAPSHOT, embedding),
+            shared=_shared_snapshot(settings, pool),
         )
         cleanups.append(lexical.close)
 
@@ -215,6 +219,16 @@ def _stopper(task: asyncio.Task) -> Callable[[], Awaitable[None]]:
             await task
 
     return stop
+
+
+def _shared_snapshot(settings: Settings, pool: asyncpg.Pool) -> SharedSnapshot | None:
+    if not settings.retrieval.share_memory_snapshot:
+        return None
+    if settings.rpc.auth_key is None:
+        raise ConfigError(
+            "VERA_RETRIEVAL__SHARE_MEMORY_SNAPSHOT: needs VERA_RPC__AUTH_KEY, the key each"
+            " shared copy is signed with")
+    return SharedSnapshot(pool, settings.rpc.auth_key.get_secret_value().encode())
 
 
 def _qdrant_server(settings: Settings) -> bool:

@@ -200,6 +200,12 @@ class RetrievalSettings(BaseModel):
     # besides after a full refill and at a clean stop; 0: only then. A write holds the
     # memory's thread while it pickles (queries wait) for about 0.7 s per 100k facts.
     memory_snapshot_seconds: float = Field(600.0, ge=0)
+    # Whether the index writer also copies each snapshot it writes into PostgreSQL
+    # (services/retrieval/shared_snapshot.py), so a replica that starts with an empty data
+    # directory (a new pod) copies it instead of refilling from every document. Costs a
+    # write of the whole file (1.1 KB a fact) at each snapshot. Needs VERA_RPC__AUTH_KEY:
+    # each copy is signed with a key derived from it.
+    share_memory_snapshot: bool = False
     candidate_pool: int = Field(50, ge=1)
     # A local cross-encoder directory (transformers format) for the rerank stage; None: late
     # interaction over MiniLM's static token vectors (services/retrieval/rerank.py). Only

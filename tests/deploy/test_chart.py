@@ -188,6 +188,10 @@ def test_only_retrieval_writes_beyond_tmp_and_there_only_its_memory_snapshot(nam
         snapshot = settings.data_dir / retrieval_server.MEMORY_SNAPSHOT
         assert mounts["memory"] == str(snapshot.parent)
         assert _mebibytes(volumes["memory"]["emptyDir"]["sizeLimit"]) >= 1024
+        # A new pod's volume is empty: it copies the writer's snapshot from the database,
+        # whose MAC key the pod has.
+        assert settings.retrieval.share_memory_snapshot
+        assert retrieval_server._shared_snapshot(settings, None) is not None
 
 
 def test_the_config_checksum_follows_the_config() -> None:

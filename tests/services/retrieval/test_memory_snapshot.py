@@ -18,12 +18,16 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from vera.config import ConfigError, load_settings
 from vera.db.migrate import migrate
 from vera.db.pool import create_pool
 from vera.services.retrieval.lexical import PgLexicalIndex
 from vera.services.retrieval.memory import FactMemory
 from vera.services.retrieval.memory_snapshot import MemorySnapshot, SnapshotKey
+from vera.services.retrieval import server as retrieval_server
+from vera.services.retrieval import shared_snapshot
 from vera.services.retrieval.model import Citation, Fact, FactState, IndexQuery
+from vera.services.retrieval.shared_snapshot import SharedSnapshot
 
 T = datetime(2025, 1, 1, tzinfo=UTC)
 EMBEDDING = "test-embedding-1"
@@ -360,3 +364,152 @@ def test_a_write_dumped_before_a_discard_never_lands(tmp_path: Path) -> None:
     snapshot.discard()
     assert snapshot.commit(dumped) is False
     assert list(tmp_path.iterdir()) == []
+
+
+# The writer's snapshot shared through PostgreSQL (shared_snapshot.py): a replica that
+# starts with an empty data directory copies it.
+SECRET = b"an internal key of at least 32 bytes!"
+
+
+async def replica(
+    pool: asyncpg.Pool, path: Path, secret: bytes = SECRET, *, writer: bool = False
+) -> PgLexicalIndex:
+    index = PgLexicalIndex(
+        pool, FactMemory(3), snapshot=MemorySnapshot(path, EMBEDDING),
+        shared=SharedSnapshot(pool, secret),
+    )  # fmt: skip
+    if writer:
+        await index.claim_writer()
+    await index.load()
+    return index
+
+
+async def published(pool: asyncpg.Pool) -> tuple[int, int]:
+    """(head rows, chunk rows) in the shared tables."""
+    heads = await pool.fetchval("SELECT count(*) FROM shared_snapshot")
+    return heads, await pool.fetchval("SELECT count(*) FROM shared_snapshot_chunks")
+
+
+async def test_a_new_replica_copies_the_writers_snapshot_and_reads_the_rows_since(
+    pool: asyncpg.Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shared_snapshot, "CHUNK_BYTES", 1000)  # a file of several chunks
+    await apply(pool, FIRST, 1)
+    writer = await replica(pool, tmp_path / "writer" / "facts.snapshot", writer=True)
+    assert writer.loaded_from == "documents"  # nothing published yet
+    assert await writer.publish_snapshot() == 3
+    heads, chunks = await published(pool)
+    assert heads == 1 and chunks > 1
+    assert await writer.publish_snapshot() == 3 and await published(pool) == (heads, chunks)
+    await apply(pool, LATER, 4)
+
+    new_path = tmp_path / "new" / "facts.snapshot"  # a new pod: an empty data directory
+    new = await replica(pool, new_path)
+    refilled = await loaded(pool, None)
+    assert new.loaded_from == "shared snapshot" and new_path.exists()
+    assert await answers(new) == await answers(refilled)
+    assert [p.name for p in new_path.parent.iterdir()] == ["facts.snapshot"]
+    assert await new.publish_snapshot() is None  # not the writer: never publishes
+    for index in (new, refilled, writer):
+        await index.close()
+
+
+async def test_a_copy_that_fails_its_mac_is_not_used(
+    pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    await apply(pool, FIRST, 1)
+    writer = await replica(pool, tmp_path / "writer" / "facts.snapshot", writer=True)
+    assert await writer.publish_snapshot() == 3
+    await writer.close()
+
+    other_key = await replica(pool, tmp_path / "a" / "facts.snapshot", b"another key" * 4)
+    assert other_key.loaded_from == "documents"
+    await other_key.close()
+    await pool.execute(
+        "UPDATE shared_snapshot_chunks SET chunk = overlay(chunk placing '\\x00'::bytea"
+        " from length(chunk) - 10) WHERE seq = 0"
+    )
+    tampered_path = tmp_path / "b" / "facts.snapshot"
+    tampered = await replica(pool, tampered_path)
+    assert tampered.loaded_from == "documents"
+    # The refill wrote a file of its own; nothing of the bad copy is left beside it.
+    assert [p.name for p in tampered_path.parent.iterdir()] == ["facts.snapshot"]
+    await tampered.close()
+
+
+async def test_an_erasure_or_a_re_embedding_deletes_the_published_copy(
+    pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    await apply(pool, FIRST + LATER, 1)
+    writer = await replica(pool, tmp_path / "writer" / "facts.snapshot", writer=True)
+    assert await writer.publish_snapshot() == 6
+    assert b"runbook" in b"".join(
+        await pool.fetchval("SELECT array_agg(chunk ORDER BY seq) FROM shared_snapshot_chunks")
+    )
+    await writer.delete(["k2-v1"])
+    assert await published(pool) == (0, 0)  # in the erasure's own transaction
+    new = await replica(pool, tmp_path / "new" / "facts.snapshot")
+    assert new.loaded_from == "documents"
+    await new.close()
+
+    assert await writer.save_snapshot() == 6  # under the epoch the writer's erasure made
+    assert await writer.publish_snapshot() == 6
+    await writer.restart_for_embedding(EMBEDDING)
+    assert await published(pool) == (0, 0)
+    await writer.close()
+
+
+async def test_a_copy_made_before_an_epoch_change_or_by_a_fenced_writer_never_lands(
+    pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    await apply(pool, FIRST + LATER, 1)
+    writer = await replica(pool, tmp_path / "writer" / "facts.snapshot", writer=True)
+    successor = await replica(pool, tmp_path / "successor" / "facts.snapshot", writer=True)
+    assert await writer.publish_snapshot() is None  # fenced: another claimed since
+    assert await published(pool) == (0, 0)
+
+    # The successor's file was written before another replica's erasure (it holds k2).
+    await PgLexicalIndex(pool).delete(["k2-v1"])
+    assert await successor.publish_snapshot() is None
+    assert await published(pool) == (0, 0)
+    for index in (writer, successor):
+        await index.close()
+
+
+async def waiting_for_locks(watcher: asyncpg.Connection, count: int) -> None:
+    for _ in range(200):
+        waiting = await watcher.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database()"
+        )
+        if waiting >= count:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{count} sessions never waited for a lock")
+
+
+async def test_an_erasure_waits_for_a_copy_in_flight_and_deletes_it(
+    pool: asyncpg.Pool, pg_dsn: str, tmp_path: Path
+) -> None:
+    """The copy asks for index_state's row first and commits first; the erasure's purge, a
+    statement after its epoch change, then sees and deletes it."""
+    await apply(pool, FIRST + LATER, 1)
+    writer = await replica(pool, tmp_path / "writer" / "facts.snapshot", writer=True)
+    watcher = await asyncpg.connect(pg_dsn)  # the pool's three are the holder, copy, erasure
+    async with pool.acquire() as holder, holder.transaction():
+        await holder.execute("SELECT 1 FROM index_state WHERE id FOR UPDATE")
+        copying = asyncio.create_task(writer.publish_snapshot())
+        await waiting_for_locks(watcher, 1)  # the copy's chunks are in; it waits for the row
+        erasing = asyncio.create_task(PgLexicalIndex(pool).delete(["k2-v1"]))
+        await waiting_for_locks(watcher, 2)
+    await watcher.close()
+    assert await copying == 6
+    await erasing
+    assert await published(pool) == (0, 0)
+    await writer.close()
+
+
+def test_sharing_needs_the_internal_key() -> None:
+    settings = load_settings(retrieval={"share_memory_snapshot": True})
+    with pytest.raises(ConfigError, match="VERA_RETRIEVAL__SHARE_MEMORY_SNAPSHOT"):
+        retrieval_server._shared_snapshot(settings, None)  # type: ignore[arg-type]
