@@ -125,7 +125,7 @@ async def _publish(env: dict[str, str], path: Path) -> float:
     try:
         index = PgLexicalIndex(
             pool, FactMemory(1), snapshot=MemorySnapshot(path, ""),
-            shared=SharedSnapshot(pool, env["VERA_RPC__AUTH_KEY"].encode()))
+            shared=SharedSnapshot(pool, env["VERA_RETRIEVAL__SNAPSHOT_SIGNING_KEY"].encode()))
         await index.claim_writer()
         async with pool.acquire() as conn:
             await purge(conn)  # an earlier run's copy: this one is timed writing its own
@@ -152,6 +152,7 @@ def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
             "VERA_DATA_DIR": str(data_dir),
             "VERA_DATABASE__DSN": dsn,
             "VERA_RPC__AUTH_KEY": "bench-" + "k" * 32,
+            "VERA_RETRIEVAL__SNAPSHOT_SIGNING_KEY": "bench-" + "s" * 32,
             "HF_HUB_OFFLINE": "1",
             "VERA_SERVICES__KNOWLEDGE": "127.0.0.1:9",
         }

@@ -111,7 +111,8 @@ class PgLexicalIndex:
         # it are what a restart from its snapshot reads.
         self._snapshot_key: SnapshotKey | None = None
         self._memory_position = 0
-        # Where the last load came from: "snapshot" or "documents" (tests, the bench).
+        # Where the last load came from: "documents", "snapshot" (its own file) or "shared
+        # snapshot" (the writer's copy): tests, the bench.
         self.loaded_from = ""
         # The writer epoch this process claimed (None: it never claimed; a lone writer).
         self._writer_epoch: int | None = None
@@ -141,17 +142,17 @@ class PgLexicalIndex:
             )
             position_loaded = int(state["position"])
             key = self._key(state["documents_epoch"], state["embedding"])
-            restored = None
+            restored, loaded_from = None, "documents"
             if key is not None and self._snapshot is not None:
                 restored = await self._run(self._snapshot.read, key, position_loaded)
+                loaded_from = "snapshot"
                 if (
                     restored is None
                     and self._shared is not None
                     and await self._shared.fetch(conn, key.documents_epoch, self._snapshot)
                 ):
                     restored = await self._run(self._snapshot.read, key, position_loaded)
-                    if restored is not None:
-                        self.loaded_from = "shared snapshot"
+                    loaded_from = "shared snapshot"
             after: tuple[int, str] = (-1, "")
             if restored is not None:
                 self.memory, snapshot_position = restored
@@ -178,10 +179,7 @@ class PgLexicalIndex:
                     await self._run(self._upsert_memory, facts, vectors, position)
         self._snapshot_key = key
         self._memory_position = position_loaded
-        if restored is None:
-            self.loaded_from = "documents"
-        elif self.loaded_from != "shared snapshot":
-            self.loaded_from = "snapshot"
+        self.loaded_from = "documents" if restored is None else loaded_from
         if restored is None and key is not None:
             await self.save_snapshot()
         return position_loaded
@@ -218,7 +216,8 @@ class PgLexicalIndex:
 
     async def keep_snapshots(self, every_seconds: float) -> None:
         """Writes a snapshot every ``every_seconds`` in which the memory moved on, so a
-        replica that crashes restarts from a recent one (runs until cancelled)."""
+        replica that crashes restarts from a recent one, and (the writer, when sharing)
+        publishes the latest for new replicas (runs until cancelled)."""
         written = self._memory_position
         while True:
             await asyncio.sleep(every_seconds)

@@ -16,7 +16,8 @@ erased text outlives it on disk; a file found unusable at a start is deleted at 
 
 The file lives in the replica's own data directory, which only the service writes: its
 body is a pickle, so whoever can write that directory can run code in the service (as
-they could by replacing the model or the shard there).
+they could by replacing the model or the shard there). A file copied from the writer's
+copy in PostgreSQL (shared_snapshot.py) is written there only after its MAC held.
 """
 
 from __future__ import annotations
@@ -129,6 +130,12 @@ class MemorySnapshot:
             log.warning("memory snapshot holds something else; refilling")
             return None
         return memory, position
+
+    @staticmethod
+    def header_epoch_and_position(header: str) -> tuple[str, int]:
+        """(documents epoch, position) from a file's header line (shared_snapshot.py)."""
+        fields = json.loads(header)
+        return str(fields["key"]["documents_epoch"]), int(fields["position"])
 
     def discard(self) -> None:
         """Deletes the snapshot and voids any write of this process still in flight (an

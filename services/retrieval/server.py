@@ -222,13 +222,14 @@ def _stopper(task: asyncio.Task) -> Callable[[], Awaitable[None]]:
 
 
 def _shared_snapshot(settings: Settings, pool: asyncpg.Pool) -> SharedSnapshot | None:
-    if not settings.retrieval.share_memory_snapshot:
+    rs = settings.retrieval
+    if not rs.share_memory_snapshot:
         return None
-    if settings.rpc.auth_key is None:
+    if rs.snapshot_signing_key is None:
         raise ConfigError(
-            "VERA_RETRIEVAL__SHARE_MEMORY_SNAPSHOT: needs VERA_RPC__AUTH_KEY, the key each"
-            " shared copy is signed with")
-    return SharedSnapshot(pool, settings.rpc.auth_key.get_secret_value().encode())
+            "VERA_RETRIEVAL__SNAPSHOT_SIGNING_KEY: required with"
+            " VERA_RETRIEVAL__SHARE_MEMORY_SNAPSHOT (each shared copy is signed with it)")
+    return SharedSnapshot(pool, rs.snapshot_signing_key.get_secret_value().encode())
 
 
 def _qdrant_server(settings: Settings) -> bool:

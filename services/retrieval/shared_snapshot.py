@@ -9,10 +9,11 @@ commits before an erasure or a re-embedding changes the epoch (whose transaction
 deletes it: ``purge``) or sees the new epoch and rolls back. No erased text outlives the
 erasure's commit in these tables (their dead rows wait for vacuum, as deleted documents do).
 
-The file's body is a pickle. Each copy carries an HMAC under a key derived from the
-deployment's internal secret (VERA_RPC__AUTH_KEY), and a replica keeps a copy only when the
-MAC of what it received matches: write access to the database alone cannot make retrieval
-unpickle something of its choosing.
+The file's body is a pickle. Each copy carries HMACs under the retrieval replicas' own key
+(VERA_RETRIEVAL__SNAPSHOT_SIGNING_KEY, which no other component holds): one over its head
+(generation, size, header), checked before anything is written to disk, and one over the
+file, checked before it is read. Write access to the database, even with the deployment's
+internal key, cannot make retrieval unpickle something of its choosing.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 import logging
+import shutil
 import uuid
 from pathlib import Path
 from typing import BinaryIO
@@ -57,23 +58,31 @@ class SharedSnapshot:
         except FileNotFoundError:
             return None
         with file:
-            header = json.loads(await asyncio.to_thread(file.readline))
+            header = (await asyncio.to_thread(file.readline)).rstrip(b"\n").decode()
             file.seek(0)
-            published = await self._pool.fetchrow(
-                "SELECT documents_epoch, position FROM shared_snapshot WHERE id"
+            epoch, position = MemorySnapshot.header_epoch_and_position(header)
+            # Unlocked, to spare a copy that would roll back (a writer that lost its lease,
+            # a file from before an erasure); the copy checks again under the lock.
+            state = await self._pool.fetchrow(
+                "SELECT i.documents_epoch, i.writer_epoch, s.header FROM index_state i"
+                " LEFT JOIN shared_snapshot s ON s.id WHERE i.id"
             )
-            if published is not None and (
-                str(published["documents_epoch"]),
-                published["position"],
-            ) == (header["key"]["documents_epoch"], header["position"]):
-                return int(header["position"])  # there already
+            if str(state["documents_epoch"]) != epoch or state["writer_epoch"] != writer_epoch:
+                return None
+            if state["header"] == header:
+                return position  # there already
             try:
                 await self._copy(file, header, writer_epoch)
             except _Outdated:
                 return None
-        return int(header["position"])
+        # After the commit, not under the lock: reading every old chunk takes ~3 ms a MiB.
+        await self._pool.execute(
+            "DELETE FROM shared_snapshot_chunks"
+            " WHERE generation NOT IN (SELECT generation FROM shared_snapshot)"
+        )
+        return position
 
-    async def _copy(self, file: BinaryIO, header: dict, writer_epoch: int) -> None:
+    async def _copy(self, file: BinaryIO, header: str, writer_epoch: int) -> None:
         generation = uuid.uuid4()
         mac = hmac.new(self._mac_key, digestmod=hashlib.sha256)
         size = 0
@@ -92,56 +101,63 @@ class SharedSnapshot:
             state = await conn.fetchrow(
                 "SELECT documents_epoch, writer_epoch FROM index_state WHERE id FOR UPDATE"
             )
-            if (
-                str(state["documents_epoch"]) != header["key"]["documents_epoch"]
-                or state["writer_epoch"] != writer_epoch
-            ):
+            epoch, _ = MemorySnapshot.header_epoch_and_position(header)
+            if str(state["documents_epoch"]) != epoch or state["writer_epoch"] != writer_epoch:
                 raise _Outdated
             await conn.execute(
-                "DELETE FROM shared_snapshot_chunks WHERE generation <> $1", generation
-            )
-            await conn.execute(
-                "INSERT INTO shared_snapshot (generation, documents_epoch, position, size,"
-                " mac) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET"
-                " generation = $1, documents_epoch = $2, position = $3, size = $4,"
-                " mac = $5, published_at = now()",
-                generation, state["documents_epoch"], header["position"], size,
-                mac.digest(),
+                "INSERT INTO shared_snapshot (generation, documents_epoch, header, size,"
+                " head_mac, mac) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE"
+                " SET generation = $1, documents_epoch = $2, header = $3, size = $4,"
+                " head_mac = $5, mac = $6, published_at = now()",
+                generation, state["documents_epoch"], header, size,
+                self._head_mac(generation, size, header), mac.digest(),
             )  # fmt: skip
+
+    def _head_mac(self, generation: uuid.UUID, size: int, header: str) -> bytes:
+        signed = f"{generation}\n{size}\n{header}".encode()
+        return hmac.new(self._mac_key, signed, hashlib.sha256).digest()
 
     async def fetch(
         self, conn: asyncpg.Connection, documents_epoch: str, local: MemorySnapshot
     ) -> bool:
         """Copies the published snapshot into ``local``'s file when it was made under
-        ``documents_epoch`` and its MAC holds; run in the transaction that reads the
+        ``documents_epoch`` and its MACs hold; run in the transaction that reads the
         documents after it. ``local.read`` then checks it as any file of its own."""
         head = await conn.fetchrow("SELECT * FROM shared_snapshot WHERE id")
         if head is None or str(head["documents_epoch"]) != documents_epoch:
             return False
-        file, generation = await asyncio.to_thread(local.open_partial)
+        size, generation = head["size"], head["generation"]
+        if not hmac.compare_digest(
+            self._head_mac(generation, size, head["header"]), head["head_mac"]
+        ):
+            log.warning("shared memory snapshot failed its check; refilling")
+            return False
+        local.path.parent.mkdir(parents=True, exist_ok=True)
+        if size > shutil.disk_usage(local.path.parent).free:
+            log.warning("no room for the shared memory snapshot; refilling")
+            return False
+        file, discards = await asyncio.to_thread(local.open_partial)
         try:
             with file:
                 mac = hmac.new(self._mac_key, digestmod=hashlib.sha256)
-                size = 0
+                received = 0
                 for seq in range(1 << 31):
                     chunk = await conn.fetchval(
                         "SELECT chunk FROM shared_snapshot_chunks"
-                        " WHERE generation = $1 AND seq = $2",
-                        head["generation"], seq,
+                        " WHERE generation = $1 AND seq = $2 AND length(chunk) <= $3",
+                        generation, seq, min(CHUNK_BYTES, size - received),
                     )  # fmt: skip
-                    if chunk is None:
+                    if not chunk:
                         break
-                    size += len(chunk)
-                    if size > head["size"]:
-                        break
+                    received += len(chunk)
                     await asyncio.to_thread(_write_from, file, mac, chunk)
-            if size != head["size"] or not hmac.compare_digest(mac.digest(), head["mac"]):
+            if received != size or not hmac.compare_digest(mac.digest(), head["mac"]):
                 log.warning("shared memory snapshot failed its check; refilling")
                 local.abandon(file.name)
                 return False
-            return await asyncio.to_thread(
-                local.commit, Dumped(Path(file.name), head["position"], generation)
-            )
+            position = MemorySnapshot.header_epoch_and_position(head["header"])[1]
+            dumped = Dumped(Path(file.name), position, discards)
+            return await asyncio.to_thread(local.commit, dumped)
         except BaseException:
             local.abandon(file.name)
             raise

@@ -203,9 +203,11 @@ class RetrievalSettings(BaseModel):
     # Whether the index writer also copies each snapshot it writes into PostgreSQL
     # (services/retrieval/shared_snapshot.py), so a replica that starts with an empty data
     # directory (a new pod) copies it instead of refilling from every document. Costs a
-    # write of the whole file (1.1 KB a fact) at each snapshot. Needs VERA_RPC__AUTH_KEY:
-    # each copy is signed with a key derived from it.
+    # write of the whole file (1.1 KB a fact; about twice that in WAL) at each snapshot.
+    # Needs snapshot_signing_key, held by the retrieval replicas alone: a copy's body is a
+    # pickle, and only one signed with it is read.
     share_memory_snapshot: bool = False
+    snapshot_signing_key: SecretStr | None = Field(None, min_length=32)
     candidate_pool: int = Field(50, ge=1)
     # A local cross-encoder directory (transformers format) for the rerank stage; None: late
     # interaction over MiniLM's static token vectors (services/retrieval/rerank.py). Only

@@ -173,7 +173,8 @@ def test_requests_cover_the_measured_peak_rss() -> None:
 @pytest.mark.parametrize("name", VALUE_SETS)
 def test_only_retrieval_writes_beyond_tmp_and_there_only_its_memory_snapshot(name) -> None:
     """The root filesystem is read-only: retrieval's pods mount a volume where the service
-    writes its memory snapshot (VERA_DATA_DIR/memory), and no other pod mounts one."""
+    writes its memory snapshot (VERA_DATA_DIR/memory), and no other pod mounts one (or
+    holds the key that signs its shared copy)."""
     objects = rendered(name)
     for workload in workloads(objects):
         pod = workload["spec"]["template"]["spec"]
@@ -181,10 +182,13 @@ def test_only_retrieval_writes_beyond_tmp_and_there_only_its_memory_snapshot(nam
         mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
         volumes = {v["name"]: v for v in pod["volumes"]}
         assert set(mounts) == set(volumes), component(workload)
+        env = _container_env(objects, workload)
         if component(workload) != "retrieval":
             assert mounts == {"tmp": "/tmp"}, component(workload)
+            # The key whose signature makes retrieval unpickle a shared snapshot.
+            assert "VERA_RETRIEVAL__SNAPSHOT_SIGNING_KEY" not in env, component(workload)
             continue
-        settings = _settings_from(_container_env(objects, workload))
+        settings = _settings_from(env)
         snapshot = settings.data_dir / retrieval_server.MEMORY_SNAPSHOT
         assert mounts["memory"] == str(snapshot.parent)
         assert _mebibytes(volumes["memory"]["emptyDir"]["sizeLimit"]) >= 1024

@@ -5,9 +5,10 @@ CREATE TABLE shared_snapshot (
     id boolean PRIMARY KEY DEFAULT true CHECK (id),
     generation uuid NOT NULL,
     documents_epoch uuid NOT NULL,
-    position bigint NOT NULL,
+    header text NOT NULL,       -- the file's first line: its format, key and position
     size bigint NOT NULL,
-    mac bytea NOT NULL,
+    head_mac bytea NOT NULL,    -- over generation, size and header: checked before a copy
+    mac bytea NOT NULL,         -- over the file: checked before it is read
     published_at timestamptz NOT NULL DEFAULT now()
 );
 

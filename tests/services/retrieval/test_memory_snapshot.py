@@ -11,6 +11,7 @@ import dataclasses
 import math
 import os
 import subprocess
+import threading
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,11 +22,11 @@ import pytest
 from vera.config import ConfigError, load_settings
 from vera.db.migrate import migrate
 from vera.db.pool import create_pool
+from vera.services.retrieval import server as retrieval_server
+from vera.services.retrieval import shared_snapshot
 from vera.services.retrieval.lexical import PgLexicalIndex
 from vera.services.retrieval.memory import FactMemory
 from vera.services.retrieval.memory_snapshot import MemorySnapshot, SnapshotKey
-from vera.services.retrieval import server as retrieval_server
-from vera.services.retrieval import shared_snapshot
 from vera.services.retrieval.model import Citation, Fact, FactState, IndexQuery
 from vera.services.retrieval.shared_snapshot import SharedSnapshot
 
@@ -384,6 +385,10 @@ async def replica(
     return index
 
 
+async def generation(pool: asyncpg.Pool) -> object:
+    return await pool.fetchval("SELECT generation FROM shared_snapshot")
+
+
 async def published(pool: asyncpg.Pool) -> tuple[int, int]:
     """(head rows, chunk rows) in the shared tables."""
     heads = await pool.fetchval("SELECT count(*) FROM shared_snapshot")
@@ -400,7 +405,8 @@ async def test_a_new_replica_copies_the_writers_snapshot_and_reads_the_rows_sinc
     assert await writer.publish_snapshot() == 3
     heads, chunks = await published(pool)
     assert heads == 1 and chunks > 1
-    assert await writer.publish_snapshot() == 3 and await published(pool) == (heads, chunks)
+    copy = await generation(pool)
+    assert await writer.publish_snapshot() == 3 and await generation(pool) == copy  # kept
     await apply(pool, LATER, 4)
 
     new_path = tmp_path / "new" / "facts.snapshot"  # a new pod: an empty data directory
@@ -425,9 +431,9 @@ async def test_a_copy_that_fails_its_mac_is_not_used(
     other_key = await replica(pool, tmp_path / "a" / "facts.snapshot", b"another key" * 4)
     assert other_key.loaded_from == "documents"
     await other_key.close()
-    await pool.execute(
-        "UPDATE shared_snapshot_chunks SET chunk = overlay(chunk placing '\\x00'::bytea"
-        " from length(chunk) - 10) WHERE seq = 0"
+    await pool.execute(  # one bit of the body flipped
+        "UPDATE shared_snapshot_chunks SET chunk = set_byte(chunk, length(chunk) - 10,"
+        " get_byte(chunk, length(chunk) - 10) # 1) WHERE seq = 0"
     )
     tampered_path = tmp_path / "b" / "facts.snapshot"
     tampered = await replica(pool, tampered_path)
@@ -509,7 +515,57 @@ async def test_an_erasure_waits_for_a_copy_in_flight_and_deletes_it(
     await writer.close()
 
 
-def test_sharing_needs_the_internal_key() -> None:
-    settings = load_settings(retrieval={"share_memory_snapshot": True})
-    with pytest.raises(ConfigError, match="VERA_RETRIEVAL__SHARE_MEMORY_SNAPSHOT"):
+async def test_a_forged_head_is_refused_before_anything_is_written(
+    pool: asyncpg.Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database writer without the key cannot make a new pod fill its disk."""
+    await apply(pool, FIRST, 1)
+    writer = await replica(pool, tmp_path / "writer" / "facts.snapshot", writer=True)
+    assert await writer.publish_snapshot() == 3
+    await writer.close()
+    await pool.execute("UPDATE shared_snapshot SET size = size * 1000")
+    await pool.execute(
+        "INSERT INTO shared_snapshot_chunks SELECT generation, s, chunk"
+        " FROM shared_snapshot_chunks, generate_series(1, 50) s"
+    )
+    written: list[int] = []
+    write_from = shared_snapshot._write_from
+    monkeypatch.setattr(shared_snapshot, "_write_from",
+                        lambda file, mac, chunk: written.append(len(chunk)) or write_from(
+                            file, mac, chunk))  # fmt: skip
+    new = await replica(pool, tmp_path / "new" / "facts.snapshot")
+    assert new.loaded_from == "documents" and written == []
+    await new.close()
+
+
+async def test_an_erasure_while_a_copy_writes_its_chunks_rolls_the_copy_back(
+    pool: asyncpg.Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shared_snapshot, "CHUNK_BYTES", 1000)
+    await apply(pool, FIRST + LATER, 1)
+    writer = await replica(pool, tmp_path / "writer" / "facts.snapshot", writer=True)
+    first_chunk_in, go_on = threading.Event(), threading.Event()
+    read_into = shared_snapshot._read_into
+
+    def pausing(file, mac):
+        if file.tell() > 0:  # one chunk inserted: wait for the erasure to commit
+            first_chunk_in.set()
+            assert go_on.wait(10)
+        return read_into(file, mac)
+
+    monkeypatch.setattr(shared_snapshot, "_read_into", pausing)
+    copying = asyncio.create_task(writer.publish_snapshot())
+    assert await asyncio.to_thread(first_chunk_in.wait, 10)
+    await PgLexicalIndex(pool).delete(["k2-v1"])  # commits: the copy's rows are not yet seen
+    go_on.set()
+    assert await copying is None  # it saw the new epoch under the lock and rolled back
+    assert await published(pool) == (0, 0)
+    await writer.close()
+
+
+def test_sharing_needs_the_signing_key() -> None:
+    settings = load_settings(
+        retrieval={"share_memory_snapshot": True, "snapshot_signing_key": None}
+    )
+    with pytest.raises(ConfigError, match="VERA_RETRIEVAL__SNAPSHOT_SIGNING_KEY"):
         retrieval_server._shared_snapshot(settings, None)  # type: ignore[arg-type]
