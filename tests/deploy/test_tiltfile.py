@@ -4,6 +4,7 @@ recording stand-ins for Tilt's builtins, then checked against the chart it deplo
 from __future__ import annotations
 
 import ast
+import subprocess
 import types
 from pathlib import Path
 
@@ -124,3 +125,25 @@ def test_the_embedded_stack_stays_an_option_for_laptops_without_a_cluster() -> N
     [(_, kwargs)] = tilt.of("local_resource")
     assert kwargs["serve_cmd"].startswith("scripts/up ")
     assert not tilt.of("k8s_resource") and not tilt.of("helm")
+
+
+def test_the_dev_secrets_cover_every_secret_the_dev_chart_reads(dev_objects, tmp_path) -> None:
+    """charts/dev/secrets.sh (run by the Tiltfile) makes each Secret a dev pod refers to:
+    a missing one leaves the pod in CreateContainerConfigError."""
+    script = tmp_path / "charts" / "dev" / "secrets.sh"  # it writes beside the checkout root
+    script.parent.mkdir(parents=True)
+    script.write_text((ROOT / "charts" / "dev" / "secrets.sh").read_text())
+    made = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=True)
+    secrets = {s["metadata"]["name"]: set(s["stringData"])
+               for s in yaml.safe_load_all(made.stdout) if s}
+    referred = set()
+    for workload in workloads(dev_objects):
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            for item in container.get("env", []):
+                ref = item.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    referred.add((ref["name"], ref["key"]))
+    assert ("vera-retrieval-snapshot", "signing-key") in referred
+    # The Qdrant subchart makes its own API key's Secret (not rendered offline: no tarball).
+    referred.discard(("vera-qdrant-apikey", "api-key"))
+    assert referred and all(key in secrets.get(name, set()) for name, key in referred), referred
