@@ -420,6 +420,27 @@ async def test_a_new_replica_copies_the_writers_snapshot_and_reads_the_rows_sinc
         await index.close()
 
 
+async def test_the_writer_publishes_from_its_snapshot_loop(
+    pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    await apply(pool, FIRST, 1)
+    writer = await replica(pool, tmp_path / "writer" / "facts.snapshot", writer=True)
+    keeping = asyncio.create_task(writer.keep_snapshots(0.05))
+    try:
+        await writer.apply(LATER, 6, vectors=[vector(n) for n in (10, 11, 12)])
+        for _ in range(100):
+            header = await pool.fetchval("SELECT header FROM shared_snapshot")
+            if header and MemorySnapshot.header_epoch_and_position(header)[1] == 6:
+                break
+            await asyncio.sleep(0.05)
+        assert MemorySnapshot.header_epoch_and_position(header) == (await epoch(pool), 6)
+    finally:
+        keeping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeping
+        await writer.close()
+
+
 async def test_a_copy_that_fails_its_mac_is_not_used(
     pool: asyncpg.Pool, tmp_path: Path
 ) -> None:
