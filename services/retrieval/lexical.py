@@ -180,6 +180,7 @@ class PgLexicalIndex:
         self._snapshot_key = key
         self._memory_position = position_loaded
         self.loaded_from = "documents" if restored is None else loaded_from
+        log.info("memory loaded from %s up to position %d", self.loaded_from, position_loaded)
         if restored is None and key is not None:
             await self.save_snapshot()
         return position_loaded

@@ -72,9 +72,10 @@ class SharedSnapshot:
             if state["header"] == header:
                 return position  # there already
             try:
-                await self._copy(file, header, writer_epoch)
+                size = await self._copy(file, header, writer_epoch)
             except _Outdated:
                 return None
+        log.info("memory snapshot published at position %d (%d MiB)", position, size >> 20)
         # After the commit, not under the lock: reading every old chunk takes ~3 ms a MiB.
         await self._pool.execute(
             "DELETE FROM shared_snapshot_chunks"
@@ -82,7 +83,8 @@ class SharedSnapshot:
         )
         return position
 
-    async def _copy(self, file: BinaryIO, header: str, writer_epoch: int) -> None:
+    async def _copy(self, file: BinaryIO, header: str, writer_epoch: int) -> int:
+        """Streams the file in as a new generation and makes it the copy; its size."""
         generation = uuid.uuid4()
         mac = hmac.new(self._mac_key, digestmod=hashlib.sha256)
         size = 0
@@ -112,6 +114,7 @@ class SharedSnapshot:
                 generation, state["documents_epoch"], header, size,
                 self._head_mac(generation, size, header), mac.digest(),
             )  # fmt: skip
+        return size
 
     def _head_mac(self, generation: uuid.UUID, size: int, header: str) -> bytes:
         signed = f"{generation}\n{size}\n{header}".encode()
