@@ -12,9 +12,10 @@ import math
 import os
 import subprocess
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -249,6 +250,18 @@ def test_a_failed_write_keeps_the_previous_snapshot(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["facts.snapshot"]
 
 
+@contextlib.asynccontextmanager
+async def running(loop: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    """Runs a service's background loop for the block."""
+    task = asyncio.create_task(loop)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 async def test_a_running_replica_writes_a_snapshot_when_its_memory_moved_on(
     pool: asyncpg.Pool, tmp_path: Path
 ) -> None:
@@ -257,8 +270,7 @@ async def test_a_running_replica_writes_a_snapshot_when_its_memory_moved_on(
     index = await loaded(pool, path)
     written = MemorySnapshot(path, EMBEDDING)
     key = SnapshotKey(await epoch(pool), EMBEDDING, 3)
-    keeping = asyncio.create_task(index.keep_snapshots(0.05))
-    try:
+    async with running(index.keep_snapshots(0.05)):
         await asyncio.sleep(0.3)
         assert written.read(key, cursor=10)[1] == 3  # nothing new: the load's one
         await index.apply(LATER, 6, vectors=[vector(n) for n in (10, 11, 12)])
@@ -267,11 +279,7 @@ async def test_a_running_replica_writes_a_snapshot_when_its_memory_moved_on(
                 break
             await asyncio.sleep(0.05)
         assert written.read(key, cursor=10)[1] == 6
-    finally:
-        keeping.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await keeping
-        await index.close()
+    await index.close()
 
 
 def test_a_write_removes_what_a_killed_write_left_behind(tmp_path: Path) -> None:
@@ -425,8 +433,7 @@ async def test_the_writer_publishes_from_its_snapshot_loop(
 ) -> None:
     await apply(pool, FIRST, 1)
     writer = await replica(pool, tmp_path / "writer" / "facts.snapshot", writer=True)
-    keeping = asyncio.create_task(writer.keep_snapshots(0.05))
-    try:
+    async with running(writer.keep_snapshots(0.05)):
         await writer.apply(LATER, 6, vectors=[vector(n) for n in (10, 11, 12)])
         for _ in range(100):
             header = await pool.fetchval("SELECT header FROM shared_snapshot")
@@ -434,11 +441,7 @@ async def test_the_writer_publishes_from_its_snapshot_loop(
                 break
             await asyncio.sleep(0.05)
         assert MemorySnapshot.header_epoch_and_position(header) == (await epoch(pool), 6)
-    finally:
-        keeping.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await keeping
-        await writer.close()
+    await writer.close()
 
 
 async def test_a_copy_that_fails_its_mac_is_not_used(
