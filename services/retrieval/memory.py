@@ -87,6 +87,13 @@ class _Growable:
         self.data = _writable(filled)
         self.n = len(filled)
 
+    @classmethod
+    def of(cls, filled: np.ndarray) -> _Growable:
+        """Holding ``filled`` (not copied: an append first grows into a buffer of its own)."""
+        column = cls.__new__(cls)
+        column.data, column.n = filled, len(filled)
+        return column
+
 
 class _Postings:
     """One term's postings: slots ascending (each once) and the term's count in each."""
@@ -192,15 +199,38 @@ class _Scope:
     # Pickled (memory_snapshot) as the filled slots of each column, without the read
     # caches. Loaded, the columns are the pickle's own buffers (a copy into more capacity
     # would double the peak while the unpickler still holds them); the next insert grows.
+    # The postings and sources travel as one array each with their lengths: thousands of
+    # small arrays were half of a snapshot's pickling and loading.
     def __getstate__(self) -> dict:
         state = {**self.__dict__, "_layout": None, "_live": None}
         for name in self._COLUMNS + self._SLOT_COLUMNS:
             state[name] = state[name][: self.n]
+        postings = self.postings.values()
+        state["postings"] = (
+            list(self.postings),
+            _concatenated([p.slots.view() for p in postings], np.int32),
+            _concatenated([p.tfs.view() for p in postings], np.int32),
+        )
+        state["sources"] = (
+            list(self.sources),
+            _concatenated([np.frombuffer(m, np.int32) for m in self.sources.values()], np.int32),
+        )
         return state
 
     def __setstate__(self, state: dict) -> None:
         for name in self._COLUMNS + self._SLOT_COLUMNS:
             state[name] = _writable(state[name])
+        terms, (lengths, slots), (_, tfs) = state["postings"]
+        slots, tfs = _writable(slots), _writable(tfs)
+        postings = state["postings"] = {}
+        for term, (start, end) in zip(terms, _bounds(lengths), strict=True):
+            entry = postings[term] = _Postings.__new__(_Postings)
+            entry.slots, entry.tfs = _Growable.of(slots[start:end]), _Growable.of(tfs[start:end])
+        sources, (lengths, members) = state["sources"]
+        state["sources"] = {
+            source: array("i", members[start:end].tobytes())
+            for source, (start, end) in zip(sources, _bounds(lengths), strict=True)
+        }
         self.__dict__.update(state)
 
     def _source_order(self, slot: int) -> tuple[tuple, int, int]:
@@ -446,6 +476,17 @@ class _Scope:
 
     def subject_key(self, slot: int) -> str:
         return self.names.names[self.codes[slot, 3]]
+
+
+def _concatenated(parts: list[np.ndarray], dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    """(each part's length, the parts end to end)."""
+    lengths = np.fromiter((len(part) for part in parts), np.int64, len(parts))
+    return lengths, np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+
+def _bounds(lengths: np.ndarray) -> zip:
+    ends = np.cumsum(lengths)
+    return zip((ends - lengths).tolist(), ends.tolist(), strict=True)
 
 
 def _writable(column: np.ndarray) -> np.ndarray:
