@@ -198,7 +198,7 @@ class RetrievalSettings(BaseModel):
     writer_retry_seconds: float = Field(5.0, gt=0, le=20)
     # How often the memory is written to its snapshot (<data_dir>/memory) when it moved on,
     # besides after a full refill and at a clean stop; 0: only then. A write holds the
-    # memory's thread while it pickles (queries wait) for about 0.7 s per 100k facts.
+    # memory's thread while it pickles (queries wait) for about 0.3 s per 100k facts.
     memory_snapshot_seconds: float = Field(600.0, ge=0)
     # Whether the index writer also copies each snapshot it writes into PostgreSQL
     # (services/retrieval/shared_snapshot.py), so a replica that starts with an empty data
