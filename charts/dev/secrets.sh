@@ -11,8 +11,12 @@ if [ ! -f "$env_file" ]; then
     echo "POSTGRES_PASSWORD=$(openssl rand -hex 24)"
     echo "RPC_AUTH_KEY=$(openssl rand -hex 32)"
     echo "MCP_JWT_SECRET=$(openssl rand -hex 32)"
-    echo "SNAPSHOT_SIGNING_KEY=$(openssl rand -hex 32)"
   } > "$env_file"
+fi
+# Added to env files made before the key existed, once: a key made afresh at each run
+# would not verify the copies of the pods made before.
+if ! grep -q '^SNAPSHOT_SIGNING_KEY=' "$env_file"; then
+  echo "SNAPSHOT_SIGNING_KEY=$(openssl rand -hex 32)" >> "$env_file"
 fi
 # shellcheck disable=SC1090
 source "$env_file"
@@ -23,4 +27,4 @@ secret vera-database dsn "postgresql://vera:${POSTGRES_PASSWORD}@vera-postgres:5
 secret vera-postgres password "$POSTGRES_PASSWORD"
 secret vera-rpc-auth auth-key "$RPC_AUTH_KEY"
 secret vera-mcp-jwt jwt-secret "$MCP_JWT_SECRET"
-secret vera-retrieval-snapshot signing-key "${SNAPSHOT_SIGNING_KEY:-$(openssl rand -hex 32)}"
+secret vera-retrieval-snapshot signing-key "$SNAPSHOT_SIGNING_KEY"

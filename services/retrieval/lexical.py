@@ -149,7 +149,7 @@ class PgLexicalIndex:
                 if (
                     restored is None
                     and self._shared is not None
-                    and await self._shared.fetch(conn, key.documents_epoch, self._snapshot)
+                    and await self._shared.fetch(conn, key, position_loaded, self._snapshot)
                 ):
                     restored = await self._run(self._snapshot.read, key, position_loaded)
                     loaded_from = "shared snapshot"

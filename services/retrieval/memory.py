@@ -19,6 +19,7 @@ from datetime import datetime
 from itertools import chain
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from vera.services.retrieval import text as textmod
 from vera.services.retrieval.model import Candidate, Fact, FactState, IndexQuery
@@ -89,7 +90,6 @@ class _Growable:
 
     @classmethod
     def of(cls, filled: np.ndarray) -> _Growable:
-        """Holding ``filled`` (not copied: an append first grows into a buffer of its own)."""
         column = cls.__new__(cls)
         column.data, column.n = filled, len(filled)
         return column
@@ -213,7 +213,8 @@ class _Scope:
         )
         state["sources"] = (
             list(self.sources),
-            _concatenated([np.frombuffer(m, np.int32) for m in self.sources.values()], np.int32),
+            _concatenated([np.frombuffer(m, _SOURCE_DTYPE) for m in self.sources.values()],
+                          _SOURCE_DTYPE),
         )
         return state
 
@@ -221,11 +222,13 @@ class _Scope:
         for name in self._COLUMNS + self._SLOT_COLUMNS:
             state[name] = _writable(state[name])
         terms, (lengths, slots), (_, tfs) = state["postings"]
-        slots, tfs = _writable(slots), _writable(tfs)
         postings = state["postings"] = {}
+        # Each term's own copy: views into one buffer would keep all of it alive while any
+        # rare term never grows.
         for term, (start, end) in zip(terms, _bounds(lengths), strict=True):
             entry = postings[term] = _Postings.__new__(_Postings)
-            entry.slots, entry.tfs = _Growable.of(slots[start:end]), _Growable.of(tfs[start:end])
+            entry.slots = _Growable.of(slots[start:end].copy())
+            entry.tfs = _Growable.of(tfs[start:end].copy())
         sources, (lengths, members) = state["sources"]
         state["sources"] = {
             source: array("i", members[start:end].tobytes())
@@ -478,7 +481,11 @@ class _Scope:
         return self.names.names[self.codes[slot, 3]]
 
 
-def _concatenated(parts: list[np.ndarray], dtype: type) -> tuple[np.ndarray, np.ndarray]:
+# The slots of a source (array("i")) as numpy sees them.
+_SOURCE_DTYPE = np.dtype(f"i{array('i').itemsize}")
+
+
+def _concatenated(parts: list[np.ndarray], dtype: DTypeLike) -> tuple[np.ndarray, np.ndarray]:
     """(each part's length, the parts end to end)."""
     lengths = np.fromiter((len(part) for part in parts), np.int64, len(parts))
     return lengths, np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)

@@ -115,24 +115,31 @@ class MemorySnapshot:
 
     def _load(self, key: SnapshotKey, cursor: int) -> tuple[FactMemory, int] | None:
         with self.path.open("rb") as file:
-            header = json.loads(file.readline())
-            position = header.get("position")
-            if (
-                header.get("format") != FORMAT
-                or header.get("key") != asdict(key)
-                or not isinstance(position, int)
-                or not 0 <= position <= cursor
-            ):
+            header = file.readline()
+            if not self.fits(header, key, cursor):
                 log.info("memory snapshot is of other documents or code; refilling")
                 return None
             memory = pickle.load(file)
         if not isinstance(memory, FactMemory) or memory.dimensions != key.dimensions:
             log.warning("memory snapshot holds something else; refilling")
             return None
-        return memory, position
+        return memory, self.header_epoch_and_position(header)[1]
 
     @staticmethod
-    def header_epoch_and_position(header: str) -> tuple[str, int]:
+    def fits(header: str | bytes, key: SnapshotKey, cursor: int) -> bool:
+        """Whether a file with this header line may be reused under ``key`` with the
+        documents' cursor at ``cursor``."""
+        fields = json.loads(header)
+        position = fields.get("position")
+        return (
+            fields.get("format") == FORMAT
+            and fields.get("key") == asdict(key)
+            and isinstance(position, int)
+            and 0 <= position <= cursor
+        )
+
+    @staticmethod
+    def header_epoch_and_position(header: str | bytes) -> tuple[str, int]:
         """(documents epoch, position) from a file's header line (shared_snapshot.py)."""
         fields = json.loads(header)
         return str(fields["key"]["documents_epoch"]), int(fields["position"])

@@ -29,7 +29,7 @@ from typing import BinaryIO
 
 import asyncpg
 
-from vera.services.retrieval.memory_snapshot import Dumped, MemorySnapshot
+from vera.services.retrieval.memory_snapshot import Dumped, MemorySnapshot, SnapshotKey
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +64,13 @@ class SharedSnapshot:
             # Unlocked, to spare a copy that would roll back (a writer that lost its lease,
             # a file from before an erasure); the copy checks again under the lock.
             state = await self._pool.fetchrow(
-                "SELECT i.documents_epoch, i.writer_epoch, s.header FROM index_state i"
-                " LEFT JOIN shared_snapshot s ON s.id WHERE i.id"
+                "SELECT i.documents_epoch, i.writer_epoch, s.generation, s.size, s.header,"
+                " s.head_mac FROM index_state i LEFT JOIN shared_snapshot s ON s.id WHERE i.id"
             )
             if str(state["documents_epoch"]) != epoch or state["writer_epoch"] != writer_epoch:
                 return None
-            if state["header"] == header:
-                return position  # there already
+            if state["header"] == header and self._signed(state):
+                return position  # there already, under this key
             try:
                 size = await self._copy(file, header, writer_epoch)
             except _Outdated:
@@ -120,21 +120,26 @@ class SharedSnapshot:
         signed = f"{generation}\n{size}\n{header}".encode()
         return hmac.new(self._mac_key, signed, hashlib.sha256).digest()
 
+    def _signed(self, head: asyncpg.Record) -> bool:
+        expected = self._head_mac(head["generation"], head["size"], head["header"])
+        return hmac.compare_digest(expected, head["head_mac"])
+
     async def fetch(
-        self, conn: asyncpg.Connection, documents_epoch: str, local: MemorySnapshot
+        self, conn: asyncpg.Connection, key: SnapshotKey, cursor: int, local: MemorySnapshot
     ) -> bool:
-        """Copies the published snapshot into ``local``'s file when it was made under
-        ``documents_epoch`` and its MACs hold; run in the transaction that reads the
+        """Copies the published snapshot into ``local``'s file when its signed header fits
+        ``key`` and ``cursor`` and its MACs hold; run in the transaction that reads the
         documents after it. ``local.read`` then checks it as any file of its own."""
         head = await conn.fetchrow("SELECT * FROM shared_snapshot WHERE id")
-        if head is None or str(head["documents_epoch"]) != documents_epoch:
+        if head is None or str(head["documents_epoch"]) != key.documents_epoch:
             return False
-        size, generation = head["size"], head["generation"]
-        if not hmac.compare_digest(
-            self._head_mac(generation, size, head["header"]), head["head_mac"]
-        ):
+        if not self._signed(head):
             log.warning("shared memory snapshot failed its check; refilling")
             return False
+        if not MemorySnapshot.fits(head["header"], key, cursor):
+            log.info("shared memory snapshot is of other documents or code; refilling")
+            return False  # e.g. the old writer's, during a rollout that changed the code
+        size, generation = head["size"], head["generation"]
         local.path.parent.mkdir(parents=True, exist_ok=True)
         if size > shutil.disk_usage(local.path.parent).free:
             log.warning("no room for the shared memory snapshot; refilling")

@@ -198,6 +198,14 @@ def test_only_retrieval_writes_beyond_tmp_and_there_only_its_memory_snapshot(nam
         assert retrieval_server._shared_snapshot(settings, None) is not None
 
 
+def test_without_sharing_no_pod_gets_the_signing_key() -> None:
+    objects = manifests({"retrieval": {"shareMemorySnapshot": False}})
+    [retrieval] = [w for w in workloads(objects) if component(w) == "retrieval"]
+    env = _container_env(objects, retrieval)
+    assert "VERA_RETRIEVAL__SNAPSHOT_SIGNING_KEY" not in env
+    assert not _settings_from(env).retrieval.share_memory_snapshot
+
+
 def test_the_config_checksum_follows_the_config() -> None:
     def checksums(values):
         return {

@@ -24,8 +24,9 @@ SHARING = {
 
 
 def _wait_for_log(stack: LaunchedStack, line: str, after: int, timeout: float = 60.0) -> None:
+    """Waits for ``line`` in the stack's log past byte ``after``."""
     give_up = time.monotonic() + timeout
-    while line not in stack.log_path.read_text(errors="replace")[after:]:
+    while line.encode() not in stack.log_path.read_bytes()[after:]:
         assert time.monotonic() < give_up, stack.log_tail()
         time.sleep(0.2)
 

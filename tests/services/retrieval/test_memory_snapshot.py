@@ -539,6 +539,53 @@ async def test_an_erasure_waits_for_a_copy_in_flight_and_deletes_it(
     await writer.close()
 
 
+async def test_a_copy_of_other_memory_code_is_not_downloaded(
+    pool: asyncpg.Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rollout that changes the memory code: the old writer's copy is refused from its
+    signed header, before its bytes are fetched."""
+    await apply(pool, FIRST, 1)
+    writer = await replica(pool, tmp_path / "writer" / "facts.snapshot", writer=True)
+    assert await writer.publish_snapshot() == 3
+    await writer.close()
+    newer_code = MemorySnapshot.key
+    monkeypatch.setattr(MemorySnapshot, "key", lambda self, *args: dataclasses.replace(
+        newer_code(self, *args), code="a-newer-release"))  # fmt: skip
+    written = spy_on_writes(monkeypatch)
+    new = await replica(pool, tmp_path / "new" / "facts.snapshot")
+    assert new.loaded_from == "documents" and written == []
+    await new.close()
+
+
+async def test_a_new_signing_key_publishes_again(pool: asyncpg.Pool, tmp_path: Path) -> None:
+    """After a key rotation the same snapshot is copied again under the new key, or no new
+    pod could use it until the memory moved on."""
+    await apply(pool, FIRST, 1)
+    path = tmp_path / "writer" / "facts.snapshot"
+    writer = await replica(pool, path, writer=True)
+    assert await writer.publish_snapshot() == 3
+    await writer.close()
+    before = await generation(pool)
+    rotated = b"the rotated signing key, 32 bytes or more"
+    again = await replica(pool, path, rotated, writer=True)
+    assert again.loaded_from == "snapshot" and await again.publish_snapshot() == 3
+    assert await generation(pool) != before
+    await again.close()
+    new = await replica(pool, tmp_path / "new" / "facts.snapshot", rotated)
+    assert new.loaded_from == "shared snapshot"
+    await new.close()
+
+
+def spy_on_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the chunks a fetch writes to disk, from now on."""
+    written: list[int] = []
+    write_from = shared_snapshot._write_from
+    monkeypatch.setattr(shared_snapshot, "_write_from",
+                        lambda file, mac, chunk: written.append(len(chunk)) or write_from(
+                            file, mac, chunk))  # fmt: skip
+    return written
+
+
 async def test_a_forged_head_is_refused_before_anything_is_written(
     pool: asyncpg.Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -552,11 +599,7 @@ async def test_a_forged_head_is_refused_before_anything_is_written(
         "INSERT INTO shared_snapshot_chunks SELECT generation, s, chunk"
         " FROM shared_snapshot_chunks, generate_series(1, 50) s"
     )
-    written: list[int] = []
-    write_from = shared_snapshot._write_from
-    monkeypatch.setattr(shared_snapshot, "_write_from",
-                        lambda file, mac, chunk: written.append(len(chunk)) or write_from(
-                            file, mac, chunk))  # fmt: skip
+    written = spy_on_writes(monkeypatch)
     new = await replica(pool, tmp_path / "new" / "facts.snapshot")
     assert new.loaded_from == "documents" and written == []
     await new.close()
