@@ -67,12 +67,12 @@ class SharedSnapshot:
                 "SELECT i.documents_epoch, i.writer_epoch, s.generation, s.size, s.header,"
                 " s.head_mac FROM index_state i LEFT JOIN shared_snapshot s ON s.id WHERE i.id"
             )
-            if str(state["documents_epoch"]) != epoch or state["writer_epoch"] != writer_epoch:
+            if not _current(state, epoch, writer_epoch):
                 return None
             if state["header"] == header and self._signed(state):
                 return position  # there already, under this key
             try:
-                size = await self._copy(file, header, writer_epoch)
+                size = await self._copy(file, header, epoch, writer_epoch)
             except _Outdated:
                 return None
         log.info("memory snapshot published at position %d (%d MiB)", position, size >> 20)
@@ -83,7 +83,7 @@ class SharedSnapshot:
         )
         return position
 
-    async def _copy(self, file: BinaryIO, header: str, writer_epoch: int) -> int:
+    async def _copy(self, file: BinaryIO, header: str, epoch: str, writer_epoch: int) -> int:
         """Streams the file in as a new generation and makes it the copy; its size."""
         generation = uuid.uuid4()
         mac = hmac.new(self._mac_key, digestmod=hashlib.sha256)
@@ -103,8 +103,7 @@ class SharedSnapshot:
             state = await conn.fetchrow(
                 "SELECT documents_epoch, writer_epoch FROM index_state WHERE id FOR UPDATE"
             )
-            epoch, _ = MemorySnapshot.header_epoch_and_position(header)
-            if str(state["documents_epoch"]) != epoch or state["writer_epoch"] != writer_epoch:
+            if not _current(state, epoch, writer_epoch):
                 raise _Outdated
             await conn.execute(
                 "INSERT INTO shared_snapshot (generation, documents_epoch, header, size,"
@@ -169,6 +168,11 @@ class SharedSnapshot:
         except BaseException:
             local.abandon(file.name)
             raise
+
+
+def _current(state: asyncpg.Record, epoch: str, writer_epoch: int) -> bool:
+    """Whether ``index_state`` still has the snapshot's documents and this writer."""
+    return str(state["documents_epoch"]) == epoch and state["writer_epoch"] == writer_epoch
 
 
 class _Outdated(Exception):

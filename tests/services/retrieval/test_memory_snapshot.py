@@ -393,6 +393,14 @@ async def replica(
     return index
 
 
+async def first_published(pool: asyncpg.Pool, path: Path) -> None:
+    """FIRST indexed, and a writer (its snapshot at ``path``) published its copy, then stopped."""
+    await apply(pool, FIRST, 1)
+    writer = await replica(pool, path, writer=True)
+    assert await writer.publish_snapshot() == 3
+    await writer.close()
+
+
 async def generation(pool: asyncpg.Pool) -> object:
     return await pool.fetchval("SELECT generation FROM shared_snapshot")
 
@@ -447,10 +455,7 @@ async def test_the_writer_publishes_from_its_snapshot_loop(
 async def test_a_copy_that_fails_its_mac_is_not_used(
     pool: asyncpg.Pool, tmp_path: Path
 ) -> None:
-    await apply(pool, FIRST, 1)
-    writer = await replica(pool, tmp_path / "writer" / "facts.snapshot", writer=True)
-    assert await writer.publish_snapshot() == 3
-    await writer.close()
+    await first_published(pool, tmp_path / "writer" / "facts.snapshot")
 
     other_key = await replica(pool, tmp_path / "a" / "facts.snapshot", b"another key" * 4)
     assert other_key.loaded_from == "documents"
@@ -544,10 +549,7 @@ async def test_a_copy_of_other_memory_code_is_not_downloaded(
 ) -> None:
     """A rollout that changes the memory code: the old writer's copy is refused from its
     signed header, before its bytes are fetched."""
-    await apply(pool, FIRST, 1)
-    writer = await replica(pool, tmp_path / "writer" / "facts.snapshot", writer=True)
-    assert await writer.publish_snapshot() == 3
-    await writer.close()
+    await first_published(pool, tmp_path / "writer" / "facts.snapshot")
     newer_code = MemorySnapshot.key
     monkeypatch.setattr(MemorySnapshot, "key", lambda self, *args: dataclasses.replace(
         newer_code(self, *args), code="a-newer-release"))  # fmt: skip
@@ -560,11 +562,8 @@ async def test_a_copy_of_other_memory_code_is_not_downloaded(
 async def test_a_new_signing_key_publishes_again(pool: asyncpg.Pool, tmp_path: Path) -> None:
     """After a key rotation the same snapshot is copied again under the new key, or no new
     pod could use it until the memory moved on."""
-    await apply(pool, FIRST, 1)
     path = tmp_path / "writer" / "facts.snapshot"
-    writer = await replica(pool, path, writer=True)
-    assert await writer.publish_snapshot() == 3
-    await writer.close()
+    await first_published(pool, path)
     before = await generation(pool)
     rotated = b"the rotated signing key, 32 bytes or more"
     again = await replica(pool, path, rotated, writer=True)
@@ -590,10 +589,7 @@ async def test_a_forged_head_is_refused_before_anything_is_written(
     pool: asyncpg.Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A database writer without the key cannot make a new pod fill its disk."""
-    await apply(pool, FIRST, 1)
-    writer = await replica(pool, tmp_path / "writer" / "facts.snapshot", writer=True)
-    assert await writer.publish_snapshot() == 3
-    await writer.close()
+    await first_published(pool, tmp_path / "writer" / "facts.snapshot")
     await pool.execute("UPDATE shared_snapshot SET size = size * 1000")
     await pool.execute(
         "INSERT INTO shared_snapshot_chunks SELECT generation, s, chunk"
