@@ -14,7 +14,7 @@ import bisect
 import math
 import re
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from itertools import chain
 
@@ -36,6 +36,9 @@ COMMON_TERM_MIN_FACTS = 1000
 # Neighbour rows of a term's postings beyond 1/DENSE_SHARE of a scope's facts: its context
 # field is summed over every slot (cheaper than selecting the ones it reaches).
 DENSE_SHARE = 8
+# The most bytes of reused per-term weights a scope keeps between writes, per fact in it
+# (see _TermWeights): the 124 distinct terms of the scale bench's 101 questions take 223.
+TERM_WEIGHTS_BYTES_PER_FACT = 256
 _MISSING_SLOT = -1  # no neighbour there, no older version
 SINCE_ALWAYS = -1.0e15
 FOREVER = 1.0e15
@@ -130,6 +133,54 @@ class _Names:
         return code
 
 
+_Weights = tuple[np.ndarray, np.ndarray, slice | np.ndarray | None, np.ndarray | None]
+
+
+def _nbytes(weights: _Weights) -> int:
+    """What kept weights hold beyond the postings (their slots are the postings' own)."""
+    return sum(part.nbytes for part in weights[1:] if isinstance(part, np.ndarray))
+
+
+class _TermWeights:
+    """One scope's BM25 weights per query term, for reads under the same statistics: kept
+    for current reads until the scope's next write, and made afresh for each snapshot
+    replay. A term's weights are kept once it comes back (a term met once costs what it
+    did before), at most TERM_WEIGHTS_BYTES_PER_FACT a fact of them, the least recently
+    used dropped first. Every slot's context-field norm is computed once, when a term
+    first needs it."""
+
+    def __init__(self, *, keep: bool, facts: int = 0) -> None:
+        self._keep = keep
+        self._budget = TERM_WEIGHTS_BYTES_PER_FACT * facts
+        self._context_norm: np.ndarray | None = None
+        self._met: set[tuple[str, bool]] = set()
+        self._entries: dict[tuple[str, bool], _Weights] = {}
+        self._bytes = 0
+
+    def of(self, term: str, context: bool, compute: Callable[[bool], _Weights]) -> _Weights:
+        key = (term, context)
+        found = self._entries.pop(key, None)
+        if found is not None:
+            self._entries[key] = found  # the most recently used last
+            return found
+        if not self._keep or key not in self._met:
+            self._met.add(key)
+            return compute(False)
+        weights = compute(True)
+        size = _nbytes(weights)
+        while self._entries and self._bytes + size > self._budget:
+            self._bytes -= _nbytes(self._entries.pop(next(iter(self._entries))))
+        if size <= self._budget:
+            self._entries[key] = weights
+            self._bytes += size
+        return weights
+
+    def every_context_norm(self, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        if self._context_norm is None:
+            self._context_norm = compute()
+        return self._context_norm
+
+
 class _Scope:
     """One scope's facts in slots: per-slot columns in numpy arrays that grow by doubling
     (untouched capacity is never written, so it takes no resident memory), the version
@@ -176,6 +227,7 @@ class _Scope:
         # Writes so far, and the last current read's filter (see allowed).
         self._written = 0
         self._live: tuple[int, tuple[int, ...], float, float, np.ndarray] | None = None
+        self._weights: _TermWeights | None = None  # current reads' term weights
 
     # The per-slot columns (slot on the first axis); those of slots start as _MISSING_SLOT.
     _COLUMNS = (
@@ -202,7 +254,7 @@ class _Scope:
     # The postings and sources travel as one array each with their lengths: thousands of
     # small arrays were half of a snapshot's pickling and loading.
     def __getstate__(self) -> dict:
-        state = {**self.__dict__, "_layout": None, "_live": None}
+        state = {**self.__dict__, "_layout": None, "_live": None, "_weights": None}
         for name in self._COLUMNS + self._SLOT_COLUMNS:
             state[name] = state[name][: self.n]
         postings = self.postings.values()
@@ -241,6 +293,7 @@ class _Scope:
 
     def upsert(self, fact: Fact, vector: Sequence[float] | None, position: int) -> None:
         self._written += 1
+        self._weights = None
         slot = self.slot_of.get(fact.version_id)
         if slot is None:
             if self.n == len(self.length):
@@ -422,45 +475,82 @@ class _Scope:
         common_cut = COMMON_TERM_SHARE * count if count >= COMMON_TERM_MIN_FACTS else math.inf
         rare = [(t, p) for t, p in found if df_of[t] <= common_cut]
         common = [(t, p) for t, p in found if df_of[t] > common_cut]
-        # Sparse updates: a term touches its postings and their neighbours, not all n slots
-        # (at 100k facts, whole-array passes per term were most of the leg's time), unless
-        # its neighbours reach a large share of them anyway (see _neighbour_tfs).
-        cnorm_all: np.ndarray | None = None  # every slot's context norm, once one needs it
+        # A current read reuses each term's weights until the scope's next write: they
+        # depend on the corpus statistics only, and the costly ones (a common term's
+        # neighbour field) belong to the terms that come back query after query.
+        if visible is None:
+            if self._weights is None:
+                self._weights = _TermWeights(keep=True, facts=n)
+            weights = self._weights
+        else:
+            weights = _TermWeights(keep=False)  # this read's statistics only
         for group in (rare, common):
             restrict = own > 0 if group is common and rare else None
-            for _, postings in group:
-                slots, tfs = postings.get()
-                if visible is not None:
-                    shown = visible[slots]
-                    slots, tfs = slots[shown], tfs[shown]
-                df = len(slots)
-                idf = math.log(1.0 + (count - df + 0.5) / (df + 0.5))
-                norm = K1 * (1.0 - B + B * self.length[slots] / avg)
-                add = idf * tfs * (K1 + 1.0) / (tfs + norm)
-                if restrict is not None:
-                    add *= restrict[slots]
-                own[slots] += add  # a postings list holds each slot once
-                if not context:
+            for term, postings in group:
+                slots, add, at, cadd = weights.of(
+                    term, context, lambda compact, p=postings: self._term_weights(
+                        p, visible, count, avg, avg_ctx, nb, ctx_length, context, weights,
+                        compact,
+                    ),
+                )
+                own[slots] += add if restrict is None else add * restrict[slots]
+                if cadd is None:
                     continue
-                hit, ctx_tf = _neighbour_tfs(nb[slots], tfs, n)
-                df_ctx = len(ctx_tf) if hit is not None else int(np.count_nonzero(ctx_tf))
-                if df_ctx == 0:
-                    continue
-                idf_ctx = math.log(1.0 + (count - df_ctx + 0.5) / (df_ctx + 0.5))
-                at: slice | np.ndarray
-                if hit is None:  # every slot: one without a hit adds exactly 0
-                    at = slice(None)
-                    if cnorm_all is None:
-                        cnorm_all = K1 * (1.0 - B + B * ctx_length / avg_ctx)
-                    cnorm = cnorm_all
-                else:
-                    at = hit
-                    cnorm = K1 * (1.0 - B + B * ctx_length[hit] / avg_ctx)
-                cadd = idf_ctx * ctx_tf * (K1 + 1.0) / (ctx_tf + cnorm)
                 if restrict is not None:
-                    cadd *= restrict[at] | (ctx[at] > 0)
+                    cadd = cadd * (restrict[at] | (ctx[at] > 0))
                 ctx[at] += cadd
         return own, ctx
+
+    def _term_weights(
+        self,
+        postings: _Postings,
+        visible: np.ndarray | None,
+        count: int,
+        avg: float,
+        avg_ctx: float,
+        nb: np.ndarray,
+        ctx_length: np.ndarray,
+        context: bool,
+        weights: _TermWeights,
+        compact: bool,
+    ) -> _Weights:
+        """(slots, own-field weight of each, slots its context field reaches, weight of
+        each) of one term; no context part without ``context`` or neighbours. ``compact``
+        (weights to keep) lists the reached slots even where a pass over every slot would
+        be cheaper once: a kept pass over every slot holds 8 bytes a fact.
+
+        Sparse: a term touches its postings and their neighbours, not all n slots (at 100k
+        facts, whole-array passes per term were most of the leg's time), unless its
+        neighbours reach a large share of them anyway (see _neighbour_tfs)."""
+        n = self.n
+        slots, tfs = postings.get()
+        if visible is not None:
+            shown = visible[slots]
+            slots, tfs = slots[shown], tfs[shown]
+        df = len(slots)
+        idf = math.log(1.0 + (count - df + 0.5) / (df + 0.5))
+        norm = K1 * (1.0 - B + B * self.length[slots] / avg)
+        add = idf * tfs * (K1 + 1.0) / (tfs + norm)
+        if not context:
+            return slots, add, None, None
+        hit, ctx_tf = _neighbour_tfs(nb[slots], tfs, n)
+        df_ctx = len(ctx_tf) if hit is not None else int(np.count_nonzero(ctx_tf))
+        if df_ctx == 0:
+            return slots, add, None, None
+        idf_ctx = math.log(1.0 + (count - df_ctx + 0.5) / (df_ctx + 0.5))
+        at: slice | np.ndarray
+        if hit is None and compact and 2 * df_ctx < n:  # kept: only the slots it reaches
+            hit = np.flatnonzero(ctx_tf).astype(np.int32)
+            ctx_tf = ctx_tf[hit]
+        if hit is None:  # most slots: one without a hit adds exactly 0
+            at = slice(None)
+            cnorm = weights.every_context_norm(
+                lambda: K1 * (1.0 - B + B * ctx_length / avg_ctx)
+            )
+        else:
+            at = hit
+            cnorm = K1 * (1.0 - B + B * ctx_length[hit] / avg_ctx)
+        return slots, add, at, idf_ctx * ctx_tf * (K1 + 1.0) / (ctx_tf + cnorm)
 
     def passes(self, slot: int, query: IndexQuery) -> bool:
         names = self.names.names

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from vera.services.retrieval import memory as memory_module
 from vera.services.retrieval import text
 from vera.services.retrieval.memory import FactMemory, order_key
 from vera.services.retrieval.memory_snapshot import MemorySnapshot, SnapshotKey
@@ -336,3 +337,36 @@ def test_a_memory_restored_from_its_snapshot_goes_on_as_if_it_never_stopped(
         return again
 
     assert _recorded_outputs(FactMemory(4), restart=restart) == json.loads(GOLDEN.read_text())
+
+
+@pytest.mark.parametrize("per_fact", [memory_module.TERM_WEIGHTS_BYTES_PER_FACT, 8])
+def test_kept_term_weights_score_as_weights_made_afresh(
+    monkeypatch: pytest.MonkeyPatch, per_fact: int
+) -> None:
+    """A current read reuses a term's weights until the scope's next write: the same
+    candidates and scores, bit for bit, as a memory that makes every weight afresh, with
+    writes between the reads and under a budget that keeps dropping kept weights."""
+    monkeypatch.setattr(memory_module, "TERM_WEIGHTS_BYTES_PER_FACT", per_fact)
+    facts, vectors = _recorded_corpus()
+    rng = random.Random(13)
+    weights = [1.0 / (i + 1) for i in range(len(_WORDS))]
+    texts = [" ".join(rng.choices(_WORDS, weights, k=rng.randint(1, 6))) for _ in range(12)]
+    query = IndexQuery(scope_ids=("big", "small"), as_of=T)
+    keeping, afresh = FactMemory(4), FactMemory(4)
+
+    def read(memory: FactMemory, query_text: str) -> list[tuple[str, str]]:
+        found = memory.search(query_text, query, 10, context_weight=0.7)
+        return [(c.version_id, c.score.hex()) for c in found]
+
+    kept = 0
+    for position, start in enumerate(range(0, len(facts), 300), start=1):
+        for memory in (keeping, afresh):
+            memory.upsert(facts[start : start + 300], vectors[start : start + 300], position)
+        for query_text in texts * 3:  # met once, then kept, then reused
+            for scope in afresh._scopes.values():
+                scope._weights = None
+            assert read(keeping, query_text) == read(afresh, query_text)
+        big = keeping._scopes["big"]._weights
+        assert big is not None and big._bytes <= per_fact * keeping._scopes["big"].n
+        kept += len(big._entries)
+    assert kept > 0
