@@ -16,6 +16,7 @@ import re
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from functools import partial
 from itertools import chain
 
 import numpy as np
@@ -488,9 +489,9 @@ class _Scope:
             restrict = own > 0 if group is common and rare else None
             for term, postings in group:
                 slots, add, at, cadd = weights.of(
-                    term, context, lambda compact, p=postings: self._term_weights(
-                        p, visible, count, avg, avg_ctx, nb, ctx_length, context, weights,
-                        compact,
+                    term, context, partial(
+                        self._term_weights, postings, visible, count, avg, avg_ctx, nb,
+                        ctx_length, context, weights,
                     ),
                 )
                 own[slots] += add if restrict is None else add * restrict[slots]
