@@ -599,6 +599,16 @@ def _min_or(values: np.ndarray, empty: float) -> float:
     return float(values.min()) if len(values) else empty
 
 
+def _best_slots(score: np.ndarray, slots: np.ndarray, count: int) -> np.ndarray:
+    """The ``count`` best-scored of ``slots`` (ascending), ties at the cut taken in slot
+    order: which of equal scores a partition keeps, and in what order, changed between
+    numpy releases (2.4.6 returned other ties than the golden file's)."""
+    values = score[slots]
+    cut = np.partition(values, len(values) - count)[len(values) - count]
+    above = slots[values > cut]
+    return np.concatenate([above, slots[values == cut][: count - len(above)]])
+
+
 def _neighbour_tfs(
     targets: np.ndarray, tfs: np.ndarray, n: int
 ) -> tuple[np.ndarray | None, np.ndarray]:
@@ -671,7 +681,7 @@ class FactMemory:
             score[~allowed] = 0.0
             nonzero = np.flatnonzero(score > 0)
             if len(nonzero) > 4 * limit:
-                nonzero = nonzero[np.argpartition(-score[nonzero], 4 * limit)[: 4 * limit]]
+                nonzero = _best_slots(score, nonzero, 4 * limit)
             taken = 0
             for slot in nonzero[np.argsort(-score[nonzero], kind="stable")]:
                 if not scope.passes(int(slot), query):

@@ -12,11 +12,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vera.services.retrieval import memory as memory_module
 from vera.services.retrieval import text
-from vera.services.retrieval.memory import FactMemory, order_key
+from vera.services.retrieval.memory import FactMemory, _best_slots, order_key
 from vera.services.retrieval.memory_snapshot import MemorySnapshot, SnapshotKey
 from vera.services.retrieval.model import Citation, Fact, FactState, IndexQuery
 
@@ -370,3 +371,11 @@ def test_kept_term_weights_score_as_weights_made_afresh(
         assert big is not None and big._bytes <= per_fact * keeping._scopes["big"].n
         kept += len(big._entries)
     assert kept > 0
+
+
+def test_the_cut_keeps_the_best_and_takes_ties_in_slot_order() -> None:
+    score = np.array([0.0, 3.0, 1.0, 2.0, 1.0, 1.0, 5.0, 1.0])
+    slots = np.flatnonzero(score > 0)
+    assert _best_slots(score, slots, 4).tolist() == [1, 3, 6, 2]
+    assert _best_slots(score, slots, 5).tolist() == [1, 3, 6, 2, 4]
+    assert _best_slots(score, slots, 3).tolist() == [1, 6, 3]
