@@ -323,14 +323,15 @@ def hnsw_on_disk(data_dir: Path) -> dict:
 
 
 async def wait_for_hnsw(data_dir: Path, give_up_s: float) -> dict:
-    """Waits (bounded) for a segment with an HNSW index and no optimizer work in flight."""
+    """Waits (bounded) for a segment with an HNSW index and no build in flight."""
     t0 = time.perf_counter()
     state = hnsw_on_disk(data_dir)
     stable_since = None
     last = None
     while time.perf_counter() - t0 < give_up_s:
         state = hnsw_on_disk(data_dir)
-        if state["hnsw_segments"] and state == last:
+        building = (data_dir / "vectors.building").exists()  # a child builds a copy
+        if state["hnsw_segments"] and state == last and not building:
             stable_since = stable_since or time.perf_counter()
             if time.perf_counter() - stable_since > 3:
                 break

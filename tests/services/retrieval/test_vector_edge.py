@@ -1,11 +1,14 @@
-"""The qdrant-edge shard's own configuration: a bulk load is indexed a segment at a time
-and the shard is opened afresh after each build, searches over the HNSW graph's int8
-copies come back with exact float32 scores, and a shard made before the index parameters
-gets them when it is opened."""
+"""The qdrant-edge shard's own configuration and builds: a bulk load is built as it goes, in
+a child process on a copy that is swapped in with the writes made meanwhile, searches over
+the HNSW graph's int8 copies come back with exact float32 scores, a failed build or a crash
+mid-swap leaves a whole shard, and a shard made before the index parameters gets them when
+it is opened."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from datetime import UTC, datetime
 
@@ -48,14 +51,15 @@ async def test_bulk_load_builds_the_graph_per_segment_and_rescores_exactly(tmp_p
         first = index._shard
         for start in range(0, POINTS, PAGE):
             await index.upsert(facts(start, PAGE), vectors[start : start + PAGE].tolist())
-        for _ in range(600):  # the build holds the GIL, so this loop waits on it
+        for _ in range(600):  # the child builds the copy; this process goes on
             if await indexed() >= 7000 and index._shard is not first:
                 break
             await asyncio.sleep(0.1)
         assert await indexed() >= 7000
-        # Opened afresh after the build (what the build left resident is let go), with
-        # every point and still writable.
+        # The built copy replaced the shard, with every point and still writable; the
+        # copy's directory is gone.
         assert index._shard is not first
+        assert not (tmp_path / "vectors.building").exists()
         assert await index.count() == POINTS
         await index.upsert(facts(POINTS, 1), [vectors[0].tolist()])
         assert await index.count() == POINTS + 1
@@ -99,43 +103,158 @@ async def test_a_shard_from_before_gets_the_index_parameters(tmp_path):
         await index.close()
 
 
-class _SlowOptimizeShard:
-    """The real shard, whose optimize waits to be let go (to ask for another meanwhile)."""
-
-    def __init__(self, shard: edge.EdgeShard) -> None:
-        self._shard = shard
-        self.started = threading.Event()
-        self.release = threading.Event()
-        self.optimizations = 0
-
-    def optimize(self) -> bool:
-        self.optimizations += 1
-        self.started.set()
-        self.release.wait(10)
-        return False
-
-    def __getattr__(self, name: str):
-        return getattr(self._shard, name)
-
-
 async def test_an_optimization_asked_for_while_one_runs_runs_after_it(tmp_path, monkeypatch):
     monkeypatch.setattr(vector_edge, "SEGMENT_POINTS", 4)
+    started, release = threading.Event(), threading.Event()
+    builds: list[int] = []
+
+    def slow_build(self) -> None:
+        builds.append(1)
+        started.set()
+        release.wait(10)
+
+    monkeypatch.setattr(EdgeVectorIndex, "_build", slow_build)
     index = await EdgeVectorIndex.open(tmp_path / "vectors", 3)
-    slow = _SlowOptimizeShard(index._shard)
-    index._shard = slow
     try:
         await index.upsert(facts(0, 4), [[1.0, 0.0, 0.0]] * 4)
-        assert await asyncio.to_thread(slow.started.wait, 10)
+        assert await asyncio.to_thread(started.wait, 10)
         await index.upsert(facts(4, 4), [[0.0, 1.0, 0.0]] * 4)  # the last page of a load
-        slow.release.set()
+        release.set()
         for _ in range(100):
-            if slow.optimizations == 2:
+            if len(builds) == 2:
                 break
             await asyncio.sleep(0.05)
-        assert slow.optimizations == 2
+        assert len(builds) == 2
     finally:
-        slow.release.set()
-        index._shard = slow._shard
+        release.set()
+        await index.close()
+
+
+class _HeldPopen(subprocess.Popen):
+    """The real child, started only once the test lets it go (writes land meanwhile)."""
+
+    started = threading.Event()
+    release = threading.Event()
+
+    def __init__(self, *args, **kwargs) -> None:
+        type(self).started.set()
+        type(self).release.wait(30)
+        super().__init__(*args, **kwargs)
+
+
+async def test_writes_made_while_a_build_runs_are_in_the_shard_it_swaps_in(tmp_path, monkeypatch):
+    _HeldPopen.started.clear()
+    _HeldPopen.release.clear()
+    monkeypatch.setattr(vector_edge.subprocess, "Popen", _HeldPopen)
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((POINTS + 3, DIMENSIONS)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = await EdgeVectorIndex.open(tmp_path / "vectors", DIMENSIONS)
+    try:
+        for start in range(0, POINTS, PAGE):
+            await index.upsert(facts(start, PAGE), vectors[start : start + PAGE].tolist())
+        first = index._shard
+        build = asyncio.ensure_future(index.optimize())
+        assert await asyncio.to_thread(_HeldPopen.started.wait, 10)  # the copy is taken
+        await index.upsert(facts(POINTS, 3), vectors[POINTS:].tolist())
+        await index.delete(["v7"])
+        query = IndexQuery(scope_ids=("a",), as_of=datetime.now(UTC))
+        assert (await index.search(vectors[POINTS + 1].tolist(), query, 1))[0].version_id == (
+            f"v{POINTS + 1}"
+        )
+        _HeldPopen.release.set()
+        await build
+        assert index._shard is not first
+        assert await index._run(lambda: index._shard.info().indexed_vectors_count) >= 7000
+        assert await index.count() == POINTS + 2
+        for i in (POINTS, POINTS + 1, POINTS + 2):
+            assert (await index.search(vectors[i].tolist(), query, 1))[0].version_id == f"v{i}"
+        assert "v7" not in {h.version_id for h in await index.search(vectors[7].tolist(), query, 5)}
+    finally:
+        _HeldPopen.release.set()
+        await index.close()
+
+
+class _FailingPopen(subprocess.Popen):
+    def __init__(self, args, **kwargs) -> None:
+        super().__init__([sys.executable, "-c", "raise SystemExit(3)"], **kwargs)
+
+
+async def test_a_failed_build_leaves_the_shard_as_it_was(tmp_path, monkeypatch):
+    monkeypatch.setattr(vector_edge.subprocess, "Popen", _FailingPopen)
+    index = await EdgeVectorIndex.open(tmp_path / "vectors", 3)
+    try:
+        await index.upsert(facts(0, 2), [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+        first = index._shard
+        await index.optimize()
+        assert index._shard is first
+        assert not (tmp_path / "vectors.building").exists()
+        assert index._since_copy is None  # writes are no longer kept for a copy
+        await index.upsert(facts(2, 1), [[0.0, 0.0, 1.0]])
+        assert await index.count() == 3
+    finally:
+        await index.close()
+
+
+async def test_a_search_while_the_shard_is_copied_answers_without_waiting(tmp_path, monkeypatch):
+    copying, release = threading.Event(), threading.Event()
+    real_copy = vector_edge.shutil.copytree
+
+    def held_copy(source, target):
+        copying.set()
+        release.wait(10)
+        return real_copy(source, target)
+
+    monkeypatch.setattr(vector_edge.shutil, "copytree", held_copy)
+    monkeypatch.setattr(vector_edge.subprocess, "Popen", _FailingPopen)
+    index = await EdgeVectorIndex.open(tmp_path / "vectors", 3)
+    try:
+        await index.upsert(facts(0, 2), [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+        build = asyncio.ensure_future(index.optimize())
+        assert await asyncio.to_thread(copying.wait, 10)
+        query = IndexQuery(scope_ids=("a",), as_of=datetime.now(UTC))
+        found = await asyncio.wait_for(index.search([1.0, 0.0, 0.0], query, 1), 5)
+        assert [h.version_id for h in found] == ["v0"]
+        assert not build.done()  # the copy still holds the shard's thread
+        release.set()
+        await build
+        assert [h.version_id for h in await index.search([0.0, 1.0, 0.0], query, 1)] == ["v1"]
+    finally:
+        release.set()
+        await index.close()
+
+
+def _shard_with(path, count: int) -> None:
+    shard = edge.EdgeShard.create(str(path), vector_edge.shard_config(3))
+    shard.update(
+        edge.UpdateOperation.upsert_points(
+            [edge.Point(id=i + 1, vector=[1.0, 0.0, 0.0], payload={}) for i in range(count)]
+        )
+    )
+    shard.close()
+
+
+async def test_a_crash_between_the_swaps_renames_keeps_the_previous_shard(tmp_path):
+    path = tmp_path / "vectors"
+    _shard_with(tmp_path / "vectors.old", 2)  # renamed away; the copy not yet in place
+    _shard_with(tmp_path / "vectors.building", 5)
+    index = await EdgeVectorIndex.open(path, 3)
+    try:
+        assert await index.count() == 2
+        assert not (tmp_path / "vectors.old").exists()
+        assert not (tmp_path / "vectors.building").exists()
+    finally:
+        await index.close()
+
+
+async def test_a_crash_after_the_swaps_renames_keeps_the_copy(tmp_path):
+    _shard_with(tmp_path / "vectors", 5)  # the copy in place, the previous not yet removed
+    _shard_with(tmp_path / "vectors.old", 2)
+    index = await EdgeVectorIndex.open(tmp_path / "vectors", 3)
+    try:
+        assert await index.count() == 5
+        assert not (tmp_path / "vectors.old").exists()
+    finally:
         await index.close()
 
 
@@ -156,7 +275,7 @@ async def test_a_shard_that_fails_to_open_again_is_retried_and_serves(tmp_path, 
         await index.upsert(facts(0, 2), [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
         monkeypatch.setattr(edge, "EdgeShard", FailingOnce)
         monkeypatch.setattr(vector_edge.time, "sleep", lambda seconds: None)
-        await index._run(index._reopen_sync)
+        await index._run(lambda: (index._shard.close(), index._load_sync()))
         assert loads == ["load", "load"]
         assert await index.count() == 2
     finally:
@@ -164,18 +283,20 @@ async def test_a_shard_that_fails_to_open_again_is_retried_and_serves(tmp_path, 
         await index.close()
 
 
-async def test_an_erasure_queued_behind_a_reopen_reaches_the_reopened_shard(tmp_path):
+async def test_an_erasure_queued_behind_a_swap_reaches_the_swapped_in_shard(tmp_path):
     index = await EdgeVectorIndex.open(tmp_path / "vectors", 3)
     try:
         await index.upsert(facts(0, 2), [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+        building = tmp_path / "vectors.building"
+        await index._run(index._copy_sync, building)
         busy = threading.Event()
         index._executor.submit(busy.wait, 10)  # the shard's thread is busy
-        reopen = index._executor.submit(index._reopen_sync)
+        swap = index._executor.submit(index._swap_sync, building)
         erasure = asyncio.ensure_future(index.delete(["v0"]))
         await asyncio.sleep(0.1)
         busy.set()
         await erasure
-        assert reopen.result(10) is None
+        assert swap.result(10) is None
         assert await index.count() == 1
     finally:
         await index.close()
