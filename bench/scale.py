@@ -324,6 +324,8 @@ def hnsw_on_disk(data_dir: Path) -> dict:
 
 async def wait_for_hnsw(data_dir: Path, give_up_s: float) -> dict:
     """Waits (bounded) for a segment with an HNSW index and no build in flight."""
+    from vera.services.retrieval.vector_edge import OPTIMIZE_IDLE_SECONDS
+
     t0 = time.perf_counter()
     state = hnsw_on_disk(data_dir)
     stable_since = None
@@ -333,7 +335,8 @@ async def wait_for_hnsw(data_dir: Path, give_up_s: float) -> dict:
         building = (data_dir / "vectors.building").exists()  # a child builds a copy
         if state["hnsw_segments"] and state == last and not building:
             stable_since = stable_since or time.perf_counter()
-            if time.perf_counter() - stable_since > 3:
+            # Longer than the pause after which the index starts a build of its own.
+            if time.perf_counter() - stable_since > OPTIMIZE_IDLE_SECONDS + 3:
                 break
         else:
             stable_since = None

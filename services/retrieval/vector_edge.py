@@ -270,9 +270,9 @@ class EdgeVectorIndex:
     def _build(self) -> None:
         """On the optimizer's thread: copy, build the copy in a child, swap it in."""
         building = _beside(self._path, "building")
-        self._executor.submit(self._copy_sync, building).result()
         swapped = False
         try:
+            self._executor.submit(self._copy_sync, building).result()
             if self._closed:
                 return
             self._child = subprocess.Popen(
