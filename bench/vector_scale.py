@@ -15,8 +15,10 @@ case runs in a child process of its own, so its peak (VmHWM) is its own:
 - ``reopened``: the mixed shard opened again from disk (a restarted service).
 
 Per case: resident memory (VmRSS, RssAnon, RssFile from /proc/self/status) before the
-shard opens, after the upserts, at its peak during the HNSW build (``optimize``) and
-after it, as deltas and bytes per point; search p50/p95 per scope, the scopes
+shard opens, after the upserts, at its peak during the HNSW build (``optimize``; the
+build itself runs in a child process, whose memory is its own and not counted) and
+after it, as deltas and bytes per point; the event loop's longest stall during the
+upserts and the build; search p50/p95 per scope, the scopes
 interleaved; and recall@10 / recall@50 of each search against the exact top (numpy over
 the same vectors), so a cheaper configuration shows what it costs in exactness.
 ``--locomo`` adds the in-process LoCoMo quality of the full pipeline (bench/ablation.py's
