@@ -374,10 +374,22 @@ class EdgeVectorIndex:
     ) -> list[Candidate]:
         vector = [float(x) for x in vector]
         if self._copying:  # the shard's thread copies it for a build (seconds at 100k)
-            return await asyncio.get_running_loop().run_in_executor(
-                self._copy_readers, self._search_sync, vector, query, limit
+            found = await asyncio.get_running_loop().run_in_executor(
+                self._copy_readers, self._search_beside_copy, vector, query, limit
             )
+            if found is not None:
+                return found
         return await self._run(self._search_sync, vector, query, limit)
+
+    def _search_beside_copy(
+        self, vector: list[float], query: IndexQuery, limit: int
+    ) -> list[Candidate] | None:
+        """On the readers' thread. None once the copy has ended: the shard's thread is
+        back on the shard, and a search that started later must not run beside it (the
+        copy waits only for those that started before it ended)."""
+        if not self._copying:
+            return None
+        return self._search_sync(vector, query, limit)
 
     async def count(self) -> int:
         return int(await self._run(lambda: self._shard.count(edge.CountRequest(exact=True))))
