@@ -492,7 +492,7 @@ async def in_process_pipeline(data_dir: Path, stack_pid: int,
     setup: dict = {}
     t0 = time.perf_counter()
     embedder = await load_embedder(
-        rs.model_path, rs.embed_threads, data_dir / "models", rs.embedding_precision
+        rs.model_path, rs.embed_threads, settings.model_cache_dir, rs.embedding_precision
     )
     setup["embedder"] = embedder.backend
     copy = tmp / "vectors-copy"

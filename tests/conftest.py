@@ -3,6 +3,7 @@ and the REST API in process (httpx over ASGI) against a real identity service.""
 
 from __future__ import annotations
 
+import os
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -17,6 +18,15 @@ from vera.api.app import build_app
 from vera.config import Settings
 from vera.db.embedded import EmbeddedPostgres
 from vera.services.identity import server as identity_server
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Every stack and retrieval service the suite starts (each in a fresh data dir) shares
+    # one ONNX export of MiniLM, made once (~15 s) and kept in pytest's cache directory,
+    # instead of making it again in each data dir. Spawned processes inherit it.
+    if config.cache is not None:
+        os.environ.setdefault(
+            "VERA_RETRIEVAL__MODEL_CACHE_DIR", str(config.cache.mkdir("vera-models")))
 
 
 @pytest.fixture(scope="session")

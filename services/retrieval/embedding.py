@@ -202,6 +202,12 @@ def _onnx_path(model_path: Path, cache_dir: Path) -> Path:
     return cache_dir / f"minilm-l6-v2-{stamp.hexdigest()[:16]}.onnx"
 
 
+def _partial(path: Path) -> Path:
+    # One per process: data dirs that share a model cache may start (and export) at once,
+    # and each must rename only a file it finished writing.
+    return path.with_name(f"{path.stem}.{os.getpid()}.partial")
+
+
 def export_onnx(model, path: Path) -> None:
     """torch -> ONNX through a wrapper with a fixed argument order (transformers 5 changed
     forward()'s), legacy exporter (``dynamo=False``), dynamic batch and sequence axes."""
@@ -220,7 +226,7 @@ def export_onnx(model, path: Path) -> None:
     dummy = torch.ones((1, 8), dtype=torch.long)
     axes = {0: "batch", 1: "tokens"}
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
+    partial = _partial(path)
     torch.onnx.export(
         Wrapper(model).eval(),
         (dummy, dummy, torch.zeros_like(dummy)),
@@ -272,7 +278,7 @@ def quantize_int8(onnx_file: Path, out: Path) -> None:
     """Dynamic int8 quantization of the exported model's weights, per output channel."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    partial = out.with_suffix(".partial")
+    partial = _partial(out)
     quantize_dynamic(str(onnx_file), str(partial), per_channel=True, weight_type=QuantType.QInt8)
     partial.replace(out)
 

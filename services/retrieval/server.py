@@ -81,7 +81,7 @@ async def create(
 
         async def load_own_embedder() -> Embedder:
             owned = await load_embedder(
-                rs.model_path, rs.embed_threads, settings.data_dir / "models",
+                rs.model_path, rs.embed_threads, settings.model_cache_dir,
                 rs.embedding_precision,
             )
 

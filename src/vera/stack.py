@@ -36,6 +36,7 @@ from pydantic import SecretStr
 
 from vera.config import Settings, StackSettings
 from vera.db.embedded import EmbeddedPostgres
+from vera.rpc.retries import RECONNECT_OPTIONS
 
 log = logging.getLogger(__name__)
 
@@ -286,7 +287,7 @@ def free_port() -> int:
 
 async def _wait_grpc_healthy(address: str, child: Child, timeout: float) -> None:
     give_up = time.monotonic() + timeout
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with grpc.aio.insecure_channel(address, options=RECONNECT_OPTIONS) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
             if child.returncode is not None:

@@ -70,3 +70,11 @@ def test_an_origin_port_wildcard_is_refused(monkeypatch: pytest.MonkeyPatch, nam
     with pytest.raises(ConfigError) as caught:
         load_settings()
     assert str(caught.value).startswith(f"{name}:")
+
+
+def test_the_model_cache_is_in_the_data_dir_unless_set(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    monkeypatch.delenv("VERA_RETRIEVAL__MODEL_CACHE_DIR", raising=False)
+    monkeypatch.setenv("VERA_DATA_DIR", str(tmp_path / "data"))
+    assert load_settings().model_cache_dir == tmp_path / "data" / "models"
+    monkeypatch.setenv("VERA_RETRIEVAL__MODEL_CACHE_DIR", str(tmp_path / "shared"))
+    assert load_settings().model_cache_dir == tmp_path / "shared"

@@ -90,7 +90,19 @@ def service_config() -> dict[str, Any]:
     }
 
 
+# How soon a channel dials a peer again after a failed connect. gRPC's default starts at
+# 1 s and grows 1.6x to 120 s, so a channel that met a service still starting (or
+# restarting after a crash) could wait ~10 s after the service came up before trying again;
+# internal peers are near, so retry within a second. (Not grpc.min_reconnect_backoff_ms:
+# that is the shortest a connect attempt may take before it is abandoned, and a short one
+# fails calls to a peer that is slow to answer the handshake, e.g. paused or busy.)
+RECONNECT_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+
 CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.enable_retries", 1),
     ("grpc.service_config", json.dumps(service_config())),
+    *RECONNECT_OPTIONS,
 )
