@@ -62,6 +62,17 @@ def term_id(term: str) -> int:
     return zlib.crc32(term.encode("utf-8"))
 
 
+def query_terms(text: str):
+    """The query as a sparse vector: each of its terms once, at 1.0 (Qdrant's IDF modifier
+    supplies the weight)."""
+    import qdrant_edge as edge
+
+    from vera.services.retrieval.text import terms
+
+    ids = sorted({term_id(t) for t in terms(text)})
+    return edge.SparseVector(indices=ids, values=[1.0] * len(ids))
+
+
 def bm25_weight(tf: float, length: float, average: float, k1: float, b: float) -> float:
     return tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * length / (average or 1.0)))
 
@@ -101,8 +112,10 @@ class QdrantLexical:
         embed_query: Callable[[str], Any],
         mode: str,
         context_weight: float,
+        prefetch: int = PREFETCH,
     ) -> None:
         self._shards = shards  # scope -> shard, or "" -> the one shard of every scope
+        self._prefetch = prefetch
         self._fallback = fallback
         self._embed_query = embed_query
         self._mode = mode
@@ -164,7 +177,7 @@ class QdrantLexical:
                 filter=where,
                 with_payload=["fact_key", "version_id"],
                 prefetches=[
-                    edge.Prefetch(limit=PREFETCH, query=leg, filter=where, params=params)
+                    edge.Prefetch(limit=self._prefetch, query=leg, filter=where, params=params)
                     for leg in legs
                 ],
             )
@@ -271,7 +284,6 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
     from vera.services.retrieval.model import Filters, IndexQuery
     from vera.services.retrieval.pipeline import Retriever
     from vera.services.retrieval.rerank import load_reranker
-    from vera.services.retrieval.text import terms
     from vera.services.retrieval.vector_edge import EdgeVectorIndex
 
     report: dict[str, Any] = {"machine": machine_info(), "rows": {}}
@@ -301,10 +313,6 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
             edge.Bm25(edge.Bm25Config(avg_len=averages[name], language="english"))
             for name in ("own", "context")
         )
-
-        def query_terms(text: str):
-            ids = sorted({term_id(t) for t in terms(text)})
-            return edge.SparseVector(indices=ids, values=[1.0] * len(ids))
 
         legs: dict[str, Any] = {"memory BM25 (today, per scope)": None}
         for name, mode, embed_query in (

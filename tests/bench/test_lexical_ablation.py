@@ -67,7 +67,8 @@ def _scores(mode: str, tmp_path: Path) -> dict[str, dict[str, float]]:
     fields = lexical_ablation.Fields(memory, {f.fact_key: f for f in facts})
     shard = lexical_ablation._shard(tmp_path / mode, mode)
     lexical_ablation.fill(shard, mode, facts, fields)
-    leg = lexical_ablation.QdrantLexical({"": shard}, None, _query_terms, mode, CONTEXT_WEIGHT)
+    leg = lexical_ablation.QdrantLexical(
+        {"": shard}, None, lexical_ablation.query_terms, mode, CONTEXT_WEIGHT)
     out = {}
     for scope in _SCOPES:
         query = IndexQuery(scope_ids=(scope,), as_of=datetime.now(UTC))
@@ -77,15 +78,6 @@ def _scores(mode: str, tmp_path: Path) -> dict[str, dict[str, float]]:
             }
     shard.close()
     return out
-
-
-def _query_terms(text: str):
-    import qdrant_edge as edge
-
-    from vera.services.retrieval.text import terms
-
-    ids = sorted({lexical_ablation.term_id(t) for t in terms(text)})
-    return edge.SparseVector(indices=ids, values=[1.0] * len(ids))
 
 
 def _memory_scores() -> dict[str, dict[str, float]]:
