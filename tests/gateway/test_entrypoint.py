@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 
 import httpx
@@ -14,6 +13,7 @@ from starlette.applications import Starlette
 
 from vera.config import ConfigError, McpSettings, ObservabilitySettings, Settings
 from vera.entrypoints.mcp.main import create_app
+from vera.stack import free_port
 
 
 def test_create_app_refuses_authenticated_profiles():
@@ -35,19 +35,13 @@ def test_create_app_reads_the_environment(monkeypatch):
         create_app()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERA_")}
     return {**env, "VERA_ENVIRONMENT": "local", **extra}
 
 
 async def test_module_serves_healthz_and_stops_on_sigterm():
-    port = _free_port()
+    port = free_port()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
