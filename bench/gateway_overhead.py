@@ -39,7 +39,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -74,6 +73,7 @@ from vera.logs import configure_logging
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.backends import Backends
 from vera.rpc.timestamps import to_timestamp
+from vera.stack import free_port
 
 TOOLS = ("knowledge_get_context", "knowledge_search")
 MODERN = "2026-07-28"
@@ -272,9 +272,7 @@ def serve() -> None:
     port it prints first."""
     # uvicorn binds the port itself, as in production: a socket handed to it lacks
     # TCP_NODELAY under the asyncio loop, which adds 40 ms delayed-ACK stalls.
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     print(port, flush=True)
     settings = gateway_settings()
     configure_logging(settings.observability.log_level, "mcp")

@@ -33,5 +33,4 @@ def test_a_shard_per_scope_scores_as_the_memory_and_the_report_is_whole(tmp_path
     # The same formulation over the same statistics: equal scores where both found a fact.
     assert shard["small_max_relative_score_difference"] < 1e-4
     assert shard["small_top50_share"] >= 0.99
-    assert 0 < shard["large_top50_share"] <= 1  # a share, though the project outgrew the depth
     assert "shard per scope, prefetch 200" in capsys.readouterr().out

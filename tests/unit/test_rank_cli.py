@@ -3,17 +3,14 @@ argument is 2, and the arguments parse as documented."""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from vera import cli
+from vera.stack import free_port
 
 
 def _closed_port() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{sock.getsockname()[1]}"
+    return f"127.0.0.1:{free_port()}"
 
 
 def test_an_unreachable_stack_exits_1(monkeypatch, tmp_path, capsys):
