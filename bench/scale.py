@@ -734,7 +734,8 @@ async def ask_interleaved(url: str, projects: list[tuple[str, list[Question]]]) 
 
 def run_growth(small: int, large: int, questions: int, hnsw_wait_s: float) -> dict:
     """Two projects of ``small`` and ``large`` facts in one stack, asked alternately: how
-    get_context grows with the corpus, free of run-to-run drift between stacks."""
+    get_context grows with the corpus, free of run-to-run drift between stacks. Every
+    question is asked twice, in two rounds, each with its own ratio."""
     from bench.run import running_stack
 
     wall = time.perf_counter()
@@ -753,15 +754,21 @@ def run_growth(small: int, large: int, questions: int, hnsw_wait_s: float) -> di
             loaded.pop("scope_id")
             result["load"][project] = loaded
         result["hnsw_wait"] = asyncio.run(wait_for_hnsw(data_dir, hnsw_wait_s))
-        result["queries"] = asyncio.run(ask_interleaved(
-            url, [(p, c.questions) for p, c in corpora.items()]))
+        asked = [(p, c.questions) for p, c in corpora.items()]
+        result["queries"] = asyncio.run(ask_interleaved(url, asked))
+        # The same questions again: the BM25 leg keeps a term's weights from its second
+        # use until the scope's next write, so this round shows what the first pays for
+        # making them (without writes in between, as here).
+        result["asked_again"] = asyncio.run(ask_interleaved(url, asked))
     small_p, large_p = corpora
-    p50 = {p: result["queries"]["http_ms"][p]["p50"] for p in corpora}
-    result["large_p50_over_small_p50"] = p50[large_p] / p50[small_p]
+    for key, ratio in (("queries", "large_p50_over_small_p50"),
+                       ("asked_again", "asked_again_large_p50_over_small_p50")):
+        p50 = {p: result[key]["http_ms"][p]["p50"] for p in corpora}
+        result[ratio] = p50[large_p] / p50[small_p]
     result["wall_s"] = time.perf_counter() - wall
-    print(f"[growth] get_context p50 over MCP HTTP: {small_p} {p50[small_p]:.1f} ms, "
-          f"{large_p} {p50[large_p]:.1f} ms, ratio {result['large_p50_over_small_p50']:.2f}",
-          file=sys.stderr)
+    print(f"[growth] get_context p50 over MCP HTTP, ratio {large_p}/{small_p}: "
+          f"{result['large_p50_over_small_p50']:.2f} first asked, "
+          f"{result['asked_again_large_p50_over_small_p50']:.2f} asked again", file=sys.stderr)
     return result
 
 
@@ -828,10 +835,14 @@ def main(sizes: list[int], out: Path, *, questions: int = 200,
         print(memory)
     if growth_result:
         small_p, large_p = growth_result["facts"]
-        http = growth_result["queries"]["http_ms"]
-        print(f"growth, one stack, asked alternately: get_context p50 over MCP HTTP "
-              f"{small_p} {http[small_p]['p50']:.1f} ms, {large_p} {http[large_p]['p50']:.1f} ms"
-              f" ({growth_result['large_p50_over_small_p50']:.2f}x)")
+        for key, ratio, when in (
+            ("queries", "large_p50_over_small_p50", "first asked"),
+            ("asked_again", "asked_again_large_p50_over_small_p50", "asked again"),
+        ):
+            http = growth_result[key]["http_ms"]
+            print(f"growth, one stack, asked alternately ({when}): get_context p50 over MCP "
+                  f"HTTP {small_p} {http[small_p]['p50']:.1f} ms, {large_p} "
+                  f"{http[large_p]['p50']:.1f} ms ({growth_result[ratio]:.2f}x)")
     total = time.perf_counter() - wall
     print(f"\nwall time {total:.1f} s", file=sys.stderr)
     report = {"bench": "generated-corpus scale", "date": now.isoformat(timespec="seconds"),
