@@ -13,6 +13,7 @@ test_browser_attacks.py), and the REST API's content types (test_browser_attacks
 
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import socket
@@ -269,9 +270,15 @@ def trickle(url: str, *, declared: int, pause: float, limit: float) -> tuple[byt
             readable, _, _ = select.select([sock], [], [], pause)
             if readable:
                 answered = time.monotonic() - started
+                # One more byte after the answer: a server that kept the connection open
+                # would wait for the rest of the body for as long as bytes keep coming,
+                # and the read below would run into the socket's timeout.
+                with contextlib.suppress(OSError):
+                    sock.sendall(b" ")
                 answer = b""
-                while chunk := sock.recv(65536):
-                    answer += chunk
+                with contextlib.suppress(ConnectionResetError):
+                    while chunk := sock.recv(65536):
+                        answer += chunk
                 return answer, answered
             if sent < declared - 1:
                 try:
