@@ -17,6 +17,8 @@ every fact has neighbours), starts a stack with ``vera up`` in a temporary data 
   indexes (the documents table the service reloads from, and a copy of its qdrant-edge
   shard), without the gateway and gRPC hops; one query embedding alone (the floor).
   p50/p95 of each, and hit@10 as a sanity check;
+- times the service's embedder alone over 1024 of the facts (texts/s): the compute floor
+  of the end-to-end indexing rate;
 - measures index freshness: a one-fact IngestKnowledge returns, then ``knowledge_search``
   is polled (20 ms) until the fact is found;
 - reads the peak RSS (VmHWM) of every process under ``vera up``.
@@ -32,6 +34,7 @@ import datetime as dt
 import json
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -50,6 +53,8 @@ FRESHNESS_PROBES = 20
 FRESHNESS_POLL_S = 0.02
 FRESHNESS_GIVE_UP_S = 10.0
 INDEX_TIMEOUT_S = 3600.0
+FLOOR_TEXTS = 1024  # the embedder alone, bulk indexing's floor
+FLOOR_ROUNDS = 3
 LOADED_MARKER = "loaded.json"  # in a --scale-keep directory: what it holds
 
 # --- the corpus --------------------------------------------------------------------------
@@ -470,6 +475,7 @@ class InProcessPipeline:
     retriever: Any
     embedder: Any
     setup: dict
+    facts: dict  # fact_key -> Fact, every fact the stack holds
 
 
 @contextlib.asynccontextmanager
@@ -520,7 +526,7 @@ async def in_process_pipeline(data_dir: Path, stack_pid: int,
                               candidate_pool=rs.candidate_pool,
                               features=lexical,
                               reranker=reranker, assembler_version=assembler_version(rs))
-        yield InProcessPipeline(retriever, embedder, setup)
+        yield InProcessPipeline(retriever, embedder, setup, facts)
     finally:
         await lexical.close()
         await pool.close()
@@ -532,7 +538,23 @@ async def in_process_pipeline(data_dir: Path, stack_pid: int,
 async def measure_queries(url: str, data_dir: Path, stack_pid: int, project: str, scope: str,
                           questions: list[Question], tmp: Path) -> dict:
     async with in_process_pipeline(data_dir, stack_pid, tmp) as pipeline:
-        return {**await ask(url, project, scope, questions, pipeline), **pipeline.setup}
+        return {**await ask(url, project, scope, questions, pipeline), **pipeline.setup,
+                "embed_floor_texts_per_s": await embedding_floor(pipeline)}
+
+
+async def embedding_floor(pipeline: InProcessPipeline) -> float:
+    """Bulk indexing's compute floor: the service's embedder alone over FLOOR_TEXTS of the
+    stack's facts, sent as the indexer sends a page (one call; it batches by length),
+    median of FLOOR_ROUNDS, in texts/s. The stack idles meanwhile."""
+    from vera.services.retrieval.indexer import embedding_text
+
+    texts = [embedding_text(f) for f in list(pipeline.facts.values())[:FLOOR_TEXTS]]
+    rates = []
+    for _ in range(FLOOR_ROUNDS):
+        t0 = time.perf_counter()
+        await pipeline.embedder.embed(texts)
+        rates.append(len(texts) / (time.perf_counter() - t0))
+    return statistics.median(rates)
 
 
 def process_role(cmd: list[str]) -> str:
@@ -780,8 +802,9 @@ def format_table(results: list[dict]) -> str:
 
     header = ["facts", "MCP client p50 / p95 ms", "MCP HTTP p50 / p95 ms", "in-proc p50 ms",
               "embed p50 ms", "client/in-proc", "HTTP/in-proc", "HTTP p95/p50",
-              "HTTP/embed", "hit@10", "load f/s", "index tail s", "e2e f/s", "fresh p95 s",
-              "HNSW pts", "retrieval start s (refill / snapshot)"]
+              "HTTP/embed", "hit@10", "load f/s", "index tail s", "e2e f/s",
+              "embedder alone texts/s", "fresh p95 s", "HNSW pts",
+              "retrieval start s (refill / snapshot)"]
     rows = [header]
     for r in results:
         q, ra = r["queries"], r["ratios"]
@@ -793,7 +816,7 @@ def format_table(results: list[dict]) -> str:
             f(ra["http_p95_over_http_p50"], 2), f(ra["http_p50_over_embed_p50"], 2),
             f(q["mcp_hit@10"], 3), f(r["load"]["load_facts_per_s"], 0),
             f(r["load"]["index_tail_s"]), f(r["load"]["end_to_end_facts_per_s"], 0),
-            f(r["freshness"]["s"]["p95"], 3),
+            f(q.get("embed_floor_texts_per_s"), 0), f(r["freshness"]["s"]["p95"], 3),
             f"{q['shard']['indexed_vectors']}/{q['shard']['points']}",
             f"{f(r.get('retrieval_start_s'))} / {f(r.get('retrieval_start_from_snapshot_s'))}"])
     return _render(rows)
