@@ -13,6 +13,7 @@ import threading
 from datetime import UTC, datetime
 
 import numpy as np
+import pytest
 import qdrant_edge as edge
 
 from vera.services.retrieval import vector_edge
@@ -299,4 +300,34 @@ async def test_an_erasure_queued_behind_a_swap_reaches_the_swapped_in_shard(tmp_
         assert swap.result(10) is None
         assert await index.count() == 1
     finally:
+        await index.close()
+
+
+async def test_a_swap_whose_copy_fails_to_open_serves_the_shard_as_it_was(tmp_path, monkeypatch):
+    """The serving shard closes before the copy opens; a copy that cannot open puts the
+    shard back, with the writes made since the copy."""
+    real = edge.EdgeShard
+
+    class CopyWontOpen:
+        @staticmethod
+        def load(path, *args):
+            if path.endswith(".building"):
+                raise OSError("the copy is unreadable")
+            return real.load(path, *args)
+
+    index = await EdgeVectorIndex.open(tmp_path / "vectors", 3)
+    try:
+        await index.upsert(facts(0, 2), [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+        building = tmp_path / "vectors.building"
+        await index._run(index._copy_sync, building)
+        await index.upsert(facts(2, 1), [[0.0, 0.0, 1.0]])  # kept for the copy
+        monkeypatch.setattr(edge, "EdgeShard", CopyWontOpen)
+        with pytest.raises(OSError):
+            await index._run(index._swap_sync, building)
+        monkeypatch.setattr(edge, "EdgeShard", real)
+        assert await index.count() == 3
+        query = IndexQuery(scope_ids=("a",), as_of=datetime.now(UTC))
+        assert [h.version_id for h in await index.search([0.0, 0.0, 1.0], query, 1)] == ["v2"]
+    finally:
+        monkeypatch.setattr(edge, "EdgeShard", real)
         await index.close()
