@@ -14,9 +14,8 @@ visits must not be able to drive the API:
   off while it streams in, before anything else reads it. It must have arrived whole
   within ``body_timeout`` seconds (408), so a client trickling it in holds nothing for long.
 
-Each refusal is ``invalid_input`` naming the header or the body, and closes the
-connection: the body is left unread, and uvicorn, waiting for the rest of it, would keep a
-connection open for as long as its client trickles bytes in. Liveness and readiness are
+Each refusal is ``invalid_input`` naming the header or the body (one that leaves the body
+unread closes the connection: ``vera.entrypoints.unread_body``). Liveness and readiness are
 exempt: probes dial the pod address, and they read nothing.
 """
 
@@ -75,9 +74,7 @@ class RequestGuard:
                     return
                 receive = _replay(body, receive)
         except _Refused as refused:
-            response = error_response(refused.error, refused.status)
-            response.headers["connection"] = "close"  # the body is left unread
-            await response(scope, receive, send)
+            await error_response(refused.error, refused.status)(scope, receive, send)
             return
         await self._app(scope, receive, send)
 

@@ -78,9 +78,6 @@ _NOTIFICATION_STATE_KEY = "vera_mcp_notification"
 # Far above any bounded tool call: the body is read before the token is checked, so an
 # unauthenticated client must not make the gateway buffer more than this.
 MAX_BODY_BYTES = 1024 * 1024
-# A refusal that leaves the body unread closes the connection: uvicorn, waiting for the
-# rest of the body, would keep it open for as long as the client trickles bytes in.
-_CLOSE = {"connection": "close"}
 
 
 @dataclass
@@ -231,13 +228,13 @@ class _ByMethod:
                 body = await _read_body(receive)
         except TimeoutError:  # before OSError, of which it is a subclass
             refusal = jsonrpc_error("invalid_input", None, field="body", reason="timeout")
-            await JSONResponse(refusal, status_code=408, headers=_CLOSE)(scope, receive, send)
+            await JSONResponse(refusal, status_code=408)(scope, receive, send)
             return
         except OSError:
             return  # nobody is left to answer
         except _BodyTooLarge:
             refusal = jsonrpc_error("invalid_input", None, field="body", reason="too_large")
-            await JSONResponse(refusal, status_code=413, headers=_CLOSE)(scope, receive, send)
+            await JSONResponse(refusal, status_code=413)(scope, receive, send)
             return
         try:
             message = json.loads(body)

@@ -317,3 +317,27 @@ def test_a_body_sent_in_pieces_within_the_timeout_is_served(stack: LaunchedStack
     response = httpx.post(stack.mcp_url, content=pieces(), headers=JSON_HEADERS, timeout=30)
     assert response.status_code == 200 and "result" in response.json(), response.text
     assert attempts(stack, task_ref) == 1
+
+
+@pytest.mark.parametrize("front", ["mcp", "rest"])
+def test_a_refusal_on_the_headers_closes_the_connection_its_body_was_due_on(
+    stack: LaunchedStack, front: str
+) -> None:
+    """A foreign Host is refused before the body is read; the connection closes with the
+    answer, so a client that goes on sending the body holds nothing."""
+    parts = urlsplit(endpoints(stack)[front])
+    head = (
+        f"POST {parts.path} HTTP/1.1\r\nHost: evil.example\r\n"
+        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        "Content-Length: 10000\r\n\r\n"
+    ).encode()
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(head + b" ")
+        answer = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                answer += chunk
+                with contextlib.suppress(OSError):
+                    sock.sendall(b" ")  # the body goes on coming
+    assert answer.startswith(b"HTTP/1.1 421"), answer[:200]
+    assert b"connection: close" in answer.partition(b"\r\n\r\n")[0].lower()

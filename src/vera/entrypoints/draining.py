@@ -20,6 +20,8 @@ import uvicorn
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from vera.entrypoints.unread_body import ClosesOnUnreadBody
+
 log = logging.getLogger(__name__)
 
 # Once the calls in flight are done, what uvicorn's own shutdown may still wait for (idle
@@ -88,8 +90,9 @@ class DrainingServer(uvicorn.Server):
 
 def serve(app: ASGIApp, *, readiness_paths: frozenset[str], grace: float, **config: Any) -> None:
     """Runs ``app`` under uvicorn (``config``: uvicorn.Config's arguments) until a stop
-    signal, then drains as described above."""
-    gate = DrainGate(app, readiness_paths)
+    signal, then drains as described above; an answer given before the request's body was
+    read closes its connection (``unread_body``)."""
+    gate = DrainGate(ClosesOnUnreadBody(app), readiness_paths)
     uvicorn_config = uvicorn.Config(
         gate, timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_SECONDS, **config
     )
