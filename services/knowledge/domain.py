@@ -827,7 +827,8 @@ def make_feedback(
 
 @dataclass(frozen=True)
 class RankingFeedbackRow:
-    """One training row: no text, the query only as a digest that groups one question."""
+    """One training row: the query's digest groups one question; its text, the fact and
+    the pack's scope let retrieval replay the question to judge a model."""
 
     feedback_id: uuid.UUID
     pack_id: str
@@ -837,6 +838,9 @@ class RankingFeedbackRow:
     signal_vector: dict[str, float]
     recorded_at: datetime
     seq: int
+    query: str = ""
+    fact_key: str = ""
+    pack_scope_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)

@@ -241,6 +241,9 @@ class FactRpcs:
                     signal=r.signal,
                     signal_vector=r.signal_vector,
                     recorded_at=to_timestamp(r.recorded_at),
+                    query=r.query,
+                    fact_key=r.fact_key,
+                    pack_scope_id=str(r.pack_scope_id) if r.pack_scope_id else "",
                 )
                 for r in page
             ],

@@ -1014,7 +1014,8 @@ class KnowledgeStore:
             rows = await conn.fetch(
                 """SELECT feedback_id, pack_id,
                           encode(sha256(convert_to(query, 'UTF8')), 'hex') AS query_digest,
-                          rank, signal, signal_vector, recorded_at, seq
+                          rank, signal, signal_vector, recorded_at, seq, query, fact_key,
+                          pack_scope_id
                    FROM retrieval_feedback
                    WHERE attribution = 'result' AND seq = ANY($1::bigint[])
                    ORDER BY seq DESC""",
@@ -1030,6 +1031,9 @@ class KnowledgeStore:
                 signal_vector={k: float(v) for k, v in (r["signal_vector"] or {}).items()},
                 recorded_at=r["recorded_at"],
                 seq=r["seq"],
+                query=r["query"],
+                fact_key=r["fact_key"],
+                pack_scope_id=r["pack_scope_id"],
             )
             for r in rows
         ]

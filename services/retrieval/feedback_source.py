@@ -1,6 +1,7 @@
 """Ranking feedback over knowledge's gRPC API (ListRankingFeedback): the rows a fit may
 learn from, newest first, already restricted there to server-attributed result-level
-feedback; nothing here widens that."""
+feedback; nothing here widens that. A row's query text is for replaying it (ranking.py),
+never for logs."""
 
 from __future__ import annotations
 
@@ -51,6 +52,9 @@ class KnowledgeFeedbackSource:
                     signal=f.signal,
                     signals=dict(f.signal_vector),
                     recorded_at=from_timestamp(f, "recorded_at"),
+                    query=f.query,
+                    scope_id=f.pack_scope_id,
+                    fact_key=f.fact_key,
                 )
                 for f in response.feedback
             ]

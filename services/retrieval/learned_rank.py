@@ -1,25 +1,33 @@
-"""The learned ranking stage: features -> fit -> out-of-fold evaluation -> activation.
+"""The learned ranking stage: features -> fit -> judged as it serves -> activation.
 
 A model sees only numbers the pipeline computed itself (each result's signal vector, as the
 gateway copied it from the persisted pack into a feedback row), never text. It is logistic
 regression over standardized features, trained pairwise on result-level up/down feedback
-(each ``up`` against each ``down`` of the same pack), and it may only reorder the results
-the pipeline already found: it adds nothing and drops nothing.
+(each ``up`` against each ``down`` of the same pack), and it may only reorder the top
+``window`` results of the hand-set order: it adds nothing, drops nothing, and never moves a
+result from deeper than any comparison it learned from.
 
-Activation rule (``verdict``, the one home of it): out of fold (folds grouped by query,
-so a question never sits on both sides), per persisted pack with at least one ``up`` and
-one ``down``, order its labelled results (those with feedback) by the candidate ranker
-and find the first ``up``; per query (a question asked in several packs counts once, as a
-user's held-out question does) average its packs' reciprocal rank of that ``up`` (MRR) and
-whether it is among the top ``HIT_AT`` (hit@5); then average over queries. The model is
-activated only when it is not worse than the hand-set order (the pack's own ranks) at
-the top, hit@5, and beats its MRR by more than ``min_gain``: a model that lifts a few
-buried results to first place while pushing others out of the top five wins on MRR and
-loses at the top (``worse_at_top``). hit@5 counts among the labelled results only, so a
-pack with five or fewer of them cannot lose there: the guard binds on packs whose users
-judged many results. Too little or one-sided feedback never
-gets that far. Imports no gRPC, driver or storage code; ``fit`` is CPU work, run off the
-event loop.
+Position bias is kept out, not learned. People judge what they were shown, top first: a
+careful one marks every result that helps and the few top ones that do not, so below the
+top nearly every label is an ``up`` because of where the result sat, not what it was. A
+model fitted on all of those pairs learns "lower is better" and, applied to the full
+candidate list, lifts the buried candidates nobody judged to the top (what halved LoCoMo
+retrieval, issue 30). So (1) no feature says where a result was shown (the hand-set rank is
+not one), and (2) pairs come only from each pack's fully judged prefix (ranks 1..k, each
+with feedback), where whether a result got a label does not depend on its position; the
+deepest such k is the model's ``window``. Dropping the rank feature alone would not do:
+every score the hand-set order sorts by carries the same bias.
+
+Activation rule (``verdict``, the one home of it), judged the way the model serves: every
+query behind the feedback was replayed through the serving path (ranking.Ranking: the same
+candidates, the hand-set order the stage receives), and out of fold (folds grouped by
+query, so a question never sits on both sides) its fold's model reorders them as ``reorder``
+does. Both orders' top ``CUT`` are scored on that query's labels: a result with an ``up`` is
+relevant, anything else (a ``down``, or never judged) is not, so an unknown never counts as
+a win. hit@5, recall@10 and MRR@10 are averaged over the queries with an ``up``. The model
+is activated only when it is not worse at hit@5 and at recall@10 and beats MRR@10 by more
+than ``min_gain``. Imports no gRPC, driver or storage code; ``fit`` is CPU work, run off
+the event loop.
 """
 
 from __future__ import annotations
@@ -36,14 +44,17 @@ import numpy as np
 
 from vera.services.retrieval.model import Result
 
-METRIC = "mrr"
-# The top of a pack a user reads first: "not worse" is judged on hit@HIT_AT.
+# The figure the activation rule ranks by, judged by replaying (status shows it); fits
+# recorded before replay judged on the labelled packs only and say "mrr".
+METRIC = "replay_mrr@10"
+# The top a user reads first: "not worse" is judged on hit@HIT_AT and recall@CUT.
 HIT_AT = 5
+# How many results of a replayed order are scored (the default limit of a pack).
+CUT = 10
 # Figures are means of fractions: equal within this are equal.
 _TIE = 1e-9
 # The pipeline's signal names (pipeline.py) the features are built from; ``reranked`` says
-# whether the rerank stage scored the result, ``hand_rank_inverse`` is 1 / its position in
-# the hand-set order.
+# whether the rerank stage scored the result. Nothing here says where it was shown.
 FEATURES: tuple[str, ...] = (
     "dense",
     "lexical",
@@ -57,7 +68,6 @@ FEATURES: tuple[str, ...] = (
     "authority",
     "stale",
     "final",
-    "hand_rank_inverse",
 )
 MAX_FOLDS = 5
 _REGULARIZATION = 1.0
@@ -69,6 +79,7 @@ class FitOutcome(enum.StrEnum):
     ONE_SIDED_FEEDBACK = "one_sided_feedback"
     NOT_BETTER = "not_better"
     WORSE_AT_TOP = "worse_at_top"
+    WORSE_AT_RECALL = "worse_at_recall"
 
 
 class NotServed(enum.StrEnum):
@@ -86,7 +97,8 @@ class UnservableModel(ValueError):
 @dataclass(frozen=True)
 class FeedbackRow:
     """One result-level feedback row: the pack it was given on, a digest of its query,
-    the result's rank in the pack, ``up``/``down``, and the result's signal vector."""
+    the result's rank in the pack as shown, ``up``/``down``, and the result's signal
+    vector; ``query``, ``scope_id`` and ``fact_key`` let the fit replay the query."""
 
     pack_id: str
     query_digest: str
@@ -94,6 +106,9 @@ class FeedbackRow:
     signal: str
     signals: Mapping[str, float]
     recorded_at: datetime | None = None
+    query: str = ""
+    scope_id: str = ""
+    fact_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,18 +118,14 @@ class FitPolicy:
     min_gain: float = 0.01
 
 
-def hand_rank(signals: Mapping[str, float], rank: int = 0) -> float:
-    """The result's position in the hand-set order (recorded by the pipeline; a pack
-    from before it recorded one has only its own rank)."""
-    value = signals.get("hand_rank") or rank
-    return float(value) if value and value > 0 else 1.0
+def hand_rank(signals: Mapping[str, float]) -> float:
+    """The result's position in the hand-set order (recorded by the pipeline)."""
+    value = signals.get("hand_rank", 0.0)
+    return float(value) if value > 0 else math.inf
 
 
-def features(signals: Mapping[str, float], rank: int = 0) -> list[float]:
-    derived = {
-        "reranked": 1.0 if "rerank" in signals else 0.0,
-        "hand_rank_inverse": 1.0 / hand_rank(signals, rank),
-    }
+def features(signals: Mapping[str, float]) -> list[float]:
+    derived = {"reranked": 1.0 if "rerank" in signals else 0.0}
     out = []
     for name in FEATURES:
         value = derived[name] if name in derived else signals.get(name, 0.0)
@@ -124,8 +135,9 @@ def features(signals: Mapping[str, float], rank: int = 0) -> list[float]:
 
 @dataclass(frozen=True)
 class LinearRanker:
-    """A fitted model: standardization and logistic-regression weights, over FEATURES.
-    Plain numbers (stored as JSON, scored in pure Python: a few dozen products per call)."""
+    """A fitted model: standardization and logistic-regression weights over FEATURES, and
+    the top of the hand-set order it may reorder. Plain numbers (stored as JSON, scored in
+    pure Python: a few dozen products per call)."""
 
     model_id: str
     feature_names: tuple[str, ...]
@@ -133,10 +145,11 @@ class LinearRanker:
     scale: tuple[float, ...]
     coef: tuple[float, ...]
     intercept: float
+    window: int = CUT
 
-    def score(self, signals: Mapping[str, float], rank: int = 0) -> float:
+    def score(self, signals: Mapping[str, float]) -> float:
         """Probability that the result earns an ``up`` (0..1)."""
-        values = features(signals, rank)
+        values = features(signals)
         z = self.intercept + sum(
             w * (x - m) / s
             for w, x, m, s in zip(self.coef, values, self.mean, self.scale, strict=True)
@@ -150,13 +163,15 @@ class LinearRanker:
             "scale": list(self.scale),
             "coef": list(self.coef),
             "intercept": self.intercept,
+            "window": self.window,
         }
 
     @classmethod
     def from_parameters(cls, model_id: str, parameters: Mapping[str, Any]) -> LinearRanker:
         names = tuple(parameters["features"])
-        if names != FEATURES:
-            # Weights for other features would score the wrong numbers: refuse to serve them.
+        if names != FEATURES or "window" not in parameters:
+            # Weights for other features (or a model free to reorder every candidate) would
+            # score the wrong numbers: refuse to serve them.
             raise UnservableModel(NotServed.OTHER_FEATURES)
         return cls(
             model_id=model_id,
@@ -165,15 +180,105 @@ class LinearRanker:
             scale=tuple(float(v) for v in parameters["scale"]),
             coef=tuple(float(v) for v in parameters["coef"]),
             intercept=float(parameters["intercept"]),
+            window=int(parameters["window"]),
         )
+
+
+def reorder(results: Sequence[Result], ranker: LinearRanker) -> list[Result]:
+    """The stage itself: the top ``ranker.window`` of the hand-set order (``results``, each
+    with its ``hand_rank``), ordered by the model's score, ties keeping the hand-set order;
+    the rest stay where they were. A reordered result's score becomes the model's, and its
+    ``learned`` signal says so."""
+    head, tail = results[: ranker.window], results[ranker.window :]
+    scored = [
+        replace(
+            result,
+            score=(learned := ranker.score(result.signals)),
+            signals={**result.signals, "learned": learned},
+        )
+        for result in head
+    ]
+    return [*sorted(scored, key=lambda r: (-r.score, hand_rank(r.signals))), *tail]
+
+
+# --- judging an order as it serves ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One query replayed through the serving path: its candidates in the hand-set order
+    (the whole list the stage reorders) and the facts its feedback marked ``up``."""
+
+    query_digest: str
+    candidates: tuple[Result, ...]
+    ups: frozenset[str]
 
 
 @dataclass(frozen=True)
 class Figures:
-    """Out-of-fold figures of one order over the evaluated packs, averaged per query."""
+    """One order's figures over the replayed queries with an ``up``, averaged per query."""
 
-    mrr: float = 0.0
+    queries: int = 0
     hit: float = 0.0  # hit@HIT_AT
+    recall: float = 0.0  # recall@CUT
+    mrr: float = 0.0  # MRR@CUT
+
+
+def judge(replays: Sequence[Replay], order: Callable[[Replay], Sequence[Result]]) -> Figures:
+    """Scores ``order(replay)[:CUT]`` of each replay with an ``up`` on its labels; a
+    result not marked ``up`` is not relevant, whether it got a ``down`` or nothing."""
+    hits, recalls, rrs = [], [], []
+    for replay in replays:
+        if not replay.ups:
+            continue
+        top = [r.fact.fact_key for r in order(replay)[:CUT]]
+        found = [n for n, key in enumerate(top, start=1) if key in replay.ups]
+        hits.append(float(bool(found) and found[0] <= HIT_AT))
+        recalls.append(len(set(top) & replay.ups) / len(replay.ups))
+        rrs.append(1.0 / found[0] if found else 0.0)
+    if not hits:
+        return Figures()
+    n = len(hits)
+    return Figures(n, sum(hits) / n, sum(recalls) / n, sum(rrs) / n)
+
+
+def verdict(model: Figures, hand: Figures, min_gain: float) -> FitOutcome:
+    """The activation rule (the module docstring): never worse at hit@5 or recall@10,
+    and better on MRR@10 by more than ``min_gain``."""
+    if model.hit < hand.hit - _TIE:
+        return FitOutcome.WORSE_AT_TOP
+    if model.recall < hand.recall - _TIE:
+        return FitOutcome.WORSE_AT_RECALL
+    if model.mrr <= hand.mrr + min_gain:
+        return FitOutcome.NOT_BETTER
+    return FitOutcome.ACTIVATED
+
+
+def fell_behind(model: Figures, hand: Figures, margin: float) -> bool:
+    """The serving check's rule: the model trails the hand-set order by more than
+    ``margin`` at hit@5, recall@10 or MRR@10 on the same replayed queries."""
+    return any(
+        m < h - margin
+        for m, h in ((model.hit, hand.hit), (model.recall, hand.recall), (model.mrr, hand.mrr))
+    )
+
+
+def labels(rows: Sequence[FeedbackRow]) -> dict[tuple[str, str], frozenset[str]]:
+    """(scope, query digest) -> the facts whose newest feedback there is ``up``; ``rows``
+    newest first, as a fit reads them."""
+    newest: dict[tuple[str, str], dict[str, str]] = {}
+    for row in rows:
+        if row.fact_key:
+            newest.setdefault((row.scope_id, row.query_digest), {}).setdefault(
+                row.fact_key, row.signal
+            )
+    return {
+        key: frozenset(f for f, signal in facts.items() if signal == "up")
+        for key, facts in newest.items()
+    }
+
+
+# --- fitting --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -182,11 +287,9 @@ class FitReport:
     training_rows: int
     training_queries: int
     evaluated_packs: int
-    model_figure: float = 0.0  # MRR
-    hand_figure: float = 0.0
     ranker: LinearRanker | None = None  # fitted unless the feedback was too little/one-sided
-    model_hit: float = 0.0  # hit@HIT_AT
-    hand_hit: float = 0.0
+    model: Figures = Figures()  # replayed out of fold
+    hand: Figures = Figures()
 
     @property
     def activate(self) -> bool:
@@ -202,35 +305,19 @@ def _evaluable_packs(rows: Sequence[FeedbackRow]) -> dict[str, list[int]]:
     }
 
 
-def evaluate(
-    rows: Sequence[FeedbackRow], packs: Mapping[str, Sequence[int]], scores: Sequence[float]
-) -> Figures:
-    """Each pack's labelled rows ordered by ``scores`` (higher first; ties keep the
-    hand-set order): the first ``up``'s reciprocal rank and whether it is in the top
-    HIT_AT, averaged over a query's packs, then over queries."""
-    first_ups: dict[str, list[int]] = {}
-    for idx in packs.values():
-        order = sorted(idx, key=lambda i: (-scores[i], hand_rank(rows[i].signals, rows[i].rank)))
-        first_up = next(n for n, i in enumerate(order, start=1) if rows[i].signal == "up")
-        first_ups.setdefault(rows[idx[0]].query_digest, []).append(first_up)
-    if not first_ups:
-        return Figures()
-
-    def per_query(value: Callable[[int], float]) -> float:
-        means = [sum(map(value, positions)) / len(positions) for positions in first_ups.values()]
-        return sum(means) / len(means)
-
-    return Figures(mrr=per_query(lambda n: 1.0 / n), hit=per_query(lambda n: float(n <= HIT_AT)))
-
-
-def verdict(model: Figures, hand: Figures, min_gain: float) -> FitOutcome:
-    """The activation rule (the module docstring): never worse at the top, and better
-    on MRR by more than ``min_gain``."""
-    if model.hit < hand.hit - _TIE:
-        return FitOutcome.WORSE_AT_TOP
-    if model.mrr <= hand.mrr + min_gain:
-        return FitOutcome.NOT_BETTER
-    return FitOutcome.ACTIVATED
+def judged_prefix(rows: Sequence[FeedbackRow], idx: Sequence[int]) -> list[int]:
+    """The rows (of ``idx``) in their pack's fully judged prefix: shown at ranks 1..k with
+    feedback on every one of them (the module docstring says why only these)."""
+    by_pack: dict[str, dict[int, int]] = {}
+    for i in idx:
+        by_pack.setdefault(rows[i].pack_id, {})[rows[i].rank] = i
+    kept: list[int] = []
+    for ranks in by_pack.values():
+        depth = 0
+        while depth + 1 in ranks:
+            depth += 1
+        kept += [ranks[r] for r in range(1, depth + 1)]
+    return kept
 
 
 def _standardize(matrix: Any) -> tuple[Any, Any]:
@@ -240,10 +327,10 @@ def _standardize(matrix: Any) -> tuple[Any, Any]:
     return mean, scale
 
 
-def _pairs(matrix: Any, rows: Sequence[FeedbackRow], idx: Sequence[int]) -> tuple[Any, Any]:
-    """Within each pack, every (up, down) pair's feature difference, both ways round: what
-    a pack's order depends on is how its own results compare, not each one's raw scale (a
-    question whose every score is low still has a best result)."""
+def pairs(matrix: Any, rows: Sequence[FeedbackRow], idx: Sequence[int]) -> tuple[Any, Any]:
+    """Within each pack, every (up, down) pair's feature difference among ``idx``, both
+    ways round: what a pack's order depends on is how its own results compare, not each
+    one's raw scale (a question whose every score is low still has a best result)."""
     by_pack: dict[str, tuple[list[int], list[int]]] = {}
     for i in idx:
         ups, downs = by_pack.setdefault(rows[i].pack_id, ([], []))
@@ -259,15 +346,20 @@ def _train(
     matrix: Any, rows: Sequence[FeedbackRow], idx: Sequence[int], model_id: str
 ) -> LinearRanker | None:
     """Pairwise logistic regression over standardized features (a linear score, no
-    intercept: only the order within a pack matters); None without a single pair."""
-    mean, scale = _standardize(matrix[list(idx)])
-    pairs, labels = _pairs((matrix - mean) / scale, rows, idx)
-    if not len(labels):
+    intercept: only the order within a pack matters), on the judged prefixes of ``idx``;
+    None without a single pair."""
+    judged = judged_prefix(rows, idx)
+    if not judged:
+        return None
+    mean, scale = _standardize(matrix[judged])
+    x, y = pairs((matrix - mean) / scale, rows, judged)
+    if not len(y):
         return None
     from sklearn.linear_model import LogisticRegression  # see fit()
 
     model = LogisticRegression(C=_REGULARIZATION, fit_intercept=False, max_iter=1000)
-    model.fit(pairs, labels)
+    model.fit(x, y)
+    window = max(rows[i].rank for i in judged)
     return LinearRanker(
         model_id=model_id,
         feature_names=FEATURES,
@@ -275,15 +367,19 @@ def _train(
         scale=tuple(float(v) for v in scale),
         coef=tuple(float(v) for v in model.coef_[0]),
         intercept=0.0,
+        window=window,
     )
 
 
 def fit(
     rows: Sequence[FeedbackRow],
+    replays: Sequence[Replay],
     policy: FitPolicy,
     new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
 ) -> FitReport:
-    """Trains on ``rows`` and decides whether the model may serve (the module docstring)."""
+    """Trains on ``rows``, judges out of fold on ``replays`` (their queries replayed
+    through the serving path) and decides whether the model may serve (the module
+    docstring)."""
     rows = [r for r in rows if r.signals and r.signal in ("up", "down")]
     queries = {r.query_digest for r in rows}
     packs = _evaluable_packs(rows)
@@ -295,46 +391,40 @@ def fit(
     if len(rows) < policy.min_rows or len(packs) < policy.min_packs or len(queries) < 2:
         return FitReport(FitOutcome.TOO_LITTLE_FEEDBACK, *counts)
 
-    matrix = np.array([features(r.signals, r.rank) for r in rows], dtype=float)
-    labels = np.array([1 if r.signal == "up" else 0 for r in rows])
-    groups = np.array([r.query_digest for r in rows])
-    out_of_fold = np.array([-hand_rank(r.signals, r.rank) for r in rows]) * 1e-6
     # Imported on first use: scikit-learn takes ~1.5 s to import, which every retrieval
     # replica's start paid for a fit that runs rarely, in the background.
-    from sklearn.model_selection import GroupKFold
+    matrix = np.array([features(r.signals) for r in rows], dtype=float)
+    ranker = _train(matrix, rows, range(len(rows)), new_id())
+    judged = [r for r in replays if r.ups]
+    replayed = sorted({r.query_digest for r in judged})
+    if ranker is None or len(replayed) < 2:
+        return FitReport(FitOutcome.TOO_LITTLE_FEEDBACK, *counts, ranker=ranker)
 
-    splitter = GroupKFold(n_splits=min(MAX_FOLDS, len(queries)))
-    for train, held_out in splitter.split(matrix, labels, groups):
-        fold_model = _train(matrix, rows, train, "oof")
-        if fold_model is None:
-            continue  # no pack with both signals to learn from: its rows keep the hand order
-        out_of_fold[held_out] = [fold_model.score(rows[i].signals, rows[i].rank) for i in held_out]
-    hand = evaluate(rows, packs, [-hand_rank(r.signals, r.rank) for r in rows])
-    model = evaluate(rows, packs, list(out_of_fold))
+    folds = min(MAX_FOLDS, len(replayed))
+    fold_of = {digest: n % folds for n, digest in enumerate(replayed)}
+    fold_models = [
+        _train(
+            matrix,
+            rows,
+            [i for i, r in enumerate(rows) if fold_of.get(r.query_digest) != fold],
+            "out-of-fold",
+        )
+        for fold in range(folds)
+    ]
+
+    def served(replay: Replay) -> Sequence[Result]:
+        model = fold_models[fold_of[replay.query_digest]]
+        # No pair to learn from outside this fold: the hand-set order serves it.
+        return reorder(replay.candidates, model) if model else replay.candidates
+
+    model = judge(judged, served)
+    hand = judge(judged, lambda replay: replay.candidates)
     return FitReport(
-        verdict(model, hand, policy.min_gain),
-        *counts,
-        model_figure=model.mrr,
-        hand_figure=hand.mrr,
-        ranker=_train(matrix, rows, range(len(rows)), new_id()),
-        model_hit=model.hit,
-        hand_hit=hand.hit,
+        verdict(model, hand, policy.min_gain), *counts, ranker=ranker, model=model, hand=hand
     )
 
 
-def reorder(results: Sequence[Result], ranker: LinearRanker) -> list[Result]:
-    """The stage itself: the same results (the hand-set order's ``hand_rank`` recorded in
-    each), ordered by the model's score; ties keep the hand-set order. Each result's score
-    becomes the model's, and its ``learned`` signal says so."""
-    scored = [
-        replace(
-            result,
-            score=(learned := ranker.score(result.signals)),
-            signals={**result.signals, "learned": learned},
-        )
-        for result in results
-    ]
-    return sorted(scored, key=lambda r: (-r.score, hand_rank(r.signals)))
+# --- serving ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -361,6 +451,16 @@ class ActiveModels:
 
 
 @dataclass(frozen=True)
+class Guard:
+    """What the serving check found when it switched a model off: both orders' figures on
+    the queries that received feedback after the model started serving."""
+
+    model: Figures
+    hand: Figures
+    checked_at: datetime
+
+
+@dataclass(frozen=True)
 class RankRecord:
     """One stored fit (retrieval.rank_models); ``scope_id`` None is deployment-wide."""
 
@@ -380,6 +480,12 @@ class RankRecord:
     model_hit: float | None = None  # None: recorded before hit@HIT_AT was measured
     hand_hit: float | None = None
     not_served: NotServed | None = None  # why its stored parameters cannot serve
+    # Replay figures (None: recorded before fits were judged by replaying).
+    model_recall: float | None = None
+    hand_recall: float | None = None
+    replayed_queries: int | None = None
+    watched_since: datetime | None = None  # the serving check reads feedback after this
+    switched_off: Guard | None = None  # set when the serving check turned it off
 
     @property
     def serves(self) -> bool:

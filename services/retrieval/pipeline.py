@@ -408,6 +408,16 @@ class Retriever:
             retrieval_mode=ranking.retrieval_mode,
         )
 
+    async def candidates(self, scope_id: str, query: str) -> list[Result] | None:
+        """What the learned ranking stage receives for a pack of ``scope_id`` asked
+        ``query`` (the default limit, no filters): every re-read candidate in the hand-set
+        order, before any model and any cut; None when the answer is degraded (no model
+        serves one). The serving path a model is judged on (ranking.Ranking)."""
+        ranking = await self._rank(
+            [scope_id], _check_query(query), Filters(), self._clock(), DEFAULT_LIMIT, ActiveModels()
+        )
+        return ranking.ranked if ranking.retrieval_mode is RetrievalMode.HYBRID else None
+
     async def _rank(
         self,
         scope_ids: Sequence[str],

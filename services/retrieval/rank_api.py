@@ -1,12 +1,20 @@
 """The ranking-model RPCs of RetrievalService (FitRankModel, GetRankStatus,
-DisableRankModel): contract <-> ranking.Ranking, nothing else. One group of
-``api.RetrievalApi``."""
+DisableRankModel, EnableRankModel): contract <-> ranking.Ranking, nothing else. One group
+of ``api.RetrievalApi``."""
 
 from __future__ import annotations
 
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.timestamps import from_timestamp, to_timestamp
-from vera.services.retrieval.learned_rank import HIT_AT, FitOutcome, NotServed, RankRecord
+from vera.services.retrieval.learned_rank import (
+    CUT,
+    HIT_AT,
+    Figures,
+    FitOutcome,
+    Guard,
+    NotServed,
+    RankRecord,
+)
 from vera.services.retrieval.ranking import Ranking, parse_scope
 
 OUTCOMES = {
@@ -15,11 +23,28 @@ OUTCOMES = {
     FitOutcome.ONE_SIDED_FEEDBACK: retrieval_pb2.RANK_FIT_OUTCOME_ONE_SIDED_FEEDBACK,
     FitOutcome.NOT_BETTER: retrieval_pb2.RANK_FIT_OUTCOME_NOT_BETTER,
     FitOutcome.WORSE_AT_TOP: retrieval_pb2.RANK_FIT_OUTCOME_WORSE_AT_TOP,
+    FitOutcome.WORSE_AT_RECALL: retrieval_pb2.RANK_FIT_OUTCOME_WORSE_AT_RECALL,
 }
 NOT_SERVED = {
     None: retrieval_pb2.RANK_NOT_SERVED_REASON_UNSPECIFIED,
     NotServed.OTHER_FEATURES: retrieval_pb2.RANK_NOT_SERVED_REASON_FITTED_ON_OTHER_FEATURES,
 }
+
+
+def _figures(figures: Figures) -> retrieval_pb2.RankFigures:
+    return retrieval_pb2.RankFigures(
+        queries=figures.queries, hit=figures.hit, recall=figures.recall, mrr=figures.mrr
+    )
+
+
+def _guard(guard: Guard | None) -> retrieval_pb2.RankGuard | None:
+    if guard is None:
+        return None
+    return retrieval_pb2.RankGuard(
+        switched_off_time=to_timestamp(guard.checked_at),
+        model=_figures(guard.model),
+        hand=_figures(guard.hand),
+    )
 
 
 def record_to_proto(record: RankRecord | None, ranking: Ranking) -> retrieval_pb2.RankModel | None:
@@ -42,6 +67,11 @@ def record_to_proto(record: RankRecord | None, ranking: Ranking) -> retrieval_pb
         hand_hit=record.hand_hit,
         hit_at=HIT_AT,
         not_served_reason=NOT_SERVED[record.not_served if record.active else None],
+        model_recall=record.model_recall,
+        hand_recall=record.hand_recall,
+        replayed_queries=record.replayed_queries or 0,
+        cut=CUT,
+        switched_off=_guard(record.switched_off),
     )
 
 
@@ -71,6 +101,7 @@ class RankRpcs:
             unservable=record_to_proto(status.unservable, self._ranking),
             last_fit=record_to_proto(status.last_fit, self._ranking),
             assembler_version=self._ranking.served_version(_scopes(scope)),
+            switched_off=record_to_proto(status.switched_off, self._ranking),
         )
 
     async def DisableRankModel(
@@ -80,5 +111,15 @@ class RankRpcs:
         disabled = await self._ranking.off(scope)
         return retrieval_pb2.DisableRankModelResponse(
             disabled=record_to_proto(disabled, self._ranking),
+            assembler_version=self._ranking.served_version(_scopes(scope)),
+        )
+
+    async def EnableRankModel(
+        self, request: retrieval_pb2.EnableRankModelRequest, context
+    ) -> retrieval_pb2.EnableRankModelResponse:
+        scope = parse_scope(request.scope_id)
+        enabled = await self._ranking.on(scope)
+        return retrieval_pb2.EnableRankModelResponse(
+            enabled=record_to_proto(enabled, self._ranking),
             assembler_version=self._ranking.served_version(_scopes(scope)),
         )

@@ -12,8 +12,10 @@ import asyncpg
 
 from vera.services.retrieval.learned_rank import (
     METRIC,
+    Figures,
     FitOutcome,
     FitReport,
+    Guard,
     LinearRanker,
     NotServed,
     RankRecord,
@@ -25,7 +27,8 @@ log = logging.getLogger(__name__)
 _COLUMNS = (
     "model_id, scope_id, outcome, active, training_rows, training_queries, evaluated_packs,"
     " metric, model_figure, hand_figure, newest_feedback_at, parameters, trained_at,"
-    " model_hit, hand_hit"
+    " model_hit, hand_hit, model_recall, hand_recall, replayed_queries, watched_since,"
+    " switched_off_at, guard"
 )
 _SAME_SCOPE = "scope_id IS NOT DISTINCT FROM $1::uuid"
 
@@ -44,6 +47,32 @@ def _ranker(model_id: str, parameters: Any) -> tuple[LinearRanker | None, NotSer
         # ranking does until the next fit, and status says why.
         log.warning("ranking model %s not served: %s", model_id, refused.reason.value)
         return None, refused.reason
+
+
+def _figures(stored: Any) -> Figures:
+    return Figures(
+        int(stored["queries"]),
+        float(stored["hit"]),
+        float(stored["recall"]),
+        float(stored["mrr"]),
+    )
+
+
+def _guard(row: Any) -> Guard | None:
+    if row["switched_off_at"] is None or not row["guard"]:
+        return None
+    return Guard(
+        _figures(row["guard"]["model"]), _figures(row["guard"]["hand"]), row["switched_off_at"]
+    )
+
+
+def _stored_figures(figures: Figures) -> dict[str, float]:
+    return {
+        "queries": figures.queries,
+        "hit": figures.hit,
+        "recall": figures.recall,
+        "mrr": figures.mrr,
+    }
 
 
 def _record(row: Any) -> RankRecord:
@@ -66,6 +95,11 @@ def _record(row: Any) -> RankRecord:
         model_hit=row["model_hit"],
         hand_hit=row["hand_hit"],
         not_served=not_served,
+        model_recall=row["model_recall"],
+        hand_recall=row["hand_recall"],
+        replayed_queries=row["replayed_queries"],
+        watched_since=row["watched_since"],
+        switched_off=_guard(row),
     )
 
 
@@ -92,8 +126,10 @@ class RankStore:
             row = await conn.fetchrow(
                 f"""INSERT INTO rank_models (model_id, scope_id, outcome, active, training_rows,
                        training_queries, evaluated_packs, metric, model_figure, hand_figure,
-                       newest_feedback_at, parameters, model_hit, hand_hit)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14)
+                       newest_feedback_at, parameters, model_hit, hand_hit, model_recall,
+                       hand_recall, replayed_queries, watched_since)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14,
+                       $15, $16, $17, CASE WHEN $4 THEN now() END)
                    RETURNING {_COLUMNS}""",
                 uuid.UUID(model_id),
                 _scope(scope_id),
@@ -103,12 +139,15 @@ class RankStore:
                 report.training_queries,
                 report.evaluated_packs,
                 METRIC,
-                report.model_figure,
-                report.hand_figure,
+                report.model.mrr,
+                report.hand.mrr,
                 newest_feedback_at,
                 report.ranker.parameters() if report.ranker else None,
-                report.model_hit,
-                report.hand_hit,
+                report.model.hit,
+                report.hand.hit,
+                report.model.recall,
+                report.hand.recall,
+                report.model.queries,
             )
         return _record(row)
 
@@ -121,6 +160,55 @@ class RankStore:
             )
             if row is not None:
                 await _bump(conn)
+        return _record(row) if row is not None else None
+
+    async def switch_off(self, model_id: str, guard: Guard) -> RankRecord | None:
+        """The serving check's verdict: the model stops serving, with when and why; None
+        when it no longer served (turned off or replaced meanwhile)."""
+        figures = {"model": _stored_figures(guard.model), "hand": _stored_figures(guard.hand)}
+        async with self._pool.acquire() as conn, conn.transaction():
+            await _bump(conn)
+            row = await conn.fetchrow(
+                f"""UPDATE rank_models SET active = false, switched_off_at = $2, guard = $3::jsonb
+                    WHERE model_id = $1 AND active RETURNING {_COLUMNS}""",
+                uuid.UUID(model_id),
+                guard.checked_at,
+                figures,
+            )
+        return _record(row) if row is not None else None
+
+    async def enable(self, scope_id: str | None) -> RankRecord | None:
+        """Serves the scope's model switched off last again, in place of any active one,
+        watched afresh from now; None when the check never switched one off."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await _bump(conn)  # first: orders concurrent activations (see record_fit)
+            target = await conn.fetchval(
+                f"""SELECT model_id FROM rank_models
+                    WHERE {_SAME_SCOPE} AND switched_off_at IS NOT NULL AND NOT active
+                    ORDER BY switched_off_at DESC LIMIT 1""",
+                _scope(scope_id),
+            )
+            if target is None:
+                return None
+            await conn.execute(
+                f"UPDATE rank_models SET active = false WHERE active AND {_SAME_SCOPE}",
+                _scope(scope_id),
+            )
+            row = await conn.fetchrow(
+                f"""UPDATE rank_models SET active = true, watched_since = now(),
+                        switched_off_at = NULL, guard = NULL
+                    WHERE model_id = $1 RETURNING {_COLUMNS}""",
+                target,
+            )
+        return _record(row)
+
+    async def last_switched_off(self, scope_id: str | None) -> RankRecord | None:
+        row = await self._pool.fetchrow(
+            f"""SELECT {_COLUMNS} FROM rank_models
+                WHERE {_SAME_SCOPE} AND switched_off_at IS NOT NULL
+                ORDER BY switched_off_at DESC LIMIT 1""",
+            _scope(scope_id),
+        )
         return _record(row) if row is not None else None
 
     async def active(self) -> list[RankRecord]:

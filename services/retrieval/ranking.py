@@ -1,8 +1,11 @@
 """Fitting, activating and serving learned ranking models (the application side of
-learned_rank): ``vera rank fit|status|off`` arrive here through the API, the background
-fit runs here, and so does the poll that makes a newly activated model serve without a
-restart, and the lookup that lets a snapshot replay with the model it was taken with.
-Storage and the feedback feed are ports (rank_store, feedback_source)."""
+learned_rank): ``vera rank fit|status|off|on`` arrive here through the API; a fit replays
+the queries behind its feedback through the serving path before learned_rank judges the
+model; the background fit runs here, and so do the serving check that switches off a
+model falling behind the hand-set order, the poll that makes a newly activated model serve
+without a restart, and the lookup that lets a snapshot replay with the model it was taken
+with. Storage, the feedback feed and the serving path are ports (rank_store,
+feedback_source, pipeline.Retriever)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from vera.errors import InvalidInput, UnsupportedVersion, VeraError
@@ -22,22 +25,39 @@ from vera.services.retrieval.learned_rank import (
     FeedbackRow,
     FitPolicy,
     FitReport,
+    Guard,
     RankRecord,
+    Replay,
     ServedModel,
+    fell_behind,
     fit,
+    judge,
+    labels,
+    reorder,
 )
+from vera.services.retrieval.model import Result
 
 log = logging.getLogger(__name__)
 
 _ONE_TICK = timedelta(microseconds=1)  # "after" the newest row a fit saw
 # Stored models kept loaded for replays of snapshots taken under a model no longer active.
 _PINNED_MODELS = 16
+# Replays run through the serving path side by side, bounded like a few callers.
+_REPLAYS_AT_ONCE = 4
 
 
 class FeedbackSource(Protocol):
     async def newest(
         self, scope_id: str | None, recorded_after: datetime | None, limit: int
     ) -> list[FeedbackRow]: ...
+
+
+class ServingPath(Protocol):
+    async def candidates(self, scope_id: str, query: str) -> Sequence[Result] | None:
+        """The query's candidates in the hand-set order, as the learned stage would receive
+        them for a pack of ``scope_id``; None when the answer was degraded (no model
+        serves one)."""
+        ...
 
 
 class ModelStore(Protocol):
@@ -57,6 +77,12 @@ class ModelStore(Protocol):
 
     async def model(self, model_id: str) -> RankRecord | None: ...
 
+    async def switch_off(self, model_id: str, guard: Guard) -> RankRecord | None: ...
+
+    async def enable(self, scope_id: str | None) -> RankRecord | None: ...
+
+    async def last_switched_off(self, scope_id: str | None) -> RankRecord | None: ...
+
 
 @dataclass(frozen=True)
 class RankingOptions:
@@ -65,16 +91,23 @@ class RankingOptions:
     poll_seconds: float
     auto_fit_new_feedback: int  # 0: no background fit
     auto_fit_check_seconds: float
+    replay_queries: int  # the most (newest) distinct queries a fit replays
+    guard_check_seconds: float  # 0: no serving check
+    guard_min_queries: int
+    guard_max_queries: int
+    guard_margin: float
 
 
 @dataclass(frozen=True)
 class RankStatus:
     """A scope's ranking: the model that serves, a model stored as active that cannot
-    (its ``not_served`` says why; the hand-set ranking serves), and the last fit."""
+    (its ``not_served`` says why; the hand-set ranking serves), the last fit, and the
+    last model the serving check switched off."""
 
     serving: RankRecord | None
     unservable: RankRecord | None
     last_fit: RankRecord | None
+    switched_off: RankRecord | None = None
 
 
 def parse_scope(scope_id: str) -> str | None:
@@ -102,6 +135,7 @@ class Ranking:
         self,
         store: ModelStore,
         feedback: FeedbackSource,
+        serving_path: ServingPath,
         models: ActiveModels,
         options: RankingOptions,
         *,
@@ -111,6 +145,7 @@ class Ranking:
         gives the contract version while a model id (None: no model) serves."""
         self._store = store
         self._feedback = feedback
+        self._serving_path = serving_path
         self._models = models
         self._options = options
         self._version_for = version_for
@@ -173,35 +208,130 @@ class Ranking:
             raise InvalidInput("max_rows", f"must be 0..{cap}", reason="out_of_range")
         async with self._fitting:
             rows = await self._feedback.newest(scope_id, recorded_after, max_rows or cap)
+            replays = await self.replays(rows, self._options.replay_queries)
             # CPU work (scikit-learn): off the event loop.
-            report = await asyncio.to_thread(fit, rows, self._options.policy)
+            report = await asyncio.to_thread(fit, rows, replays, self._options.policy)
             newest = max((r.recorded_at for r in rows if r.recorded_at), default=None)
             record = await self._store.record_fit(scope_id, report, newest)
             await self.refresh()
         log.info(
-            "rank fit %s: %s (%d rows, out of fold MRR %.4f vs hand-set %.4f, hit@%d %.4f vs %.4f)",
+            "rank fit %s: %s (%d rows, %d queries replayed: MRR@10 %.4f vs hand-set %.4f, "
+            "hit@%d %.4f vs %.4f, recall@10 %.4f vs %.4f)",
             "project" if scope_id else "deployment",
             record.outcome.value,
             record.training_rows,
-            record.model_figure,
-            record.hand_figure,
+            report.model.queries,
+            report.model.mrr,
+            report.hand.mrr,
             HIT_AT,
-            report.model_hit,
-            report.hand_hit,
+            report.model.hit,
+            report.hand.hit,
+            report.model.recall,
+            report.hand.recall,
         )
         return record
+
+    async def replays(self, rows: Sequence[FeedbackRow], most: int) -> list[Replay]:
+        """The newest ``most`` distinct queries of ``rows`` (newest first) with a label,
+        each replayed once through the serving path; a query whose replay fails or is
+        degraded is left out (no model would serve it)."""
+        up = labels(rows)
+        asked: dict[tuple[str, str], str] = {}
+        for row in rows:
+            key = (row.scope_id, row.query_digest)
+            if row.query and row.scope_id and key in up and len(asked) < most:
+                asked.setdefault(key, row.query)
+        gate = asyncio.Semaphore(_REPLAYS_AT_ONCE)
+
+        async def replay(key: tuple[str, str], query: str) -> Replay | None:
+            async with gate:
+                try:
+                    found = await self._serving_path.candidates(key[0], query)
+                except VeraError as exc:
+                    log.info("a replayed query was left out (%s)", exc.reason)
+                    return None
+            return Replay(key[1], tuple(found), up[key]) if found is not None else None
+
+        done = await asyncio.gather(*(replay(key, query) for key, query in asked.items()))
+        return [r for r in done if r is not None]
 
     async def status(self, scope_id: str | None) -> RankStatus:
         active = next((r for r in await self._store.active() if r.scope_id == scope_id), None)
         last = await self._store.last_fit(scope_id)
+        switched = await self._store.last_switched_off(scope_id)
         if active is not None and not active.serves:
-            return RankStatus(None, active, last)
-        return RankStatus(active, None, last)
+            return RankStatus(None, active, last, switched)
+        return RankStatus(active, None, last, switched)
 
     async def off(self, scope_id: str | None) -> RankRecord | None:
         disabled = await self._store.deactivate(scope_id)
         await self.refresh()
         return disabled
+
+    async def on(self, scope_id: str | None) -> RankRecord | None:
+        """Serves again the scope's model the serving check switched off last (an operator
+        overruling it); the check watches it afresh, from feedback recorded from now on."""
+        enabled = await self._store.enable(scope_id)
+        await self.refresh()
+        return enabled
+
+    async def check_serving(self) -> list[RankRecord]:
+        """The serving check, once: each serving model against the hand-set order on the
+        newest queries that received feedback since it started serving, replayed now;
+        one that falls behind by the margin is switched off. Returns those switched off."""
+        options = self._options
+        switched = []
+        for record in await self._store.active():
+            ranker = record.ranker
+            if not record.serves or ranker is None:
+                continue
+            rows = await self._feedback.newest(
+                record.scope_id, record.watched_since, options.max_training_rows
+            )
+            replays = await self.replays(rows, options.guard_max_queries)
+            model = judge(replays, lambda r, m=ranker: reorder(r.candidates, m))
+            hand = judge(replays, lambda r: r.candidates)
+            if model.queries < options.guard_min_queries:
+                continue
+            if not fell_behind(model, hand, options.guard_margin):
+                continue
+            off = await self._store.switch_off(
+                record.model_id, Guard(model, hand, datetime.now(UTC))
+            )
+            if off is not None:
+                switched.append(off)
+                log.warning(
+                    "rank model %s switched off: behind the hand-set order on %d queries "
+                    "(MRR@10 %.4f vs %.4f, hit@%d %.4f vs %.4f, recall@10 %.4f vs %.4f)",
+                    record.model_id,
+                    model.queries,
+                    model.mrr,
+                    hand.mrr,
+                    HIT_AT,
+                    model.hit,
+                    hand.hit,
+                    model.recall,
+                    hand.recall,
+                )
+        if switched:
+            await self.refresh()
+        return switched
+
+    async def guard(self, in_charge: Callable[[], bool] = lambda: True) -> None:
+        """Runs the serving check every ``guard_check_seconds`` in the replica in charge
+        (0: never)."""
+        if self._options.guard_check_seconds <= 0:
+            return
+        while True:
+            await asyncio.sleep(self._options.guard_check_seconds)
+            if not in_charge():
+                continue
+            try:
+                await self.check_serving()
+            except VeraError as exc:
+                log.warning("serving check of the ranking models skipped (%s)", exc.reason)
+            except Exception:
+                log.exception("serving check of the ranking models failed")
 
     async def refresh(self) -> None:
         """Loads the active models and swaps them in whole."""

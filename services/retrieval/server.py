@@ -135,26 +135,6 @@ async def create(
             loaded_position=loaded_position,
         )
         learned = ActiveModels()
-        ranking = Ranking(
-            RankStore(pool),
-            KnowledgeFeedbackSource(
-                channel, max_rows_per_principal=rs.rank.max_rows_per_principal
-            ),
-            learned,
-            RankingOptions(
-                policy=FitPolicy(
-                    min_rows=rs.rank.min_feedback_rows,
-                    min_packs=rs.rank.min_packs,
-                    min_gain=rs.rank.min_gain,
-                ),
-                max_training_rows=rs.rank.max_training_rows,
-                poll_seconds=rs.rank.poll_seconds,
-                auto_fit_new_feedback=rs.rank.auto_fit_new_feedback,
-                auto_fit_check_seconds=rs.rank.auto_fit_check_seconds,
-            ),
-            version_for=lambda model_id: assembler_version(rs, rank_model=model_id),
-        )
-        await ranking.refresh()
         retriever = Retriever(
             embedder,
             vectors,
@@ -166,6 +146,32 @@ async def create(
             assembler_version=assembler_version(rs),
             learned=learned,
         )
+        ranking = Ranking(
+            RankStore(pool),
+            KnowledgeFeedbackSource(
+                channel, max_rows_per_principal=rs.rank.max_rows_per_principal
+            ),
+            retriever,
+            learned,
+            RankingOptions(
+                policy=FitPolicy(
+                    min_rows=rs.rank.min_feedback_rows,
+                    min_packs=rs.rank.min_packs,
+                    min_gain=rs.rank.min_gain,
+                ),
+                max_training_rows=rs.rank.max_training_rows,
+                poll_seconds=rs.rank.poll_seconds,
+                auto_fit_new_feedback=rs.rank.auto_fit_new_feedback,
+                auto_fit_check_seconds=rs.rank.auto_fit_check_seconds,
+                replay_queries=rs.rank.replay_queries,
+                guard_check_seconds=rs.rank.guard_check_seconds,
+                guard_min_queries=rs.rank.guard_min_queries,
+                guard_max_queries=rs.rank.guard_max_queries,
+                guard_margin=rs.rank.guard_margin,
+            ),
+            version_for=lambda model_id: assembler_version(rs, rank_model=model_id),
+        )
+        await ranking.refresh()
         running = create_server(
             [
                 ServiceBinding(
@@ -185,7 +191,8 @@ async def create(
                 await tailer
 
         cleanups.append(stop_tailer)
-        for loop in (ranking.watch(), ranking.auto_fit(lambda: indexer.writing)):
+        in_charge = lambda: indexer.writing  # noqa: E731
+        for loop in (ranking.watch(), ranking.auto_fit(in_charge), ranking.guard(in_charge)):
             cleanups.append(_stopper(asyncio.create_task(loop, name="retrieval-ranking")))
         if rs.memory_snapshot_seconds > 0:
             snapshots = lexical.keep_snapshots(rs.memory_snapshot_seconds)
@@ -228,7 +235,8 @@ def _shared_snapshot(settings: Settings, pool: asyncpg.Pool) -> SharedSnapshot |
     if rs.snapshot_signing_key is None:
         raise ConfigError(
             "VERA_RETRIEVAL__SNAPSHOT_SIGNING_KEY: required with"
-            " VERA_RETRIEVAL__SHARE_MEMORY_SNAPSHOT (each shared copy is signed with it)")
+            " VERA_RETRIEVAL__SHARE_MEMORY_SNAPSHOT (each shared copy is signed with it)"
+        )
     return SharedSnapshot(pool, rs.snapshot_signing_key.get_secret_value().encode())
 
 

@@ -171,6 +171,17 @@ class RankSettings(BaseModel):
     # unattended activation changes every tenant's ranking and would undo a `vera rank off`.
     auto_fit_new_feedback: int = Field(0, ge=0)
     auto_fit_check_seconds: float = Field(60.0, gt=0)
+    # A fit replays at most this many (newest) distinct queries of its feedback through
+    # the serving path to judge its model (learned_rank's activation rule).
+    replay_queries: int = Field(500, ge=2)
+    # The serving check: every guard_check_seconds (0: never) each serving model is
+    # replayed against the hand-set order on the newest guard_max_queries queries that
+    # received feedback since it started serving; once there are guard_min_queries, a
+    # model behind by more than guard_margin at hit@5, recall@10 or MRR@10 is switched off.
+    guard_check_seconds: float = Field(600.0, ge=0)
+    guard_min_queries: int = Field(20, ge=1)
+    guard_max_queries: int = Field(100, ge=1)
+    guard_margin: float = Field(0.02, ge=0)
 
 
 EmbeddingPrecision = Literal["int8", "float32"]

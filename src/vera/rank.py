@@ -1,12 +1,15 @@
-"""`vera rank fit|status|off`: the learned ranking stage's operator commands, a thin client
-of the retrieval service (FitRankModel, GetRankStatus, DisableRankModel).
+"""`vera rank fit|status|off|on`: the learned ranking stage's operator commands, a thin
+client of the retrieval service (FitRankModel, GetRankStatus, DisableRankModel,
+EnableRankModel).
 
 The deployment-wide model is the default (``--all``); ``--project`` names a project (slug
 or id) the local principal reads, resolved through identity. A fit trains only on
-result-level feedback whose signal vector the server produced, and activates its model
-only when, out of fold, it is no worse than the hand-set ranking at the top (hit@5) and
-beats its MRR (learned_rank.verdict); ``status`` says what serves and why, including a
-model stored as active that this release cannot serve.
+result-level feedback whose signal vector the server produced, replays the feedback's
+queries through the serving path and activates its model only when, out of fold, it is no
+worse than the hand-set ranking at hit@5 and recall@10 and beats its MRR@10
+(learned_rank.verdict); ``status`` says what serves and why, with those replayed figures,
+a model stored as active that this release cannot serve, and a model the serving check
+switched off for falling behind the hand-set ranking (``on`` serves it again).
 Exit codes: 0 done (also a fit that did not activate), 1 the stack could not be reached
 or failed, 2 refused.
 """
@@ -34,6 +37,7 @@ OUTCOMES = {
     retrieval_pb2.RANK_FIT_OUTCOME_ONE_SIDED_FEEDBACK: "one_sided_feedback",
     retrieval_pb2.RANK_FIT_OUTCOME_NOT_BETTER: "not_better",
     retrieval_pb2.RANK_FIT_OUTCOME_WORSE_AT_TOP: "worse_at_top",
+    retrieval_pb2.RANK_FIT_OUTCOME_WORSE_AT_RECALL: "worse_at_recall",
 }
 NOT_SERVED = {
     retrieval_pb2.RANK_NOT_SERVED_REASON_FITTED_ON_OTHER_FEATURES: "fitted_on_other_features",
@@ -41,16 +45,17 @@ NOT_SERVED = {
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    rank = commands.add_parser("rank", help="the learned ranking stage: fit, status, off")
+    rank = commands.add_parser("rank", help="the learned ranking stage: fit, status, off, on")
     sub = rank.add_subparsers(dest="rank_command", required=True)
     for name, help_text in (
         (
             "fit",
-            "train on recorded feedback; activate only if, out of fold, it is no worse than the"
-            " hand-set ranking at hit@5 and beats its MRR",
+            "train on recorded feedback; activate only if, replayed out of fold, it is no worse"
+            " than the hand-set ranking at hit@5 and recall@10 and beats its MRR@10",
         ),
-        ("status", "the active model and the last fit, with their out-of-fold figures"),
+        ("status", "the active model and the last fit, with their replayed figures"),
         ("off", "deactivate the model: the hand-set ranking serves the next call"),
+        ("on", "serve again the model the serving check switched off last"),
     ):
         command = sub.add_parser(name, help=help_text)
         scope = command.add_mutually_exclusive_group()
@@ -75,6 +80,23 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             )
 
 
+def _figures_of(figures: retrieval_pb2.RankFigures) -> dict[str, Any]:
+    return {
+        "queries": figures.queries,
+        "hit": figures.hit,
+        "recall": figures.recall,
+        "mrr": figures.mrr,
+    }
+
+
+def _guard(guard: retrieval_pb2.RankGuard) -> dict[str, Any]:
+    return {
+        "at": guard.switched_off_time.ToDatetime().isoformat() + "Z",
+        "model": _figures_of(guard.model),
+        "hand": _figures_of(guard.hand),
+    }
+
+
 def _model(model: retrieval_pb2.RankModel, present: bool) -> dict[str, Any] | None:
     if not present:
         return None
@@ -94,6 +116,11 @@ def _model(model: retrieval_pb2.RankModel, present: bool) -> dict[str, Any] | No
         "hit_at": model.hit_at,
         "model_hit": model.model_hit if model.HasField("model_hit") else None,
         "hand_hit": model.hand_hit if model.HasField("hand_hit") else None,
+        "model_recall": model.model_recall if model.HasField("model_recall") else None,
+        "hand_recall": model.hand_recall if model.HasField("hand_recall") else None,
+        "cut": model.cut,
+        "replayed_queries": model.replayed_queries,
+        "switched_off": _guard(model.switched_off) if model.HasField("switched_off") else None,
         "not_served": NOT_SERVED.get(model.not_served_reason),
         "trained_at": model.trained_at.ToDatetime().isoformat() + "Z",
         "assembler_version": model.assembler_version,
@@ -182,6 +209,21 @@ async def status(settings: Settings, *, project: str | None = None) -> dict[str,
         "active": _model(response.active, response.HasField("active")),
         "unservable": _model(response.unservable, response.HasField("unservable")),
         "last_fit": _model(response.last_fit, response.HasField("last_fit")),
+        "switched_off": _model(response.switched_off, response.HasField("switched_off")),
+        "assembler_version": response.assembler_version,
+    }
+
+
+async def on(settings: Settings, *, project: str | None = None) -> dict[str, Any]:
+    async with _Stack(settings) as stack:
+        scope = await stack.scope(project)
+        response = await stack.retrieval.EnableRankModel(
+            retrieval_pb2.EnableRankModelRequest(scope_id=scope)
+        )
+    return {
+        "scope": "project" if scope else "deployment",
+        "project_id": scope,
+        "enabled": _model(response.enabled, response.HasField("enabled")),
         "assembler_version": response.assembler_version,
     }
 
@@ -201,16 +243,34 @@ async def off(settings: Settings, *, project: str | None = None) -> dict[str, An
 
 
 def _figures(model: dict[str, Any]) -> str:
-    hit = (
-        f", hit@{model['hit_at']} {model['model_hit']:.4f} vs {model['hand_hit']:.4f}"
-        if model["model_hit"] is not None and model["hand_hit"] is not None
-        else ""
-    )
+    trained = f"{model['training_rows']} rows, {model['training_queries']} queries"
+    if model["model_recall"] is None:
+        # A fit from before replay judging: its figures are over the labelled packs only.
+        hit = (
+            f", hit@{model['hit_at']} {model['model_hit']:.4f} vs {model['hand_hit']:.4f}"
+            if model["model_hit"] is not None and model["hand_hit"] is not None
+            else ""
+        )
+        return (
+            f"{trained}, labelled-pack {model['metric']} {model['model_figure']:.4f} vs "
+            f"hand-set {model['hand_figure']:.4f}{hit} over {model['evaluated_packs']} packs "
+            f"(not replayed), trained {model['trained_at']}"
+        )
     return (
-        f"{model['training_rows']} rows, {model['training_queries']} queries, "
-        f"out-of-fold {model['metric']} {model['model_figure']:.4f} vs hand-set "
-        f"{model['hand_figure']:.4f}{hit} over {model['evaluated_packs']} packs, "
-        f"trained {model['trained_at']}"
+        f"{trained}; replayed out of fold on {model['replayed_queries']} queries, model vs "
+        f"hand-set: hit@{model['hit_at']} {model['model_hit']:.4f} vs "
+        f"{model['hand_hit']:.4f}, recall@{model['cut']} {model['model_recall']:.4f} vs "
+        f"{model['hand_recall']:.4f}, mrr@{model['cut']} {model['model_figure']:.4f} vs "
+        f"{model['hand_figure']:.4f}; trained {model['trained_at']}"
+    )
+
+
+def _check(guard: dict[str, Any], hit_at: int, cut: int) -> str:
+    m, h = guard["model"], guard["hand"]
+    return (
+        f"on {m['queries']} queries with later feedback, model vs hand-set: "
+        f"hit@{hit_at} {m['hit']:.4f} vs {h['hit']:.4f}, recall@{cut} {m['recall']:.4f} vs "
+        f"{h['recall']:.4f}, mrr@{cut} {m['mrr']:.4f} vs {h['mrr']:.4f}"
     )
 
 
@@ -230,6 +290,14 @@ def _summary(command: str, result: dict[str, Any]) -> str:
             if gone
             else f"{where}: no model was active; the hand-set ranking serves"
         )
+    if command == "on":
+        back = result["enabled"]
+        return (
+            f"{where}: model {back['model_id']} serves again; the serving check watches it "
+            "from now on"
+            if back
+            else f"{where}: the serving check switched no model off; nothing changed"
+        )
     active, last = result["active"], result["last_fit"]
     lines = [
         f"{where}: "
@@ -243,6 +311,13 @@ def _summary(command: str, result: dict[str, Any]) -> str:
         lines.append(
             f"  model {stuck['model_id']} is stored as active but cannot serve "
             f"({stuck['not_served']}): a fit that activates replaces it, `vera rank off` clears it"
+        )
+    if (off := result["switched_off"]) and not (active and active["model_id"] == off["model_id"]):
+        lines.append(
+            f"  model {off['model_id']} was switched off {off['switched_off']['at']} by the "
+            f"serving check, behind the hand-set ranking "
+            f"{_check(off['switched_off'], off['hit_at'], off['cut'])}; `vera rank on` "
+            "serves it again"
         )
     if last and (not active or last["model_id"] != active["model_id"]):
         lines.append(f"  last fit {last['model_id']}: {last['outcome']}; {_figures(last)}")
@@ -263,6 +338,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             )
         elif command == "status":
             result = asyncio.run(status(settings, project=project))
+        elif command == "on":
+            result = asyncio.run(on(settings, project=project))
         else:
             result = asyncio.run(off(settings, project=project))
     except VeraError as exc:

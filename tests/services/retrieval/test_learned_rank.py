@@ -1,7 +1,10 @@
-"""The learned ranking stage on synthetic feedback: the activation rule (too little,
-one-sided, losing, losing at the top, winning), the stored parameters, that the stage only
-reorders what the pipeline found, within the scopes it was asked for, and (through the
-real service) that a stored model fitted on other features never serves."""
+"""The learned ranking stage on synthetic feedback: the cause of issue 30 (position-biased
+feedback taught "lower is better", applied to the whole candidate list), the judged
+prefix and window that keep it out, the activation rule judged on replayed orders (too
+little, one-sided, losing, worse at the top or at recall, winning), the stored
+parameters, that the stage only reorders what the pipeline found, within the scopes it was
+asked for, the serving check that switches a model off, and (through the real service)
+that a stored model fitted on other features never serves."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import random
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 from test_retrieval_pipeline import CONTRACT, NOW, SCOPE, FakeEmbedder, fact, harness, keys
 from test_retrieval_service import FACTS_A, SCOPE_A, fake_knowledge
@@ -26,29 +30,34 @@ from vera.services.retrieval.learned_rank import (
     FEATURES,
     ActiveModels,
     FeedbackRow,
+    Figures,
     FitOutcome,
     FitPolicy,
     FitReport,
     LinearRanker,
     RankRecord,
+    Replay,
     ServedModel,
 )
-from vera.services.retrieval.model import Filters, RetrievalMode
+from vera.services.retrieval.model import Filters, Result, RetrievalMode
 from vera.services.retrieval.pipeline import Retriever
 from vera.services.retrieval.rank_store import RankStore
 from vera.services.retrieval.ranking import Ranking, RankingOptions
 
 POLICY = FitPolicy(min_rows=20, min_packs=5, min_gain=0.01)
+PROJECT = "00000000-0000-4000-8000-0000000000cc"
 
 
 def pack_rows(
     packs: int, up_at: int, *, size: int = 5, marked: bool = True, seed: int = 7
 ) -> list[FeedbackRow]:
-    """``packs`` packs of ``size`` results; the ``up`` is the one at hand-set rank ``up_at``
-    and (when ``marked``) the only result whose subject the query names."""
+    """``packs`` packs of ``size`` results, every one judged; the ``up`` is the one at
+    hand-set rank ``up_at`` and (when ``marked``) the only result whose subject the query
+    names. Two packs per question; a result is fact ``<question>-<rank>``."""
     rng = random.Random(seed)
     rows = []
     for p in range(packs):
+        question = f"q-{p % (packs // 2 or 1)}"
         for rank in range(1, size + 1):
             up = rank == up_at
             signals = {
@@ -64,116 +73,249 @@ def pack_rows(
             }
             rows.append(
                 FeedbackRow(
-                    f"pack-{p}", f"q-{p % (packs // 2 or 1)}", rank, "up" if up else "down", signals
+                    f"pack-{p}",
+                    question,
+                    rank,
+                    "up" if up else "down",
+                    signals,
+                    query=f"question {question}",
+                    scope_id=PROJECT,
+                    fact_key=f"{question}-{rank}",
                 )
             )
     return rows
 
 
+def result(key: str, signals: dict[str, float]) -> Result:
+    return Result(fact(key), signals.get("final", 0.0), 0, f"{key}-v1", dict(signals))
+
+
+def candidates_of(rows: list[FeedbackRow]) -> dict[tuple[str, str], list[Result]]:
+    """(scope, query) -> its candidates in the hand-set order, as the serving path gives
+    them: one result per fact the question's packs showed (their signals)."""
+    found: dict[tuple[str, str], dict[str, Result]] = {}
+    for row in rows:
+        found.setdefault((row.scope_id, row.query), {}).setdefault(
+            row.fact_key, result(row.fact_key, dict(row.signals))
+        )
+    return {
+        key: sorted(results.values(), key=lambda r: learned_rank.hand_rank(r.signals))
+        for key, results in found.items()
+    }
+
+
+def replays_of(rows: list[FeedbackRow]) -> list[Replay]:
+    up = learned_rank.labels(rows)
+    digests = {(r.scope_id, r.query): r.query_digest for r in rows}
+    return [
+        Replay(digests[key], tuple(found), up[(key[0], digests[key])])
+        for key, found in candidates_of(rows).items()
+    ]
+
+
+def fit(rows: list[FeedbackRow], policy: FitPolicy = POLICY) -> FitReport:
+    return learned_rank.fit(rows, replays_of(rows), policy)
+
+
 def test_too_little_feedback_leaves_the_hand_set_ranking():
-    report = learned_rank.fit(pack_rows(2, up_at=3), POLICY)
+    report = fit(pack_rows(2, up_at=3))
     assert report.outcome is FitOutcome.TOO_LITTLE_FEEDBACK
     assert (report.training_rows, report.evaluated_packs) == (10, 2)
     assert report.ranker is None and not report.activate
 
 
 def test_one_sided_feedback_leaves_the_hand_set_ranking():
-    rows = [
-        FeedbackRow(r.pack_id, r.query_digest, r.rank, "up", r.signals)
-        for r in pack_rows(10, up_at=3)
-    ]
-    report = learned_rank.fit(rows, POLICY)
+    rows = [replace(r, signal="up") for r in pack_rows(10, up_at=3)]
+    report = fit(rows)
     assert report.outcome is FitOutcome.ONE_SIDED_FEEDBACK
     assert report.ranker is None and not report.activate
 
 
 def test_a_model_that_cannot_beat_the_hand_set_order_is_not_activated():
     # The hand-set order already puts every accepted result first: nothing to gain.
-    report = learned_rank.fit(pack_rows(20, up_at=1, marked=False), POLICY)
+    report = fit(pack_rows(20, up_at=1, marked=False))
     assert report.outcome is FitOutcome.NOT_BETTER
-    assert report.hand_figure == pytest.approx(1.0)
-    assert report.model_figure <= report.hand_figure + POLICY.min_gain
+    assert report.hand.mrr == pytest.approx(1.0)
+    assert report.model.mrr <= report.hand.mrr + POLICY.min_gain
     assert report.ranker is not None and not report.activate
 
 
-def test_a_model_that_wins_out_of_fold_is_activated():
-    report = learned_rank.fit(pack_rows(20, up_at=4), POLICY)
+def test_a_model_that_wins_on_the_replayed_orders_is_activated():
+    report = fit(pack_rows(20, up_at=4))
     assert report.outcome is FitOutcome.ACTIVATED and report.activate
-    assert report.hand_figure == pytest.approx(0.25)  # the up is 4th of 5 labelled results
-    assert report.model_figure > report.hand_figure + POLICY.min_gain
+    assert report.hand.mrr == pytest.approx(0.25)  # the up is 4th of the 5 candidates
+    assert report.model.mrr > report.hand.mrr + POLICY.min_gain
     assert (report.training_rows, report.training_queries, report.evaluated_packs) == (100, 10, 20)
-    assert report.model_hit == report.hand_hit == pytest.approx(1.0)  # 5 labelled: all "top"
+    assert report.model.queries == report.hand.queries == 10  # each question once
+    assert report.model.hit == report.hand.hit == pytest.approx(1.0)
+    assert report.ranker is not None and report.ranker.window == 5  # the judged depth
 
 
-def lifted_and_pushed_rows(lifted: int, pushed: int, plain: int) -> list[FeedbackRow]:
-    """Three kinds of pack, one question each. ``lifted``: the up is 8th of 10 and the only
-    result whose subject the query names; ``pushed``: the up is 5th of 6 and the 6th, a
-    down, is the named one; ``plain``: the up is first. A model that learns "named first"
-    lifts the first kind's up to the top (a big MRR gain) and pushes the second kind's out
-    of the top five (a small MRR loss, a lost hit each)."""
+# --- the cause of issue 30, and what keeps it out -----------------------------------------
+
+
+def biased_feedback(questions: int = 40, shown: int = 10, pool: int = 30, seed: int = 3):
+    """What the issue's careful user did, on candidates whose scores carry no more than
+    the hand-set order does: each question has 30 candidates, 3 of them relevant (placed
+    anywhere in the top 20); a pack shows the top 10, and the user marks ``up`` every
+    relevant result shown and ``down`` the non-relevant among the top 3 only."""
+    rng = random.Random(seed)
     rows = []
-    kinds = ["lifted"] * lifted + ["pushed"] * pushed + ["plain"] * plain
-    for p, kind in enumerate(kinds):
-        up_at, named, size = {"lifted": (8, 8, 10), "pushed": (5, 6, 6), "plain": (1, 0, 10)}[kind]
-        for rank in range(1, size + 1):
+    candidates: dict[tuple[str, str], list[Result]] = {}
+    for q in range(questions):
+        relevant = set(rng.sample(range(1, 21), 3))
+        results = []
+        for rank in range(1, pool + 1):
             signals = {
-                "fused": 0.5,
-                "final": 0.5,
+                "dense": rng.uniform(0.3, 0.6),
+                "lexical": rng.uniform(0.0, 1.0),
+                "fused": 1.0 - rank * 0.02,
+                "final": 1.0 - rank * 0.02,
                 "boost": 1.0,
                 "trust_tier": 1.0,
                 "authority": 0.8,
-                "entity": 1.0 if rank == named else 0.0,
                 "hand_rank": float(rank),
             }
-            signal = "up" if rank == up_at else "down"
-            rows.append(FeedbackRow(f"pack-{p}", f"q-{p}", rank, signal, signals))
-    return rows
+            if rank <= 20:  # the rerank stage's short list
+                signals["rerank"] = 1.0 - rank * 0.03
+            key = f"q{q}-f{rank}"
+            results.append(result(key, signals))
+            if rank > shown or (rank not in relevant and rank > 3):
+                continue
+            signal = "up" if rank in relevant else "down"
+            rows.append(
+                FeedbackRow(
+                    f"pack-{q}", f"d{q}", rank, signal, signals, None, f"question {q}", PROJECT, key
+                )
+            )
+        candidates[(PROJECT, f"question {q}")] = results
+    up = learned_rank.labels(rows)
+    replays = [
+        Replay(f"d{q}", tuple(candidates[(PROJECT, f"question {q}")]), up[(PROJECT, f"d{q}")])
+        for q in range(questions)
+        if (PROJECT, f"d{q}") in up
+    ]
+    return rows, replays, candidates
 
 
-def test_a_model_that_wins_on_mrr_but_loses_at_the_top_is_not_activated():
-    report = learned_rank.fit(lifted_and_pushed_rows(4, 8, 8), POLICY)
-    # Better on MRR by far more than the minimum gain: the old rule would have served it.
-    assert report.model_figure > report.hand_figure + POLICY.min_gain
-    # But fewer questions get their accepted result in the top five.
-    assert report.model_hit < report.hand_hit
-    assert report.outcome is FitOutcome.WORSE_AT_TOP and not report.activate
-    assert report.ranker is not None
+def test_the_cause_pairs_from_position_biased_feedback_teach_lower_is_better():
+    """The stage as it was: every (up, down) pair of a pack, a model free to reorder the
+    whole candidate list. The pairs say "lower in the hand-set order is better" (every
+    ``down`` sits in the top 3, ``up``s reach rank 10), so the model lifts the candidates
+    nobody judged, from below the page, into the top: hit@5 and recall@10 drop."""
+    from sklearn.linear_model import LogisticRegression
+
+    rows, replays, _ = biased_feedback()
+    matrix = np.array([learned_rank.features(r.signals) for r in rows])
+    x, y = learned_rank.pairs(matrix, rows, range(len(rows)))
+    old = LogisticRegression(fit_intercept=False).fit(x, y)
+    assert old.coef_[0][FEATURES.index("final")] < 0  # the hand-set score, learned backwards
+    whole_list = LinearRanker(
+        "old",
+        FEATURES,
+        (0.0,) * len(FEATURES),
+        (1.0,) * len(FEATURES),
+        tuple(old.coef_[0]),
+        0.0,
+        window=30,
+    )
+    served = learned_rank.judge(replays, lambda r: learned_rank.reorder(r.candidates, whole_list))
+    hand = learned_rank.judge(replays, lambda r: r.candidates)
+    assert served.hit < hand.hit and served.recall < hand.recall
+    promoted = [
+        r
+        for rp in replays
+        for r in learned_rank.reorder(rp.candidates, whole_list)[:10]
+        if r.signals["hand_rank"] > 10
+    ]
+    assert promoted  # results from below the page the user saw, on the page
+    assert learned_rank.verdict(served, hand, 0.0) is FitOutcome.WORSE_AT_TOP
 
 
-def test_the_out_of_fold_figures_count_each_question_once():
-    # One question asked in three packs (its up 1st each time), another in one pack (its
-    # up 6th): per pack the hit@5 would be 3/4, per question it is 1/2.
-    rows = []
-    for pack, (query, up_at) in enumerate([("a", 1), ("a", 1), ("a", 1), ("b", 6)]):
-        for rank in range(1, 7):
-            signal = "up" if rank == up_at else "down"
-            rows.append(FeedbackRow(f"p{pack}", query, rank, signal, {"hand_rank": float(rank)}))
-    packs = {f"p{n}": [i for i, r in enumerate(rows) if r.pack_id == f"p{n}"] for n in range(4)}
-    hand = learned_rank.evaluate(rows, packs, [-r.rank for r in rows])
-    assert hand.hit == pytest.approx(0.5) and learned_rank.HIT_AT == 5
-    assert hand.mrr == pytest.approx((1.0 + 1 / 6) / 2)
-    # The order scored is the one judged: the reverse puts b's up first, a's last.
-    reverse = learned_rank.evaluate(rows, packs, [r.rank for r in rows])
-    assert (reverse.hit, reverse.mrr) == (pytest.approx(0.5), pytest.approx((1 / 6 + 1.0) / 2))
+def test_the_fix_learns_only_inside_the_judged_prefix_and_never_makes_it_worse():
+    rows, replays, _ = biased_feedback()
+    judged = learned_rank.judged_prefix(rows, range(len(rows)))
+    assert judged and max(rows[i].rank for i in judged) < 10
+    report = learned_rank.fit(rows, replays, FitPolicy(min_rows=20, min_packs=5, min_gain=0.0))
+    assert report.ranker is not None and "hand_rank" not in FEATURES
+    window = report.ranker.window
+    assert window == max(rows[i].rank for i in judged)
+    # It reorders the top of the hand-set order only: below its window nothing moves.
+    for replay in replays:
+        served = learned_rank.reorder(replay.candidates, report.ranker)
+        assert served[window:] == list(replay.candidates[window:])
+        assert {r.fact.fact_key for r in served[:window]} == {
+            r.fact.fact_key for r in replay.candidates[:window]
+        }
+    # And whatever the rule decides, it never serves an order worse at the top or recall.
+    if report.activate:
+        assert report.model.hit >= report.hand.hit and report.model.recall >= report.hand.recall
+    else:
+        assert report.outcome in (
+            FitOutcome.NOT_BETTER,
+            FitOutcome.WORSE_AT_TOP,
+            FitOutcome.WORSE_AT_RECALL,
+        )
+
+
+def test_the_judged_prefix_stops_at_the_first_result_without_feedback():
+    signals = {"final": 0.5, "hand_rank": 1.0}
+    rows = [
+        FeedbackRow("p", "q", rank, signal, signals)
+        for rank, signal in ((1, "down"), (2, "up"), (3, "down"), (5, "up"), (7, "up"))
+    ]
+    assert [rows[i].rank for i in learned_rank.judged_prefix(rows, range(5))] == [1, 2, 3]
+
+
+def test_judge_scores_the_served_top_on_up_labels_only():
+    found = tuple(result(k, {"hand_rank": float(n)}) for n, k in enumerate("abcdefghijkl", 1))
+    replay = Replay("q", found, frozenset({"c", "k"}))  # k is 11th: outside the cut
+    hand = learned_rank.judge([replay], lambda r: r.candidates)
+    assert (hand.queries, hand.hit, hand.recall, hand.mrr) == (1, 1.0, 0.5, pytest.approx(1 / 3))
+    # An order that drops c below the cut and brings k to 6th: a down/unjudged first
+    # result is no win, the hit is lost, recall is unchanged.
+    moved = learned_rank.judge([replay], lambda r: [*r.candidates[3:8], r.candidates[10]])
+    assert (moved.hit, moved.recall, moved.mrr) == (0.0, 0.5, pytest.approx(1 / 6))
+    assert learned_rank.judge([Replay("q", found, frozenset())], lambda r: found) == Figures()
+
+
+def test_the_rule_refuses_worse_at_hit_or_recall_and_wants_a_gain_in_mrr():
+    hand = Figures(10, 0.8, 0.6, 0.5)
+    verdict = learned_rank.verdict
+    assert verdict(Figures(10, 0.7, 0.9, 0.9), hand, 0.01) is FitOutcome.WORSE_AT_TOP
+    assert verdict(Figures(10, 0.8, 0.5, 0.9), hand, 0.01) is FitOutcome.WORSE_AT_RECALL
+    assert verdict(Figures(10, 0.8, 0.6, 0.505), hand, 0.01) is FitOutcome.NOT_BETTER
+    assert verdict(Figures(10, 0.8, 0.6, 0.52), hand, 0.01) is FitOutcome.ACTIVATED
+
+
+def test_the_serving_check_rule_is_a_margin_on_any_figure():
+    hand = Figures(30, 0.8, 0.6, 0.5)
+    assert not learned_rank.fell_behind(Figures(30, 0.79, 0.59, 0.49), hand, 0.02)
+    assert learned_rank.fell_behind(Figures(30, 0.8, 0.6, 0.47), hand, 0.02)
+    assert learned_rank.fell_behind(Figures(30, 0.7, 0.6, 0.6), hand, 0.02)
 
 
 def test_rows_without_a_signal_vector_are_not_training_data():
-    rows = pack_rows(20, up_at=4)
-    blank = [FeedbackRow(r.pack_id, r.query_digest, r.rank, r.signal, {}) for r in rows]
-    report = learned_rank.fit(blank, POLICY)
+    blank = [replace(r, signals={}) for r in pack_rows(20, up_at=4)]
+    report = fit(blank)
     assert report.outcome is FitOutcome.TOO_LITTLE_FEEDBACK and report.training_rows == 0
 
 
 def test_parameters_round_trip_and_foreign_features_are_refused():
-    ranker = learned_rank.fit(pack_rows(20, up_at=4), POLICY).ranker
+    ranker = fit(pack_rows(20, up_at=4)).ranker
     assert ranker is not None
     again = LinearRanker.from_parameters(ranker.model_id, ranker.parameters())
+    assert again == ranker
     signals = pack_rows(1, up_at=4)[0].signals
     assert again.score(signals) == pytest.approx(ranker.score(signals))
     assert 0.0 < again.score(signals) < 1.0
-    foreign = {**ranker.parameters(), "features": [*FEATURES, "text_length"]}
+    foreign = {**ranker.parameters(), "features": [*FEATURES, "hand_rank_inverse"]}
     with pytest.raises(ValueError):
         LinearRanker.from_parameters(ranker.model_id, foreign)
+    # A model from before the window (free to reorder every candidate) never serves.
+    unbounded = {k: v for k, v in ranker.parameters().items() if k != "window"}
+    with pytest.raises(ValueError):
+        LinearRanker.from_parameters(ranker.model_id, unbounded)
 
 
 def learned_retriever(h, models: ActiveModels, embedder) -> Retriever:
@@ -278,11 +420,12 @@ class MemoryStore:
             training_rows=report.training_rows,
             training_queries=report.training_queries,
             evaluated_packs=report.evaluated_packs,
-            model_figure=report.model_figure,
-            hand_figure=report.hand_figure,
+            model_figure=report.model.mrr,
+            hand_figure=report.hand.mrr,
             trained_at=datetime.now(UTC),
             newest_feedback_at=newest_feedback_at,
             ranker=report.ranker,
+            watched_since=datetime.now(UTC) if report.activate else None,
         )
         self.records.append(record)
         return record
@@ -313,6 +456,34 @@ class MemoryStore:
     async def model(self, model_id):
         return next((r for r in self.records if r.model_id == model_id), None)
 
+    async def switch_off(self, model_id, guard):
+        hit = next((r for r in self.records if r.active and r.model_id == model_id), None)
+        if hit is None:
+            return None
+        off = replace(hit, active=False, switched_off=guard)
+        self.records = [off if r is hit else r for r in self.records]
+        self.bumps += 1
+        return off
+
+    async def enable(self, scope_id):
+        off = await self.last_switched_off(scope_id)
+        if off is None:
+            return None
+        back = replace(off, active=True, switched_off=None, watched_since=datetime.now(UTC))
+        self.records = [
+            back if r is off else replace(r, active=False) if r.scope_id == scope_id else r
+            for r in self.records
+        ]
+        self.bumps += 1
+        return back
+
+    async def last_switched_off(self, scope_id):
+        return max(
+            (r for r in self.records if r.scope_id == scope_id and r.switched_off),
+            key=lambda r: r.switched_off.checked_at,
+            default=None,
+        )
+
 
 class ArrivingFeedback:
     """Feedback rows that arrive over time, newest first, each with its time."""
@@ -332,17 +503,37 @@ class ArrivingFeedback:
         ]
 
 
-def ranking_over(store, feedback, models, **options) -> Ranking:
+class ServingPath:
+    """ranking.ServingPath over the candidates the feedback's packs showed (the real one
+    is pipeline.Retriever, exercised through the stack in tests/isolation); ``candidates``
+    may be swapped to what the index holds later."""
+
+    def __init__(self, feedback: ArrivingFeedback) -> None:
+        self.feedback = feedback
+        self.replayed = 0
+
+    async def candidates(self, scope_id, query):
+        self.replayed += 1
+        return candidates_of(self.feedback.rows).get((scope_id, query))
+
+
+def ranking_over(store, feedback, models, path=None, **options) -> Ranking:
     defaults = dict(
         policy=POLICY,
         max_training_rows=1000,
         poll_seconds=0.01,
         auto_fit_new_feedback=60,
         auto_fit_check_seconds=0.01,
+        replay_queries=500,
+        guard_check_seconds=0,
+        guard_min_queries=5,
+        guard_max_queries=100,
+        guard_margin=0.02,
     )
     return Ranking(
         store,
         feedback,
+        path or ServingPath(feedback),
         models,
         RankingOptions(**{**defaults, **options}),
         version_for=lambda model_id: f"v-{model_id}",
@@ -490,15 +681,15 @@ async def test_a_stored_model_fitted_on_other_features_never_serves_and_status_s
         services={"knowledge": f"127.0.0.1:{fake.port}"},
         retrieval={"qdrant_url": ":memory:", "index_poll_seconds": 0.02},
     )
-    older = (*FEATURES[:-1], "text_length")
+    older = (*FEATURES, "hand_rank_inverse")  # the release before issue 30
     n = len(older)
     stale = LinearRanker(
-        "00000000-0000-4000-8000-00000000000a", older, (0.0,) * n, (1.0,) * n, (1.0,) * n, 0.0
+        "00000000-0000-4000-8000-00000000000a", older, (0.0,) * n, (1.0,) * n, (1.0,) * n, 0.0, 30
     )
     pool = await open_service_database(settings, server.SCHEMA, server.PACKAGE)
     try:
         stored = await RankStore(pool).record_fit(
-            None, FitReport(FitOutcome.ACTIVATED, 50, 10, 10, 0.9, 0.5, stale), None
+            None, FitReport(FitOutcome.ACTIVATED, 50, 10, 10, stale), None
         )
     finally:
         await pool.close()
@@ -576,3 +767,57 @@ async def test_a_stored_model_fitted_on_other_features_never_serves_and_status_s
         await hosted.running.stop(grace=1.0)
         await hosted.aclose()
         await fake.stop(grace=1.0)
+
+
+async def test_a_model_that_falls_behind_on_later_feedback_is_switched_off_and_can_return():
+    store, feedback, models = MemoryStore(), ArrivingFeedback(), ActiveModels()
+    ranking = ranking_over(store, feedback, models)
+    feedback.arrive(pack_rows(20, up_at=4))  # "the named result is the one": it learns that
+    fitted = await ranking.fit(None, 0, None)
+    assert fitted.outcome is FitOutcome.ACTIVATED and models.select([]) is not None
+    # Nothing new since it started serving: nothing to compare, nothing changes.
+    feedback.rows = [
+        replace(r, recorded_at=datetime.now(UTC) - timedelta(days=1)) for r in feedback.rows
+    ]
+    assert await ranking.check_serving() == []
+
+    # Later questions where the named result is wrong and the first is right: the model
+    # now puts a down first; the hand-set order keeps the up first.
+    later = [
+        replace(
+            r,
+            query_digest=f"later-{r.query_digest}",
+            query=f"later {r.query}",
+            fact_key=f"later-{r.fact_key}",
+            pack_id=f"later-{r.pack_id}",
+            signal="up" if r.rank == 1 else "down",
+            signals={**r.signals, "entity": 1.0 if r.rank == 3 else 0.0},
+        )
+        for r in pack_rows(20, up_at=1, seed=9)
+    ]
+    feedback.arrive(later)
+    switched = await ranking.check_serving()
+    assert [r.model_id for r in switched] == [fitted.model_id]
+    guard = switched[0].switched_off
+    assert guard is not None and guard.model.queries == guard.hand.queries == 10
+    assert guard.model.mrr < guard.hand.mrr - 0.02
+    assert models.select([]) is None and ranking.served_version([]) == "v-None"
+    status = await ranking.status(None)
+    assert status.serving is None and status.switched_off.model_id == fitted.model_id
+
+    # The operator overrules it: it serves again, watched from now on (the feedback that
+    # switched it off is behind it, so the next check leaves it serving).
+    feedback.rows = [
+        replace(r, recorded_at=r.recorded_at - timedelta(seconds=1)) for r in feedback.rows
+    ]
+    back = await ranking.on(None)
+    assert back is not None and back.model_id == fitted.model_id and back.serves
+    assert models.select([]) is not None
+    assert await ranking.check_serving() == []
+    assert (await ranking.status(None)).serving.model_id == fitted.model_id
+
+
+async def test_the_serving_check_runs_in_the_background_only_when_asked():
+    store, feedback = MemoryStore(), ArrivingFeedback()
+    ranking = ranking_over(store, feedback, ActiveModels(), guard_check_seconds=0)
+    await asyncio.wait_for(ranking.guard(), 1.0)  # returns at once: off

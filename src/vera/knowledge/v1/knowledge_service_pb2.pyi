@@ -381,7 +381,7 @@ class ListRankingFeedbackRequest(_message.Message):
     def __init__(self, pack_scope_id: _Optional[str] = ..., recorded_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., max_rows_per_principal: _Optional[int] = ...) -> None: ...
 
 class RankingFeedback(_message.Message):
-    __slots__ = ("feedback_id", "pack_id", "query_digest", "rank", "signal", "signal_vector", "recorded_at")
+    __slots__ = ("feedback_id", "pack_id", "query_digest", "rank", "signal", "signal_vector", "recorded_at", "query", "fact_key", "pack_scope_id")
     class SignalVectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -396,6 +396,9 @@ class RankingFeedback(_message.Message):
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_VECTOR_FIELD_NUMBER: _ClassVar[int]
     RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    PACK_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     feedback_id: str
     pack_id: str
     query_digest: str
@@ -403,7 +406,10 @@ class RankingFeedback(_message.Message):
     signal: str
     signal_vector: _containers.ScalarMap[str, float]
     recorded_at: _timestamp_pb2.Timestamp
-    def __init__(self, feedback_id: _Optional[str] = ..., pack_id: _Optional[str] = ..., query_digest: _Optional[str] = ..., rank: _Optional[int] = ..., signal: _Optional[str] = ..., signal_vector: _Optional[_Mapping[str, float]] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    query: str
+    fact_key: str
+    pack_scope_id: str
+    def __init__(self, feedback_id: _Optional[str] = ..., pack_id: _Optional[str] = ..., query_digest: _Optional[str] = ..., rank: _Optional[int] = ..., signal: _Optional[str] = ..., signal_vector: _Optional[_Mapping[str, float]] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., query: _Optional[str] = ..., fact_key: _Optional[str] = ..., pack_scope_id: _Optional[str] = ...) -> None: ...
 
 class ListRankingFeedbackResponse(_message.Message):
     __slots__ = ("feedback", "next_page_token")

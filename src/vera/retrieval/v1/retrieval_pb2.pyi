@@ -32,6 +32,7 @@ class RankFitOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RANK_FIT_OUTCOME_ONE_SIDED_FEEDBACK: _ClassVar[RankFitOutcome]
     RANK_FIT_OUTCOME_NOT_BETTER: _ClassVar[RankFitOutcome]
     RANK_FIT_OUTCOME_WORSE_AT_TOP: _ClassVar[RankFitOutcome]
+    RANK_FIT_OUTCOME_WORSE_AT_RECALL: _ClassVar[RankFitOutcome]
 
 class RankNotServedReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -50,6 +51,7 @@ RANK_FIT_OUTCOME_TOO_LITTLE_FEEDBACK: RankFitOutcome
 RANK_FIT_OUTCOME_ONE_SIDED_FEEDBACK: RankFitOutcome
 RANK_FIT_OUTCOME_NOT_BETTER: RankFitOutcome
 RANK_FIT_OUTCOME_WORSE_AT_TOP: RankFitOutcome
+RANK_FIT_OUTCOME_WORSE_AT_RECALL: RankFitOutcome
 RANK_NOT_SERVED_REASON_UNSPECIFIED: RankNotServedReason
 RANK_NOT_SERVED_REASON_FITTED_ON_OTHER_FEATURES: RankNotServedReason
 
@@ -220,8 +222,30 @@ class GetIndexStatusResponse(_message.Message):
     assembler_version: str
     def __init__(self, indexed_position: _Optional[int] = ..., head_position: _Optional[int] = ..., indexed_facts: _Optional[int] = ..., assembler_version: _Optional[str] = ...) -> None: ...
 
+class RankFigures(_message.Message):
+    __slots__ = ("queries", "hit", "recall", "mrr")
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    HIT_FIELD_NUMBER: _ClassVar[int]
+    RECALL_FIELD_NUMBER: _ClassVar[int]
+    MRR_FIELD_NUMBER: _ClassVar[int]
+    queries: int
+    hit: float
+    recall: float
+    mrr: float
+    def __init__(self, queries: _Optional[int] = ..., hit: _Optional[float] = ..., recall: _Optional[float] = ..., mrr: _Optional[float] = ...) -> None: ...
+
+class RankGuard(_message.Message):
+    __slots__ = ("switched_off_time", "model", "hand")
+    SWITCHED_OFF_TIME_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    HAND_FIELD_NUMBER: _ClassVar[int]
+    switched_off_time: _timestamp_pb2.Timestamp
+    model: RankFigures
+    hand: RankFigures
+    def __init__(self, switched_off_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[_Union[RankFigures, _Mapping]] = ..., hand: _Optional[_Union[RankFigures, _Mapping]] = ...) -> None: ...
+
 class RankModel(_message.Message):
-    __slots__ = ("model_id", "scope_id", "outcome", "active", "training_rows", "training_queries", "evaluated_packs", "metric", "model_figure", "hand_figure", "trained_at", "assembler_version", "model_hit", "hand_hit", "hit_at", "not_served_reason")
+    __slots__ = ("model_id", "scope_id", "outcome", "active", "training_rows", "training_queries", "evaluated_packs", "metric", "model_figure", "hand_figure", "trained_at", "assembler_version", "model_hit", "hand_hit", "hit_at", "not_served_reason", "model_recall", "hand_recall", "replayed_queries", "cut", "switched_off")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
@@ -238,6 +262,11 @@ class RankModel(_message.Message):
     HAND_HIT_FIELD_NUMBER: _ClassVar[int]
     HIT_AT_FIELD_NUMBER: _ClassVar[int]
     NOT_SERVED_REASON_FIELD_NUMBER: _ClassVar[int]
+    MODEL_RECALL_FIELD_NUMBER: _ClassVar[int]
+    HAND_RECALL_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_QUERIES_FIELD_NUMBER: _ClassVar[int]
+    CUT_FIELD_NUMBER: _ClassVar[int]
+    SWITCHED_OFF_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     scope_id: str
     outcome: RankFitOutcome
@@ -254,7 +283,26 @@ class RankModel(_message.Message):
     hand_hit: float
     hit_at: int
     not_served_reason: RankNotServedReason
-    def __init__(self, model_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., outcome: _Optional[_Union[RankFitOutcome, str]] = ..., active: _Optional[bool] = ..., training_rows: _Optional[int] = ..., training_queries: _Optional[int] = ..., evaluated_packs: _Optional[int] = ..., metric: _Optional[str] = ..., model_figure: _Optional[float] = ..., hand_figure: _Optional[float] = ..., trained_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., assembler_version: _Optional[str] = ..., model_hit: _Optional[float] = ..., hand_hit: _Optional[float] = ..., hit_at: _Optional[int] = ..., not_served_reason: _Optional[_Union[RankNotServedReason, str]] = ...) -> None: ...
+    model_recall: float
+    hand_recall: float
+    replayed_queries: int
+    cut: int
+    switched_off: RankGuard
+    def __init__(self, model_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., outcome: _Optional[_Union[RankFitOutcome, str]] = ..., active: _Optional[bool] = ..., training_rows: _Optional[int] = ..., training_queries: _Optional[int] = ..., evaluated_packs: _Optional[int] = ..., metric: _Optional[str] = ..., model_figure: _Optional[float] = ..., hand_figure: _Optional[float] = ..., trained_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., assembler_version: _Optional[str] = ..., model_hit: _Optional[float] = ..., hand_hit: _Optional[float] = ..., hit_at: _Optional[int] = ..., not_served_reason: _Optional[_Union[RankNotServedReason, str]] = ..., model_recall: _Optional[float] = ..., hand_recall: _Optional[float] = ..., replayed_queries: _Optional[int] = ..., cut: _Optional[int] = ..., switched_off: _Optional[_Union[RankGuard, _Mapping]] = ...) -> None: ...
+
+class EnableRankModelRequest(_message.Message):
+    __slots__ = ("scope_id",)
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    scope_id: str
+    def __init__(self, scope_id: _Optional[str] = ...) -> None: ...
+
+class EnableRankModelResponse(_message.Message):
+    __slots__ = ("enabled", "assembler_version")
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    enabled: RankModel
+    assembler_version: str
+    def __init__(self, enabled: _Optional[_Union[RankModel, _Mapping]] = ..., assembler_version: _Optional[str] = ...) -> None: ...
 
 class FitRankModelRequest(_message.Message):
     __slots__ = ("scope_id", "max_rows", "recorded_after")
@@ -279,16 +327,18 @@ class GetRankStatusRequest(_message.Message):
     def __init__(self, scope_id: _Optional[str] = ...) -> None: ...
 
 class GetRankStatusResponse(_message.Message):
-    __slots__ = ("active", "last_fit", "assembler_version", "unservable")
+    __slots__ = ("active", "last_fit", "assembler_version", "unservable", "switched_off")
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
     LAST_FIT_FIELD_NUMBER: _ClassVar[int]
     ASSEMBLER_VERSION_FIELD_NUMBER: _ClassVar[int]
     UNSERVABLE_FIELD_NUMBER: _ClassVar[int]
+    SWITCHED_OFF_FIELD_NUMBER: _ClassVar[int]
     active: RankModel
     last_fit: RankModel
     assembler_version: str
     unservable: RankModel
-    def __init__(self, active: _Optional[_Union[RankModel, _Mapping]] = ..., last_fit: _Optional[_Union[RankModel, _Mapping]] = ..., assembler_version: _Optional[str] = ..., unservable: _Optional[_Union[RankModel, _Mapping]] = ...) -> None: ...
+    switched_off: RankModel
+    def __init__(self, active: _Optional[_Union[RankModel, _Mapping]] = ..., last_fit: _Optional[_Union[RankModel, _Mapping]] = ..., assembler_version: _Optional[str] = ..., unservable: _Optional[_Union[RankModel, _Mapping]] = ..., switched_off: _Optional[_Union[RankModel, _Mapping]] = ...) -> None: ...
 
 class DisableRankModelRequest(_message.Message):
     __slots__ = ("scope_id",)

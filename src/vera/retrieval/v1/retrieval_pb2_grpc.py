@@ -68,6 +68,11 @@ class RetrievalServiceStub:
                 request_serializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.DisableRankModelRequest.SerializeToString,
                 response_deserializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.DisableRankModelResponse.FromString,
                 _registered_method=True)
+        self.EnableRankModel = channel.unary_unary(
+                '/vera.retrieval.v1.RetrievalService/EnableRankModel',
+                request_serializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.EnableRankModelRequest.SerializeToString,
+                response_deserializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.EnableRankModelResponse.FromString,
+                _registered_method=True)
 
 
 class RetrievalServiceServicer:
@@ -99,8 +104,10 @@ class RetrievalServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def FitRankModel(self, request, context):
-        """Trains a ranking model on recorded result-level feedback, evaluates it out of fold and
-        activates it only when it beats the hand-set ranking there; records the fit either way.
+        """Trains a ranking model on recorded result-level feedback, judges it the way it would
+        serve (the feedback's queries replayed through the serving path, out of fold) and
+        activates it only when it is not worse than the hand-set ranking at hit@5 and
+        recall@10 and beats its MRR@10; records the fit either way.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -115,6 +122,14 @@ class RetrievalServiceServicer:
 
     def DisableRankModel(self, request, context):
         """Deactivates a scope's ranking model: the hand-set ranking serves the next call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EnableRankModel(self, request, context):
+        """Serves again the scope's model the serving check switched off last (an operator
+        overruling the check); the check watches it afresh from then on.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -152,6 +167,11 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     servicer.DisableRankModel,
                     request_deserializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.DisableRankModelRequest.FromString,
                     response_serializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.DisableRankModelResponse.SerializeToString,
+            ),
+            'EnableRankModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.EnableRankModel,
+                    request_deserializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.EnableRankModelRequest.FromString,
+                    response_serializer=vera_dot_retrieval_dot_v1_dot_retrieval__pb2.EnableRankModelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -320,6 +340,33 @@ class RetrievalService:
             '/vera.retrieval.v1.RetrievalService/DisableRankModel',
             vera_dot_retrieval_dot_v1_dot_retrieval__pb2.DisableRankModelRequest.SerializeToString,
             vera_dot_retrieval_dot_v1_dot_retrieval__pb2.DisableRankModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EnableRankModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.retrieval.v1.RetrievalService/EnableRankModel',
+            vera_dot_retrieval_dot_v1_dot_retrieval__pb2.EnableRankModelRequest.SerializeToString,
+            vera_dot_retrieval_dot_v1_dot_retrieval__pb2.EnableRankModelResponse.FromString,
             options,
             channel_credentials,
             insecure,
