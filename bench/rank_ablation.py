@@ -66,6 +66,7 @@ from bench.run import (
     wait_until_retrieval_idle,
 )
 from vera.services.retrieval import learned_rank
+from vera.services.retrieval.model import Fact, Result
 from vera.services.retrieval.rerank import STATIC_LATE_INTERACTION_WEIGHT
 
 DEFAULT_OUT = ROOT / "bench-results" / "rank_ablation.json"
@@ -178,7 +179,7 @@ def is_up(result: dict, evidence: Sequence[str]) -> bool:
 
 def serving_features(pack: Pack) -> Any:
     """learned_rank's own FEATURES, per result."""
-    rows = [learned_rank.features(r["signals"], r["rank"]) for r in pack]
+    rows = [learned_rank.features(r["signals"]) for r in pack]
     return np.array(rows, dtype=float).reshape(len(pack), len(learned_rank.FEATURES))
 
 
@@ -270,10 +271,40 @@ def feedback_rows(train: Sequence[dict], labels: int) -> list[learned_rank.Feedb
             rank=r["rank"],
             signal="up" if is_up(r, q["evidence"]) else "down",
             signals=r["signals"],
+            fact_key=r["result_ref"],
         )
         for q in train
         for r in q["results"][:labels]
     ]
+
+
+def replays(train: Sequence[dict], labels: int) -> list[learned_rank.Replay]:
+    """What a fit replays for the training fold's questions: each question's whole
+    candidate list (top DEPTH, as recorded) and the results its feedback marked up."""
+    out = []
+    for q in train:
+        found = tuple(
+            Result(
+                Fact(
+                    fact_key=r["result_ref"],
+                    version_id=r["result_ref"],
+                    scope_id="",
+                    subject="",
+                    predicate="",
+                    object="",
+                ),
+                0.0,
+                r["rank"],
+                r["result_ref"],
+                r["signals"],
+            )
+            for r in q["results"]
+        )
+        ups = frozenset(
+            r["result_ref"] for r in q["results"][:labels] if is_up(r, q["evidence"])
+        )
+        out.append(learned_rank.Replay(_pack_id(q), found, ups))
+    return out
 
 
 def fit_serving(
@@ -283,19 +314,29 @@ def fit_serving(
     activation rule would let it serve; with ``obey_rule`` the hand-set order stays where
     the rule would not (what ``scripts/bench --feedback`` measures through the stack)."""
     report = learned_rank.fit(
-        feedback_rows(train, labels), learned_rank.FitPolicy(), new_id=lambda: "rank-ablation"
+        feedback_rows(train, labels),
+        replays(train, labels),
+        learned_rank.FitPolicy(),
+        new_id=lambda: "rank-ablation",
     )
     fit = {
         "outcome": report.outcome.value,
         "training_rows": report.training_rows,
         "evaluated_packs": report.evaluated_packs,
-        "model_figure": report.model_figure,
-        "hand_figure": report.hand_figure,
+        "model_figure": report.model.mrr,
+        "hand_figure": report.hand.mrr,
     }
     ranker = report.ranker
     if ranker is None or (obey_rule and not report.activate):
         return None, fit
-    return (lambda pack: [ranker.score(r["signals"], r["rank"]) for r in pack]), fit
+    window = ranker.window
+    # Below its window the model leaves the hand-set order (learned_rank.reorder).
+    return (
+        lambda pack: [
+            ranker.score(r["signals"]) if n < window else -float(n)
+            for n, r in enumerate(pack)
+        ]
+    ), fit
 
 
 def fit_pairwise(
@@ -372,7 +413,7 @@ def learned_order(pack: Pack, scores: Sequence[float]) -> list[int]:
     """Higher score first; ties keep the hand-set order (as learned_rank.reorder)."""
     return sorted(
         range(len(pack)),
-        key=lambda i: (-scores[i], learned_rank.hand_rank(pack[i]["signals"], pack[i]["rank"])),
+        key=lambda i: (-scores[i], learned_rank.hand_rank(pack[i]["signals"])),
     )
 
 
