@@ -12,8 +12,9 @@ the official MCP client over HTTP:
 1. asks every question of the evaluation fold with ``knowledge_get_context`` under the
    hand-set ranking;
 2. asks the training fold's questions (shuffled, as feedback would arrive) with
-   ``persist=true`` and records result-level feedback with ``knowledge_feedback``: ``up``
-   on every result citing an evidence turn, ``down`` on the top results citing none;
+   ``persist=true`` and records result-level feedback with ``knowledge_feedback`` the way
+   a careful user does (issue 30): ``up`` on every result citing an evidence turn,
+   ``down`` on those of the top three citing none;
 3. for each point of the curve (the newest N of those rows) and for all of them, fits
    with ``vera.rank.fit`` (what ``vera rank fit --all --max-rows N --since T`` runs,
    limited to this fold's feedback), asks the evaluation fold again, and turns the model
@@ -89,20 +90,26 @@ def ranked_results(payload: dict | None) -> list[dict]:
     ]
 
 
+# A careful user marks down only what they read first (and every helpful result).
+DOWN_WITHIN = 3
+
+
 def judgements(
     payload: dict | None, conv: locomo.Conversation, evidence: tuple[str, ...]
 ) -> list[tuple[str, str]]:
-    """(result_ref, signal) for every result of one pack's top LIMIT: `up` when it cites an
-    evidence turn, else `down`. Every returned result is judged: labelling only the first
-    few would leave the lower ranks with `up`s alone, and a model over the rank signal
-    would learn that bias instead of relevance."""
+    """(result_ref, signal) of one pack's top LIMIT as a careful user leaves them: `up` on
+    every result citing an evidence turn, `down` on the ones of the top DOWN_WITHIN that
+    cite none, nothing on the rest. Below the top nearly every label is an `up`: the
+    position bias learned_rank must not learn (its module docstring)."""
     results = ranked_results(payload)
     ranking = _ranking_from({"results": results}, conv)
     wanted = set(evidence)
-    signals = [
-        (result["result_ref"], "up" if wanted & set(cited) else "down")
-        for result, cited in zip(results, ranking, strict=True)
-    ]
+    signals = []
+    for position, (result, cited) in enumerate(zip(results, ranking, strict=True), start=1):
+        if wanted & set(cited):
+            signals.append((result["result_ref"], "up"))
+        elif position <= DOWN_WITHIN:
+            signals.append((result["result_ref"], "down"))
     return signals
 
 
@@ -550,7 +557,8 @@ def main(
         "settings": {
             "limit": LIMIT,
             "token_budget": TOKEN_BUDGET,
-            "judged": f"every result of the top {LIMIT}",
+            "judged": f"up on every evidence result of the top {LIMIT}, "
+            f"down on the others of the top {DOWN_WITHIN}",
             "seed": SEED,
             "curve": list(curve),
             "conversations": len(loaded),

@@ -159,7 +159,16 @@ async def test_fit_serves_at_once_pins_snapshots_and_rolls_back(
         # Result-level rows only: the pack-level signal is not training data.
         assert fitted["training_rows"] == result_rows
         assert (fitted["training_queries"], fitted["evaluated_packs"]) == (4, 4)
+        # Judged as it serves: the four questions replayed through the retrieval service,
+        # scored on their labels at hit@5, recall@10 and MRR@10.
+        assert (fitted["metric"], fitted["replayed_queries"], fitted["cut"]) == (
+            "replay_mrr@10",
+            4,
+            10,
+        )
         assert fitted["model_figure"] > fitted["hand_figure"]
+        assert fitted["model_hit"] >= fitted["hand_hit"]
+        assert fitted["model_recall"] >= fitted["hand_recall"]
         model_version = fitted["assembler_version"]
         assert model_version != hand_version
 
@@ -242,7 +251,7 @@ async def test_fit_serves_at_once_pins_snapshots_and_rolls_back(
         # elsewhere) serves here within the poll interval, without a restart.
         pool = await create_pool(stack.dsn, "retrieval", min_size=1, max_size=1)
         try:
-            coef = tuple(-3.0 if f == "hand_rank_inverse" else 0.0 for f in FEATURES)
+            coef = tuple(-3.0 if f == "final" else 0.0 for f in FEATURES)
             elsewhere = LinearRanker(
                 "00000000-0000-4000-8000-000000000001",
                 FEATURES,
@@ -250,9 +259,10 @@ async def test_fit_serves_at_once_pins_snapshots_and_rolls_back(
                 (1.0,) * len(FEATURES),
                 coef,
                 0.0,
+                window=10,
             )
             await RankStore(pool).record_fit(
-                None, FitReport(FitOutcome.ACTIVATED, 1, 1, 1, 1.0, 0.5, elsewhere), None
+                None, FitReport(FitOutcome.ACTIVATED, 1, 1, 1, elsewhere), None
             )
         finally:
             await pool.close()
