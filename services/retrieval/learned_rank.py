@@ -242,6 +242,16 @@ def judge(replays: Sequence[Replay], order: Callable[[Replay], Sequence[Result]]
     return Figures(n, sum(hits) / n, sum(recalls) / n, sum(rrs) / n)
 
 
+def hand_set(replay: Replay) -> Sequence[Result]:
+    """A replay's order with no model serving (what ``judge`` compares against)."""
+    return replay.candidates
+
+
+def served_by(ranker: LinearRanker) -> Callable[[Replay], Sequence[Result]]:
+    """A replay's order with ``ranker`` serving it."""
+    return lambda replay: reorder(replay.candidates, ranker)
+
+
 def verdict(model: Figures, hand: Figures, min_gain: float) -> FitOutcome:
     """The activation rule (the module docstring): never worse at hit@5 or recall@10,
     and better on MRR@10 by more than ``min_gain``."""
@@ -415,10 +425,10 @@ def fit(
     def served(replay: Replay) -> Sequence[Result]:
         model = fold_models[fold_of[replay.query_digest]]
         # No pair to learn from outside this fold: the hand-set order serves it.
-        return reorder(replay.candidates, model) if model else replay.candidates
+        return served_by(model)(replay) if model else hand_set(replay)
 
     model = judge(judged, served)
-    hand = judge(judged, lambda replay: replay.candidates)
+    hand = judge(judged, hand_set)
     return FitReport(
         verdict(model, hand, policy.min_gain), *counts, ranker=ranker, model=model, hand=hand
     )

@@ -31,9 +31,10 @@ from vera.services.retrieval.learned_rank import (
     ServedModel,
     fell_behind,
     fit,
+    hand_set,
     judge,
     labels,
-    reorder,
+    served_by,
 )
 from vera.services.retrieval.model import Result
 
@@ -289,8 +290,8 @@ class Ranking:
                 record.scope_id, record.watched_since, options.max_training_rows
             )
             replays = await self.replays(rows, options.guard_max_queries)
-            model = judge(replays, lambda r, m=ranker: reorder(r.candidates, m))
-            hand = judge(replays, lambda r: r.candidates)
+            model = judge(replays, served_by(ranker))
+            hand = judge(replays, hand_set)
             if model.queries < options.guard_min_queries:
                 continue
             if not fell_behind(model, hand, options.guard_margin):

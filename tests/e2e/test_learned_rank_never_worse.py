@@ -22,7 +22,7 @@ from bench.run import DEFAULT_DATA, ingest_all, running_stack
 
 pytestmark = pytest.mark.e2e
 
-QUESTIONS = 20  # per conversation
+QUESTIONS = 60  # per conversation
 TIE = 1e-9
 
 
@@ -80,6 +80,8 @@ def test_feedback_on_one_conversation_never_makes_another_worse() -> None:
             assert failures == []
             run = asyncio.run(_feedback_then_fit(url, data_dir, train, held_out))
 
+    print("fit:", {k: run["fit"][k] for k in ("outcome", "training_rows", "replayed_queries")})
+    print("before:", run["before"].summary(), "\nafter:", run["after"].summary())
     assert run["errors"] == []
     assert run["recorded"].signals["up"] > 0 and run["recorded"].signals["down"] > 0
     fitted, status = run["fit"], run["status"]
