@@ -396,3 +396,71 @@ async def test_bad_arguments_are_refused_with_the_field(
         assert err.value.field == "scope_id"
         code, _ = await rank_cli(stack, monkeypatch, tmp_path, "fit", "--project", "no-such")
         assert code == 2
+
+
+async def test_the_serving_check_switches_a_model_off_status_says_so_and_on_restores_it(
+    pg_dsn, identity_address, tmp_path, embedder, monkeypatch
+) -> None:
+    """The safety net through the real retrieval service and PostgreSQL: a model that
+    later feedback shows behind the hand-set order is switched off by the check, status
+    reports when and on what figures, and `vera rank on` serves it again."""
+    async with ranked_stack(
+        pg_dsn,
+        identity_address,
+        tmp_path,
+        embedder,
+        guard_check_seconds=0.2,
+        guard_min_queries=len(QUERIES),
+        guard_margin=0.0,
+    ) as stack:
+        alice = await stack.account("alice")
+        await propose_facts(stack, alice)
+        await packs_with_feedback(stack, alice)  # teaches "the hand-set last is best"
+        code, fitted = await rank_cli(stack, monkeypatch, tmp_path, "fit")
+        assert code == 0 and fitted["activated"], fitted
+
+        # Later users disagree: on every query the hand-set first result is the one.
+        for query in QUERIES:
+            pack = await stack.ok(alice, "knowledge_get_context", {"query": query, "persist": True})
+            assert pack["assembler_version"] == fitted["assembler_version"]
+            for result in pack["results"]:
+                first = result["signals"]["hand_rank"] == 1.0
+                await stack.ok(
+                    alice,
+                    "knowledge_feedback",
+                    {
+                        "context_pack_id": pack["pack_id"],
+                        "result_ref": result["result_ref"],
+                        "signal": "up" if first else "down",
+                    },
+                )
+
+        deadline = time.monotonic() + 30
+        while True:
+            code, status = await rank_cli(stack, monkeypatch, tmp_path, "status")
+            if status["switched_off"] is not None:
+                break
+            assert time.monotonic() < deadline, "the serving check never switched it off"
+            await asyncio.sleep(0.2)
+        assert status["active"] is None
+        off = status["switched_off"]
+        assert off["model_id"] == fitted["model_id"] and not off["active"]
+        check = off["switched_off"]
+        assert check["model"]["queries"] == check["hand"]["queries"] == len(QUERIES)
+        assert check["model"]["mrr"] < check["hand"]["mrr"]
+        hand_version = status["assembler_version"]
+        assert hand_version != fitted["assembler_version"]
+        answer = await stack.ok(alice, "knowledge_get_context", {"query": QUERIES[0]})
+        assert answer["assembler_version"] == hand_version
+        assert all("learned" not in r["signals"] for r in answer["results"])
+
+        code, back = await rank_cli(stack, monkeypatch, tmp_path, "on")
+        assert code == 0 and back["enabled"]["model_id"] == fitted["model_id"]
+        assert back["enabled"]["active"] and back["enabled"]["switched_off"] is None
+        code, status = await rank_cli(stack, monkeypatch, tmp_path, "status")
+        assert status["active"]["model_id"] == fitted["model_id"]
+        assert status["assembler_version"] == fitted["assembler_version"]
+        # Watched afresh: the feedback that switched it off is behind it now.
+        await asyncio.sleep(1.0)
+        code, status = await rank_cli(stack, monkeypatch, tmp_path, "status")
+        assert status["active"]["model_id"] == fitted["model_id"]
