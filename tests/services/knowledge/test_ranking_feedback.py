@@ -88,9 +88,15 @@ async def test_only_server_attributed_result_rows_are_training_data(stub, pg_dsn
         ("p1", 2, "up"),
     ]  # newest first
     assert all(dict(r.signal_vector) == pytest.approx(VECTOR) for r in rows)
-    # The query only as a digest: equal for one question, never the text.
+    # The digest groups one question (never the text); the text, the fact and the pack's
+    # scope travel beside it, so retrieval can replay the question to judge a model.
     assert rows[1].query_digest == rows[2].query_digest != rows[0].query_digest
     assert all("deploys" not in r.query_digest for r in rows)
+    assert [(r.query, r.fact_key, r.pack_scope_id) for r in rows] == [
+        ("who deploys p2", "fk-r3", OTHER_PROJECT),
+        ("who deploys p1", "fk-r2", PROJECT),
+        ("who deploys p1", "fk-r1", PROJECT),
+    ]
     assert [r.pack_id for r in await listed(stub, pack_scope_id=PROJECT)] == ["p1", "p1"]
     assert [
         len((await stub.ListRankingFeedback(pb.ListRankingFeedbackRequest(page_size=2))).feedback)
