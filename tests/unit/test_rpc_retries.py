@@ -136,7 +136,7 @@ SERVICES = {
 # Verbs of methods that change state: none may be on the retry list.
 WRITE_VERBS = (
     "Accept", "Attach", "Begin", "Charge", "Complete", "Correct", "Create", "Decline",
-    "Derive", "Disable", "Ensure", "Erase", "Fit", "Ingest", "Map", "Propose", "Record",
+    "Derive", "Disable", "Enable", "Ensure", "Erase", "Fit", "Ingest", "Map", "Propose", "Record",
     "Reject", "Release", "Remove", "Retract", "Revoke", "Set", "Verify",
 )  # fmt: skip
 
