@@ -2,8 +2,8 @@
 
 The pages run no inline script and load nothing from elsewhere, so the policy can forbid
 both; they may not be framed (clickjacking a Verify button); and nothing they show is
-kept by the browser's or a proxy's cache, nor sent on as a referrer (the local sign-in
-URL carries a token).
+kept by the browser's or a proxy's cache, nor sent to another site as a referrer (the
+local sign-in URL carries a token).
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ CONTENT_SECURITY_POLICY = (
 HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
+    # Not no-referrer: Chromium then sends "Origin: null" with the console's own form posts,
+    # which the request guard rightly refuses.
+    "Referrer-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Cross-Origin-Opener-Policy": "same-origin",

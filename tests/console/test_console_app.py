@@ -16,7 +16,7 @@ def _assert_secured(response: httpx.Response) -> None:
     assert "frame-ancestors 'none'" in policy
     assert "script-src 'self'" in policy and "unsafe-inline" not in policy
     assert response.headers["cache-control"] == "no-store"
-    assert response.headers["referrer-policy"] == "no-referrer"
+    assert response.headers["referrer-policy"] == "same-origin"
 
 
 async def test_unsigned_visitors_are_sent_to_sign_in(console: httpx.AsyncClient) -> None:
