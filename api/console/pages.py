@@ -260,6 +260,43 @@ async def reject(
     return _project_url(project.project_id) + "?done=rejected"
 
 
+async def sources(request: Request, session: Session, project: ipb.Project) -> Response:
+    reply = await _backends(request).knowledge.ListSources(kpb.ListSourcesRequest(
+        scope_id=project.project_id, page_size=QUEUE_PAGE,
+        page_token=request.query_params.get("page_token", "")))
+    done = request.query_params.get("done")
+    return _page(request, "sources.html", session=session, project=project, sources=reply,
+                 done=done if done in DONE else None,
+                 next_url=_next_page_url(request, "page_token", reply.next_page_token))
+
+
+async def retract_preview(request: Request, session: Session, project: ipb.Project) -> Response:
+    """What retracting the source would do, computed by the retraction itself
+    (``validate_only``) and written nowhere, with the form that does it."""
+    backends = _backends(request)
+    source_id = request.path_params["source_id"]
+    preview = await backends.knowledge.RetractSource(kpb.RetractSourceRequest(
+        curator_principal_id=session.caller.principal_id, scope_id=project.project_id,
+        source_id=source_id, validate_only=True))
+    facts = await views.facts_by_key(
+        backends, project.project_id,
+        [*preview.retracted_fact_keys, *preview.still_supported_fact_keys])
+    already = preview.status == kpb.RETRACTION_STATUS_ALREADY_RETRACTED
+    return _page(request, "retract.html", session=session, project=project,
+                 source_id=source_id, preview=preview, facts=facts, already=already)
+
+
+async def retract(
+    request: Request, session: Session, project: ipb.Project, fields: dict[str, str]
+) -> str:
+    reply = await _backends(request).knowledge.RetractSource(kpb.RetractSourceRequest(
+        curator_principal_id=session.caller.principal_id, scope_id=project.project_id,
+        source_id=request.path_params["source_id"], reason=fields.get("reason", "")))
+    outcome = "already_retracted" if reply.status == kpb.RETRACTION_STATUS_ALREADY_RETRACTED \
+        else "retracted"
+    return _project_url(project.project_id, "sources") + f"?done={outcome}"
+
+
 async def changes(request: Request, session: Session, project: ipb.Project) -> Response:
     reply = await _backends(request).knowledge.ListScopeChanges(kpb.ListScopeChangesRequest(
         scope_ids=[project.project_id], page_size=CHANGES_PAGE, newest_first=True,
@@ -277,6 +314,11 @@ routes: list[Route | Mount] = [
     Route("/sign-out", sign_out, methods=["POST"]),
     Route("/projects/{project}/", _project_page(queue), methods=["GET"]),
     Route("/projects/{project}/changes", _project_page(changes), methods=["GET"]),
+    Route("/projects/{project}/sources", _project_page(sources), methods=["GET"]),
+    Route("/projects/{project}/sources/{source_id}/retract", _project_page(retract_preview),
+          methods=["GET"]),
+    Route("/projects/{project}/sources/{source_id}/retract", _project_action(retract),
+          methods=["POST"]),
     Route("/projects/{project}/proposals/{fact_key}/verify", _project_action(verify),
           methods=["POST"]),
     Route("/projects/{project}/proposals/{fact_key}/reject", _project_action(reject),

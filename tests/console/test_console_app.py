@@ -211,3 +211,58 @@ async def test_the_local_sign_in_token_works_once(world: ConsoleWorld) -> None:
                                          base_url=BASE) as other:
                 again = await other.get("/console/sign-in", params={"token": token})
                 assert again.status_code == 401 and COOKIE not in other.cookies
+
+
+async def test_source_retraction_is_previewed_then_confirmed(
+    world: ConsoleWorld, console: httpx.AsyncClient, pg_dsn: str
+) -> None:
+    import asyncpg
+
+    await world.knowledge.IngestKnowledge(kpb.IngestKnowledgeRequest(
+        principal_id=world.owner.principal_id, scope_id=world.project_id,
+        sources=[kpb.SourceInput(source_id="adr-7", title="ADR 7"),
+                 kpb.SourceInput(source_id="runbook-3")],
+        facts=[kpb.FactInput(subject="ledger", predicate="uses", object="PostgreSQL",
+                             source_id="adr-7"),
+               kpb.FactInput(subject="ledger", predicate="deploys_to", object="eu-west-1",
+                             source_id="adr-7"),
+               kpb.FactInput(subject="ledger", predicate="deploys_to", object="eu-west-1",
+                             source_id="runbook-3")]))
+    token = await sign_in(console, world.curator.api_key)
+    listed = await console.get(f"/console/projects/{world.project_id}/sources")
+    assert listed.status_code == 200
+    row = listed.text.split('data-source-id="adr-7"')[1].split("</tr>")[0]
+    assert 'data-count="cited">2<' in row
+
+    async def written() -> tuple[int, int]:
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            return (await conn.fetchval("SELECT count(*) FROM knowledge.audit_events"),
+                    await conn.fetchval("SELECT coalesce(max(position), 0) FROM knowledge.outbox"))
+        finally:
+            await conn.close()
+
+    before = await written()
+    url = f"/console/projects/{world.project_id}/sources/adr-7/retract"
+    preview = await console.get(url)
+    assert preview.status_code == 200
+    retracted = preview.text.split('data-preview="retracted"')[1].split("</ul>")[0]
+    kept = preview.text.split('data-preview="still-supported"')[1].split("</ul>")[0]
+    assert "PostgreSQL" in retracted and "eu-west-1" not in retracted
+    assert "eu-west-1" in kept
+    assert await written() == before  # the preview wrote nothing
+
+    facts = await world.knowledge.GetEntity(kpb.GetEntityRequest(
+        scope_ids=[world.project_id], name="ledger"))
+    uses = next(f.fact_key for f in facts.facts if f.predicate == "uses")
+    assert f'data-fact-key="{uses}"' in retracted
+
+    no_reason = await console.post(url, data={"csrf_token": token, "reason": ""})
+    assert no_reason.status_code == 400
+    done = await console.post(url, data={"csrf_token": token, "reason": "superseded"})
+    assert done.status_code == 303 and done.headers["location"].endswith("?done=retracted")
+    audits, position = await written()
+    assert audits == before[0] + 1 and position > before[1]
+    feed = await world.knowledge.ListScopeChanges(kpb.ListScopeChangesRequest(
+        scope_ids=[world.project_id], changes=["retracted"]))
+    assert [c.fact.fact_key for c in feed.changes] == [uses]
