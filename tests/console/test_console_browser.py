@@ -1,6 +1,6 @@
 """The console in a real browser against `vera up` (local mode): the printed console_url
 signs in, a curator verifies one proposal and rejects one with a reason (the second from
-the keyboard), a cross-site page cannot drive a decision, a copied cookie is refused after
+the keyboard), retracts a source after its preview, a cross-site page cannot drive a decision, a copied cookie is refused after
 sign-out, every page passes axe, and an agent over MCP is then served the verified fact at
 its new tier and not the rejected one."""
 
@@ -89,9 +89,13 @@ async def test_curator_works_the_queue_in_a_browser(
     local_stack: LaunchedStack, driver: WebDriver, tmp_path: Path
 ) -> None:
     seed = tmp_path / "billing.jsonl"
-    seed.write_text(json.dumps({"type": "fact", "subject": "billing-api",
-                                "predicate": "depends_on", "object": "the payments ledger"})
-                    + "\n")
+    seed.write_text("\n".join(json.dumps(record) for record in (
+        {"type": "source", "id": "adr-9", "title": "ADR 9: invoices",
+         "observed_at": "2026-11-01T00:00:00Z"},
+        {"type": "fact", "subject": "billing-api", "predicate": "depends_on",
+         "object": "the payments ledger"},
+        {"type": "fact", "subject": "billing-api", "predicate": "stores_invoices_in",
+         "object": "the legacy archive", "source": "adr-9"})) + "\n")
     assert local_stack.vera("ingest", str(seed), "--project", "billing", "--data-dir",
                             str(local_stack.data_dir)).returncode == 0
     verified_key = await _propose(local_stack, "the billing squad")
@@ -131,6 +135,21 @@ async def test_curator_works_the_queue_in_a_browser(
     wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "[data-outcome=rejected]")))
     assert _pending(local_stack) == [untouched_key]
 
+    # Retract a source after its preview.
+    driver.find_element(By.LINK_TEXT, "Sources").click()
+    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "tr[data-source-id=adr-9]")))
+    _checked(driver, "sources")
+    driver.find_element(By.CSS_SELECTOR, "tr[data-source-id=adr-9] a").click()
+    preview = wait.until(ready.presence_of_element_located(
+        (By.CSS_SELECTOR, "[data-preview=retracted]")))
+    assert "the legacy archive" in preview.text
+    _checked(driver, "retract-preview")
+    reason = driver.find_element(By.XPATH, "//input[@name='reason']")
+    assert reason.accessible_name == "Reason"
+    reason.send_keys("ADR 9 was withdrawn")
+    driver.find_element(By.XPATH, "//button[normalize-space()='Retract']").click()
+    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "[data-outcome=retracted]")))
+
     driver.find_element(By.LINK_TEXT, "Changes").click()
     wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "tr[data-change]")))
     _checked(driver, "changes")
@@ -167,3 +186,9 @@ async def test_curator_works_the_queue_in_a_browser(
     owners = [r["object"] for r in found.structured_content["results"]
               if r["predicate"] == "owned_by"]
     assert owners == ["the billing squad"]
+    async with Client(local_stack.mcp_url) as client:
+        invoices = await client.call_tool("knowledge_search", {
+            "query": "where does billing-api store invoices", "project": "billing"})
+    assert not invoices.is_error, invoices.content
+    assert "the legacy archive" not in [r["object"] for r in invoices.structured_content[
+        "results"] if r["state"] == "active"]
