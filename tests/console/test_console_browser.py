@@ -1,8 +1,9 @@
 """The console in a real browser against `vera up` (local mode): the printed console_url
 signs in, a curator verifies one proposal and rejects one with a reason (the second from
-the keyboard), retracts a source after its preview, a cross-site page cannot drive a decision, a copied cookie is refused after
-sign-out, every page passes axe, and an agent over MCP is then served the verified fact at
-its new tier and not the rejected one."""
+the keyboard), retracts a source after its preview, a cross-site page cannot drive a
+decision, a copied cookie is refused after sign-out, every page passes axe, and an agent
+over MCP is then served the verified fact at its new tier and neither the rejected one nor
+the retracted source's."""
 
 from __future__ import annotations
 
