@@ -21,7 +21,7 @@ from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
 from vera.api.auth import RestCaller, api_key_caller
-from vera.api.console import sessions, views
+from vera.api.console import agent_preview, sessions, views
 from vera.api.console.security import ConsoleHeaders, CsrfRefused, form_fields, require_csrf
 from vera.api.console.sessions import Session, SessionStore
 from vera.api.console.templates import render
@@ -297,6 +297,17 @@ async def retract(
     return _project_url(project.project_id, "sources") + f"?done={outcome}"
 
 
+async def preview(request: Request, session: Session, project: ipb.Project) -> Response:
+    """Type a task, see what knowledge_get_context serves an agent for it in this project."""
+    task = request.query_params.get("task", "")
+    served = None
+    if task:
+        served = await agent_preview.served_context(
+            request.app.state.settings, session.caller, project.project_id, task)
+    return _page(request, "preview.html", session=session, project=project, task=task,
+                 served=served)
+
+
 async def changes(request: Request, session: Session, project: ipb.Project) -> Response:
     reply = await _backends(request).knowledge.ListScopeChanges(kpb.ListScopeChangesRequest(
         scope_ids=[project.project_id], page_size=CHANGES_PAGE, newest_first=True,
@@ -315,6 +326,7 @@ routes: list[Route | Mount] = [
     Route("/projects/{project}/", _project_page(queue), methods=["GET"]),
     Route("/projects/{project}/changes", _project_page(changes), methods=["GET"]),
     Route("/projects/{project}/sources", _project_page(sources), methods=["GET"]),
+    Route("/projects/{project}/preview", _project_page(preview), methods=["GET"]),
     Route("/projects/{project}/sources/{source_id}/retract", _project_page(retract_preview),
           methods=["GET"]),
     Route("/projects/{project}/sources/{source_id}/retract", _project_action(retract),

@@ -113,6 +113,10 @@ class ApiSettings(HttpListenerSettings):
     # after sign-in (the API key it was made from may be revoked meanwhile).
     console_idle_seconds: float = Field(1800.0, gt=0)
     console_session_seconds: float = Field(8 * 3600.0, gt=0)
+    # Where the console's agent preview calls knowledge_get_context, as an agent would.
+    # None: the MCP server of this machine's settings (http://127.0.0.1:<VERA_MCP__PORT>/mcp,
+    # what `vera up` runs); a deployment names its gateway's address.
+    console_mcp_url: str | None = None
 
 
 class ObservabilitySettings(BaseModel):

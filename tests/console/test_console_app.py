@@ -266,3 +266,17 @@ async def test_source_retraction_is_previewed_then_confirmed(
     feed = await world.knowledge.ListScopeChanges(kpb.ListScopeChangesRequest(
         scope_ids=[world.project_id], changes=["retracted"]))
     assert [c.fact.fact_key for c in feed.changes] == [uses]
+
+
+def test_the_agent_previews_token_expires() -> None:
+    import jwt
+
+    from vera.api.identity import mint_mcp_token
+    from vera.config import Settings
+
+    settings = Settings(environment="dev", mcp={
+        "jwt_secret": "preview-secret-0123456789abcdef0123456789",
+        "auth_issuer": "https://auth.example", "auth_audience": "https://mcp.example"})
+    token = mint_mcp_token(settings, "p-1", ["memory:read"], lifetime_seconds=60)
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert claims["exp"] - claims["iat"] == 60 and claims["scope"] == "memory:read"

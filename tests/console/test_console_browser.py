@@ -136,6 +136,16 @@ async def test_curator_works_the_queue_in_a_browser(
     wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "[data-outcome=rejected]")))
     assert _pending(local_stack) == [untouched_key]
 
+    # What an agent would now be served for a task, through the MCP server.
+    driver.find_element(By.LINK_TEXT, "Agent preview").click()
+    task = wait.until(ready.presence_of_element_located((By.ID, "task")))
+    assert task.accessible_name == "Task"
+    task.send_keys("who owns billing-api", Keys.ENTER)
+    served = wait.until(ready.presence_of_element_located(
+        (By.CSS_SELECTOR, "[data-served=context]")))
+    assert "the billing squad" in served.text and "the intern who left" not in served.text
+    _checked(driver, "agent-preview")
+
     # Retract a source after its preview.
     driver.find_element(By.LINK_TEXT, "Sources").click()
     wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "tr[data-source-id=adr-9]")))

@@ -146,6 +146,11 @@ async def test_curator_signs_in_with_a_key_and_curates_only_its_project(
     article.find_element(By.XPATH, ".//button[normalize-space()='Verify']").click()
     wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "[data-outcome=verified]")))
 
+    driver.get(f"{api_url}/console/projects/{team.project_a}/preview?task=who+owns+ledger-api")
+    served = wait.until(ready.presence_of_element_located(
+        (By.CSS_SELECTOR, "[data-served=context]")))
+    assert "the ledger team" in served.text
+
     async with _agent(authenticated_stack, api_url, team.developer_key) as agent:
         found = await agent.call_tool("knowledge_search", {
             "query": "who owns ledger-api", "project": "alpha", "max_trust_tier": 0})
