@@ -59,7 +59,7 @@ class ConsoleWorld:
             target_scope_id=self.project_id,
             subject=subject, predicate=predicate, object=obj,
             evidence_text=f"seen in {subject}/handler.py",
-            context=kpb.TaskContext(runtime="claude-code", task_ref="t-1",
+            context=kpb.TaskContext(runtime="claude-code", task_ref=f"task-{subject}",
                                     repository_ref="github.com/acme/payments")))
 
 

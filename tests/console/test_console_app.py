@@ -280,3 +280,18 @@ def test_the_agent_previews_token_expires() -> None:
     token = mint_mcp_token(settings, "p-1", ["memory:read"], lifetime_seconds=60)
     claims = jwt.decode(token, options={"verify_signature": False})
     assert claims["exp"] - claims["iat"] == 60 and claims["scope"] == "memory:read"
+
+
+async def test_the_queue_pages_through_every_proposal(
+    world: ConsoleWorld, console: httpx.AsyncClient
+) -> None:
+    keys = [(await world.propose(f"service-{i:02d}")).fact.fact_key for i in range(55)]
+    await sign_in(console, world.curator.api_key)
+    first = await console.get(f"/console/projects/{world.project_id}/")
+    shown = first.text.count('<article class="proposal"')
+    assert shown == 50 and 'data-count="pending">55<' in first.text
+    next_url = first.text.split('rel="next"')[0].rsplit('href="', 1)[1].split('"')[0]
+    second = await console.get(next_url.replace("&amp;", "&"))
+    assert second.status_code == 200
+    rest = [k for k in keys if f'data-fact-key="{k}"' in second.text]
+    assert rest == keys[50:]
