@@ -17,6 +17,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from vera.api.auth import RestAuthenticator, default_authenticator
+from vera.api.console.pages import console_mount
+from vera.api.console.sessions import SessionStore
 from vera.api.curation import routes as curation_routes
 from vera.api.identity import routes as identity_routes
 from vera.api.requests import RequestGuard
@@ -52,7 +54,7 @@ async def readyz(request: Request) -> Response:
 
 def build_app(settings: Settings, *, authenticator: RestAuthenticator | None = None) -> Starlette:
     routes = [Route("/livez", livez), Route("/readyz", readyz), *identity_routes,
-              *curation_routes]
+              *curation_routes, console_mount()]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -72,4 +74,8 @@ def build_app(settings: Settings, *, authenticator: RestAuthenticator | None = N
                                            body_timeout=settings.api.body_timeout_seconds)])
     app.state.settings = settings
     app.state.authenticator = authenticator or default_authenticator(settings)
+    app.state.console_sessions = SessionStore(settings.api.console_idle_seconds,
+                                              settings.api.console_session_seconds)
+    token = settings.api.console_sign_in_token
+    app.state.console_sign_in_token = token.get_secret_value() if token else None
     return app

@@ -63,19 +63,24 @@ class ApiKeyRestAuthenticator:
     """``Authorization: Bearer <API key>``; anything else (an MCP JWT included) is 401."""
 
     async def authenticate(self, request: Request, backends: Backends) -> RestCaller:
-        credential = bearer_credential(request)
-        if (
-            credential is None
-            or len(credential) > MAX_CREDENTIAL_LENGTH
-            or not credential.startswith(API_KEY_PREFIX)
-        ):
-            raise Unauthenticated()
-        reply = await backends.identity.AuthenticateApiKey(
-            identity_pb2.AuthenticateApiKeyRequest(api_key=credential)
-        )
-        return RestCaller(
-            reply.principal.principal_id, "remote-authenticated", admin=reply.principal.admin
-        )
+        return await api_key_caller(backends, bearer_credential(request))
+
+
+async def api_key_caller(backends: Backends, credential: str | None) -> RestCaller:
+    """Whose API key ``credential`` is (identity checks its digest); anything that is not
+    an API key is ``unauthenticated`` before identity is asked."""
+    if (
+        credential is None
+        or len(credential) > MAX_CREDENTIAL_LENGTH
+        or not credential.startswith(API_KEY_PREFIX)
+    ):
+        raise Unauthenticated()
+    reply = await backends.identity.AuthenticateApiKey(
+        identity_pb2.AuthenticateApiKeyRequest(api_key=credential)
+    )
+    return RestCaller(
+        reply.principal.principal_id, "remote-authenticated", admin=reply.principal.admin
+    )
 
 
 def default_authenticator(settings: Settings) -> RestAuthenticator:

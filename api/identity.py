@@ -356,20 +356,26 @@ def mcp_scope_names(settings: Settings) -> list[str]:
     return [mcp.scope_read, mcp.scope_propose, mcp.scope_feedback, mcp.scope_snapshot]
 
 
-def mint_mcp_token(settings: Settings, principal_id: str, scopes: list[str]) -> str:
-    """A built-in MCP JWT with no ``exp``: intentionally non-expiring (rotate the secret to
-    invalidate). Raises ``Unavailable`` when issuance is not configured."""
+def mint_mcp_token(
+    settings: Settings, principal_id: str, scopes: list[str], lifetime_seconds: int | None = None
+) -> str:
+    """A built-in MCP JWT, by default with no ``exp``: intentionally non-expiring (rotate the
+    secret to invalidate); ``lifetime_seconds`` bounds one made for a single use. Raises
+    ``Unavailable`` when issuance is not configured."""
     mcp = settings.mcp
     if mcp.jwt_secret is None or not mcp.auth_issuer or not mcp.auth_audience:
         raise Unavailable()
-    claims = {
+    issued_at = int(time.time())
+    claims: dict[str, object] = {
         "sub": principal_id,
         "iss": mcp.auth_issuer,
         "aud": mcp.auth_audience,
         "scope": " ".join(scopes),
-        "iat": int(time.time()),
+        "iat": issued_at,
         "jti": secrets.token_hex(16),
     }
+    if lifetime_seconds is not None:
+        claims["exp"] = issued_at + lifetime_seconds
     return jwt.encode(claims, mcp.jwt_secret.get_secret_value(), algorithm=mcp.jwt_algorithm)
 
 

@@ -9,7 +9,10 @@ visits must not be able to drive the API:
   another local port). A request without Origin, which no browser omits on a cross-site
   write, stays valid.
 - A body must be ``application/json`` (415): a form or a ``text/plain`` fetch, the
-  requests a page may send without CORS, is refused.
+  requests a page may send without CORS, is refused. The one exception is a urlencoded
+  form under ``/console/`` (``CONSOLE_PREFIX``): the console's own pages post forms, and
+  each one must carry its session's CSRF token in a cookie that is never sent cross-site
+  (``vera.api.console.security``).
 - A body is at most ``MAX_BODY_BYTES`` (413): refused unread on its Content-Length, and cut
   off while it streams in, before anything else reads it. It must have arrived whole
   within ``body_timeout`` seconds (408), so a client trickling it in holds nothing for long.
@@ -35,6 +38,7 @@ from vera.errors import InvalidInput
 
 MAX_BODY_BYTES = 16 * 1024
 PROBE_PATHS = frozenset({"/livez", "/readyz"})
+CONSOLE_PREFIX = "/console/"
 INT32_MAX = 2**31 - 1
 
 # The status the SDK's check answers -> the header it refused.
@@ -84,7 +88,8 @@ class RequestGuard:
             header = _REFUSED_HEADER[refusal.status_code]
             raise _Refused(InvalidInput(header, reason="not_allowed"), refusal.status_code)
         headers = request.headers
-        if _carries_body(headers) and not _is_json(headers.get("content-type")):
+        if _carries_body(headers) and not _acceptable_body(request.url.path,
+                                                           headers.get("content-type")):
             raise _Refused(InvalidInput("content-type", "a body must be application/json",
                                         reason="unsupported_media_type"), 415)
         length = headers.get("content-length", "")
@@ -96,8 +101,15 @@ def _carries_body(headers: Headers) -> bool:
     return "transfer-encoding" in headers or headers.get("content-length", "0") != "0"
 
 
-def _is_json(content_type: str | None) -> bool:
-    return (content_type or "").partition(";")[0].strip().lower() == "application/json"
+def _media_type(content_type: str | None) -> str:
+    return (content_type or "").partition(";")[0].strip().lower()
+
+
+def _acceptable_body(path: str, content_type: str | None) -> bool:
+    media_type = _media_type(content_type)
+    if media_type == "application/json":
+        return True
+    return path.startswith(CONSOLE_PREFIX) and media_type == "application/x-www-form-urlencoded"
 
 
 def _too_large() -> InvalidInput:

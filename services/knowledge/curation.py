@@ -81,6 +81,7 @@ class RetractSourceIn:
     scope_id: uuid.UUID
     source_id: str
     reason: str
+    validate_only: bool = False
 
 
 def _ids(curator_id: str, scope_id: str) -> tuple[uuid.UUID, uuid.UUID]:
@@ -124,14 +125,16 @@ def make_reject(*, curator_id: str, scope_id: str, fact_key: str, reason: str) -
 
 
 def make_retract_source(
-    *, curator_id: str, scope_id: str, source_id: str, reason: str
+    *, curator_id: str, scope_id: str, source_id: str, reason: str, validate_only: bool = False
 ) -> RetractSourceIn:
+    """A preview (``validate_only``) writes nothing, so it needs no reason yet."""
     curator, scope = _ids(curator_id, scope_id)
     return RetractSourceIn(
         curator,
         scope,
         require_text("source_id", source_id, MAX_TEXT),
-        require_text("reason", reason, MAX_REASON),
+        reason if validate_only else require_text("reason", reason, MAX_REASON),
+        validate_only,
     )
 
 
@@ -192,6 +195,27 @@ class VerifyResult:
 class RejectResult:
     proposal: FactView
     change_position: int
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    """A project's source as its curators review it; freshness is computed by the caller
+    (``graph.freshness``, the one rule)."""
+
+    source_id: str
+    source_type: str
+    title: str
+    uri: str
+    observed_at: datetime | None
+    cited_by_facts: int
+    retracted_at: datetime | None
+
+
+@dataclass(frozen=True)
+class SourcePage:
+    sources: tuple[SourceRow, ...]
+    next_page_token: str
+    total: int
 
 
 @dataclass(frozen=True)

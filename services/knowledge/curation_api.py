@@ -6,16 +6,19 @@ it has authorized the curator against identity.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from vera import page_tokens
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import to_timestamp
 
-from . import convert, curation, domain
+from . import convert, curation, domain, graph
 from .curation_store import CurationStore
 
 
 class CurationRpcs:
     _curation: CurationStore
+    _stale_days: int
 
     async def ListPendingProposals(
         self, request: pb.ListPendingProposalsRequest, context
@@ -124,6 +127,7 @@ class CurationRpcs:
             scope_id=request.scope_id,
             source_id=request.source_id,
             reason=request.reason,
+            validate_only=request.validate_only,
         )
         result = await self._curation.retract_source(req)
         return pb.RetractSourceResponse(
@@ -137,4 +141,44 @@ class CurationRpcs:
             still_supported_fact_keys=list(result.still_supported_fact_keys),
             audit_event_id=str(result.audit_event_id) if result.audit_event_id else "",
             change_position=result.change_position,
+        )
+
+    async def ListSources(
+        self, request: pb.ListSourcesRequest, context
+    ) -> pb.ListSourcesResponse:
+        scope = domain.parse_uuid("scope_id", request.scope_id)
+        assert scope is not None
+        size = domain.page_size(
+            "page_size",
+            request.page_size,
+            curation.PENDING_PAGE_DEFAULT,
+            curation.PENDING_PAGE_MAX,
+        )
+        offset = page_tokens.decode_position(request.page_token)
+        page = await self._curation.list_sources(scope, size, offset)
+        now = datetime.now(UTC)
+        summaries = []
+        for s in page.sources:
+            fresh = graph.freshness(s.observed_at, now, self._stale_days)
+            summary = pb.SourceSummary(
+                source=pb.Source(
+                    source_id=s.source_id,
+                    source_type=s.source_type,
+                    title=s.title,
+                    uri=s.uri,
+                    observed_at=to_timestamp(s.observed_at),
+                ),
+                freshness=pb.SourceFreshness(
+                    stale=fresh.stale,
+                    age_days=fresh.age_days,
+                    stale_after_days=fresh.stale_after_days,
+                    reason=fresh.reason,
+                ),
+                cited_by_facts=s.cited_by_facts,
+            )
+            if s.retracted_at is not None:
+                summary.retracted_at.CopyFrom(to_timestamp(s.retracted_at))
+            summaries.append(summary)
+        return pb.ListSourcesResponse(
+            sources=summaries, next_page_token=page.next_page_token, total=page.total
         )

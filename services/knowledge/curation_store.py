@@ -24,6 +24,8 @@ from .curation import (
     RejectResult,
     RetractSourceIn,
     RetractSourceResult,
+    SourcePage,
+    SourceRow,
     VerifyIn,
     VerifyResult,
 )
@@ -40,6 +42,13 @@ async def _close_into(
     return await insert_version(
         conn, copy_of=version_id, state=state.value, superseded_by=superseded_by
     )
+
+
+class _Preview(Exception):
+    """Leaves a validate-only retraction's transaction, which rolls it back."""
+
+    def __init__(self, result: RetractSourceResult) -> None:
+        self.result = result
 
 
 class CurationStore:
@@ -301,7 +310,39 @@ class CurationStore:
 
     # --- source retraction ----------------------------------------------------------------
 
+    async def list_sources(self, scope_id: uuid.UUID, page_size: int, offset: int) -> SourcePage:
+        async with self._pool.acquire() as conn:
+            total = await conn.fetchval("SELECT count(*) FROM sources WHERE scope_id = $1",
+                                        scope_id)
+            rows = await conn.fetch(
+                """SELECT s.source_id, s.source_type, s.title, s.uri, s.observed_at,
+                          s.retracted_at,
+                          (SELECT count(DISTINCT f.fact_key) FROM assertions a
+                             JOIN facts f ON f.fact_key = a.fact_key
+                            WHERE a.source_pk = s.source_pk AND a.status = 'verified'
+                              AND f.superseded_at IS NULL AND f.state = 'ACTIVE') AS cited
+                   FROM sources s WHERE s.scope_id = $1
+                   ORDER BY s.source_id LIMIT $2 OFFSET $3""",
+                scope_id, page_size, offset)
+        rows_out = tuple(
+            SourceRow(r["source_id"], r["source_type"], r["title"], r["uri"],
+                      r["observed_at"], r["cited"], r["retracted_at"])
+            for r in rows
+        )
+        more = offset + len(rows_out) < total
+        return SourcePage(
+            rows_out, page_tokens.encode_position(offset + len(rows_out)) if more else "", total
+        )
+
     async def retract_source(self, req: RetractSourceIn) -> RetractSourceResult:
+        """With ``req.validate_only`` the same transaction runs and is rolled back: the
+        preview is exactly what the retraction would do, from the same rules."""
+        try:
+            return await self._retract_source(req)
+        except _Preview as preview:
+            return preview.result
+
+    async def _retract_source(self, req: RetractSourceIn) -> RetractSourceResult:
         outbox = Outbox()
         async with self._pool.acquire() as conn, conn.transaction():
             source = await conn.fetchrow(
@@ -355,6 +396,9 @@ class CurationStore:
                     "still_supported_fact_keys": list(supported),
                 },
             )
+            if req.validate_only:
+                raise _Preview(RetractSourceResult(
+                    False, withdrawn, retracted, supported, None, await change_position(conn)))
             await outbox.flush(conn)
             position = await change_position(conn)
         return RetractSourceResult(False, withdrawn, retracted, supported, event_id, position)

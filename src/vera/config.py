@@ -105,6 +105,18 @@ class ApiSettings(HttpListenerSettings):
     port: int = Field(8081, ge=0, le=65535)
     # POST /identity/register: anyone may create a (non-admin) account. Off by default.
     open_registration: bool = False
+    # The console's one-time sign-in token in local-dev (`vera up` makes one per start and
+    # puts it in stack.json's console_url): without it, sign-in there is refused, so another
+    # user of the same machine cannot open the local administrator's console.
+    console_sign_in_token: SecretStr | None = Field(None, min_length=32)
+    # A console session ends this long after its last request, and at the latest this long
+    # after sign-in (the API key it was made from may be revoked meanwhile).
+    console_idle_seconds: float = Field(1800.0, gt=0)
+    console_session_seconds: float = Field(8 * 3600.0, gt=0)
+    # Where the console's agent preview calls knowledge_get_context, as an agent would.
+    # None: the MCP server of this machine's settings (http://127.0.0.1:<VERA_MCP__PORT>/mcp,
+    # what `vera up` runs); a deployment names its gateway's address.
+    console_mcp_url: str | None = None
 
 
 class ObservabilitySettings(BaseModel):

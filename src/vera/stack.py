@@ -244,7 +244,11 @@ def _write_stack_file(data_dir: Path, info: dict) -> None:
     path = stack_file(data_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(info, indent=2))
+    # Owner-only: console_url carries the local console's sign-in token.
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(out.fileno(), 0o600)
+        out.write(json.dumps(info, indent=2))
     os.replace(partial, path)
 
 
@@ -350,6 +354,15 @@ def _loopback_url(host: str, port: int) -> str:
     return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
 
 
+def console_address(api_url: str, sign_in_token: str, settings: Settings) -> str:
+    """The console's address; in the local profile it carries the one-time sign-in token
+    (written to stdout and stack.json, never to a log), elsewhere curators sign in with an
+    API key."""
+    if settings.auth_profile == "local-dev":
+        return f"{api_url}/console/sign-in?token={sign_in_token}"
+    return f"{api_url}/console/"
+
+
 def client_snippet(mcp_url: str) -> str:
     return json.dumps({"mcpServers": {"vera": {"type": "http", "url": mcp_url}}}, indent=2)
 
@@ -380,12 +393,15 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
         addresses = {name: f"127.0.0.1:{free_port()}" for name in SERVICES}
         rpc_key = secrets.token_urlsafe(32)
         _write_key_file(data_dir, rpc_key)
+        console_token = secrets.token_urlsafe(32)
         env = {
             **os.environ,
             "VERA_DATA_DIR": str(data_dir),
             "VERA_DATABASE__DSN": dsn,
             "VERA_RPC__AUTH_KEY": rpc_key,
             "VERA_MCP__PORT": str(port),
+            # Only the local profile signs in with it (vera.api.console.pages).
+            "VERA_API__CONSOLE_SIGN_IN_TOKEN": console_token,
             **{f"VERA_SERVICES__{name.upper()}": address for name, address in addresses.items()},
         }
         services = [
@@ -420,6 +436,7 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
             await child.start()
 
         mcp_url = f"{base}/mcp"
+        console_url = console_address(api_url, console_token, settings)
         postgres = PostgresChild(pg)
         supervised: list[Supervised] = [postgres, *children]
         restarts = dict.fromkeys((child.name for child in supervised), 0)
@@ -431,6 +448,7 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
                     "pid": os.getpid(),
                     "mcp_url": mcp_url,
                     "api_url": api_url,
+                    "console_url": console_url,
                     "services": addresses,
                     "metrics": f"http://{settings.observability.mcp_metrics_host}:"
                     f"{settings.observability.mcp_metrics_port}/metrics",
@@ -449,6 +467,7 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
         write_stack_file()
         print(
             f"\nVERA is ready.\n  MCP endpoint: {mcp_url}\n  REST API:     {api_url}\n"
+            f"  Console:      {console_url}\n"
             f"  Data dir:     {data_dir}\n"
             f"\nMCP client config:\n{client_snippet(mcp_url)}\n\nPress Ctrl-C to stop.",
             flush=True,

@@ -784,16 +784,18 @@ class RejectProposalResponse(_message.Message):
     def __init__(self, proposal: _Optional[_Union[_knowledge_resources_pb2.Fact, _Mapping]] = ..., change_position: _Optional[int] = ...) -> None: ...
 
 class RetractSourceRequest(_message.Message):
-    __slots__ = ("curator_principal_id", "scope_id", "source_id", "reason")
+    __slots__ = ("curator_principal_id", "scope_id", "source_id", "reason", "validate_only")
     CURATOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     curator_principal_id: str
     scope_id: str
     source_id: str
     reason: str
-    def __init__(self, curator_principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., source_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    validate_only: bool
+    def __init__(self, curator_principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., source_id: _Optional[str] = ..., reason: _Optional[str] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class RetractSourceResponse(_message.Message):
     __slots__ = ("status", "assertions_withdrawn", "retracted_fact_keys", "still_supported_fact_keys", "audit_event_id", "change_position")
@@ -810,6 +812,38 @@ class RetractSourceResponse(_message.Message):
     audit_event_id: str
     change_position: int
     def __init__(self, status: _Optional[_Union[RetractionStatus, str]] = ..., assertions_withdrawn: _Optional[int] = ..., retracted_fact_keys: _Optional[_Iterable[str]] = ..., still_supported_fact_keys: _Optional[_Iterable[str]] = ..., audit_event_id: _Optional[str] = ..., change_position: _Optional[int] = ...) -> None: ...
+
+class ListSourcesRequest(_message.Message):
+    __slots__ = ("scope_id", "page_size", "page_token")
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    scope_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, scope_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class SourceSummary(_message.Message):
+    __slots__ = ("source", "freshness", "cited_by_facts", "retracted_at")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    FRESHNESS_FIELD_NUMBER: _ClassVar[int]
+    CITED_BY_FACTS_FIELD_NUMBER: _ClassVar[int]
+    RETRACTED_AT_FIELD_NUMBER: _ClassVar[int]
+    source: _knowledge_resources_pb2.Source
+    freshness: _knowledge_resources_pb2.SourceFreshness
+    cited_by_facts: int
+    retracted_at: _timestamp_pb2.Timestamp
+    def __init__(self, source: _Optional[_Union[_knowledge_resources_pb2.Source, _Mapping]] = ..., freshness: _Optional[_Union[_knowledge_resources_pb2.SourceFreshness, _Mapping]] = ..., cited_by_facts: _Optional[int] = ..., retracted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListSourcesResponse(_message.Message):
+    __slots__ = ("sources", "next_page_token", "total")
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    sources: _containers.RepeatedCompositeFieldContainer[SourceSummary]
+    next_page_token: str
+    total: int
+    def __init__(self, sources: _Optional[_Iterable[_Union[SourceSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class ErasePrincipalDataRequest(_message.Message):
     __slots__ = ("actor_principal_id", "principal_id", "personal_scope_id", "related_counts")

@@ -160,6 +160,11 @@ class KnowledgeServiceStub:
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractSourceRequest.SerializeToString,
                 response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractSourceResponse.FromString,
                 _registered_method=True)
+        self.ListSources = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/ListSources',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListSourcesRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListSourcesResponse.FromString,
+                _registered_method=True)
         self.ErasePrincipalData = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/ErasePrincipalData',
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ErasePrincipalDataRequest.SerializeToString,
@@ -355,6 +360,14 @@ class KnowledgeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSources(self, request, context):
+        """Lists the sources of one shared project with their freshness and how many current
+        facts cite each, by source id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ErasePrincipalData(self, request, context):
         """--- Erasure (administrators, via the REST API; never reachable from MCP) ---
 
@@ -489,6 +502,11 @@ def add_KnowledgeServiceServicer_to_server(servicer, server):
                     servicer.RetractSource,
                     request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractSourceRequest.FromString,
                     response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractSourceResponse.SerializeToString,
+            ),
+            'ListSources': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSources,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListSourcesRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListSourcesResponse.SerializeToString,
             ),
             'ErasePrincipalData': grpc.unary_unary_rpc_method_handler(
                     servicer.ErasePrincipalData,
@@ -1150,6 +1168,33 @@ class KnowledgeService:
             '/vera.knowledge.v1.KnowledgeService/RetractSource',
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractSourceRequest.SerializeToString,
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractSourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSources(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/ListSources',
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListSourcesRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListSourcesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,36 @@
+// Keyboard shortcuts for the review queue: j / k move between proposals, v verifies the
+// current one with its form's choices, r moves to its Reason field (Enter then rejects).
+// Progressive enhancement only: every action is an ordinary form without this script.
+"use strict";
+(function () {
+  const proposals = () => Array.from(document.querySelectorAll("article.proposal"));
+  let current = -1;
+
+  function select(index) {
+    const list = proposals();
+    if (!list.length) return;
+    current = Math.max(0, Math.min(index, list.length - 1));
+    list.forEach((el, i) => el.classList.toggle("current", i === current));
+    list[current].focus();
+    list[current].scrollIntoView({ block: "nearest" });
+  }
+
+  function typing(target) {
+    return target instanceof HTMLElement &&
+      (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName));
+  }
+
+  document.addEventListener("keydown", (event) => {
+    if (event.altKey || event.ctrlKey || event.metaKey || typing(event.target)) return;
+    const list = proposals();
+    if (!list.length) return;
+    if (event.key === "j") { select(current + 1); }
+    else if (event.key === "k") { select(current < 0 ? 0 : current - 1); }
+    else if (event.key === "v" && current >= 0) {
+      list[current].querySelector("form.verify").requestSubmit();
+    } else if (event.key === "r" && current >= 0) {
+      list[current].querySelector("form.reject input[name=reason]").focus();
+    } else { return; }
+    event.preventDefault();
+  });
+})();

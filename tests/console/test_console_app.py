@@ -1,0 +1,297 @@
+"""The console in process: sign-in and sessions, the queue and its decisions through the
+knowledge service, the curator rule, CSRF and the security headers."""
+
+from __future__ import annotations
+
+import httpx
+from conftest import BASE, ConsoleWorld, sign_in
+
+from vera.api.app import build_app
+from vera.api.console.sessions import COOKIE
+from vera.knowledge.v1 import knowledge_service_pb2 as kpb
+
+
+def _assert_secured(response: httpx.Response) -> None:
+    policy = response.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in policy
+    assert "script-src 'self'" in policy and "unsafe-inline" not in policy
+    assert response.headers["cache-control"] == "no-store"
+    assert response.headers["referrer-policy"] == "same-origin"
+
+
+async def test_unsigned_visitors_are_sent_to_sign_in(console: httpx.AsyncClient) -> None:
+    response = await console.get("/console/")
+    assert response.status_code == 303
+    assert response.headers["location"] == "/console/sign-in"
+    _assert_secured(response)
+    form = await console.get("/console/sign-in")
+    assert form.status_code == 200
+    _assert_secured(form)
+    static = await console.get("/console/static/console.js")
+    assert static.status_code == 200
+    _assert_secured(static)
+
+
+async def test_api_key_becomes_a_strict_httponly_session(
+    world: ConsoleWorld, console: httpx.AsyncClient
+) -> None:
+    form = await console.get("/console/sign-in")
+    nonce = form.text.split('name="nonce" value="')[1].split('"')[0]
+    wrong = await console.post("/console/sign-in",
+                               data={"nonce": nonce, "api_key": "vera_not-a-key"})
+    assert wrong.status_code == 401
+    assert COOKIE not in console.cookies
+    await sign_in(console, world.curator.api_key)
+    cookie = next(c for c in console.cookies.jar if c.name == COOKIE)
+    assert cookie.has_nonstandard_attr("HttpOnly")
+    assert cookie.get_nonstandard_attr("SameSite", "").lower() == "strict"
+    assert not cookie.secure  # plain http here; https below
+    assert world.curator.api_key not in cookie.value
+
+
+async def test_session_cookie_is_secure_over_https(world: ConsoleWorld) -> None:
+    app = build_app(world.settings(allowed_origins=["https://127.0.0.1:8081"]))
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="https://127.0.0.1:8081") as client:
+            form = await client.get("/console/sign-in")
+            nonce = form.text.split('name="nonce" value="')[1].split('"')[0]
+            signed = await client.post("/console/sign-in",
+                                       data={"nonce": nonce, "api_key": world.curator.api_key})
+            assert signed.status_code == 303
+            assert "secure" in signed.headers["set-cookie"].lower()
+
+
+async def test_sign_in_without_the_forms_nonce_is_refused(
+    world: ConsoleWorld, console: httpx.AsyncClient
+) -> None:
+    response = await console.post("/console/sign-in", data={"api_key": world.curator.api_key})
+    assert response.status_code == 403
+    assert COOKIE not in console.cookies
+
+
+async def test_curator_verifies_and_rejects_through_the_queue(
+    world: ConsoleWorld, console: httpx.AsyncClient
+) -> None:
+    first = (await world.propose("payments-api")).fact.fact_key
+    second = (await world.propose("refunds-api")).fact.fact_key
+    token = await sign_in(console, world.curator.api_key)
+    queue = await console.get(f"/console/projects/{world.project_id}/")
+    assert queue.status_code == 200
+    _assert_secured(queue)
+    assert first in queue.text and second in queue.text
+    assert "github.com/acme/payments" in queue.text and "payments-api/handler.py" in queue.text
+
+    base = f"/console/projects/{world.project_id}/proposals"
+    verified = await console.post(f"{base}/{first}/verify", data={
+        "csrf_token": token, "trust_tier": "0", "authority": "0.9", "note": "checked"})
+    assert verified.status_code == 303
+    assert verified.headers["location"].endswith("?done=verified")
+    no_reason = await console.post(f"{base}/{second}/reject",
+                                   data={"csrf_token": token, "reason": ""})
+    assert no_reason.status_code == 400
+    rejected = await console.post(f"{base}/{second}/reject",
+                                  data={"csrf_token": token, "reason": "not durable"})
+    assert rejected.status_code == 303
+
+    pending = await world.knowledge.ListPendingProposals(
+        kpb.ListPendingProposalsRequest(scope_id=world.project_id))
+    assert pending.total == 0
+    changes = await world.knowledge.ListScopeChanges(
+        kpb.ListScopeChangesRequest(scope_ids=[world.project_id]))
+    published = [c.fact for c in changes.changes if c.change == "published"]
+    assert [(f.subject, f.trust_tier, round(f.authority, 2)) for f in published] == [
+        ("payments-api", 0, 0.9)]
+    feed = await console.get(f"/console/projects/{world.project_id}/changes")
+    assert feed.status_code == 200 and 'data-change="published"' in feed.text
+
+
+async def test_conflicting_fact_is_shown_beside_the_proposal(
+    world: ConsoleWorld, console: httpx.AsyncClient
+) -> None:
+    await world.knowledge.IngestKnowledge(kpb.IngestKnowledgeRequest(
+        principal_id=world.owner.principal_id, scope_id=world.project_id,
+        facts=[kpb.FactInput(subject="payments-api", predicate="uses_database",
+                             object="PostgreSQL 14")]))
+    refused = await world.propose("payments-api", "uses_database", "PostgreSQL 16")
+    assert refused.outcome == kpb.PROPOSAL_OUTCOME_CONFLICTED
+    await sign_in(console, world.curator.api_key)
+    queue = await console.get(f"/console/projects/{world.project_id}/")
+    attempt = queue.text.split('class="attempt"')[1]
+    assert "PostgreSQL 16" in attempt and "PostgreSQL 14" in attempt
+    assert 'data-count="conflicted">1<' in queue.text
+
+
+async def test_a_post_without_the_sessions_token_changes_nothing(
+    world: ConsoleWorld, console: httpx.AsyncClient
+) -> None:
+    key = (await world.propose("payments-api")).fact.fact_key
+    await sign_in(console, world.curator.api_key)
+    url = f"/console/projects/{world.project_id}/proposals/{key}/verify"
+    for data in ({}, {"csrf_token": "forged"}):
+        refused = await console.post(url, data=data)
+        assert refused.status_code == 403
+    # The guard refuses another origin before the console sees the request.
+    cross = await console.post(url, data={"csrf_token": "x"},
+                               headers={"origin": "http://evil.example"})
+    assert cross.status_code == 403
+    pending = await world.knowledge.ListPendingProposals(
+        kpb.ListPendingProposalsRequest(scope_id=world.project_id))
+    assert pending.total == 1
+
+
+async def test_sign_out_ends_the_session_server_side(
+    world: ConsoleWorld, console: httpx.AsyncClient
+) -> None:
+    key = (await world.propose("payments-api")).fact.fact_key
+    token = await sign_in(console, world.curator.api_key)
+    copied = console.cookies[COOKIE]
+    out = await console.post("/console/sign-out", data={"csrf_token": token})
+    assert out.status_code == 303
+    console.cookies.set(COOKIE, copied, domain="127.0.0.1")
+    page = await console.get(f"/console/projects/{world.project_id}/")
+    assert page.status_code == 303 and page.headers["location"] == "/console/sign-in"
+    replay = await console.post(f"/console/projects/{world.project_id}/proposals/{key}/verify",
+                                data={"csrf_token": token, "trust_tier": "1",
+                                      "authority": "0.7"})
+    assert replay.status_code == 403
+    pending = await world.knowledge.ListPendingProposals(
+        kpb.ListPendingProposalsRequest(scope_id=world.project_id))
+    assert pending.total == 1
+
+
+async def test_only_curators_see_a_projects_queue(
+    world: ConsoleWorld, console: httpx.AsyncClient
+) -> None:
+    await world.propose("payments-api")
+    await sign_in(console, world.member.api_key)
+    home = await console.get("/console/")
+    assert home.status_code == 200 and 'data-project="payments"' not in home.text
+    refused = await console.get(f"/console/projects/{world.project_id}/")
+    assert refused.status_code == 403 and 'data-code="unauthorized"' in refused.text
+    assert "payments-api" not in refused.text
+
+
+async def test_outsiders_cannot_tell_a_project_exists(
+    world: ConsoleWorld, console: httpx.AsyncClient
+) -> None:
+    await sign_in(console, world.outsider.api_key)
+    refused = await console.get(f"/console/projects/{world.project_id}/")
+    assert refused.status_code == 404
+
+
+async def test_home_lists_curated_projects_with_counts(
+    world: ConsoleWorld, console: httpx.AsyncClient
+) -> None:
+    await world.propose("payments-api")
+    await world.propose("refunds-api")
+    token = await sign_in(console, world.curator.api_key)
+    assert token
+    home = await console.get("/console/")
+    row = home.text.split('data-project="payments"')[1].split("</tr>")[0]
+    assert 'data-count="pending">2<' in row
+
+
+async def test_the_local_sign_in_token_works_once(world: ConsoleWorld) -> None:
+    token = "local-one-time-token-0123456789abcdef-XYZ"
+    settings = world.settings(console_sign_in_token=token).model_copy(
+        update={"environment": "local", "mcp": world.settings().mcp.model_copy(
+            update={"jwt_secret": None})})
+    assert settings.auth_profile == "local-dev"
+    app = build_app(settings)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url=BASE) as client:
+            wrong = await client.get("/console/sign-in", params={"token": "x" * 40})
+            assert wrong.status_code == 401
+            first = await client.get("/console/sign-in", params={"token": token})
+            assert first.status_code == 303 and COOKIE in client.cookies
+            assert (await client.get("/console/")).status_code == 200
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                         base_url=BASE) as other:
+                again = await other.get("/console/sign-in", params={"token": token})
+                assert again.status_code == 401 and COOKIE not in other.cookies
+
+
+async def test_source_retraction_is_previewed_then_confirmed(
+    world: ConsoleWorld, console: httpx.AsyncClient, pg_dsn: str
+) -> None:
+    import asyncpg
+
+    await world.knowledge.IngestKnowledge(kpb.IngestKnowledgeRequest(
+        principal_id=world.owner.principal_id, scope_id=world.project_id,
+        sources=[kpb.SourceInput(source_id="adr-7", title="ADR 7"),
+                 kpb.SourceInput(source_id="runbook-3")],
+        facts=[kpb.FactInput(subject="ledger", predicate="uses", object="PostgreSQL",
+                             source_id="adr-7"),
+               kpb.FactInput(subject="ledger", predicate="deploys_to", object="eu-west-1",
+                             source_id="adr-7"),
+               kpb.FactInput(subject="ledger", predicate="deploys_to", object="eu-west-1",
+                             source_id="runbook-3")]))
+    token = await sign_in(console, world.curator.api_key)
+    listed = await console.get(f"/console/projects/{world.project_id}/sources")
+    assert listed.status_code == 200
+    row = listed.text.split('data-source-id="adr-7"')[1].split("</tr>")[0]
+    assert 'data-count="cited">2<' in row
+
+    async def written() -> tuple[int, int]:
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            return (await conn.fetchval("SELECT count(*) FROM knowledge.audit_events"),
+                    await conn.fetchval("SELECT coalesce(max(position), 0) FROM knowledge.outbox"))
+        finally:
+            await conn.close()
+
+    before = await written()
+    url = f"/console/projects/{world.project_id}/sources/adr-7/retract"
+    preview = await console.get(url)
+    assert preview.status_code == 200
+    retracted = preview.text.split('data-preview="retracted"')[1].split("</ul>")[0]
+    kept = preview.text.split('data-preview="still-supported"')[1].split("</ul>")[0]
+    assert "PostgreSQL" in retracted and "eu-west-1" not in retracted
+    assert "eu-west-1" in kept
+    assert await written() == before  # the preview wrote nothing
+
+    facts = await world.knowledge.GetEntity(kpb.GetEntityRequest(
+        scope_ids=[world.project_id], name="ledger"))
+    uses = next(f.fact_key for f in facts.facts if f.predicate == "uses")
+    assert f'data-fact-key="{uses}"' in retracted
+
+    no_reason = await console.post(url, data={"csrf_token": token, "reason": ""})
+    assert no_reason.status_code == 400
+    done = await console.post(url, data={"csrf_token": token, "reason": "superseded"})
+    assert done.status_code == 303 and done.headers["location"].endswith("?done=retracted")
+    audits, position = await written()
+    assert audits == before[0] + 1 and position > before[1]
+    feed = await world.knowledge.ListScopeChanges(kpb.ListScopeChangesRequest(
+        scope_ids=[world.project_id], changes=["retracted"]))
+    assert [c.fact.fact_key for c in feed.changes] == [uses]
+
+
+def test_the_agent_previews_token_expires() -> None:
+    import jwt
+
+    from vera.api.identity import mint_mcp_token
+    from vera.config import Settings
+
+    settings = Settings(environment="dev", mcp={
+        "jwt_secret": "preview-secret-0123456789abcdef0123456789",
+        "auth_issuer": "https://auth.example", "auth_audience": "https://mcp.example"})
+    token = mint_mcp_token(settings, "p-1", ["memory:read"], lifetime_seconds=60)
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert claims["exp"] - claims["iat"] == 60 and claims["scope"] == "memory:read"
+
+
+async def test_the_queue_pages_through_every_proposal(
+    world: ConsoleWorld, console: httpx.AsyncClient
+) -> None:
+    keys = [(await world.propose(f"service-{i:02d}")).fact.fact_key for i in range(55)]
+    await sign_in(console, world.curator.api_key)
+    first = await console.get(f"/console/projects/{world.project_id}/")
+    shown = first.text.count('<article class="proposal"')
+    assert shown == 50 and 'data-count="pending">55<' in first.text
+    next_url = first.text.split('rel="next"')[0].rsplit('href="', 1)[1].split('"')[0]
+    second = await console.get(next_url.replace("&amp;", "&"))
+    assert second.status_code == 200
+    rest = [k for k in keys if f'data-fact-key="{k}"' in second.text]
+    assert rest == keys[50:]
