@@ -49,6 +49,7 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "GetCommunityLineage",
         "ListPendingProposals",
         "ListConflictedAttempts",
+        "ListSources",
         "ListRankingFeedback",
     ),
     "vera.retrieval.v1.RetrievalService": (
