@@ -204,14 +204,18 @@ async def status(settings: Settings, *, project: str | None = None) -> dict[str,
             retrieval_pb2.GetRankStatusRequest(scope_id=scope)
         )
     return {
-        "scope": "project" if scope else "deployment",
-        "project_id": scope,
+        **_scope_fields(scope),
         "active": _model(response.active, response.HasField("active")),
         "unservable": _model(response.unservable, response.HasField("unservable")),
         "last_fit": _model(response.last_fit, response.HasField("last_fit")),
         "switched_off": _model(response.switched_off, response.HasField("switched_off")),
         "assembler_version": response.assembler_version,
     }
+
+
+def _scope_fields(scope: str) -> dict[str, Any]:
+    """Which model an answer is about: the deployment-wide one or a project's."""
+    return {"scope": "project" if scope else "deployment", "project_id": scope}
 
 
 async def on(settings: Settings, *, project: str | None = None) -> dict[str, Any]:
@@ -221,8 +225,7 @@ async def on(settings: Settings, *, project: str | None = None) -> dict[str, Any
             retrieval_pb2.EnableRankModelRequest(scope_id=scope)
         )
     return {
-        "scope": "project" if scope else "deployment",
-        "project_id": scope,
+        **_scope_fields(scope),
         "enabled": _model(response.enabled, response.HasField("enabled")),
         "assembler_version": response.assembler_version,
     }
@@ -235,8 +238,7 @@ async def off(settings: Settings, *, project: str | None = None) -> dict[str, An
             retrieval_pb2.DisableRankModelRequest(scope_id=scope)
         )
     return {
-        "scope": "project" if scope else "deployment",
-        "project_id": scope,
+        **_scope_fields(scope),
         "disabled": _model(response.disabled, response.HasField("disabled")),
         "assembler_version": response.assembler_version,
     }
