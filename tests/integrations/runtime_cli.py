@@ -8,7 +8,8 @@ from pathlib import Path
 
 import tomlkit
 
-from vera.integrations.runtimes.claude_code import HEALTH_SETTINGS
+# The test stands in for the person who approves the project server; doctor never does.
+HEALTH_SETTINGS = json.dumps({"enableAllProjectMcpServers": True})
 
 
 def run(bin_dir: Path, argv: list[str], root: Path, env: dict[str, str]

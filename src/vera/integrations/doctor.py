@@ -1,34 +1,44 @@
 """``vera doctor``: after a restart of the runtime, is the ``vera`` server connected and are
-its tools visible, and which trust step is still missing?
+its tools visible, and which step is still missing?
 
-The runtime's own CLI answers for the runtime (read-only invocations only); VERA's tools are
-listed with the official MCP client using the credential the config references. A missing
-trust step is named, never bypassed.
+The runtime's own CLI answers for the runtime (read-only invocations only, under the user's
+own settings: doctor never switches a trust gate off); VERA's tools are listed with the
+official MCP client. The token goes only to the endpoint it was minted for, as the user's
+untracked state records it; a tracked file that names another endpoint is reported and
+nothing is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import stat
+import subprocess
+import time
 from pathlib import Path
 
+import jwt
+
+from vera.integrations import editors
 from vera.integrations.editors import text_fingerprint
 from vera.integrations.endpoints import credential_refusal
-from vera.integrations.ownership import TOKEN_PATH, Connection, read_record
-from vera.integrations.runtimes import ADAPTERS, TOKEN_ENV_VAR, Finding, run_cli
+from vera.integrations.ownership import (
+    CREDENTIAL_FILES,
+    MINTED_FOR_PATH,
+    TOKEN_PATH,
+    Connection,
+    read_record,
+)
+from vera.integrations.runtimes import ADAPTERS, TOKEN_ENV_VAR, Finding, profile_line, run_cli
 
 TOOLS_TIMEOUT_SECONDS = 10.0
+# The reads every save mode's token carries (commands.SAVE_MODE_SCOPES).
+NEEDED_SCOPES = ("memory:read", "memory:snapshot", "memory:feedback")
 
 
-def _token(root: Path, env: dict[str, str]) -> str | None:
-    if env.get(TOKEN_ENV_VAR):
-        return env[TOKEN_ENV_VAR]
-    path = root / TOKEN_PATH
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.startswith(f"{TOKEN_ENV_VAR}="):
-                return line.split("=", 1)[1]
-    return None
+def _read(root: Path, rel: str) -> str | None:
+    path = root / rel
+    return path.read_text().strip() if path.is_file() and not path.is_symlink() else None
 
 
 async def _tools(url: str, token: str | None) -> list[str]:
@@ -43,16 +53,11 @@ async def _tools(url: str, token: str | None) -> list[str]:
         return [tool.name for tool in (await client.list_tools()).tools]
 
 
-def _tools_finding(connection: Connection, token: str | None) -> Finding:
-    if connection.credential.startswith("env:") and token is None:
-        return Finding("vera tools visible", False,
-                       f"set {TOKEN_ENV_VAR} (for example from {TOKEN_PATH}) before starting "
-                       "the runtime")
+def _tools_finding(url: str, token: str | None) -> Finding:
     try:
-        names = asyncio.run(asyncio.wait_for(_tools(connection.mcp_url, token),
-                                             TOOLS_TIMEOUT_SECONDS))
+        names = asyncio.run(asyncio.wait_for(_tools(url, token), TOOLS_TIMEOUT_SECONDS))
     except Exception as exc:  # any transport or protocol failure is the finding itself
-        refusal = credential_refusal(connection.mcp_url, token)
+        refusal = credential_refusal(url, token)
         return Finding("vera tools visible", False,
                        f"cannot list tools: {refusal or type(exc).__name__}")
     return Finding("vera tools visible", bool(names), f"{len(names)} tools")
@@ -67,6 +72,74 @@ def _files(root: Path, connection: Connection) -> list[Finding]:
                     "changed since connect: " + ", ".join(changed))]
 
 
+def _configured_url(root: Path, name: str) -> object:
+    """The URL the runtime's tracked config sends its ``vera`` requests to."""
+    adapter = ADAPTERS[name]
+    rel = adapter.mcp_file(root)
+    text = _read(root, rel) or ""
+    try:
+        parsed = editors.parse_toml(text) if rel.endswith(".toml") else editors.parse_json(text)
+    except editors.UnsafeEdit:
+        return None
+    server = editors.get_path(parsed, adapter.SERVER_PATH)
+    return server.get("url") if isinstance(server, dict) else None
+
+
+def _tracked(root: Path, rels: list[str]) -> list[str]:
+    listed = subprocess.run(["git", "ls-files", "--", *rels], cwd=root, capture_output=True,
+                            text=True)
+    return listed.stdout.split()
+
+
+def _credential_findings(root: Path, name: str, connection: Connection,
+                         env: dict[str, str]) -> tuple[list[Finding], str | None]:
+    """The static token's state; the token is returned only when it may be sent."""
+    token, minted_for = _read(root, TOKEN_PATH), _read(root, MINTED_FOR_PATH)
+    if token is None or minted_for is None:
+        return [Finding("mcp token", False, f"no token in {TOKEN_PATH}: run `vera connect "
+                        f"{name}` and give the API key")], None
+    tracked = _tracked(root, sorted(CREDENTIAL_FILES))
+    if tracked:
+        return [Finding("mcp token private", False, f"{', '.join(tracked)} is tracked by Git: "
+                        "remove it from Git (git rm --cached), revoke the token and connect "
+                        "again; nothing was sent")], None
+    loose = [rel for rel in sorted(CREDENTIAL_FILES) if (root / rel).exists()
+             and stat.S_IMODE((root / rel).stat().st_mode) != 0o600]
+    findings = [Finding("mcp token private", not loose, "owner-only (0600)" if not loose else
+                        f"{', '.join(loose)} readable by others: chmod 600 them")]
+    steered = {url for url in (connection.mcp_url, _configured_url(root, name))
+               if url != minted_for}
+    if steered:
+        findings.append(Finding("mcp endpoint", False, f"a tracked file now names "
+                                f"{', '.join(map(str, steered))} but your token was minted "
+                                f"for {minted_for}; nothing was sent. If your team moved "
+                                f"VERA, run `vera connect {name} --mcp-url <new url>`"))
+        return findings, None
+    findings.append(Finding("mcp endpoint", True, "the one the token was minted for"))
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        claims = {}
+    expiry = claims.get("exp")
+    expired = isinstance(expiry, (int, float)) and expiry < time.time()
+    findings.append(Finding("mcp token expiry", not expired, "expired: run `vera connect "
+                            f"{name}` again" if expired else "no expiry" if expiry is None
+                            else f"expires {time.strftime('%Y-%m-%d', time.gmtime(expiry))}"))
+    raw = claims.get("scope", claims.get("scp", ""))
+    granted = set(raw.split() if isinstance(raw, str) else raw or ())
+    missing = [scope for scope in NEEDED_SCOPES if scope not in granted]
+    findings.append(Finding("mcp token scopes", not missing, " ".join(sorted(granted)) if not
+                            missing else f"lacks {' '.join(missing)}: run `vera connect "
+                            f"{name}` again"))
+    if not ADAPTERS[name].READS_SECRET_FROM_FILE:
+        seen = env.get(TOKEN_ENV_VAR) == token
+        findings.append(Finding(f"{name} sees the token", seen, f"{TOKEN_ENV_VAR} is exported"
+                                if seen else f"{name} reads the token only from its "
+                                f"environment: add to your shell profile and open a new "
+                                f"shell: {profile_line(root)}"))
+    return findings, token
+
+
 def diagnose(root: Path, runtime: str | None, env: dict[str, str] | None = None
              ) -> dict[str, list[Finding]]:
     env = dict(os.environ if env is None else env)
@@ -79,7 +152,14 @@ def diagnose(root: Path, runtime: str | None, env: dict[str, str] | None = None
             report[name] = [Finding("connected", False, f"run `vera connect {name}` first")]
             continue
         findings = _files(root, connection)
+        token = None
+        if connection.credential.startswith("file:"):
+            credential, token = _credential_findings(root, name, connection, env)
+            findings += credential
+            if token is None:  # the runtime would send it where a tracked file says
+                report[name] = findings
+                continue
         findings += ADAPTERS[name].probe(root, env, run_cli, Finding)
-        findings.append(_tools_finding(connection, _token(root, env)))
+        findings.append(_tools_finding(connection.mcp_url, token))
         report[name] = findings
     return report
