@@ -26,6 +26,15 @@ def claude_get(bin_dir: Path, root: Path, env: dict[str, str]) -> str:
     return done.stdout + done.stderr
 
 
+def trust_claude_folder(root: Path, env: dict[str, str]) -> None:
+    """The trust dialog a person accepts once in Claude Code (it runs the project's
+    headers helper only after it); tests accept it in a temp home."""
+    state_file = Path(env["HOME"]) / ".claude.json"
+    state = json.loads(state_file.read_text()) if state_file.exists() else {}
+    state.setdefault("projects", {}).setdefault(str(root), {})["hasTrustDialogAccepted"] = True
+    state_file.write_text(json.dumps(state))
+
+
 def trust_codex_project(root: Path, env: dict[str, str]) -> None:
     """The user-home approval a person gives in Codex; tests give it in a temp home."""
     config = Path(env["CODEX_HOME"]) / "config.toml"

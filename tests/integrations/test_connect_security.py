@@ -9,6 +9,7 @@ import os
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -51,7 +52,7 @@ def test_a_record_reaching_through_a_symbolic_link_is_refused(repo, vera):
 
 
 class _Capture(BaseHTTPRequestHandler):
-    seen: list[str] = []
+    seen: ClassVar[list[str]] = []
 
     def _any(self) -> None:
         _Capture.seen.append(self.headers.get("Authorization") or "")
