@@ -35,6 +35,14 @@ def trust_claude_folder(root: Path, env: dict[str, str]) -> None:
     state_file.write_text(json.dumps(state))
 
 
+def approve_claude_server(root: Path, env: dict[str, str]) -> None:
+    """Folder trust plus the per-server approval a person gives in Claude Code (/mcp)."""
+    trust_claude_folder(root, env)
+    local = root / ".claude" / "settings.local.json"
+    local.parent.mkdir(exist_ok=True)
+    local.write_text(json.dumps({"enabledMcpjsonServers": ["vera"]}))
+
+
 def trust_codex_project(root: Path, env: dict[str, str]) -> None:
     """The user-home approval a person gives in Codex; tests give it in a temp home."""
     config = Path(env["CODEX_HOME"]) / "config.toml"

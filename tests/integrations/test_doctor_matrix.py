@@ -83,6 +83,7 @@ def test_codex_without_the_exported_token_is_not_ok(repo, vera, runtime_bin, hom
 def test_offline_vera_doctor_reports_degraded(repo, vera, runtime_bin, home_env):
     with StandIn() as standin:
         connect(vera, standin, "claude-code")
+    cli.approve_claude_server(repo, home_env)
     report = doctor(vera, runtime_bin, home_env, "claude-code")
     assert report.returncode == 1
     assert "TODO claude connects to vera" in report.stdout
