@@ -4,8 +4,12 @@ client) holds the mode's line."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 import test_runtime_handshake as handshake
@@ -13,6 +17,9 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 from vera.integrations.ownership import TOKEN_PATH
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integrations"))
+from runtime_fakes import FakeAnthropic
 
 pytestmark = pytest.mark.e2e
 runtime_bin = handshake.runtime_bin
@@ -79,3 +86,70 @@ async def test_each_save_modes_token_fits_it_and_the_server_holds_off(
             "signal": "up"})
         assert not feedback.is_error, feedback.content
         assert feedback.structured_content["created"] is True
+
+
+FACT = {"subject": "payments-api", "predicate": "deploys_to",
+        "object": "the eu-west-1 cluster via Argo CD", "evidence_text": "runbook §2",
+        "task_ref": "task-7", "runtime": "opencode"}
+SESSION_TASK = "task-session"
+
+
+def grounded_then_propose(results: list[str]) -> tuple[str, dict] | None:
+    """The scripted model: ground the task, propose what it learned, ask what became of it."""
+    steps = [
+        ("knowledge_get_context", {"query": "how is payments-api deployed?"}),
+        ("knowledge_propose", {"subject": "payments-api", "predicate": "retry_policy",
+                               "object": "three times with backoff",
+                               "evidence_text": "handler.py", "task_ref": SESSION_TASK,
+                               "runtime": "claude-code"}),
+        ("knowledge_proposal_report", {"task_ref": SESSION_TASK}),
+    ]
+    return steps[len(results)] if len(results) < len(steps) else None
+
+
+def tool_results(bodies: list[dict]) -> list[str]:
+    last = bodies[-1] if bodies else {}
+    return [json.dumps(block.get("content")) for m in last.get("messages", [])
+            if isinstance(m.get("content"), list) for block in m["content"]
+            if block.get("type") == "tool_result"]
+
+
+async def test_claude_code_headless_against_the_authenticated_gateway(
+        auth_stack, runtime_bin, tmp_path) -> None:
+    """From a shell with nothing exported: `claude -p` reaches the real gateway with the
+    token `vera connect` stored, retrieval runs without a click, the proposal in suggest
+    mode is not written, and the server's proposal report agrees."""
+    repo, env = project(auth_stack, runtime_bin, tmp_path)
+    api_key = register(auth_stack)
+    # The team's knowledge this developer can read (a personal proposal until shared
+    # projects land; VERA is not faked either way).
+    seed = connect(auth_stack, repo, env, api_key, "opencode", "suggest")
+    async with client(auth_stack, seed) as session:
+        assert not (await session.call_tool("knowledge_propose", FACT)).is_error
+    connect(auth_stack, repo, env, api_key, "claude-code", "suggest")
+    handshake.approve_claude_server(repo, env)  # the one-time trust a person gives
+    model = FakeAnthropic(plan=grounded_then_propose)
+    try:
+        clean = {"PATH": f"{runtime_bin}:/usr/bin:/bin", "HOME": env["HOME"],
+                 "ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-ant-fake",
+                 "ENABLE_TOOL_SEARCH": "false", "DISABLE_AUTOUPDATER": "1",
+                 "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "IS_SANDBOX": "1"}
+        done = await anyio.to_thread.run_sync(lambda: subprocess.run(
+            ["claude", "-p", "how do we deploy payments-api?", "--output-format", "json"],
+            cwd=repo, env=clean, capture_output=True, text=True, timeout=240,
+            stdin=subprocess.DEVNULL))
+    finally:
+        model.close()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    results = tool_results(model.bodies)
+    assert len(results) == 3, (results, done.stdout[-2000:])
+    assert FACT["object"] in results[0]  # answered by the real server, citing the fact
+    outcome = json.loads(done.stdout)
+    denied = [d["tool_name"] for d in outcome.get("permission_denials", [])]
+    assert denied == ["mcp__vera__knowledge_propose"]  # only the write asked a click
+    async with client(auth_stack, seed) as session:
+        report = await session.call_tool("knowledge_proposal_report", {"task_ref": SESSION_TASK})
+    assert not report.is_error, report.content
+    assert report.structured_content["counts"]["created"] == 0
+    seen = json.loads(json.loads(results[2]))  # the report as the model read it
+    assert seen["counts"] == report.structured_content["counts"]

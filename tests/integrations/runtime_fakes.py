@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -136,10 +137,13 @@ def next_step(tool_results: list[str]) -> tuple[str, dict[str, Any]] | None:
 
 
 class FakeAnthropic(_Server):
-    """Streaming Messages API; records every request body."""
+    """Streaming Messages API; records every request body. ``plan`` maps the tool results
+    so far to the next VERA tool call (default :func:`next_step`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, plan: Callable[[list[str]], tuple[str, dict[str, Any]] | None]
+                 | None = None) -> None:
         self.bodies: list[dict[str, Any]] = []
+        chosen = plan or next_step
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -172,7 +176,7 @@ class FakeAnthropic(_Server):
                 ]
                 step = None
                 if "mcp__vera__knowledge_search" in tools and request.get("max_tokens", 0) > 1000:
-                    step = next_step([str(r) for r in results])
+                    step = chosen([str(r) for r in results])
                 if not request.get("stream"):
                     _send_json(
                         self,
