@@ -3,6 +3,7 @@ tools/list decide, and a missing trust step is named, never taken."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -112,3 +113,20 @@ def test_worktree_connects_in_its_own_checkout(repo, vera, tmp_path):
     assert done.returncode == 0, done.stderr
     assert (worktree / ".codex/config.toml").exists()
     assert not (repo / ".codex").exists()
+
+
+def test_doctor_checks_the_approval_rules_inside_the_config_and_runs_the_hook(
+        repo, vera, runtime_bin, home_env):
+    with StandIn() as standin:
+        connect(vera, standin, "opencode")
+        before = doctor(vera, runtime_bin, home_env, "opencode")
+        assert "ok   vera config and approval rules unchanged" in before.stdout
+        assert "ok   vera hook runs" in before.stdout
+        config = json.loads((repo / "opencode.json").read_text())
+        config["permission"]["vera_knowledge_propose"] = "allow"  # a write without a click
+        (repo / "opencode.json").write_text(json.dumps(config))
+        after = doctor(vera, runtime_bin, home_env, "opencode")
+    assert after.returncode == 1
+    assert "TODO vera config and approval rules unchanged" in after.stdout
+    line = next(ln for ln in after.stdout.splitlines() if "approval rules" in ln)
+    assert "opencode.json" in line

@@ -11,6 +11,7 @@ nothing is sent.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 import subprocess
@@ -20,13 +21,15 @@ from pathlib import Path
 import jwt
 
 from vera.integrations import editors
-from vera.integrations.editors import text_fingerprint
+from vera.integrations.artifacts import HOOK_TIMEOUT_S
+from vera.integrations.editors import fingerprint, text_fingerprint
 from vera.integrations.endpoints import credential_refusal
 from vera.integrations.ownership import (
     CREDENTIAL_FILES,
     MINTED_FOR_PATH,
     TOKEN_PATH,
     Connection,
+    Entry,
     read_record,
 )
 from vera.integrations.runtimes import ADAPTERS, TOKEN_ENV_VAR, Finding, profile_line, run_cli
@@ -63,13 +66,52 @@ def _tools_finding(url: str, token: str | None) -> Finding:
     return Finding("vera tools visible", bool(names), f"{len(names)} tools")
 
 
+def _unchanged(root: Path, entry: Entry) -> bool:
+    """Whether what connect wrote (a whole file, or one key or item inside a config, such
+    as an approval rule) is still there as written."""
+    text = _read(root, entry.file)
+    if text is None:
+        return False
+    if entry.kind == "file":
+        return text_fingerprint((root / entry.file).read_text()) == entry.sha256
+    try:
+        parsed = editors.parse_toml(text) if entry.kind == "toml-key" else editors.parse_json(text)
+    except editors.UnsafeEdit:
+        return False
+    current = editors.get_path(parsed, entry.path)
+    if entry.kind == "json-item":
+        return isinstance(current, list) and any(fingerprint(i) == entry.sha256 for i in current)
+    return current is not None and fingerprint(current) == entry.sha256
+
+
 def _files(root: Path, connection: Connection) -> list[Finding]:
-    changed = [e.file for e in connection.entries if e.kind == "file"
-               and (not (root / e.file).exists()
-                    or text_fingerprint((root / e.file).read_text()) != e.sha256)]
+    files = [e for e in connection.entries if e.kind == "file"]
+    rules = [e for e in connection.entries if e.kind != "file"]
+    changed = [e.describe() for e in files if not _unchanged(root, e)]
+    edited = [e.describe() for e in rules if not _unchanged(root, e)]
     return [Finding("vera files unchanged", not changed,
-                    "as connect wrote them" if not changed else
-                    "changed since connect: " + ", ".join(changed))]
+                    "as connect wrote them" if not changed else "changed since connect: "
+                    + ", ".join(changed) + "; restore them or connect again"),
+            Finding("vera config and approval rules unchanged", not edited,
+                    "as connect wrote them" if not edited else "changed since connect: "
+                    + ", ".join(edited) + "; restore them or connect again")]
+
+
+def _hook_finding(root: Path, connection: Connection) -> list[Finding]:
+    """Runs the SessionStart hook the way the runtime does, offline."""
+    hooks = [e.file for e in connection.entries if e.file.endswith("/vera_hook.py")]
+    if not hooks:
+        return []
+    try:
+        done = subprocess.run(["python3", str(root / hooks[0]), "session-start", "--runtime",
+                               "doctor"], cwd=root, input="{}", capture_output=True,
+                              text=True, timeout=HOOK_TIMEOUT_S)
+        output = json.loads(done.stdout)["hookSpecificOutput"]
+        runs = output["hookEventName"] == "SessionStart" and bool(output["additionalContext"])
+    except (OSError, ValueError, KeyError, TypeError, subprocess.TimeoutExpired):
+        runs = False
+    return [Finding("vera hook runs", runs, f"{hooks[0]} answers" if runs else
+                    f"{hooks[0]} does not answer: check python3 is on PATH")]
 
 
 def _configured_url(root: Path, name: str) -> object:
@@ -151,7 +193,7 @@ def diagnose(root: Path, runtime: str | None, env: dict[str, str] | None = None
         if connection is None:
             report[name] = [Finding("connected", False, f"run `vera connect {name}` first")]
             continue
-        findings = _files(root, connection)
+        findings = _files(root, connection) + _hook_finding(root, connection)
         token = None
         if connection.credential.startswith("file:"):
             credential, token = _credential_findings(root, name, connection, env)
