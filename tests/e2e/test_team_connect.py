@@ -19,7 +19,7 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from vera.integrations.ownership import TOKEN_PATH
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integrations"))
-from runtime_fakes import FakeAnthropic
+from runtime_fakes import FakeAnthropic, FakeResponses
 
 pytestmark = pytest.mark.e2e
 runtime_bin = handshake.runtime_bin
@@ -153,3 +153,57 @@ async def test_claude_code_headless_against_the_authenticated_gateway(
     assert report.structured_content["counts"]["created"] == 0
     seen = json.loads(json.loads(results[2]))  # the report as the model read it
     assert seen["counts"] == report.structured_content["counts"]
+
+
+def searched_then_propose(results: list[str]) -> tuple[str, dict] | None:
+    """Codex asks for knowledge_get_context per tool (the GUIDE), so its headless model
+    grounds the task with the read-only search instead."""
+    if not results:
+        return "knowledge_search", {"query": "how is payments-api deployed?"}
+    return grounded_then_propose(results)
+
+
+async def test_codex_headless_against_the_authenticated_gateway(
+        auth_stack, runtime_bin, tmp_path) -> None:
+    """`codex exec` from a shell whose only VERA setting is the profile line connect
+    printed: search answered by the real server, the suggest-mode proposal not written,
+    the proposal report agrees."""
+    repo, env = project(auth_stack, runtime_bin, tmp_path)
+    api_key = register(auth_stack)
+    seed = connect(auth_stack, repo, env, api_key, "opencode", "suggest")
+    async with client(auth_stack, seed) as session:
+        assert not (await session.call_tool("knowledge_propose", FACT)).is_error
+    api_url = f"http://127.0.0.1:{auth_stack.env['VERA_API__PORT']}"
+    done = run_vera(repo, env, "connect", "codex", "--api-url", api_url, "--mcp-url",
+                    auth_stack.mcp_url, "--yes", "--api-key-stdin", stdin=api_key + "\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    profile = next(ln.strip() for ln in done.stdout.splitlines() if ln.strip().startswith(
+        "export VERA_MCP_TOKEN="))
+    model = FakeResponses(plan=searched_then_propose)
+    codex_home = Path(env["CODEX_HOME"])
+    (codex_home / "config.toml").write_text(
+        f'model = "fake-model"\nmodel_provider = "fake"\n[model_providers.fake]\n'
+        f'name = "fake"\nbase_url = "{model.url}/v1"\nwire_api = "responses"\n'
+        f'env_key = "FAKE_API_KEY"\n[projects."{repo}"]\ntrust_level = "trusted"\n')
+    clean = {"PATH": f"{runtime_bin}:/usr/bin:/bin", "HOME": env["HOME"],
+             "CODEX_HOME": str(codex_home), "FAKE_API_KEY": "x"}
+    try:
+        # Hook hash trust is a user-home review step; this one invocation bypasses it.
+        ran = await anyio.to_thread.run_sync(lambda: subprocess.run(
+            ["bash", "-c", f"{profile}\nexec codex exec --skip-git-repo-check "
+             "--dangerously-bypass-hook-trust 'how do we deploy payments-api?'"],
+            cwd=repo, env=clean, capture_output=True, text=True, timeout=240,
+            stdin=subprocess.DEVNULL))
+    finally:
+        model.close()
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    outputs = [str(item.get("output")) for body in model.bodies[-1:]
+               for item in body.get("input", [])
+               if isinstance(item, dict) and item.get("type", "").endswith("call_output")]
+    assert len(outputs) == 3, (outputs, ran.stderr[-2000:])
+    assert FACT["object"] in outputs[0]  # answered by the real server
+    async with client(auth_stack, seed) as session:
+        report = await session.call_tool("knowledge_proposal_report", {"task_ref": SESSION_TASK})
+    assert report.structured_content["counts"]["created"] == 0
+    seen = json.loads(outputs[2][outputs[2].index("{"):])  # after Codex's own preamble
+    assert seen["counts"] == report.structured_content["counts"]  # the model agrees
