@@ -5,6 +5,7 @@ client) holds the mode's line."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +20,12 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from vera.integrations.ownership import TOKEN_PATH
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integrations"))
-from runtime_fakes import FakeAnthropic, FakeResponses
+import test_hooks_runtime_sessions as sessions
+from runtime_fakes import FakeAnthropic, FakeChat, FakeResponses
 
 pytestmark = pytest.mark.e2e
 runtime_bin = handshake.runtime_bin
+opencode_home, opencode_plugin_sdk = sessions.opencode_home, sessions.opencode_plugin_sdk
 project, run_vera = handshake.project, handshake.run_vera
 
 
@@ -207,3 +210,48 @@ async def test_codex_headless_against_the_authenticated_gateway(
     assert report.structured_content["counts"]["created"] == 0
     seen = json.loads(outputs[2][outputs[2].index("{"):])  # after Codex's own preamble
     assert seen["counts"] == report.structured_content["counts"]  # the model agrees
+
+
+async def test_opencode_headless_against_the_authenticated_gateway(
+        auth_stack, runtime_bin, tmp_path, opencode_home, opencode_plugin_sdk) -> None:
+    """`opencode run` from a shell with nothing exported, reading the token through its own
+    `{file:}` substitution: search answered by the real server, the suggest-mode proposal
+    refused by the `ask` rule (headless OpenCode ends the run there) and not written, as the
+    server's proposal report shows."""
+    repo, env = project(auth_stack, runtime_bin, tmp_path)
+    api_key = register(auth_stack)
+    seed = connect(auth_stack, repo, env, api_key, "opencode", "suggest")
+    async with client(auth_stack, seed) as session:
+        assert not (await session.call_tool("knowledge_propose", FACT)).is_error
+    model = FakeChat(plan=searched_then_propose)
+    config = json.loads((repo / "opencode.json").read_text())
+    config.update({"model": "fake/m", "provider": {"fake": {
+        "npm": "@ai-sdk/openai-compatible", "name": "Fake",
+        "options": {"baseURL": model.url + "/v1", "apiKey": "x"},
+        "models": {"m": {"name": "m", "tool_call": True}}}}})
+    (repo / "opencode.json").write_text(json.dumps(config, indent=2))
+    for name in sessions.OPENCODE_OWNED:  # OpenCode's own plugin SDK, not VERA's
+        source = opencode_plugin_sdk / name
+        if source.is_dir():
+            (repo / ".opencode" / name).symlink_to(source, target_is_directory=True)
+        elif source.exists():
+            shutil.copy2(source, repo / ".opencode" / name)
+    clean = {**sessions.opencode_env(opencode_home), "PATH": f"{runtime_bin}:/usr/bin:/bin"}
+    try:
+        ran = await anyio.to_thread.run_sync(lambda: subprocess.run(
+            ["opencode", "run", "how do we deploy payments-api?"], cwd=repo, env=clean,
+            capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL))
+    finally:
+        model.close()
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    outputs = [str(m.get("content")) for body in model.bodies[-1:]
+               for m in body.get("messages", []) if m.get("role") == "tool"]
+    assert len(outputs) == 1, (outputs, ran.stderr[-2000:])
+    assert FACT["object"] in outputs[0]  # answered by the real server
+    asked = [c["function"]["name"] for body in model.bodies for m in body.get("messages", [])
+             if m.get("role") == "assistant" for c in m.get("tool_calls") or ()]
+    assert "vera_knowledge_search" in asked
+    async with client(auth_stack, seed) as session:
+        report = await session.call_tool("knowledge_proposal_report", {"task_ref": SESSION_TASK})
+    assert report.structured_content["counts"] == {
+        "conflicted": 0, "created": 0, "deduplicated": 0, "rejected": 0, "skipped": 0}

@@ -326,10 +326,12 @@ class FakeResponses(_Server):
 
 
 class FakeChat(_Server):
-    """Streaming OpenAI chat completions for ``opencode run``; records every request body."""
+    """Streaming OpenAI chat completions for ``opencode run``; records every request body.
+    ``plan`` as for :class:`FakeAnthropic`."""
 
-    def __init__(self) -> None:
+    def __init__(self, plan: Plan | None = None) -> None:
         self.bodies: list[dict[str, Any]] = []
+        chosen = plan or next_step
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -346,7 +348,7 @@ class FakeChat(_Server):
                 owner.bodies.append(request)
                 tools = {t.get("function", {}).get("name") for t in request.get("tools", [])}
                 results = [m for m in request.get("messages", []) if m.get("role") == "tool"]
-                step = next_step([json.dumps(r) for r in results])
+                step = chosen([json.dumps(r) for r in results])
                 if "vera_knowledge_search" not in tools:
                     step = None
                 if not request.get("stream"):
