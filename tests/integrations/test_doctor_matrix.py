@@ -122,6 +122,7 @@ def test_doctor_checks_the_approval_rules_inside_the_config_and_runs_the_hook(
         before = doctor(vera, runtime_bin, home_env, "opencode")
         assert "ok   vera config and approval rules unchanged" in before.stdout
         assert "ok   vera hook runs" in before.stdout
+        assert "ok   vera approval:" in before.stdout  # per tool here, said so
         config = json.loads((repo / "opencode.json").read_text())
         config["permission"]["vera_knowledge_propose"] = "allow"  # a write without a click
         (repo / "opencode.json").write_text(json.dumps(config))

@@ -194,6 +194,7 @@ def diagnose(root: Path, runtime: str | None, env: dict[str, str] | None = None
             report[name] = [Finding("connected", False, f"run `vera connect {name}` first")]
             continue
         findings = _files(root, connection) + _hook_finding(root, connection)
+        findings.append(Finding("vera approval", True, ADAPTERS[name].APPROVAL))
         token = None
         if connection.credential.startswith("file:"):
             credential, token = _credential_findings(root, name, connection, env)

@@ -2,8 +2,8 @@
 which trust steps it gates project config behind, and how doctor asks its own CLI.
 
 Each adapter module exposes the same names (``NAME``, ``CLI``, ``mcp_file``, ``SERVER_PATH``,
-``NEW_FILE_KEYS``, ``READS_SECRET_FROM_FILE``, ``server_definition``, ``equivalent``,
-``probe``); :data:`ADAPTERS` maps
+``NEW_FILE_KEYS``, ``READS_SECRET_FROM_FILE``, ``APPROVAL``, ``server_definition``,
+``equivalent``, ``probe``); :data:`ADAPTERS` maps
 runtime names to them.
 """
 

@@ -15,6 +15,8 @@ SERVER_PATH = ("mcpServers", "vera")
 # the helper finds the repository itself; it prints the untracked header object.
 HEADERS_HELPER = 'cat "$(git rev-parse --show-toplevel)/.vera/mcp-headers.json"'
 READS_SECRET_FROM_FILE = True
+APPROVAL = ("retrieval runs without a click; knowledge_get_context is decided per call by "
+            "the PreToolUse hook (persist=true asks); writes ask as the save mode says")
 MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")
 
 

@@ -25,6 +25,9 @@ MANAGED_REQUIREMENTS = Path("/etc/codex/requirements.toml")
 # ``http_headers_helper`` is not yet proven against a session here, so the user's shell
 # profile exports the token from the untracked file and doctor checks that it does.
 READS_SECRET_FROM_FILE = False
+APPROVAL = ("retrieval runs without a click; Codex approves per tool only, so "
+            "knowledge_get_context asks every time (headless `codex exec` cannot call it: "
+            "use knowledge_search there); writes ask as the save mode says")
 TOKEN_ENV_VAR = "VERA_MCP_TOKEN"
 
 

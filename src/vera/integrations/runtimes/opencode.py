@@ -14,6 +14,9 @@ SERVER_PATH = ("mcp", "vera")
 NEW_FILE_KEYS = {"$schema": "https://opencode.ai/config.json"}
 # ``{file:…}`` is resolved against the config file's folder, the repository root.
 READS_SECRET_FROM_FILE = True
+APPROVAL = ("retrieval runs without a click; OpenCode approves per tool only, so "
+            "knowledge_get_context asks every time (headless `opencode run` cannot call it: "
+            "use knowledge_search there); writes ask as the save mode says")
 
 
 def mcp_file(root: Path) -> str:
