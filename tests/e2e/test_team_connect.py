@@ -19,7 +19,8 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 
 from vera.integrations.ownership import TOKEN_PATH
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integrations"))
+# Appended, not prepended: `conftest` must stay the e2e one for the modules beside this.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "integrations"))
 import test_hooks_runtime_sessions as sessions
 from runtime_fakes import FakeAnthropic, FakeChat, FakeResponses
 
