@@ -5,6 +5,7 @@ the gateway answers every bad token alike."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import httpx
@@ -12,6 +13,8 @@ import jwt
 import pytest
 import test_runtime_handshake as handshake
 from conftest import AUTH_AUDIENCE, AUTH_ISSUER, AUTH_SECRET
+
+from vera.integrations.ownership import TOKEN_PATH
 
 pytestmark = pytest.mark.e2e
 runtime_bin = handshake.runtime_bin  # the pinned runtime CLIs, installed once
@@ -31,7 +34,7 @@ def test_doctor_names_expired_wrong_audience_and_insufficient_scope(auth_stack, 
     done = run_vera(repo, env, "connect", "codex", "--api-url", api_url, "--mcp-url",
                     auth_stack.mcp_url, "--yes", "--api-key-stdin", stdin=api_key + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
-    stored = (repo / ".vera/mcp-token.env").read_text().split("=", 1)[1].strip()
+    stored = (repo / TOKEN_PATH).read_text()
     subject = jwt.decode(stored, options={"verify_signature": False})["sub"]
 
     def token(**claims: object) -> str:
@@ -44,15 +47,17 @@ def test_doctor_names_expired_wrong_audience_and_insufficient_scope(auth_stack, 
         "insufficient_scope": token(scope="memory:propose"),
         "rejected": token(iss="https://someone-else.example"),
     }
+    def doctor(presented: str) -> subprocess.CompletedProcess:
+        (repo / TOKEN_PATH).write_text(presented)  # the user's own token file, replaced
+        return run_vera(repo, {**env, "VERA_MCP_TOKEN": presented}, "doctor", "codex")
+
     for reason, presented in cases.items():
-        report = run_vera(repo, {**env, "VERA_MCP_TOKEN": presented}, "doctor", "codex")
+        report = doctor(presented)
         line = tools_line(report.stdout)
         assert line.startswith(f"TODO vera tools visible: cannot list tools: {reason}: "), (
             reason, report.stdout)
         assert presented not in report.stdout + report.stderr
-    assert "memory:read" in tools_line(run_vera(
-        repo, {**env, "VERA_MCP_TOKEN": cases["insufficient_scope"]}, "doctor", "codex").stdout)
-    assert AUTH_AUDIENCE in tools_line(run_vera(
-        repo, {**env, "VERA_MCP_TOKEN": cases["wrong_audience"]}, "doctor", "codex").stdout)
-    good = run_vera(repo, env, "doctor", "codex")
+    assert "memory:read" in tools_line(doctor(cases["insufficient_scope"]).stdout)
+    assert AUTH_AUDIENCE in tools_line(doctor(cases["wrong_audience"]).stdout)
+    good = doctor(stored)
     assert tools_line(good.stdout).startswith("ok   vera tools visible: ")

@@ -4,12 +4,15 @@ OpenCode's reach VERA, and `vera doctor` lists VERA's tools."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
+
+from vera.integrations.ownership import TOKEN_PATH
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -40,6 +43,18 @@ def project(stack, runtime_bin: Path, tmp_path: Path) -> tuple[Path, dict[str, s
     return repo, env
 
 
+def approve_claude_server(repo: Path, env: dict[str, str]) -> None:
+    """The folder trust and server approval a person gives once in Claude Code; doctor
+    never gives them."""
+    state_file = Path(env["HOME"]) / ".claude.json"
+    state = json.loads(state_file.read_text()) if state_file.exists() else {}
+    state.setdefault("projects", {}).setdefault(str(repo), {})["hasTrustDialogAccepted"] = True
+    state_file.write_text(json.dumps(state))
+    local = repo / ".claude" / "settings.local.json"
+    local.parent.mkdir(exist_ok=True)
+    local.write_text(json.dumps({"enabledMcpjsonServers": ["vera"]}))
+
+
 def run_vera(repo: Path, env: dict[str, str], *args: str, stdin: str | None = None
              ) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "vera.cli", *args], cwd=repo, env=env,
@@ -63,6 +78,7 @@ def test_local_principal_connects_with_the_runtimes_own_handshake(stack, runtime
         cwd=repo, env=env, capture_output=True, text=True, timeout=120,
         stdin=subprocess.DEVNULL)
     assert "Connected" in health.stdout, health.stdout + health.stderr
+    approve_claude_server(repo, env)  # what the user does once in Claude Code
     doctor = vera("doctor", "claude-code")
     assert "ok   claude connects to vera" in doctor.stdout
     tools = next(line for line in doctor.stdout.splitlines() if "vera tools visible" in line)
@@ -79,11 +95,10 @@ def test_remote_authenticated_api_key_exchange_then_tools_visible(auth_stack, ru
                     auth_stack.mcp_url, "--yes", "--api-key-stdin", stdin=api_key + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "auth profile: remote-authenticated" in done.stdout
-    token_line = (repo / ".vera/mcp-token.env").read_text()
-    token = token_line.split("=", 1)[1].strip()
+    token = (repo / TOKEN_PATH).read_text()
     assert token not in done.stdout and api_key not in done.stdout
     assert token not in (repo / ".codex/config.toml").read_text()
-    doctor = run_vera(repo, env, "doctor", "codex")
+    doctor = run_vera(repo, {**env, "VERA_MCP_TOKEN": token}, "doctor", "codex")
     tools = next(line for line in doctor.stdout.splitlines() if "vera tools visible" in line)
     assert tools.strip().startswith("ok"), doctor.stdout
     assert "TODO codex project trust" in doctor.stdout  # named, not taken

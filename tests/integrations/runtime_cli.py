@@ -8,7 +8,8 @@ from pathlib import Path
 
 import tomlkit
 
-from vera.integrations.runtimes.claude_code import HEALTH_SETTINGS
+# The test stands in for the person who approves the project server; doctor never does.
+HEALTH_SETTINGS = json.dumps({"enableAllProjectMcpServers": True})
 
 
 def run(bin_dir: Path, argv: list[str], root: Path, env: dict[str, str]
@@ -23,6 +24,23 @@ def claude_get(bin_dir: Path, root: Path, env: dict[str, str]) -> str:
     done = run(bin_dir, ["claude", "--settings", HEALTH_SETTINGS, "mcp", "get", "vera"],
                root, env)
     return done.stdout + done.stderr
+
+
+def trust_claude_folder(root: Path, env: dict[str, str]) -> None:
+    """The trust dialog a person accepts once in Claude Code (it runs the project's
+    headers helper only after it); tests accept it in a temp home."""
+    state_file = Path(env["HOME"]) / ".claude.json"
+    state = json.loads(state_file.read_text()) if state_file.exists() else {}
+    state.setdefault("projects", {}).setdefault(str(root), {})["hasTrustDialogAccepted"] = True
+    state_file.write_text(json.dumps(state))
+
+
+def approve_claude_server(root: Path, env: dict[str, str]) -> None:
+    """Folder trust plus the per-server approval a person gives in Claude Code (/mcp)."""
+    trust_claude_folder(root, env)
+    local = root / ".claude" / "settings.local.json"
+    local.parent.mkdir(exist_ok=True)
+    local.write_text(json.dumps({"enabledMcpjsonServers": ["vera"]}))
 
 
 def trust_codex_project(root: Path, env: dict[str, str]) -> None:

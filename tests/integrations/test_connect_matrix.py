@@ -15,6 +15,7 @@ import runtime_cli as cli
 from standin import API_KEY, StandIn
 
 from vera.integrations.editors import parse_json, parse_toml
+from vera.integrations.ownership import CREDENTIAL_FILES, MINTED_FOR_PATH, TOKEN_PATH
 
 RUNTIMES = ("claude-code", "codex", "opencode")
 TOKEN = "eyJ.test-mcp-jwt.signature"
@@ -189,19 +190,28 @@ def test_missing_auth_token_from_typed_api_key(runtime, repo, vera, runtime_bin,
         done = connect(vera, standin, runtime, "--api-key-stdin", stdin=API_KEY + "\n")
         assert done.returncode == 0, done.stderr
         assert TOKEN not in done.stdout + done.stderr and API_KEY not in done.stdout
-        token_file = repo / ".vera/mcp-token.env"
-        assert token_file.read_text() == f"VERA_MCP_TOKEN={TOKEN}\n"
-        assert token_file.stat().st_mode & 0o077 == 0
-        ignored = subprocess.run(["git", "check-ignore", "-q", str(token_file)], cwd=repo)
-        assert ignored.returncode == 0
-        tracked = {p: t for p, t in tree(repo).items() if p != ".vera/mcp-token.env"}
+        private = [repo / rel for rel in sorted(CREDENTIAL_FILES)]
+        assert (repo / TOKEN_PATH).read_text() == TOKEN
+        assert (repo / MINTED_FOR_PATH).read_text().strip() == standin.mcp_url
+        for path in private:
+            assert path.stat().st_mode & 0o077 == 0
+            ignored = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=repo)
+            assert ignored.returncode == 0
+        tracked = {p: t for p, t in tree(repo).items() if p not in CREDENTIAL_FILES}
         assert not any(TOKEN in t or API_KEY in t for t in tracked.values())
-        reference = {"claude-code": "${VERA_MCP_TOKEN}", "codex": '"VERA_MCP_TOKEN"',
-                     "opencode": "{env:VERA_MCP_TOKEN}"}[runtime]
+        reference = {"claude-code": "headersHelper", "codex": '"VERA_MCP_TOKEN"',
+                     "opencode": "{file:.vera/mcp-token}"}[runtime]
         assert any(reference in t for t in tracked.values())
         mcp_posts = [r for r in standin.requests if r["path"] == "/mcp"]
         assert all(API_KEY not in json.dumps(r) for r in mcp_posts)  # never sent to MCP
-        env = {**home_env, "VERA_MCP_TOKEN": TOKEN}
+        # Claude Code and OpenCode read the file themselves: nothing exported. Codex reads
+        # only its environment, which the printed profile line sets.
+        env = dict(home_env)
+        if runtime == "claude-code":
+            cli.trust_claude_folder(repo, env)
+        if runtime == "codex":
+            assert "export VERA_MCP_TOKEN=" in done.stdout
+            env["VERA_MCP_TOKEN"] = TOKEN
         runtime_sees_vera(runtime_bin, runtime, repo, env, standin.mcp_url)
 
 
@@ -219,7 +229,7 @@ def test_oauth_advertised_prefers_runtime_oauth(repo, vera):
         assert "codex mcp login vera" in done.stdout
         server = parse_toml((repo / ".codex/config.toml").read_text())["mcp_servers"]["vera"]
         assert "bearer_token_env_var" not in server
-        assert not (repo / ".vera/mcp-token.env").exists()
+        assert not (repo / TOKEN_PATH).exists()
 
 
 def test_offline_vera_writes_nothing(repo, vera):
@@ -298,8 +308,8 @@ def test_static_token_kept_until_oauth_is_proven(repo, vera):
         assert kept.returncode == 0, kept.stderr
         server = parse_toml((repo / ".codex/config.toml").read_text())["mcp_servers"]["vera"]
         assert server["bearer_token_env_var"] == "VERA_MCP_TOKEN"
-        assert (repo / ".vera/mcp-token.env").exists()
-        (repo / ".vera/mcp-token.env").unlink()  # the user proved OAuth and drops the token
+        assert (repo / TOKEN_PATH).exists()
+        (repo / TOKEN_PATH).unlink()  # the user proved OAuth and drops the token
         switched = connect(vera, standin, "codex")
         assert switched.returncode == 0, switched.stderr
         server = parse_toml((repo / ".codex/config.toml").read_text())["mcp_servers"]["vera"]

@@ -3,6 +3,7 @@ tools/list decide, and a missing trust step is named, never taken."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import runtime_cli as cli
 import tomlkit
 from standin import API_KEY, StandIn
 
+from vera.integrations.ownership import TOKEN_PATH
 from vera.integrations.runtimes import codex
 
 TOKEN = "eyJ.doctor-test-jwt.signature"
@@ -52,29 +54,37 @@ def test_missing_and_rejected_auth(repo, vera, runtime_bin, home_env):
     with StandIn(auth=TOKEN) as standin:
         connect(vera, standin, "codex")  # no key typed: the token step stays open
         missing = doctor(vera, runtime_bin, home_env, "codex")
-        assert "TODO vera tools visible: set VERA_MCP_TOKEN" in missing.stdout
+        assert missing.returncode == 1 and "TODO mcp token:" in missing.stdout
+        connect(vera, standin, "codex", "--api-key-stdin", stdin=API_KEY + "\n")
+        cli.trust_codex_project(repo, home_env)
+        (repo / TOKEN_PATH).write_text("eyJ.expired-or-wrong-audience.x")
         rejected = doctor(vera, runtime_bin, home_env, "codex",
                           env={"VERA_MCP_TOKEN": "eyJ.expired-or-wrong-audience.x"})
         assert "TODO vera tools visible: cannot list tools" in rejected.stdout
         assert "expired-or-wrong-audience" not in rejected.stdout  # redacted
+        (repo / TOKEN_PATH).write_text(TOKEN)
         good = doctor(vera, runtime_bin, home_env, "codex", env={"VERA_MCP_TOKEN": TOKEN})
         assert "ok   vera tools visible: 2 tools" in good.stdout
+        assert "ok   codex sees the token" in good.stdout
         assert TOKEN not in good.stdout
 
 
-def test_token_file_is_read_by_doctor(repo, vera, runtime_bin, home_env):
+def test_codex_without_the_exported_token_is_not_ok(repo, vera, runtime_bin, home_env):
+    """Codex reads the token only from its environment: the file alone is not enough, and
+    doctor says which profile line is missing rather than reporting ok."""
     with StandIn(auth=TOKEN) as standin:
         connect(vera, standin, "codex", "--api-key-stdin", stdin=API_KEY + "\n")
         cli.trust_codex_project(repo, home_env)
         report = doctor(vera, runtime_bin, home_env, "codex")
-        assert "ok   vera tools visible: 2 tools" in report.stdout
-        server = cli.codex_get(runtime_bin, repo, home_env)
-        assert server["transport"]["bearer_token_env_var"] == "VERA_MCP_TOKEN"
+        assert report.returncode == 1
+        assert "TODO codex sees the token" in report.stdout
+        assert f"export VERA_MCP_TOKEN=\"$(cat {repo / TOKEN_PATH})\"" in report.stdout
 
 
 def test_offline_vera_doctor_reports_degraded(repo, vera, runtime_bin, home_env):
     with StandIn() as standin:
         connect(vera, standin, "claude-code")
+    cli.approve_claude_server(repo, home_env)
     report = doctor(vera, runtime_bin, home_env, "claude-code")
     assert report.returncode == 1
     assert "TODO claude connects to vera" in report.stdout
@@ -103,3 +113,21 @@ def test_worktree_connects_in_its_own_checkout(repo, vera, tmp_path):
     assert done.returncode == 0, done.stderr
     assert (worktree / ".codex/config.toml").exists()
     assert not (repo / ".codex").exists()
+
+
+def test_doctor_checks_the_approval_rules_inside_the_config_and_runs_the_hook(
+        repo, vera, runtime_bin, home_env):
+    with StandIn() as standin:
+        connect(vera, standin, "opencode")
+        before = doctor(vera, runtime_bin, home_env, "opencode")
+        assert "ok   vera config and approval rules unchanged" in before.stdout
+        assert "ok   vera hook runs" in before.stdout
+        assert "ok   vera approval:" in before.stdout  # per tool here, said so
+        config = json.loads((repo / "opencode.json").read_text())
+        config["permission"]["vera_knowledge_propose"] = "allow"  # a write without a click
+        (repo / "opencode.json").write_text(json.dumps(config))
+        after = doctor(vera, runtime_bin, home_env, "opencode")
+    assert after.returncode == 1
+    assert "TODO vera config and approval rules unchanged" in after.stdout
+    line = next(ln for ln in after.stdout.splitlines() if "approval rules" in ln)
+    assert "opencode.json" in line

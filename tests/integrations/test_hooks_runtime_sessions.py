@@ -26,8 +26,8 @@ TAG = "[vera-hook session-start]"
 
 def runtime_cli(name: str) -> Path:
     path = BIN / name
-    if not path.exists():
-        pytest.skip(f"{name} is not installed (run scripts/runtimes)")
+    # CI installs the CLIs: a missing one is a failure, never a silent skip.
+    assert path.exists(), f"{name} is not installed (run scripts/runtimes)"
     return path
 
 

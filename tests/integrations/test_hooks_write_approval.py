@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import PurePosixPath
 
@@ -13,7 +14,9 @@ from guide_seed import section, table_rows
 
 from vera.integrations.artifacts import (
     HOOK_TIMEOUT_S,
+    PER_CALL_TOOLS,
     PROPOSAL_TOOLS,
+    READ_TOOLS,
     RUNTIMES,
     WRITE_TOOLS,
     Artifact,
@@ -39,6 +42,14 @@ def annotations() -> dict[str, object]:
 def test_write_tools_are_exactly_the_tools_not_advertised_read_only() -> None:
     writes = {name for name, hints in annotations().items() if hints.read_only_hint is not True}
     assert writes == set(WRITE_TOOLS)
+
+
+def test_read_tools_are_exactly_the_coding_tools_advertised_read_only() -> None:
+    from vera.gateway.profiles import tools_for_profile
+
+    coding = {spec.name: spec.definition().annotations for spec in tools_for_profile("coding")}
+    assert {name for name, hints in coding.items() if hints.read_only_hint is True} \
+        == set(READ_TOOLS)
 
 
 def test_gateway_annotations_match_the_guides_table() -> None:
@@ -71,12 +82,32 @@ def claude_permissions(mode: str) -> dict[str, set[str]]:
 )
 def test_claude_code_permission_rules_follow_the_save_mode(mode: str, proposal: str) -> None:
     rules = claude_permissions(mode)
+    reads = {f"mcp__vera__{t}" for t in READ_TOOLS}
+    per_tool = {f"mcp__vera__{t}" for t in OTHER_WRITES if t not in PER_CALL_TOOLS}
     assert rules[proposal] == {f"mcp__vera__{t}" for t in PROPOSAL_TOOLS} | (
-        {f"mcp__vera__{t}" for t in OTHER_WRITES} if proposal == "ask" else set()
+        per_tool if proposal == "ask" else reads if proposal == "allow" else set()
     )
-    assert {f"mcp__vera__{t}" for t in OTHER_WRITES} <= rules["ask"]
+    assert per_tool <= rules["ask"] and reads <= rules["allow"]
     listed = set().union(*rules.values())
-    assert listed == {f"mcp__vera__{t}" for t in WRITE_TOOLS}  # read tools keep the normal flow
+    # knowledge_get_context is decided per call by the PreToolUse hook, never by a rule.
+    assert listed == reads | {f"mcp__vera__{t}" for t in WRITE_TOOLS if t not in PER_CALL_TOOLS}
+
+
+@pytest.mark.parametrize(("tool_input", "decision"), [
+    ({}, "allow"), ({"persist": False, "query": "q"}, "allow"), ({"persist": True}, "ask"),
+    ({"persist": "yes"}, "ask")])
+def test_claude_code_decides_get_context_per_call(tool_input, decision, tmp_path) -> None:
+    rendered = artifacts("claude-code", "suggest")
+    hook = rendered[".claude/settings.json"].content["hooks"]["PreToolUse"][0]
+    assert hook["matcher"] == "mcp__vera__knowledge_get_context"
+    script = tmp_path / "vera_hook.py"
+    script.write_text(rendered[".claude/hooks/vera_hook.py"].content)
+    event = json.dumps({"tool_name": hook["matcher"], "tool_input": tool_input})
+    done = subprocess.run([sys.executable, str(script), "pre-tool-use"], input=event,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0
+    output = json.loads(done.stdout)["hookSpecificOutput"]
+    assert output["permissionDecision"] == decision
 
 
 @pytest.mark.parametrize("mode", SAVE_MODES)

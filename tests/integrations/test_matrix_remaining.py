@@ -58,9 +58,11 @@ def tools_line(report: str) -> str:
 @pytest.mark.parametrize(("presented", "reason"), [
     (EXPIRED, "expired"), (FOREIGN, "wrong_audience"), (SHORT, "insufficient_scope"),
     (UNSIGNED, "rejected")])
-def test_doctor_names_each_refused_credential(vera, presented, reason) -> None:
+def test_doctor_names_each_refused_credential(vera, repo, presented, reason) -> None:
     with StandIn(auth=GOOD, short_of={SHORT: "memory:read"}) as standin:
-        assert connect(vera, standin).returncode == 0
+        assert connect(vera, standin, "codex", "--api-key-stdin",
+                       stdin=API_KEY + "\n").returncode == 0
+        (repo / TOKEN_PATH).write_text(presented)  # the user's token file, gone stale
         report = vera("doctor", "codex", env={"VERA_MCP_TOKEN": presented})
     assert report.returncode == 1
     assert tools_line(report.stdout).startswith(
@@ -93,9 +95,9 @@ def test_connect_never_stores_a_token_the_mcp_endpoint_refuses(vera, repo, minte
 def test_connect_stores_a_token_the_mcp_endpoint_accepts(vera, repo) -> None:
     with StandIn(auth=GOOD) as standin:
         done = connect(vera, standin, "codex", "--api-key-stdin", stdin=API_KEY + "\n")
-        report = vera("doctor", "codex")
+        report = vera("doctor", "codex", env={"VERA_MCP_TOKEN": GOOD})
     assert done.returncode == 0, done.stderr
-    assert (repo / TOKEN_PATH).read_text() == f"VERA_MCP_TOKEN={GOOD}\n"
+    assert (repo / TOKEN_PATH).read_text() == GOOD
     assert tools_line(report.stdout) == "ok   vera tools visible: 2 tools"
 
 

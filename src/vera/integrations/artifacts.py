@@ -45,6 +45,18 @@ WRITE_TOOLS = (
     "memory_feedback",
 )
 PROPOSAL_TOOLS = ("knowledge_propose", "memory_propose")
+# Writes only with persist=true: where the runtime decides per call (Claude Code's
+# PreToolUse hook) an ephemeral call needs no click; elsewhere it asks per tool (GUIDE).
+PER_CALL_TOOLS = ("knowledge_get_context",)
+# The coding profile's read-only tools: retrieval runs without a click, headless included.
+READ_TOOLS = (
+    "knowledge_bootstrap",
+    "knowledge_search",
+    "knowledge_get_context_pack",
+    "knowledge_explain_fact",
+    "knowledge_get_evidence",
+    "knowledge_proposal_report",
+)
 # A bounded hook keeps the runtime's 600 s default from ever stalling a session start.
 HOOK_TIMEOUT_S = 5
 HOOK_SCRIPT = "vera_hook.py"
@@ -85,12 +97,13 @@ def _session_start_command(script: str, runtime: str, api_url: str) -> str:
 
 def _claude_code(mode: str, api_url: str) -> list[Artifact]:
     decisions = write_decisions(mode)
-    permissions: dict[str, list[str]] = {}
+    permissions: dict[str, list[str]] = {
+        "allow": [f"mcp__{SERVER_NAME}__{tool}" for tool in READ_TOOLS]}
     for tool, decision in decisions.items():
-        permissions.setdefault(decision, []).append(f"mcp__{SERVER_NAME}__{tool}")
-    command = _session_start_command(
-        f'"$CLAUDE_PROJECT_DIR/.claude/hooks/{HOOK_SCRIPT}"', "claude-code", api_url
-    )
+        if tool not in PER_CALL_TOOLS:  # an ask rule would beat the hook's allow
+            permissions.setdefault(decision, []).append(f"mcp__{SERVER_NAME}__{tool}")
+    script = f'"$CLAUDE_PROJECT_DIR/.claude/hooks/{HOOK_SCRIPT}"'
+    command = _session_start_command(script, "claude-code", api_url)
     settings = {
         "hooks": {
             "SessionStart": [
@@ -98,7 +111,14 @@ def _claude_code(mode: str, api_url: str) -> list[Artifact]:
                     "matcher": "startup|resume|clear|compact",
                     "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}],
                 }
-            ]
+            ],
+            "PreToolUse": [
+                {
+                    "matcher": "|".join(f"mcp__{SERVER_NAME}__{t}" for t in PER_CALL_TOOLS),
+                    "hooks": [{"type": "command", "command": f"python3 {script} pre-tool-use",
+                               "timeout": HOOK_TIMEOUT_S}],
+                }
+            ],
         },
         "permissions": permissions,
     }

@@ -17,15 +17,23 @@ from vera.errors import InvalidInput
 from vera.integrations import endpoints
 from vera.integrations.artifacts import RUNTIMES
 from vera.integrations.connect import Plan, plan_connect, store_token
-from vera.integrations.contract import SAVE_MODES
+from vera.integrations.contract import SAVE_MODES, apply_overrides, load_contract, save_mode
 from vera.integrations.disconnect import plan_disconnect
 from vera.integrations.doctor import diagnose
 from vera.integrations.editors import UnsafeEdit
-from vera.integrations.ownership import TOKEN_PATH, read_record
-from vera.integrations.runtimes import TOKEN_ENV_VAR
+from vera.integrations.ownership import TOKEN_PATH, BadRecord, read_record
+from vera.integrations.runtimes import ADAPTERS, profile_line
 from vera.integrations.workspace import Workspace, parse_back
 
-DEFAULT_SCOPES = ("memory:read", "memory:propose", "memory:feedback")
+# What each save mode's token may do: retrieval, persisted packs and exact feedback always;
+# proposals only where the mode proposes, so `off` holds a token the server refuses them.
+SAVE_MODE_SCOPES = {
+    "off": ("memory:read", "memory:snapshot", "memory:feedback"),
+    "suggest": ("memory:read", "memory:snapshot", "memory:feedback", "memory:propose"),
+    "auto-propose": ("memory:read", "memory:snapshot", "memory:feedback", "memory:propose"),
+}
+# The record's label for a static MCP token kept in the user's untracked credential files.
+STATIC_CREDENTIAL = f"file:{TOKEN_PATH}"
 OAUTH_STEP = {
     "claude-code": "authenticate in Claude Code with /mcp (OAuth)",
     "codex": "run `codex mcp login vera` (OAuth)",
@@ -74,20 +82,22 @@ def _approved(args: argparse.Namespace, question: str) -> bool:
 
 
 def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url: str,
-                root: Path) -> tuple[str | None, str, str | None, list[str]]:
-    """(token env var, credential label, token to store, next steps)."""
+                root: Path, mode: str) -> tuple[bool, str, str | None, list[str]]:
+    """(static token configured, credential label, token to store, next steps)."""
     if checked.profile != "remote-authenticated":
-        return None, "none", None, []
+        return False, "none", None, []
     if checked.authorization_servers:
         previous = read_record(root).get(args.runtime)
-        if (previous and previous.credential.startswith("env:")
+        if (previous and previous.credential == STATIC_CREDENTIAL
                 and (root / TOKEN_PATH).exists()):
             # A working static token stays until the user has proven OAuth works.
-            return TOKEN_ENV_VAR, previous.credential, None, [
+            return True, previous.credential, None, [
                 f"{OAUTH_STEP[args.runtime]}; once it works, delete {TOKEN_PATH} and run "
                 f"`vera connect {args.runtime}` again to drop the static token"]
-        return None, "runtime-oauth", None, [OAUTH_STEP[args.runtime]]
-    steps = [f"export {TOKEN_ENV_VAR} from {TOKEN_PATH} before starting {args.runtime}"]
+        return False, "runtime-oauth", None, [OAUTH_STEP[args.runtime]]
+    steps = [] if ADAPTERS[args.runtime].READS_SECRET_FROM_FILE else [
+        f"{args.runtime} reads the token only from its environment: add this line to your "
+        f"shell profile, then open a new shell:\n      {profile_line(root)}"]
     if args.api_key_stdin:
         key = sys.stdin.readline().strip()
     elif sys.stdin.isatty():
@@ -95,10 +105,10 @@ def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url:
     else:
         key = ""
     if not key:
-        return TOKEN_ENV_VAR, f"env:{TOKEN_ENV_VAR}", None, [
-            f"set {TOKEN_ENV_VAR} to an MCP token (POST {api_url}/identity/mcp-token)"]
+        return True, STATIC_CREDENTIAL, None, [
+            f"run `vera connect {args.runtime}` again with the API key to store an MCP token"]
     try:
-        token = endpoints.exchange_api_key(api_url, key, list(DEFAULT_SCOPES))
+        token = endpoints.exchange_api_key(api_url, key, list(SAVE_MODE_SCOPES[mode]))
     except endpoints.TokenExchangeFailed as exc:
         raise InvalidInput("api_key", f"the MCP token exchange failed ({exc})") from None
     finally:
@@ -107,7 +117,7 @@ def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url:
     if refusal:
         raise InvalidInput("mcp_token", f"the MCP endpoint refuses the exchanged token "
                            f"({refusal})")
-    return TOKEN_ENV_VAR, f"env:{TOKEN_ENV_VAR}", token, steps
+    return True, STATIC_CREDENTIAL, token, steps
 
 
 def _blocked(plan: Plan) -> int:
@@ -130,10 +140,11 @@ def run_connect(args: argparse.Namespace) -> int:
         print("VERA is not reachable at the given URLs; nothing was written", file=sys.stderr)
         return 1
     print(f"auth profile: {checked.profile}")
-    token_env, credential, token, steps = _credential(args, checked, api_url, root)
     overrides = {"defaults.save_mode": args.save_mode} if args.save_mode else {}
+    mode = save_mode(apply_overrides(load_contract(), overrides)[0])
+    static, credential, token, steps = _credential(args, checked, api_url, root, mode)
     try:
-        plan = plan_connect(root, args.runtime, api_url, mcp_url, token_env=token_env,
+        plan = plan_connect(root, args.runtime, api_url, mcp_url, authenticated=static,
                             credential=credential, overrides=overrides)
     except UnsafeEdit as exc:
         print(f"manual patch needed: {exc}; nothing was written", file=sys.stderr)
@@ -204,3 +215,6 @@ def run(args: argparse.Namespace) -> int:
     except UnsafeEdit as exc:
         print(f"vera {args.command}: {exc}; nothing was written", file=sys.stderr)
         return 3
+    except BadRecord as exc:
+        print(f"vera {args.command}: {exc}; nothing was written or sent", file=sys.stderr)
+        return 2

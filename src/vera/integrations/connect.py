@@ -10,6 +10,7 @@ VERA's unchanged content, so an update never duplicates or strands anything.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +22,10 @@ from vera.integrations.contract import apply_overrides, load_contract
 from vera.integrations.disconnect import undo_connection
 from vera.integrations.editors import UnsafeEdit, fingerprint, text_fingerprint
 from vera.integrations.ownership import (
+    HEADERS_PATH,
     IGNORE_PATH,
     IGNORE_TEXT,
+    MINTED_FOR_PATH,
     RECORD_PATH,
     TOKEN_PATH,
     Connection,
@@ -31,7 +34,7 @@ from vera.integrations.ownership import (
     parse_record,
     render_record,
 )
-from vera.integrations.runtimes import ADAPTERS, TOKEN_ENV_VAR
+from vera.integrations.runtimes import ADAPTERS
 from vera.integrations.workspace import Workspace
 
 
@@ -138,7 +141,7 @@ def _file(plan: Plan, rel: str, content: str, connections: dict[str, Connection]
 
 
 def plan_connect(root: Path, runtime: str, api_url: str, mcp_url: str, *,
-                 token_env: str | None, credential: str,
+                 authenticated: bool, credential: str,
                  overrides: Mapping[str, str]) -> Plan:
     adapter = ADAPTERS[runtime]
     effective, reviewed = apply_overrides(load_contract(), overrides)
@@ -153,7 +156,7 @@ def plan_connect(root: Path, runtime: str, api_url: str, mcp_url: str, *,
             return plan
         connections = {n: c for n, c in connections.items() if n != runtime}
 
-    server = adapter.server_definition(mcp_url, token_env)
+    server = adapter.server_definition(mcp_url, authenticated)
     wanted: dict[str, tuple[bool, dict[str, Any]]] = {}
     mcp_rel = adapter.mcp_file(root)
     wanted[mcp_rel] = (mcp_rel.endswith(".toml"),
@@ -177,7 +180,7 @@ def plan_connect(root: Path, runtime: str, api_url: str, mcp_url: str, *,
         ws.write(rel, merger.text)
         if created:
             connection.created_files.append(rel)
-    if token_env is not None and ws.read(IGNORE_PATH) is None:
+    if authenticated:
         ws.write(IGNORE_PATH, IGNORE_TEXT)
     connections[runtime] = connection
     ws.write(RECORD_PATH, render_record(connections))
@@ -185,9 +188,13 @@ def plan_connect(root: Path, runtime: str, api_url: str, mcp_url: str, *,
 
 
 def store_token(plan: Plan, token: str) -> None:
-    """The MCP JWT goes only to the ignored ``.vera/mcp-token.env``."""
-    plan.workspace.write(TOKEN_PATH, f"{TOKEN_ENV_VAR}={token}\n")
-    plan.workspace.write(IGNORE_PATH, plan.workspace.read(IGNORE_PATH) or IGNORE_TEXT)
+    """The MCP JWT goes only to the user's untracked, owner-only credential files, next to
+    the endpoint it was minted for."""
+    ws = plan.workspace
+    ws.write(TOKEN_PATH, token)  # bare: OpenCode substitutes the file's whole text
+    ws.write(HEADERS_PATH, json.dumps({"Authorization": f"Bearer {token}"}) + "\n")
+    ws.write(MINTED_FOR_PATH, plan.connection.mcp_url + "\n")
+    ws.write(IGNORE_PATH, IGNORE_TEXT)
 
 
 def _nest(path: tuple[str, ...], value: Any) -> dict[str, Any]:
@@ -197,8 +204,6 @@ def _nest(path: tuple[str, ...], value: Any) -> dict[str, Any]:
 
 
 def _patch(toml: bool, data: dict[str, Any]) -> str:
-    import json
-
     import tomlkit
 
     return tomlkit.dumps(data) if toml else json.dumps(data, indent=2)

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from vera.integrations import editors
 from vera.integrations.editors import UnsafeEdit, fingerprint, text_fingerprint
 from vera.integrations.ownership import (
+    CREDENTIAL_FILES,
     IGNORE_PATH,
     RECORD_PATH,
-    TOKEN_PATH,
     Connection,
     Entry,
     render_record,
@@ -96,6 +96,6 @@ def plan_disconnect(ws: Workspace, runtime: str, connections: dict[str, Connecti
     if remaining:
         ws.write(RECORD_PATH, render_record(remaining))
     else:
-        for rel in (RECORD_PATH, IGNORE_PATH, TOKEN_PATH):
+        for rel in (RECORD_PATH, IGNORE_PATH, *sorted(CREDENTIAL_FILES)):
             ws.write(rel, None)
     return removal

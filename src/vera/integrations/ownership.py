@@ -9,15 +9,41 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 RECORD_PATH = ".vera/integrations.json"
-# The untracked credential file and the ignore rule that keeps it out of Git.
-TOKEN_PATH = ".vera/mcp-token.env"
+# The user's own untracked credential state, each file owner-only (0600): the MCP token as
+# the runtime's own secret mechanism reads it (OpenCode substitutes the bare token, the
+# headers helpers of Claude Code and Codex print the header object), and the endpoint the
+# token was minted for, which no tracked file can redirect.
+TOKEN_PATH = ".vera/mcp-token"
+HEADERS_PATH = ".vera/mcp-headers.json"
+MINTED_FOR_PATH = ".vera/mcp-token-endpoint"
+CREDENTIAL_FILES = frozenset({TOKEN_PATH, HEADERS_PATH, MINTED_FOR_PATH})
 IGNORE_PATH = ".vera/.gitignore"
-IGNORE_TEXT = "# VERA keeps credentials here; never commit them.\nmcp-token.env\n"
+IGNORE_TEXT = ("# VERA keeps credentials here; never commit them.\n"
+               + "".join(f"{Path(rel).name}\n" for rel in sorted(CREDENTIAL_FILES)))
 EntryKind = Literal["file", "json-key", "json-item", "toml-key"]
+
+
+class BadRecord(ValueError):
+    """The ownership record names a path outside the repository or is malformed."""
+
+
+def confined(rel: object) -> str:
+    """``rel`` as a plain relative path inside the repository; :class:`BadRecord` otherwise.
+
+    The record is tracked, so anyone with a commit can edit it: a path it names must not
+    reach (or, through ``..``, climb) outside the repository. Links are refused where
+    files are touched (:class:`vera.integrations.workspace.Workspace`).
+    """
+    if not isinstance(rel, str) or not rel:
+        raise BadRecord(f"{RECORD_PATH}: a path must be a non-empty string")
+    parts = PurePosixPath(rel).parts
+    if PurePosixPath(rel).is_absolute() or ".." in parts:
+        raise BadRecord(f"{RECORD_PATH}: {rel!r} is not a path inside the repository")
+    return rel
 
 
 @dataclass(frozen=True)
@@ -41,7 +67,7 @@ class Entry:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Entry:
-        return cls(file=data["file"], kind=data["kind"], sha256=data["sha256"],
+        return cls(file=confined(data["file"]), kind=data["kind"], sha256=data["sha256"],
                    path=tuple(data.get("path") or ()))
 
 
@@ -51,7 +77,7 @@ class Connection:
     mcp_url: str
     contract: dict[str, Any]
     overrides: dict[str, str]
-    credential: str  # "none", "runtime-oauth" or "env:<VAR>"; never the secret itself
+    credential: str  # "none", "runtime-oauth" or "file:<path>"; never the secret itself
     entries: list[Entry] = field(default_factory=list)
     created_files: list[str] = field(default_factory=list)
 
@@ -66,14 +92,21 @@ class Connection:
         return cls(api_url=data["api_url"], mcp_url=data["mcp_url"], contract=data["contract"],
                    overrides=dict(data.get("overrides") or {}), credential=data["credential"],
                    entries=[Entry.from_json(e) for e in data.get("entries") or ()],
-                   created_files=list(data.get("created_files") or ()))
+                   created_files=[confined(rel) for rel in data.get("created_files") or ()])
 
 
 def parse_record(text: str | None) -> dict[str, Connection]:
     if not text:
         return {}
-    data = json.loads(text)
-    return {name: Connection.from_json(c) for name, c in (data.get("runtimes") or {}).items()}
+    try:
+        data = json.loads(text)
+        return {name: Connection.from_json(c)
+                for name, c in (data.get("runtimes") or {}).items()}
+    except BadRecord:
+        raise
+    except (ValueError, AttributeError, KeyError, TypeError) as exc:
+        raise BadRecord(f"{RECORD_PATH} is malformed ({type(exc).__name__}); restore it "
+                        "from Git") from None
 
 
 def render_record(connections: dict[str, Connection]) -> str:

@@ -13,8 +13,7 @@ import subprocess
 from pathlib import Path
 
 from vera.integrations.editors import UnsafeEdit, parse_json, parse_toml
-
-CREDENTIAL_FILES = frozenset({".vera/mcp-token.env"})
+from vera.integrations.ownership import CREDENTIAL_FILES, confined
 
 
 class Workspace:
@@ -24,7 +23,7 @@ class Workspace:
         self._current: dict[str, str | None] = {}
 
     def _path(self, rel: str) -> Path:
-        path = self.root / rel
+        path = self.root / confined(rel)
         probe = path
         while probe != self.root:
             if probe.is_symlink():
@@ -36,6 +35,8 @@ class Workspace:
     def read(self, rel: str) -> str | None:
         if rel not in self._current:
             path = self._path(rel)
+            if path.exists() and not path.is_file():
+                raise UnsafeEdit(f"{rel} is not a regular file; VERA reads only files")
             text = path.read_text() if path.is_file() else None
             self._original[rel] = self._current[rel] = text
         return self._current[rel]
@@ -73,9 +74,7 @@ class Workspace:
                 continue
             path.parent.mkdir(parents=True, exist_ok=True)
             if rel in CREDENTIAL_FILES:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "w") as handle:
-                    handle.write(text)
+                write_private(path, text)
             else:
                 path.write_text(text)
         return changed
@@ -84,6 +83,14 @@ class Workspace:
         while folder != self.root and folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
             folder = folder.parent
+
+
+def write_private(path: Path, text: str) -> None:
+    """Owner-only on every write, an existing file's looser mode included."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
 
 
 def parse_back(root: Path, rel: str) -> str | None:

@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""VERA SessionStart hook, written by `vera connect` (Python 3 standard library only).
+"""VERA SessionStart and PreToolUse hook, written by `vera connect` (Python 3 standard
+library only).
 
-Stateless and fail-open: it derives sanitized Git metadata (canonical remote identity,
-branch, repository-relative code path) locally, checks whether the VERA API answers, and
-adds one tagged line of bootstrap arguments to the agent's context. It never calls MCP,
-never reads the prompt, transcript, diffs or file contents, and always exits 0.
+pre-tool-use decides knowledge_get_context per call in Claude Code: an ephemeral retrieval
+runs without a click, a persisted one (a write) asks; anything it cannot read asks.
+
+session-start is stateless and fail-open: it derives sanitized Git metadata (canonical
+remote identity, branch, repository-relative code path) locally, checks whether the VERA
+API answers, and adds one tagged line of bootstrap arguments to the agent's context. It
+never calls MCP, never reads the prompt, transcript, diffs or file contents, and always
+exits 0.
 """
 
 # ruff: noqa: F821 - canonicalize and relative_code_path are inlined from
@@ -113,7 +118,24 @@ def context_line(runtime: str, arguments: dict[str, str], status: str) -> str:
     return line
 
 
+def pre_tool_use() -> int:
+    try:
+        event = json.loads(sys.stdin.read(MAX_EVENT_BYTES))
+        persist = event["tool_input"].get("persist", False)
+        decision = "allow" if persist is False else "ask"
+    except BaseException:
+        decision = "ask"  # fail closed: a write never goes through unasked
+    reason = ("VERA retrieval (persist=false) is read-only" if decision == "allow" else
+              "VERA persisted context writes a context pack: confirm")
+    sys.stdout.write(json.dumps({"hookSpecificOutput": {
+        "hookEventName": "PreToolUse", "permissionDecision": decision,
+        "permissionDecisionReason": reason}}) + "\n")
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["pre-tool-use"]:
+        return pre_tool_use()
     parser = argparse.ArgumentParser(prog="vera_hook.py")
     parser.add_argument("event", choices=["session-start"])
     parser.add_argument("--runtime", required=True)

@@ -11,8 +11,12 @@ NAME = "claude-code"
 CLI = "claude"
 NEW_FILE_KEYS: dict[str, str] = {}
 SERVER_PATH = ("mcpServers", "vera")
-# A health check that approves nothing persistently (the flag lives for one invocation).
-HEALTH_SETTINGS = json.dumps({"enableAllProjectMcpServers": True})
+# Claude Code runs the headers helper through the shell from wherever it was started, so
+# the helper finds the repository itself; it prints the untracked header object.
+HEADERS_HELPER = 'cat "$(git rev-parse --show-toplevel)/.vera/mcp-headers.json"'
+READS_SECRET_FROM_FILE = True
+APPROVAL = ("retrieval runs without a click; knowledge_get_context is decided per call by "
+            "the PreToolUse hook (persist=true asks); writes ask as the save mode says")
 MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")
 
 
@@ -20,10 +24,10 @@ def mcp_file(root: Path) -> str:
     return ".mcp.json"
 
 
-def server_definition(mcp_url: str, token_env: str | None) -> dict[str, Any]:
+def server_definition(mcp_url: str, authenticated: bool) -> dict[str, Any]:
     server: dict[str, Any] = {"type": "http", "url": mcp_url}
-    if token_env:
-        server["headers"] = {"Authorization": f"Bearer ${{{token_env}}}"}
+    if authenticated:
+        server["headersHelper"] = HEADERS_HELPER
     return server
 
 
@@ -33,7 +37,8 @@ def equivalent(existing: Any, wanted: dict[str, Any]) -> bool:
     kind = existing.get("type")
     kind = "http" if kind == "streamable-http" else kind
     return (kind == "http" and existing.get("url") == wanted["url"]
-            and (existing.get("headers") or {}) == wanted.get("headers", {}))
+            and not existing.get("headers")
+            and existing.get("headersHelper") == wanted.get("headersHelper"))
 
 
 def _user_project(root: Path, home: Path) -> dict[str, Any]:
@@ -76,27 +81,29 @@ def probe(root: Path, env: dict[str, str], run_cli: Any, finding: Any) -> list[A
     detail = f"{'; '.join(blocks)} ({MANAGED_SETTINGS}); ask its administrator"
     findings = [finding("claude managed policy", not blocks,
                         detail if blocks else "none blocks vera")]
-    health = run_cli([CLI, "--settings", HEALTH_SETTINGS, "mcp", "get", "vera"], root, env)
+    # Asked as the user's own settings stand: doctor never switches on a trust-skipping
+    # setting, so an unapproved server is reported, not connected.
+    health = run_cli([CLI, "mcp", "get", "vera"], root, env)
     text = health.stdout + health.stderr
     if health.returncode == 127:
         return [*findings, finding("claude cli", False, "install Claude Code (claude) to check")]
     if health.returncode != 0:
         return [*findings, finding("claude sees vera", False, "Claude Code does not list a "
                                    "server named vera in .mcp.json")]
-    connected = "Connected" in text and "Failed" not in text
-    findings.append(finding("claude connects to vera", connected,
-                            "connected" if connected else "Claude Code cannot connect: "
-                            + _status_line(text)))
     project = _user_project(root, home)
     trusted = bool(project.get("hasTrustDialogAccepted"))
     findings.append(finding("claude folder trust", trusted, "trusted" if trusted else
                             "open `claude` in the repository and accept the folder trust "
                             "dialog"))
-    plain = run_cli([CLI, "mcp", "get", "vera"], root, env)
-    pending = "Pending approval" in plain.stdout + plain.stderr
+    pending = "Pending approval" in text
     findings.append(finding("claude server approval", not pending, "approved" if not pending
                             else "approve the vera server in Claude Code (/mcp) after trusting "
                             "the folder"))
+    if not pending:
+        connected = "Connected" in text and "Failed" not in text
+        findings.append(finding("claude connects to vera", connected,
+                                "connected" if connected else "Claude Code cannot connect: "
+                                + _status_line(text)))
     return findings
 
 

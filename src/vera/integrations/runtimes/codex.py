@@ -21,16 +21,24 @@ CLI = "codex"
 NEW_FILE_KEYS: dict[str, str] = {}
 SERVER_PATH = ("mcp_servers", "vera")
 MANAGED_REQUIREMENTS = Path("/etc/codex/requirements.toml")
+# Codex reads a static bearer only from its environment (``bearer_token_env_var``); its
+# ``http_headers_helper`` is not yet proven against a session here, so the user's shell
+# profile exports the token from the untracked file and doctor checks that it does.
+READS_SECRET_FROM_FILE = False
+APPROVAL = ("retrieval runs without a click; Codex approves per tool only, so "
+            "knowledge_get_context asks every time (headless `codex exec` cannot call it: "
+            "use knowledge_search there); writes ask as the save mode says")
+TOKEN_ENV_VAR = "VERA_MCP_TOKEN"
 
 
 def mcp_file(root: Path) -> str:
     return ".codex/config.toml"
 
 
-def server_definition(mcp_url: str, token_env: str | None) -> dict[str, Any]:
+def server_definition(mcp_url: str, authenticated: bool) -> dict[str, Any]:
     server: dict[str, Any] = {"url": mcp_url}
-    if token_env:
-        server["bearer_token_env_var"] = token_env
+    if authenticated:
+        server["bearer_token_env_var"] = TOKEN_ENV_VAR
     return server
 
 

@@ -12,17 +12,22 @@ SERVER_PATH = ("mcp", "vera")
 # OpenCode adds this key to a config file that lacks it, so a file VERA creates carries it
 # from the start (and VERA owns it), rather than being left behind after disconnect.
 NEW_FILE_KEYS = {"$schema": "https://opencode.ai/config.json"}
+# ``{file:…}`` is resolved against the config file's folder, the repository root.
+READS_SECRET_FROM_FILE = True
+APPROVAL = ("retrieval runs without a click; OpenCode approves per tool only, so "
+            "knowledge_get_context asks every time (headless `opencode run` cannot call it: "
+            "use knowledge_search there); writes ask as the save mode says")
 
 
 def mcp_file(root: Path) -> str:
     return "opencode.jsonc" if (root / "opencode.jsonc").exists() else "opencode.json"
 
 
-def server_definition(mcp_url: str, token_env: str | None) -> dict[str, Any]:
+def server_definition(mcp_url: str, authenticated: bool) -> dict[str, Any]:
     server: dict[str, Any] = {"type": "remote", "url": mcp_url, "enabled": True}
-    if token_env:
+    if authenticated:
         server["oauth"] = False
-        server["headers"] = {"Authorization": f"Bearer {{env:{token_env}}}"}
+        server["headers"] = {"Authorization": "Bearer {file:.vera/mcp-token}"}
     return server
 
 
