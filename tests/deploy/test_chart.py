@@ -12,8 +12,8 @@ import pytest
 import yaml
 from deploy_manifests import (
     CHART,
-    ROOT,
     KUBE_VERSION,
+    ROOT,
     SECRET_VARIABLES,
     VALUE_SETS,
     by_component,
