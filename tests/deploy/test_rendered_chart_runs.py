@@ -18,11 +18,13 @@ read-only root filesystem), HPA scaling, PDBs, TLS at the Ingress.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import secrets
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,13 +35,17 @@ from deploy_manifests import NAMESPACE, ROOT, of_kind, rendered, value_set
 from dockerfile_parse import DockerfileParser
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from pydantic import SecretStr
 from rendered_cluster import IMAGE_MODELS, RenderedCluster
 
 from vera.db.embedded import EmbeddedPostgres
+from vera.identity.v1 import identity_pb2, identity_pb2_grpc
+from vera.rpc.client import open_channel
 
 pytestmark = pytest.mark.e2e
 
 READY_TIMEOUT = 300.0
+OBJECT = "the blue cluster in eu-west"
 ALL_SCOPES = ["memory:read", "memory:propose", "memory:feedback", "memory:snapshot"]
 
 
@@ -64,8 +70,6 @@ def database() -> Iterator[str]:
         pg = EmbeddedPostgres(Path(tmp))
         pg.start()
         try:
-            import asyncio
-
             yield asyncio.run(pg.ensure_database("vera"))
         finally:
             pg.stop()
@@ -85,21 +89,46 @@ def cluster_secrets(objects: list[dict], dsn: str) -> dict[str, dict[str, str]]:
     return made
 
 
-@pytest.fixture(scope="module")
-def ha(request: pytest.FixtureRequest, database: str,
-       tmp_path_factory: pytest.TempPathFactory) -> Iterator[RenderedCluster]:
-    objects = rendered("ha")
-    cluster = RenderedCluster(
-        objects, cluster_secrets(objects, database), tmp_path_factory.mktemp("ha"),
+def run_value_set(name: str, request: pytest.FixtureRequest, dsn: str,
+                  workdir: Path) -> RenderedCluster:
+    objects = rendered(name)
+    return RenderedCluster(
+        objects, cluster_secrets(objects, dsn), workdir,
         namespace=NAMESPACE,
-        bind_host=value_set("ha").get("bindHost", "0.0.0.0"),
+        bind_host=value_set(name).get("bindHost", "0.0.0.0"),
         replicas={"retrieval": 2},
         overrides={"VERA_RETRIEVAL__QDRANT_URL": ":memory:"},
         model_dir=baked_models(request.config.cache),
     )
-    with cluster:
+
+
+@pytest.fixture(scope="module")
+def ha(request: pytest.FixtureRequest, database: str,
+       tmp_path_factory: pytest.TempPathFactory) -> Iterator[RenderedCluster]:
+    with run_value_set("ha", request, database, tmp_path_factory.mktemp("ha")) as cluster:
         cluster.wait_ready(READY_TIMEOUT)
         yield cluster
+
+
+def test_every_workload_of_the_oidc_values_becomes_ready(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The OIDC value set on a database of its own, until every pod is Ready. The MCP half
+    of its loop needs tokens from its issuer (https://login.example.com), which the runner
+    does not stand up: the loop runs on the HA value set."""
+    with tempfile.TemporaryDirectory(prefix="vera-rendered-pg-", dir="/var/tmp") as tmp:
+        pg = EmbeddedPostgres(Path(tmp))
+        pg.start()
+        try:
+            dsn = asyncio.run(pg.ensure_database("vera"))
+            workdir = tmp_path_factory.mktemp("oidc")
+            with run_value_set("oidc", request, dsn, workdir) as cluster:
+                cluster.wait_ready(READY_TIMEOUT)
+                pods = cluster.deployment_pods()
+                assert all(p.ready and p.restarts == 0 for p in pods)
+                assert {p.workload["metadata"]["name"] for p in pods} == {
+                    d["metadata"]["name"] for d in of_kind(cluster.objects, "Deployment")}
+        finally:
+            pg.stop()
 
 
 def test_every_workload_of_the_ha_values_becomes_ready(ha: RenderedCluster) -> None:
@@ -139,19 +168,56 @@ async def test_the_team_loop_through_the_rendered_gateway_and_api(ha: RenderedCl
                             headers={"host": ingress["apiHost"]}, timeout=30)
     async with api:
         assert (await api.get("/readyz")).status_code == 200
-        user = await api.post("/identity/users", json={"display_name": "dev"},
-                              headers=_bearer(admin_key))
-        assert user.status_code == 201, user.text
-        user_key = (await api.post("/identity/api-keys", json={"label": "laptop"},
-                                   headers=_bearer(user.json()["api_key"]))).json()["api_key"]
+        curator = await _user(api, admin_key, "curator")
+        dev = await _user(api, admin_key, "dev")
+        # A second API key of the dev's own, exchanged for an MCP token.
+        dev_key = (await api.post("/identity/api-keys", json={"label": "laptop"},
+                                  headers=_bearer(dev["api_key"]))).json()["api_key"]
         token = await api.post("/identity/mcp-token", json={"scopes": ALL_SCOPES},
-                               headers=_bearer(user_key))
+                               headers=_bearer(dev_key))
         assert token.status_code == 200, token.text
+        project = await _shared_project(ha, api, curator, dev, "payments")
 
-    async with _mcp(ha, ingress["host"], token.json()["access_token"]) as client:
-        boot = await client.call_tool("knowledge_bootstrap", {})
-        assert not boot.is_error, boot.content
-        assert boot.structured_content["auth_profile"] == "remote-authenticated"
+        async with _mcp(ha, ingress["host"], token.json()["access_token"]) as client:
+            boot = await client.call_tool("knowledge_bootstrap", {})
+            assert not boot.is_error, boot.content
+            assert boot.structured_content["auth_profile"] == "remote-authenticated"
+            proposed = await client.call_tool("knowledge_propose", {
+                "subject": "payments-api", "predicate": "deploys_to",
+                "object": OBJECT, "task_ref": "t-1",
+                "project": "payments"})  # fmt: skip
+            assert not proposed.is_error, proposed.content
+            fact_key = proposed.structured_content["fact"]["fact_key"]
+
+            verified = await api.post(
+                f"/curation/projects/{project['project_id']}/proposals/{fact_key}/verify",
+                headers=_bearer(curator["api_key"]), json={})
+            assert verified.status_code == 200, verified.text
+
+            # The Service forwards each connection to either retrieval replica: both must
+            # serve the verified version (the follower from the writer's stored vectors), so
+            # several fresh connections must each be served it.
+            for _ in range(4):
+                async with _mcp(ha, ingress["host"], token.json()["access_token"]) as fresh:
+                    served = await _verified_fact_served(fresh, OBJECT)
+                assert served["citations"] and all(
+                    c["verification"] == "verified" for c in served["citations"]), served
+
+
+async def _verified_fact_served(client: Client, wanted: str, timeout: float = 60.0) -> dict:
+    """The result carrying ``wanted`` once the replica serving ``client`` has indexed the
+    verification (a follower trails the writer by a poll)."""
+    give_up = time.monotonic() + timeout
+    while True:
+        context = await client.call_tool("knowledge_get_context", {
+            "query": "where does payments-api deploy to", "project": "payments"})
+        assert not context.is_error, context.content
+        found = [r for r in context.structured_content["results"] if r["object"] == wanted]
+        if found and found[0]["citations"] and found[0]["citations"][0][
+                "verification"] == "verified":
+            return found[0]
+        assert time.monotonic() < give_up, context.structured_content
+        await asyncio.sleep(1.0)
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -165,6 +231,39 @@ def _notes_admin_command() -> dict:
     match = re.search(r"kubectl -n \S+ exec deploy/(\S+) -- (.+)", notes)
     assert match, notes
     return {"deployment": match[1], "argv": match[2].split()}
+
+
+async def _user(api: httpx.AsyncClient, admin_key: str, name: str) -> dict:
+    made = await api.post("/identity/users", json={"display_name": name},
+                          headers=_bearer(admin_key))
+    assert made.status_code == 201, made.text
+    return made.json()
+
+
+async def _shared_project(cluster: RenderedCluster, api: httpx.AsyncClient, owner: dict,
+                          member: dict, slug: str) -> dict:
+    """A project ``owner`` curates and ``member`` reads and proposes into: the project made
+    by an operator's gRPC call (a pod labelled vera.dev/rpc-client holding the internal key),
+    a workspace over REST, the member invited and accepting."""
+    key = SecretStr(cluster.secrets["vera-rpc-auth"]["auth-key"])
+    channel = open_channel(f"{cluster.service_address('vera-identity')}:50051", 30.0,
+                           auth_key=key, caller="cli")
+    async with channel:
+        project = (await identity_pb2_grpc.IdentityServiceStub(channel).EnsureProject(
+            identity_pb2.EnsureProjectRequest(principal_id=owner["principal_id"], slug=slug),
+            timeout=30)).project
+    workspace = (await api.post("/identity/workspaces", headers=_bearer(owner["api_key"]),
+                                json={"slug": f"{slug}-team"})).json()["workspace_id"]
+    attached = await api.post(f"/identity/workspaces/{workspace}/projects",
+                              headers=_bearer(owner["api_key"]), json={"project": slug})
+    assert attached.status_code == 200, attached.text
+    invited = await api.put(f"/identity/workspaces/{workspace}/members/{member['principal_id']}",
+                            headers=_bearer(owner["api_key"]), json={})
+    assert invited.status_code == 202, invited.text
+    accepted = await api.post(f"/identity/invitations/{invited.json()['invitation_id']}/accept",
+                              headers=_bearer(member["api_key"]), json={})
+    assert accepted.status_code == 200, accepted.text
+    return {"project_id": project.project_id, "slug": project.slug}
 
 
 def _field(output: str, name: str) -> str:
