@@ -6,8 +6,6 @@ kubernetes-validate checks every object against the API schemas of a current Kub
 
 from __future__ import annotations
 
-import shutil
-
 import helm_python
 import kubernetes_validate
 import pytest
@@ -15,6 +13,7 @@ import yaml
 from deploy_manifests import (
     CHART,
     KUBE_VERSION,
+    ROOT,
     SECRET_VARIABLES,
     VALUE_SETS,
     by_component,
@@ -49,33 +48,78 @@ CRD_GROUPS = ("monitoring.coreos.com/",)  # PodMonitor: validated by its operato
 
 
 @pytest.mark.parametrize("name", [*VALUE_SETS, "dev"])
-def test_the_chart_lints_strictly_clean(name, tmp_path) -> None:
-    # The optional Qdrant dependency's tarball comes from the user's `helm dependency build`;
-    # offline, lint a copy without it (the next test pins that this is the only finding).
-    copy = tmp_path / "vera"
-    shutil.copytree(CHART, copy)
-    chart = yaml.safe_load((copy / "Chart.yaml").read_text())
-    del chart["dependencies"]
-    (copy / "Chart.yaml").write_text(yaml.safe_dump(chart))
+def test_the_chart_lints_strictly_clean(name) -> None:
     report = helm_python.lint(
-        str(copy), value_set(name), strict=True, kube_version=f"v{KUBE_VERSION}"
+        str(CHART), value_set(name), strict=True, kube_version=f"v{KUBE_VERSION}"
     )
     problems = [m for m in report["messages"] if m["severity"] >= 2]
     assert report["errors"] == [] and problems == []
 
 
-def test_the_only_lint_finding_on_the_real_chart_is_the_unfetched_qdrant_tarball() -> None:
-    report = helm_python.lint(str(CHART), strict=True, kube_version=f"v{KUBE_VERSION}")
-    assert [m["error"] for m in report["messages"] if m["severity"] >= 2] == [
-        "chart directory is missing these dependencies: qdrant"
-    ]
-
-
-def test_qdrant_is_an_optional_dependency_behind_a_condition() -> None:
+def test_installing_from_a_checkout_needs_no_fetch() -> None:
+    """`helm install` wants every declared dependency's chart on disk (else it asks for
+    `helm dependency build`, a network fetch): the chart declares none."""
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    [qdrant] = chart["dependencies"]
-    assert qdrant["name"] == "qdrant" and qdrant["condition"] == "qdrant.enabled"
-    assert yaml.safe_load((CHART / "values.yaml").read_text())["qdrant"]["enabled"] is False
+    assert "dependencies" not in chart and not (CHART / "Chart.lock").exists()
+    assert not (CHART / "charts").exists()
+    assert not (CHART / "requirements.yaml").exists()  # the Helm 2 spelling of the same
+
+
+@pytest.mark.parametrize("name", [*VALUE_SETS, "dev"])
+def test_turning_on_a_bundled_qdrant_fails_naming_the_value(name) -> None:
+    values = {**value_set(name), "qdrant": {"enabled": True}}
+    with pytest.raises(helm_python.HelmValuesError, match="/qdrant/enabled"):
+        manifests(values)
+
+
+def test_retrieval_without_a_qdrant_url_fails_naming_the_value() -> None:
+    with pytest.raises(helm_python.HelmValuesError, match="/vectorStore/url"):
+        manifests({"vectorStore": {"url": ""}})
+
+
+@pytest.mark.parametrize("name", [*VALUE_SETS, "dev"])
+def test_retrieval_points_at_a_qdrant_that_is_documented_or_shipped(name) -> None:
+    """No value set may wire retrieval to a Qdrant nobody installs: the official chart's
+    release "qdrant" (docs/deploy.md), the Tiltfile's charts/dev/qdrant.yaml (the same
+    Service name), or an external URL the value set names itself."""
+    [config] = of_kind(rendered(name), "ConfigMap")
+    url = config["data"]["VERA_RETRIEVAL__QDRANT_URL"]
+    own = value_set(name).get("vectorStore", {}).get("url")
+    assert url == (own or "http://qdrant:6333")
+    dev_services = {
+        f"http://{d['metadata']['name']}:{port['port']}"
+        for d in yaml.safe_load_all((CHART.parent / "dev" / "qdrant.yaml").read_text())
+        if d and d["kind"] == "Service" for port in d["spec"]["ports"]
+    }
+    assert "http://qdrant:6333" in dev_services
+    assert "http://qdrant:6333" in (ROOT / "docs" / "deploy.md").read_text()
+
+
+VALID_QUANTITIES = ["1", "0", "250m", "1.5", "0.5", ".5", "1.", "+2", "1.5Gi", "2G", "128Mi",
+                    "100Ki", "1Ti", "1Pi", "1Ei", "500M", "1k", "1e3", "1E3", "2e-3", "100n",
+                    "100u", 2, 0.25, 1073741824]
+INVALID_QUANTITIES = ["", "-1", "1.5gi", "2GB", "1 Gi", "Gi", "1Gib", "1KI", "0x10", "1,5",
+                      "1K", "m", "1e", "1.5.Gi", "one", -1]
+
+
+@pytest.mark.parametrize("quantity", VALID_QUANTITIES)
+def test_the_schema_accepts_a_valid_kubernetes_quantity(quantity) -> None:
+    resources = {"requests": {"cpu": quantity, "memory": quantity},
+                 "limits": {"cpu": quantity, "memory": quantity}}
+    [api] = [w for w in workloads(manifests({"api": {"resources": resources}}))
+             if component(w) == "api"]
+    assert containers(api)[0]["resources"]["limits"]["memory"] == quantity
+
+
+@pytest.mark.parametrize("quantity", INVALID_QUANTITIES)
+@pytest.mark.parametrize("field", ["cpu", "memory"])
+def test_the_schema_refuses_an_invalid_quantity_naming_the_field(quantity, field) -> None:
+    resources = {"requests": {"cpu": "1", "memory": "1Gi"},
+                 "limits": {"cpu": "1", "memory": "1Gi"}}
+    resources["limits"][field] = quantity
+    with pytest.raises(helm_python.HelmValuesError, match=f"/api/resources/limits/{field}"):
+        manifests({"api": {"resources": resources}})
+
 
 
 # --- every object is valid Kubernetes ---------------------------------------------------

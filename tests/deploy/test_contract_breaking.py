@@ -1,7 +1,7 @@
 """`buf breaking` against the committed baseline image protos/baseline.binpb (offline).
 
 A proto change that breaks generated code or wire compatibility fails CI until the
-baseline is rebuilt on purpose (README, Deploy: contract checks). The rule tests below
+baseline is rebuilt on purpose (docs/deploy.md, Contract checks in CI). The rule tests below
 change a copy of the contract against an image of that same copy, so they pin how the
 configured category judges a change whatever the current contract is.
 """

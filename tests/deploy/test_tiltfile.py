@@ -67,11 +67,10 @@ def test_the_tiltfile_parses() -> None:
 def test_every_resource_it_names_exists_and_every_workload_is_named(dev_objects) -> None:
     tilt = _run(embedded=False)
     named = {args[0] for args, _ in tilt.of("k8s_resource")}
-    dev_postgres = [d for d in yaml.safe_load_all((CHART.parent / "dev" / "postgres.yaml")
-                                                  .read_text()) if d]
+    dev_data = [d for name in ("postgres.yaml", "qdrant.yaml")
+                for d in yaml.safe_load_all((CHART.parent / "dev" / name).read_text()) if d]
     existing = {w["metadata"]["name"] for w in workloads(dev_objects)}
-    existing |= {d["metadata"]["name"] for d in dev_postgres if d["kind"] == "Deployment"}
-    existing.add("vera-qdrant")  # the Qdrant chart's StatefulSet (qdrant.enabled in dev)
+    existing |= {d["metadata"]["name"] for d in dev_data if d["kind"] == "Deployment"}
     assert named <= existing, named - existing
     assert {w["metadata"]["name"] for w in workloads(dev_objects)} <= named
 
@@ -150,6 +149,4 @@ def test_the_dev_secrets_cover_every_secret_the_dev_chart_reads(dev_objects, tmp
                 if ref:
                     referred.add((ref["name"], ref["key"]))
     assert ("vera-retrieval-snapshot", "signing-key") in referred
-    # The Qdrant subchart makes its own API key's Secret (not rendered offline: no tarball).
-    referred.discard(("vera-qdrant-apikey", "api-key"))
     assert referred and all(key in secrets.get(name, set()) for name, key in referred), referred

@@ -39,22 +39,9 @@ identity knowledge retrieval snapshot
 {{- .Values.ingress.host -}}
 {{- end -}}
 
+{{/* This chart installs no Qdrant (the schema refuses qdrant.enabled and an empty url). */}}
 {{- define "vera.qdrantUrl" -}}
-{{- if .Values.vectorStore.url -}}
 {{- .Values.vectorStore.url -}}
-{{- else if .Values.qdrant.enabled -}}
-{{- printf "http://%s-qdrant:%d" .Release.Name (int .Values.vectorStore.port) -}}
-{{- else -}}
-{{- fail "vectorStore.url: point VERA at a Qdrant cluster (or set qdrant.enabled=true)" -}}
-{{- end -}}
-{{- end -}}
-
-{{- define "vera.qdrantApiKeySecretName" -}}
-{{- if .Values.vectorStore.apiKeySecret.name -}}
-{{- .Values.vectorStore.apiKeySecret.name -}}
-{{- else if and .Values.qdrant.enabled .Values.qdrant.apiKey -}}
-{{- printf "%s-qdrant-apikey" .Release.Name -}}
-{{- end -}}
 {{- end -}}
 
 {{- define "vera.podSecurityContext" -}}

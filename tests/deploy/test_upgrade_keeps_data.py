@@ -1,0 +1,131 @@
+"""An upgrade does not lose data: the release before the newest migration (this repository
+at the parent of the commit that added it, `git archive`d and run from its own package
+tree) fills a database through its own `vera up`, `vera ingest`, `vera admin` and MCP;
+then this commit's `vera migrate` (the chart's hook Job) runs on it, and this commit's
+stack serves every fact, assertion, persisted pack and API key the old one wrote."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tomllib
+from pathlib import Path
+
+import httpx
+import pytest
+from deploy_manifests import ROOT
+from mcp import Client
+
+from vera.db.embedded import EmbeddedPostgres
+from vera.stack import launch, launch_env
+
+pytestmark = pytest.mark.e2e
+
+OBJECT = "PostgreSQL 16 on the ledger cluster"
+
+
+def newest_migration_commit() -> str:
+    """The commit that added the newest migration file of any service."""
+    found = subprocess.run(
+        ["git", "log", "--diff-filter=A", "-1", "--format=%H", "--",
+         "services/*/migrations/*.sql"],
+        cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    assert found, "no migration in this clone's history (a shallow clone?)"
+    return found
+
+
+def previous_release(into: Path) -> Path:
+    """The tree before the newest migration, with the installed package's shape (what
+    scripts/package-tree makes) so that ``PYTHONPATH`` runs its code, not this commit's."""
+    commit = newest_migration_commit()
+    archive = subprocess.run(["git", "archive", "--format=tar", f"{commit}^"], cwd=ROOT,
+                             capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    package_dir = tomllib.loads((into / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-dir"]
+    tree = into / "package-tree" / "vera"
+    tree.mkdir(parents=True)
+    for entry in (into / package_dir["vera"]).iterdir():
+        (tree / entry.name).symlink_to(entry)
+    for package, folder in package_dir.items():
+        if package != "vera":
+            (tree / package.rpartition(".")[2]).symlink_to(into / folder)
+    return into / "package-tree"
+
+
+def _api_url(stack) -> str:
+    return json.loads((stack.data_dir / "run" / "stack.json").read_text())["api_url"]
+
+
+async def test_this_commits_migrations_keep_what_the_previous_release_wrote(
+        tmp_path: Path) -> None:
+    old_tree = previous_release(tmp_path / "previous")
+    data_dir = tmp_path / "data"
+    facts = tmp_path / "ledger.jsonl"
+    facts.write_text("".join(json.dumps(record) + "\n" for record in [
+        {"type": "source", "id": "adr-12", "source_type": "adr", "title": "ADR 12",
+         "uri": "https://wiki.example/adr/12", "observed_at": "2026-10-02T00:00:00Z"},
+        {"type": "fact", "subject": "ledger-service", "predicate": "uses_database",
+         "object": OBJECT, "source": "adr-12", "evidence": f"The ledger runs {OBJECT}.",
+         "locator": "L3-L9"},
+    ]))  # fmt: skip
+
+    # The previous release fills the database.
+    old_env = launch_env(data_dir, PYTHONPATH=str(old_tree))
+    with launch(data_dir, old_env, cwd=old_tree.parent) as old:
+        which = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-c", "import vera.cli; print(vera.cli.__file__)"],
+            env=old_env, cwd=old_tree.parent, capture_output=True, text=True)
+        assert which.stdout.startswith(str(old_tree)), which  # the old code, not this commit's
+        loaded = old.vera("ingest", str(facts), "--project", "ledger", "--data-dir",
+                          str(data_dir))  # fmt: skip
+        assert loaded.returncode == 0, loaded.stderr
+        created = old.vera("admin", "create-user", "--name", "root", "--admin",
+                           "--data-dir", str(data_dir))  # fmt: skip
+        assert created.returncode == 0, created.stderr
+        api_key = next(line.split(":", 1)[1].strip() for line in created.stdout.splitlines()
+                       if line.startswith("api_key"))
+        async with Client(old.mcp_url) as client:
+            pack = await client.call_tool("knowledge_get_context", {
+                "query": "which database does ledger-service use", "project": "ledger",
+                "persist": True})  # fmt: skip
+        assert not pack.is_error, pack.content
+        pack_id = pack.structured_content["pack_id"]
+        before = [r["fact_key"] for r in pack.structured_content["results"]]
+        assert before
+
+    # This commit's hook Job: `vera migrate` on the filled database.
+    pg = EmbeddedPostgres(data_dir)
+    pg.start()
+    try:
+        dsn = await pg.ensure_database()
+        migrated = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "vera.cli", "migrate"],
+            env={**os.environ, "VERA_DATABASE__DSN": dsn}, capture_output=True, text=True)
+        assert migrated.returncode == 0, migrated.stderr
+        assert "retrieval: 1 migration(s) applied" in migrated.stdout  # the newest one
+    finally:
+        pg.stop()
+
+    # This commit's stack serves it all.
+    with launch(data_dir) as new:
+        async with httpx.AsyncClient() as http:
+            me = await http.get(f"{_api_url(new)}/identity/me",
+                                headers={"authorization": f"Bearer {api_key}"})
+        assert me.status_code == 200, me.text
+        async with Client(new.mcp_url) as client:
+            kept = await client.call_tool("knowledge_get_context_pack", {"pack_id": pack_id})
+            assert not kept.is_error, kept.content
+            assert [r["fact_key"] for r in kept.structured_content["results"]] == before
+            context = await client.call_tool("knowledge_get_context", {
+                "query": "which database does ledger-service use", "project": "ledger"})
+            assert not context.is_error, context.content
+            [top, *_] = context.structured_content["results"]
+            assert top["object"] == OBJECT and top["fact_key"] in before
+            assert [c["source_id"] for c in top["citations"]] == ["adr-12"]
