@@ -40,6 +40,9 @@ class Caller:
     principal_id: str
     granted: frozenset[AuthClass]
     auth_profile: str
+    # Who presented the credential (issuer and subject of the verified token): what
+    # discovery, which acts as no principal, is metered by. Empty in local-dev.
+    token_holder: str = ""
 
 
 def scope_names(settings: Settings) -> dict[AuthClass, str]:
@@ -187,5 +190,10 @@ class DiscoveryAuthenticator(BearerAuthenticator):
     has no principal and no class, so it could authorize nothing even if it were asked."""
 
     async def resolve(self, authorization: str | None, backends: Backends) -> Caller:
-        await self.verify(authorization)
-        return Caller(principal_id="", granted=frozenset(), auth_profile=REMOTE_PROFILE)
+        verified = await self.verify(authorization)
+        return Caller(
+            principal_id="",
+            granted=frozenset(),
+            auth_profile=REMOTE_PROFILE,
+            token_holder=f"{verified.issuer}\x00{verified.subject}",
+        )

@@ -93,8 +93,10 @@ class McpSettings(HttpListenerSettings):
     quota_feedback_per_minute: int = Field(60, ge=1)
     quota_snapshot_per_hour: int = Field(10, ge=1)
     # Messages other than tools/call (initialize, tools/list, ping, notifications) act as no
-    # principal: they are limited per gateway process instead of per principal.
-    discovery_per_minute: int = Field(600, ge=1)
+    # principal: they are limited per verified caller (token issuer and subject), and all
+    # callers together per gateway process by a ceiling well above one caller's limit.
+    discovery_per_minute: int = Field(120, ge=1)
+    discovery_ceiling_per_minute: int = Field(6000, ge=1)
     # One budget for a whole tool call; every downstream RPC gets what is left of it.
     request_budget_seconds: float = Field(30.0, gt=0, le=300)
 
