@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -83,8 +84,8 @@ DISCOVERY_BUCKET = "discovery"
 DISCOVERY_CEILING_BUCKET = "discovery, all callers"
 _REQUEST_ID_STATE_KEY = "vera_jsonrpc_id"
 _NOTIFICATION_STATE_KEY = "vera_mcp_notification"
-# Far above any bounded tool call: the body is read before the token is checked, so an
-# unauthenticated client must not make the gateway buffer more than this.
+# Far above any bounded tool call: the body is read (after the token is verified) before
+# the method is known, so no caller makes the gateway buffer more than this.
 MAX_BODY_BYTES = 1024 * 1024
 
 
@@ -161,6 +162,8 @@ class _PostOnly:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
+        # The request budget counts from here, so principal resolution spends from it too.
+        scope.setdefault("state", {})[RECEIVED_AT_STATE_KEY] = asyncio.get_running_loop().time()
         request = Request(scope, receive)
         refusal = await self._security.validate_request(request, is_post=False)
         if refusal is None and scope["method"] != "POST":
@@ -229,8 +232,6 @@ class _ByMethod:
             await self._tool_calls(scope, receive, send)
             return
         state = scope.setdefault("state", {})
-        # The request budget counts from here, so principal resolution spends from it too.
-        state[RECEIVED_AT_STATE_KEY] = asyncio.get_running_loop().time()
         try:
             async with asyncio.timeout(self._body_timeout):
                 body = await _read_body(receive)
@@ -304,12 +305,12 @@ class _DiscoveryLimit:
 
 
 def discovery_quota(settings: Settings, clock: Callable[[], float] | None) -> QuotaPolicy:
-    clock_kwargs = {"clock": clock} if clock is not None else {}
+    clock = clock if clock is not None else time.time
     limits = {
         DISCOVERY_BUCKET: BucketLimit(settings.mcp.discovery_per_minute, 60),
         DISCOVERY_CEILING_BUCKET: BucketLimit(settings.mcp.discovery_ceiling_per_minute, 60),
     }
-    return QuotaPolicy(limits, InMemoryQuotaStore(**clock_kwargs), **clock_kwargs)
+    return QuotaPolicy(limits, InMemoryQuotaStore(clock), clock=clock)
 
 
 async def _healthz(request: Request) -> Response:
@@ -366,19 +367,22 @@ def build_app(
     if settings.mcp.quota_enabled:
         discovery = _DiscoveryLimit(transport, discovery_quota(settings, clock))
     extra_routes: list[Route] = []
+    mcp_endpoint: ASGIApp
     if isinstance(authenticator, BearerAuthenticator):
-        # remote-authenticated: the bearer token is checked before the SDK reads the message.
+        # remote-authenticated: the token is verified before the body is read (no lookup),
+        # and a tool call's principal is looked up from it once the method is known.
         tool_calls = BearerAuthMiddleware(
             tool_calls, authenticator, state.require_backends, security
         )
-        discovery = BearerAuthMiddleware(
-            discovery,
+        mcp_endpoint = BearerAuthMiddleware(
+            _ByMethod(tool_calls, discovery, settings.mcp.body_timeout_seconds),
             DiscoveryAuthenticator(settings, authenticator.verifier),
             state.require_backends,
             security,
         )
         extra_routes.append(Route(METADATA_PATH, endpoint=metadata_endpoint(settings)))
-    mcp_endpoint = _ByMethod(tool_calls, discovery, settings.mcp.body_timeout_seconds)
+    else:
+        mcp_endpoint = _ByMethod(tool_calls, discovery, settings.mcp.body_timeout_seconds)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -126,6 +126,8 @@ class DatabaseSettings(BaseModel):
     # command_timeout_seconds even when the server does not answer.
     statement_timeout_seconds: float = Field(25.0, gt=0)
     command_timeout_seconds: float = Field(28.0, gt=0)
+    # How long a call waits for a free pooled connection (below the RPC deadline).
+    acquire_timeout_seconds: float = Field(5.0, gt=0)
 
 
 class ServiceAddresses(BaseModel):

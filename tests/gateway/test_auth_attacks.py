@@ -10,6 +10,7 @@ controllable clock; nothing sleeps.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import hashlib
@@ -20,6 +21,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import jwt
@@ -723,4 +725,40 @@ async def test_an_oversized_body_is_413_before_any_lookup(auth_gateway, fakes):
             "field": "body",
             "reason": "too_large",
         }
+        assert new_calls(fakes.rec, before) == set()
+
+
+async def open_post(url: str, authorization: str | None) -> tuple[Any, Any]:
+    """A POST to ``url`` that announces a 1 MiB body and sends only its first bytes."""
+    parts = urlsplit(url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    head = [
+        f"POST {parts.path} HTTP/1.1",
+        f"host: {parts.netloc}",
+        "content-type: application/json",
+        "accept: application/json, text/event-stream",
+        f"content-length: {1024 * 1024}",
+    ]
+    if authorization is not None:
+        head.append(f"authorization: {authorization}")
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + b'{"jsonrpc": "2.0", "id": 1, ')
+    await writer.drain()
+    return reader, writer
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer not-a-token", "Basic dXNlcjpwYXNz"])
+async def test_no_valid_token_is_refused_before_the_body_is_read(
+    auth_gateway, fakes, authorization
+):
+    # The body never ends: answering at all proves the gateway did not wait to buffer it
+    # (body_timeout is far away), and the connection ends with the refusal.
+    async with auth_gateway(body_timeout_seconds=120) as gw:
+        before = counts(fakes.rec)
+        reader, writer = await open_post(gw.url, authorization)
+        try:
+            status_line = await asyncio.wait_for(reader.readline(), 30)
+            assert status_line.split()[1] == b"401"
+            await asyncio.wait_for(reader.read(), 30)  # returns at EOF: the server closed it
+        finally:
+            writer.close()
         assert new_calls(fakes.rec, before) == set()
