@@ -42,6 +42,11 @@ class HttpListenerSettings(BaseModel):
     # uvicorn has no body timeout, so a client trickling a body in (slow loris) would hold
     # its connection and buffer for ever.
     body_timeout_seconds: float = Field(10.0, gt=0, le=300)
+    # A request's headers must be whole this long after its first byte (or after the
+    # connection opened), else the connection is closed; and one process holds at most
+    # max_connections connections (vera.entrypoints.connection_limits).
+    header_timeout_seconds: float = Field(10.0, gt=0, le=300)
+    max_connections: int = Field(1000, ge=1)
 
     @field_validator("allowed_origins")
     @classmethod
