@@ -61,6 +61,10 @@ Handler = Callable[[Request, RestCaller, dict[str, Any]], Awaitable[Response]]
 # Plumbing ------------------------------------------------------------------------------------
 
 
+# Every answer that carries a key or a token: no cache (browser, proxy) may keep it.
+NO_STORE = {"Cache-Control": "no-store"}
+
+
 def _text(body: dict[str, Any], name: str, default: str = "") -> str:
     value = body.get(name, default)
     if value is None:
@@ -159,6 +163,7 @@ async def _new_account(request: Request, actor: str, body: dict[str, Any]) -> Re
     return JSONResponse(
         {**_principal(user.principal), "api_key": key.api_key, "key_id": key.key.key_id},
         status_code=201,
+        headers=NO_STORE,
     )
 
 
@@ -189,7 +194,8 @@ async def create_api_key(request: Request, caller: RestCaller, body: dict[str, A
     only_fields(body, "label")
     reply = await _backends(request).identity.CreateApiKey(pb.CreateApiKeyRequest(
         principal_id=caller.principal_id, label=_text(body, "label")))
-    return JSONResponse({**_key(reply.key), "api_key": reply.api_key}, status_code=201)
+    return JSONResponse({**_key(reply.key), "api_key": reply.api_key}, status_code=201,
+                        headers=NO_STORE)
 
 
 async def list_api_keys(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
@@ -396,7 +402,7 @@ async def mcp_token(request: Request, caller: RestCaller, body: dict[str, Any]) 
         "expires_in": None,
         "scope": " ".join(scopes),
         "principal_id": caller.principal_id,
-    }, headers={"Cache-Control": "no-store"})
+    }, headers=NO_STORE)
 
 
 routes = [

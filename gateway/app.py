@@ -8,8 +8,9 @@ only and is served without the Host check, for probes that dial the pod address.
 
 Only ``tools/call`` acts as a principal. Every other message (initialize, tools/list,
 ping, notifications) is discovery: its bearer token is verified, but no principal is
-looked up in identity, and discovery is metered per process (``discovery_per_minute``)
-instead of per principal; over the limit it answers 429 with ``quota_exceeded``.
+looked up in identity, and discovery is metered per token holder
+(``discovery_per_minute``) under a process-wide ceiling (``discovery_ceiling_per_minute``)
+instead of per principal; over either it answers 429 with ``quota_exceeded``.
 """
 
 from __future__ import annotations
@@ -18,13 +19,12 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
-from aiolimiter import AsyncLimiter
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
@@ -39,8 +39,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from vera import SERVER_VERSION
 from vera.config import Settings
 from vera.gateway.auth import (
+    CALLER_STATE_KEY,
     Authenticator,
     BearerAuthenticator,
+    Caller,
     DiscoveryAuthenticator,
     LocalDevAuthenticator,
 )
@@ -48,7 +50,13 @@ from vera.gateway.errors import jsonrpc_error
 from vera.gateway.guard import RECEIVED_AT_STATE_KEY, Guard
 from vera.gateway.metrics import MetricsListener, ToolMetrics, start_listener
 from vera.gateway.profiles import handlers_for_profile, tools_for_profile
-from vera.gateway.quota import QuotaPolicy, QuotaStore, limits_from_settings
+from vera.gateway.quota import (
+    BucketLimit,
+    InMemoryQuotaStore,
+    QuotaPolicy,
+    QuotaStore,
+    limits_from_settings,
+)
 from vera.gateway.resource import METADATA_PATH, BearerAuthMiddleware, metadata_endpoint
 from vera.gateway.shared_quota import IdentityQuotaStore
 from vera.rpc.backends import Backends
@@ -73,10 +81,11 @@ INSTRUCTIONS = (
 MCP_PATH = "/mcp"
 TOOL_CALL = "tools/call"
 DISCOVERY_BUCKET = "discovery"
+DISCOVERY_CEILING_BUCKET = "discovery, all callers"
 _REQUEST_ID_STATE_KEY = "vera_jsonrpc_id"
 _NOTIFICATION_STATE_KEY = "vera_mcp_notification"
-# Far above any bounded tool call: the body is read before the token is checked, so an
-# unauthenticated client must not make the gateway buffer more than this.
+# Far above any bounded tool call: the body is read (after the token is verified) before
+# the method is known, so no caller makes the gateway buffer more than this.
 MAX_BODY_BYTES = 1024 * 1024
 
 
@@ -153,6 +162,8 @@ class _PostOnly:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
+        # The request budget counts from here, so principal resolution spends from it too.
+        scope.setdefault("state", {})[RECEIVED_AT_STATE_KEY] = asyncio.get_running_loop().time()
         request = Request(scope, receive)
         refusal = await self._security.validate_request(request, is_post=False)
         if refusal is None and scope["method"] != "POST":
@@ -221,8 +232,6 @@ class _ByMethod:
             await self._tool_calls(scope, receive, send)
             return
         state = scope.setdefault("state", {})
-        # The request budget counts from here, so principal resolution spends from it too.
-        state[RECEIVED_AT_STATE_KEY] = asyncio.get_running_loop().time()
         try:
             async with asyncio.timeout(self._body_timeout):
                 body = await _read_body(receive)
@@ -254,37 +263,54 @@ class _ByMethod:
 
 
 class _DiscoveryLimit:
-    """Discovery acts as no principal, so it is metered per process: a leaky bucket of
-    ``per_minute`` requests. Over it: 429 with the seed's ``quota_exceeded``.
+    """Discovery acts as no principal, so it is metered per token holder (the verified
+    token's issuer and subject, left by the HTTP boundary; no RPC), and all holders together
+    per process by a ceiling well above one holder's limit, so one caller spending its
+    budget leaves every other caller served. The fixed windows are the per-principal
+    quotas' (``gateway.quota``), kept in this process. Over either: 429 with the seed's
+    ``quota_exceeded``, bucket ``discovery``.
 
     Notifications pass unmetered: they get no answer, and a client cannot tell which of
     its messages a 429 refused (the official one reports a refused
     ``notifications/initialized`` as the failure of the tool call that ran beside it).
     """
 
-    def __init__(self, app: ASGIApp, per_minute: int) -> None:
+    _ALL = "all callers"
+
+    def __init__(self, app: ASGIApp, quota: QuotaPolicy) -> None:
         self._app = app
-        self._limiter = AsyncLimiter(per_minute, 60)
-        self._retry_after = max(1, math.ceil(60 / per_minute))
+        self._quota = quota
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("state", {}).get(_NOTIFICATION_STATE_KEY):
+        state = scope.get("state", {})
+        if state.get(_NOTIFICATION_STATE_KEY):
             await self._app(scope, receive, send)
             return
-        if not self._limiter.has_capacity():
+        caller = state.get(CALLER_STATE_KEY)
+        holder = caller.token_holder if isinstance(caller, Caller) else ""
+        refusal = await self._quota.charge(holder, DISCOVERY_BUCKET)
+        if refusal is None:
+            refusal = await self._quota.charge(self._ALL, DISCOVERY_CEILING_BUCKET)
+        if refusal is not None:
             body = jsonrpc_error(
                 "quota_exceeded",
-                scope.get("state", {}).get(_REQUEST_ID_STATE_KEY),
+                state.get(_REQUEST_ID_STATE_KEY),
                 bucket=DISCOVERY_BUCKET,
-                retry_after_seconds=self._retry_after,
+                retry_after_seconds=refusal.retry_after_seconds,
             )
-            refusal = JSONResponse(
-                body, status_code=429, headers={"Retry-After": str(self._retry_after)}
-            )
-            await refusal(scope, receive, send)
+            headers = {"Retry-After": str(refusal.retry_after_seconds)}
+            await JSONResponse(body, status_code=429, headers=headers)(scope, receive, send)
             return
-        await self._limiter.acquire()  # has capacity: returns at once
         await self._app(scope, receive, send)
+
+
+def discovery_quota(settings: Settings, clock: Callable[[], float] | None) -> QuotaPolicy:
+    clock = clock if clock is not None else time.time
+    limits = {
+        DISCOVERY_BUCKET: BucketLimit(settings.mcp.discovery_per_minute, 60),
+        DISCOVERY_CEILING_BUCKET: BucketLimit(settings.mcp.discovery_ceiling_per_minute, 60),
+    }
+    return QuotaPolicy(limits, InMemoryQuotaStore(clock), clock=clock)
 
 
 async def _healthz(request: Request) -> Response:
@@ -339,21 +365,24 @@ def build_app(
     transport: ASGIApp = StreamableHTTPASGIApp(sessions)
     tool_calls, discovery = transport, transport
     if settings.mcp.quota_enabled:
-        discovery = _DiscoveryLimit(transport, settings.mcp.discovery_per_minute)
+        discovery = _DiscoveryLimit(transport, discovery_quota(settings, clock))
     extra_routes: list[Route] = []
+    mcp_endpoint: ASGIApp
     if isinstance(authenticator, BearerAuthenticator):
-        # remote-authenticated: the bearer token is checked before the SDK reads the message.
+        # remote-authenticated: the token is verified before the body is read (no lookup),
+        # and a tool call's principal is looked up from it once the method is known.
         tool_calls = BearerAuthMiddleware(
             tool_calls, authenticator, state.require_backends, security
         )
-        discovery = BearerAuthMiddleware(
-            discovery,
+        mcp_endpoint = BearerAuthMiddleware(
+            _ByMethod(tool_calls, discovery, settings.mcp.body_timeout_seconds),
             DiscoveryAuthenticator(settings, authenticator.verifier),
             state.require_backends,
             security,
         )
         extra_routes.append(Route(METADATA_PATH, endpoint=metadata_endpoint(settings)))
-    mcp_endpoint = _ByMethod(tool_calls, discovery, settings.mcp.body_timeout_seconds)
+    else:
+        mcp_endpoint = _ByMethod(tool_calls, discovery, settings.mcp.body_timeout_seconds)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

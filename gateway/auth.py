@@ -40,6 +40,15 @@ class Caller:
     principal_id: str
     granted: frozenset[AuthClass]
     auth_profile: str
+    # The verified bearer token (remote-authenticated; None in local-dev). It is verified
+    # once, before the body is read, and the principal is looked up from it afterwards.
+    token: VerifiedToken | None = None
+
+    @property
+    def token_holder(self) -> str:
+        """Who presented the credential (issuer and subject): what discovery, which acts
+        as no principal, is metered by."""
+        return f"{self.token.issuer}\x00{self.token.subject}" if self.token else ""
 
 
 def scope_names(settings: Settings) -> dict[AuthClass, str]:
@@ -113,8 +122,15 @@ class BearerAuthenticator:
     def verifier(self) -> TokenVerifier:
         return self._verifier
 
-    async def resolve(self, authorization: str | None, backends: Backends) -> Caller:
-        verified = await self.verify(authorization)
+    async def resolve(self, request: Request, backends: Backends) -> Caller:
+        """The caller acting as its principal; the token the boundary already verified
+        (``DiscoveryAuthenticator``, before the body was read) is not verified again."""
+        earlier = getattr(request.state, CALLER_STATE_KEY, None)
+        verified = (
+            earlier.token
+            if isinstance(earlier, Caller) and earlier.token is not None
+            else await self.verify(request.headers.get("authorization"))
+        )
         principal_id = await self._principal(verified, backends)
         return Caller(
             principal_id=principal_id,
@@ -122,6 +138,7 @@ class BearerAuthenticator:
                 cls for cls, name in self._classes.items() if name in verified.scopes
             ),
             auth_profile=REMOTE_PROFILE,
+            token=verified,
         )
 
     async def verify(self, authorization: str | None) -> VerifiedToken:
@@ -181,11 +198,14 @@ class BearerAuthenticator:
 
 
 class DiscoveryAuthenticator(BearerAuthenticator):
-    """The HTTP boundary for messages that run no tool (initialize, tools/list, ping,
-    notifications): the token must verify and carry the required scopes, but no principal
-    is looked up in identity, since such a message acts as no one. The caller it leaves
+    """The HTTP boundary every POST passes before its body is read, and all that messages
+    running no tool (initialize, tools/list, ping, notifications) pass: the token must
+    verify and carry the required scopes, but no principal is looked up in identity, since
+    such a message acts as no one. The caller it leaves
     has no principal and no class, so it could authorize nothing even if it were asked."""
 
-    async def resolve(self, authorization: str | None, backends: Backends) -> Caller:
-        await self.verify(authorization)
-        return Caller(principal_id="", granted=frozenset(), auth_profile=REMOTE_PROFILE)
+    async def resolve(self, request: Request, backends: Backends) -> Caller:
+        verified = await self.verify(request.headers.get("authorization"))
+        return Caller(
+            principal_id="", granted=frozenset(), auth_profile=REMOTE_PROFILE, token=verified
+        )

@@ -68,7 +68,7 @@ async def feedback(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     # and the client's signals are not calibration data: none is stored. The query is
     # stored, so it passes the same secret screen as a proposal.
     query = args.get("query") or ""
-    secret_screen.screen((("query", query),))
+    await secret_screen.screen_off_loop((("query", query),))
     scopes = await call_context.scopes(ctx)
     legacy_ref = f"legacy:{uuid.uuid4()}"
     recorded = await ctx.backends.knowledge.RecordFeedback(

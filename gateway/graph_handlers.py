@@ -337,6 +337,7 @@ def render_source(data: dict[str, Any]) -> str:
     return "\n".join(
         [
             f"Source {s['source_id']}: {s.get('title')} <{s.get('uri')}>",
+            UNTRUSTED,
             f"{len(data['versions'])} artifact version(s); cited by {data['cited_by_facts']} facts;"
             f" {'STALE (' + str(fr['reason']) + ')' if fr['stale'] else 'fresh'}",
         ]
@@ -358,11 +359,11 @@ def render_changes(data: dict[str, Any]) -> str:
         for c in data["changes"]
     ]
     lines = lines or ["No changes."]
-    return "\n".join([*lines, f"next_cursor={data['next_cursor']}"])
+    return "\n".join([UNTRUSTED, *lines, f"next_cursor={data['next_cursor']}"])
 
 
 def render_conflicts(data: dict[str, Any]) -> str:
-    lines = [f"{data['total']} conflict(s) (ontology {data['ontology_version']})"]
+    lines = [f"{data['total']} conflict(s) (ontology {data['ontology_version']})", UNTRUSTED]
     for g in data["conflicts"]:
         lines.append(f"{g['subject']} {g['predicate']}:")
         lines += [f"  {_line(f)}" for f in g["facts"]]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from vera.config import Settings
 from vera.errors import VeraError
-from vera.gateway.auth import CALLER_STATE_KEY, AuthFailure, BearerAuthenticator, scope_names
+from vera.gateway.auth import CALLER_STATE_KEY, AuthFailure, Caller, scope_names
 from vera.gateway.errors import ERROR_CODES, from_vera_error, internal_error
 from vera.rpc.backends import Backends
 
@@ -62,11 +62,15 @@ def challenge(request: Request, failure: AuthFailure) -> Response:
     )
 
 
+class Authenticator(Protocol):
+    async def resolve(self, request: Request, backends: Backends) -> Caller: ...
+
+
 class BearerAuthMiddleware:
     def __init__(
         self,
         app: ASGIApp,
-        authenticator: BearerAuthenticator,
+        authenticator: Authenticator,
         backends: Callable[[], Backends],
         security: TransportSecuritySettings,
     ) -> None:
@@ -83,9 +87,7 @@ class BearerAuthMiddleware:
         refusal = await self._security.validate_request(request, is_post=False)
         if refusal is None:
             try:
-                caller = await self._auth.resolve(
-                    request.headers.get("authorization"), self._backends()
-                )
+                caller = await self._auth.resolve(request, self._backends())
             except AuthFailure as failure:
                 refusal = challenge(request, failure)
             except VeraError as exc:

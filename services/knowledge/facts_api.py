@@ -3,6 +3,7 @@ proto <-> domain translation and nothing else."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from vera import page_tokens
@@ -121,7 +122,8 @@ class FactRpcs:
             context_as_sent=convert.task_context_as_sent(request.context),
         )
         try:
-            policy_for(self._store.ontology).check(proposal)
+            # Pattern matching over up to ~10 KiB of text: CPU work, kept off the loop.
+            await asyncio.to_thread(policy_for(self._store.ontology).check, proposal)
         except InvalidInput as refusal:
             # Every call appends an attempt: a refused one without the refused text.
             await self._store.record_refusal(

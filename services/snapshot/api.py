@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from vera import secret_screen
 from vera.errors import InvalidInput, Unavailable
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 from vera.services.snapshot.domain import ContextPack, SnapshotService
@@ -80,10 +81,15 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
         self._erasure = erasure
 
     async def CreateContextPack(self, request, context):
+        canonical_request = json_object(request.canonical_request_json, "canonical_request_json")
+        # A pack keeps its request's query for its whole lifetime: the query passes the
+        # screen a proposal's text passes before anything is stored.
+        query = canonical_request.get("query")
+        await secret_screen.screen_off_loop((("query", query if isinstance(query, str) else ""),))
         pack, deduplicated = await self._service.create_context_pack(
             request.principal_id,
             request.scope_id,
-            json_object(request.canonical_request_json, "canonical_request_json"),
+            canonical_request,
             json_object(request.content_json, "content_json"),
             request.assembler_version,
             request.usage_ref,

@@ -42,6 +42,11 @@ class HttpListenerSettings(BaseModel):
     # uvicorn has no body timeout, so a client trickling a body in (slow loris) would hold
     # its connection and buffer for ever.
     body_timeout_seconds: float = Field(10.0, gt=0, le=300)
+    # A request's headers must be whole this long after its first byte (or after the
+    # connection opened), else the connection is closed; and one process holds at most
+    # max_connections connections (vera.entrypoints.connection_limits).
+    header_timeout_seconds: float = Field(10.0, gt=0, le=300)
+    max_connections: int = Field(1000, ge=1)
 
     @field_validator("allowed_origins")
     @classmethod
@@ -93,8 +98,10 @@ class McpSettings(HttpListenerSettings):
     quota_feedback_per_minute: int = Field(60, ge=1)
     quota_snapshot_per_hour: int = Field(10, ge=1)
     # Messages other than tools/call (initialize, tools/list, ping, notifications) act as no
-    # principal: they are limited per gateway process instead of per principal.
-    discovery_per_minute: int = Field(600, ge=1)
+    # principal: they are limited per verified caller (token issuer and subject), and all
+    # callers together per gateway process by a ceiling well above one caller's limit.
+    discovery_per_minute: int = Field(120, ge=1)
+    discovery_ceiling_per_minute: int = Field(6000, ge=1)
     # One budget for a whole tool call; every downstream RPC gets what is left of it.
     request_budget_seconds: float = Field(30.0, gt=0, le=300)
 
@@ -136,6 +143,8 @@ class DatabaseSettings(BaseModel):
     # command_timeout_seconds even when the server does not answer.
     statement_timeout_seconds: float = Field(25.0, gt=0)
     command_timeout_seconds: float = Field(28.0, gt=0)
+    # How long a call waits for a free pooled connection (below the RPC deadline).
+    acquire_timeout_seconds: float = Field(5.0, gt=0)
 
 
 class ServiceAddresses(BaseModel):

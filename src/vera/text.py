@@ -38,6 +38,14 @@ def codepoint(char: str) -> str:
     return f"U+{ord(char):04X}"
 
 
+def neutralize_markdown_links(text: str) -> str:
+    """``text`` with every markdown link and image (``[label](url)``, ``![alt](url)``)
+    broken by escaping the parenthesis that opens its target, so a client that renders
+    markdown shows stored text as written and never fetches an image or offers a link
+    it carries (an image URL can leak data in its query)."""
+    return text.replace("](", "]\\(")
+
+
 def escape_hidden(text: str) -> str:
     """``text`` with every hidden character written as a visible escape (``\\n``,
     ``\\u202e``, ``\\U000e0041``), so it always stays on one line and shows what it holds."""

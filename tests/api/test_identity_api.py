@@ -24,10 +24,14 @@ def bearer(key: str) -> dict[str, str]:
     return {"authorization": f"Bearer {key}"}
 
 
-async def register(api, name: str = "dev") -> dict:
+async def register_response(api, name: str = "dev"):
     response = await api.post("/identity/register", json={"display_name": name})
     assert response.status_code == 201
-    return response.json()
+    return response
+
+
+async def register(api, name: str = "dev") -> dict:
+    return (await register_response(api, name)).json()
 
 
 async def first_admin(identity_address: str) -> tuple[str, str]:
@@ -69,6 +73,21 @@ async def test_register_returns_a_principal_and_an_api_key_shown_once(api, pg_ds
     listed = await api.get("/identity/api-keys", headers=bearer(account["api_key"]))
     assert listed.status_code == 200
     assert "api_key" not in listed.json()["keys"][0]
+
+
+async def test_no_answer_carrying_a_key_or_a_token_may_be_cached(api, identity_address) -> None:
+    account = await register_response(api)
+    key = account.json()["api_key"]
+    _, admin = await first_admin(identity_address)
+    carrying = [
+        account,
+        await api.post("/identity/api-keys", headers=bearer(key), json={}),
+        await api.post("/identity/mcp-token", headers=bearer(key), json={}),
+        await api.post("/identity/users", headers=bearer(admin), json={"display_name": "u"}),
+    ]
+    for response in carrying:
+        assert response.status_code in (200, 201), response.text
+        assert response.headers["cache-control"] == "no-store"
 
 
 async def test_registration_is_closed_unless_enabled(make_api, pg_dsn) -> None:

@@ -538,10 +538,15 @@ def test_an_unauthenticated_gateway_renders_only_with_the_loud_value() -> None:
     settings = _settings_from(_container_env(objects, gateway))
     assert settings.auth_profile == "local-dev"
     check_startup(settings)  # starts, loudly, only because of the explicit override
-    refuse_unauthenticated_non_loopback(settings, "api")
     assert settings.mcp.allow_unauthenticated_non_loopback is True
     notes = next(text for path, text in render_files(values).items() if path.endswith(".txt"))
     assert "INSECUREUnauthenticatedGateway" in notes
+    # The switch reaches the gateway alone: the REST API stays authenticated.
+    api = _settings_from(_container_env(objects, by_component(objects, "Deployment")["api"]))
+    assert api.environment != "local"
+    assert api.auth_profile != "local-dev"
+    assert api.api.allow_unauthenticated_non_loopback is False
+    refuse_unauthenticated_non_loopback(api, "api")  # the API's own startup rule holds
 
 
 # --- helpers ------------------------------------------------------------------------------

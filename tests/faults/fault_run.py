@@ -45,6 +45,7 @@ STACK_SETTINGS = {
     # opens its own MCP session (fault_workload._Session), so discovery traffic (initialize,
     # notifications) is twice the tool calls and would exhaust the per-process bucket.
     "VERA_MCP__DISCOVERY_PER_MINUTE": "1000000",
+    "VERA_MCP__DISCOVERY_CEILING_PER_MINUTE": "1000000",
     **{
         f"VERA_MCP__QUOTA_{bucket}": "1000000"
         for bucket in (

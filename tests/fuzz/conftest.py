@@ -38,8 +38,8 @@ settings.register_profile(
 @pytest.fixture(scope="package")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LaunchedStack]:
     """The widest tool profile (it serves every tool of every profile), quotas off so the
-    fuzzer's volume meets the tools rather than its buckets, and a 1 s body timeout on both
-    HTTP fronts so the slow-loris checks finish quickly."""
+    fuzzer's volume meets the tools rather than its buckets, and 1 s body and header timeouts on
+    both HTTP fronts so the slow-loris checks finish quickly."""
     data_dir = tmp_path_factory.mktemp("fuzz-stack") / "data"
     with running_stack(
         data_dir,
@@ -47,5 +47,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LaunchedStack]:
         VERA_MCP__QUOTA_ENABLED="false",
         VERA_MCP__BODY_TIMEOUT_SECONDS="1",
         VERA_API__BODY_TIMEOUT_SECONDS="1",
+        VERA_MCP__HEADER_TIMEOUT_SECONDS="1",
+        VERA_API__HEADER_TIMEOUT_SECONDS="1",
     ) as running:
         yield running

@@ -34,6 +34,7 @@ MODERN = "2026-07-28"
 LEGACY = "2025-06-18"
 JSON_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 BODY_TIMEOUT_SECONDS = 1.0  # the package stack's VERA_*__BODY_TIMEOUT_SECONDS
+HEADER_TIMEOUT_SECONDS = 1.0  # the package stack's VERA_*__HEADER_TIMEOUT_SECONDS
 # Standard JSON-RPC codes, and the SDK's header-mismatch code (2026-07-28).
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 HEADER_MISMATCH = -32020
@@ -303,6 +304,30 @@ def test_a_body_trickled_in_is_cut_off_with_408(stack: LaunchedStack, front: str
         error = error["data"]
     assert (error["code"], error["field"], error["reason"]) == ("invalid_input", "body", "timeout")
     assert not serving(stack)
+
+
+@pytest.mark.parametrize("front", ["mcp", "rest"])
+def test_headers_trickled_in_are_cut_off(stack: LaunchedStack, front: str) -> None:
+    """Slow loris on the headers: uvicorn arms no timer before a request's headers are
+    whole, so a client sending a header byte now and then held its connection for ever.
+    The front closes it once the header timeout has passed, whatever keeps coming."""
+    parts = urlsplit(endpoints(stack)[front])
+    started = time.monotonic()
+    closed_after = None
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\n".encode())
+        while time.monotonic() - started < 30:
+            readable, _, _ = select.select([sock], [], [], 0.2)
+            if readable:
+                with contextlib.suppress(ConnectionResetError):
+                    if sock.recv(65536):
+                        continue
+                closed_after = time.monotonic() - started
+                break
+            with contextlib.suppress(OSError):
+                sock.sendall(b"X-Slow: a\r\n")
+    assert closed_after is not None  # on main: still open after 30 s
+    assert HEADER_TIMEOUT_SECONDS <= closed_after < HEADER_TIMEOUT_SECONDS + 10
 
 
 def test_a_body_sent_in_pieces_within_the_timeout_is_served(stack: LaunchedStack) -> None:

@@ -10,6 +10,7 @@ controllable clock; nothing sleeps.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import hashlib
@@ -20,6 +21,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import jwt
@@ -651,12 +653,12 @@ async def test_discovery_verifies_the_token_but_never_asks_identity(auth_gateway
         assert (await post_message(gw.url, f"Bearer {narrow}", "tools/list")).status_code == 403
 
 
-async def test_discovery_is_limited_per_process(auth_gateway, fakes):
+async def test_one_caller_spending_its_discovery_budget_locks_no_one_else_out(auth_gateway, fakes):
     async with auth_gateway(discovery_per_minute=3) as gw:
-        token = f"Bearer {builtin()}"
+        flooder = f"Bearer {builtin()}"
         for _ in range(3):
-            assert (await post_message(gw.url, token, "tools/list")).status_code == 200
-        refused = await post_message(gw.url, token, "tools/list", request_id=41)
+            assert (await post_message(gw.url, flooder, "tools/list")).status_code == 200
+        refused = await post_message(gw.url, flooder, "tools/list", request_id=41)
         assert refused.status_code == 429
         assert int(refused.headers["retry-after"]) >= 1
         body = refused.json()
@@ -667,11 +669,26 @@ async def test_discovery_is_limited_per_process(auth_gateway, fakes):
             "bucket": "discovery",
             "retry_after_seconds": int(refused.headers["retry-after"]),
         }
-        # Per process, whoever asks; and the limit is discovery's alone: tool calls go on.
-        other = f"Bearer {builtin(sub=PRINCIPAL, jti='another')}"
-        assert (await post_message(gw.url, other, "initialize")).status_code == 429
-        search = await post_tool(gw.url, token, "knowledge_search", {"query": "q"})
+        # Another token holder sets up its session through the official client as usual.
+        other = builtin(sub=str(uuid.uuid4()))
+        async with bearer_client(gw.url, other) as client:
+            assert (await client.list_tools()).tools
+        # The limit is discovery's alone: the flooder's tool calls go on.
+        search = await post_tool(gw.url, flooder, "knowledge_search", {"query": "q"})
         assert search.status_code == 200 and "error" not in search.json()
+        assert (await post_message(gw.url, flooder, "initialize")).status_code == 429
+
+
+async def test_discovery_has_a_process_ceiling_above_one_callers_limit(auth_gateway, fakes):
+    async with auth_gateway(discovery_per_minute=3, discovery_ceiling_per_minute=4) as gw:
+        first, second, third = (f"Bearer {builtin(sub=str(uuid.uuid4()))}" for _ in range(3))
+        for _ in range(3):
+            assert (await post_message(gw.url, first, "tools/list")).status_code == 200
+        assert (await post_message(gw.url, second, "tools/list")).status_code == 200
+        for caller in (second, third):
+            refused = await post_message(gw.url, caller, "tools/list")
+            assert refused.status_code == 429
+            assert refused.json()["error"]["data"]["bucket"] == "discovery"
 
 
 async def test_a_notification_is_never_refused_by_the_discovery_limit(auth_gateway, fakes):
@@ -708,4 +725,40 @@ async def test_an_oversized_body_is_413_before_any_lookup(auth_gateway, fakes):
             "field": "body",
             "reason": "too_large",
         }
+        assert new_calls(fakes.rec, before) == set()
+
+
+async def open_post(url: str, authorization: str | None) -> tuple[Any, Any]:
+    """A POST to ``url`` that announces a 1 MiB body and sends only its first bytes."""
+    parts = urlsplit(url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    head = [
+        f"POST {parts.path} HTTP/1.1",
+        f"host: {parts.netloc}",
+        "content-type: application/json",
+        "accept: application/json, text/event-stream",
+        f"content-length: {1024 * 1024}",
+    ]
+    if authorization is not None:
+        head.append(f"authorization: {authorization}")
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + b'{"jsonrpc": "2.0", "id": 1, ')
+    await writer.drain()
+    return reader, writer
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer not-a-token", "Basic dXNlcjpwYXNz"])
+async def test_no_valid_token_is_refused_before_the_body_is_read(
+    auth_gateway, fakes, authorization
+):
+    # The body never ends: answering at all proves the gateway did not wait to buffer it
+    # (body_timeout is far away), and the connection ends with the refusal.
+    async with auth_gateway(body_timeout_seconds=120) as gw:
+        before = counts(fakes.rec)
+        reader, writer = await open_post(gw.url, authorization)
+        try:
+            status_line = await asyncio.wait_for(reader.readline(), 30)
+            assert status_line.split()[1] == b"401"
+            await asyncio.wait_for(reader.read(), 30)  # returns at EOF: the server closed it
+        finally:
+            writer.close()
         assert new_calls(fakes.rec, before) == set()

@@ -21,6 +21,7 @@ def test_the_statement_timeout_ends_before_the_longest_deadline() -> None:
     db, rpc = DatabaseSettings(), RpcSettings()
     assert db.statement_timeout_seconds < db.command_timeout_seconds
     assert db.command_timeout_seconds < rpc.longest_deadline_seconds
+    assert db.acquire_timeout_seconds < rpc.deadline_seconds
 
 
 async def test_service_pools_carry_both_timeouts(pg_dsn) -> None:
@@ -31,6 +32,23 @@ async def test_service_pools_carry_both_timeouts(pg_dsn) -> None:
         assert await pool.fetchval("SHOW statement_timeout") == "1500ms"
         with pytest.raises(TimeoutError):  # the client gave up before the server did
             await pool.execute("SELECT pg_sleep(1)")
+    finally:
+        await pool.close()
+
+
+async def test_waiting_for_a_pooled_connection_ends(pg_dsn) -> None:
+    """Every ``pool.acquire()`` of a service pool, none of which names a timeout, gives up
+    after the configured wait when every connection is taken."""
+    settings = Settings(database={"dsn": pg_dsn, "pool_min_size": 1, "pool_max_size": 1,
+                                  "acquire_timeout_seconds": 0.2})
+    pool = await open_service_database(settings, "identity", "vera.services.identity")
+    try:
+        async with pool.acquire():
+            with pytest.raises(TimeoutError):
+                async with pool.acquire():
+                    pass
+        async with pool.acquire() as conn:  # released: the next waiter is served
+            assert await conn.fetchval("SELECT 1") == 1
     finally:
         await pool.close()
 

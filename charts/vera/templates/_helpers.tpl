@@ -304,6 +304,20 @@ spec:
       protocol: TCP
 {{- end -}}
 
+{{/* The gateway's own environment: the verification secret, or, only behind
+auth.INSECUREUnauthenticatedGateway, the unauthenticated local profile. The switch reaches
+this pod alone: the REST API and the services keep the deployment's environment. */}}
+{{- define "vera.gatewayEnv" -}}
+{{- if .Values.auth.INSECUREUnauthenticatedGateway }}
+- name: VERA_ENVIRONMENT
+  value: local
+- name: VERA_MCP__ALLOW_UNAUTHENTICATED_NON_LOOPBACK
+  value: "true"
+{{- else }}
+{{ include "vera.authEnv" . }}
+{{- end }}
+{{- end -}}
+
 {{/* The MCP token verification secret, for the gateway (verifies) and the api (mints). */}}
 {{- define "vera.authEnv" -}}
 {{- if and (not .Values.auth.INSECUREUnauthenticatedGateway) (eq .Values.auth.mode "jwt") }}

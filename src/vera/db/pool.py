@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import asyncpg
 
@@ -17,7 +18,9 @@ STATEMENT_TIMEOUTS: tuple[type[Exception], ...] = (asyncpg.QueryCanceledError, T
 # connection broke under the statement (a crash, an immediate shutdown, a terminated
 # backend). Checked after STATEMENT_TIMEOUTS: TimeoutError is an OSError too.
 _UNREACHABLE: tuple[type[Exception], ...] = (
-    asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError, asyncpg.AdminShutdownError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
     asyncpg.CrashShutdownError,
 )
 
@@ -59,9 +62,21 @@ SERVER_KEEPALIVES = {
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for name in ("json", "jsonb"):
-        await conn.set_type_codec(
-            name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
-        )
+        await conn.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+class _BoundedWaitPool(asyncpg.Pool):
+    """A pool whose ``acquire`` waits at most ``acquire_timeout`` seconds for a free
+    connection unless told otherwise: a call queued behind an exhausted pool ends (its
+    ``TimeoutError`` answers UNAVAILABLE ``timeout``, ``vera.rpc.server``) instead of
+    waiting past its caller's deadline while holding the caller's resources."""
+
+    def __init__(self, *args: Any, acquire_timeout: float | None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._acquire_timeout = acquire_timeout
+
+    def acquire(self, *, timeout: float | None = None) -> Any:
+        return super().acquire(timeout=timeout if timeout is not None else self._acquire_timeout)
 
 
 async def create_pool(
@@ -72,6 +87,7 @@ async def create_pool(
     max_size: int = 8,
     statement_timeout_seconds: float | None = None,
     command_timeout_seconds: float | None = None,
+    acquire_timeout_seconds: float | None = None,
 ) -> asyncpg.Pool:
     """A pool whose connections see only ``schema`` (and pg_catalog) by default; with
     timeouts, PostgreSQL cancels longer statements and the client stops waiting."""
@@ -82,11 +98,20 @@ async def create_pool(
     }
     if statement_timeout_seconds is not None:
         server_settings["statement_timeout"] = str(int(statement_timeout_seconds * 1000))
-    return await asyncpg.create_pool(
+    return await _BoundedWaitPool(
         dsn,
         min_size=min_size,
         max_size=max_size,
+        max_queries=50000,
+        max_inactive_connection_lifetime=300.0,
+        connect=None,
+        setup=None,
         init=_init_connection,
+        reset=None,
+        loop=None,
+        connection_class=asyncpg.Connection,
+        record_class=asyncpg.Record,
+        acquire_timeout=acquire_timeout_seconds,
         command_timeout=command_timeout_seconds,
         server_settings=server_settings,
     )
@@ -111,4 +136,5 @@ async def open_service_database(settings: Settings, schema: str, package: str) -
         max_size=db.pool_max_size,
         statement_timeout_seconds=db.statement_timeout_seconds,
         command_timeout_seconds=db.command_timeout_seconds,
+        acquire_timeout_seconds=db.acquire_timeout_seconds,
     )

@@ -20,6 +20,8 @@ import uvicorn
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from vera.config import HttpListenerSettings
+from vera.entrypoints.connection_limits import bounded_http_protocol
 from vera.entrypoints.unread_body import ClosesOnUnreadBody
 
 log = logging.getLogger(__name__)
@@ -88,12 +90,23 @@ class DrainingServer(uvicorn.Server):
         return await super().on_tick(counter)
 
 
-def serve(app: ASGIApp, *, readiness_paths: frozenset[str], grace: float, **config: Any) -> None:
+def serve(
+    app: ASGIApp,
+    *,
+    readiness_paths: frozenset[str],
+    grace: float,
+    listener: HttpListenerSettings,
+    **config: Any,
+) -> None:
     """Runs ``app`` under uvicorn (``config``: uvicorn.Config's arguments) until a stop
     signal, then drains as described above; an answer given before the request's body was
-    read closes its connection (``unread_body``)."""
+    read closes its connection (``unread_body``), and the listener's header timeout and
+    connection cap hold (``connection_limits``)."""
     gate = DrainGate(ClosesOnUnreadBody(app), readiness_paths)
     uvicorn_config = uvicorn.Config(
-        gate, timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_SECONDS, **config
+        gate,
+        timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_SECONDS,
+        http=bounded_http_protocol(listener.header_timeout_seconds, listener.max_connections),
+        **config,
     )
     DrainingServer(uvicorn_config, gate, grace).run()

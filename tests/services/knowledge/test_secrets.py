@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import uuid
+
 import pytest
 
+from vera import secret_screen
 from vera.errors import InvalidInput
+from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.secret_screen import find_secret, screen, shannon_entropy
 
 # Built by concatenation so this file itself never carries a literal credential shape
@@ -120,3 +125,28 @@ def test_the_screen_is_linear_at_the_largest_bound(filler: str) -> None:
     started = time.perf_counter()
     assert find_secret(text) is None
     assert time.perf_counter() - started < 1.0
+
+
+async def test_proposals_are_screened_off_the_serving_loop(stub, monkeypatch) -> None:
+    """The screen is CPU work over up to ~10 KiB per proposal: the service's event loop,
+    which serves every other call, never runs it."""
+    screened_on: list[int] = []
+    real = secret_screen.find_secret
+
+    def recording(text: str) -> str | None:
+        screened_on.append(threading.get_ident())
+        return real(text)
+
+    monkeypatch.setattr(secret_screen, "find_secret", recording)
+    request = pb.ProposeFactRequest(
+        principal_id=str(uuid.uuid4()),
+        personal_scope_id=str(uuid.uuid4()),
+        subject="billing-api",
+        predicate="depends_on",
+        object="api_key=" + "9f8a7c6b5d4e3f2a1b0c9d8e",
+        context=pb.TaskContext(runtime="claude-code", session_ref="s-1", task_ref="t-1"),
+    )
+    with pytest.raises(InvalidInput) as refused:
+        await stub.ProposeFact(request)
+    assert (refused.value.field, refused.value.metadata["reason"]) == ("object", "secret")
+    assert screened_on and threading.get_ident() not in screened_on

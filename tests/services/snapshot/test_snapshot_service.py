@@ -56,6 +56,22 @@ async def test_create_requires_a_dsn() -> None:
         await server.create(Settings(database={"dsn": None}), "127.0.0.1:0")
 
 
+async def test_a_pack_whose_query_carries_a_credential_is_not_stored(snapshot) -> None:
+    token = "ghp_" + "0123456789abcdefghijklmnopqrstuvwxyz"
+    request = {**REQUEST, "query": f"why does the deploy fail with {token}"}
+    with pytest.raises(InvalidInput) as refused:
+        await snapshot.stub.CreateContextPack(
+            create_request(canonical_request_json=json.dumps(request))
+        )
+    assert (refused.value.field, refused.value.metadata["reason"]) == ("query", "secret")
+    assert await count_rows(snapshot) == 0
+    ordinary = {**REQUEST, "query": "why does the deploy fail?"}
+    await snapshot.stub.CreateContextPack(
+        create_request(canonical_request_json=json.dumps(ordinary))
+    )
+    assert await count_rows(snapshot) == 1
+
+
 async def test_create_and_get(snapshot) -> None:
     created = await snapshot.stub.CreateContextPack(create_request())
     pack = created.pack

@@ -40,7 +40,8 @@ def main() -> int:
 
     # Each request makes a bounded number of RPCs, each within its deadline.
     serve(app, readiness_paths=frozenset({"/readyz"}),
-          grace=settings.rpc.longest_deadline_seconds, host=settings.api_bind_host,
+          grace=settings.rpc.longest_deadline_seconds, listener=settings.api,
+          host=settings.api_bind_host,
           port=settings.api.port, workers=1,
           log_level=settings.observability.log_level.lower(), lifespan="on",
           log_config=None, access_log=False)

@@ -67,6 +67,7 @@ def main() -> int:
         app,
         readiness_paths=frozenset({"/healthz"}),
         grace=settings.mcp.request_budget_seconds,
+        listener=settings.mcp,
         host=settings.mcp_bind_host,
         port=settings.mcp.port,
         workers=1,
