@@ -88,3 +88,11 @@ def test_a_server_command_names_the_missing_extra(client_venv: Path, tmp_path: P
     assert done.returncode == 2
     assert "pip install 'vera-memory[server]'" in done.stderr
 
+
+
+def test_the_registry_entry_is_generated_on_the_client_install(client_venv: Path) -> None:
+    done = subprocess.run([str(client_venv / "bin" / "python"), "-m", "vera.registry",
+                           "--name", "com.example/vera", "--url", "https://vera.example.com/mcp"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["remotes"][0]["url"] == "https://vera.example.com/mcp"
