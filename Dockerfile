@@ -19,7 +19,7 @@ COPY services ./services
 COPY gateway ./gateway
 COPY api ./api
 RUN /opt/vera/venv/bin/pip install --upgrade pip setuptools wheel \
-    && /opt/vera/venv/bin/pip install .
+    && /opt/vera/venv/bin/pip install .[server]
 
 FROM ${PYTHON_IMAGE} AS runtime
 RUN groupadd --system --gid 10001 vera \

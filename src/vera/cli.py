@@ -14,6 +14,7 @@ from vera.config import ConfigError, Settings, load_settings
 from vera.logs import configure_logging
 
 SERVICE_NAMES = ("identity", "knowledge", "retrieval", "snapshot")
+SERVER_EXTRA = "server"
 log = logging.getLogger("vera.cli")
 
 
@@ -257,6 +258,14 @@ def main(argv: list[str] | None = None) -> int:
         component = args.service if args.command == "serve" else args.command
         configure_logging(settings.observability.log_level, component)
         return COMMANDS[args.command](args)
+    except ModuleNotFoundError as exc:
+        # Every library the client install declares is there, so a missing one belongs to
+        # the [server] extra (`pip install vera-memory` is the client alone).
+        if not exc.name or exc.name.partition(".")[0] == "vera":
+            raise
+        print(f"vera {args.command}: needs VERA's server libraries (no module {exc.name!r}); "
+              f"install them with: pip install 'vera-memory[{SERVER_EXTRA}]'", file=sys.stderr)
+        return 2
     except ConfigError as exc:
         print(f"vera: configuration error: {exc}", file=sys.stderr)
         return 2

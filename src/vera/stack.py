@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 import httpx
@@ -36,8 +37,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import SecretStr
 
 from vera.config import Settings, StackSettings
-from vera.db.embedded import EmbeddedPostgres
 from vera.rpc.retries import RECONNECT_OPTIONS
+
+if TYPE_CHECKING:
+    from vera.db.embedded import EmbeddedPostgres
 
 log = logging.getLogger(__name__)
 
@@ -381,6 +384,10 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+
+    # Imported here: clients of a running stack (vera ingest, admin, rank) import this
+    # module on installs without the [server] extra.
+    from vera.db.embedded import EmbeddedPostgres
 
     pg = EmbeddedPostgres(data_dir)
     children: list[Child] = []
