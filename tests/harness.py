@@ -1,6 +1,6 @@
 """The one home of the runners tests share: an ASGI app under uvicorn on a loopback port
 (the MCP gateway, a stand-in IdP), a real knowledge service on the test database, a gRPC
-stand-in for identity, and the gateway over those two.
+stand-in for identity, the gateway over those two, and a stranger holding a port.
 
 Importable from every test module as ``harness`` (``tests/`` is on the path through its
 conftest).
@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import socket
+import threading
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 import uvicorn
@@ -159,3 +162,36 @@ async def gateway_over_knowledge(
                 yield url, knowledge_pb2_grpc.KnowledgeServiceStub(channel)
         finally:
             await channel.close()
+
+
+class _AnswersOk(BaseHTTPRequestHandler):
+    """Any path, 200: a readiness probe of VERA's would count it."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def port_held(port: int, *, answering: bool) -> Iterator[None]:
+    """Another process's listener on 127.0.0.1:``port`` (in this one, to the code under
+    test): a bare socket, or with ``answering`` an HTTP server that answers every GET 200."""
+    if not answering:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+            yield
+        return
+    server = ThreadingHTTPServer(("127.0.0.1", port), _AnswersOk)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -7,6 +7,11 @@ run generates the internal call key (``VERA_RPC__AUTH_KEY``), hands it to each c
 writes it, readable by the owner only, to ``<data-dir>/run/rpc.key`` for the CLI's calls.
 SIGINT/SIGTERM stop the gateway, the services, then PostgreSQL, in that order.
 
+A child is ready once its probe answers *and* the answering port is the child's own
+listening socket: a stranger already on the port answers a probe too. A port the user
+chose (gateway, metrics, REST API) that is taken stops `vera up` before anything starts,
+with one line naming the port and the setting that moves it.
+
 ``launch`` runs `vera up` as a user does, as a subprocess on free ports, and waits until it
 serves: the one launcher of the end-to-end tests and the benchmarks.
 """
@@ -60,7 +65,8 @@ class StackError(Exception):
 
 
 class GaveUp(Exception):
-    """A child crashed more often than the restart policy allows; the message says which."""
+    """A child crashed more often than the restart policy allows; the message says which
+    (and the port, when another process holds it)."""
 
     def __init__(self, message: str, child: str, crashes: int) -> None:
         super().__init__(message)
@@ -94,21 +100,54 @@ class RestartPolicy:
             self.delay = min(self.delay * 2, policy.restart_backoff_max_seconds)
         return self.delay
 
-    def gave_up(self, name: str, now: float) -> GaveUp:
+    def gave_up(self, name: str, now: float, cause: str | None = None) -> GaveUp:
+        """``cause``: what made the child crash, when known (a port another process holds)."""
         policy = self.settings
+        because = f": {cause}" if cause else ""
         return GaveUp(
             f"{name} crashed {len(self.crashes)} times in {now - self.crashes[0]:.0f} s "
             f"(VERA_STACK__MAX_RESTARTS={policy.max_restarts} within "
             f"VERA_STACK__RESTART_WINDOW_SECONDS={policy.restart_window_seconds:g}); "
-            "giving up",
+            f"giving up{because}",
             name,
             len(self.crashes),
         )
 
 
+@dataclass(frozen=True)
+class Listener:
+    """A TCP port a child binds, and what a user does to move it elsewhere."""
+
+    host: str
+    port: int
+    how_to_move: str
+
+    def in_use(self) -> bool:
+        """Whether another socket listens there now (one in TIME_WAIT does not count: the
+        servers bind with SO_REUSEADDR, as this check does)."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((self.host, self.port))
+            except OSError:
+                return True
+        return False
+
+    def busy(self) -> str:
+        return f"port {self.port} is in use; {self.how_to_move}"
+
+
+def first_busy(listeners: Sequence[Listener]) -> str | None:
+    """The line naming the first of ``listeners`` another process holds; None when all are
+    free."""
+    return next((listener.busy() for listener in listeners if listener.in_use()), None)
+
+
 class Child:
     """A service, the gateway or the REST API: one child process, started again with the
-    same command and environment (so the same address and settings) after it dies."""
+    same command and environment (so the same address and settings) after it dies.
+    ``listeners``: the ports it binds, the one its readiness probe calls first."""
 
     def __init__(
         self,
@@ -116,11 +155,13 @@ class Child:
         argv: Sequence[str],
         env: Mapping[str, str],
         ready: Callable[[Child], Awaitable[None]],
+        listeners: Sequence[Listener],
     ) -> None:
         self.name = name
         self._argv = tuple(argv)
         self._env = dict(env)
         self._ready = ready
+        self.listeners = tuple(listeners)
         self.process: asyncio.subprocess.Process | None = None
 
     @property
@@ -138,6 +179,32 @@ class Child:
             *self._argv, env=self._env, start_new_session=True
         )
         await self._ready(self)
+
+    def listens(self) -> bool:
+        """Whether this process itself listens on its probed port."""
+        import psutil  # the [server] extra; clients of a running stack import this module
+
+        if self.process is None:
+            return False
+        try:
+            sockets = psutil.Process(self.process.pid).net_connections(kind="inet")
+        except psutil.Error:  # gone meanwhile
+            return False
+        port = self.listeners[0].port
+        return any(
+            conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port
+            for conn in sockets
+        )
+
+    def busy_port(self) -> str | None:
+        """Once the process is gone: the line naming a port of its that another process
+        holds (why it could not serve), or None."""
+        return first_busy(self.listeners)
+
+    def failed(self) -> str:
+        """Why the process that exited before serving did."""
+        cause = self.busy_port()
+        return f"{self.name} exited with code {self.returncode}" + (f": {cause}" if cause else "")
 
     async def exited(self) -> str:
         """Waits for the process to end; how it ended."""
@@ -195,6 +262,10 @@ class PostgresChild:
     async def stop(self, grace: float) -> None:
         """Stopped by ``run_stack`` itself, last."""
 
+    def busy_port(self) -> str | None:
+        """Its socket is a Unix one in the data dir: no port to be taken."""
+        return None
+
 
 Supervised = Child | PostgresChild
 
@@ -210,7 +281,7 @@ async def keep_running(
         now = time.monotonic()
         delay = policy.next_delay(now, serving_since)
         if delay is None:
-            raise policy.gave_up(child.name, now)
+            raise policy.gave_up(child.name, now, child.busy_port())
         log.warning("%s exited (%s); restarting it in %.1f s", child.name, how, delay)
         await asyncio.sleep(delay)
         serving_since = None
@@ -315,46 +386,99 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-async def _wait_grpc_healthy(address: str, child: Child, timeout: float) -> None:
+async def _wait_ready(child: Child, answers: Callable[[], Awaitable[bool]], timeout: float) -> None:
+    """Polls ``answers`` until it is true while ``child`` itself listens on the port it
+    probes; StackError when the child exits first or the time is up."""
     give_up = time.monotonic() + timeout
+    while True:
+        if child.returncode is not None:
+            raise StackError(child.failed())
+        # A stranger on the port answers the probe while the child is still starting (or
+        # failing to bind): only the child's own listener makes the answer count.
+        if await answers() and child.listens():
+            return
+        if time.monotonic() > give_up:
+            raise StackError(f"{child.name} did not become ready in {timeout:.0f} s")
+        await asyncio.sleep(0.2)
+
+
+async def _wait_grpc_healthy(address: str, child: Child, timeout: float) -> None:
     async with grpc.aio.insecure_channel(address, options=RECONNECT_OPTIONS) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
-        while True:
-            if child.returncode is not None:
-                raise StackError(f"{child.name} exited with code {child.returncode}")
-            with contextlib.suppress(grpc.aio.AioRpcError):
+
+        async def serving() -> bool:
+            try:
                 reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            if time.monotonic() > give_up:
-                raise StackError(f"{child.name} did not become healthy in {timeout:.0f} s")
-            await asyncio.sleep(0.2)
+            except grpc.aio.AioRpcError:
+                return False
+            return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+        await _wait_ready(child, serving, timeout)
 
 
 async def _wait_http_ok(url: str, child: Child, timeout: float) -> None:
-    give_up = time.monotonic() + timeout
     async with httpx.AsyncClient() as client:
-        while True:
-            if child.returncode is not None:
-                raise StackError(f"{child.name} exited with code {child.returncode}")
-            with contextlib.suppress(httpx.HTTPError):
-                if (await client.get(url, timeout=1.0)).status_code == 200:
-                    return
-            if time.monotonic() > give_up:
-                raise StackError(f"{child.name} did not become ready in {timeout:.0f} s")
-            await asyncio.sleep(0.2)
+
+        async def ok() -> bool:
+            try:
+                return (await client.get(url, timeout=1.0)).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        await _wait_ready(child, ok, timeout)
 
 
-def _grpc_ready(address: str) -> Callable[[Child], Awaitable[None]]:
-    return lambda child: _wait_grpc_healthy(address, child, START_TIMEOUT_SECONDS)
+def grpc_ready(
+    address: str, timeout: float = START_TIMEOUT_SECONDS
+) -> Callable[[Child], Awaitable[None]]:
+    """A child's readiness: gRPC health SERVING at ``address``, from the child itself."""
+    return lambda child: _wait_grpc_healthy(address, child, timeout)
 
 
-def _http_ready(url: str) -> Callable[[Child], Awaitable[None]]:
-    return lambda child: _wait_http_ok(url, child, START_TIMEOUT_SECONDS)
+def http_ready(
+    url: str, timeout: float = START_TIMEOUT_SECONDS
+) -> Callable[[Child], Awaitable[None]]:
+    """A child's readiness: 200 from ``url``, answered by the child itself."""
+    return lambda child: _wait_http_ok(url, child, timeout)
 
 
 def _loopback_url(host: str, port: int) -> str:
     return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+
+
+def front_listeners(settings: Settings, port: int) -> dict[str, tuple[Listener, ...]]:
+    """The ports the user chose, per front (``port``: the gateway's, from --port or
+    VERA_MCP__PORT): the gateway's own and its metrics listener's, and the REST API's."""
+    gateway = [
+        Listener(
+            settings.mcp_bind_host,
+            port,
+            "set VERA_MCP__PORT (or --port) to move the MCP gateway",
+        )
+    ]
+    observability = settings.observability
+    if observability.mcp_metrics_enabled:
+        gateway.append(
+            Listener(
+                observability.mcp_metrics_host,
+                observability.mcp_metrics_port,
+                "set VERA_OBSERVABILITY__MCP_METRICS_PORT to move the gateway's metrics "
+                "listener (or VERA_OBSERVABILITY__MCP_METRICS_ENABLED=false)",
+            )
+        )
+    api = Listener(
+        settings.api_bind_host, settings.api.port, "set VERA_API__PORT to move the REST API"
+    )
+    return {"gateway": tuple(gateway), "api": (api,)}
+
+
+def _service_listener(address: str) -> Listener:
+    host, port = address.rsplit(":", 1)
+    return Listener(
+        host,
+        int(port),
+        "vera up picked it as free for a service and another process took it: start it again",
+    )
 
 
 def console_address(api_url: str, sign_in_token: str, settings: Settings) -> str:
@@ -379,6 +503,10 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
         raise StackError(
             f"a VERA stack (pid {running['pid']}) already uses {data_dir}; stop it first"
         )
+    fronts = front_listeners(settings, port)
+    # Before anything starts: a taken port is the user's to move, not a crash to retry.
+    if (busy := first_busy([*fronts["gateway"], *fronts["api"]])) is not None:
+        raise StackError(busy)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -416,7 +544,8 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
                 name,
                 [sys.executable, "-m", "vera.cli", "serve", name, "--address", addresses[name]],
                 env,
-                _grpc_ready(addresses[name]),
+                grpc_ready(addresses[name]),
+                [_service_listener(addresses[name])],
             )
             for name in SERVICES
         ]
@@ -430,13 +559,15 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
                 "gateway",
                 [sys.executable, "-m", "vera.entrypoints.mcp.main"],
                 env,
-                _http_ready(f"{base}/healthz"),
+                http_ready(f"{base}/healthz"),
+                fronts["gateway"],
             ),
             Child(
                 "api",
                 [sys.executable, "-m", "vera.entrypoints.api.main"],
                 env,
-                _http_ready(f"{api_url}/readyz"),
+                http_ready(f"{api_url}/readyz"),
+                fronts["api"],
             ),
         ):
             children.append(child)

@@ -160,7 +160,9 @@ def create_server(
     interceptors: list[grpc.aio.ServerInterceptor] = [gate, DomainErrorInterceptor()]
     if key is not None:
         interceptors.insert(0, InternalAuthInterceptor(AssertionVerifier(key)))
-    server = grpc.aio.server(interceptors=interceptors)
+    # gRPC shares a port with SO_REUSEPORT by default, so a second server on it binds and
+    # gets half the calls; without it a taken port fails the bind, as everywhere else.
+    server = grpc.aio.server(interceptors=interceptors, options=[("grpc.so_reuseport", 0)])
     names = tuple(binding.full_name for binding in bindings)
     for binding in bindings:
         binding.register(binding.servicer, server)
