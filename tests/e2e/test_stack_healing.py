@@ -149,7 +149,8 @@ async def test_a_stopping_gateway_answers_503_while_its_call_in_flight_finishes(
 
 def test_a_service_that_keeps_crashing_makes_the_stack_give_up(healing):
     """The restarted identity cannot bind its port (another process took it), so it exits
-    at once every time: after MAX_RESTARTS restarts `vera up` stops everything, exit 1."""
+    at once every time: after MAX_RESTARTS restarts `vera up` stops everything, exit 1,
+    naming identity and the port."""
     info = _info(healing)
     host, port = info["services"]["identity"].rsplit(":", 1)
     identity = psutil.Process(info["pids"]["identity"])
@@ -161,6 +162,10 @@ def test_a_service_that_keeps_crashing_makes_the_stack_give_up(healing):
         squatter.listen()
         assert healing.process is not None
         assert healing.process.wait(timeout=120) == 1, healing.log_tail()
+    gave_up = [line for line in healing.log_tail().splitlines() if "giving up" in line]
+    assert len(gave_up) == 1, healing.log_tail()
+    assert "identity" in gave_up[0]
+    assert f"port {port} is in use" in gave_up[0]
     others = [pid for name, pid in info["pids"].items() if name != "identity"]
     assert not [pid for pid in others if _running(pid)], healing.log_tail()
     assert not (healing.data_dir / "run" / "stack.json").exists()
