@@ -267,7 +267,9 @@ class IdentityService:
             return personal
         raise AmbiguousProject(candidates=[p.slug for p in shared])
 
-    async def authorize_curator(self, principal_id: str, project: str) -> Project:
+    async def authorize_curator(
+        self, principal_id: str, project: str, field: str = "project"
+    ) -> Project:
         """The shared project, when the principal owns it or owns/curates its workspace.
 
         The one home of the curator rule (REST curation, the console, ingest, repository
@@ -276,10 +278,10 @@ class IdentityService:
         """
         pid = parse_principal_id(principal_id)
         if not project.strip():
-            raise InvalidInput("project", reason="required")
+            raise InvalidInput(field, reason="required")
         found = await self.resolve_project(principal_id, project)
         if found.kind is not ProjectKind.SHARED:
-            raise InvalidInput("project", "only shared projects are curated", reason="not_shared")
+            raise InvalidInput(field, "only shared projects are curated", reason="not_shared")
         if found.owner_principal_id == pid:
             return found
         if found.workspace_id is not None:
@@ -291,7 +293,8 @@ class IdentityService:
     async def map_repository(
         self, principal_id: str, project_id: str, repository: str
     ) -> tuple[str, bool]:
-        project = await self.authorize_curator(principal_id, project_id)
+        # Repositories select shared projects; the personal scope is never a candidate.
+        project = await self.authorize_curator(principal_id, project_id, "project_id")
         canonical = canonicalize(repository)
         if canonical is None:
             raise InvalidInput("repository", reason="unsupported_repository")
