@@ -10,6 +10,15 @@ the knowledge service then decides what a decision writes.
     POST /curation/projects/{project}/proposals/{fact_key}/verify  {trust_tier?, authority?, note?}
     POST /curation/projects/{project}/proposals/{fact_key}/reject     {reason}
     POST /curation/projects/{project}/sources/{source_id}/retract     {reason}
+    GET  /curation/projects/{project}/sources/{source_id}            one source, or not_found
+    POST /curation/projects/{project}/ingest    {records: [...]}  load curated records (the
+                                                `vera ingest` format, ``vera.ingest_records``)
+    GET  /curation/projects/{project}/index-status   how far retrieval has indexed changes
+
+Ingesting into a project that does not exist yet creates it when the caller is an
+administrator (the local-dev caller always is), so `vera ingest` on a laptop needs no setup;
+in a team deployment projects are created through their workspace
+(``POST /identity/workspaces/{id}/projects``) and curators ingest into them.
 
 ``project`` is a project id or slug. Errors carry the same stable codes as MCP.
 """
@@ -28,15 +37,21 @@ from starlette.routing import Route
 from vera.api.auth import RestCaller
 from vera.api.errors import error_response
 from vera.api.requests import json_body, only_fields, page_query
-from vera.errors import InvalidInput, Unauthorized, VeraError
+from vera.errors import InvalidInput, ProjectOutOfScope, VeraError
 from vera.identity.v1 import identity_pb2 as ipb
+from vera.ingest_records import FACTS_PER_CALL, IngestFileError, ParsedFile, parse_records
 from vera.knowledge.v1 import knowledge_service_pb2 as kpb
+from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.backends import Backends
 
-CURATING_ROLES = (ipb.WORKSPACE_ROLE_OWNER, ipb.WORKSPACE_ROLE_CURATOR)
-MEMBERS_PAGE = 100
+# Records one ingest request may carry; `vera ingest` sends a file in batches under it
+# (and under the ingest route's body limit, ``vera.api.requests``).
+MAX_INGEST_RECORDS = 2000
+# IngestKnowledge writes a batch in one transaction: give it longer than a read.
+INGEST_CALL_SECONDS = 120.0
 
 Handler = Callable[[Request, RestCaller, ipb.Project, dict[str, Any]], Awaitable[Response]]
+Authorize = Callable[[Backends, RestCaller, str], Awaitable[ipb.Project]]
 
 
 def _text(body: dict[str, Any], name: str) -> str:
@@ -60,53 +75,43 @@ def _number(body: dict[str, Any], name: str, kind: type) -> Any:
 
 
 async def authorize_curator(backends: Backends, caller: RestCaller, project: str) -> ipb.Project:
-    """The shared project, when the caller owns it or owns/curates its workspace.
-
-    A project the caller cannot read is ``project_out_of_scope`` (identity decides, as for
-    every other read); a readable one the caller may not curate is ``unauthorized``.
-    """
-    resolved = (
-        await backends.identity.ResolveProject(
-            ipb.ResolveProjectRequest(principal_id=caller.principal_id, project=project)
+    """The shared project, when the caller curates it (identity's rule, ``AuthorizeCurator``:
+    owner, or owner/curator of its workspace). Unreadable is ``project_out_of_scope``;
+    readable but not curated is ``unauthorized``."""
+    return (
+        await backends.identity.AuthorizeCurator(
+            ipb.AuthorizeCuratorRequest(principal_id=caller.principal_id, project=project)
         )
     ).project
-    if resolved.kind != ipb.PROJECT_KIND_SHARED:
-        raise InvalidInput("project", "only shared projects are curated", reason="not_shared")
-    if resolved.owner_principal_id == caller.principal_id:
-        return resolved
-    if resolved.workspace_id:
-        token = ""
-        while True:
-            page = await backends.identity.ListWorkspaceMembers(
-                ipb.ListWorkspaceMembersRequest(
-                    actor_principal_id=caller.principal_id,
-                    workspace_id=resolved.workspace_id,
-                    page_size=MEMBERS_PAGE,
-                    page_token=token,
-                )
-            )
-            for member in page.members:
-                if member.principal_id == caller.principal_id:
-                    if member.role in CURATING_ROLES:
-                        return resolved
-                    raise Unauthorized(required_role="curator")
-            token = page.next_page_token
-            if not token:
-                break
-    raise Unauthorized(required_role="curator")
+
+
+async def authorize_ingest(backends: Backends, caller: RestCaller, project: str) -> ipb.Project:
+    """``authorize_curator``; an administrator's ingest into a slug no project holds yet
+    creates the project, owned by the administrator."""
+    try:
+        return await authorize_curator(backends, caller, project)
+    except ProjectOutOfScope:
+        if not caller.admin:
+            raise
+    await backends.identity.EnsureProject(
+        ipb.EnsureProjectRequest(principal_id=caller.principal_id, slug=project)
+    )
+    return await authorize_curator(backends, caller, project)
 
 
 def _json(message: Message) -> dict[str, Any]:
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
 
 
-def _route(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+def _route(
+    handler: Handler, authorize: Authorize = authorize_curator
+) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
             backends: Backends = request.app.state.backends
             caller = await request.app.state.authenticator.authenticate(request, backends)
             body = await json_body(request) if request.method == "POST" else {}
-            project = await authorize_curator(backends, caller, request.path_params["project"])
+            project = await authorize(backends, caller, request.path_params["project"])
             return await handler(request, caller, project, body)
         except VeraError as error:
             response = error_response(error)
@@ -227,6 +232,111 @@ async def retract_source(
     )
 
 
+async def get_source(
+    request: Request, caller: RestCaller, project: ipb.Project, body: dict[str, Any]
+) -> Response:
+    reply = await request.app.state.backends.knowledge.GetSource(
+        kpb.GetSourceRequest(
+            scope_ids=[project.project_id], scope_id=project.project_id,
+            source_id=request.path_params["source_id"],
+        )
+    )
+    return JSONResponse({**_json(reply), "project_id": project.project_id})
+
+
+def _records(body: dict[str, Any]) -> ParsedFile:
+    only_fields(body, "records")
+    records = body.get("records")
+    if not isinstance(records, list) or not records:
+        raise InvalidInput("records", "a non-empty list of records", reason="required")
+    if len(records) > MAX_INGEST_RECORDS:
+        raise InvalidInput("records", f"at most {MAX_INGEST_RECORDS} per request",
+                           reason="too_many")
+    try:
+        return parse_records(enumerate(records))
+    except IngestFileError as refused:
+        index, detail = refused.errors[0]
+        raise InvalidInput(f"records[{index}]", f"records[{index}]: {detail}",
+                           reason="invalid_record", index=index, detail=detail) from None
+
+
+async def ingest(
+    request: Request, caller: RestCaller, project: ipb.Project, body: dict[str, Any]
+) -> Response:
+    """Loads one batch of curated records as the calling curator: repositories mapped to
+    the project, then sources, entities and facts, then corrections. Idempotent: a batch
+    sent again creates nothing, so a load cut off half-way is finished by sending it again."""
+    parsed = _records(body)
+    backends: Backends = request.app.state.backends
+    for repository in sorted(parsed.repositories):
+        await backends.identity.MapRepository(ipb.MapRepositoryRequest(
+            principal_id=caller.principal_id, project_id=project.project_id,
+            repository=repository))
+    counts = {"sources": [0, 0], "entities": [0, 0], "facts": [0, 0]}
+    fact_keys: list[str] = []
+    warnings: list[dict[str, Any]] = []
+    position = 0
+    chunks = [parsed.facts[i:i + FACTS_PER_CALL]
+              for i in range(0, len(parsed.facts), FACTS_PER_CALL)] or [[]]
+    for number, chunk in enumerate(chunks):
+        first = number * FACTS_PER_CALL
+        reply = await backends.knowledge.IngestKnowledge(
+            kpb.IngestKnowledgeRequest(
+                principal_id=caller.principal_id, scope_id=project.project_id, facts=chunk,
+                # Sources and entities ride with the first call so later facts can cite them.
+                sources=parsed.sources if number == 0 else [],
+                entities=parsed.entities if number == 0 else [],
+            ),
+            timeout=INGEST_CALL_SECONDS,
+        )
+        for name, pair in counts.items():
+            pair[0] += getattr(reply, name).created
+            pair[1] += getattr(reply, name).deduplicated
+        fact_keys += reply.fact_keys
+        warnings += [_warning(w, parsed.fact_lines, first) for w in reply.warnings]
+        position = max(position, reply.change_position)
+    corrections = [0, 0]
+    replacement_keys: list[str] = []
+    for corrects, replacement, reason in parsed.corrections:
+        corrected = await backends.knowledge.CorrectFact(kpb.CorrectFactRequest(
+            principal_id=caller.principal_id, scope_id=project.project_id,
+            fact_key=corrects, replacement=replacement, reason=reason))
+        corrections[0 if corrected.created else 1] += 1
+        replacement_keys.append(corrected.replacement.fact_key)
+        position = max(position, corrected.change_position)
+    return JSONResponse({
+        "project_id": project.project_id,
+        "project_slug": project.slug,
+        **{name: {"created": c, "deduplicated": d} for name, (c, d) in counts.items()},
+        "corrections": {"applied": corrections[0], "already_recorded": corrections[1]},
+        "fact_keys": fact_keys,
+        "correction_fact_keys": replacement_keys,
+        "warnings": warnings,
+        "change_position": position,
+    })
+
+
+def _warning(warning: kpb.IngestWarning, fact_records: list[int], first: int) -> dict[str, Any]:
+    """A flagged field by the record it came from (a fact's by its record index)."""
+    record, _, name = warning.field.partition("].")
+    if record.startswith("facts["):
+        index = fact_records[first + int(record.removeprefix("facts["))]
+        return {"record": index, "field": name, "reason": warning.reason,
+                "codepoint": warning.codepoint}
+    return {"record": None, "field": warning.field, "reason": warning.reason,
+            "codepoint": warning.codepoint}
+
+
+async def index_status(
+    request: Request, caller: RestCaller, project: ipb.Project, body: dict[str, Any]
+) -> Response:
+    """How far retrieval has indexed the change log: a load is searchable once
+    ``indexed_position`` reaches the ``change_position`` its ingest answered."""
+    reply = await request.app.state.backends.retrieval.GetIndexStatus(
+        retrieval_pb2.GetIndexStatusRequest())
+    return JSONResponse({"indexed_position": reply.indexed_position})
+
+
 _PREFIX = "/curation/projects/{project}"
 routes = [
     Route(f"{_PREFIX}/proposals", _route(list_pending), methods=["GET"]),
@@ -234,4 +344,7 @@ routes = [
     Route(f"{_PREFIX}/proposals/{{fact_key}}/verify", _route(verify), methods=["POST"]),
     Route(f"{_PREFIX}/proposals/{{fact_key}}/reject", _route(reject), methods=["POST"]),
     Route(f"{_PREFIX}/sources/{{source_id}}/retract", _route(retract_source), methods=["POST"]),
+    Route(f"{_PREFIX}/sources/{{source_id}}", _route(get_source), methods=["GET"]),
+    Route(f"{_PREFIX}/ingest", _route(ingest, authorize_ingest), methods=["POST"]),
+    Route(f"{_PREFIX}/index-status", _route(index_status), methods=["GET"]),
 ]

@@ -19,7 +19,9 @@ what (administrators, workspace owners). Errors carry the same stable codes as M
     GET    /identity/invitations                      the caller's pending invitations, paged
     POST   /identity/invitations/{id}/accept          join the workspace it invites to
     POST   /identity/invitations/{id}/decline         delete it
-    POST   /identity/workspaces/{id}/projects         attach a shared project (owner, admin)
+    POST   /identity/workspaces/{id}/projects         attach a shared project (owner, admin);
+                                                      a slug no project holds creates it (201),
+                                                      owned by the caller
     POST   /identity/mcp-token                        a non-expiring MCP JWT for the caller
     DELETE /identity/users/{pid}/personal-knowledge   admin: erase a principal's personal
                                                       knowledge (see erase_personal_knowledge)
@@ -320,7 +322,7 @@ async def attach_project(request: Request, caller: RestCaller, body: dict[str, A
         actor_principal_id=caller.principal_id,
         workspace_id=request.path_params["workspace_id"],
         project=_text(body, "project")))
-    return JSONResponse(_project(reply.project))
+    return JSONResponse(_project(reply.project), status_code=201 if reply.created else 200)
 
 
 # Erasure -------------------------------------------------------------------------------------

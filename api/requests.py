@@ -13,8 +13,10 @@ visits must not be able to drive the API:
   form under ``/console/`` (``CONSOLE_PREFIX``): the console's own pages post forms, and
   each one must carry its session's CSRF token in a cookie that is never sent cross-site
   (``vera.api.console.security``).
-- A body is at most ``MAX_BODY_BYTES`` (413): refused unread on its Content-Length, and cut
-  off while it streams in, before anything else reads it. It must have arrived whole
+- A body is at most ``MAX_BODY_BYTES`` (413), or ``INGEST_MAX_BODY_BYTES`` on the ingest
+  route (a batch of curated records, each fact's evidence up to 8,000 characters): refused
+  unread on its Content-Length, and cut off while it streams in, before anything else
+  reads it. It must have arrived whole
   within ``body_timeout`` seconds (408), so a client trickling it in holds nothing for long.
 
 Each refusal is ``invalid_input`` naming the header or the body (one that leaves the body
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
@@ -37,6 +40,8 @@ from vera.api.errors import error_response
 from vera.errors import InvalidInput
 
 MAX_BODY_BYTES = 16 * 1024
+INGEST_MAX_BODY_BYTES = 2 * 1024 * 1024
+INGEST_PATH = re.compile(r"^/curation/projects/[^/]+/ingest$")
 PROBE_PATHS = frozenset({"/livez", "/readyz"})
 CONSOLE_PREFIX = "/console/"
 INT32_MAX = 2**31 - 1
@@ -71,7 +76,7 @@ class RequestGuard:
             if _carries_body(Headers(scope=scope)):
                 try:
                     async with asyncio.timeout(self._body_timeout):
-                        body = await _read_bounded(receive)
+                        body = await _read_bounded(receive, body_limit(scope["path"]))
                 except TimeoutError:
                     raise _Refused(InvalidInput("body", reason="timeout"), 408) from None
                 if body is None:  # the client went away mid-body: nobody to answer
@@ -93,8 +98,9 @@ class RequestGuard:
             raise _Refused(InvalidInput("content-type", "a body must be application/json",
                                         reason="unsupported_media_type"), 415)
         length = headers.get("content-length", "")
-        if length.isdigit() and int(length) > MAX_BODY_BYTES:
-            raise _Refused(_too_large(), 413)
+        limit = body_limit(request.url.path)
+        if length.isdigit() and int(length) > limit:
+            raise _Refused(_too_large(limit), 413)
 
 
 def _carries_body(headers: Headers) -> bool:
@@ -112,20 +118,25 @@ def _acceptable_body(path: str, content_type: str | None) -> bool:
     return path.startswith(CONSOLE_PREFIX) and media_type == "application/x-www-form-urlencoded"
 
 
-def _too_large() -> InvalidInput:
-    return InvalidInput("body", f"at most {MAX_BODY_BYTES} bytes", reason="too_large")
+def body_limit(path: str) -> int:
+    """The most bytes a request to ``path`` may carry."""
+    return INGEST_MAX_BODY_BYTES if INGEST_PATH.match(path) else MAX_BODY_BYTES
 
 
-async def _read_bounded(receive: Receive) -> bytes | None:
-    """The whole body, refused as soon as it passes the limit; None if the client left."""
+def _too_large(limit: int) -> InvalidInput:
+    return InvalidInput("body", f"at most {limit} bytes", reason="too_large", limit=limit)
+
+
+async def _read_bounded(receive: Receive, limit: int) -> bytes | None:
+    """The whole body, refused as soon as it passes ``limit``; None if the client left."""
     body = bytearray()
     while True:
         message = await receive()
         if message["type"] != "http.request":
             return None
         body += message.get("body", b"")
-        if len(body) > MAX_BODY_BYTES:
-            raise _Refused(_too_large(), 413)
+        if len(body) > limit:
+            raise _Refused(_too_large(limit), 413)
         if not message.get("more_body", False):
             return bytes(body)
 

@@ -12,7 +12,9 @@ Who may do what:
   claim someone else's address and receive that person's first external login.
 - Any principal may create a workspace it owns; an administrator may name another owner.
   Owners (and administrators) manage members and attach projects they own (an
-  administrator: any shared project). A workspace the actor is not a member of behaves
+  administrator: any shared project); attaching a slug no project holds creates that
+  shared project, owned by the actor, so a team deployment's projects come into being
+  through the workspace they belong to. A workspace the actor is not a member of behaves
   like a missing one (NOT_FOUND), for members and non-members alike.
 - Membership needs the member's consent: an owner only invites a principal that is not a
   member yet, and the invitee joins when it accepts (it reads nothing of the workspace
@@ -22,7 +24,6 @@ Who may do what:
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import hmac
 import re
@@ -43,6 +44,8 @@ from vera.services.identity.domain import (
     Principal,
     Project,
     ProjectKind,
+    WorkspaceRole,
+    new_project_slug,
     parse_principal_id,
     personal_slugs,
     verified_email,
@@ -53,12 +56,6 @@ _API_KEY = re.compile(r"^vera_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 MAX_LABEL = 200
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
-
-
-class WorkspaceRole(enum.StrEnum):
-    OWNER = "owner"
-    CURATOR = "curator"
-    MEMBER = "member"
 
 
 @dataclass(frozen=True)
@@ -189,6 +186,12 @@ class AccountStore(Protocol):
     async def get_project(self, project_id: uuid.UUID) -> Project | None: ...
 
     async def get_project_by_slug(self, slug: str) -> Project | None: ...
+
+    async def create_shared_project(
+        self, owner_principal_id: uuid.UUID, slug: str, display_name: str
+    ) -> tuple[Project, bool]:
+        """Inserts the project, or returns the one holding the slug with False."""
+        ...
 
     async def assign_project_workspace(
         self, project_id: uuid.UUID, workspace_id: uuid.UUID
@@ -427,17 +430,22 @@ class AccountService:
         return rows[:limit], next_token
 
     async def attach_project(self, actor_principal_id: str, workspace_id: str,
-                             project: str) -> Project:
+                             project: str) -> tuple[Project, bool]:
+        """The project attached to the workspace, and True when this call created it."""
         actor, workspace = await self._managed_workspace(
             actor_principal_id, workspace_id, manage=True)
         reference = project.strip()
         project_uuid = _uuid_or_none(reference)
         found = (await self._store.get_project(project_uuid) if project_uuid
                  else await self._store.get_project_by_slug(reference))
+        created = False
+        if found is None and project_uuid is None:
+            found, created = await self._store.create_shared_project(
+                actor.principal_id, new_project_slug(reference), reference)
         if found is None or (not actor.admin and found.owner_principal_id != actor.principal_id):
             raise ProjectOutOfScope()
         if found.kind is not ProjectKind.SHARED or found.slug.startswith(PERSONAL_SLUG_PREFIX):
             raise InvalidInput("project", reason="personal_scope")
         await self._store.assign_project_workspace(found.project_id, workspace.workspace_id)
         return Project(found.project_id, found.slug, found.display_name, found.kind,
-                       found.owner_principal_id, workspace.workspace_id)
+                       found.owner_principal_id, workspace.workspace_id), created

@@ -12,7 +12,6 @@ from vera.services.identity.accounts import (
     Invitation,
     Workspace,
     WorkspaceMember,
-    WorkspaceRole,
 )
 from vera.services.identity.domain import (
     IdentityService,
@@ -20,6 +19,7 @@ from vera.services.identity.domain import (
     Project,
     ProjectKind,
     Resolution,
+    WorkspaceRole,
 )
 
 _KINDS = {
@@ -103,6 +103,10 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
             request.principal_id, request.project_id, request.repository
         )
         return pb.MapRepositoryResponse(canonical_repository=canonical, created=created)
+
+    async def AuthorizeCurator(self, request, context):
+        project = await self._service.authorize_curator(request.principal_id, request.project)
+        return pb.AuthorizeCuratorResponse(project=project_to_proto(project))
 
     async def EnsureExternalPrincipal(self, request, context):
         principal, created = await self._service.ensure_external_principal(
@@ -196,10 +200,10 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
         )
 
     async def AttachProject(self, request, context):
-        project = await self._accounts.attach_project(
+        project, created = await self._accounts.attach_project(
             request.actor_principal_id, request.workspace_id, request.project
         )
-        return pb.AttachProjectResponse(project=project_to_proto(project))
+        return pb.AttachProjectResponse(project=project_to_proto(project), created=created)
 
     async def ListInvitations(self, request, context):
         invitations, token = await self._accounts.list_invitations(

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from vera.errors import AmbiguousProject, InvalidInput, ProjectOutOfScope
+from vera.errors import AmbiguousProject, InvalidInput, ProjectOutOfScope, Unauthorized
 from vera.repository_identity import canonicalize
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -28,6 +28,16 @@ MAX_EXTERNAL_CLAIM = 512  # issuer, subject, email and quota keys
 class ProjectKind(enum.StrEnum):
     PERSONAL = "personal"
     SHARED = "shared"
+
+
+class WorkspaceRole(enum.StrEnum):
+    OWNER = "owner"
+    CURATOR = "curator"
+    MEMBER = "member"
+
+
+# Who curates a shared project besides its owner: these roles in the project's workspace.
+CURATING_ROLES = frozenset({WorkspaceRole.OWNER, WorkspaceRole.CURATOR})
 
 
 class PrincipalKind(enum.StrEnum):
@@ -102,6 +112,10 @@ class IdentityStore(Protocol):
 
     async def get_project(self, project_id: uuid.UUID) -> Project | None: ...
 
+    async def member_role(
+        self, workspace_id: uuid.UUID, principal_id: uuid.UUID
+    ) -> WorkspaceRole | None: ...
+
     async def map_repository(
         self, project_id: uuid.UUID, canonical_repository: str, principal_id: uuid.UUID
     ) -> bool:
@@ -154,6 +168,16 @@ def _as_uuid(value: str) -> uuid.UUID | None:
         return uuid.UUID(value)
     except ValueError:
         return None
+
+
+def new_project_slug(value: str, field: str = "project") -> str:
+    """A slug a new shared project may take: the SLUG shape, never a personal scope's."""
+    slug = value.strip()
+    if not SLUG.match(slug):
+        raise InvalidInput(field)
+    if slug.startswith(PERSONAL_SLUG_PREFIX):
+        raise InvalidInput(field, reason="reserved_slug")
+    return slug
 
 
 def personal_slugs(principal_id: uuid.UUID) -> list[str]:
@@ -216,11 +240,7 @@ class IdentityService:
         self, principal_id: str, slug: str, display_name: str
     ) -> tuple[Project, bool]:
         pid = parse_principal_id(principal_id)
-        slug = slug.strip()
-        if not SLUG.match(slug):
-            raise InvalidInput("project")
-        if slug.startswith(PERSONAL_SLUG_PREFIX):
-            raise InvalidInput("project", reason="reserved_slug")
+        slug = new_project_slug(slug)
         display_name = display_name.strip() or slug
         if len(display_name) > MAX_DISPLAY_NAME:
             raise InvalidInput("display_name")
@@ -247,21 +267,39 @@ class IdentityService:
             return personal
         raise AmbiguousProject(candidates=[p.slug for p in shared])
 
+    async def authorize_curator(
+        self, principal_id: str, project: str, field: str = "project"
+    ) -> Project:
+        """The shared project, when the principal owns it or owns/curates its workspace.
+
+        The one home of the curator rule (REST curation, the console, ingest, repository
+        mapping). A project the principal cannot read is PROJECT_OUT_OF_SCOPE, as for every
+        read; a readable one it may not curate is UNAUTHORIZED naming the role it lacks.
+        """
+        pid = parse_principal_id(principal_id)
+        if not project.strip():
+            raise InvalidInput(field, reason="required")
+        found = await self.resolve_project(principal_id, project)
+        if found.kind is not ProjectKind.SHARED:
+            raise InvalidInput(field, "only shared projects are curated", reason="not_shared")
+        if found.owner_principal_id == pid:
+            return found
+        if found.workspace_id is not None:
+            role = await self._store.member_role(found.workspace_id, pid)
+            if role in CURATING_ROLES:
+                return found
+        raise Unauthorized(required_role="curator")
+
     async def map_repository(
         self, principal_id: str, project_id: str, repository: str
     ) -> tuple[str, bool]:
-        pid = parse_principal_id(principal_id)
-        project_uuid = _as_uuid(project_id.strip())
-        project = await self._store.get_project(project_uuid) if project_uuid else None
-        if project is None or project.owner_principal_id != pid:
-            raise ProjectOutOfScope()
-        if project.kind is not ProjectKind.SHARED:
-            # Repositories select shared projects; the personal scope is never a candidate.
-            raise InvalidInput("project_id", reason="personal_scope")
+        # Repositories select shared projects; the personal scope is never a candidate.
+        project = await self.authorize_curator(principal_id, project_id, "project_id")
         canonical = canonicalize(repository)
         if canonical is None:
             raise InvalidInput("repository", reason="unsupported_repository")
-        created = await self._store.map_repository(project.project_id, canonical, pid)
+        created = await self._store.map_repository(
+            project.project_id, canonical, parse_principal_id(principal_id))
         return canonical, created
 
     async def resolve_repository(self, principal_id: str, repository: str) -> RepositoryResolution:

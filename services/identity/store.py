@@ -15,13 +15,13 @@ from vera.services.identity.accounts import (
     VerifiedEmail,
     Workspace,
     WorkspaceMember,
-    WorkspaceRole,
 )
 from vera.services.identity.domain import (
     Principal,
     PrincipalKind,
     Project,
     ProjectKind,
+    WorkspaceRole,
     personal_slugs,
 )
 

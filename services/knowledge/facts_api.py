@@ -79,6 +79,7 @@ class FactRpcs:
                 pb.IngestWarning(field=w.field, reason=w.reason, codepoint=w.codepoint)
                 for w in domain.ingest_warnings(batch)
             ],
+            fact_keys=[f.fact_key for f in facts],
         )
 
     async def BatchGetFacts(

@@ -37,10 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     migrate.add_argument("--data-dir", type=Path, help="embedded PostgreSQL data dir "
                          "(ignored when VERA_DATABASE__DSN is set)")
 
-    ingest = commands.add_parser("ingest", help="load curated knowledge from a JSONL file")
-    ingest.add_argument("file", type=Path)
-    ingest.add_argument("--project", required=True, help="project slug (created if missing)")
-    ingest.add_argument("--data-dir", type=Path, help="data dir of the running stack")
+    from vera.ingest import add_parser as add_ingest_parser
+
+    add_ingest_parser(commands)
 
     from vera.curate import add_parser as add_curate_parser
 
@@ -126,63 +125,9 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+    from vera.ingest import run
 
-    from vera.errors import VeraError
-    from vera.ingest import IngestFileError, ingest_file, parse_jsonl
-    from vera.stack import stack_client_settings
-
-    settings = _settings(args.data_dir)
-    if not args.file.is_file():
-        print(f"vera ingest: {args.file}: no such file", file=sys.stderr)
-        return 2
-    def rejected(exc: IngestFileError) -> int:
-        print(f"vera ingest: {args.file} rejected, nothing was written:", file=sys.stderr)
-        for line, reason in exc.errors:
-            print(f"  line {line}: {reason}", file=sys.stderr)
-        return 2
-
-    try:
-        parsed = parse_jsonl(args.file)
-    except IngestFileError as exc:
-        return rejected(exc)
-    settings = stack_client_settings(settings, settings.data_dir)
-
-    bars: dict[str, tqdm] = {}
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if total < 200:  # short files finish before a bar would help
-            return
-        bar = bars.get(stage)
-        if bar is None:
-            label = "loading facts" if stage == "load" else "indexing"
-            bar = bars[stage] = tqdm(total=total, desc=label, unit="fact", file=sys.stderr)
-        bar.total = total
-        bar.update(done - bar.n)
-
-    try:
-        summary = asyncio.run(ingest_file(settings, parsed, args.project, on_progress=progress))
-    except IngestFileError as exc:  # a cited source the project does not hold either
-        return rejected(exc)
-    except VeraError as exc:
-        print(f"vera ingest: failed ({exc.reason.lower()}): {exc.message}. Is the stack "
-              "running (scripts/up) with the same --data-dir?", file=sys.stderr)
-        return 1
-    finally:
-        for bar in bars.values():
-            bar.close()
-    (sc, sd), (ec, ed), (fc, fd) = summary.sources, summary.entities, summary.facts
-    verb = "created" if summary.project_created else "existing"
-    print(f"project {summary.project_slug} ({verb})\n"
-          f"  facts:    {fc} created, {fd} deduplicated\n"
-          f"  sources:  {sc} created, {sd} deduplicated\n"
-          f"  entities: {ec} created, {ed} deduplicated\n"
-          + (f"  corrections: {summary.corrections[0]} applied,"
-             f" {summary.corrections[1]} already recorded\n" if any(summary.corrections) else "")
-          + f"all facts searchable after {summary.seconds:.1f} s")
-    for line, warning in summary.warnings:
-        print(f"  flagged: {f'line {line}: ' if line else ''}{warning}")
-    return 0
+    return run(args, _settings(args.data_dir))
 
 
 def _cmd_admin(args: argparse.Namespace) -> int:

@@ -1,32 +1,24 @@
 """`vera curate`: the curation CLI, a thin client of the REST API (never of MCP).
 
-The API is found at ``--api-url``, else the running stack's ``api_url`` in
-``<data-dir>/run/stack.json``, else ``http://127.0.0.1:<VERA_API__PORT>``. Authenticated
-deployments need an API key: ``--api-key`` or ``VERA_API_KEY`` (sent as a bearer token;
-never an MCP token). Exit codes: 0 done, 1 the API could not be reached, 2 refused.
+The API and the API key are found as for every person's command (``vera.api_client``:
+``--api-url`` or the running stack, ``--api-key-stdin``, ``VERA_API_KEY`` or a prompt).
+Exit codes: 0 done, 1 the API could not be reached, 2 refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from pathlib import Path
 from typing import Any
 
-import httpx
-
+from vera.api_client import EXIT_OK, ApiRefused, ClientStop, add_connection_arguments, open_client
 from vera.config import Settings
-
-TIMEOUT_SECONDS = 30.0
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     curate = commands.add_parser("curate", help="review proposals and retract sources (REST)")
-    curate.add_argument("--api-url", help="REST API base URL (default: the running stack's)")
-    curate.add_argument("--api-key", help="API key (default: VERA_API_KEY; none in local-dev)")
-    curate.add_argument("--data-dir", type=Path, help="data dir of the running stack")
+    add_connection_arguments(curate)
     curate.add_argument("--json", action="store_true", help="print the raw JSON response")
     sub = curate.add_subparsers(dest="curate_command", required=True)
 
@@ -55,17 +47,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     retract.add_argument("project")
     retract.add_argument("source_id")
     retract.add_argument("--reason", required=True)
-
-
-def api_url(settings: Settings, explicit: str | None, data_dir: Path | None) -> str:
-    from vera.stack import read_stack_file
-
-    if explicit:
-        return explicit.rstrip("/")
-    stack = read_stack_file((data_dir or settings.data_dir).expanduser().resolve())
-    if stack is not None and stack.get("api_url"):
-        return str(stack["api_url"]).rstrip("/")
-    return f"http://127.0.0.1:{settings.api.port}"
 
 
 def _request(args: argparse.Namespace) -> tuple[str, str, dict[str, Any] | None, dict]:
@@ -121,31 +102,19 @@ def _summary(command: str, data: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace, settings: Settings, transport: Any = None) -> int:
     method, path, body, params = _request(args)
-    key = args.api_key or os.environ.get("VERA_API_KEY", "")
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    base = api_url(settings, args.api_url, args.data_dir)
     try:
-        with httpx.Client(base_url=base, timeout=TIMEOUT_SECONDS, transport=transport) as client:
-            response = client.request(method, path, json=body, params=params, headers=headers)
-            if args.curate_command == "list" and response.status_code < 400:
-                conflicted = client.get(
-                    f"/curation/projects/{args.project}/conflicted-attempts", headers=headers,
+        with open_client(args, settings, transport) as api:
+            data = api.call(method, path, json=body, params=params)
+            if args.curate_command == "list":
+                data["conflicted_attempts"] = api.call(
+                    "GET", f"/curation/projects/{args.project}/conflicted-attempts",
                     params={k: v for k, v in (("page_size", args.page_size),
                                               ("page_token", args.conflicted_page_token)) if v})
-                if conflicted.status_code >= 400:
-                    response = conflicted
-    except httpx.HTTPError as exc:
-        print(f"vera curate: cannot reach the REST API at {base} ({type(exc).__name__}). Is "
-              "the stack running (scripts/up)?", file=sys.stderr)
-        return 1
-    data = response.json() if response.content else {}
-    if args.curate_command == "list" and response.status_code < 400:
-        data["conflicted_attempts"] = conflicted.json()
-    if response.status_code >= 400:
-        error = data.get("error", {}) if isinstance(data, dict) else {}
-        detail = ", ".join(f"{k}={v}" for k, v in error.items() if k not in ("code", "message"))
-        print(f"vera curate: refused ({error.get('code', response.status_code)})"
-              + (f": {detail}" if detail else ""), file=sys.stderr)
+    except ClientStop as stop:
+        print(f"vera curate: {stop.message}", file=sys.stderr)
+        return stop.exit_code
+    except ApiRefused as refused:
+        print(f"vera curate: {refused.describe()}", file=sys.stderr)
         return 2
     print(json.dumps(data, indent=2) if args.json else _summary(args.curate_command, data))
-    return 0
+    return EXIT_OK

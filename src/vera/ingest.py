@@ -1,363 +1,275 @@
-"""`vera ingest`: validate a curated JSONL file whole, then load it into one project.
+"""`vera ingest`: validate a curated JSONL file whole, then load it into one project
+through the REST API, as the calling curator.
 
-The file is checked completely before anything is written; any bad line rejects the
-file with its line number and reason. A fact may cite a source the file defines or one an
-earlier file recorded in the project; a source neither has rejects the file too, before
-anything is written. Loading is idempotent (re-ingesting creates nothing), so a load
-interrupted half-way is finished by running it again.
+The file is checked completely before anything is sent (``vera.ingest_records``); any bad
+line rejects the file with its line number and reason. A fact may cite a source the file
+defines or one an earlier file recorded in the project; a source neither has rejects the
+file too, before anything is written. The records then travel in batches to
+``POST /curation/projects/{project}/ingest`` (sources and entities first, then facts, then
+corrections), and the command waits until retrieval has indexed them. Loading is
+idempotent (re-ingesting creates nothing), so a load interrupted half-way is finished by
+running it again.
+
+The API and the API key are found as for `vera curate` (``vera.api_client``). Only the
+project's curators may ingest into it; in local-dev the caller is the machine's
+administrator, whose ingest creates a missing project. Exit codes: 0 loaded, 1 the API
+could not be reached or indexing did not catch up, 2 the file or the call was refused.
 """
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from vera import limits
+from vera.api_client import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    ApiClient,
+    ApiRefused,
+    ClientStop,
+    add_connection_arguments,
+    open_client,
+)
 from vera.config import Settings
-from vera.errors import InvalidInput, ProjectOutOfScope
-from vera.identity.v1 import identity_pb2
-from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
-from vera.repository_identity import canonicalize
-from vera.retrieval.v1 import retrieval_pb2
-from vera.rpc.backends import Backends
-from vera.rpc.timestamps import to_timestamp
+from vera.ingest_records import MAX_REPORTED_ERRORS, IngestFileError
 
-FACTS_PER_CALL = 500
-MAX_REPORTED_ERRORS = 20
+# A batch stays well under the ingest route's body limit and record count.
+BATCH_BYTES = 768 * 1024
+BATCH_RECORDS = 1000
+INDEX_POLL_SECONDS = 0.1
+INDEX_TIMEOUT_SECONDS = 600.0
+PROGRESS_FROM = 200  # short files finish before a bar would help
+LISTED_KEYS = 50
 
-# field -> (type, max length or None): the published bounds (vera.limits) that knowledge
-# enforces on the same fields, so a file is refused here, with its line, for what the
-# service would refuse.
-_STR = str
-_ID = limits.ID_LIKE[1]
-_PATH = limits.REPOSITORY_PATH_CURSOR[1]
-_TYPE = limits.TYPE_NAME[1]
-_TIME = limits.TIMESTAMP[1]
-SOURCE_FIELDS: dict[str, tuple[type, int | None]] = {
-    "id": (_STR, _ID), "source_type": (_STR, _TYPE), "title": (_STR, 1024),
-    "uri": (_STR, 2048), "observed_at": (_STR, _TIME),
-}
-FACT_FIELDS: dict[str, tuple[type, int | None]] = {
-    "subject": (_STR, limits.SUBJECT[1]), "predicate": (_STR, limits.PREDICATE_OBJECT[1]),
-    "object": (_STR, limits.PREDICATE_OBJECT[1]), "source": (_STR, _ID),
-    "evidence": (_STR, limits.EVIDENCE_TEXT[1]), "locator": (_STR, 1024),
-    "valid_from": (_STR, _TIME), "valid_to": (_STR, _TIME), "trust_tier": (int, None),
-    "authority": (float, None), "repository": (_STR, _PATH), "branch": (_STR, _ID),
-    "code_path": (_STR, _PATH), "document_type": (_STR, _TYPE),
-}
-ENTITY_FIELDS: dict[str, tuple[type, int | None]] = {
-    # knowledge holds entity names and aliases to a subject's length
-    "name": (_STR, limits.SUBJECT[1]), "aliases": (list, limits.PREDICATE_LIST_ITEMS),
-    "kind": (_STR, _TYPE),
-}
-# A correction is a fact line that replaces the fact with key ``corrects`` (never overwrites:
-# the old version is closed, and stays readable through known_as_of / as_of).
-CORRECTION_FIELDS: dict[str, tuple[type, int | None]] = {
-    **FACT_FIELDS, "corrects": (_STR, 512), "reason": (_STR, 2048),
-}
-REQUIRED = {
-    "source": ("id",), "fact": ("subject", "predicate", "object"), "entity": ("name",),
-    "correction": ("corrects", "subject", "predicate", "object"),
-}
-FIELDS = {
-    "source": SOURCE_FIELDS, "fact": FACT_FIELDS, "entity": ENTITY_FIELDS,
-    "correction": CORRECTION_FIELDS,
-}
+ORDER = {"source": 0, "entity": 1, "fact": 2, "correction": 3}
 
 
-class IngestFileError(Exception):
-    """The file is invalid; ``errors`` holds (line number, reason) pairs."""
-
-    def __init__(self, errors: list[tuple[int, str]]) -> None:
-        self.errors = errors
-        super().__init__("; ".join(f"line {line}: {reason}" for line, reason in errors))
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    ingest = commands.add_parser("ingest", help="load curated knowledge from a JSONL file")
+    ingest.add_argument("file", type=Path)
+    ingest.add_argument("--project", required=True,
+                        help="project slug (an administrator's ingest creates a missing one)")
+    add_connection_arguments(ingest)
+    ingest.add_argument("--json", action="store_true",
+                        help="print the summary as JSON, every fact key included")
 
 
 @dataclass
-class ParsedFile:
-    sources: list[knowledge_pb2.SourceInput] = field(default_factory=list)
-    entities: list[knowledge_pb2.EntityInput] = field(default_factory=list)
-    facts: list[knowledge_pb2.FactInput] = field(default_factory=list)
-    fact_lines: list[int] = field(default_factory=list)
-    # (fact key corrected, replacement, reason), applied in file order after the facts.
-    corrections: list[tuple[str, knowledge_pb2.FactInput, str]] = field(default_factory=list)
-    repositories: set[str] = field(default_factory=set)
-    # Source ids facts cite that the file does not define -> the lines citing them; they
-    # must already be sources of the project (``ingest_file`` checks before writing).
-    cited_sources: dict[str, list[int]] = field(default_factory=dict)
+class Record:
+    line: int
+    value: dict[str, Any]
+    size: int
 
 
 @dataclass
-class IngestSummary:
-    sources: tuple[int, int] = (0, 0)  # (created, deduplicated)
-    entities: tuple[int, int] = (0, 0)
-    facts: tuple[int, int] = (0, 0)
-    corrections: tuple[int, int] = (0, 0)  # (applied, already recorded)
+class Summary:
     project_slug: str = ""
-    project_created: bool = False
-    seconds: float = 0.0
-    # (line, what) for text stored but flagged (hidden characters; rendered escaped).
+    counts: dict[str, list[int]] = field(default_factory=lambda: {
+        "sources": [0, 0], "entities": [0, 0], "facts": [0, 0]})
+    corrections: list[int] = field(default_factory=lambda: [0, 0])
+    # (line, fact key) of every fact line, and of the replacement each correction made.
+    fact_keys: list[tuple[int, str]] = field(default_factory=list)
+    correction_keys: list[tuple[int, str]] = field(default_factory=list)
     warnings: list[tuple[int, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "project": self.project_slug,
+            **{name: {"created": c, "deduplicated": d} for name, (c, d) in self.counts.items()},
+            "corrections": {"applied": self.corrections[0],
+                            "already_recorded": self.corrections[1]},
+            "fact_keys": [{"line": line, "fact_key": key} for line, key in self.fact_keys],
+            "correction_fact_keys": [{"line": line, "fact_key": key}
+                                     for line, key in self.correction_keys],
+            "warnings": [{"line": line, "warning": text} for line, text in self.warnings],
+            "seconds": round(self.seconds, 3),
+        }
 
 
-def _parse_time(value: str, name: str) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"{name}: not an ISO-8601 timestamp") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+def read_records(path: Path) -> tuple[list[Record], dict[str, list[int]]]:
+    """The file's records in load order (sources, entities, facts, corrections; file order
+    within each), each with its line, and the sources its facts cite without defining them
+    (id -> lines); raises IngestFileError for any bad line."""
+    from vera.ingest_records import parse_jsonl
 
-
-def _check_fields(kind: str, obj: dict[str, Any]) -> None:
-    spec = FIELDS[kind]
-    for name in obj:
-        if name != "type" and name not in spec:
-            raise ValueError(f"{name}: unknown field for a {kind}")
-    for name in REQUIRED[kind]:
-        if obj.get(name) in (None, ""):
-            raise ValueError(f"{name}: required")
-    for name, (expected, limit) in spec.items():
-        value = obj.get(name)
-        if value is None:
-            continue
-        if expected is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        else:
-            ok = isinstance(value, expected) and not isinstance(value, bool)
-        if not ok:
-            raise ValueError(f"{name}: must be {expected.__name__}")
-        if limit is not None and len(value) > limit:
-            raise ValueError(f"{name}: longer than {limit}")
-    if kind == "entity" and not all(isinstance(a, str) and a for a in obj.get("aliases") or []):
-        raise ValueError("aliases: must be non-empty strings")
-
-
-def _fact_input(obj: dict[str, Any], parsed: ParsedFile) -> knowledge_pb2.FactInput:
-    tier = obj.get("trust_tier")
-    if tier is not None and not 0 <= tier <= 4:
-        raise ValueError("trust_tier: must be 0..4")
-    authority = obj.get("authority")
-    if authority is not None and not 0.0 <= authority <= 1.0:
-        raise ValueError("authority: must be 0.0..1.0")
-    valid_from = _parse_time(obj["valid_from"], "valid_from") if obj.get("valid_from") else None
-    valid_to = _parse_time(obj["valid_to"], "valid_to") if obj.get("valid_to") else None
-    if valid_from and valid_to and valid_to <= valid_from:
-        raise ValueError("valid_to: must be after valid_from")
-    repository = ""
-    if obj.get("repository"):
-        repository = canonicalize(obj["repository"]) or ""
-        if not repository:
-            raise ValueError("repository: not a supported repository identity")
-        parsed.repositories.add(repository)
-    fact = knowledge_pb2.FactInput(
-        subject=obj["subject"], predicate=obj["predicate"], object=obj["object"],
-        source_id=obj.get("source") or "", evidence=obj.get("evidence") or "",
-        locator=obj.get("locator") or "", valid_from=to_timestamp(valid_from),
-        valid_to=to_timestamp(valid_to), repository=repository,
-        branch=obj.get("branch") or "", code_path=obj.get("code_path") or "",
-        document_type=obj.get("document_type") or "",
-    )
-    if tier is not None:
-        fact.trust_tier = tier
-    if authority is not None:
-        fact.authority = float(authority)
-    return fact
-
-
-def parse_jsonl(path: Path) -> ParsedFile:
-    """Validates the whole file; raises IngestFileError listing bad lines."""
-    parsed = ParsedFile()
-    errors: list[tuple[int, str]] = []
-    source_lines: dict[str, int] = {}
-    fact_sources: list[tuple[int, str]] = []
+    cited = parse_jsonl(path).cited_sources  # the whole file's verdict first: nothing sent
+    records: list[Record] = []
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                if not isinstance(obj, dict):
-                    raise ValueError("not a JSON object")
-                kind = obj.get("type")
-                if kind not in FIELDS:
-                    raise ValueError("type: must be source, fact, entity or correction")
-                _check_fields(kind, obj)
-                if kind == "source":
-                    if obj["id"] in source_lines:
-                        raise ValueError(f"id: duplicate of line {source_lines[obj['id']]}")
-                    source_lines[obj["id"]] = number
-                    observed = obj.get("observed_at")
-                    parsed.sources.append(knowledge_pb2.SourceInput(
-                        source_id=obj["id"], source_type=obj.get("source_type") or "",
-                        title=obj.get("title") or "", uri=obj.get("uri") or "",
-                        observed_at=to_timestamp(_parse_time(observed, "observed_at"))
-                        if observed else None,
-                    ))
-                elif kind == "entity":
-                    parsed.entities.append(knowledge_pb2.EntityInput(
-                        name=obj["name"], aliases=obj.get("aliases") or [],
-                        kind=obj.get("kind") or "",
-                    ))
-                elif kind == "correction":
-                    parsed.corrections.append(
-                        (obj["corrects"], _fact_input(obj, parsed), obj.get("reason") or ""))
-                    if obj.get("source"):
-                        fact_sources.append((number, obj["source"]))
-                else:
-                    parsed.facts.append(_fact_input(obj, parsed))
-                    parsed.fact_lines.append(number)
-                    if obj.get("source"):
-                        fact_sources.append((number, obj["source"]))
-            except json.JSONDecodeError as exc:
-                errors.append((number, f"invalid JSON ({exc.msg})"))
-            except ValueError as exc:
-                errors.append((number, str(exc)))
-            if len(errors) >= MAX_REPORTED_ERRORS:
-                break
-    for number, source_id in fact_sources:
-        if source_id not in source_lines:
-            parsed.cited_sources.setdefault(source_id, []).append(number)
-    errors.sort()
-    if errors:
-        raise IngestFileError(errors)
-    if not (parsed.sources or parsed.entities or parsed.facts or parsed.corrections):
-        raise IngestFileError([(0, "the file holds no records")])
-    return parsed
+            if line.strip():
+                records.append(Record(number, json.loads(line), len(line.encode())))
+    records.sort(key=lambda r: (ORDER[r.value["type"]], r.line))
+    return records, cited
 
 
-async def ingest_file(
-    settings: Settings,
-    parsed: ParsedFile,
-    project_slug: str,
-    *,
-    on_progress: Callable[[str, int, int], None] | None = None,
-    index_timeout_seconds: float = 600.0,
-) -> IngestSummary:
-    """Loads a parsed file (``parse_jsonl``) and waits until its facts are searchable.
-
-    ``on_progress(stage, done, total)`` is called with stage "load" then "index".
-    """
-    started = time.monotonic()
-    progress = on_progress or (lambda stage, done, total: None)
-    deadline = settings.rpc.deadline_seconds
-    principal_id = str(settings.mcp.local_principal_id)
-    backends = Backends.open(settings, caller="cli")
-    try:
-        identity, knowledge = backends.identity, backends.knowledge
-        await identity.EnsureLocalPrincipal(
-            identity_pb2.EnsureLocalPrincipalRequest(principal_id=principal_id))
-        await _check_cited_sources(backends, principal_id, project_slug, parsed)
-        project = await identity.EnsureProject(identity_pb2.EnsureProjectRequest(
-            principal_id=principal_id, slug=project_slug))
-        scope_id = project.project.project_id
-        for repository in sorted(parsed.repositories):
-            await identity.MapRepository(identity_pb2.MapRepositoryRequest(
-                principal_id=principal_id, project_id=scope_id, repository=repository))
-
-        summary = IngestSummary(project_slug=project_slug, project_created=project.created)
-        totals = {"sources": [0, 0], "entities": [0, 0], "facts": [0, 0]}
-        position = 0
-        chunks = [parsed.facts[i:i + FACTS_PER_CALL]
-                  for i in range(0, len(parsed.facts), FACTS_PER_CALL)] or [[]]
-        done = 0
-        for index, chunk in enumerate(chunks):
-            request = knowledge_pb2.IngestKnowledgeRequest(
-                principal_id=principal_id, scope_id=scope_id, facts=chunk,
-                # Sources and entities ride with the first call so later facts can cite them.
-                sources=parsed.sources if index == 0 else [],
-                entities=parsed.entities if index == 0 else [],
-            )
-            response = await knowledge.IngestKnowledge(request, timeout=max(deadline, 120.0))
-            for name in totals:
-                counts = getattr(response, name)
-                totals[name][0] += counts.created
-                totals[name][1] += counts.deduplicated
-            position = max(position, response.change_position)
-            summary.warnings += [
-                _flagged(w, parsed.fact_lines, done) for w in response.warnings
-            ]
-            done += len(chunk)
-            progress("load", done, len(parsed.facts))
-
-        applied = [0, 0]
-        for corrects, replacement, reason in parsed.corrections:
-            corrected = await knowledge.CorrectFact(knowledge_pb2.CorrectFactRequest(
-                principal_id=principal_id, scope_id=scope_id, fact_key=corrects,
-                replacement=replacement, reason=reason))
-            applied[0 if corrected.created else 1] += 1
-            position = max(position, corrected.change_position)
-        summary.corrections = tuple(applied)  # type: ignore[assignment]
-
-        await _wait_until_indexed(backends.retrieval, position, progress, index_timeout_seconds)
-        summary.sources = tuple(totals["sources"])  # type: ignore[assignment]
-        summary.entities = tuple(totals["entities"])  # type: ignore[assignment]
-        summary.facts = tuple(totals["facts"])  # type: ignore[assignment]
-        summary.seconds = time.monotonic() - started
-        return summary
-    finally:
-        await backends.close()
+def batches(records: list[Record]) -> list[list[Record]]:
+    out: list[list[Record]] = [[]]
+    size = 0
+    for record in records:
+        if out[-1] and (size + record.size > BATCH_BYTES or len(out[-1]) >= BATCH_RECORDS):
+            out.append([])
+            size = 0
+        out[-1].append(record)
+        size += record.size
+    return out
 
 
-def _flagged(
-    warning: knowledge_pb2.IngestWarning, fact_lines: list[int], first_fact: int
-) -> tuple[int, str]:
-    """A flagged field as (file line, what): a fact's by its line, other records' by their
-    field path (``sources[0].title``), with line 0."""
-    reason = f"{warning.reason} {warning.codepoint}"
-    record, _, name = warning.field.partition("].")
-    if record.startswith("facts["):
-        index = first_fact + int(record.removeprefix("facts["))
-        return fact_lines[index], f"{name}: {reason}"
-    return 0, f"{warning.field}: {reason}"
+def _project_path(project: str) -> str:
+    return f"/curation/projects/{quote(project, safe='')}"
 
 
-async def _check_cited_sources(
-    backends: Backends, principal_id: str, project_slug: str, parsed: ParsedFile
-) -> None:
+def check_cited_sources(api: ApiClient, project: str, cited: dict[str, list[int]]) -> None:
     """Raises IngestFileError, before anything is written, for each line citing a source
     that neither the file defines nor the project already holds."""
-    if not parsed.cited_sources:
-        return
-    known: set[str] = set()
-    try:
-        project = (await backends.identity.ResolveProject(identity_pb2.ResolveProjectRequest(
-            principal_id=principal_id, project=project_slug))).project
-    except (ProjectOutOfScope, InvalidInput):  # no such project yet: it has no sources
-        project = None
-    if project is not None and project.slug == project_slug:
-        for source_id in parsed.cited_sources:
-            try:
-                await backends.knowledge.GetSource(knowledge_pb2.GetSourceRequest(
-                    scope_ids=[project.project_id], source_id=source_id))
-            except InvalidInput:
-                continue
-            known.add(source_id)
-    missing = sorted(
-        (line, f"source: no source with id {source_id!r} in this file or project "
-               f"{project_slug}")
-        for source_id, lines in parsed.cited_sources.items() if source_id not in known
-        for line in lines
-    )
+    missing: list[tuple[int, str]] = []
+    for source_id, lines in cited.items():
+        try:
+            api.call("GET", f"{_project_path(project)}/sources/{quote(source_id, safe='')}")
+            continue
+        except ApiRefused as refused:
+            # An unknown source, or a project not created yet (an administrator's ingest
+            # creates it): either way the project holds no such source.
+            if refused.code not in ("invalid_input", "not_found", "project_out_of_scope"):
+                raise
+        missing += [(line, f"source: no source with id {source_id!r} in this file or "
+                           f"project {project}") for line in lines]
     if missing:
-        raise IngestFileError(missing[:MAX_REPORTED_ERRORS])
+        raise IngestFileError(sorted(missing)[:MAX_REPORTED_ERRORS])
 
 
-async def _wait_until_indexed(retrieval, position: int, progress, timeout: float) -> None:
-    status = await retrieval.GetIndexStatus(retrieval_pb2.GetIndexStatusRequest())
-    start = min(status.indexed_position, position)
+def load(api: ApiClient, project: str, records: list[Record],
+         progress: Callable[[str, int, int], None]) -> Summary:
+    started = time.monotonic()
+    summary = Summary(project_slug=project)
+    position = 0
+    done = 0
+    for batch in batches(records):
+        try:
+            reply = api.call("POST", f"{_project_path(project)}/ingest",
+                             json={"records": [r.value for r in batch]})
+        except ApiRefused as refused:
+            index = refused.error.get("index")
+            if refused.code != "invalid_input" or not str(index).isdigit() \
+                    or int(index) >= len(batch):
+                raise
+            line, detail = batch[int(index)].line, str(refused.error.get("detail", ""))
+            if done == 0:
+                raise IngestFileError([(line, detail)]) from None
+            raise ClientStop(
+                f"line {line}: {detail}; the {done} record(s) before its batch were loaded "
+                "(fix the file and run it again: loading is idempotent)", EXIT_REFUSED
+            ) from None
+        summary.project_slug = reply["project_slug"]
+        for name, pair in summary.counts.items():
+            pair[0] += reply[name]["created"]
+            pair[1] += reply[name]["deduplicated"]
+        summary.corrections[0] += reply["corrections"]["applied"]
+        summary.corrections[1] += reply["corrections"]["already_recorded"]
+        fact_lines = [r.line for r in batch if r.value["type"] == "fact"]
+        summary.fact_keys += list(zip(fact_lines, reply["fact_keys"], strict=True))
+        correction_lines = [r.line for r in batch if r.value["type"] == "correction"]
+        summary.correction_keys += list(
+            zip(correction_lines, reply["correction_fact_keys"], strict=True))
+        for warning in reply["warnings"]:
+            line = batch[warning["record"]].line if warning["record"] is not None else 0
+            summary.warnings.append(
+                (line, f"{warning['field']}: {warning['reason']} {warning['codepoint']}"))
+        position = max(position, reply["change_position"])
+        done += len(batch)
+        progress("load", done, len(records))
+    wait_until_indexed(api, project, position, progress)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def wait_until_indexed(api: ApiClient, project: str, position: int,
+                       progress: Callable[[str, int, int], None],
+                       timeout: float = INDEX_TIMEOUT_SECONDS) -> None:
+    path = f"{_project_path(project)}/index-status"
+    indexed = api.call("GET", path)["indexed_position"]
+    start = min(indexed, position)
     give_up = time.monotonic() + timeout
-    while status.indexed_position < position:
-        progress("index", status.indexed_position - start, position - start)
+    while indexed < position:
+        progress("index", indexed - start, position - start)
         if time.monotonic() > give_up:
-            raise TimeoutError(
+            raise ClientStop(
                 f"facts were stored but indexing has not caught up after {timeout:.0f} s; "
-                "they become searchable when the retrieval service catches up")
-        await asyncio.sleep(0.05)
-        status = await retrieval.GetIndexStatus(retrieval_pb2.GetIndexStatusRequest())
+                "they become searchable when the retrieval service catches up",
+                EXIT_UNREACHABLE)
+        time.sleep(INDEX_POLL_SECONDS)
+        indexed = api.call("GET", path)["indexed_position"]
     progress("index", position - start, position - start)
+
+
+def _print_summary(summary: Summary) -> None:
+    (sc, sd), (ec, ed), (fc, fd) = (summary.counts[n] for n in ("sources", "entities", "facts"))
+    print(f"project {summary.project_slug}\n"
+          f"  facts:    {fc} created, {fd} deduplicated\n"
+          f"  sources:  {sc} created, {sd} deduplicated\n"
+          f"  entities: {ec} created, {ed} deduplicated\n"
+          + (f"  corrections: {summary.corrections[0]} applied,"
+             f" {summary.corrections[1]} already recorded\n" if any(summary.corrections) else "")
+          + f"all facts searchable after {summary.seconds:.1f} s")
+    keys = summary.fact_keys + summary.correction_keys
+    if keys:
+        # A curator writing a correction line needs the key of the fact it corrects.
+        print("fact keys (line: key):")
+        for line, key in sorted(keys)[:LISTED_KEYS]:
+            print(f"  {line}: {key}")
+        if len(keys) > LISTED_KEYS:
+            print(f"  ... and {len(keys) - LISTED_KEYS} more (--json lists every key)")
+    for line, warning in summary.warnings:
+        print(f"  flagged: {f'line {line}: ' if line else ''}{warning}")
+
+
+def run(args: argparse.Namespace, settings: Settings, transport: Any = None) -> int:
+    from tqdm import tqdm
+
+    if not args.file.is_file():
+        print(f"vera ingest: {args.file}: no such file", file=sys.stderr)
+        return EXIT_REFUSED
+    bars: dict[str, tqdm] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if total < PROGRESS_FROM:
+            return
+        bar = bars.get(stage)
+        if bar is None:
+            label = "loading records" if stage == "load" else "indexing"
+            bar = bars[stage] = tqdm(total=total, desc=label, unit="record", file=sys.stderr)
+        bar.total = total
+        bar.update(done - bar.n)
+
+    try:
+        records, cited = read_records(args.file)
+        with open_client(args, settings, transport) as api:
+            check_cited_sources(api, args.project, cited)
+            summary = load(api, args.project, records, progress)
+    except IngestFileError as exc:
+        print(f"vera ingest: {args.file} rejected, nothing was written:", file=sys.stderr)
+        for line, reason in exc.errors:
+            print(f"  line {line}: {reason}", file=sys.stderr)
+        return EXIT_REFUSED
+    except ClientStop as stop:
+        print(f"vera ingest: {stop.message}", file=sys.stderr)
+        return stop.exit_code
+    except ApiRefused as refused:
+        print(f"vera ingest: project {args.project}: {refused.describe()}", file=sys.stderr)
+        return EXIT_REFUSED
+    finally:
+        for bar in bars.values():
+            bar.close()
+    if args.json:
+        print(json.dumps(summary.as_json(), indent=2))
+    else:
+        _print_summary(summary)
+    return EXIT_OK

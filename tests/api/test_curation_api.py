@@ -42,6 +42,7 @@ class World:
     member: User
     outsider: User
     project_id: str
+    workspace_id: str
 
 
 async def _user(identity: IdentityServiceStub, name: str) -> User:
@@ -88,7 +89,7 @@ async def world(pg_dsn: str) -> AsyncIterator[World]:
                 async with httpx.AsyncClient(transport=transport,
                                              base_url="http://127.0.0.1:8081") as client:
                     yield World(client, knowledge, owner, curator, member, outsider,
-                                project.project_id)
+                                project.project_id, workspace.workspace_id)
         finally:
             for channel in channels:
                 await channel.close()
@@ -231,3 +232,88 @@ async def test_curators_see_conflicted_attempts_with_the_fact_they_contradict(
     refused = await world.api.get("/curation/projects/payments/conflicted-attempts",
                                   headers=world.member.auth)
     assert refused.status_code == 403
+
+
+def _records(*objects: str) -> list[dict]:
+    return [{"type": "source", "id": "adr-7", "title": "ADR 7"},
+            *({"type": "fact", "subject": "payments-api", "predicate": "depends_on",
+               "object": o, "source": "adr-7", "evidence": "x" * 8000} for o in objects)]
+
+
+async def test_a_workspace_owner_creates_a_project_through_its_workspace(world: World) -> None:
+    url = f"/identity/workspaces/{world.workspace_id}/projects"
+    created = await world.api.post(url, json={"project": "billing"}, headers=world.owner.auth)
+    assert created.status_code == 201, created.text
+    assert created.json()["slug"] == "billing"
+    assert created.json()["workspace_id"] == world.workspace_id
+    again = await world.api.post(url, json={"project": "billing"}, headers=world.owner.auth)
+    assert again.status_code == 200
+    assert again.json()["project_id"] == created.json()["project_id"]
+    # A member cannot; the workspace's curator curates what its owner created.
+    refused = await world.api.post(url, json={"project": "ops"}, headers=world.member.auth)
+    assert refused.status_code == 403
+    listed = await world.api.get("/curation/projects/billing/proposals",
+                                 headers=world.curator.auth)
+    assert listed.status_code == 200 and listed.json()["total"] == 0
+
+
+async def test_a_curator_ingests_and_others_are_refused_naming_the_project(world: World) -> None:
+    url = "/curation/projects/payments/ingest"
+    # Three facts of 8,000-character evidence: past the 16 KiB every other route allows.
+    loaded = await world.api.post(url, json={"records": _records("ledger", "kafka", "redis")},
+                                  headers=world.curator.auth)
+    assert loaded.status_code == 200, loaded.text
+    body = loaded.json()
+    assert (body["project_slug"], body["facts"], body["sources"]["created"]) == (
+        "payments", {"created": 3, "deduplicated": 0}, 1)
+    assert len(body["fact_keys"]) == 3 and body["change_position"] > 0
+    source = await world.api.get("/curation/projects/payments/sources/adr-7",
+                                 headers=world.curator.auth)
+    assert source.status_code == 200 and source.json()["source"]["source_id"] == "adr-7"
+    unknown = await world.api.get("/curation/projects/payments/sources/adr-404",
+                                  headers=world.curator.auth)
+    assert unknown.status_code in (400, 404)
+    assert unknown.json()["error"]["code"] in ("invalid_input", "not_found")
+
+    as_member = await world.api.post(url, json={"records": _records("x")},
+                                     headers=world.member.auth)
+    assert as_member.status_code == 403
+    assert as_member.json()["error"] == {**as_member.json()["error"], "code": "unauthorized",
+                                         "required_role": "curator"}
+    as_outsider = await world.api.post(url, json={"records": _records("x")},
+                                       headers=world.outsider.auth)
+    assert as_outsider.status_code == 404
+    assert as_outsider.json()["error"]["code"] == "project_out_of_scope"
+    # Only an administrator's ingest creates a missing project.
+    missing = await world.api.post("/curation/projects/ops/ingest",
+                                   json={"records": _records("x")}, headers=world.owner.auth)
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "project_out_of_scope"
+
+
+async def test_ingest_refuses_a_bad_record_naming_it_and_writes_nothing(world: World) -> None:
+    records = _records("ledger")
+    records.append({"type": "fact", "subject": "a", "predicate": "b", "object": "c",
+                    "trust_tier": 9})
+    refused = await world.api.post("/curation/projects/payments/ingest",
+                                   json={"records": records}, headers=world.curator.auth)
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert (error["field"], error["reason"], error["index"]) == ("records[2]", "invalid_record",
+                                                                 "2")
+    for body, field in (({"records": []}, "records"), ({"rows": []}, "rows"),
+                        ({"records": [{}] * 2001}, "records")):
+        response = await world.api.post("/curation/projects/payments/ingest", json=body,
+                                        headers=world.curator.auth)
+        assert response.status_code == 400 and response.json()["error"]["field"] == field
+    source = await world.api.get("/curation/projects/payments/sources/adr-7",
+                                 headers=world.curator.auth)
+    assert source.status_code != 200  # the valid records before the bad one were not written
+
+
+async def test_an_ingest_body_has_its_own_limit(world: World) -> None:
+    big = {"records": _records(*(f"dep-{i}" for i in range(300)))}  # ~2.4 MB
+    response = await world.api.post("/curation/projects/payments/ingest", json=big,
+                                    headers=world.curator.auth)
+    assert response.status_code == 413
+    assert response.json()["error"]["field"] == "body"

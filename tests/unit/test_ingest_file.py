@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vera.ingest import IngestFileError, parse_jsonl
+from vera.ingest_records import IngestFileError, parse_jsonl
 
 
 def write(tmp_path: Path, *lines: object) -> Path:
@@ -112,20 +112,46 @@ def test_correction_lines_parse_with_the_key_they_correct(tmp_path):
     assert err.value.errors[0][0] == 1
 
 
+def _ingest_args(*argv: str):
+    import argparse
+
+    from vera import ingest
+
+    parser = argparse.ArgumentParser()
+    ingest.add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["ingest", *argv])
+
+
 def test_vera_ingest_exits_2_naming_the_lines_when_a_cited_source_is_unknown(
-    tmp_path: Path, monkeypatch, capsys
+    tmp_path: Path, capsys
 ):
-    """The project check happens in ``ingest_file``; the CLI reports it like a bad file."""
-    from vera import cli, ingest
+    """The project's sources are asked for before anything is sent; an unknown one is
+    reported like a bad line, and no ingest request follows."""
+    import httpx
 
-    async def unknown(settings, parsed, project, **kw):
-        raise IngestFileError([(line, "source: no source with id 'adr-1' in this file or "
-                                      "project payments")
-                               for line in parsed.cited_sources["adr-1"]])
+    from vera import ingest
+    from vera.config import Settings
 
-    monkeypatch.setattr(ingest, "ingest_file", unknown)
+    seen: list[str] = []
+
+    def api(request: httpx.Request) -> httpx.Response:
+        seen.append(f"{request.method} {request.url.path}")
+        return httpx.Response(400, json={"error": {"code": "invalid_input",
+                                                   "field": "source_id"}})
+
     path = write(tmp_path, {**FACT, "source": "adr-1"})
-    assert cli.main(["ingest", str(path), "--project", "payments",
-                     "--data-dir", str(tmp_path)]) == 2
+    args = _ingest_args(str(path), "--project", "payments", "--api-url", "http://127.0.0.1:9")
+    assert ingest.run(args, Settings(), transport=httpx.MockTransport(api)) == 2
     err = capsys.readouterr().err
     assert "nothing was written" in err and "line 1: source" in err
+    assert seen == ["GET /curation/projects/payments/sources/adr-1"]
+
+
+def test_without_a_running_stack_or_api_url_ingest_stops(tmp_path: Path, capsys):
+    from vera import ingest
+    from vera.config import Settings
+
+    args = _ingest_args(str(write(tmp_path, FACT)), "--project", "payments",
+                        "--data-dir", str(tmp_path / "no-stack"))
+    assert ingest.run(args, Settings()) == 1
+    assert "--api-url" in capsys.readouterr().err

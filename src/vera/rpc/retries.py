@@ -29,6 +29,7 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "ResolveScopes",
         "ResolveProject",
         "ResolveRepository",
+        "AuthorizeCurator",
         "AuthenticateApiKey",
         "ListApiKeys",
         "ListWorkspaceMembers",

@@ -275,3 +275,95 @@ def test_a_page_token_past_int64_is_invalid_input(position: int) -> None:
         decode_offset(token)
     assert caught.value.field == "page_token"
     assert decode_offset(encode_offset(40)) == 40
+
+
+async def attach(identity, actor: pb.Principal, workspace: pb.Workspace, project: str
+                 ) -> pb.AttachProjectResponse:
+    return await identity.stub.AttachProject(pb.AttachProjectRequest(
+        actor_principal_id=actor.principal_id, workspace_id=workspace.workspace_id,
+        project=project))
+
+
+async def test_attaching_a_slug_no_project_holds_creates_it_in_the_workspace(identity) -> None:
+    root = await admin(identity)
+    lead, dev = await user(identity, root, "lead"), await user(identity, root, "dev")
+    workspace = (await identity.stub.CreateWorkspace(pb.CreateWorkspaceRequest(
+        actor_principal_id=lead.principal_id, slug="team"))).workspace
+    await invite(identity, lead, workspace, dev)
+    (pending,) = await invitations(identity, dev)
+    await identity.stub.AcceptInvitation(pb.AcceptInvitationRequest(
+        actor_principal_id=dev.principal_id, invitation_id=pending.invitation_id))
+
+    created = await attach(identity, lead, workspace, "payments")
+    assert created.created
+    assert (created.project.slug, created.project.owner_principal_id,
+            created.project.workspace_id) == ("payments", lead.principal_id,
+                                              workspace.workspace_id)
+    again = await attach(identity, lead, workspace, "payments")
+    assert (again.created, again.project.project_id) == (False, created.project.project_id)
+    # Members read it by its slug.
+    resolved = await identity.stub.ResolveProject(pb.ResolveProjectRequest(
+        principal_id=dev.principal_id, project="payments"))
+    assert resolved.project.project_id == created.project.project_id
+    # An administrator creates one in any workspace; it owns what it creates.
+    by_admin = await attach(identity, root, workspace, "billing")
+    assert by_admin.created and by_admin.project.owner_principal_id == root.principal_id
+
+
+async def test_only_owners_and_administrators_create_and_slugs_are_checked(identity) -> None:
+    root = await admin(identity)
+    lead, dev = await user(identity, root, "lead"), await user(identity, root, "dev")
+    workspace = (await identity.stub.CreateWorkspace(pb.CreateWorkspaceRequest(
+        actor_principal_id=lead.principal_id, slug="team"))).workspace
+    await identity.stub.SetWorkspaceMember(pb.SetWorkspaceMemberRequest(
+        actor_principal_id=root.principal_id, workspace_id=workspace.workspace_id,
+        principal_id=dev.principal_id, role=pb.WORKSPACE_ROLE_CURATOR))
+    with pytest.raises(Unauthorized):
+        await attach(identity, dev, workspace, "payments")
+    for slug, reason in (("Payments!", None), ("personal-1234abcd", "reserved_slug")):
+        with pytest.raises(InvalidInput) as refused:
+            await attach(identity, lead, workspace, slug)
+        assert refused.value.metadata.get("field") == "project"
+        assert refused.value.metadata.get("reason") == reason
+    # A slug another principal's project holds stays theirs.
+    _, theirs = await tenant(identity, dev, "dev")
+    with pytest.raises(ProjectOutOfScope):
+        await attach(identity, lead, workspace, theirs.slug)
+
+
+async def authorize(identity, who: pb.Principal, project: str) -> pb.Project:
+    return (await identity.stub.AuthorizeCurator(pb.AuthorizeCuratorRequest(
+        principal_id=who.principal_id, project=project))).project
+
+
+async def test_the_curator_rule_owner_or_workspace_owner_or_curator(identity) -> None:
+    root = await admin(identity)
+    lead, curator, dev, outsider = [await user(identity, root, n)
+                                    for n in ("lead", "curator", "dev", "outsider")]
+    workspace = (await identity.stub.CreateWorkspace(pb.CreateWorkspaceRequest(
+        actor_principal_id=root.principal_id, slug="team",
+        owner_principal_id=lead.principal_id))).workspace
+    for who, role in ((curator, pb.WORKSPACE_ROLE_CURATOR), (dev, pb.WORKSPACE_ROLE_MEMBER)):
+        await identity.stub.SetWorkspaceMember(pb.SetWorkspaceMemberRequest(
+            actor_principal_id=root.principal_id, workspace_id=workspace.workspace_id,
+            principal_id=who.principal_id, role=role))
+    project = (await attach(identity, root, workspace, "payments")).project
+    for who in (root, lead, curator):  # project owner, workspace owner, workspace curator
+        assert (await authorize(identity, who, "payments")).project_id == project.project_id
+    with pytest.raises(Unauthorized) as refused:
+        await authorize(identity, dev, "payments")
+    assert refused.value.metadata == {"required_role": "curator"}
+    with pytest.raises(ProjectOutOfScope):
+        await authorize(identity, outsider, "payments")
+    with pytest.raises(InvalidInput) as refused:
+        await authorize(identity, dev, dev.personal_scope_id)
+    assert refused.value.metadata == {"field": "project", "reason": "not_shared"}
+    # The same rule maps repositories: a workspace curator may, a member may not.
+    mapped = await identity.stub.MapRepository(pb.MapRepositoryRequest(
+        principal_id=curator.principal_id, project_id=project.project_id,
+        repository="git@github.com:acme/payments.git"))
+    assert mapped.created
+    with pytest.raises(Unauthorized):
+        await identity.stub.MapRepository(pb.MapRepositoryRequest(
+            principal_id=dev.principal_id, project_id=project.project_id,
+            repository="git@github.com:acme/payments.git"))

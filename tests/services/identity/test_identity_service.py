@@ -285,7 +285,7 @@ async def test_map_repository_rejections(identity) -> None:
                 repository="github.com/Acme/Payments",
             )
         )
-    assert exc.value.metadata == {"field": "project_id", "reason": "personal_scope"}
+    assert exc.value.metadata == {"field": "project_id", "reason": "not_shared"}
 
 
 async def resolve(identity, principal_id: str, repository: str) -> pb.ResolveRepositoryResponse:

@@ -163,6 +163,20 @@ class MapRepositoryResponse(_message.Message):
     created: bool
     def __init__(self, canonical_repository: _Optional[str] = ..., created: _Optional[bool] = ...) -> None: ...
 
+class AuthorizeCuratorRequest(_message.Message):
+    __slots__ = ("principal_id", "project")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    project: str
+    def __init__(self, principal_id: _Optional[str] = ..., project: _Optional[str] = ...) -> None: ...
+
+class AuthorizeCuratorResponse(_message.Message):
+    __slots__ = ("project",)
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    project: Project
+    def __init__(self, project: _Optional[_Union[Project, _Mapping]] = ...) -> None: ...
+
 class ResolveRepositoryRequest(_message.Message):
     __slots__ = ("principal_id", "repository")
     PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
@@ -442,10 +456,12 @@ class AttachProjectRequest(_message.Message):
     def __init__(self, actor_principal_id: _Optional[str] = ..., workspace_id: _Optional[str] = ..., project: _Optional[str] = ...) -> None: ...
 
 class AttachProjectResponse(_message.Message):
-    __slots__ = ("project",)
+    __slots__ = ("project", "created")
     PROJECT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
     project: Project
-    def __init__(self, project: _Optional[_Union[Project, _Mapping]] = ...) -> None: ...
+    created: bool
+    def __init__(self, project: _Optional[_Union[Project, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class EnsureExternalPrincipalRequest(_message.Message):
     __slots__ = ("issuer", "subject", "email", "email_verified")

@@ -67,6 +67,11 @@ class IdentityServiceStub:
                 request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.MapRepositoryRequest.SerializeToString,
                 response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.MapRepositoryResponse.FromString,
                 _registered_method=True)
+        self.AuthorizeCurator = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/AuthorizeCurator',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.AuthorizeCuratorRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.AuthorizeCuratorResponse.FromString,
+                _registered_method=True)
         self.ResolveRepository = channel.unary_unary(
                 '/vera.identity.v1.IdentityService/ResolveRepository',
                 request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ResolveRepositoryRequest.SerializeToString,
@@ -192,7 +197,16 @@ class IdentityServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def MapRepository(self, request, context):
-        """Maps a repository identity to a project the principal owns.
+        """Maps a repository identity to a shared project the principal curates.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AuthorizeCurator(self, request, context):
+        """Returns the shared project when the principal curates it: its owner, or an owner or
+        curator of its workspace. A project the principal cannot read is PROJECT_OUT_OF_SCOPE;
+        a readable one it may not curate is UNAUTHORIZED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -275,7 +289,8 @@ class IdentityServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AttachProject(self, request, context):
-        """Attaches a shared project to a workspace, so its members read it.
+        """Attaches a shared project to a workspace, so its members read it; a slug no project
+        holds yet creates the project, owned by the actor.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -354,6 +369,11 @@ def add_IdentityServiceServicer_to_server(servicer, server):
                     servicer.MapRepository,
                     request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.MapRepositoryRequest.FromString,
                     response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.MapRepositoryResponse.SerializeToString,
+            ),
+            'AuthorizeCurator': grpc.unary_unary_rpc_method_handler(
+                    servicer.AuthorizeCurator,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.AuthorizeCuratorRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.AuthorizeCuratorResponse.SerializeToString,
             ),
             'ResolveRepository': grpc.unary_unary_rpc_method_handler(
                     servicer.ResolveRepository,
@@ -601,6 +621,33 @@ class IdentityService:
             '/vera.identity.v1.IdentityService/MapRepository',
             vera_dot_identity_dot_v1_dot_identity__pb2.MapRepositoryRequest.SerializeToString,
             vera_dot_identity_dot_v1_dot_identity__pb2.MapRepositoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AuthorizeCurator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/AuthorizeCurator',
+            vera_dot_identity_dot_v1_dot_identity__pb2.AuthorizeCuratorRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.AuthorizeCuratorResponse.FromString,
             options,
             channel_credentials,
             insecure,

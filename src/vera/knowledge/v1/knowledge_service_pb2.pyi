@@ -166,18 +166,20 @@ class IngestKnowledgeRequest(_message.Message):
     def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[SourceInput, _Mapping]]] = ..., entities: _Optional[_Iterable[_Union[EntityInput, _Mapping]]] = ..., facts: _Optional[_Iterable[_Union[FactInput, _Mapping]]] = ...) -> None: ...
 
 class IngestKnowledgeResponse(_message.Message):
-    __slots__ = ("sources", "entities", "facts", "change_position", "warnings")
+    __slots__ = ("sources", "entities", "facts", "change_position", "warnings", "fact_keys")
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     FACTS_FIELD_NUMBER: _ClassVar[int]
     CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
     sources: IngestCounts
     entities: IngestCounts
     facts: IngestCounts
     change_position: int
     warnings: _containers.RepeatedCompositeFieldContainer[IngestWarning]
-    def __init__(self, sources: _Optional[_Union[IngestCounts, _Mapping]] = ..., entities: _Optional[_Union[IngestCounts, _Mapping]] = ..., facts: _Optional[_Union[IngestCounts, _Mapping]] = ..., change_position: _Optional[int] = ..., warnings: _Optional[_Iterable[_Union[IngestWarning, _Mapping]]] = ...) -> None: ...
+    fact_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, sources: _Optional[_Union[IngestCounts, _Mapping]] = ..., entities: _Optional[_Union[IngestCounts, _Mapping]] = ..., facts: _Optional[_Union[IngestCounts, _Mapping]] = ..., change_position: _Optional[int] = ..., warnings: _Optional[_Iterable[_Union[IngestWarning, _Mapping]]] = ..., fact_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class IngestWarning(_message.Message):
     __slots__ = ("field", "reason", "codepoint")

@@ -1,0 +1,166 @@
+"""How a `vera` command reaches the REST API as a person: one home for finding the API,
+the API key and the refusals, shared by `vera curate` and `vera ingest`.
+
+- The API is ``--api-url``, else the running stack's ``api_url`` in
+  ``<data-dir>/run/stack.json``. With neither, the command stops: guessing a port would
+  talk to whatever listens there (another team's stack).
+- The API key is read from standard input with ``--api-key-stdin``, else from
+  ``VERA_API_KEY``; when the API answers 401 and a terminal is attached, it is asked for
+  once. Never from a flag: a command line shows in ``ps``. The local-dev stack needs none.
+- A key is never sent over plain ``http://`` to a host other than this machine's loopback,
+  unless ``--allow-plain-http`` says so on purpose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import ipaddress
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from vera.config import Settings
+
+TIMEOUT_SECONDS = 60.0
+# Exit codes every API command shares: done, the API could not be reached, refused.
+EXIT_OK, EXIT_UNREACHABLE, EXIT_REFUSED = 0, 1, 2
+
+
+class ClientStop(Exception):
+    """The command cannot go on; ``message`` says why and ``exit_code`` how it ends."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+class ApiRefused(Exception):
+    """The API answered an error: its status and the body's ``error`` object."""
+
+    def __init__(self, status: int, error: dict[str, Any]) -> None:
+        super().__init__(str(error.get("code", status)))
+        self.status = status
+        self.error = error
+
+    @property
+    def code(self) -> str:
+        return str(self.error.get("code", self.status))
+
+    def describe(self) -> str:
+        """The stable code and its details (field, reason...), never a credential."""
+        detail = ", ".join(f"{k}={v}" for k, v in self.error.items()
+                           if k not in ("code", "message"))
+        return f"refused ({self.code})" + (f": {detail}" if detail else "")
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--api-url", help="REST API base URL (default: the running stack's "
+                        "api_url in <data-dir>/run/stack.json)")
+    parser.add_argument("--api-key-stdin", action="store_true",
+                        help="read the API key from standard input (default: VERA_API_KEY, "
+                             "else a prompt when the API asks for one; none in local-dev)")
+    parser.add_argument("--allow-plain-http", action="store_true",
+                        help="send the API key over http:// to a non-loopback host")
+    parser.add_argument("--data-dir", type=Path, help="data dir of the running stack")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def api_url(settings: Settings, explicit: str | None, data_dir: Path | None) -> str:
+    from vera.stack import read_stack_file
+
+    if explicit:
+        return explicit.rstrip("/")
+    where = (data_dir or settings.data_dir).expanduser().resolve()
+    stack = read_stack_file(where)
+    if stack is not None and stack.get("api_url"):
+        return str(stack["api_url"]).rstrip("/")
+    raise ClientStop(
+        f"no running VERA stack in {where} (no run/stack.json) and no --api-url: start "
+        "one with `vera up`, pass its --data-dir, or give the deployment's --api-url",
+        EXIT_UNREACHABLE)
+
+
+@dataclass
+class ApiClient:
+    """A person's session with the REST API."""
+
+    base_url: str
+    api_key: str = ""
+    allow_plain_http: bool = False
+    transport: Any = None
+    _client: httpx.Client | None = field(default=None, repr=False)
+
+    def __enter__(self) -> ApiClient:
+        self._client = httpx.Client(base_url=self.base_url, timeout=TIMEOUT_SECONDS,
+                                    transport=self.transport)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def _headers(self) -> dict[str, str]:
+        if not self.api_key:
+            return {}
+        url = urlsplit(self.base_url)
+        if url.scheme != "https" and not _loopback(url.hostname or "") \
+                and not self.allow_plain_http:
+            raise ClientStop(
+                f"refusing to send an API key over plain {url.scheme}:// to {url.hostname}: "
+                "use https, or --allow-plain-http if this network is trusted", EXIT_REFUSED)
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+    def call(self, method: str, path: str, *, json: Any = None,
+             params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The answer's JSON; raises ApiRefused for an error answer, ClientStop when the
+        API cannot be reached. A 401 with a terminal attached asks for the key once."""
+        assert self._client is not None, "use ApiClient as a context manager"
+        for attempt in range(2):
+            try:
+                response = self._client.request(method, path, json=json, params=params,
+                                                 headers=self._headers())
+            except httpx.HTTPError as exc:
+                raise ClientStop(
+                    f"cannot reach the REST API at {self.base_url} ({type(exc).__name__}); "
+                    "is the stack running?", EXIT_UNREACHABLE) from None
+            if response.status_code == 401 and attempt == 0 and _can_prompt():
+                self.api_key = getpass.getpass(f"API key for {self.base_url}: ").strip()
+                continue
+            break
+        data = response.json() if response.content else {}
+        if response.status_code >= 400:
+            error = data.get("error") if isinstance(data, dict) else None
+            raise ApiRefused(response.status_code, error if isinstance(error, dict) else {})
+        return data if isinstance(data, dict) else {}
+
+
+def _can_prompt() -> bool:
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def open_client(args: argparse.Namespace, settings: Settings, transport: Any = None
+                ) -> ApiClient:
+    """The client the command's arguments describe (see the module docstring)."""
+    base = api_url(settings, args.api_url, args.data_dir)
+    if args.api_key_stdin:
+        key = sys.stdin.readline().strip()
+        if not key:
+            raise ClientStop("--api-key-stdin: standard input held no API key", EXIT_REFUSED)
+    else:
+        key = os.environ.get("VERA_API_KEY", "").strip()
+    return ApiClient(base, key, args.allow_plain_http, transport)

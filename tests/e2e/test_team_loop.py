@@ -1,0 +1,176 @@
+"""A team's loop on an authenticated deployment, every step as its person takes it, and
+every command the README's "Set up a team" section shows:
+
+`vera up` with authentication (JWT verification, registration closed) -> the first
+administrator (`vera admin create-user --admin`) -> over REST a workspace, a curator, a
+developer and a project created through the workspace -> the curator `vera ingest`s as
+itself (its API key, never the internal key or the data dir) -> the developer's MCP token
+grounds `knowledge_get_context` in the project -> the developer proposes into it -> the
+curator lists and verifies it (`vera curate`) -> the developer is served the verified fact.
+No step runs in local mode.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from conftest import AUTH_AUDIENCE, AUTH_ISSUER, AUTH_SECRET
+from mcp import Client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+from vera.stack import LaunchedStack, launch, launch_env
+
+pytestmark = pytest.mark.e2e
+
+PROJECT = "payments"
+REPO = "git@github.com:acme/payments.git"
+RECORDS = [
+    {"type": "source", "id": "adr-7", "source_type": "adr", "title": "ADR 7: the ledger",
+     "uri": "https://git.acme.test/adr/7", "observed_at": "2026-11-20T00:00:00Z"},
+    {"type": "fact", "subject": "payments-api", "predicate": "uses_database",
+     "object": "PostgreSQL 16", "source": "adr-7", "evidence": "The ledger lives in PG 16.",
+     "repository": REPO},
+    {"type": "fact", "subject": "payments-api", "predicate": "owned_by",
+     "object": "the payments squad", "source": "adr-7", "evidence": "Owners: payments."},
+]
+
+
+@pytest.fixture(scope="module")
+def team_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LaunchedStack]:
+    """A team deployment: authentication on, registration closed (the default)."""
+    data_dir = tmp_path_factory.mktemp("team-stack") / "data"
+    env = launch_env(data_dir, VERA_MCP__JWT_SECRET=AUTH_SECRET,
+                     VERA_MCP__AUTH_ISSUER=AUTH_ISSUER, VERA_MCP__AUTH_AUDIENCE=AUTH_AUDIENCE)
+    with launch(data_dir, env) as running:
+        yield running
+
+
+def api_url(stack: LaunchedStack) -> str:
+    return json.loads((stack.data_dir / "run" / "stack.json").read_text())["api_url"]
+
+
+def vera_as(stack: LaunchedStack, api_key: str, *args: str, stdin: str | None = None
+            ) -> subprocess.CompletedProcess:
+    """A `vera` command run by a person holding ``api_key`` (in VERA_API_KEY, as the README
+    says; ``stdin`` for --api-key-stdin), pointed at the deployment with --api-url."""
+    env = {k: v for k, v in stack.env.items() if k != "VERA_DATA_DIR"}
+    if stdin is None:
+        env["VERA_API_KEY"] = api_key
+    return subprocess.run([sys.executable, "-m", "vera.cli", *args], env=env, input=stdin,
+                          capture_output=True, text=True, timeout=300)
+
+
+def mcp(stack: LaunchedStack, token: str) -> Client:
+    http = create_mcp_http_client(headers={"authorization": f"Bearer {token}"})
+    return Client(streamable_http_client(stack.mcp_url, http_client=http))
+
+
+async def call(client: Client, tool: str, **arguments) -> dict:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {key}"}
+
+
+async def test_the_team_loop_on_an_authenticated_deployment(team_stack, tmp_path: Path) -> None:
+    base = api_url(team_stack)
+    api = httpx.Client(base_url=base, timeout=60)
+
+    # The platform team: the first administrator, from the machine that runs the stack.
+    created = team_stack.vera("admin", "create-user", "--name", "root", "--admin",
+                              "--data-dir", str(team_stack.data_dir))
+    assert created.returncode == 0, created.stderr
+    fields = dict(line.split(":", 1) for line in created.stdout.splitlines() if ":" in line)
+    root = fields["api_key"].strip()
+    # Nobody registers themselves on a team deployment.
+    assert api.post("/identity/register", json={"display_name": "x"}).status_code == 403
+
+    # The administrator: people, a workspace with their roles, and the team's project.
+    people = {}
+    for name in ("carol", "dev"):
+        user = api.post("/identity/users", headers=bearer(root), json={"display_name": name})
+        assert user.status_code == 201, user.text
+        people[name] = user.json()
+    workspace = api.post("/identity/workspaces", headers=bearer(root), json={"slug": "acme"})
+    assert workspace.status_code == 201, workspace.text
+    workspace_id = workspace.json()["workspace_id"]
+    for name, role in (("carol", "curator"), ("dev", "member")):
+        member = api.put(f"/identity/workspaces/{workspace_id}/members/"
+                         f"{people[name]['principal_id']}", headers=bearer(root),
+                         json={"role": role})
+        assert member.status_code == 200, member.text
+    project = api.post(f"/identity/workspaces/{workspace_id}/projects", headers=bearer(root),
+                       json={"project": PROJECT})
+    assert project.status_code == 201, project.text
+    curator, developer = people["carol"]["api_key"], people["dev"]["api_key"]
+
+    # The curator loads the team's knowledge as itself.
+    facts = tmp_path / "payments.jsonl"
+    facts.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    loaded = vera_as(team_stack, curator, "ingest", str(facts), "--project", PROJECT,
+                     "--api-url", base)
+    assert loaded.returncode == 0, loaded.stderr
+    assert "2 created, 0 deduplicated" in loaded.stdout
+    printed = {int(line.split(":")[0]): line.split(": ")[1].strip()
+               for line in loaded.stdout.splitlines() if line.startswith("  ") and
+               line.strip().split(":")[0].isdigit()}
+    assert sorted(printed) == [2, 3]
+    # A developer is not the project's curator: refused, naming the project, nothing written.
+    refused = vera_as(team_stack, "", "ingest", str(facts), "--project", PROJECT,
+                      "--api-url", base, "--api-key-stdin", stdin=developer + "\n")
+    assert refused.returncode == 2
+    assert "project payments" in refused.stderr and "unauthorized" in refused.stderr
+
+    # The developer's agent: an MCP token grounds the task in the team's project.
+    exchanged = api.post("/identity/mcp-token", headers=bearer(developer),
+                         json={"scopes": ["memory:read", "memory:propose"]})
+    assert exchanged.status_code == 200, exchanged.text
+    token = exchanged.json()["access_token"]
+    async with mcp(team_stack, token) as client:
+        boot = await call(client, "knowledge_bootstrap", repository=REPO, branch="main")
+        assert boot["repository"]["status"] == "selected"
+        context = await call(client, "knowledge_get_context", project=PROJECT,
+                             query="which database does payments-api use?")
+        top = context["results"][0]
+        assert (top["object"], top["fact_key"]) == ("PostgreSQL 16", printed[2])
+        assert top["citations"][0]["source_id"] == "adr-7"
+        proposal = await call(client, "knowledge_propose", subject="payments-api",
+                              predicate="retry_policy", object="three times with backoff",
+                              evidence_text="seen in handler.py", task_ref="task-7",
+                              runtime="claude-code", project=PROJECT)
+        assert proposal["outcome"] == "created"
+        proposed_key = proposal["fact"]["fact_key"]
+
+    # The curator reviews the queue and verifies.
+    curate = ("curate", "--api-url", base, "--json")
+    listed = vera_as(team_stack, curator, *curate, "list", PROJECT)
+    assert listed.returncode == 0, listed.stderr
+    assert [p["fact_key"] for p in json.loads(listed.stdout)["proposals"]] == [proposed_key]
+    verified = vera_as(team_stack, curator, *curate, "verify", PROJECT, proposed_key)
+    assert verified.returncode == 0, verified.stderr
+    verified_key = json.loads(verified.stdout)["fact"]["fact_key"]
+    # The developer may not curate.
+    assert vera_as(team_stack, developer, *curate, "list", PROJECT).returncode == 2
+
+    # Every agent of the team is served the verified fact.
+    async with mcp(team_stack, token) as client:
+        with anyio.fail_after(120):
+            while True:
+                found = await call(client, "knowledge_get_context", project=PROJECT,
+                                   query="what is the retry policy of payments-api?")
+                served = [r for r in found["results"] if r["fact_key"] == verified_key]
+                if served:
+                    break
+                await anyio.sleep(0.2)
+    assert served[0]["object"] == "three times with backoff"
+    assert served[0]["citations"][0]["verification"] == "verified"

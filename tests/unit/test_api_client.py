@@ -1,0 +1,95 @@
+"""How a person's `vera` command reaches the REST API (``vera.api_client``): where the API
+is, where the key comes from, and where a key is never sent."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+
+from vera import api_client
+from vera.api_client import ApiRefused, ClientStop, add_connection_arguments, open_client
+from vera.config import Settings
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_connection_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def _recording(seen: list[httpx.Request], status: int = 200) -> httpx.MockTransport:
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if status >= 400:
+            return httpx.Response(status, json={"error": {"code": "unauthenticated"}})
+        return httpx.Response(200, json={"ok": True})
+
+    return httpx.MockTransport(handle)
+
+
+def test_without_a_stack_file_or_api_url_it_stops_naming_both(tmp_path: Path) -> None:
+    with pytest.raises(ClientStop) as stop:
+        open_client(_args("--data-dir", str(tmp_path)), Settings())
+    assert stop.value.exit_code == api_client.EXIT_UNREACHABLE
+    assert "--api-url" in stop.value.message and str(tmp_path.resolve()) in stop.value.message
+
+
+def test_the_running_stacks_api_url_is_used(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "stack.json").write_text(json.dumps({"api_url": "http://127.0.0.1:18081/",
+                                                "pid": os.getpid()}))  # a live stack
+    client = open_client(_args("--data-dir", str(tmp_path)), Settings())
+    assert client.base_url == "http://127.0.0.1:18081"
+
+
+@pytest.mark.parametrize("url", ["http://vera.example.com", "http://10.0.0.7:8081"])
+def test_a_key_is_never_sent_over_plain_http_to_another_host(url: str, monkeypatch) -> None:
+    monkeypatch.setenv("VERA_API_KEY", "vera_0123456789abcdef_secret")
+    seen: list[httpx.Request] = []
+    with open_client(_args("--api-url", url), Settings(), _recording(seen)) as api, \
+            pytest.raises(ClientStop) as stop:
+        api.call("GET", "/identity/me")
+    assert stop.value.exit_code == api_client.EXIT_REFUSED
+    assert seen == []
+    # On purpose, it is sent; over https or to loopback, always.
+    allowed = [("--api-url", url, "--allow-plain-http"), ("--api-url", "https://vera.example.com"),
+               ("--api-url", "http://127.0.0.1:8081"), ("--api-url", "http://localhost:8081")]
+    for argv in allowed:
+        with open_client(_args(*argv), Settings(), _recording(seen)) as api:
+            api.call("GET", "/identity/me")
+    assert [r.headers["authorization"] for r in seen] == \
+        ["Bearer vera_0123456789abcdef_secret"] * len(allowed)
+
+
+def test_the_key_comes_from_stdin_before_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv("VERA_API_KEY", "vera_from_env")
+    monkeypatch.setattr("sys.stdin", io.StringIO("vera_from_stdin\n"))
+    client = open_client(_args("--api-url", "http://127.0.0.1:1", "--api-key-stdin"), Settings())
+    assert client.api_key == "vera_from_stdin"
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    with pytest.raises(ClientStop):
+        open_client(_args("--api-url", "http://127.0.0.1:1", "--api-key-stdin"), Settings())
+
+
+def test_a_401_asks_for_the_key_once_when_a_terminal_is_attached(monkeypatch) -> None:
+    monkeypatch.delenv("VERA_API_KEY", raising=False)
+    monkeypatch.setattr(api_client, "_can_prompt", lambda: True)
+    monkeypatch.setattr(api_client.getpass, "getpass", lambda prompt: "vera_typed")
+    seen: list[httpx.Request] = []
+    with open_client(_args("--api-url", "http://127.0.0.1:1"), Settings(),
+                     _recording(seen, 401)) as api, pytest.raises(ApiRefused) as refused:
+        api.call("GET", "/identity/me")
+    assert refused.value.code == "unauthenticated"
+    assert [r.headers.get("authorization") for r in seen] == [None, "Bearer vera_typed"]
+
+
+def test_there_is_no_api_key_flag() -> None:
+    with pytest.raises(SystemExit):
+        _args("--api-key", "vera_x")
