@@ -71,6 +71,10 @@ _FACT_PROPS: dict[str, Any] = {
     "source_type": STR,
     "citations": array(CITATION),
     "conflicting_fact_keys": STR_LIST,
+    # Corrections, present only when set: the key that replaced this fact (a read of a
+    # corrected key answers its last version, state superseded), the key it corrected.
+    "superseded_by": STR,
+    "corrects": STR,
 }
 _FACT_REQUIRED = [
     "fact_key",
@@ -189,6 +193,14 @@ BOOTSTRAP = obj(
                 "auto_propose_allowed": BOOL,
             }
         ),
+        # What knowledge_propose accepts: the knowledge service's ontology.
+        "proposal_policy": obj(
+            {
+                "allowed_predicates": STR_LIST,
+                "single_valued_predicates": STR_LIST,
+                "ontology_version": STR,
+            }
+        ),
     }
 )
 
@@ -278,6 +290,11 @@ ATTEMPT = obj(
         "fact_state": STR,
         "context": TASK_CONTEXT,
         "created_at": TS,
+        # A verified proposal: the key of the shared fact it became (its own reads
+        # superseded); a corrected fact: its replacement's key.
+        "superseded_by": OPT_STR,
+        # A conflicted attempt created nothing: the active facts it contradicts.
+        "conflicting_fact_keys": STR_LIST,
     }
 )
 

@@ -38,6 +38,7 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "BatchGetFacts",
         "ExplainFact",
         "GetProposalReport",
+        "GetProposalPolicy",
         "ListChanges",
         "GetFact",
         "GetEntity",
