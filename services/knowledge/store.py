@@ -562,17 +562,18 @@ class KnowledgeStore:
                 continue
             seen.add(s.source_id)
             row = await conn.fetchrow(
-                """INSERT INTO sources
+                f"""INSERT INTO sources
                        (source_pk, scope_id, source_id, source_type, title, uri, observed_at)
                    VALUES ($1, $2, $3, $4, $5, $6, $7)
                    ON CONFLICT (scope_id, source_id) DO UPDATE SET
-                       source_type = EXCLUDED.source_type,
-                       title = EXCLUDED.title,
-                       uri = EXCLUDED.uri,
+                       source_type = {_KEPT.format(column="source_type")},
+                       title = {_KEPT.format(column="title")},
+                       uri = {_KEPT.format(column="uri")},
                        observed_at = coalesce(EXCLUDED.observed_at, sources.observed_at),
                        updated_at = now()
                    WHERE (sources.source_type, sources.title, sources.uri, sources.observed_at)
-                       IS DISTINCT FROM (EXCLUDED.source_type, EXCLUDED.title, EXCLUDED.uri,
+                       IS DISTINCT FROM ({_KEPT.format(column="source_type")},
+                           {_KEPT.format(column="title")}, {_KEPT.format(column="uri")},
                            coalesce(EXCLUDED.observed_at, sources.observed_at))
                    RETURNING source_pk, (xmax = 0) AS inserted""",
                 uuid.uuid4(),
@@ -1215,6 +1216,11 @@ async def _insert_attempt(
         ctx.identity(),
     )
     return attempt_id
+
+
+# A source line that leaves a field empty keeps its stored value, so a refresh line needs
+# only the id and the new observed_at (docs/knowledge-model.md, "Refreshing a source").
+_KEPT = "coalesce(nullif(EXCLUDED.{column}, ''), sources.{column})"
 
 
 def _cites(assertion: AssertionView) -> bool:
