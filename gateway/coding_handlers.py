@@ -605,10 +605,10 @@ def _attempt_line(a: dict[str, Any]) -> str:
         )
     if a["outcome"] == "rejected":
         return line + "; nothing was created"
-    now = f"now {a['fact_state']}"
+    line += f" [now {a['fact_state']}] fact_key={a['fact_key']}"
     if a.get("superseded_by"):
-        now += f" by fact_key={a['superseded_by']}"
-    return line + f" [{now}] fact_key={a['fact_key']}"
+        line += f" superseded_by={a['superseded_by']}"
+    return line
 
 
 def render_report(data: dict[str, Any]) -> str:
