@@ -75,6 +75,9 @@ async def bootstrap(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     ]
     granted = ctx.caller.granted
     names = scope_names(ctx.settings)
+    policy = await ctx.backends.knowledge.GetProposalPolicy(
+        knowledge_pb2.GetProposalPolicyRequest()
+    )
     return {
         "server_version": SERVER_VERSION,
         "contract_versions": {
@@ -99,6 +102,11 @@ async def bootstrap(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             "default": "suggest",
             "allowed": ["off", "suggest", "auto-propose"],
             "auto_propose_allowed": AuthClass.PROPOSE in granted,
+        },
+        "proposal_policy": {
+            "allowed_predicates": list(policy.allowed_predicates),
+            "single_valued_predicates": list(policy.single_valued_predicates),
+            "ontology_version": policy.ontology_version,
         },
     }
 
@@ -450,11 +458,14 @@ def _citations(result: dict[str, Any]) -> str:
 
 
 def _fact_line(f: dict[str, Any]) -> str:
-    return (
+    line = (
         f"{f['subject']} {f['predicate']} {f['object']} "
         f"[{f['state']}, tier {f['trust_tier']}, authority {f['authority']:.2f}] "
         f"fact_key={f['fact_key']}"
     )
+    if f.get("superseded_by"):
+        line += f" superseded_by={f['superseded_by']}"
+    return line
 
 
 def _retrieval(data: dict[str, Any], heading: str) -> str:
@@ -496,7 +507,7 @@ def render_search(data: dict[str, Any]) -> str:
 
 
 def render_bootstrap(data: dict[str, Any]) -> str:
-    repo = data["repository"]
+    repo, policy = data["repository"], data["proposal_policy"]
     granted = [c["class"] for c in data["capabilities"] if c["granted"]]
     lines = [
         f"VERA {data['server_version']} (integration contract "
@@ -513,6 +524,9 @@ def render_bootstrap(data: dict[str, Any]) -> str:
         ),
         f"Save mode default {data['save_mode']['default']}; auto-propose allowed: "
         f"{str(data['save_mode']['auto_propose_allowed']).lower()}.",
+        f"Proposal predicates (ontology {policy['ontology_version']}): "
+        f"{', '.join(policy['allowed_predicates']) or 'none'}; single-valued: "
+        f"{', '.join(policy['single_valued_predicates']) or 'none'}.",
     ]
     return "\n".join(lines)
 
@@ -555,28 +569,52 @@ def render_feedback(data: dict[str, Any]) -> str:
 
 
 def render_propose(data: dict[str, Any]) -> str:
-    text = f"Proposal {data['outcome']}"
+    outcome, reason = data["outcome"], data.get("reason")
+    text = f"Proposal {outcome}"
     if data.get("fact"):
         text += f": {_fact_line(data['fact'])}"
-    if data.get("reason"):
-        text += f" (reason: {data['reason']})"
-    if data.get("conflicting_fact_keys"):
-        text += f"; conflicts with {', '.join(data['conflicting_fact_keys'])}"
-    return text + ". It is personal and awaits human verification."
+    if reason:
+        text += f" (reason: {reason})"
+    if outcome == "conflicted":
+        return text + (
+            ". Nothing was created: it contradicts active fact(s) "
+            f"{', '.join(data['conflicting_fact_keys'])}."
+        )
+    if outcome in ("created", "deduplicated"):
+        return text + ". It is personal and awaits human verification."
+    return text + ". Nothing was created."
 
 
 def render_retract(data: dict[str, Any]) -> str:
     return f"Proposal {data['status'].replace('_', ' ')}."
 
 
+def _attempt_line(a: dict[str, Any]) -> str:
+    """One attempt of the report: why it was refused, what it contradicts, or the state
+    of the fact it touched (and the key that replaced it)."""
+    line = f"- {a['outcome']}"
+    if a.get("reason"):
+        line += f" (reason: {a['reason']})"
+    statement = " ".join(x for x in (a["subject"], a["predicate"], a["object"]) if x)
+    if statement:  # a refused attempt keeps none of its text
+        line += f": {statement}"
+    if a["outcome"] == "conflicted":
+        return line + (
+            "; nothing was created: it contradicts active fact(s) "
+            f"{', '.join(a['conflicting_fact_keys'])}"
+        )
+    if a["outcome"] == "rejected":
+        return line + "; nothing was created"
+    line += f" [now {a['fact_state']}] fact_key={a['fact_key']}"
+    if a.get("superseded_by"):
+        line += f" superseded_by={a['superseded_by']}"
+    return line
+
+
 def render_report(data: dict[str, Any]) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in data["counts"].items()) or "none"
     lines = [f"Proposal report: {data['total']} attempt(s) ({counts})."]
-    for a in data["attempts"]:
-        lines.append(
-            f"- {a['outcome']}: {a['subject']} {a['predicate']} {a['object']} "
-            f"[now {a['fact_state']}] fact_key={a['fact_key']}"
-        )
+    lines += [_attempt_line(a) for a in data["attempts"]]
     if data.get("next_cursor"):
         lines.append(f"More: cursor={data['next_cursor']}")
     return "\n".join(lines)

@@ -110,7 +110,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         description=(
             "Discover the caller's principal, granted capability classes, auth profile, tool "
             "profile, readable projects, the project a repository maps to, and the save-mode "
-            "policy. Pass only sanitized repository metadata. Returns no knowledge content."
+            "policy and the predicates knowledge_propose accepts (proposal_policy). Pass "
+            "only sanitized repository metadata. Returns no knowledge content."
         ),
         arguments=ArgumentSpec((_REPOSITORY, _BRANCH, _CODE_PATH, _ROOTS)),
         output_schema=schemas.BOOTSTRAP,
@@ -236,7 +237,9 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
         title="Explain a fact",
         description=(
             "Explain why a fact is trusted: the assertions that support or refute it, with "
-            "their sources, evidence, trust tier and verification state."
+            "their sources, evidence, trust tier and verification state. Without as_of, a "
+            "corrected key answers its last version, state superseded, with superseded_by "
+            "naming the replacement's key."
         ),
         arguments=ArgumentSpec((_FACT_KEY, AS_OF, KNOWN_AS_OF)),
         output_schema=schemas.EXPLAIN,
@@ -304,7 +307,11 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
             "Propose a durable fact into the caller's personal scope as a PROPOSED fact for a "
             "human to verify; it is never published as shared truth. Pass the task context "
             "(runtime, session_ref, task_ref, repository_ref) so retries deduplicate and the "
-            "end-of-task report finds it. Never include secrets, transcripts or source code."
+            "end-of-task report finds it. The predicate must be one knowledge_bootstrap lists "
+            "(proposal_policy.allowed_predicates); another is refused with invalid_input and "
+            "the closest allowed ones in data.candidates. A conflicted outcome creates nothing: "
+            "conflicting_fact_keys are the active facts it contradicts. Never include secrets, "
+            "transcripts or source code."
         ),
         arguments=ArgumentSpec(
             (
@@ -355,7 +362,10 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
             "End-of-task report of every created, skipped, deduplicated, conflicted or rejected "
             "proposal attempt and each fact's current state. At least one context field is "
             "required; every supplied field filters. Page with cursor; counts cover the whole "
-            "filtered report."
+            "filtered report. A refused attempt keeps its reason, not its text; a verified "
+            "proposal reads superseded with superseded_by, the key of the shared fact it became; "
+            "a conflicted attempt created nothing and lists the active facts it contradicts "
+            "(conflicting_fact_keys)."
         ),
         arguments=ArgumentSpec(
             (

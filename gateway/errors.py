@@ -1,13 +1,16 @@
 """The seed's MCP error contract, and the one table that maps service errors onto it.
 
 Every guarded failure leaves the gateway as ``MCPError(code, message, data)`` where
-``data.code`` is the stable slug a client branches on. Messages are fixed strings:
-they never carry a query, a principal id or an internal exception text.
+``data.code`` is the stable slug a client branches on. Messages are fixed strings, except
+that an ``invalid_input`` message names the field, its reason and any did-you-mean (as
+``data`` does): they never carry a refused value, a query, a principal id or an internal
+exception text.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
@@ -28,21 +31,48 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
 }
 
 
+# Names a message may repeat: the server's own field names (``facts[3].evidence``), reason
+# codes and predicates. Anything else a client chose (an odd argument name) stays in data.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\[\]-]{1,64}")
+
+
+def _named(value: Any) -> str | None:
+    return value if isinstance(value, str) and _PLAIN_NAME.fullmatch(value) else None
+
+
+def _message(slug: str, data: dict[str, Any]) -> str:
+    """The fixed message, and for ``invalid_input`` the field, reason and did-you-mean a
+    reader needs without ``data``; never the refused value."""
+    message = ERROR_CODES[slug][1]
+    field = _named(data.get("field"))
+    if slug != "invalid_input" or field is None:
+        return message
+    message = f"argument {field} is invalid"
+    reason = _named(data.get("reason"))
+    if reason is not None:
+        message += f" ({reason})"
+    suggestions = [c for c in data.get("candidates") or [] if _named(c)]
+    if suggestions:
+        message += f"; did you mean: {', '.join(suggestions)}"
+    return message
+
+
 def tool_error(slug: str, **data: Any) -> MCPError:
     """The top-level JSON-RPC error for ``slug`` with extra context in ``data``."""
-    code, message = ERROR_CODES[slug]
-    return MCPError(
-        code, message, {"code": slug, **{k: v for k, v in data.items() if v is not None}}
-    )
+    kept = {k: v for k, v in data.items() if v is not None}
+    return MCPError(ERROR_CODES[slug][0], _message(slug, kept), {"code": slug, **kept})
 
 
 def jsonrpc_error(slug: str, request_id: str | int | None, **data: Any) -> dict[str, Any]:
     """The same error as a JSON-RPC response body, for refusals made before the SDK runs."""
-    code, message = ERROR_CODES[slug]
     return {
         "jsonrpc": "2.0",
         "id": request_id,
-        "error": {"code": code, "message": message, "data": {"code": slug, **data}},
+        "error": {
+            "code": ERROR_CODES[slug][0],
+            "message": _message(slug, data),
+            "data": {"code": slug, **data},
+        },
     }
 
 

@@ -20,15 +20,6 @@ _CONFLICT_FILTER = {
 }
 
 
-def _fact(f: pb.Fact) -> dict[str, Any]:
-    out = views.fact(f)
-    if f.superseded_by:
-        out["superseded_by"] = f.superseded_by
-    if f.corrects:
-        out["corrects"] = f.corrects
-    return out
-
-
 def _freshness(facts: list[pb.Fact]) -> list[dict[str, Any]]:
     """The cited sources knowledge marked stale, once per fact and source."""
     out: list[dict[str, Any]] = []
@@ -90,7 +81,7 @@ async def get_fact(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     request = pb.GetFactRequest(scope_ids=await scope_ids(ctx, None), fact_key=args["fact_key"])
     response = await ctx.backends.knowledge.GetFact(with_time_bounds(request, args))
     return {
-        "fact": _fact(response.fact) if response.HasField("fact") else None,
+        "fact": views.fact(response.fact) if response.HasField("fact") else None,
         "versions": [
             {
                 "version_id": v.version_id,
@@ -121,7 +112,7 @@ async def get_entity(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     facts = list(response.facts)
     return {
         "entity": _entity(response.entity),
-        "facts": [_fact(f) for f in facts],
+        "facts": [views.fact(f) for f in facts],
         "total_facts": response.total_facts,
         "freshness_warnings": _freshness(facts),
         "empty_reason": None if facts else "no_related_facts",
@@ -184,7 +175,7 @@ async def explore(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         "entity": _entity(response.entity),
         "depth": args["depth"],
         "edges": [
-            {"hop": e.hop, "from": e.from_node, "to": e.to_node, "fact": _fact(e.fact)}
+            {"hop": e.hop, "from": e.from_node, "to": e.to_node, "fact": views.fact(e.fact)}
             for e in response.edges
         ],
         "nodes": list(response.nodes),
@@ -216,7 +207,7 @@ async def get_changes(
             "position": c.position,
             "change": c.change,
             "project_id": c.scope_id,
-            "fact": _fact(c.fact) if c.HasField("fact") else None,
+            "fact": views.fact(c.fact) if c.HasField("fact") else None,
             "source_id": c.source_id or None,
             "created_at": views.ts(c, "created_at"),
         }
@@ -242,7 +233,7 @@ async def get_conflicts(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any
             "project_id": g.scope_id,
             "subject": g.subject,
             "predicate": g.predicate,
-            "facts": [_fact(f) for f in g.facts],
+            "facts": [views.fact(f) for f in g.facts],
         }
         for g in response.conflicts
     ]
@@ -279,7 +270,7 @@ async def get_community_lineage(ctx: CallContext, args: dict[str, Any]) -> dict[
     response = await ctx.backends.knowledge.GetCommunityLineage(with_time_bounds(request, args))
     return {
         "community": _community(response.community),
-        "facts": [_fact(f) for f in response.facts],
+        "facts": [views.fact(f) for f in response.facts],
         "next_cursor": response.next_page_token or None,
         "total": response.total,
     }

@@ -198,7 +198,8 @@ GRAPH_TOOLS: tuple[ToolSpec, ...] = (
         "Get a fact",
         "Return one authoritative fact as it was true at as_of and recorded at known_as_of, "
         "with its version history: a correction never overwrites, it closes the old version "
-        "and names the replacement (superseded_by).",
+        "and names the replacement (superseded_by). Without as_of, a corrected key answers its "
+        "last version, state superseded, with superseded_by: read that key next.",
         ArgumentSpec(
             (
                 string("fact_key", ID_LIKE, "The fact's stable key.", required=True),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from vera.config import KnowledgeSettings
+
 STR = {"type": "string"}
 INT = {"type": "integer"}
 NUM = {"type": "number"}
@@ -21,6 +23,44 @@ STR_LIST = {"type": "array", "items": STR}
 HYBRID_MODE = "hybrid"
 DEGRADED_MODE = "lexical_only"
 RETRIEVAL_MODES = (HYBRID_MODE, DEGRADED_MODE)
+
+
+# What a reader of a result needs to know about two of its fields, said once here and added
+# to the description of every tool whose result shows them (``explained``).
+STALE_SOURCE_DAYS_DEFAULT: int = KnowledgeSettings.model_fields["stale_source_days"].default
+TRUST_TIER_NOTE = (
+    "trust_tier runs from 0, the most trusted (curated, human-verified), to 4, unverified "
+    "agent text: lower is better."
+)
+FRESHNESS_NOTE = (
+    "A source_stale warning (or stale source) means the cited source was last observed "
+    f"more than {STALE_SOURCE_DAYS_DEFAULT} days ago (VERA_KNOWLEDGE__STALE_SOURCE_DAYS, "
+    "default); a curator refreshes it by ingesting the same source id with a newer "
+    "observed_at, which updates it in place."
+)
+_NOTES = (
+    (frozenset({"trust_tier"}), TRUST_TIER_NOTE),
+    (frozenset({"freshness_warnings", "freshness"}), FRESHNESS_NOTE),
+)
+
+
+def _property_names(schema: Any) -> set[str]:
+    names: set[str] = set()
+    if isinstance(schema, dict):
+        names |= set(schema.get("properties") or {})
+        for value in schema.values():
+            names |= _property_names(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            names |= _property_names(value)
+    return names
+
+
+def explained(description: str, output_schema: dict[str, Any]) -> str:
+    """``description`` with the note on each field the output shows that needs one."""
+    shown = _property_names(output_schema)
+    notes = [note for fields, note in _NOTES if fields & shown]
+    return " ".join([description, *notes])
 
 
 def obj(
@@ -71,6 +111,10 @@ _FACT_PROPS: dict[str, Any] = {
     "source_type": STR,
     "citations": array(CITATION),
     "conflicting_fact_keys": STR_LIST,
+    # Corrections, present only when set: the key that replaced this fact (a read of a
+    # corrected key answers its last version, state superseded), the key it corrected.
+    "superseded_by": STR,
+    "corrects": STR,
 }
 _FACT_REQUIRED = [
     "fact_key",
@@ -189,6 +233,14 @@ BOOTSTRAP = obj(
                 "auto_propose_allowed": BOOL,
             }
         ),
+        # What knowledge_propose accepts: the knowledge service's ontology.
+        "proposal_policy": obj(
+            {
+                "allowed_predicates": STR_LIST,
+                "single_valued_predicates": STR_LIST,
+                "ontology_version": STR,
+            }
+        ),
     }
 )
 
@@ -278,6 +330,11 @@ ATTEMPT = obj(
         "fact_state": STR,
         "context": TASK_CONTEXT,
         "created_at": TS,
+        # A verified proposal: the key of the shared fact it became (its own reads
+        # superseded); a corrected fact: its replacement's key.
+        "superseded_by": OPT_STR,
+        # A conflicted attempt created nothing: the active facts it contradicts.
+        "conflicting_fact_keys": STR_LIST,
     }
 )
 

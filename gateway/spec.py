@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
 
+from vera.gateway import schemas
 from vera.gateway.bounds import ArgumentSpec
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ class ToolSpec:
         return types.Tool(
             name=self.name,
             title=self.title,
-            description=self.description,
+            description=schemas.explained(self.description, self.output_schema),
             input_schema=self.arguments.schema(),
             output_schema=copy.deepcopy(self.output_schema),
             annotations=types.ToolAnnotations(

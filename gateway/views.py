@@ -101,6 +101,10 @@ def fact(f: knowledge_pb2.Fact, *, compact_citations: bool = False) -> dict[str,
     out["citations"] = [citation(c, compact=compact_citations) for c in f.citations]
     if f.conflicting_fact_keys:
         out["conflicting_fact_keys"] = list(f.conflicting_fact_keys)
+    if f.superseded_by:
+        out["superseded_by"] = f.superseded_by
+    if f.corrects:
+        out["corrects"] = f.corrects
     return out
 
 
@@ -206,4 +210,6 @@ def attempt(a: knowledge_pb2.ProposalAttempt) -> dict[str, Any]:
         "fact_state": state(a.fact_state),
         "context": task_context(a.context),
         "created_at": ts(a, "created_at"),
+        "superseded_by": a.superseded_by or None,
+        "conflicting_fact_keys": list(a.conflicting_fact_keys),
     }

@@ -551,6 +551,16 @@ def displayed_state(stored_state: str, conflicting_fact_keys: tuple[str, ...]) -
     return state
 
 
+def answer_after_replacement(view: FactView) -> FactView | None:
+    """What a read by key answers, without ``as_of``, when no version of the key is valid
+    now: its last version if a correction replaced it, shown SUPERSEDED with
+    ``superseded_by`` naming the replacement, so an old key leads to the new one; None for
+    a fact that merely stopped being valid (nothing replaced it)."""
+    if not view.superseded_by:
+        return None
+    return dataclasses.replace(view, state=FactState.SUPERSEDED)
+
+
 def source_stale(observed_at: datetime | None, now: datetime, stale_after_days: int) -> bool:
     """The one staleness rule: observed longer ago than the threshold. A source never
     observed is not stale (staleness needs an observation time)."""
@@ -740,6 +750,10 @@ class AttemptView:
     fact_state: FactState | None
     context: TaskContext
     created_at: datetime
+    # A verified proposal: the key of the fact it became. A conflicted attempt: the
+    # active facts it contradicts (it created nothing).
+    superseded_by: str = ""
+    conflicting_fact_keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

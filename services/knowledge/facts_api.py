@@ -182,6 +182,8 @@ class FactRpcs:
                     ),
                     context=convert.task_context_to_proto(a.context),
                     created_at=to_timestamp(a.created_at),
+                    superseded_by=a.superseded_by,
+                    conflicting_fact_keys=list(a.conflicting_fact_keys),
                 )
                 for a in report.attempts
             ],
@@ -189,6 +191,16 @@ class FactRpcs:
             outcome_counts=report.outcome_counts,
             state_counts=report.state_counts,
             total_attempts=report.total_attempts,
+        )
+
+    async def GetProposalPolicy(
+        self, request: pb.GetProposalPolicyRequest, context
+    ) -> pb.GetProposalPolicyResponse:
+        ontology = self._store.ontology
+        return pb.GetProposalPolicyResponse(
+            allowed_predicates=sorted(policy_for(ontology).allowed_predicates),
+            single_valued_predicates=sorted(ontology.single_valued_predicates),
+            ontology_version=ontology.version,
         )
 
     async def RecordFeedback(

@@ -384,14 +384,7 @@ class GraphStore:
             )
             if not rows:
                 raise InvalidInput("fact_key", "no such fact in scope", reason="not_found")
-            views = await self._store.facts(
-                conn,
-                scope_ids=scope_ids,
-                fact_keys=[fact_key],
-                as_of=as_of,
-                known_as_of=known_as_of,
-                live_only=False,
-            )
+            fact = await self._store.fact_by_key(conn, scope_ids, fact_key, as_of, known_as_of)
         versions = [
             FactVersionView(
                 version_id=r["version_id"],
@@ -412,7 +405,7 @@ class GraphStore:
             )
             for r in rows
         ]
-        return (views[0] if views else None), versions
+        return fact, versions
 
     # --- entities -----------------------------------------------------------------------
 

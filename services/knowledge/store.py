@@ -196,14 +196,7 @@ class KnowledgeStore:
         if not scope_ids:
             return None
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
-            rows = await self._fact_rows(
-                conn,
-                scope_ids=scope_ids,
-                fact_keys=[fact_key],
-                as_of=as_of,
-                known_as_of=known_as_of,
-                live_only=False,
-            )
+            rows, fallback = await self._key_rows(conn, scope_ids, fact_key, as_of, known_as_of)
             if not rows:
                 return None
             assertions = await self._assertions(
@@ -211,7 +204,58 @@ class KnowledgeStore:
             )
         all_assertions = assertions.get(fact_key, [])
         view = self._view(rows[0], [a for a in all_assertions if _cites(a)])
+        if fallback:
+            replaced = domain.answer_after_replacement(view)
+            if replaced is None:
+                return None
+            view = replaced
         return view, domain.best_first(all_assertions)
+
+    async def fact_by_key(
+        self,
+        conn: asyncpg.Connection,
+        scope_ids: Sequence[uuid.UUID],
+        fact_key: str,
+        as_of: datetime | None,
+        known_as_of: datetime | None,
+    ) -> FactView | None:
+        """The version a read by key answers (``_key_rows``), with its citations."""
+        rows, fallback = await self._key_rows(conn, scope_ids, fact_key, as_of, known_as_of)
+        views = await self._views(conn, rows, known_as_of)
+        if not views:
+            return None
+        return domain.answer_after_replacement(views[0]) if fallback else views[0]
+
+    async def _key_rows(
+        self,
+        conn: asyncpg.Connection,
+        scope_ids: Sequence[uuid.UUID],
+        fact_key: str,
+        as_of: datetime | None,
+        known_as_of: datetime | None,
+    ) -> tuple[list[asyncpg.Record], bool]:
+        """The version of ``fact_key`` valid at ``as_of`` (or now); without ``as_of`` and
+        with none valid now, its last version (True: the caller answers it only as
+        ``domain.answer_after_replacement`` says)."""
+        rows = await self._fact_rows(
+            conn,
+            scope_ids=scope_ids,
+            fact_keys=[fact_key],
+            as_of=as_of,
+            known_as_of=known_as_of,
+            live_only=False,
+        )
+        if rows or as_of is not None:
+            return rows, False
+        last = await self._fact_rows(
+            conn,
+            scope_ids=scope_ids,
+            fact_keys=[fact_key],
+            known_as_of=known_as_of,
+            live_only=False,
+            valid_filter=False,
+        )
+        return last, True
 
     async def list_changes(
         self, after_position: int, page_size: int, scope_ids: Sequence[uuid.UUID] = ()
@@ -518,17 +562,18 @@ class KnowledgeStore:
                 continue
             seen.add(s.source_id)
             row = await conn.fetchrow(
-                """INSERT INTO sources
+                f"""INSERT INTO sources
                        (source_pk, scope_id, source_id, source_type, title, uri, observed_at)
                    VALUES ($1, $2, $3, $4, $5, $6, $7)
                    ON CONFLICT (scope_id, source_id) DO UPDATE SET
-                       source_type = EXCLUDED.source_type,
-                       title = EXCLUDED.title,
-                       uri = EXCLUDED.uri,
+                       source_type = {_KEPT.format(column="source_type")},
+                       title = {_KEPT.format(column="title")},
+                       uri = {_KEPT.format(column="uri")},
                        observed_at = coalesce(EXCLUDED.observed_at, sources.observed_at),
                        updated_at = now()
                    WHERE (sources.source_type, sources.title, sources.uri, sources.observed_at)
-                       IS DISTINCT FROM (EXCLUDED.source_type, EXCLUDED.title, EXCLUDED.uri,
+                       IS DISTINCT FROM ({_KEPT.format(column="source_type")},
+                           {_KEPT.format(column="title")}, {_KEPT.format(column="uri")},
                            coalesce(EXCLUDED.observed_at, sources.observed_at))
                    RETURNING source_pk, (xmax = 0) AS inserted""",
                 uuid.uuid4(),
@@ -898,7 +943,7 @@ class KnowledgeStore:
             # Current state of every fact the report touches (DISPUTED included).
             sv = len(p.values) + 1
             state_rows = await conn.fetch(
-                f"""SELECT f.fact_key, f.state, {_conflicts(f"${sv}", None)}
+                f"""SELECT f.fact_key, f.state, f.superseded_by, {_conflicts(f"${sv}", None)}
                     FROM facts f
                     WHERE f.superseded_at IS NULL AND f.fact_key IN (
                         SELECT fact_key FROM proposal_attempts WHERE {filtered})""",
@@ -917,6 +962,7 @@ class KnowledgeStore:
             r["fact_key"]: domain.displayed_state(r["state"], tuple(r["conflicting_fact_keys"]))
             for r in state_rows
         }
+        successors = {r["fact_key"]: r["superseded_by"] or "" for r in state_rows}
         outcome_counts = {o.value: 0 for o in Outcome}
         for r in outcome_rows:
             outcome_counts[r["outcome"]] = r["n"]
@@ -940,6 +986,8 @@ class KnowledgeStore:
                     r["runtime"], r["session_ref"], r["task_ref"], r["repository_ref"]
                 ),
                 created_at=r["created_at"],
+                superseded_by=successors.get(r["fact_key"], ""),
+                conflicting_fact_keys=tuple(r["conflicting_fact_keys"] or ()),
             )
             for r in page
         )
@@ -1168,6 +1216,11 @@ async def _insert_attempt(
         ctx.identity(),
     )
     return attempt_id
+
+
+# A source line that leaves a field empty keeps its stored value, so a refresh line needs
+# only the id and the new observed_at (docs/knowledge-model.md, "Refreshing a source").
+_KEPT = "coalesce(nullif(EXCLUDED.{column}, ''), sources.{column})"
 
 
 def _cites(assertion: AssertionView) -> bool:

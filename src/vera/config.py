@@ -258,7 +258,9 @@ class KnowledgeSettings(BaseModel):
     ontology_path: Path | None = None
     # Seconds between background community refreshes of scopes that changed; 0 disables.
     community_refresh_seconds: float = Field(30.0, ge=0)
-    # A cited source observed longer ago than this is stale (marked on every citation).
+    # A cited source observed longer ago than this is stale (marked on every citation, and
+    # a source_stale warning in retrieval). Tool descriptions quote this default; a curator
+    # refreshes a source by ingesting its id with a newer observed_at.
     stale_source_days: int = Field(180, ge=1)
 
 

@@ -304,6 +304,14 @@ class FakeKnowledge(knowledge_pb2_grpc.KnowledgeServiceServicer):
             total_attempts=3,
         )
 
+    async def GetProposalPolicy(self, request, context):
+        self.rec.saw("GetProposalPolicy", request)
+        return knowledge_pb2.GetProposalPolicyResponse(
+            allowed_predicates=["depends_on", "owned_by", "uses"],
+            single_valued_predicates=["owned_by"],
+            ontology_version="test-1",
+        )
+
     async def RecordFeedback(self, request, context):
         self.rec.saw("RecordFeedback", request)
         key = (request.pack_id, request.result_ref)

@@ -18,7 +18,7 @@ from vera.errors import (
     VeraError,
 )
 from vera.gateway.bounds import parse_timestamp
-from vera.gateway.errors import ERROR_CODES, from_vera_error
+from vera.gateway.errors import ERROR_CODES, from_vera_error, invalid_input, jsonrpc_error
 from vera.gateway.metrics import ToolMetrics
 from vera.gateway.quota import BucketLimit, InMemoryQuotaStore, QuotaPolicy
 
@@ -58,7 +58,46 @@ from vera.gateway.quota import BucketLimit, InMemoryQuotaStore, QuotaPolicy
 def test_one_table_maps_service_reasons(error, code, data):
     mapped = from_vera_error(error)
     assert (mapped.code, mapped.data) == (code, data)
-    assert mapped.message == ERROR_CODES[data["code"]][1]
+    if data["code"] != "invalid_input":
+        assert mapped.message == ERROR_CODES[data["code"]][1]
+
+
+def test_an_invalid_input_message_names_field_reason_and_suggestions_never_the_value():
+    refused = InvalidInput(
+        "predicate",
+        "not an allowed predicate: 'owns_the_secret_db'",
+        reason="unknown_predicate",
+        candidates="owned_by,owns",
+    )
+    mapped = from_vera_error(refused)
+    assert mapped.data == {
+        "code": "invalid_input",
+        "field": "predicate",
+        "reason": "unknown_predicate",
+        "candidates": ["owned_by", "owns"],
+    }
+    for named in ("predicate", "unknown_predicate", "owned_by", "owns"):
+        assert named in mapped.message
+    assert "owns_the_secret_db" not in mapped.message
+    # Two refusals of different fields read differently, not as one generic sentence.
+    other = from_vera_error(InvalidInput("limit", reason="above_maximum"))
+    assert "limit" in other.message and "above_maximum" in other.message
+    assert other.message != mapped.message
+    # A name the client chose that is not a plain name stays out of the message.
+    odd = invalid_input("x\u202e<script>", "unknown_argument")
+    assert odd.data["field"] == "x\u202e<script>"
+    assert "<script>" not in odd.message and odd.message == ERROR_CODES["invalid_input"][1]
+
+
+def test_a_refusal_before_the_sdk_names_the_field_and_reason_too():
+    body = jsonrpc_error("invalid_input", 7, field="content-type", reason="unsupported_media_type")
+    assert body["error"]["data"] == {
+        "code": "invalid_input",
+        "field": "content-type",
+        "reason": "unsupported_media_type",
+    }
+    assert "content-type" in body["error"]["message"]
+    assert "unsupported_media_type" in body["error"]["message"]
 
 
 def test_timestamps_parse_as_iso8601_utc():

@@ -24,12 +24,20 @@ def test_nested_variables_and_json_lists(monkeypatch: pytest.MonkeyPatch):
     ("VERA_MCP__TOOL_PROFILE", "everything"),
     ("VERA_MCP__QUOTA_CONTEXT_PER_MINUTE", "0"),
     ("VERA_ENVIRONMENT", "moon"),
+    ("VERA_KNOWLEDGE__STALE_SOURCE_DAYS", "0"),
+    ("VERA_KNOWLEDGE__STALE_SOURCE_DAYS", "half a year"),
 ])
 def test_bad_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str):
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError) as caught:
         load_settings()
     assert str(caught.value).startswith(f"{name}:")
+
+
+def test_the_stale_source_threshold_is_a_setting(monkeypatch: pytest.MonkeyPatch):
+    assert load_settings().knowledge.stale_source_days == 180
+    monkeypatch.setenv("VERA_KNOWLEDGE__STALE_SOURCE_DAYS", "30")
+    assert load_settings().knowledge.stale_source_days == 30
 
 
 def test_local_profile_binds_loopback_and_auth_config_leaves_it(monkeypatch: pytest.MonkeyPatch):

@@ -39,6 +39,7 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "BatchGetFacts",
         "ExplainFact",
         "GetProposalReport",
+        "GetProposalPolicy",
         "ListChanges",
         "GetFact",
         "GetEntity",

@@ -217,3 +217,32 @@ def test_displayed_state_and_excerpt() -> None:
     assert domain.displayed_state("ACTIVE", ()) is FactState.ACTIVE
     assert domain.displayed_state("PROPOSED", ("fk_x",)) is FactState.PROPOSED
     assert len(domain.excerpt("x" * 900)) == 500
+
+
+def _version(state: FactState, superseded_by: str = "") -> domain.FactView:
+    return domain.FactView(
+        fact_key="fk_old", version_id=uuid.uuid4(), scope_id=SCOPE, subject="payments",
+        predicate="uses_database", object="MySQL", state=state, trust_tier=1, authority=0.8,
+        valid_from=None, valid_to=datetime(2025, 6, 1, tzinfo=UTC),
+        recorded_at=datetime(2024, 1, 1, tzinfo=UTC), superseded_at=None, repository="",
+        branch="", code_path="", document_type="", source_type="", superseded_by=superseded_by,
+    )
+
+
+def test_a_replaced_key_answers_its_last_version_superseded_by_the_replacement() -> None:
+    answer = domain.answer_after_replacement(_version(FactState.ACTIVE, superseded_by="fk_new"))
+    assert answer is not None
+    assert (answer.state, answer.superseded_by, answer.object) == (
+        FactState.SUPERSEDED, "fk_new", "MySQL")
+    # A fact that merely stopped being valid has no replacement to point at.
+    assert domain.answer_after_replacement(_version(FactState.ACTIVE)) is None
+
+
+def test_the_lowest_trust_tier_is_the_most_trusted() -> None:
+    def assertion(tier: int) -> domain.AssertionView:
+        return domain.AssertionView(
+            assertion_id=uuid.uuid4(), supports=True, trust_tier=tier, authority=0.5,
+            verification=domain.Verification.VERIFIED, source=None, evidence=(),
+            recorded_at=datetime(2024, 1, 1, tzinfo=UTC))
+    ranked = domain.best_first([assertion(4), assertion(0), assertion(2)])
+    assert [a.trust_tier for a in ranked] == [0, 2, 4]

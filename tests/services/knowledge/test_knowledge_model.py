@@ -232,6 +232,40 @@ async def test_sources_keep_artifact_versions_and_report_freshness(stub) -> None
     assert err.value.field == "source_id"
 
 
+async def test_a_source_is_refreshed_by_its_id_and_a_newer_observed_at_alone(stub) -> None:
+    """A curator's refresh line names only the id and the new observation: the source is
+    updated in place (what it omits is kept), one artifact version is added, no fact is
+    duplicated, and the same line again writes nothing."""
+    old = datetime.now(UTC) - timedelta(days=400)
+    await ingest(
+        stub,
+        sources=[source("adr-9", observed_at=ts(old))],
+        facts=[fact("a", "uses", "b", "adr-9")],
+    )
+    key = fact_key(PROJECT, "a", "uses", "b")
+
+    async def citation() -> pb.Citation:
+        request = pb.BatchGetFactsRequest(scope_ids=[PROJECT], fact_keys=[key])
+        got = await stub.BatchGetFacts(request)
+        [f] = got.facts
+        [c] = f.citations
+        return c
+
+    assert (await citation()).stale
+    fresh = datetime.now(UTC) - timedelta(days=2)
+    refresh = pb.SourceInput(source_id="adr-9", observed_at=ts(fresh))
+    first = await ingest(stub, sources=[refresh])
+    again = await ingest(stub, sources=[refresh])
+    assert (first.sources.created, again.sources.created) == (0, 0)
+    detail = await stub.GetSource(pb.GetSourceRequest(scope_ids=[PROJECT], source_id="adr-9"))
+    assert [v.version for v in detail.versions] == [2, 1]
+    assert (detail.source.title, detail.source.uri, detail.source.source_type) == (
+        "Title adr-9", "https://docs/adr-9", "adr")
+    assert from_timestamp(detail.source, "observed_at") == fresh
+    assert not detail.freshness.stale and detail.cited_by_facts == 1
+    assert not (await citation()).stale
+
+
 async def test_explore_walks_hops_with_provenance_and_bounds(stub) -> None:
     await ingest(
         stub,

@@ -191,7 +191,7 @@ class TaskContext(_message.Message):
     def __init__(self, runtime: _Optional[str] = ..., session_ref: _Optional[str] = ..., task_ref: _Optional[str] = ..., repository_ref: _Optional[str] = ...) -> None: ...
 
 class ProposalAttempt(_message.Message):
-    __slots__ = ("attempt_id", "outcome", "reason", "fact_key", "subject", "predicate", "object", "fact_state", "context", "created_at")
+    __slots__ = ("attempt_id", "outcome", "reason", "fact_key", "subject", "predicate", "object", "fact_state", "context", "created_at", "superseded_by", "conflicting_fact_keys")
     ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -202,6 +202,8 @@ class ProposalAttempt(_message.Message):
     FACT_STATE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTING_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
     attempt_id: str
     outcome: ProposalOutcome
     reason: str
@@ -212,7 +214,9 @@ class ProposalAttempt(_message.Message):
     fact_state: FactState
     context: TaskContext
     created_at: _timestamp_pb2.Timestamp
-    def __init__(self, attempt_id: _Optional[str] = ..., outcome: _Optional[_Union[ProposalOutcome, str]] = ..., reason: _Optional[str] = ..., fact_key: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., fact_state: _Optional[_Union[FactState, str]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    superseded_by: str
+    conflicting_fact_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, attempt_id: _Optional[str] = ..., outcome: _Optional[_Union[ProposalOutcome, str]] = ..., reason: _Optional[str] = ..., fact_key: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., fact_state: _Optional[_Union[FactState, str]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded_by: _Optional[str] = ..., conflicting_fact_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Change(_message.Message):
     __slots__ = ("position", "kind", "fact", "created_at", "erased_version_id")

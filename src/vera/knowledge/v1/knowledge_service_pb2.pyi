@@ -323,6 +323,20 @@ class GetProposalReportResponse(_message.Message):
     total_attempts: int
     def __init__(self, attempts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.ProposalAttempt, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., outcome_counts: _Optional[_Mapping[str, int]] = ..., state_counts: _Optional[_Mapping[str, int]] = ..., total_attempts: _Optional[int] = ...) -> None: ...
 
+class GetProposalPolicyRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetProposalPolicyResponse(_message.Message):
+    __slots__ = ("allowed_predicates", "single_valued_predicates", "ontology_version")
+    ALLOWED_PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    SINGLE_VALUED_PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    ONTOLOGY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    allowed_predicates: _containers.RepeatedScalarFieldContainer[str]
+    single_valued_predicates: _containers.RepeatedScalarFieldContainer[str]
+    ontology_version: str
+    def __init__(self, allowed_predicates: _Optional[_Iterable[str]] = ..., single_valued_predicates: _Optional[_Iterable[str]] = ..., ontology_version: _Optional[str] = ...) -> None: ...
+
 class RecordFeedbackRequest(_message.Message):
     __slots__ = ("principal_id", "personal_scope_id", "pack_id", "result_ref", "signal", "query", "rank", "signal_vector", "fact_key", "attribution", "pack_scope_id")
     class SignalVectorEntry(_message.Message):

@@ -70,6 +70,11 @@ class KnowledgeServiceStub:
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalReportRequest.SerializeToString,
                 response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalReportResponse.FromString,
                 _registered_method=True)
+        self.GetProposalPolicy = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/GetProposalPolicy',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalPolicyRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalPolicyResponse.FromString,
+                _registered_method=True)
         self.RecordFeedback = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/RecordFeedback',
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordFeedbackRequest.SerializeToString,
@@ -218,6 +223,13 @@ class KnowledgeServiceServicer:
 
     def GetProposalReport(self, request, context):
         """Reports the proposal attempts of a task or session.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetProposalPolicy(self, request, context):
+        """Returns what a proposal may say: the ontology's allowed predicates.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -412,6 +424,11 @@ def add_KnowledgeServiceServicer_to_server(servicer, server):
                     servicer.GetProposalReport,
                     request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalReportRequest.FromString,
                     response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalReportResponse.SerializeToString,
+            ),
+            'GetProposalPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetProposalPolicy,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalPolicyRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalPolicyResponse.SerializeToString,
             ),
             'RecordFeedback': grpc.unary_unary_rpc_method_handler(
                     servicer.RecordFeedback,
@@ -682,6 +699,33 @@ class KnowledgeService:
             '/vera.knowledge.v1.KnowledgeService/GetProposalReport',
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalReportRequest.SerializeToString,
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalReportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetProposalPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/GetProposalPolicy',
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalPolicyRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetProposalPolicyResponse.FromString,
             options,
             channel_credentials,
             insecure,
