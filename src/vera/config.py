@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_LOCAL_PRINCIPAL_ID = uuid.UUID("00000000-0000-4000-8000-00000000cafe")
@@ -162,7 +170,28 @@ class RpcSettings(BaseModel):
     # a short-lived assertion with it and every service checks it. Only a local, loopback
     # service may run without one; `vera up` generates one per run.
     auth_key: SecretStr | None = Field(None, min_length=32)
+    # A second key services accept but no one signs with, so the key can be rotated with
+    # no refused call (docs/security.md): the next key before the switch, the previous
+    # one during it.
+    auth_next_key: SecretStr | None = Field(None, min_length=32)
     reflection: bool = False
+
+    @field_validator("auth_next_key")
+    @classmethod
+    def _next_key_beside_a_current_one(
+        cls, next_key: SecretStr | None, info: ValidationInfo
+    ) -> SecretStr | None:
+        current = info.data.get("auth_key")
+        if next_key is not None and current is None:
+            raise ValueError("a next key needs VERA_RPC__AUTH_KEY beside it")
+        if next_key is not None and next_key == current:
+            raise ValueError("the next key must differ from VERA_RPC__AUTH_KEY")
+        return next_key
+
+    @property
+    def accepted_keys(self) -> tuple[SecretStr, ...]:
+        """The keys services check assertions with: the current one, then the next."""
+        return tuple(key for key in (self.auth_key, self.auth_next_key) if key is not None)
 
     @property
     def longest_deadline_seconds(self) -> float:

@@ -452,6 +452,22 @@ def test_no_secret_is_rendered_in_clear(name) -> None:
                 assert "VERA_RPC__AUTH_KEY" in {e["name"] for e in container["env"]}
 
 
+def test_a_next_rpc_key_reaches_every_component_only_during_a_rotation() -> None:
+    """docs/security.md's rotation: with rpc.nextKeySecret named, every process that has
+    the key also gets the next one, by reference; without it, none does."""
+    rotating = manifests({"rpc": {"nextKeySecret": {"name": "vera-rpc-next"}}})
+    for objects, expected in ((rendered("default"), False), (rotating, True)):
+        keyed = [{e["name"]: e for e in container.get("env", [])}
+                 for workload in workloads(objects) for container in containers(workload)
+                 if "VERA_RPC__AUTH_KEY" in {e["name"] for e in container.get("env", [])}]
+        assert len(keyed) >= len(GRPC) + len(FRONTS)
+        for env in keyed:
+            assert ("VERA_RPC__AUTH_NEXT_KEY" in env) == expected
+            if expected:
+                assert env["VERA_RPC__AUTH_NEXT_KEY"]["valueFrom"] == {
+                    "secretKeyRef": {"name": "vera-rpc-next", "key": "next-auth-key"}}
+
+
 @pytest.mark.parametrize(
     ("values", "field"),
     [

@@ -159,7 +159,7 @@ def create_server(
     gate = CallGate()
     interceptors: list[grpc.aio.ServerInterceptor] = [gate, DomainErrorInterceptor()]
     if key is not None:
-        interceptors.insert(0, InternalAuthInterceptor(AssertionVerifier(key)))
+        interceptors.insert(0, InternalAuthInterceptor(AssertionVerifier(rpc.accepted_keys)))
     server = grpc.aio.server(interceptors=interceptors)
     names = tuple(binding.full_name for binding in bindings)
     for binding in bindings:
