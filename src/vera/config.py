@@ -289,6 +289,10 @@ class KnowledgeSettings(BaseModel):
     community_refresh_seconds: float = Field(30.0, ge=0)
     # A cited source observed longer ago than this is stale (marked on every citation).
     stale_source_days: int = Field(180, ge=1)
+    # A fact read's total (GetEntity, ListConflicts, GetCommunityLineage) counts at most
+    # this many rows, so a hub's page never counts all it matches; past it the answer says
+    # the total is a lower bound.
+    max_counted_rows: int = Field(1000, ge=1)
 
 
 class SnapshotSettings(BaseModel):
