@@ -120,6 +120,15 @@ class ApiSettings(HttpListenerSettings):
     port: int = Field(8081, ge=0, le=65535)
     # POST /identity/register: anyone may create a (non-admin) account. Off by default.
     open_registration: bool = False
+    # Rate limits, per process (vera.api.rate_limits): every request but the probes per
+    # client address and per credential presented; registrations per address and in total.
+    requests_per_minute_per_address: int = Field(600, ge=1)
+    requests_per_minute_per_key: int = Field(300, ge=1)
+    registrations_per_hour_per_address: int = Field(5, ge=1)
+    registrations_per_day: int = Field(100, ge=1)
+    # Peers whose X-Forwarded-For names the client (uvicorn's forwarded_allow_ips: addresses
+    # or networks): behind a proxy or Ingress, list it, or every client shares its address.
+    forwarded_allow_ips: list[str] = Field(default_factory=lambda: ["127.0.0.1"])
     # The console's one-time sign-in token in local-dev (`vera up` makes one per start and
     # puts it in stack.json's console_url): without it, sign-in there is refused, so another
     # user of the same machine cannot open the local administrator's console.

@@ -565,6 +565,25 @@ def test_an_unauthenticated_gateway_renders_only_with_the_loud_value() -> None:
     refuse_unauthenticated_non_loopback(api, "api")  # the API's own startup rule holds
 
 
+def test_the_api_pod_gets_its_rate_limits_and_trusted_proxies() -> None:
+    """docs/security.md: the API's limits per address key on the client behind the
+    Ingress only when its controller is a trusted proxy."""
+    defaults = rendered("default")
+    api = _settings_from(_container_env(defaults, by_component(defaults, "Deployment")["api"]))
+    assert api.api.forwarded_allow_ips == ["127.0.0.1"]
+    assert api.api.registrations_per_day == 100
+    objects = manifests({"api": {"trustedProxies": ["10.42.0.0/16"],
+                                 "rateLimits": {"requestsPerMinutePerAddress": 60,
+                                                "requestsPerMinutePerKey": 30,
+                                                "registrationsPerHourPerAddress": 2,
+                                                "registrationsPerDay": 20}}})
+    api = _settings_from(_container_env(objects, by_component(objects, "Deployment")["api"]))
+    assert api.api.forwarded_allow_ips == ["10.42.0.0/16"]
+    assert (api.api.requests_per_minute_per_address, api.api.requests_per_minute_per_key,
+            api.api.registrations_per_hour_per_address, api.api.registrations_per_day) == (
+        60, 30, 2, 20)
+
+
 # --- helpers ------------------------------------------------------------------------------
 
 
