@@ -493,6 +493,8 @@ def test_the_default_values_hold_no_credential() -> None:
             yield path, node
 
     for path, value in leaves(values):
+        if path[-1] == "secretName":  # the name of a Secret, as every secretRef's name
+            continue
         if any(word in path[-1].lower() for word in ("secret", "password", "token", "dsn")):
             assert value in ("", None, False, []), path
         assert "://" not in str(value) or "@" not in str(value), path  # no credentials in URLs
@@ -543,6 +545,24 @@ def test_every_service_starts_checking_internal_assertions(name) -> None:
 def test_oidc_without_its_issuer_is_refused_naming_the_field() -> None:
     with pytest.raises(helm_python.HelmValuesError, match="/auth/oidc/issuer"):
         manifests({"auth": {"mode": "oidc"}})
+
+
+def test_an_ingress_without_tls_renders_only_with_the_loud_value() -> None:
+    for tls in ({"secretName": ""}, None):
+        ingress = {"tls": tls} if tls is not None else {}
+        values = {"ingress": {**ingress, "enabled": True, "host": "vera.example.com"}}
+        if tls is None:  # the chart's own default names a certificate Secret
+            [rendered_ingress] = of_kind(manifests(values), "Ingress")
+            assert rendered_ingress["spec"]["tls"][0]["secretName"] == "vera-tls"
+            continue
+        with pytest.raises(helm_python.HelmValuesError, match="/ingress/tls/secretName"):
+            manifests(values)
+    plain = {"ingress": {"tls": {"secretName": ""}, "INSECUREPlainHttp": True}}
+    [ingress] = of_kind(manifests(plain), "Ingress")
+    assert "tls" not in ingress["spec"]
+    notes = next(text for path, text in render_files(plain).items() if path.endswith(".txt"))
+    assert "INSECUREPlainHttp" in notes
+    assert manifests({"ingress": {"enabled": False, "tls": {"secretName": ""}}})
 
 
 def test_an_unauthenticated_gateway_renders_only_with_the_loud_value() -> None:
