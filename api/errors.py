@@ -30,4 +30,7 @@ def error_response(error: VeraError, status: int | None = None) -> JSONResponse:
     if status != 500:
         body.update(error.metadata)
         body["message"] = error.message
-    return JSONResponse({"error": body}, status_code=status)
+    headers = {}
+    if status == 429 and "retry_after_seconds" in error.metadata:
+        headers["Retry-After"] = error.metadata["retry_after_seconds"]
+    return JSONResponse({"error": body}, status_code=status, headers=headers)

@@ -42,6 +42,7 @@ from starlette.routing import Route
 
 from vera.api.auth import RestCaller
 from vera.api.errors import error_response
+from vera.api.rate_limits import charge_registration
 from vera.api.requests import json_body, only_fields, page_query
 from vera.config import Settings
 from vera.errors import InvalidInput, Unauthorized, Unavailable, VeraError
@@ -108,6 +109,7 @@ async def _while_registration_is_open(request: Request) -> None:
     settings: Settings = request.app.state.settings
     if not settings.api.open_registration:
         raise Unauthorized()
+    await charge_registration(request)
 
 
 def _route(handler: Handler, *, admit: Admission = _authenticated) -> Endpoint:

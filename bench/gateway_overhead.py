@@ -64,12 +64,13 @@ from vera.gateway.guard import Guard
 from vera.gateway.metrics import ToolMetrics
 from vera.gateway.profiles import handlers_for_profile, tools_for_profile
 from vera.gateway.project_cache import ProjectCache
-from vera.gateway.quota import QuotaPolicy, limits_from_settings
+from vera.gateway.quota import limits_from_settings
 from vera.gateway.render import render
 from vera.gateway.shared_quota import IdentityQuotaStore
 from vera.identity.v1 import identity_pb2
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.logs import configure_logging
+from vera.quota import QuotaPolicy
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.backends import Backends
 from vera.rpc.timestamps import to_timestamp

@@ -267,7 +267,7 @@ async def load_corpus(paths: list[Path], data_dir: Path, project: str) -> dict:
     parsed_files = [parse_jsonl(p) for p in paths]
     facts = sum(len(p.facts) for p in parsed_files)
     principal = str(settings.mcp.local_principal_id)
-    backends = Backends.open(settings, caller="bench")
+    backends = Backends.open(settings, caller="cli")
     try:
         await backends.identity.EnsureLocalPrincipal(
             identity_pb2.EnsureLocalPrincipalRequest(principal_id=principal))
@@ -418,7 +418,7 @@ async def freshness(url: str, data_dir: Path, project: str, scope: str, probes: 
 
     settings, _ = _settings(data_dir)
     principal = str(settings.mcp.local_principal_id)
-    backends = Backends.open(settings, caller="bench")
+    backends = Backends.open(settings, caller="cli")
     seconds, missed = [], 0
     run_nonce = random.SystemRandom().randrange(10**6)
     try:
@@ -591,7 +591,7 @@ async def retrieval_start_s(data_dir: Path, stack_pid: int, give_up_s: float = 6
     while time.perf_counter() - t0 < give_up_s:
         # A fresh channel per probe: a channel that failed to connect waits out gRPC's
         # reconnect backoff (1 s, then 1.6x), which would be timed as start-up.
-        backends = Backends.open(settings, caller="bench")
+        backends = Backends.open(settings, caller="cli")
         try:
             await backends.retrieval.GetIndexStatus(
                 retrieval_pb2.GetIndexStatusRequest(), timeout=2)

@@ -50,15 +50,10 @@ from vera.gateway.errors import jsonrpc_error
 from vera.gateway.guard import RECEIVED_AT_STATE_KEY, Guard
 from vera.gateway.metrics import MetricsListener, ToolMetrics, start_listener
 from vera.gateway.profiles import handlers_for_profile, tools_for_profile
-from vera.gateway.quota import (
-    BucketLimit,
-    InMemoryQuotaStore,
-    QuotaPolicy,
-    QuotaStore,
-    limits_from_settings,
-)
+from vera.gateway.quota import limits_from_settings
 from vera.gateway.resource import METADATA_PATH, BearerAuthMiddleware, metadata_endpoint
 from vera.gateway.shared_quota import IdentityQuotaStore
+from vera.quota import BucketLimit, InMemoryQuotaStore, QuotaPolicy, QuotaStore
 from vera.rpc.backends import Backends
 
 log = logging.getLogger(__name__)

@@ -114,6 +114,7 @@ async def get_entity(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         "entity": _entity(response.entity),
         "facts": [views.fact(f) for f in facts],
         "total_facts": response.total_facts,
+        "total_facts_is_lower_bound": response.total_facts_is_lower_bound,
         "freshness_warnings": _freshness(facts),
         "empty_reason": None if facts else "no_related_facts",
     }
@@ -241,6 +242,7 @@ async def get_conflicts(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any
         "conflicts": groups,
         "next_cursor": response.next_page_token or None,
         "total": response.total,
+        "total_is_lower_bound": response.total_is_lower_bound,
         "ontology_version": response.ontology_version,
         "empty_reason": None if groups else "no_conflicts",
     }
@@ -273,6 +275,7 @@ async def get_community_lineage(ctx: CallContext, args: dict[str, Any]) -> dict[
         "facts": [views.fact(f) for f in response.facts],
         "next_cursor": response.next_page_token or None,
         "total": response.total,
+        "total_is_lower_bound": response.total_is_lower_bound,
     }
 
 
@@ -320,6 +323,10 @@ def render_entity(data: dict[str, Any]) -> str:
     e = data["entity"]
     lines = [f"Entity {e['name']} (aliases: {', '.join(e['aliases']) or 'none'})", UNTRUSTED]
     lines += [_line(f) for f in data["facts"]] or [f"No related facts ({data['empty_reason']})."]
+    if data["total_facts"] > len(data["facts"]):
+        total = data["total_facts"]
+        of = f"at least {total}" if data["total_facts_is_lower_bound"] else str(total)
+        lines.append(f"{len(data['facts'])} of {of} related facts shown.")
     return "\n".join(lines + _warnings(data))
 
 
@@ -353,8 +360,13 @@ def render_changes(data: dict[str, Any]) -> str:
     return "\n".join([UNTRUSTED, *lines, f"next_cursor={data['next_cursor']}"])
 
 
+def _total(data: dict[str, Any]) -> str:
+    """A total as counted: "at least N" when the service stopped counting."""
+    return f"at least {data['total']}" if data["total_is_lower_bound"] else str(data["total"])
+
+
 def render_conflicts(data: dict[str, Any]) -> str:
-    lines = [f"{data['total']} conflict(s) (ontology {data['ontology_version']})", UNTRUSTED]
+    lines = [f"{_total(data)} conflict(s) (ontology {data['ontology_version']})", UNTRUSTED]
     for g in data["conflicts"]:
         lines.append(f"{g['subject']} {g['predicate']}:")
         lines += [f"  {_line(f)}" for f in g["facts"]]
@@ -372,5 +384,5 @@ def render_communities(data: dict[str, Any]) -> str:
 
 def render_lineage(data: dict[str, Any]) -> str:
     c = data["community"]
-    lines = [f"Lineage of community {c['label']} ({data['total']} facts)", UNTRUSTED]
+    lines = [f"Lineage of community {c['label']} ({_total(data)} facts)", UNTRUSTED]
     return "\n".join(lines + [_line(f) for f in data["facts"]])

@@ -68,6 +68,7 @@ GET_ENTITY = obj(
         "entity": ENTITY_SCHEMA,
         "facts": array(FACT),
         "total_facts": INT,
+        "total_facts_is_lower_bound": BOOL,
         "freshness_warnings": FRESHNESS,
         "empty_reason": OPT_STR,
     }
@@ -125,6 +126,7 @@ CONFLICTS = obj(
         "conflicts": array(CONFLICT_GROUP),
         "next_cursor": OPT_STR,
         "total": INT,
+        "total_is_lower_bound": BOOL,
         "ontology_version": STR,
         "empty_reason": OPT_STR,
     }
@@ -164,6 +166,7 @@ LINEAGE = obj(
         "facts": array(FACT),
         "next_cursor": OPT_STR,
         "total": INT,
+        "total_is_lower_bound": BOOL,
     }
 )
 

@@ -29,9 +29,9 @@ from vera.gateway.errors import from_vera_error, internal_error, invalid_input, 
 from vera.gateway.idempotency import requested_key, run_once
 from vera.gateway.metrics import ToolMetrics
 from vera.gateway.project_cache import ProjectCache
-from vera.gateway.quota import QuotaPolicy
 from vera.gateway.render import render
 from vera.gateway.spec import ToolSpec
+from vera.quota import QuotaPolicy
 from vera.rpc.backends import Backends
 
 log = logging.getLogger(__name__)

@@ -140,14 +140,15 @@ async def gateway_over_knowledge(
     *,
     tool_profile: str,
     pool_max_size: int = 2,
+    knowledge_fields: dict[str, Any] | None = None,
 ) -> AsyncIterator[tuple[str, knowledge_pb2_grpc.KnowledgeServiceStub]]:
-    """The gateway (local-dev, quotas off) over a real knowledge service and the identity
-    stand-in ``identity``, which also answers for retrieval and snapshot; yields the MCP URL
-    and a stub on the knowledge service."""
-    async with (
-        identity_stand_in(identity) as stand_in,
-        knowledge_address(knowledge_settings(dsn, pool_max_size=pool_max_size)) as knowledge,
-    ):
+    """The gateway (local-dev, quotas off) over a real knowledge service (its
+    ``KnowledgeSettings`` fields from ``knowledge_fields``) and the identity stand-in
+    ``identity``, which also answers for retrieval and snapshot; yields the MCP URL and a
+    stub on the knowledge service."""
+    service = knowledge_settings(dsn, pool_max_size=pool_max_size,
+                                 knowledge=knowledge_fields or {})
+    async with identity_stand_in(identity) as stand_in, knowledge_address(service) as knowledge:
         settings = Settings(
             environment="local",
             mcp=McpSettings(port=0, tool_profile=tool_profile, quota_enabled=False),

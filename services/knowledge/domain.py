@@ -509,6 +509,15 @@ class CitationView:
 
 
 @dataclass(frozen=True)
+class Total:
+    """How many rows a read matched, counted up to a limit: ``lower_bound`` when more
+    matched than were counted (``count`` is then "at least")."""
+
+    count: int
+    lower_bound: bool
+
+
+@dataclass(frozen=True)
 class FactView:
     fact_key: str
     version_id: uuid.UUID

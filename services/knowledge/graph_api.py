@@ -152,7 +152,8 @@ class GraphRpcs:
         return pb.GetEntityResponse(
             entity=convert.entity_to_proto(entity),
             facts=[convert.fact_to_proto(f) for f in facts],
-            total_facts=total,
+            total_facts=total.count,
+            total_facts_is_lower_bound=total.lower_bound,
         )
 
     async def GetSource(self, request: pb.GetSourceRequest, context) -> pb.GetSourceResponse:
@@ -259,8 +260,9 @@ class GraphRpcs:
                 for g in groups
             ],
             next_page_token=_encode_group_token(last) if last else "",
-            total=total,
+            total=total.count,
             ontology_version=self._graph.ontology_version,
+            total_is_lower_bound=total.lower_bound,
         )
 
     async def ListScopeChanges(
@@ -335,7 +337,7 @@ class GraphRpcs:
             "page_size", request.page_size, graph.LINEAGE_PAGE_DEFAULT, graph.LINEAGE_PAGE_MAX
         )
         offset = page_tokens.decode_position(request.page_token)
-        community, facts, total = await self._graph.community_lineage(
+        community, facts, total, more = await self._graph.community_lineage(
             scopes,
             community_id,
             size,
@@ -347,6 +349,7 @@ class GraphRpcs:
         return pb.GetCommunityLineageResponse(
             community=convert.community_to_proto(community),
             facts=[convert.fact_to_proto(f) for f in facts],
-            next_page_token=page_tokens.encode_position(nxt) if nxt < total else "",
-            total=total,
+            next_page_token=page_tokens.encode_position(nxt) if more else "",
+            total=total.count,
+            total_is_lower_bound=total.lower_bound,
         )

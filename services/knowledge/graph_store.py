@@ -21,7 +21,7 @@ import asyncpg
 from vera.errors import InvalidInput
 
 from . import domain
-from .domain import ChangeKind, FactIn, FactState, FactView, normalize
+from .domain import ChangeKind, FactIn, FactState, FactView, Total, normalize
 from .graph import (
     LOUVAIN,
     LOUVAIN_SEED,
@@ -37,7 +37,7 @@ from .graph import (
     resolve_entity,
 )
 from .outbox import Outbox, close_version, curated_columns, insert_version, lock_keys
-from .store import KnowledgeStore, Params
+from .store import KnowledgeStore, Params, bounded_count
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -184,8 +184,12 @@ _COMMUNITY_SELECT = """
 
 
 class GraphStore:
-    def __init__(self, store: KnowledgeStore, summarizer: Summarizer) -> None:
+    def __init__(
+        self, store: KnowledgeStore, summarizer: Summarizer, *, max_counted_rows: int = 1000
+    ) -> None:
         self._store = store
+        # Totals count up to this many rows (KnowledgeSettings.max_counted_rows).
+        self._count_limit = max_counted_rows
         self._pool = store.pool
         self._ontology = store.ontology
         self._summarizer = summarizer
@@ -490,14 +494,14 @@ class GraphStore:
         known_as_of: datetime | None,
         limit: int,
         conflicts: ConflictFilter,
-    ) -> tuple[EntityView, list[FactView], int]:
+    ) -> tuple[EntityView, list[FactView], Total]:
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
             entity = await self.resolve(conn, scope_ids, name, entity_id)
             facts, total = await self._store.ranked_facts(
                 conn,
                 limit=limit,
                 conflict_filter=conflicts,
-                with_total=True,
+                count_at_most=self._count_limit,
                 scope_ids=[entity.scope_id] if entity.scope_id else scope_ids,
                 node_keys=entity.node_keys,
                 as_of=as_of,
@@ -598,7 +602,7 @@ class GraphStore:
         after: str,
         as_of: datetime | None,
         known_as_of: datetime | None,
-    ) -> tuple[list[ConflictGroupView], int, str]:
+    ) -> tuple[list[ConflictGroupView], Total, str]:
         """A page of conflict groups in the stable order of their group id (a hash of scope,
         subject and predicate), after the group ``after`` (a keyset cursor: groups appearing
         or resolving between pages never shift the rest). Returns the page, the total and
@@ -617,7 +621,9 @@ class GraphStore:
             groups_sql = f"""SELECT group_id, array_agg(fact_key ORDER BY fact_key) AS keys
                 FROM ({conflicted}) f WHERE cardinality(f.conflicting_fact_keys) > 0
                 GROUP BY group_id"""
-            total = await conn.fetchval(f"SELECT count(*) FROM ({groups_sql}) g", *p.values)
+            total = await bounded_count(
+                conn, f"SELECT 1 FROM ({groups_sql}) g", p.values, self._count_limit
+            )
             after_id, size = p(after), p(page_size + 1)
             rows = await conn.fetch(
                 f"""SELECT group_id, keys FROM ({groups_sql}) g WHERE group_id > {after_id}
@@ -970,11 +976,12 @@ class GraphStore:
         offset: int,
         as_of: datetime | None = None,
         known_as_of: datetime | None = None,
-    ) -> tuple[CommunityView, list[FactView], int]:
-        """A page of the fact versions the community was derived from. ``known_as_of``: the
-        community's run must be recorded by then (else not_found, as for an unknown id)
-        and citations read as known then. ``as_of``: only lineage versions valid at that
-        instant; the total counts the filtered lineage."""
+    ) -> tuple[CommunityView, list[FactView], Total, bool]:
+        """A page of the fact versions the community was derived from, its total and
+        whether more follow. ``known_as_of``: the community's run must be recorded by then
+        (else not_found, as for an unknown id) and citations read as known then.
+        ``as_of``: only lineage versions valid at that instant; the total counts the
+        filtered lineage."""
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
             row = await conn.fetchrow(
                 f"""{_COMMUNITY_SELECT}
@@ -998,12 +1005,15 @@ class GraphStore:
                 community_id,
                 as_of,
                 offset,
-                page_size,
+                page_size + 1,  # one more: whether a next page exists, total or not
             )
-            total = await conn.fetchval(
-                f"SELECT count(*) FROM community_facts cf WHERE cf.community_id = $1 AND {valid}",
-                community_id,
-                as_of,
+            more = len(lineage) > page_size
+            lineage = lineage[:page_size]
+            total = await bounded_count(
+                conn,
+                f"SELECT 1 FROM community_facts cf WHERE cf.community_id = $1 AND {valid}",
+                (community_id, as_of),
+                self._count_limit,
             )
             versions = [r["version_id"] for r in lineage]
             facts = (
@@ -1015,4 +1025,4 @@ class GraphStore:
             )
         order = {v: i for i, v in enumerate(versions)}
         facts.sort(key=lambda f: order[f.version_id])
-        return _community(row), facts, total
+        return _community(row), facts, total, more

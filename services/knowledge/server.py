@@ -31,7 +31,8 @@ async def create(settings: Settings, address: str) -> HostedService:
         # scopes whose change log moved; an LLM summarizer would replace the extractive one.
         servicer = KnowledgeServicer(
             store,
-            GraphStore(store, ExtractiveSummarizer()),
+            GraphStore(store, ExtractiveSummarizer(),
+                       max_counted_rows=settings.knowledge.max_counted_rows),
             changes=changes,
             stale_source_days=stale_days,
             refresh_seconds=settings.knowledge.community_refresh_seconds,

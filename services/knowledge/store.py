@@ -43,6 +43,7 @@ from .domain import (
     RetractionStatus,
     SourceView,
     TaskContext,
+    Total,
 )
 from .graph import ConflictFilter, alias_keys
 from .outbox import (
@@ -67,6 +68,17 @@ _LIVE = "('ACTIVE', 'PROPOSED')"
 # by _WIDEN while the cap leaves the page short.
 _FIRST_SPAN = 2
 _WIDEN = 4
+
+
+async def bounded_count(
+    conn: asyncpg.Connection, query: str, values: Sequence[Any], limit: int
+) -> Total:
+    """Counts the rows of ``query`` (placeholders ``values``), reading at most ``limit``
+    + 1 of them."""
+    found = await conn.fetchval(
+        f"SELECT count(*) FROM ({query} LIMIT {int(limit) + 1}) counted", *values
+    )
+    return Total(limit, True) if found > limit else Total(found, False)
 
 
 class Params:
@@ -363,12 +375,13 @@ class KnowledgeStore:
         limit: int,
         conflict_filter: ConflictFilter,
         known_as_of: datetime | None = None,
-        with_total: bool = False,
+        count_at_most: int | None = None,
         **filters: Any,
-    ) -> tuple[list[FactView], int]:
+    ) -> tuple[list[FactView], Total]:
         """The best-ranked ``limit`` live versions (``graph.rank_facts`` order, computed in
-        SQL) that pass the conflict filter, and how many pass it when ``with_total``, so a
-        hub entity never loads every fact it touches."""
+        SQL) that pass the conflict filter, and how many pass it, counting up to
+        ``count_at_most`` (None: the page's own length), so a hub entity never loads or
+        counts every fact it touches."""
         p = Params()
         known = p(known_as_of) if known_as_of is not None else None
         inner = self.fact_select(
@@ -384,12 +397,12 @@ class KnowledgeStore:
                 ORDER BY f.rank_tier, f.authority DESC, f.fact_key LIMIT {p(limit)}""",
             *p.values,
         )
-        total = len(rows)
-        if with_total:
+        total = Total(len(rows), False)
+        if count_at_most is not None:
             q = Params()
             counted = self.fact_select(q, known_as_of=known_as_of, live_only=True, **filters)
-            total = await conn.fetchval(
-                f"SELECT count(*) FROM ({counted}) f WHERE {kept}", *q.values
+            total = await bounded_count(
+                conn, f"SELECT 1 FROM ({counted}) f WHERE {kept}", q.values, count_at_most
             )
         return await self._views(conn, rows, known_as_of), total
 

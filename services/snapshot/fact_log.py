@@ -6,7 +6,8 @@ the last entry per version is its current row. A version counts when it was reco
 ``known_as_of``, not superseded by then, live (or superseded only later), and valid at
 ``as_of``. Only the scope's own changes are read (a scoped ListChanges), so cost is
 proportional to that scope's log, not every tenant's; it is still why snapshot creation
-is a high-cost, separately budgeted tool.
+is a high-cost, separately budgeted tool. Memory is one page plus the snapshot's own
+records.
 """
 
 from __future__ import annotations
@@ -47,6 +48,17 @@ def _counts(fact: knowledge_pb2.Fact, as_of: datetime, known_as_of: datetime) ->
     return valid_to is None or valid_to > as_of
 
 
+def _frozen(fact: knowledge_pb2.Fact) -> FrozenFact:
+    return FrozenFact(
+        fact_key=fact.fact_key,
+        version_id=fact.version_id,
+        source_ids=tuple(sorted({c.source_id for c in fact.citations if c.source_id})),
+        source_observed_at=tuple(
+            t for c in fact.citations if (t := from_timestamp(c, "observed_at")) is not None
+        ),
+    )
+
+
 class KnowledgeFactLog:
     """Calls go through a channel from ``vera.rpc.client.open_channel``: each has a deadline
     and failures arrive as VeraError."""
@@ -55,7 +67,10 @@ class KnowledgeFactLog:
         self._stub = knowledge_pb2_grpc.KnowledgeServiceStub(channel)
 
     async def active_facts(self, scope_id: str, as_of: datetime, known_as_of: datetime) -> Freeze:
-        latest: dict[str, knowledge_pb2.Fact] = {}
+        # Each page is folded in as it arrives and then dropped: what stays is the compact
+        # record of each version that counts after its latest entry so far, never the
+        # log's fact messages (text, citations, excerpts).
+        kept: dict[str, FrozenFact] = {}
         position = 0
         while True:
             page = await self._stub.ListChanges(
@@ -65,26 +80,20 @@ class KnowledgeFactLog:
             )
             for change in page.changes:
                 position = max(position, change.position)
-                if change.kind == knowledge_pb2.CHANGE_KIND_FACT_UPSERTED and change.HasField(
+                if change.kind != knowledge_pb2.CHANGE_KIND_FACT_UPSERTED or not change.HasField(
                     "fact"
                 ):
-                    if change.fact.scope_id == scope_id:
-                        latest[change.fact.version_id] = change.fact
+                    continue
+                fact = change.fact
+                if fact.scope_id != scope_id:
+                    continue
+                if _counts(fact, as_of, known_as_of):
+                    kept[fact.version_id] = _frozen(fact)
+                else:
+                    kept.pop(fact.version_id, None)
             if len(page.changes) < PAGE_SIZE:
                 # A short page read every change of the scope up to the log's head then.
                 position = max(position, page.head_position)
                 break
-        frozen = [
-            FrozenFact(
-                fact_key=f.fact_key,
-                version_id=f.version_id,
-                source_ids=tuple(sorted({c.source_id for c in f.citations if c.source_id})),
-                source_observed_at=tuple(
-                    t for c in f.citations if (t := from_timestamp(c, "observed_at")) is not None
-                ),
-            )
-            for f in latest.values()
-            if _counts(f, as_of, known_as_of)
-        ]
-        frozen.sort(key=lambda f: (f.fact_key, f.version_id))
+        frozen = sorted(kept.values(), key=lambda f: (f.fact_key, f.version_id))
         return Freeze(facts=frozen, change_position=position)

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_LOCAL_PRINCIPAL_ID = uuid.UUID("00000000-0000-4000-8000-00000000cafe")
@@ -112,6 +120,15 @@ class ApiSettings(HttpListenerSettings):
     port: int = Field(8081, ge=0, le=65535)
     # POST /identity/register: anyone may create a (non-admin) account. Off by default.
     open_registration: bool = False
+    # Rate limits, per process (vera.api.rate_limits): every request but the probes per
+    # client address and per credential presented; registrations per address and in total.
+    requests_per_minute_per_address: int = Field(600, ge=1)
+    requests_per_minute_per_key: int = Field(300, ge=1)
+    registrations_per_hour_per_address: int = Field(5, ge=1)
+    registrations_per_day: int = Field(100, ge=1)
+    # Peers whose X-Forwarded-For names the client (uvicorn's forwarded_allow_ips: addresses
+    # or networks): behind a proxy or Ingress, list it, or every client shares its address.
+    forwarded_allow_ips: list[str] = Field(default_factory=lambda: ["127.0.0.1"])
     # The console's one-time sign-in token in local-dev (`vera up` makes one per start and
     # puts it in stack.json's console_url): without it, sign-in there is refused, so another
     # user of the same machine cannot open the local administrator's console.
@@ -162,7 +179,28 @@ class RpcSettings(BaseModel):
     # a short-lived assertion with it and every service checks it. Only a local, loopback
     # service may run without one; `vera up` generates one per run.
     auth_key: SecretStr | None = Field(None, min_length=32)
+    # A second key services accept but no one signs with, so the key can be rotated with
+    # no refused call (docs/security.md): the next key before the switch, the previous
+    # one during it.
+    auth_next_key: SecretStr | None = Field(None, min_length=32)
     reflection: bool = False
+
+    @field_validator("auth_next_key")
+    @classmethod
+    def _next_key_beside_a_current_one(
+        cls, next_key: SecretStr | None, info: ValidationInfo
+    ) -> SecretStr | None:
+        current = info.data.get("auth_key")
+        if next_key is not None and current is None:
+            raise ValueError("a next key needs VERA_RPC__AUTH_KEY beside it")
+        if next_key is not None and next_key == current:
+            raise ValueError("the next key must differ from VERA_RPC__AUTH_KEY")
+        return next_key
+
+    @property
+    def accepted_keys(self) -> tuple[SecretStr, ...]:
+        """The keys services check assertions with: the current one, then the next."""
+        return tuple(key for key in (self.auth_key, self.auth_next_key) if key is not None)
 
     @property
     def longest_deadline_seconds(self) -> float:
@@ -262,6 +300,10 @@ class KnowledgeSettings(BaseModel):
     # a source_stale warning in retrieval). Tool descriptions quote this default; a curator
     # refreshes a source by ingesting its id with a newer observed_at.
     stale_source_days: int = Field(180, ge=1)
+    # A fact read's total (GetEntity, ListConflicts, GetCommunityLineage) counts at most
+    # this many rows, so a hub's page never counts all it matches; past it the answer says
+    # the total is a lower bound.
+    max_counted_rows: int = Field(1000, ge=1)
 
 
 class SnapshotSettings(BaseModel):

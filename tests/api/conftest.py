@@ -64,6 +64,12 @@ async def admin_key(identity_address: str) -> str:
         await channel.close()
 
 
+@pytest.fixture
+def new_admin_key(identity_address: str) -> Callable[[], Awaitable[str]]:
+    """Makes an administrator and returns a fresh API key of theirs."""
+    return lambda: admin_key(identity_address)
+
+
 RestFactory = Callable[..., AbstractAsyncContextManager[Api]]
 
 

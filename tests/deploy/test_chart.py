@@ -452,6 +452,22 @@ def test_no_secret_is_rendered_in_clear(name) -> None:
                 assert "VERA_RPC__AUTH_KEY" in {e["name"] for e in container["env"]}
 
 
+def test_a_next_rpc_key_reaches_every_component_only_during_a_rotation() -> None:
+    """docs/security.md's rotation: with rpc.nextKeySecret named, every process that has
+    the key also gets the next one, by reference; without it, none does."""
+    rotating = manifests({"rpc": {"nextKeySecret": {"name": "vera-rpc-next"}}})
+    for objects, expected in ((rendered("default"), False), (rotating, True)):
+        keyed = [{e["name"]: e for e in container.get("env", [])}
+                 for workload in workloads(objects) for container in containers(workload)
+                 if "VERA_RPC__AUTH_KEY" in {e["name"] for e in container.get("env", [])}]
+        assert len(keyed) >= len(GRPC) + len(FRONTS)
+        for env in keyed:
+            assert ("VERA_RPC__AUTH_NEXT_KEY" in env) == expected
+            if expected:
+                assert env["VERA_RPC__AUTH_NEXT_KEY"]["valueFrom"] == {
+                    "secretKeyRef": {"name": "vera-rpc-next", "key": "next-auth-key"}}
+
+
 @pytest.mark.parametrize(
     ("values", "field"),
     [
@@ -477,6 +493,8 @@ def test_the_default_values_hold_no_credential() -> None:
             yield path, node
 
     for path, value in leaves(values):
+        if path[-1] == "secretName":  # the name of a Secret, as every secretRef's name
+            continue
         if any(word in path[-1].lower() for word in ("secret", "password", "token", "dsn")):
             assert value in ("", None, False, []), path
         assert "://" not in str(value) or "@" not in str(value), path  # no credentials in URLs
@@ -529,6 +547,24 @@ def test_oidc_without_its_issuer_is_refused_naming_the_field() -> None:
         manifests({"auth": {"mode": "oidc"}})
 
 
+def test_an_ingress_without_tls_renders_only_with_the_loud_value() -> None:
+    for tls in ({"secretName": ""}, None):
+        ingress = {"tls": tls} if tls is not None else {}
+        values = {"ingress": {**ingress, "enabled": True, "host": "vera.example.com"}}
+        if tls is None:  # the chart's own default names a certificate Secret
+            [rendered_ingress] = of_kind(manifests(values), "Ingress")
+            assert rendered_ingress["spec"]["tls"][0]["secretName"] == "vera-tls"
+            continue
+        with pytest.raises(helm_python.HelmValuesError, match="/ingress/tls/secretName"):
+            manifests(values)
+    plain = {"ingress": {"tls": {"secretName": ""}, "INSECUREPlainHttp": True}}
+    [ingress] = of_kind(manifests(plain), "Ingress")
+    assert "tls" not in ingress["spec"]
+    notes = next(text for path, text in render_files(plain).items() if path.endswith(".txt"))
+    assert "INSECUREPlainHttp" in notes
+    assert manifests({"ingress": {"enabled": False, "tls": {"secretName": ""}}})
+
+
 def test_an_unauthenticated_gateway_renders_only_with_the_loud_value() -> None:
     with pytest.raises(helm_python.HelmValuesError, match="/auth/mode"):
         manifests({"auth": {"mode": "none"}})
@@ -547,6 +583,25 @@ def test_an_unauthenticated_gateway_renders_only_with_the_loud_value() -> None:
     assert api.auth_profile != "local-dev"
     assert api.api.allow_unauthenticated_non_loopback is False
     refuse_unauthenticated_non_loopback(api, "api")  # the API's own startup rule holds
+
+
+def test_the_api_pod_gets_its_rate_limits_and_trusted_proxies() -> None:
+    """docs/security.md: the API's limits per address key on the client behind the
+    Ingress only when its controller is a trusted proxy."""
+    defaults = rendered("default")
+    api = _settings_from(_container_env(defaults, by_component(defaults, "Deployment")["api"]))
+    assert api.api.forwarded_allow_ips == ["127.0.0.1"]
+    assert api.api.registrations_per_day == 100
+    objects = manifests({"api": {"trustedProxies": ["10.42.0.0/16"],
+                                 "rateLimits": {"requestsPerMinutePerAddress": 60,
+                                                "requestsPerMinutePerKey": 30,
+                                                "registrationsPerHourPerAddress": 2,
+                                                "registrationsPerDay": 20}}})
+    api = _settings_from(_container_env(objects, by_component(objects, "Deployment")["api"]))
+    assert api.api.forwarded_allow_ips == ["10.42.0.0/16"]
+    assert (api.api.requests_per_minute_per_address, api.api.requests_per_minute_per_key,
+            api.api.registrations_per_hour_per_address, api.api.registrations_per_day) == (
+        60, 30, 2, 20)
 
 
 # --- helpers ------------------------------------------------------------------------------

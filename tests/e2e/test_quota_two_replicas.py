@@ -37,7 +37,7 @@ pytestmark = pytest.mark.e2e
 
 QUOTA = 7
 CALLS = 40
-WINDOW_S = 60  # the read bucket's fixed window (gateway/quota.py)
+WINDOW_S = 60  # the read bucket's fixed window (vera/quota.py)
 BURST_MARGIN_S = 12  # the burst must not straddle a window boundary
 
 

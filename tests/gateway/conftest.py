@@ -31,10 +31,10 @@ from vera.errors import (
     ProjectOutOfScope,
 )
 from vera.gateway.app import build_app
-from vera.gateway.quota import InMemoryQuotaStore
 from vera.identity.v1 import identity_pb2, identity_pb2_grpc
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
+from vera.quota import InMemoryQuotaStore
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.server import ServiceBinding, create_server, mark_serving
 from vera.rpc.timestamps import to_timestamp

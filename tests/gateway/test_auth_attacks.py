@@ -40,8 +40,8 @@ from starlette.routing import Route
 from vera.config import McpSettings, ObservabilitySettings, ServiceAddresses, Settings
 from vera.gateway.auth import BearerAuthenticator
 from vera.gateway.jwks import JwksCache
-from vera.gateway.quota import InMemoryQuotaStore
 from vera.gateway.tokens import TokenVerifier
+from vera.quota import InMemoryQuotaStore
 
 SECRET = "built-in-test-secret-0123456789abcdef"
 ISSUER = "https://auth.vera.test"

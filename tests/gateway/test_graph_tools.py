@@ -88,11 +88,14 @@ class World:
         )
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return (await self.call_with_text(tool, arguments))[0]
+
+    async def call_with_text(self, tool: str, arguments: dict[str, Any]) -> tuple[dict, str]:
         async with Client(self.url) as client:
             result = await client.call_tool(tool, arguments)
         assert not result.is_error
         assert result.content[0].text  # a text rendering for content-only clients
-        return result.structured_content
+        return result.structured_content, result.content[0].text
 
     async def error(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         async with Client(self.url) as client:
@@ -508,3 +511,44 @@ async def test_conflict_pages_use_a_keyset_cursor_that_survives_a_resolved_group
     }
     bad = await world.error("knowledge_get_conflicts", {"cursor": "djE6MTA"})  # an offset token
     assert (bad["code"], bad["field"]) == ("invalid_input", "cursor")
+
+
+@pytest.fixture
+async def counting_two(pg_dsn: str) -> AsyncIterator[World]:
+    """A knowledge service that counts at most two rows for a total."""
+    async with gateway_over_knowledge(
+        pg_dsn, Identity(), tool_profile="advanced", knowledge_fields={"max_counted_rows": 2}
+    ) as (url, knowledge):
+        yield World(url, knowledge)
+
+
+async def test_totals_past_the_count_limit_say_at_least(counting_two) -> None:
+    world = counting_two
+    await world.ingest(facts=[fact("ledger", "depends_on", f"dep-{i}") for i in range(4)]
+                       + [fact("ledger", "uses_database", db) for db in ("pg", "mysql")])
+    entity, text = await world.call_with_text("knowledge_get_entity",
+                                              {"entity": "ledger", "limit": 1})
+    assert (entity["total_facts"], entity["total_facts_is_lower_bound"]) == (2, True)
+    assert "1 of at least 2 related facts" in text
+    only = await world.call("knowledge_get_entity",
+                            {"entity": "ledger", "conflict_handling": "only", "limit": 1})
+    assert (only["total_facts"], only["total_facts_is_lower_bound"]) == (2, False)
+    conflicts = await world.call("knowledge_get_conflicts", {})
+    assert (conflicts["total"], conflicts["total_is_lower_bound"]) == (1, False)
+
+    await world.knowledge.DeriveCommunities(pb.DeriveCommunitiesRequest(scope_id=PROJECT))
+    found = await world.call("knowledge_search_communities", {"query": "ledger", "limit": 1})
+    (community,) = found["communities"]
+    page, text = await world.call_with_text(
+        "knowledge_get_community_lineage",
+        {"community_id": community["community_id"], "limit": 2})
+    assert (page["total"], page["total_is_lower_bound"]) == (2, True)
+    assert "(at least 2 facts)" in text
+    seen = len(page["facts"])
+    while page["next_cursor"]:  # paging goes on past the counted total
+        page = await world.call(
+            "knowledge_get_community_lineage",
+            {"community_id": community["community_id"], "limit": 2,
+             "cursor": page["next_cursor"]})
+        seen += len(page["facts"])
+    assert seen == community["lineage_fact_count"] > 2

@@ -22,8 +22,8 @@ from snapshot_harness import (
 )
 
 from vera.config import RetrievalSettings
-from vera.gateway.quota import InMemoryQuotaStore
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
+from vera.quota import InMemoryQuotaStore
 from vera.rpc.timestamps import from_timestamp
 from vera.services.retrieval.contract import assembler_version
 from vera.services.retrieval.pipeline import Stages

@@ -20,7 +20,7 @@ from vera.errors import (
 from vera.gateway.bounds import parse_timestamp
 from vera.gateway.errors import ERROR_CODES, from_vera_error, invalid_input, jsonrpc_error
 from vera.gateway.metrics import ToolMetrics
-from vera.gateway.quota import BucketLimit, InMemoryQuotaStore, QuotaPolicy
+from vera.quota import BucketLimit, InMemoryQuotaStore, QuotaPolicy
 
 
 @pytest.mark.parametrize(

@@ -131,3 +131,17 @@ async def test_a_real_service_outside_local_refuses_to_start_without_the_key(pg_
     with pytest.raises(ConfigError, match="VERA_RPC__AUTH_KEY"):
         await knowledge_server.create(
             Settings(environment="prod", database={"dsn": pg_dsn}), "127.0.0.1:0")
+
+
+async def test_a_service_component_may_not_write_through_another_service(knowledge) -> None:
+    """Retrieval reads knowledge's log; its assertion, replayed or misused, proposes
+    nothing."""
+    channel = open_channel(knowledge, 10, auth_key=KEY, caller="retrieval")
+    try:
+        stub = knowledge_pb2_grpc.KnowledgeServiceStub(channel)
+        await stub.ListChanges(knowledge_pb2.ListChangesRequest(page_size=1))
+        with pytest.raises(VeraError) as caught:
+            await stub.ProposeFact(knowledge_pb2.ProposeFactRequest())
+    finally:
+        await channel.close()
+    assert caught.value.metadata == {"reason": "caller", "credential": "internal"}

@@ -61,13 +61,21 @@ identity knowledge retrieval snapshot
       key: {{ .Values.database.dsnSecret.key }}
 {{- end -}}
 
-{{/* The internal gRPC key (INTERNAL_AUTH): every component signs and checks with it. */}}
+{{/* The internal gRPC key (INTERNAL_AUTH): every component signs and checks with it;
+during a rotation every component also accepts the next one. */}}
 {{- define "vera.rpcKeyEnv" -}}
 - name: VERA_RPC__AUTH_KEY
   valueFrom:
     secretKeyRef:
       name: {{ .Values.rpc.authKeySecret.name }}
       key: {{ .Values.rpc.authKeySecret.key }}
+{{- with .Values.rpc.nextKeySecret }}{{ if .name }}
+- name: VERA_RPC__AUTH_NEXT_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ .name }}
+      key: {{ .key | default "next-auth-key" }}
+{{- end }}{{ end }}
 {{- end -}}
 
 {{- define "vera.podSpecCommon" -}}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 from pydantic import SecretStr
 
-from vera.rpc.auth import METADATA_KEY, AssertionSigner
+from vera.rpc.auth import METADATA_KEY, AssertionSigner, audience_of
 from vera.rpc.errors import from_rpc_error
 from vera.rpc.retries import CHANNEL_OPTIONS
 
@@ -22,7 +22,9 @@ class _CallPolicy(grpc.aio.UnaryUnaryClientInterceptor):
             client_call_details = client_call_details._replace(timeout=self._deadline)
         if self._signer is not None:
             metadata = grpc.aio.Metadata(*(client_call_details.metadata or ()))
-            metadata[METADATA_KEY] = self._signer.header()
+            method = client_call_details.method
+            path = method.decode("ascii") if isinstance(method, bytes) else method
+            metadata[METADATA_KEY] = self._signer.header(audience_of(path))
             client_call_details = client_call_details._replace(metadata=metadata)
         call = await continuation(client_call_details, request)
         try:
@@ -40,7 +42,8 @@ def open_channel(
 ) -> grpc.aio.Channel:
     """A channel whose calls default to ``deadline_seconds`` and raise VeraError. With
     ``auth_key`` every call carries an assertion naming ``caller`` (gateway, api,
-    retrieval, snapshot, cli), minted once per channel and renewed before it expires.
+    retrieval, snapshot, cli) for the service it calls, minted once per channel and
+    service and renewed before it expires.
     Reads that meet UNAVAILABLE are retried within that deadline (``vera.rpc.retries``)."""
     signer = AssertionSigner(auth_key, caller) if auth_key is not None else None
     return grpc.aio.insecure_channel(

@@ -14,14 +14,15 @@ from vera.errors import (
     ERRORS_BY_REASON,
     InvalidInput,
     Unauthenticated,
+    Unauthorized,
     Unavailable,
     VeraError,
 )
 
 log = logging.getLogger(__name__)
 
-# ErrorInfo metadata ``credential`` of a refused internal assertion (vera.rpc.auth), which
-# tells it apart from an end user's failed authentication.
+# ErrorInfo metadata ``credential`` of a refused internal assertion or calling component
+# (vera.rpc.auth), which tells it apart from an end user's failed authentication.
 INTERNAL_CREDENTIAL = "internal"
 
 
@@ -59,11 +60,12 @@ def from_rpc_error(error: grpc.aio.AioRpcError) -> VeraError:
         return VeraError(f"service call failed: {error.code().name}")
     cls = ERRORS_BY_REASON.get(info.reason, VeraError)
     metadata = dict(info.metadata)
-    if cls is Unauthenticated and metadata.get("credential") == INTERNAL_CREDENTIAL:
-        # The service refused this process's own assertion: a deployment fault, never the
-        # end user's, so callers must not answer it as a failed login.
-        log.warning("an internal call was refused (%s): check VERA_RPC__AUTH_KEY",
-                    metadata.get("reason", "unknown"))
+    if (cls in (Unauthenticated, Unauthorized)
+            and metadata.get("credential") == INTERNAL_CREDENTIAL):
+        # The service refused this process's own assertion or component: a deployment
+        # fault, never the end user's, so callers must not answer it as a failed login.
+        log.warning("an internal call was refused (%s): check VERA_RPC__AUTH_KEY and "
+                    "vera.rpc.callers", metadata.get("reason", "unknown"))
         return VeraError("internal call refused", **metadata)
     if cls is InvalidInput:
         field = metadata.pop("field", "")

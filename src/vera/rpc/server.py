@@ -159,7 +159,7 @@ def create_server(
     gate = CallGate()
     interceptors: list[grpc.aio.ServerInterceptor] = [gate, DomainErrorInterceptor()]
     if key is not None:
-        interceptors.insert(0, InternalAuthInterceptor(AssertionVerifier(key)))
+        interceptors.insert(0, InternalAuthInterceptor(AssertionVerifier(rpc.accepted_keys)))
     # gRPC shares a port with SO_REUSEPORT by default, so a second server on it binds and
     # gets half the calls; without it a taken port fails the bind, as everywhere else.
     server = grpc.aio.server(interceptors=interceptors, options=[("grpc.so_reuseport", 0)])

@@ -1,6 +1,7 @@
 """Reads of a hub entity stay bounded by their page size: the knowledge service answers
 GetEntity, ExploreGraph and ListConflicts for an entity with 10k facts within the normal
-RPC deadline, and what it returns is the best-ranked page, not a truncation of everything."""
+RPC deadline, and what it returns is the best-ranked page, not a truncation of everything.
+Totals count up to VERA_KNOWLEDGE__MAX_COUNTED_ROWS (1000) and say when they stopped."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import asyncpg
 import pytest
 
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
-from vera.services.knowledge.domain import fact_key, load_ontology, normalize
+from vera.services.knowledge.domain import Total, fact_key, load_ontology, normalize
 from vera.services.knowledge.graph import ConflictFilter, ExtractiveSummarizer
 from vera.services.knowledge.graph_store import GraphStore
 from vera.services.knowledge.store import KnowledgeStore
@@ -20,6 +21,7 @@ CURATOR = str(uuid.uuid4())
 PROJECT = str(uuid.uuid4())
 HUB = "payments-hub"
 HUB_FACTS = 10_000
+COUNTED = 1000  # KnowledgeSettings.max_counted_rows' default
 # The deadline every VERA client call carries (vera.rpc.client's default).
 async def _copy_hub_facts(pg_dsn: str, scope: str, count: int) -> None:
     """``count`` curated facts "payments-hub depends_on dep-<i>", each with a verified
@@ -130,7 +132,8 @@ async def test_get_entity_of_a_hub_returns_the_best_ranked_page(stub, hub) -> No
     response = await stub.GetEntity(
         pb.GetEntityRequest(scope_ids=[PROJECT], name="hub", page_size=5)
     )
-    assert response.total_facts == HUB_FACTS + 3
+    # More match than a read counts: the total says "at least".
+    assert (response.total_facts, response.total_facts_is_lower_bound) == (COUNTED, True)
     assert len(response.facts) == 5
     # The three curated tier-1 facts outrank the 10k tier-2 ones, then keys in order.
     assert [f.trust_tier for f in response.facts] == [1, 1, 1, 2, 2]
@@ -147,7 +150,7 @@ async def test_get_entity_conflict_filters_count_and_page_in_the_database(stub, 
             conflict_filter=pb.CONFLICT_FILTER_ONLY,
         )
     )
-    assert only.total_facts == 2
+    assert (only.total_facts, only.total_facts_is_lower_bound) == (2, False)
     assert len(only.facts) == 1
     assert only.facts[0].object in {"team-a", "team-b"}
     exclude = await stub.GetEntity(
@@ -158,7 +161,7 @@ async def test_get_entity_conflict_filters_count_and_page_in_the_database(stub, 
             conflict_filter=pb.CONFLICT_FILTER_EXCLUDE,
         )
     )
-    assert exclude.total_facts == HUB_FACTS + 1
+    assert (exclude.total_facts, exclude.total_facts_is_lower_bound) == (COUNTED, True)
     assert exclude.facts[0].object == "kubernetes"
     assert all(not f.conflicting_fact_keys for f in exclude.facts)
 
@@ -176,7 +179,7 @@ async def test_explore_a_hub_is_cut_at_page_size(stub, hub) -> None:
 
 async def test_conflicts_beside_a_hub_page_with_the_keyset(stub, hub) -> None:
     first = await stub.ListConflicts(pb.ListConflictsRequest(scope_ids=[PROJECT], page_size=1))
-    assert first.total == 1
+    assert (first.total, first.total_is_lower_bound) == (1, False)
     assert [sorted(f.object for f in g.facts) for g in first.conflicts] == [["team-a", "team-b"]]
     assert first.next_page_token == ""
 
@@ -224,7 +227,7 @@ async def counted(pg_dsn: str, hub) -> AsyncIterator[tuple[GraphStore, list[int]
     try:
         counting = _CountingPool(pool)
         store = KnowledgeStore(counting, load_ontology(), stale_source_days=180)  # type: ignore[arg-type]
-        yield GraphStore(store, ExtractiveSummarizer()), counting.counter
+        yield GraphStore(store, ExtractiveSummarizer(), max_counted_rows=COUNTED), counting.counter
     finally:
         await pool.close()
 
@@ -235,7 +238,7 @@ async def test_hub_reads_fetch_rows_bounded_by_the_page(counted) -> None:
     _, facts, total = await model.get_entity(
         scope, HUB, None, None, None, 10, ConflictFilter.INCLUDE
     )
-    assert (len(facts), total) == (10, HUB_FACTS + 3)
+    assert (len(facts), total) == (10, Total(COUNTED, lower_bound=True))
     assert rows[0] < 100
     rows[0] = 0
     hood = await model.explore(scope, HUB, None, 3, 10, None, None, ConflictFilter.INCLUDE)
@@ -243,5 +246,20 @@ async def test_hub_reads_fetch_rows_bounded_by_the_page(counted) -> None:
     assert rows[0] < 100
     rows[0] = 0
     groups, total, _ = await model.list_conflicts(scope, 10, "", None, None)
-    assert total == 1 and len(groups) == 1
+    assert total == Total(1, lower_bound=False) and len(groups) == 1
     assert rows[0] < 100
+
+
+async def test_a_total_under_the_limit_is_exact(pg_dsn, hub) -> None:
+    pool = await asyncpg.create_pool(
+        pg_dsn, min_size=1, max_size=1, server_settings={"search_path": "knowledge"}
+    )
+    try:
+        store = KnowledgeStore(pool, load_ontology(), stale_source_days=180)
+        model = GraphStore(store, ExtractiveSummarizer(), max_counted_rows=HUB_FACTS + 3)
+        _, _, total = await model.get_entity(
+            [uuid.UUID(PROJECT)], HUB, None, None, None, 10, ConflictFilter.INCLUDE
+        )
+    finally:
+        await pool.close()
+    assert total == Total(HUB_FACTS + 3, lower_bound=False)

@@ -43,6 +43,8 @@ def main() -> int:
           grace=settings.rpc.longest_deadline_seconds, listener=settings.api,
           host=settings.api_bind_host,
           port=settings.api.port, workers=1,
+          # The rate limits key on the client's address (vera.api.rate_limits).
+          proxy_headers=True, forwarded_allow_ips=settings.api.forwarded_allow_ips,
           log_level=settings.observability.log_level.lower(), lifespan="on",
           log_config=None, access_log=False)
     return 0

@@ -522,14 +522,16 @@ class GetEntityRequest(_message.Message):
     def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., entity_id: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., conflict_filter: _Optional[_Union[ConflictFilter, str]] = ...) -> None: ...
 
 class GetEntityResponse(_message.Message):
-    __slots__ = ("entity", "facts", "total_facts")
+    __slots__ = ("entity", "facts", "total_facts", "total_facts_is_lower_bound")
     ENTITY_FIELD_NUMBER: _ClassVar[int]
     FACTS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FACTS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FACTS_IS_LOWER_BOUND_FIELD_NUMBER: _ClassVar[int]
     entity: _knowledge_resources_pb2.Entity
     facts: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.Fact]
     total_facts: int
-    def __init__(self, entity: _Optional[_Union[_knowledge_resources_pb2.Entity, _Mapping]] = ..., facts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.Fact, _Mapping]]] = ..., total_facts: _Optional[int] = ...) -> None: ...
+    total_facts_is_lower_bound: bool
+    def __init__(self, entity: _Optional[_Union[_knowledge_resources_pb2.Entity, _Mapping]] = ..., facts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.Fact, _Mapping]]] = ..., total_facts: _Optional[int] = ..., total_facts_is_lower_bound: _Optional[bool] = ...) -> None: ...
 
 class GetSourceRequest(_message.Message):
     __slots__ = ("scope_ids", "source_id", "scope_id", "known_as_of", "as_of")
@@ -606,16 +608,18 @@ class ListConflictsRequest(_message.Message):
     def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListConflictsResponse(_message.Message):
-    __slots__ = ("conflicts", "next_page_token", "total", "ontology_version")
+    __slots__ = ("conflicts", "next_page_token", "total", "ontology_version", "total_is_lower_bound")
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     ONTOLOGY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_IS_LOWER_BOUND_FIELD_NUMBER: _ClassVar[int]
     conflicts: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.ConflictGroup]
     next_page_token: str
     total: int
     ontology_version: str
-    def __init__(self, conflicts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.ConflictGroup, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ..., ontology_version: _Optional[str] = ...) -> None: ...
+    total_is_lower_bound: bool
+    def __init__(self, conflicts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.ConflictGroup, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ..., ontology_version: _Optional[str] = ..., total_is_lower_bound: _Optional[bool] = ...) -> None: ...
 
 class ListScopeChangesRequest(_message.Message):
     __slots__ = ("scope_ids", "page_size", "page_token", "as_of", "known_as_of", "newest_first", "changes")
@@ -700,16 +704,18 @@ class GetCommunityLineageRequest(_message.Message):
     def __init__(self, scope_ids: _Optional[_Iterable[str]] = ..., community_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetCommunityLineageResponse(_message.Message):
-    __slots__ = ("community", "facts", "next_page_token", "total")
+    __slots__ = ("community", "facts", "next_page_token", "total", "total_is_lower_bound")
     COMMUNITY_FIELD_NUMBER: _ClassVar[int]
     FACTS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_IS_LOWER_BOUND_FIELD_NUMBER: _ClassVar[int]
     community: _knowledge_resources_pb2.Community
     facts: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.Fact]
     next_page_token: str
     total: int
-    def __init__(self, community: _Optional[_Union[_knowledge_resources_pb2.Community, _Mapping]] = ..., facts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.Fact, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
+    total_is_lower_bound: bool
+    def __init__(self, community: _Optional[_Union[_knowledge_resources_pb2.Community, _Mapping]] = ..., facts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.Fact, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ..., total_is_lower_bound: _Optional[bool] = ...) -> None: ...
 
 class ListPendingProposalsRequest(_message.Message):
     __slots__ = ("scope_id", "page_size", "page_token")
