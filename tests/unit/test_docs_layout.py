@@ -38,3 +38,15 @@ def test_relative_links_in_the_readme_and_docs_resolve(tmp_path: Path) -> None:
     pages = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "RELIABILITY.md",
              *sorted(DOCS.rglob("*.md"))]
     assert broken_links(pages) == []
+
+
+def test_every_rest_route_is_in_the_rest_api_reference() -> None:
+    from vera.api.curation import routes as curation_routes
+    from vera.api.identity import routes as identity_routes
+
+    page = (DOCS / "rest-api.md").read_text()
+    served = [(method, route.path) for route in (*identity_routes, *curation_routes)
+              for method in sorted(route.methods - {"HEAD"})]
+    served += [("GET", "/livez"), ("GET", "/readyz")]
+    assert len(served) > 20
+    assert [f"{m} {p}" for m, p in served if f"| `{m} {p}` |" not in page] == []
