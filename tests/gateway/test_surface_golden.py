@@ -1,17 +1,18 @@
 """The MCP surface per profile, as the official client sees it, against a committed golden.
 
 Tool names, input and output schemas, annotations, ``_meta``, the server instructions and
-version: any change fails here until it is made on purpose by regenerating the golden, then
-the tool reference generated from it (docs/tools.md, checked by test_tool_docs.py):
+version: any change fails here until it is made on purpose by regenerating the golden, which
+also rewrites the tool reference generated from it (docs/tools.md, checked by
+test_tool_docs.py; `scripts/gen-tool-docs` alone does the same from the committed golden):
 
     VERA_UPDATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/gateway/test_surface_golden.py
-    scripts/gen-tool-docs
 """
 
 from __future__ import annotations
 
 import json
 import os
+import runpy
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from mcp import Client
 from vera.gateway.profiles import PROFILES
 
 GOLDEN = Path(__file__).with_name("surface_golden.json")
+GENERATOR = Path(__file__).resolve().parents[2] / "scripts" / "gen-tool-docs"
 UPDATE = os.environ.get("VERA_UPDATE_GOLDEN") == "1"
 
 
@@ -63,5 +65,7 @@ async def surface(start_gateway) -> dict[str, Any]:
 async def test_the_mcp_surface_matches_the_golden(surface) -> None:
     if UPDATE:
         GOLDEN.write_text(json.dumps(surface, indent=2, sort_keys=True) + "\n")
+        docs = runpy.run_path(str(GENERATOR))
+        docs["PAGE"].write_text(docs["render"](surface))
     assert surface == json.loads(GOLDEN.read_text())
 
