@@ -9,7 +9,7 @@ qdrant-edge shard of its own with bench/lexical_ablation.py's two named sparse v
 (client-side BM25 saturation and length normalisation, IDF by Qdrant's ``Modifier.Idf``,
 ``own + CONTEXT_WEIGHT * context`` by a ``Formula`` over one prefetch per field). Alone in
 its shard, a scope's statistics are the shard's, so this is the formulation that kept
-LoCoMo quality in the ablation (README, "The lexical leg in Qdrant") without a per-query
+LoCoMo quality in the ablation (docs/benchmarks.md, "The lexical leg in Qdrant") without a per-query
 IDF corpus filter, the one that grew worst with the project.
 
 Reports, per leg (the memory; the shard at each prefetch depth) and project: the lexical

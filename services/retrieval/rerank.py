@@ -10,7 +10,7 @@
   the contextual ones need a forward pass over the short list (hundreds of ms on CPU)
   and, calibrated out of fold, do not beat the static ones. The benchmark's ablation
   (bench/ablation.py) measures both, with the blend weight calibrated out of fold
-  (README "## Benchmarks").
+  (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -201,7 +201,7 @@ def test_every_container_has_limits_and_a_locked_down_security_context(name) -> 
 
 
 def test_requests_cover_the_measured_peak_rss() -> None:
-    # README, Scale: peak RSS at 10k facts (MiB); a request below it would evict at rest.
+    # docs/benchmarks.md, Scale: peak RSS at 10k facts (MiB); a request below it evicts at rest.
     peak_mib = {"retrieval": 490, "knowledge": 129, "gateway": 96, "api": 69,
                 "identity": 64, "snapshot": 65, "migrations": 69}
     deployments = {component(w): w for w in workloads(rendered("default"))}

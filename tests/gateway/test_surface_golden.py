@@ -1,8 +1,9 @@
 """The MCP surface per profile, as the official client sees it, against a committed golden.
 
 Tool names, input and output schemas, annotations, ``_meta``, the server instructions and
-version: any change fails here until it is made on purpose by regenerating the golden (and
-the README's tool table, generated from it):
+version: any change fails here until it is made on purpose by regenerating the golden, which
+also rewrites the tool reference generated from it (docs/tools.md, checked by
+test_tool_docs.py; `scripts/gen-tool-docs` alone does the same from the committed golden):
 
     VERA_UPDATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/gateway/test_surface_golden.py
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +22,7 @@ from mcp import Client
 from vera.gateway.profiles import PROFILES
 
 GOLDEN = Path(__file__).with_name("surface_golden.json")
-README = Path(__file__).resolve().parents[2] / "README.md"
-BEGIN, END = "<!-- mcp-tools:begin (generated: tests/gateway/test_surface_golden.py) -->", (
-    "<!-- mcp-tools:end -->"
-)
+GENERATOR = Path(__file__).resolve().parents[2] / "scripts" / "gen-tool-docs"
 UPDATE = os.environ.get("VERA_UPDATE_GOLDEN") == "1"
 
 
@@ -58,32 +57,6 @@ def _merged(per_profile: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return surface
 
 
-def _tool_table(surface: dict[str, Any]) -> str:
-    """The README's tool table: one row per tool, with the profiles that list it."""
-    rows = [
-        "| tool | profiles | class | quota | read-only | idempotent | destructive |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name, tool in surface["tools"].items():
-        profiles = ", ".join(p for p in PROFILES if name in surface["profiles"][p]["tools"])
-        meta, hints = tool.get("_meta", {}), tool.get("annotations", {})
-        flags = [
-            "yes" if hints.get(hint) else "no"
-            for hint in ("readOnlyHint", "idempotentHint", "destructiveHint")
-        ]
-        rows.append(
-            f"| `{name}` | {profiles} | {meta.get('dev.vera/authorization_class', '')} | "
-            f"{meta.get('dev.vera/quota_bucket', '')} | " + " | ".join(flags) + " |"
-        )
-    return "\n".join(rows)
-
-
-def _readme_with(table: str) -> str:
-    text = README.read_text()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    return text[:start] + "\n" + table + "\n" + text[end:]
-
-
 @pytest.fixture
 async def surface(start_gateway) -> dict[str, Any]:
     return _merged({p: await _profile_surface(start_gateway, p) for p in PROFILES})
@@ -92,12 +65,7 @@ async def surface(start_gateway) -> dict[str, Any]:
 async def test_the_mcp_surface_matches_the_golden(surface) -> None:
     if UPDATE:
         GOLDEN.write_text(json.dumps(surface, indent=2, sort_keys=True) + "\n")
+        docs = runpy.run_path(str(GENERATOR))
+        docs["PAGE"].write_text(docs["render"](surface))
     assert surface == json.loads(GOLDEN.read_text())
 
-
-def test_the_readme_tool_table_is_generated_from_the_golden() -> None:
-    golden = json.loads(GOLDEN.read_text())
-    expected = _readme_with(_tool_table(golden))
-    if UPDATE:
-        README.write_text(expected)
-    assert README.read_text() == expected
