@@ -18,11 +18,6 @@ import pytest
 
 from vera.integrations.artifacts import hook_source
 
-pytestmark = pytest.mark.skipif(
-    subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
-    reason="needs git",
-)
-
 CLOSED_URL = "http://127.0.0.1:9"  # discard port: nothing listens
 
 
