@@ -24,6 +24,10 @@ from vera.secret_screen import screen
 SHAPES: dict[str, Callable[[int], str]] = {
     "dotted scheme run": lambda n: ("a." * n)[:n],
     "token_ repeated": lambda n: ("token_" * n)[:n],
+    # The names the old pattern backtracked cubically on (2 s at 2 KiB, minutes at 8 KiB).
+    "secret_key_ repeated": lambda n: ("secret_key_" * n)[:n],
+    "underscore run": lambda n: ("_" * n)[:n],
+    "password repeated": lambda n: ("password" * n)[:n],
     "eyJ- repeated": lambda n: ("eyJ-" * n)[:n],
     "scheme repeated": lambda n: ("a://" * n)[:n],
     "user:pass colons": lambda n: ("a://" + "b:" * n)[:n],

@@ -221,7 +221,12 @@ def page_size(value: int) -> int:
     if value == 0:
         return DEFAULT_PAGE_SIZE
     if not 1 <= value <= MAX_PAGE_SIZE:
-        raise InvalidInput("page_size")
+        raise InvalidInput(
+            "page_size",
+            f"must be 0..{MAX_PAGE_SIZE}",
+            reason="out_of_range",
+            maximum=MAX_PAGE_SIZE,
+        )
     return value
 
 

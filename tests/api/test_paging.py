@@ -39,8 +39,29 @@ async def test_a_bad_page_size_is_invalid_input_on_every_list_route(rest, identi
 
 
 async def test_the_largest_int32_page_size_reaches_the_service(rest) -> None:
-    # In range for the wire, so the service decides (its own maximum): never a 500.
-    response = await rest.client.get("/identity/api-keys", params={"page_size": 2**31 - 1},
-                                     headers=rest.credentials)
+    """In range for the wire, so the API's reader lets it through and the identity service
+    decides: its refusal names its own maximum, which the API's reader never gives."""
+    int32_max = 2**31 - 1
+    response = await rest.client.get(
+        "/identity/api-keys", params={"page_size": int32_max}, headers=rest.credentials
+    )
     assert response.status_code == 400
-    assert response.json()["error"]["field"] == "page_size"
+    error = response.json()["error"]
+    assert (error["code"], error["field"], error["reason"]) == (
+        "invalid_input",
+        "page_size",
+        "out_of_range",
+    )
+    assert 0 < int(error["maximum"]) < int32_max
+
+
+async def test_a_page_size_past_int32_is_refused_by_the_apis_reader(rest) -> None:
+    """The contrast that makes the test above mean something: past the wire's range the
+    API refuses before any service call, so no service maximum is named."""
+    response = await rest.client.get(
+        "/identity/api-keys", params={"page_size": 2**31}, headers=rest.credentials
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["field"], error["reason"]) == ("page_size", "out_of_range")
+    assert "maximum" not in error

@@ -10,6 +10,7 @@ message, so a test asserts ``== []`` and a report prints them.
   is allowed, and ``applied_share`` reports how often.
 - ``half_applied_writes``: every fact version has its change-log row and every proposal
   version its attempt (what one transaction writes together).
+- ``refusals_acknowledged``: a proposal meant to be refused (``REFUSED``) never succeeds.
 - ``hangs``: no call took longer than its deadline (budget plus slack).
 - ``unstable_failures``: every failure is a refusal with its stable code or the outage
   answer (``is_outage``), never a bare ``internal_error`` (a bug).
@@ -27,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import asyncpg
-from fault_workload import CONTEXT, FAILED, FEEDBACK, INGEST, OK, PROPOSE, UNKNOWN, CallRecord
+from fault_workload import CONTEXT, FAILED, FEEDBACK, OK, REFUSED, SUBJECT_OPS, UNKNOWN, CallRecord
 
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.backends import Backends
@@ -64,7 +65,7 @@ def is_outage(record: CallRecord) -> bool:
 async def applied(conn: asyncpg.Connection, records: Iterable[CallRecord]) -> dict[str, bool]:
     """call_id -> whether that call's write is in PostgreSQL."""
     records = list(records)
-    subjects = [r.detail["subject"] for r in records if r.op in (PROPOSE, INGEST)]
+    subjects = [r.detail["subject"] for r in records if r.op in SUBJECT_OPS]
     found_subjects = {
         row["subject"]
         for row in await conn.fetch(
@@ -91,7 +92,7 @@ async def applied(conn: asyncpg.Connection, records: Iterable[CallRecord]) -> di
     }
     result = {}
     for r in records:
-        if r.op in (PROPOSE, INGEST):
+        if r.op in SUBJECT_OPS:
             result[r.call_id] = r.detail["subject"] in found_subjects
         elif r.op == CONTEXT:
             result[r.call_id] = r.detail["query"] in found_queries
@@ -166,6 +167,14 @@ def hangs(records: Sequence[CallRecord]) -> list[str]:
         f"{r.outcome} {r.code})"
         for r in records
         if r.latency > r.deadline or r.code == "timeout"
+    ]
+
+
+def refusals_acknowledged(records: Sequence[CallRecord]) -> list[str]:
+    return [
+        f"{r.op} {r.call_id} was meant to be refused but was acknowledged"
+        for r in records
+        if r.op == REFUSED and r.outcome == OK
     ]
 
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fault_checks
 from fault_stack import POSTGRES, PROCESSES, FaultStack
-from fault_workload import CallRecord, WriteWorkload
+from fault_workload import CallRecord, WriteWorkload, answered_as_expected
 
 from vera.rpc.backends import Backends
 
@@ -150,10 +150,11 @@ async def check_run(stack: FaultStack, workload: WriteWorkload, run: FaultRun) -
         found = [
             f"after the fault: {r.op} {r.call_id} {r.outcome} {r.code}"
             for r in run.healed
-            if r.outcome != "ok"
+            if not answered_as_expected(r)
         ]
         found += await fault_checks.acknowledged_writes_missing(conn, records)
         found += await fault_checks.definite_failures_applied(conn, records)
+        found += fault_checks.refusals_acknowledged(records)
         found += fault_checks.hangs(records)
         found += fault_checks.unstable_failures(records)
         found += await fault_checks.half_applied_writes(conn)
@@ -169,13 +170,14 @@ async def check_run(stack: FaultStack, workload: WriteWorkload, run: FaultRun) -
 
 
 async def _healed(workload: WriteWorkload, target: str) -> list[CallRecord]:
-    """One call of each write once the restarted process serves again. Services cache
-    channels and pools that reconnect on their own, so the first calls may still meet the
-    old connection: a few seconds are allowed before every write must succeed."""
+    """One call of each write (the refused proposal included) once the restarted process
+    serves again. Services cache channels and pools that reconnect on their own, so the
+    first calls may still meet the old connection: a few seconds are allowed before every
+    write must be answered as on a healthy stack."""
     give_up = time.monotonic() + 15.0
     while True:
         records = await workload.one_of_each(phase=f"{target}-healed")
-        if all(r.outcome == "ok" for r in records) or time.monotonic() > give_up:
+        if all(answered_as_expected(r) for r in records) or time.monotonic() > give_up:
             return records
         await asyncio.sleep(0.5)
 

@@ -12,6 +12,9 @@ curator's ingest (``IngestKnowledge`` over gRPC with the stack's internal key, t
 - ``unknown``: no answer: the transport broke or the client's deadline passed (``code``
   ``transport`` or ``timeout``); the write may or may not have happened.
 
+Some proposals are meant to be refused (``REFUSED``: a predicate off the allowlist), so
+the check that a refused write left nothing behind has real refusals to look at.
+
 Every write carries a unique marker (``call_id`` in its subject, query or ref) so a
 checker finds exactly that call's rows. Importable by the load script: put tests/faults
 on ``sys.path`` and use ``WriteWorkload`` and ``CallRecord``.
@@ -37,9 +40,32 @@ from vera.rpc.backends import Backends
 
 OK, FAILED, UNKNOWN = "ok", "failed", "unknown"
 PROPOSE, CONTEXT, FEEDBACK, INGEST = "propose", "context_persist", "feedback", "ingest"
+# A proposal the knowledge service's policy refuses (its predicate is not on the
+# allowlist): the service records a rejected attempt and must write no fact.
+REFUSED = "propose_refused"
+REFUSED_CODE = "invalid_input"
+REFUSED_PREDICATE = "fault_not_an_allowed_predicate"
 # The write mix of one client; FEEDBACK needs a persisted pack and runs CONTEXT until
 # one exists.
-DEFAULT_MIX: Mapping[str, float] = {PROPOSE: 0.35, CONTEXT: 0.25, FEEDBACK: 0.25, INGEST: 0.15}
+DEFAULT_MIX: Mapping[str, float] = {
+    PROPOSE: 0.30,
+    REFUSED: 0.05,
+    CONTEXT: 0.25,
+    FEEDBACK: 0.25,
+    INGEST: 0.15,
+}
+# The calls that write by subject (a checker finds their facts by it).
+SUBJECT_OPS = frozenset({PROPOSE, REFUSED, INGEST})
+
+
+def answered_as_expected(record: CallRecord) -> bool:
+    """What a healthy stack answers: every write acknowledged, and the refused proposal
+    refused with its stable code."""
+    if record.op == REFUSED:
+        return record.outcome == FAILED and record.code == REFUSED_CODE
+    return record.outcome == OK
+
+
 PROJECT = "faults"
 SEED_FACTS = 12
 # The MCP client is given this long beyond the gateway's own budget before a call counts
@@ -141,7 +167,7 @@ class WriteWorkload:
         try:
             records = [
                 await self._call(op, 0, session, backends, phase)
-                for op in (PROPOSE, CONTEXT, FEEDBACK, INGEST)
+                for op in (PROPOSE, CONTEXT, FEEDBACK, INGEST, REFUSED)
             ]
         finally:
             await backends.close()
@@ -204,22 +230,23 @@ class WriteWorkload:
         return record
 
     async def _mcp_call(self, session: _Session, record: CallRecord, rng: random.Random) -> None:
-        if record.op == PROPOSE:
-            subject = f"fault-{record.call_id}"
+        if record.op in (PROPOSE, REFUSED):
+            refused = record.op == REFUSED
+            subject = f"fault-{'refused-' if refused else ''}{record.call_id}"
             record.detail["subject"] = subject
             result = await session.call(
                 "knowledge_propose",
                 {
                     "subject": subject,
-                    "predicate": "depends_on",
+                    "predicate": REFUSED_PREDICATE if refused else "depends_on",
                     "object": f"queue {rng.randrange(1000)}",
                     "evidence_text": "seen in a log",
                     "task_ref": f"task-{record.call_id}",
                     "runtime": "claude-code",
                 },
             )
-            record.detail["fact_key"] = result["fact"]["fact_key"]
-            record.detail["created"] = result["outcome"] == "created"
+            record.detail["fact_key"] = (result.get("fact") or {}).get("fact_key")
+            record.detail["created"] = result.get("outcome") == "created"
         elif record.op == CONTEXT:
             service = rng.randrange(SEED_FACTS)
             query = f"what does fault service {service} depend on {record.call_id}"

@@ -298,7 +298,9 @@ def test_a_body_trickled_in_is_cut_off_with_408(stack: LaunchedStack, front: str
     answer, after = trickle(endpoints(stack)[front], declared=10_000, pause=0.2, limit=30)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 408"), answer[:200]
-    assert BODY_TIMEOUT_SECONDS <= after < BODY_TIMEOUT_SECONDS + 10  # a loaded machine
+    # Cut off by the body timeout (408, reason timeout) within the trickle's 30 s, while
+    # bytes kept coming: not before the timeout, and no stopwatch bound after it.
+    assert after >= BODY_TIMEOUT_SECONDS
     error = json.loads(body)["error"]
     if front == "mcp":
         error = error["data"]
@@ -326,8 +328,10 @@ def test_headers_trickled_in_are_cut_off(stack: LaunchedStack, front: str) -> No
                 break
             with contextlib.suppress(OSError):
                 sock.sendall(b"X-Slow: a\r\n")
-    assert closed_after is not None  # on main: still open after 30 s
-    assert HEADER_TIMEOUT_SECONDS <= closed_after < HEADER_TIMEOUT_SECONDS + 10
+    # Closed while header bytes kept coming (on main: still open after 30 s), and not
+    # before the header timeout.
+    assert closed_after is not None
+    assert closed_after >= HEADER_TIMEOUT_SECONDS
 
 
 def test_a_body_sent_in_pieces_within_the_timeout_is_served(stack: LaunchedStack) -> None:

@@ -183,6 +183,18 @@ class ChangeLog(knowledge_pb2_grpc.KnowledgeServiceServicer):
             changes=after[: request.page_size or 100], head_position=len(self.changes)
         )
 
+    async def BatchGetFacts(self, request, context):
+        """The latest logged version of each fact, as a real retrieval service re-reads it."""
+        current = {c.fact.fact_key: c.fact for c in self.changes}
+        scopes = set(request.scope_ids)
+        return knowledge_pb2.BatchGetFactsResponse(
+            facts=[
+                current[key]
+                for key in request.fact_keys
+                if key in current and current[key].scope_id in scopes
+            ]
+        )
+
 
 def log_fact(
     key: str,
@@ -229,8 +241,14 @@ class RealSnapshot:
     log: ChangeLog
     retrieval: Retrieval
 
-    def settings(self, **mcp: Any) -> Settings:
-        return settings_for(self.fakes_address, self.address, **mcp)
+    def settings(self, *, retrieval: str | None = None, **mcp: Any) -> Settings:
+        """The gateway's settings; ``retrieval``: a real retrieval service's address in
+        place of the fake one."""
+        settings = settings_for(self.fakes_address, self.address, **mcp)
+        if retrieval is None:
+            return settings
+        services = settings.services.model_copy(update={"retrieval": retrieval})
+        return settings.model_copy(update={"services": services})
 
 
 @contextlib.asynccontextmanager

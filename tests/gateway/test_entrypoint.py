@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 
 import httpx
 import pytest
@@ -15,15 +16,29 @@ from vera.config import ConfigError, McpSettings, ObservabilitySettings, Setting
 from vera.entrypoints.mcp.main import create_app
 from vera.stack import free_port
 
+SECRET = "s" * 32
+ISSUER = "https://auth.vera.test"
+AUDIENCE = "https://mcp.vera.test"
+VERIFIED = {"jwt_secret": SECRET, "auth_issuer": ISSUER, "auth_audience": AUDIENCE}
 
-def test_create_app_refuses_authenticated_profiles():
+
+def test_create_app_refuses_incomplete_verification():
+    """The remote-authenticated profile starts only with verification that checks every
+    claim: none at all outside local, or a secret without issuer and audience, is refused."""
     settings = Settings(environment="prod")
     assert settings.auth_profile == "remote-authenticated"
     with pytest.raises(ConfigError):
         create_app(settings)
-    secret = Settings(environment="local", mcp=McpSettings(jwt_secret="s" * 32))
+    secret = Settings(environment="local", mcp=McpSettings(jwt_secret=SECRET))
     with pytest.raises(ConfigError):
         create_app(secret)
+
+
+def test_create_app_serves_an_authenticated_profile_with_complete_verification():
+    for environment in ("prod", "local"):
+        settings = Settings(environment=environment, mcp=McpSettings(**VERIFIED))
+        assert settings.auth_profile == "remote-authenticated"
+        assert isinstance(create_app(settings), Starlette)
 
 
 def test_create_app_reads_the_environment(monkeypatch):
@@ -40,6 +55,22 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, "VERA_ENVIRONMENT": "local", **extra}
 
 
+async def _wait_for_health(
+    http: httpx.AsyncClient, port: int, process: asyncio.subprocess.Process
+) -> httpx.Response:
+    """Polls /healthz until the process answers; a generous deadline, since a loaded machine
+    can take a while to import and bind, and an early exit fails at once."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.returncode is not None:
+            raise AssertionError(f"gateway exited with {process.returncode}")
+        try:
+            return await http.get(f"http://127.0.0.1:{port}/healthz")
+        except httpx.TransportError:
+            await asyncio.sleep(0.05)
+    raise AssertionError("gateway did not come up")
+
+
 async def test_module_serves_healthz_and_stops_on_sigterm():
     port = free_port()
     process = await asyncio.create_subprocess_exec(
@@ -52,14 +83,7 @@ async def test_module_serves_healthz_and_stops_on_sigterm():
     )
     try:
         async with httpx.AsyncClient(timeout=1) as http:
-            for _ in range(200):
-                try:
-                    response = await http.get(f"http://127.0.0.1:{port}/healthz")
-                    break
-                except httpx.TransportError:
-                    await asyncio.sleep(0.05)
-            else:
-                raise AssertionError("gateway did not come up")
+            response = await _wait_for_health(http, port, process)
         assert response.status_code == 200
     finally:
         process.terminate()
@@ -69,7 +93,7 @@ async def test_module_serves_healthz_and_stops_on_sigterm():
     assert "GET /healthz" not in stderr.decode()  # no access log
 
 
-async def test_module_refuses_to_start_outside_local_dev():
+async def test_module_refuses_to_start_outside_local_without_verification():
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -81,7 +105,42 @@ async def test_module_refuses_to_start_outside_local_dev():
     _, stderr = await asyncio.wait_for(process.communicate(), 20)
     assert process.returncode == 2
     lines = stderr.decode().strip().splitlines()
-    assert len(lines) == 1 and "local-dev" in lines[0]
+    assert len(lines) == 1 and "VERA_MCP__JWT_SECRET" in lines[0]
+
+
+async def test_module_serves_outside_local_with_complete_verification():
+    """The authenticated start the refusal above guards: prod with built-in JWT verification
+    serves its health check, and a tool call without a token is answered 401."""
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "vera.entrypoints.mcp.main",
+        env=_env(
+            VERA_ENVIRONMENT="prod",
+            VERA_MCP__PORT=str(port),
+            VERA_MCP__JWT_SECRET=SECRET,
+            VERA_MCP__AUTH_ISSUER=ISSUER,
+            VERA_MCP__AUTH_AUDIENCE=AUDIENCE,
+            VERA_OBSERVABILITY__MCP_METRICS_PORT="0",
+        ),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with httpx.AsyncClient(timeout=1) as http:
+            health = await _wait_for_health(http, port, process)
+            assert health.status_code == 200
+            anonymous = await http.post(
+                f"http://127.0.0.1:{port}/mcp",
+                json=INIT,
+                headers={"accept": "application/json, text/event-stream"},
+            )
+            assert anonymous.status_code == 401
+    finally:
+        process.terminate()
+        _, stderr = await asyncio.wait_for(process.communicate(), 10)
+    assert process.returncode in (0, -signal.SIGTERM), stderr.decode()
 
 
 INIT = {

@@ -190,6 +190,7 @@ class FlakyComplete(snapshot_pb2_grpc.SnapshotServiceServicer):
         self.failures = failures
         self.delay = delay
         self.completes = 0
+        self.recorded = asyncio.Event()  # set once a result reached the snapshot service
 
     async def CompleteIdempotentCall(self, request, context):
         self.completes += 1
@@ -197,7 +198,9 @@ class FlakyComplete(snapshot_pb2_grpc.SnapshotServiceServicer):
         if self.failures > 0:
             self.failures -= 1
             raise Unavailable()
-        return await self.upstream.CompleteIdempotentCall(request)
+        response = await self.upstream.CompleteIdempotentCall(request)
+        self.recorded.set()
+        return response
 
     async def BeginIdempotentCall(self, request, context):
         return await self.upstream.BeginIdempotentCall(request)
@@ -263,7 +266,9 @@ async def test_a_write_that_ends_with_the_budget_is_still_recorded_for_its_retry
     async with flaky(snap, failures=0, delay=1.5, request_budget_seconds=1.0) as (url, proxy):
         error = await refused(url, "knowledge_create_snapshot", {}, key="s-late")
         assert error.data["code"] == "internal_error"
-        await asyncio.sleep(1.0)  # the shielded record finishes after the caller's budget
+        # The shielded record finishes after the caller's budget ran out.
+        async with asyncio.timeout(30):
+            await proxy.recorded.wait()
         proxy.delay = 0.0
         replayed = await call(url, "knowledge_create_snapshot", {}, key="s-late")
     assert replayed["snapshot_id"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,7 +19,6 @@ from vera.identity.v1 import identity_pb2, identity_pb2_grpc
 from vera.rpc.server import ServiceBinding, create_server, mark_serving
 
 BUDGET = 1.0
-SLACK = 0.75
 ROOTS = [{"repository": f"https://github.com/acme/repo-{n}"} for n in range(16)]
 
 
@@ -95,12 +93,11 @@ def budget_settings(identity: str, others: str, rpc: RpcSettings) -> Settings:
     )
 
 
-async def bootstrap_error(url: str) -> tuple[MCPError, float]:
+async def bootstrap_error(url: str) -> MCPError:
     async with Client(url) as client:
-        started = time.monotonic()
         with pytest.raises(MCPError) as caught:
             await client.call_tool("knowledge_bootstrap", {"roots": ROOTS})
-        return caught.value, time.monotonic() - started
+        return caught.value
 
 
 async def test_sixteen_roots_against_a_slow_identity_end_within_the_budget(serve, fakes):
@@ -111,10 +108,9 @@ async def test_sixteen_roots_against_a_slow_identity_end_within_the_budget(serve
         stalled_identity(stall_all=False, resolve_seconds=0.3) as (address, identity),
         serve(budget_settings(address, fakes.address, rpc)) as gw,
     ):
-        error, elapsed = await bootstrap_error(gw.url)
+        error = await bootstrap_error(gw.url)
     assert error.error.code == -32603
     assert error.error.data == {"code": "internal_error"}
-    assert elapsed < BUDGET + SLACK
     # Every resolution was sent with at most the channel default, the last one with what
     # was left of the budget, and the budget stopped the bootstrap well before root 16.
     assert 2 <= len(identity.time_left) < 6
@@ -128,7 +124,8 @@ async def test_an_identity_that_never_answers_costs_one_budget(serve, fakes):
         stalled_identity(stall_all=True) as (address, identity),
         serve(budget_settings(address, fakes.address, RpcSettings())) as gw,
     ):
-        error, elapsed = await bootstrap_error(gw.url)
+        error = await bootstrap_error(gw.url)
     assert error.error.data == {"code": "internal_error"}
-    assert elapsed < BUDGET + SLACK
+    # The deadline the stalled call was sent with is the budget, not the channel's 10 s:
+    # that, not a stopwatch, shows the budget ended it.
     assert identity.time_left and max(identity.time_left) <= BUDGET + 0.05

@@ -4,12 +4,14 @@ snapshot service (real PostgreSQL, controllable clock)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
 import pytest
+from harness import serve_service
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from snapshot_harness import (
@@ -21,12 +23,14 @@ from snapshot_harness import (
     serve,
 )
 
-from vera.config import RetrievalSettings
+from vera.config import Settings
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.quota import InMemoryQuotaStore
+from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from vera.rpc.client import open_channel
 from vera.rpc.timestamps import from_timestamp
-from vera.services.retrieval.contract import assembler_version
-from vera.services.retrieval.pipeline import Stages
+from vera.services.retrieval import server as retrieval_server
+from vera.services.retrieval.embedding import MiniLMEmbedder
 from vera.snapshot.v1 import snapshot_pb2
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)  # the harness clock's start
@@ -191,33 +195,80 @@ async def test_replay_under_another_contract_version_fails_closed(snap):
         await call(url, "knowledge_get_context", {"query": "db"})
 
 
-@pytest.mark.parametrize(
-    ("settings", "stages"),
-    [
-        ({"model_path": Path("/models/other-embedder")}, Stages()),
-        ({"reranker_path": Path("/models/cross-encoder")}, Stages()),
-        ({"rerank_limit": 5}, Stages()),
-        ({"qdrant_url": "http://qdrant:6333"}, Stages()),
-        ({}, Stages(rerank=False)),
-        ({}, Stages(entities=False)),
-    ],
-    ids=["embedding", "reranker", "rerank-limit", "index", "no-rerank", "no-entities"],
-)
+@pytest.fixture(scope="module")
+async def embedder():
+    model = await MiniLMEmbedder.load(None, threads=2)
+    yield model
+    model.close()
+
+
+@contextlib.asynccontextmanager
+async def real_retrieval(snap, dsn: str, data_dir: Path, embedder, **retrieval):
+    """A real retrieval service over the harness's knowledge change log; yields its
+    address once it has indexed the whole log."""
+    settings = Settings(
+        data_dir=data_dir,
+        database={"dsn": dsn},
+        services={"knowledge": snap.fakes_address},
+        retrieval={"index_poll_seconds": 0.02, **retrieval},
+    )
+    async with serve_service(retrieval_server, settings, embedder=embedder) as address:
+        channel = open_channel(address, deadline_seconds=30)
+        try:
+            stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+            head = len(snap.log.changes)
+            deadline = asyncio.get_running_loop().time() + 60
+            while True:
+                status = await stub.GetIndexStatus(retrieval_pb2.GetIndexStatusRequest())
+                if status.indexed_position >= head:
+                    break
+                assert asyncio.get_running_loop().time() < deadline, status
+                await asyncio.sleep(0.05)
+        finally:
+            await channel.close()
+        yield address
+
+
+# Ranking inputs a real retrieval service can be restarted with here (the contract's own
+# tests show every input, model paths and stages included, moves the version).
+RECONFIGURED = {
+    "rerank-limit": {"rerank_limit": 5},
+    "candidate-pool": {"candidate_pool": 30},
+    "index": {"qdrant_url": ":memory:"},
+    "precision": {"embedding_precision": "float32"},
+}
+
+
 async def test_a_snapshot_made_under_one_ranking_fails_closed_under_another(
-    snap, settings, stages
+    snap, pg_dsn, tmp_path, embedder
 ):
-    """Retrieval reports the contract derived from its ranking inputs; a snapshot pins it."""
-    snap.retrieval.version = assembler_version(RetrievalSettings())
-    async with serve(snap.settings(tool_profile="advanced")) as url:
-        created = await call(url, "knowledge_create_snapshot", {})
-        assert created["versions"]["assembler"] == snap.retrieval.version
-        replay = {"query": "db", "snapshot_id": created["snapshot_id"]}
-        await call(url, "knowledge_get_context", replay)
-        snap.retrieval.version = assembler_version(RetrievalSettings(**settings), stages)
-        for tool in ("knowledge_get_context", "knowledge_search"):
-            error = await refused(url, tool, replay)
-            assert error.code == -32007
-            assert error.data["code"] == "unsupported_version"
+    """A snapshot pins the contract the real retrieval service reports; the same service
+    restarted with the same settings replays it, restarted with another ranking refuses."""
+    seed_log(snap)
+    data_dir = tmp_path / "retrieval"
+    async with real_retrieval(snap, pg_dsn, data_dir, embedder) as retrieval:
+        async with serve(snap.settings(retrieval=retrieval, tool_profile="advanced")) as url:
+            created = await call(url, "knowledge_create_snapshot", {})
+            replay = {"query": "db", "snapshot_id": created["snapshot_id"]}
+            first = await call(url, "knowledge_get_context", replay)
+    assert first["assembler_version"] == created["versions"]["assembler"]
+    assert first["results"]
+    async with real_retrieval(snap, pg_dsn, data_dir, embedder) as retrieval:
+        async with serve(snap.settings(retrieval=retrieval, tool_profile="advanced")) as url:
+            again = await call(url, "knowledge_get_context", replay)
+            assert again["assembler_version"] == created["versions"]["assembler"]
+            await call(url, "knowledge_search", replay)
+    for name, changed in RECONFIGURED.items():
+        async with real_retrieval(snap, pg_dsn, data_dir, embedder, **changed) as retrieval:
+            async with serve(snap.settings(retrieval=retrieval, tool_profile="advanced")) as url:
+                for tool in ("knowledge_get_context", "knowledge_search"):
+                    error = await refused(url, tool, replay)
+                    assert (error.code, error.data["code"]) == (-32007, "unsupported_version"), (
+                        name,
+                        tool,
+                    )
+                # Without the snapshot the reconfigured service serves as usual.
+                await call(url, "knowledge_get_context", {"query": "db"})
 
 
 async def test_missing_and_foreign_snapshots_read_the_same(snap):

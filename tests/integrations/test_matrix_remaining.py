@@ -123,7 +123,7 @@ def committed_repo(root: Path, remote: str) -> Path:
 
 def test_mapped_project_hook_emits_the_repository_identity(hook, tmp_path) -> None:
     root = committed_repo(tmp_path / "payments", "git@github.com:acme/payments.git")
-    specific, _, _ = run_hook(hook, root)
+    specific, _ = run_hook(hook, root)
     assert bootstrap_arguments(specific["additionalContext"]) == {
         "repository": "github.com/acme/payments", "branch": "main"}
 
@@ -171,7 +171,7 @@ def test_multi_root_workspace_is_connected_per_root(vera, hook, tmp_path) -> Non
 def test_quota_exceeded_readiness_fails_open_degraded(hook, tmp_path) -> None:
     root = committed_repo(tmp_path / "repo", "https://github.com/acme/repo.git")
     with probe_server(429) as (url, seen):
-        specific, _, _ = run_hook(hook, root, api_url=url)
+        specific, _ = run_hook(hook, root, api_url=url)
     assert len(seen) == 1
     assert status(specific["additionalContext"]) == "degraded"
     assert bootstrap_arguments(specific["additionalContext"])["branch"] == "main"
@@ -205,9 +205,8 @@ def resetting_listener() -> Iterator[str]:
 def test_transient_connection_reset_fails_open_degraded(hook, tmp_path,
                                                         resetting_listener) -> None:
     root = committed_repo(tmp_path / "repo", "https://github.com/acme/repo.git")
-    specific, _, elapsed = run_hook(hook, root, api_url=resetting_listener)
+    specific, _ = run_hook(hook, root, api_url=resetting_listener)
     assert status(specific["additionalContext"]) == "degraded"
-    assert elapsed < 4
 
 
 def test_truncated_readiness_answer_fails_open_degraded(hook, tmp_path) -> None:
@@ -222,7 +221,7 @@ def test_truncated_readiness_answer_fails_open_degraded(hook, tmp_path) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Truncated)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        specific, raw, _ = run_hook(hook, root,
+        specific, raw = run_hook(hook, root,
                                     api_url=f"http://127.0.0.1:{server.server_address[1]}")
     finally:
         server.shutdown()

@@ -4,8 +4,6 @@ the service gets UNAVAILABLE instead of a hung call."""
 
 from __future__ import annotations
 
-import time
-
 import asyncpg
 import pytest
 
@@ -55,25 +53,23 @@ async def test_waiting_for_a_pooled_connection_ends(pg_dsn) -> None:
 
 async def test_postgres_cancels_a_statement_past_its_timeout(pg_dsn) -> None:
     pool = await create_pool(pg_dsn, "public", statement_timeout_seconds=0.2)
-    started = time.monotonic()
     try:
         with pytest.raises(asyncpg.QueryCanceledError) as caught:
             await pool.execute("SELECT pg_sleep(10)")
     finally:
         await pool.close()
+    # 57014 is query_canceled: the 10 s sleep was cut short, not waited out.
     assert caught.value.sqlstate == "57014"
-    assert time.monotonic() - started < 5
 
 
 async def test_the_client_stops_waiting_after_the_command_timeout(pg_dsn) -> None:
     pool = await create_pool(pg_dsn, "public", command_timeout_seconds=0.3)
-    started = time.monotonic()
     try:
+        # A client that waited the 10 s sleep out would get its result, not TimeoutError.
         with pytest.raises(TimeoutError):
             await pool.execute("SELECT pg_sleep(10)")
     finally:
         await pool.close()
-    assert time.monotonic() - started < 5
 
 
 class Sleeper(identity_pb2_grpc.IdentityServiceServicer):

@@ -39,6 +39,9 @@ async def ingest(stub, subject: str) -> None:
     )
 
 
+MAX_WAIT = 10.0  # the longest wait ListChanges accepts
+
+
 def waiting(after: int, seconds: float) -> pb.ListChangesRequest:
     request = pb.ListChangesRequest(after_position=after, page_size=100)
     request.max_wait.FromTimedelta(timedelta(seconds=seconds))
@@ -52,14 +55,14 @@ async def head(stub) -> int:
 async def test_a_long_poll_answers_as_soon_as_a_change_commits(stub) -> None:
     await ingest(stub, "svc-a")
     position = await head(stub)
-    started = time.monotonic()
-    poll = asyncio.ensure_future(stub.ListChanges(waiting(position, 8), timeout=20))
+    poll = asyncio.ensure_future(stub.ListChanges(waiting(position, MAX_WAIT), timeout=30))
     await asyncio.sleep(0.3)
     assert not poll.done()  # nothing new yet: it waits
     await ingest(stub, "svc-b")
     page = await poll
+    # Woken by the commit: a wait that ran out answers an empty page (it re-reads only
+    # when notified), so the change itself shows what ended the wait.
     assert [c.fact.subject for c in page.changes if c.fact.subject] == ["svc-b"]
-    assert time.monotonic() - started < 6  # woken by the commit, not by its 8 s wait
 
 
 async def test_with_nothing_new_it_answers_empty_after_its_wait(stub) -> None:
@@ -80,8 +83,9 @@ async def test_the_wait_ends_inside_the_calls_deadline(stub) -> None:
 async def test_changes_already_there_are_answered_without_waiting(stub) -> None:
     await ingest(stub, "svc-a")
     started = time.monotonic()
-    page = await stub.ListChanges(waiting(0, 8))
-    assert page.changes and time.monotonic() - started < 4
+    page = await stub.ListChanges(waiting(0, MAX_WAIT), timeout=30)
+    # Not a speed target: a call that waited would take its whole wait.
+    assert page.changes and time.monotonic() - started < MAX_WAIT
 
 
 @pytest.mark.parametrize("seconds", [-1, 10.5, 3600])
@@ -100,23 +104,23 @@ async def test_the_listener_reconnects_after_its_connection_is_killed(stub, pg_d
             LISTENER_NAME,
         )
         assert killed == 1
-        for _ in range(100):  # it comes back on its own
+        give_up = time.monotonic() + 60
+        while True:  # it comes back on its own
             back = await admin.fetchval(
                 "SELECT count(*) FROM pg_stat_activity"
                 " WHERE application_name = $1 AND datname = current_database()",
                 LISTENER_NAME,
             )
-            if back:
+            if back or time.monotonic() > give_up:
                 break
             await asyncio.sleep(0.1)
         assert back == 1
     finally:
         await admin.close()
     position = await head(stub)
-    poll = asyncio.ensure_future(stub.ListChanges(waiting(position, 8), timeout=20))
+    poll = asyncio.ensure_future(stub.ListChanges(waiting(position, MAX_WAIT), timeout=30))
     await asyncio.sleep(0.3)
-    started = time.monotonic()
     await ingest(stub, "svc-c")
     page = await poll
+    # Notified through the new connection: a wait that ran out answers an empty page.
     assert [c.fact.subject for c in page.changes if c.fact.subject] == ["svc-c"]
-    assert time.monotonic() - started < 6

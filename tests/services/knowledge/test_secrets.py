@@ -115,16 +115,12 @@ def test_screen_passes_clean_fields() -> None:
 
 
 @pytest.mark.parametrize("filler", ["token_", "secret_key_", "_" * 6, "password"])
-def test_the_screen_is_linear_at_the_largest_bound(filler: str) -> None:
-    # Screens run on a serving event loop. The old name pattern backtracked cubically on
-    # this shape (2 s at 2 KiB, minutes at 8 KiB); the bound only separates "linear" from
-    # that, far above any machine's noise.
-    import time
-
+def test_repeated_secret_names_at_the_largest_bound_are_not_a_secret(filler: str) -> None:
+    # The old name pattern backtracked cubically on this shape (2 s at 2 KiB, minutes at
+    # 8 KiB). How the screen's time grows with the text is measured by bench.secret_screen
+    # (these shapes included), not by a stopwatch here.
     text = (filler * 8192)[:8192]
-    started = time.perf_counter()
     assert find_secret(text) is None
-    assert time.perf_counter() - started < 1.0
 
 
 async def test_proposals_are_screened_off_the_serving_loop(stub, monkeypatch) -> None:

@@ -179,7 +179,7 @@ async def test_a_follower_applies_only_what_the_writer_stored_with_its_vectors(r
     await asyncio.sleep(0.3)
     assert not pending.done()
     assert await writer.indexer.step() is True
-    assert await asyncio.wait_for(pending, 3) is True
+    assert await asyncio.wait_for(pending, 30) is True
     assert await follower.finds("discovery guild") == ["search-v1"]
     assert (await follower.indexer.status()).indexed_position == 3
 
@@ -287,7 +287,7 @@ async def test_the_lease_has_one_holder_per_database_until_its_session_ends(pg_d
         await asyncio.sleep(0.3)
         assert not lost.done()  # probed, still held
         assert await admin.fetchval("SELECT pg_terminate_backend($1)", await _lock_holder(pg_dsn))
-        await asyncio.wait_for(lost, 3)
+        await asyncio.wait_for(lost, 30)
         assert await first.acquire()  # the lock went with the session
     finally:
         for lease in (first, second, elsewhere):
