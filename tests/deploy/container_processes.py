@@ -16,6 +16,7 @@ Compose's (no container runtime runs on these machines).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import random
 import re
@@ -23,10 +24,12 @@ import shlex
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deploy_manifests import ROOT
@@ -208,9 +211,70 @@ class ContainerHost:
                 container.process.wait()
 
 
-async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                  upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
-    """Pipes one accepted connection to ``upstream`` both ways until either side closes."""
+Upstream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+class Background:
+    """An asyncio loop on a thread of its own, for what runs while a test blocks: TCP
+    forwarders (a Service, a published port) and the chart's probes."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._servers: list[asyncio.base_events.Server] = []
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, coroutine: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
+        """Runs ``coroutine`` there until it ends or ``stop``."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def call(self, coroutine: Coroutine[Any, Any, Any], timeout: float = 30.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def listen(self, address: str, port: int,
+               connect: Callable[[], Awaitable[Upstream | None]]) -> None:
+        """Accepts on ``address:port`` and pipes each connection to what ``connect`` opens
+        for it (None, or a refused connection: closed at once)."""
+        async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                upstream = await connect()
+            except OSError:
+                upstream = None
+            if upstream is None:
+                writer.close()
+                return
+            await _pipe_both_ways(reader, writer, upstream)
+
+        async def serve() -> None:
+            self._servers.append(await asyncio.start_server(accepted, address, port))
+
+        self.call(serve())
+
+    def stop(self) -> None:
+        """Cancels what runs there (probes, open pipes) and closes the listeners."""
+        if not self._thread.is_alive():
+            return
+
+        async def close() -> None:
+            for server in self._servers:
+                server.close()
+            running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            for server in self._servers:
+                await server.wait_closed()
+
+        self.call(close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
+async def _pipe_both_ways(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                          upstream: Upstream) -> None:
     upstream_reader, upstream_writer = upstream
 
     async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:

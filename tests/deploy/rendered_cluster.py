@@ -44,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,11 +52,12 @@ from typing import Any
 import grpc
 import httpx
 from container_processes import (
+    Background,
     ContainerHost,
     ContainerProcess,
+    Upstream,
     address_block,
     bind_to,
-    forward,
     image_config,
 )
 from deploy_manifests import containers, of_kind, selects
@@ -119,10 +119,7 @@ class RenderedCluster:
                          for s in of_kind(objects, "Service")}
         self.host = ContainerHost(workdir / "hosts", model_dir)
         self.pods: list[Pod] = []
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._servers: list[asyncio.base_events.Server] = []
-        self._probes: list[asyncio.Future] = []
+        self.background = Background()
         self._round_robin = itertools.count()
 
     # --- addresses and names ----------------------------------------------------------
@@ -238,15 +235,15 @@ class RenderedCluster:
 
     def start(self) -> None:
         self._write_hosts()
-        self._thread.start()
-        self._call(self._listen())
+        self.background.start()
+        self._listen()
         self.run_jobs()
         for deployment in of_kind(self.objects, "Deployment"):
             for index in range(self._replica_count(deployment)):
                 pod = self._pod(deployment, index)
                 self.pods.append(pod)
                 self._start(pod)
-                self._probes.append(asyncio.run_coroutine_threadsafe(self._probe(pod), self._loop))
+                self.background.submit(self._probe(pod))
 
     def deployment_pods(self) -> list[Pod]:
         return [p for p in self.pods if p.workload["kind"] == "Deployment"]
@@ -264,15 +261,11 @@ class RenderedCluster:
                     if not p.ready))
             time.sleep(0.5)
 
-    def _call(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(30)
-
-    async def _listen(self) -> None:
+    def _listen(self) -> None:
         for name, (service, address) in self.services.items():
             for port in service["spec"]["ports"]:
-                server = await asyncio.start_server(
-                    lambda r, w, n=name, p=port: self._forward(r, w, n, p), address, port["port"])
-                self._servers.append(server)
+                self.background.listen(address, port["port"],
+                                       lambda n=name, p=port: self._connect(n, p))
 
     def endpoints(self, service_name: str, port: dict[str, Any]) -> list[tuple[str, int]]:
         service, _ = self.services[service_name]
@@ -282,19 +275,13 @@ class RenderedCluster:
                 found.append((pod.address, _container_port(pod.container, port["targetPort"])))
         return found
 
-    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       service_name: str, port: dict[str, Any]) -> None:
+    async def _connect(self, service_name: str, port: dict[str, Any]) -> Upstream | None:
+        """An upstream connection to one ready endpoint, round robin (kube-proxy)."""
         endpoints = self.endpoints(service_name, port)
         if not endpoints:
-            writer.close()
-            return
+            return None
         host, target = endpoints[next(self._round_robin) % len(endpoints)]
-        try:
-            upstream = await asyncio.open_connection(host, target)
-        except OSError:
-            writer.close()
-            return
-        await forward(reader, writer, upstream)
+        return await asyncio.open_connection(host, target)
 
     async def _probe(self, pod: Pod) -> None:
         """The kubelet's probe workers for one container: startup until it succeeds, then
@@ -391,16 +378,8 @@ class RenderedCluster:
     # --- stop ---------------------------------------------------------------------------
 
     def stop(self) -> None:
-        for future in self._probes:
-            future.cancel()
+        self.background.stop()
         ContainerHost.stop(self.pods)
-        if self._thread.is_alive():
-            async def close() -> None:
-                for server in self._servers:
-                    server.close()
-            self._call(close())
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
 
     def __enter__(self) -> RenderedCluster:
         try:
