@@ -64,6 +64,7 @@ from container_processes import (
 from deploy_manifests import ROOT
 
 COMPOSE = ROOT / "compose.yaml"
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 LOOPBACK = "127.0.0.1"
 _VARIABLE = re.compile(r"\$(?:(\$)|\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _BRACED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])(.*))?", re.DOTALL)
@@ -110,6 +111,17 @@ def interpolate(value: Any, env: Mapping[str, str]) -> Any:
 def load_compose(env: Mapping[str, str], path: Path = COMPOSE) -> dict[str, Any]:
     """compose.yaml with anchors and merge keys resolved (YAML) and variables interpolated."""
     return interpolate(yaml.safe_load(path.read_text()), env)
+
+
+def write_documented_credentials(project_dir: Path) -> None:
+    """Runs docs/deploy.md's script that writes compose's env files (``.vera-data/compose/``)
+    in ``project_dir``, as an operator does before ``docker compose up``."""
+    blocks = re.findall(r"```bash\n(.*?)```", DEPLOY_DOC.read_text(), re.DOTALL)
+    [script] = [b for b in blocks if "> database-dsn.env" in b]
+    written = subprocess.run(["bash", "-e", "-c", script], cwd=project_dir,
+                             capture_output=True, text=True, timeout=60)
+    if written.returncode != 0:
+        raise ComposeError(f"docs/deploy.md's credentials script failed: {written.stderr}")
 
 
 def read_env_file(path: Path, env: Mapping[str, str]) -> dict[str, str]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -28,15 +27,13 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
-from compose_host import ComposeProject, load_compose
+from compose_host import DEPLOY_DOC, ComposeProject, load_compose, write_documented_credentials
 from container_processes import Background, baked_models, embedded_postgres
-from deploy_manifests import ROOT
 from team_loop import Front, field, team_loop
 
 pytestmark = pytest.mark.e2e
 
 UP_TIMEOUT = 300.0
-DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 QDRANT_IN_MEMORY = {"VERA_RETRIEVAL__QDRANT_URL": ":memory:"}
 
 
@@ -86,13 +83,6 @@ class NotRun:
         pass
 
 
-def documented_credentials_script() -> str:
-    """docs/deploy.md's script that writes the env files under .vera-data/compose/."""
-    blocks = re.findall(r"```bash\n(.*?)```", DEPLOY_DOC.read_text(), re.DOTALL)
-    [script] = [b for b in blocks if "> database-dsn.env" in b]
-    return script
-
-
 def documented_admin_command() -> tuple[str, list[str]]:
     """The first-administrator command docs/deploy.md prints (docker compose exec)."""
     match = re.search(r"^docker compose exec (\S+) (.+)$", DEPLOY_DOC.read_text(), re.MULTILINE)
@@ -104,9 +94,7 @@ def documented_admin_command() -> tuple[str, list[str]]:
 def project(request: pytest.FixtureRequest,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject]:
     project_dir = tmp_path_factory.mktemp("compose-project")
-    written = subprocess.run(["bash", "-e", "-c", documented_credentials_script()],
-                             cwd=project_dir, capture_output=True, text=True, timeout=60)
-    assert written.returncode == 0, written.stderr
+    write_documented_credentials(project_dir)
     compose = ComposeProject(
         load_compose(env={}), project_dir, tmp_path_factory.mktemp("compose-run"),
         substitutes={"postgres": PostgresImage(), "qdrant": NotRun()},
