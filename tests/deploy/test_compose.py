@@ -86,7 +86,7 @@ def test_the_gateway_starts_authenticated_with_the_compose_environment(compose) 
     with pytest.MonkeyPatch.context() as patch:
         for key, value in gateway["environment"].items():
             patch.setenv(key, str(value))
-        # What .vera-data/compose.env supplies (docs/deploy.md).
+        # What the gateway's env files under .vera-data/compose/ supply (docs/deploy.md).
         patch.setenv("VERA_MCP__JWT_SECRET", "s" * 48)
         patch.setenv("VERA_RPC__AUTH_KEY", "k" * 48)
         settings = load_settings()
