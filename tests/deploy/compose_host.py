@@ -117,11 +117,24 @@ def write_documented_credentials(project_dir: Path) -> None:
     """Runs docs/deploy.md's script that writes compose's env files (``.vera-data/compose/``)
     in ``project_dir``, as an operator does before ``docker compose up``."""
     blocks = re.findall(r"```bash\n(.*?)```", DEPLOY_DOC.read_text(), re.DOTALL)
-    [script] = [b for b in blocks if "> database-dsn.env" in b]
+    [script] = [b for b in blocks if "mkdir -p .vera-data/compose" in b]
     written = subprocess.run(["bash", "-e", "-c", script], cwd=project_dir,
                              capture_output=True, text=True, timeout=60)
     if written.returncode != 0:
         raise ComposeError(f"docs/deploy.md's credentials script failed: {written.stderr}")
+
+
+def stage_project(project_dir: Path, compose: dict[str, Any], checkout: Path = ROOT) -> None:
+    """Links into ``project_dir`` what compose.yaml bind-mounts from the checkout
+    (``./compose/...``), so that a project directory of the test's own (its env files
+    written there) resolves the same relative paths."""
+    for service in compose["services"].values():
+        for volume in service.get("volumes", []):
+            source = volume.partition(":")[0]
+            if source.startswith("./"):
+                top = Path(source).parts[0]
+                if not (project_dir / top).exists():
+                    (project_dir / top).symlink_to(checkout / top)
 
 
 def read_env_file(path: Path, env: Mapping[str, str]) -> dict[str, str]:
@@ -203,7 +216,8 @@ def published_ports(service: dict[str, Any]) -> list[tuple[str, int, int]]:
 class Substitute(Protocol):
     """What runs in place of a service whose image cannot run here."""
 
-    def start(self, background: Background, address: str, env: dict[str, str]) -> None: ...
+    def start(self, background: Background, address: str, env: dict[str, str],
+              mounts: dict[str, Path]) -> None: ...
 
     def stop(self) -> None: ...
 
@@ -267,23 +281,32 @@ class ComposeProject:
         env = {key: bind_to(value, address) for key, value in env.items()}
         env.update(self.overrides)
         directory = self.workdir / "containers" / name
+        return Container(name=self.container_name(name), service=name, spec=spec,
+                         address=address, env=env, mounts=self._mounts(name),
+                         log_path=directory / "log",
+                         argv=[bind_to(a, address) for a in command(spec)])
+
+    def _mounts(self, name: str) -> dict[str, Path]:
+        """Container path -> host directory: tmpfs paths and named volumes fresh, bind
+        mounts (``./path:/target``) from the project directory."""
+        spec = self.services[name]
+        directory = self.workdir / "containers" / name
         mounts = {path: directory / "tmpfs" / path.strip("/").replace("/", "-")
                   for path in _listed(spec.get("tmpfs"))}
         for volume in spec.get("volumes", []):
             source, _, target = volume.partition(":")
             target = target.split(":")[0]
-            if source.startswith((".", "/")):  # a bind mount
+            if source.startswith((".", "/")):
                 mounts[target] = (self.project_dir / source).resolve()
             else:
                 mounts[target] = self.workdir / "volumes" / source
-        return Container(name=self.container_name(name), service=name, spec=spec,
-                         address=address, env=env, mounts=mounts, log_path=directory / "log",
-                         argv=[bind_to(a, address) for a in command(spec)])
+        return mounts
 
     def _start(self, name: str) -> None:
         if name in self.substitutes:
             substitute = self.substitutes[name]
-            substitute.start(self.background, self.addresses[name], self.environment(name))
+            substitute.start(self.background, self.addresses[name], self.environment(name),
+                             self._mounts(name))
             self._substituted.append(substitute)
         else:
             container = self._container(name)

