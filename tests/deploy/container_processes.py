@@ -245,7 +245,10 @@ class Background:
             if upstream is None:
                 writer.close()
                 return
-            await _pipe_both_ways(reader, writer, upstream)
+            try:
+                await _pipe_both_ways(reader, writer, upstream)
+            except asyncio.CancelledError:  # stop(): ends quietly, as the loop closes
+                writer.close()
 
         async def serve() -> None:
             self._servers.append(await asyncio.start_server(accepted, address, port))

@@ -32,13 +32,16 @@ from compose_host import (
     DEPLOY_DOC,
     ComposeProject,
     load_compose,
+    service_environment,
     stage_project,
     write_documented_credentials,
 )
-from container_processes import Background, baked_models, embedded_postgres
+from container_processes import Background, address_block, baked_models, embedded_postgres
 from team_loop import Front, field, team_loop
 
+from vera.cli import SERVICE_NAMES
 from vera.db import embedded
+from vera.db.migrate import migrate
 
 pytestmark = pytest.mark.e2e
 
@@ -70,22 +73,36 @@ class PostgresImage:
             f'CREATE ROLE "{user}" SUPERUSER LOGIN PASSWORD {_literal(env["POSTGRES_PASSWORD"])}',
             f'CREATE DATABASE "{database}" OWNER "{user}"'))
         [socket] = [p for p in pg.pgdata.glob(".s.PGSQL.*") if p.suffix != ".lock"]
-        script_env = {**env, "POSTGRES_USER": user, "POSTGRES_DB": database,
-                      "PATH": f"{PG_BIN}:/usr/bin:/bin", "PGHOST": str(socket.parent),
-                      "PGPORT": socket.suffix.lstrip(".")}
+        # psql's password for a script run after start (``docker compose exec``): the
+        # image trusts its socket, this substitute asks every role but its own for one.
+        self.script_env = {**env, "POSTGRES_USER": user, "POSTGRES_DB": database,
+                           "PATH": f"{PG_BIN}:/usr/bin:/bin", "PGHOST": str(socket.parent),
+                           "PGPORT": socket.suffix.lstrip("."),
+                           "PGPASSWORD": env["POSTGRES_PASSWORD"]}
         for script in self._init_scripts(mounts):
-            argv = ["sh", str(script)] if script.suffix == ".sh" else [
-                "psql", "-v", "ON_ERROR_STOP=1", "--username", user, "--dbname", database,
-                "-f", str(script)]
-            ran = subprocess.run(argv, env=script_env, capture_output=True, text=True,
-                                 timeout=120)
-            assert ran.returncode == 0, f"{script.name}: {ran.stderr}"
+            self.run_script(script)
         # The wheel trusts every local connection; the image's roles sign in by password.
         hba = pg.pgdata / "pg_hba.conf"
         hba.write_text("local all postgres trust\nlocal all all scram-sha-256\n"
                        + hba.read_text())
         asyncio.run(self._sql("SELECT pg_reload_conf()"))
         background.listen(address, self.PORT, lambda: asyncio.open_unix_connection(str(socket)))
+
+    def run_script(self, script: Path) -> None:
+        """An init script as the image's entrypoint runs it (``.sh`` by sh, ``.sql`` by
+        psql as ``POSTGRES_USER``)."""
+        env = self.script_env
+        argv = ["sh", str(script)] if script.suffix == ".sh" else [
+            "psql", "-v", "ON_ERROR_STOP=1", "--username", env["POSTGRES_USER"],
+            "--dbname", env["POSTGRES_DB"], "-f", str(script)]
+        ran = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, f"{script.name}: {ran.stderr}"
+
+    def dsn(self, user: str, password: str) -> str:
+        """``user`` signing in by password on the server's socket."""
+        env = self.script_env
+        return (f"postgresql://{user}:{password}@/{env['POSTGRES_DB']}"
+                f"?host={env['PGHOST']}&port={env['PGPORT']}")
 
     def _init_scripts(self, mounts: dict[str, Path]) -> list[Path]:
         """What the image's entrypoint runs on a new data directory, in name order."""
@@ -221,20 +238,66 @@ async def test_each_service_owns_its_schema_as_a_role_of_its_own(
     own role (no superuser), and no role may read another's tables."""
     postgres = project.substitutes["postgres"]
     assert isinstance(postgres, PostgresImage)
+    await _assert_each_schema_is_its_role_s(postgres)
+
+
+async def test_the_roles_script_hands_an_older_database_to_the_service_roles(
+        tmp_path: Path) -> None:
+    """docs/deploy.md, moving a compose install to per-service roles: the superuser
+    migrated every schema (compose before per-service roles); the init script, run by
+    hand, hands each to its role, which then migrates and writes it."""
+    write_documented_credentials(tmp_path)
+    compose = load_compose(env={})
+    stage_project(tmp_path, compose)
+    env = service_environment(compose["services"]["postgres"], tmp_path, {})
+    postgres, background = PostgresImage(), Background()
+    background.start()
+    try:
+        # The older compose.yaml: no init script mounted.
+        await asyncio.to_thread(postgres.start, background, next(address_block()), env, {})
+        superuser = postgres.dsn(postgres.script_env["POSTGRES_USER"], env["POSTGRES_PASSWORD"])
+        for name in SERVICE_NAMES:
+            await migrate(superuser, name, f"vera.services.{name}")
+
+        [script] = [Path(source) for source in (
+            v.split(":")[0] for v in compose["services"]["postgres"]["volumes"])
+            if source.endswith(".sh")]
+        await asyncio.to_thread(postgres.run_script, tmp_path / script)
+
+        await _assert_each_schema_is_its_role_s(postgres)
+        for name in SERVICE_NAMES:
+            own = postgres.dsn(f"vera_{name}", env[f"DB_PASSWORD_{name.upper()}"])
+            assert await migrate(own, name, f"vera.services.{name}") == []
+            conn = await asyncpg.connect(own)
+            try:
+                await conn.execute(f"INSERT INTO {name}.schema_migrations VALUES ('9999_probe')")
+                await conn.execute(f"DELETE FROM {name}.schema_migrations"
+                                   " WHERE version = '9999_probe'")
+            finally:
+                await conn.close()
+    finally:
+        background.stop()
+        postgres.stop()
+
+
+async def _assert_each_schema_is_its_role_s(postgres: PostgresImage) -> None:
     owners = await postgres.fetch(
         "SELECT nspname, pg_get_userbyid(nspowner) AS owner FROM pg_namespace"
         " WHERE nspname IN ('identity', 'knowledge', 'retrieval', 'snapshot')", "vera")
     assert {r["nspname"]: r["owner"] for r in owners} == {
-        s: f"vera_{s}" for s in ("identity", "knowledge", "retrieval", "snapshot")}
-    tables = await postgres.fetch(
-        "SELECT schemaname, tableowner FROM pg_tables WHERE schemaname IN"
+        s: f"vera_{s}" for s in SERVICE_NAMES}
+    owned = await postgres.fetch(
+        "SELECT n.nspname, pg_get_userbyid(c.relowner) AS owner FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname IN"
+        " ('identity', 'knowledge', 'retrieval', 'snapshot')"
+        " UNION ALL SELECT n.nspname, pg_get_userbyid(p.proowner) FROM pg_proc p"
+        " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname IN"
         " ('identity', 'knowledge', 'retrieval', 'snapshot')", "vera")
-    assert tables and all(t["tableowner"] == f"vera_{t['schemaname']}" for t in tables)
+    assert owned and all(r["owner"] == f"vera_{r['nspname']}" for r in owned)
     roles = await postgres.fetch(
         "SELECT rolname, rolsuper, rolcreatedb, rolcreaterole FROM pg_roles"
-        " WHERE rolname LIKE 'vera_%'", "vera")
-    assert {r["rolname"] for r in roles} == {
-        "vera_identity", "vera_knowledge", "vera_retrieval", "vera_snapshot"}
+        " WHERE rolname LIKE 'vera\\_%'", "vera")
+    assert {r["rolname"] for r in roles} == {f"vera_{s}" for s in SERVICE_NAMES}
     assert not any(r["rolsuper"] or r["rolcreatedb"] or r["rolcreaterole"] for r in roles)
     privileges = await postgres.fetch(
         "SELECT has_schema_privilege('vera_retrieval', 'identity', 'USAGE') AS usage,"
