@@ -344,7 +344,7 @@ class ComposeProject:
         while True:
             for name in self.services:
                 if name not in self.started and all(
-                        self._holds(dep, condition, deadlines)
+                        self._holds(dep, condition)
                         for dep, condition in _depends_on(self.services[name]).items()):
                     self._start(name)
                     deadlines[name] = time.monotonic() + _health_budget(self.services[name])
@@ -352,14 +352,14 @@ class ComposeProject:
             waited_on = {(dep, condition) for spec in self.services.values()
                          for dep, condition in _depends_on(spec).items()}
             if len(self.started) == len(self.services) and all(
-                    self._holds(dep, condition, deadlines) for dep, condition in waited_on):
+                    self._holds(dep, condition) for dep, condition in waited_on):
                 return
             if time.monotonic() > give_up:
                 raise ComposeError(f"not up after {timeout} s: started {sorted(self.started)}"
-                                   + self._logs())
+                                   + self.logs())
             time.sleep(1.0)
 
-    def _holds(self, dep: str, condition: str, deadlines: dict[str, float]) -> bool:
+    def _holds(self, dep: str, condition: str) -> bool:
         if dep not in self.started:
             return False
         container = self.containers.get(dep)
@@ -367,11 +367,11 @@ class ComposeProject:
             assert container is not None and container.process is not None
             code = container.process.poll()
             if code not in (None, 0):
-                raise ComposeError(f"{dep} exited {code}" + self._logs(dep))
+                raise ComposeError(f"{dep} exited {code}" + self.logs(dep))
             return code == 0
         if container is not None and container.process is not None and (
                 container.process.poll() is not None):
-            raise ComposeError(f"{dep} exited {container.process.returncode}" + self._logs(dep))
+            raise ComposeError(f"{dep} exited {container.process.returncode}" + self.logs(dep))
         if condition == "service_healthy":
             if container is None:  # a substitute is up once started
                 return True
@@ -396,9 +396,10 @@ class ComposeProject:
             except subprocess.TimeoutExpired:
                 container.healthy = False
             if not container.healthy and time.monotonic() > deadlines[name]:
-                raise ComposeError(f"{name} is unhealthy" + self._logs(name))
+                raise ComposeError(f"{name} is unhealthy" + self.logs(name))
 
-    def _logs(self, *names: str) -> str:
+    def logs(self, *names: str) -> str:
+        """The tail of each container's log (of ``names``, or all)."""
         return "".join(f"\n--- {c.name}\n{c.log_tail(1500)}"
                        for c in self.containers.values() if not names or c.service in names)
 

@@ -32,11 +32,11 @@ class Front:
 
     api_url: str
     mcp_url: str  # the gateway's base URL (``/mcp`` is appended)
+    # An operator's access to identity (shared_project's gRPC step).
+    identity_address: str
+    rpc_key: str
     api_host: str | None = None  # the Host header each expects (an Ingress host, ...)
     mcp_host: str | None = None
-    # An operator's access to identity (shared_project's gRPC step).
-    identity_address: str = ""
-    rpc_key: str = ""
 
 
 @dataclass(frozen=True)

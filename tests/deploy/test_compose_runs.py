@@ -36,7 +36,13 @@ from compose_host import (
     stage_project,
     write_documented_credentials,
 )
-from container_processes import Background, address_block, baked_models, embedded_postgres
+from container_processes import (
+    Background,
+    address_block,
+    baked_models,
+    bind_to,
+    embedded_postgres,
+)
 from team_loop import Front, field, team_loop
 
 from vera.cli import SERVICE_NAMES
@@ -184,7 +190,7 @@ def _wait_serving(compose: ComposeProject, timeout: float) -> None:
                     break
             except httpx.HTTPError:
                 pass
-            assert time.monotonic() < give_up, f"{service} not serving:" + compose._logs(service)
+            assert time.monotonic() < give_up, f"{service} not serving:" + compose.logs(service)
             time.sleep(1.0)
 
 
@@ -204,7 +210,7 @@ def test_every_service_starts_in_depends_on_order(project: ComposeProject) -> No
     assert set(project.containers) == {
         "identity", "knowledge", "retrieval", "snapshot", "gateway", "api"}
     for name in project.containers:
-        assert project.containers[name].running(), project._logs(name)
+        assert project.containers[name].running(), project.logs(name)
     assert all(project.containers[name].healthy
                for name in ("identity", "knowledge", "retrieval", "snapshot"))
     assert project.started == set(project.services)
@@ -217,7 +223,7 @@ def test_each_container_has_compose_environment_and_no_other_credentials(
         for key, value in own.items():
             if key in QDRANT_IN_MEMORY:
                 continue
-            assert container.env[key] == value.replace("0.0.0.0", container.address), key
+            assert container.env[key] == bind_to(value, container.address), key
     gateway = project.containers["gateway"].env
     assert "VERA_DATABASE__DSN" not in gateway and "POSTGRES_PASSWORD" not in gateway
     assert "VERA_MCP__JWT_SECRET" not in project.containers["identity"].env
