@@ -66,7 +66,7 @@ from deploy_manifests import ROOT
 COMPOSE = ROOT / "compose.yaml"
 DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 LOOPBACK = "127.0.0.1"
-_VARIABLE = re.compile(r"\$(?:(\$)|\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BRACED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])(.*))?", re.DOTALL)
 
 
@@ -83,29 +83,53 @@ def interpolate(value: Any, env: Mapping[str, str]) -> Any:
     if not isinstance(value, str):
         return value
 
-    def replace(match: re.Match) -> str:
-        escaped, braced, bare = match.groups()
-        if escaped:
-            return "$"
-        if bare:
-            return env.get(bare, "")
-        parsed = _BRACED.fullmatch(braced)
-        if parsed is None:
-            raise ComposeError(f"invalid interpolation format: ${{{braced}}}")
-        name, operator, word = parsed.groups()
-        unset = name not in env
-        empty = unset or (operator is not None and operator.startswith(":") and not env[name])
-        if operator in ("-", ":-"):
-            return interpolate(word, env) if empty else env[name]
-        if operator in ("?", ":?"):
-            if empty:
-                raise ComposeError(f"required variable {name} is missing a value: {word}")
-            return env[name]
-        if operator in ("+", ":+"):
-            return "" if empty else interpolate(word, env)
-        return env.get(name, "")
+    out, i = [], 0
+    while (dollar := value.find("$", i)) >= 0:
+        out.append(value[i:dollar])
+        rest = value[dollar + 1:]
+        if rest.startswith("$"):
+            out.append("$")
+            i = dollar + 2
+        elif rest.startswith("{"):
+            end = _closing_brace(value, dollar + 1)
+            out.append(_braced(value[dollar + 2:end], env))
+            i = end + 1
+        elif bare := _NAME.match(rest):
+            out.append(env.get(bare[0], ""))
+            i = dollar + 1 + bare.end()
+        else:
+            out.append("$")
+            i = dollar + 1
+    return "".join(out) + value[i:]
 
-    return _VARIABLE.sub(replace, value)
+
+def _closing_brace(text: str, opening: int) -> int:
+    depth = 0
+    for index in range(opening, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[index], 0)
+        if depth == 0:
+            return index
+    raise ComposeError(f"invalid interpolation format: {text[opening - 1:]}")
+
+
+def _braced(inner: str, env: Mapping[str, str]) -> str:
+    """``${inner}``: a name, then optionally ``:-``, ``-``, ``:?``, ``?``, ``:+`` or ``+``
+    and a word (itself interpolated)."""
+    parsed = _BRACED.fullmatch(inner)
+    if parsed is None:
+        raise ComposeError(f"invalid interpolation format: ${{{inner}}}")
+    name, operator, word = parsed.groups()
+    unset = name not in env
+    empty = unset or (operator is not None and operator.startswith(":") and not env[name])
+    if operator in ("-", ":-"):
+        return interpolate(word, env) if empty else env[name]
+    if operator in ("?", ":?"):
+        if empty:
+            raise ComposeError(f"required variable {name} is missing a value: {word}")
+        return env[name]
+    if operator in ("+", ":+"):
+        return "" if empty else interpolate(word, env)
+    return env.get(name, "")
 
 
 def load_compose(env: Mapping[str, str], path: Path = COMPOSE) -> dict[str, Any]:

@@ -103,3 +103,25 @@ def test_each_service_healthcheck_asks_its_own_port_over_grpc_health(compose) ->
         compile(check[3], f"<{name} healthcheck>", "exec")
         port = service["command"][-1].rsplit(":", 1)[1]
         assert f"'127.0.0.1:{port}'" in check[3]
+
+
+def test_the_compose_runner_interpolates_as_compose_does() -> None:
+    """compose_host.interpolate, which the compose run (test_compose_runs.py) applies to
+    compose.yaml: the forms of the Compose specification's interpolation."""
+    from compose_host import ComposeError, interpolate
+
+    env = {"SET": "value", "EMPTY": ""}
+    cases = {
+        "${SET}": "value", "$SET": "value", "${UNSET}": "", "$$SET": "$SET",
+        "${UNSET:-default}": "default", "${EMPTY:-default}": "default",
+        "${EMPTY-default}": "", "${SET:-default}": "value",
+        "${SET:+alt}": "alt", "${EMPTY:+alt}": "", "${EMPTY+alt}": "alt",
+        "${UNSET:-${SET}}": "value", "a-${SET}-b": "a-value-b",
+    }
+    for text, expected in cases.items():
+        assert interpolate(text, env) == expected, text
+    assert interpolate({"k": ["${SET}", 5]}, env) == {"k": ["value", 5]}
+    for required in ("${UNSET:?needed}", "${EMPTY:?needed}", "${UNSET?needed}"):
+        with pytest.raises(ComposeError, match="needed"):
+            interpolate(required, env)
+    assert interpolate("${EMPTY?needed}", env) == ""
