@@ -24,21 +24,22 @@ NAMESPACE = "vera"
 KUBE_VERSION = "1.37.0"
 
 
-def _secret_variables(model: type[BaseModel] = Settings, prefix: str = "VERA_") -> set[str]:
-    """Every VERA_* variable whose setting is a SecretStr, found from the Settings model."""
-    found = set()
+def secret_settings(model: type[BaseModel] = Settings, prefix: str = "VERA_") -> dict[str, str]:
+    """Every VERA_* variable whose setting is a SecretStr, found from the Settings model,
+    with the setting's field name."""
+    found = {}
     for name, field in model.model_fields.items():
         variable = f"{prefix}{name.upper()}"
         for arg in typing.get_args(field.annotation) or (field.annotation,):
             if arg is SecretStr:
-                found.add(variable)
+                found[variable] = name
             elif isinstance(arg, type) and issubclass(arg, BaseModel):
-                found |= _secret_variables(arg, variable + "__")
+                found |= secret_settings(arg, variable + "__")
     return found
 
 
 # Credentials: they may reach a process only as secretKeyRef, never in a ConfigMap.
-SECRET_VARIABLES = frozenset(_secret_variables())
+SECRET_VARIABLES = frozenset(secret_settings())
 
 
 def value_set(name: str) -> dict[str, Any]:

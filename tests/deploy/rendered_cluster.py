@@ -3,7 +3,8 @@ the rendered Services, ports, environment, Secret keys, probes and the migration
 shown to agree with each other and with the code (no cluster or container runtime runs on
 these machines).
 
-What it does as the kubelet and kube-proxy would:
+What it does as the kubelet and kube-proxy would (the container side, shared with the
+compose runner, is container_processes.py):
 
 - Each container runs with exactly its rendered ``command`` and ``args`` and an environment
   of the image's ``ENV`` (the Dockerfile's runtime stage) plus what the runtime sets
@@ -14,13 +15,10 @@ What it does as the kubelet and kube-proxy would:
 - Every pod has a loopback address of its own and every Service a virtual address of its
   own (``127.a.b.n``), with a TCP forwarder to the Service's *ready* endpoints, round
   robin per connection (kube-proxy).
-- Names resolve as in a pod: each process runs in a private mount namespace whose
-  ``/etc/hosts`` maps every Service name (``svc``, ``svc.ns``, ``svc.ns.svc``,
-  ``svc.ns.svc.cluster.local``) to its address, as the kubelet mounts a managed
-  ``/etc/hosts`` into each pod. The machine's own ``/etc/hosts`` is never touched.
-- Volumes: each ``emptyDir`` is a fresh directory bind-mounted at its ``mountPath`` in that
-  namespace, over a tmpfs ``/opt`` holding what the image has there: ``/opt/vera/venv``
-  (this checkout's ``.venv``) and the baked model directory (the suite's MiniLM export).
+- Names resolve as in a pod: the private ``/etc/hosts`` of each process maps every Service
+  name (``svc``, ``svc.ns``, ``svc.ns.svc``, ``svc.ns.svc.cluster.local``) to its address,
+  as the kubelet mounts a managed ``/etc/hosts`` into each pod.
+- Volumes: each ``emptyDir`` is a fresh directory bind-mounted at its ``mountPath``.
 - The hook Job runs first, to completion (``backoffLimit`` retries within
   ``activeDeadlineSeconds``); then every Deployment's pods start at once and are probed
   (startup, then readiness and liveness: ``httpGet`` with the pod address as Host,
@@ -30,9 +28,8 @@ What it does as the kubelet and kube-proxy would:
 
 What it cannot reproduce, and so substitutes or leaves out:
 
-- A wildcard bind (``bindHost``, ``0.0.0.0``) means the pod's own network namespace; here
-  every pod shares the machine's, so in args and environment that value becomes the pod's
-  address (the one rewrite of a rendered value besides ``overrides``).
+- A wildcard bind (``bindHost``, ``0.0.0.0``) becomes the pod's address in args and
+  environment (the one rewrite of a rendered value besides ``overrides``).
 - Replica counts: ``replicas`` caps them (2 CPU cores); an HPA's minimum is the count of an
   autoscaled Deployment.
 - A Qdrant server (none installs here): the caller passes the substitute in ``overrides``.
@@ -46,67 +43,36 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import random
-import shlex
 import subprocess
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 import httpx
-from deploy_manifests import ROOT, containers, of_kind, selects
-from dockerfile_parse import DockerfileParser
+from container_processes import (
+    Background,
+    ContainerHost,
+    ContainerProcess,
+    Upstream,
+    address_block,
+    bind_to,
+    image_config,
+)
+from deploy_manifests import containers, of_kind, selects
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-# What the python base image's PATH is before the Dockerfile prepends the venv.
-BASE_IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-IMAGE_VENV = "/opt/vera/venv"
-IMAGE_MODELS = "/opt/vera/data/models"
 CLUSTER_DOMAIN = "cluster.local"
-
-
-def image_config(dockerfile: Path = ROOT / "Dockerfile", stage: str = "runtime",
-                 ) -> tuple[dict[str, str], str]:
-    """The ``ENV`` (``$PATH`` expanded from the base image's) and the ``WORKDIR`` of one
-    stage of the Dockerfile."""
-    parser = DockerfileParser(str(dockerfile))
-    env: dict[str, str] = {"PATH": BASE_IMAGE_PATH}
-    workdir, in_stage = "/", False
-    for instruction in parser.structure:
-        if instruction["instruction"] == "FROM":
-            in_stage = instruction["value"].split()[-1] == stage
-        elif in_stage and instruction["instruction"] == "ENV":
-            for name, value in _env_pairs(instruction["value"]):
-                env[name] = value.replace("$PATH", env["PATH"])
-        elif in_stage and instruction["instruction"] == "WORKDIR":
-            workdir = instruction["value"]
-    return env, workdir
-
-
-def _env_pairs(value: str) -> Iterator[tuple[str, str]]:
-    for word in shlex.split(value.replace("\\\n", " ")):
-        name, _, val = word.partition("=")
-        yield name, val
 
 
 class PodConfigError(RuntimeError):
     """The kubelet would not start this container (CreateContainerConfigError)."""
 
 
-@dataclass
-class Pod:
-    name: str
+@dataclass(kw_only=True)
+class Pod(ContainerProcess):
     workload: dict[str, Any]
-    address: str
-    argv: list[str]
-    env: dict[str, str]
-    mounts: dict[str, Path]
-    log_path: Path
-    process: subprocess.Popen | None = None
     started: bool = False
     ready: bool = False
     restarts: int = 0
@@ -119,9 +85,6 @@ class Pod:
     @property
     def labels(self) -> dict[str, str]:
         return self.workload["spec"]["template"]["metadata"]["labels"]
-
-    def log_tail(self, chars: int = 3000) -> str:
-        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
 
 
 class RenderedCluster:
@@ -151,31 +114,21 @@ class RenderedCluster:
         self.model_dir = model_dir
         self.configmaps = {c["metadata"]["name"]: c.get("data", {})
                            for c in of_kind(objects, "ConfigMap")}
-        self._addresses = self._address_block()
+        self._addresses = address_block()
         self.services = {s["metadata"]["name"]: (s, next(self._addresses))
                          for s in of_kind(objects, "Service")}
-        self.hosts_file = workdir / "hosts"
+        self.host = ContainerHost(workdir / "hosts", model_dir)
         self.pods: list[Pod] = []
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._servers: list[asyncio.base_events.Server] = []
-        self._probes: list[asyncio.Future] = []
+        self.background = Background()
         self._round_robin = itertools.count()
 
     # --- addresses and names ----------------------------------------------------------
 
-    @staticmethod
-    def _address_block() -> Iterator[str]:
-        """Loopback addresses nobody else on this machine is likely to use (127.a.b.n)."""
-        a, b = random.randrange(1, 255), random.randrange(1, 255)
-        return (f"127.{a}.{b}.{n}" for n in range(1, 255))
-
     def _write_hosts(self) -> None:
-        lines = ["127.0.0.1 localhost"]
-        for name, (_, address) in self.services.items():
-            ns, domain = self.namespace, CLUSTER_DOMAIN
-            lines.append(f"{address} {name} {name}.{ns} {name}.{ns}.svc {name}.{ns}.svc.{domain}")
-        self.hosts_file.write_text("\n".join(lines) + "\n")
+        ns, domain = self.namespace, CLUSTER_DOMAIN
+        self.host.write_hosts({
+            address: [name, f"{name}.{ns}", f"{name}.{ns}.svc", f"{name}.{ns}.svc.{domain}"]
+            for name, (_, address) in self.services.items()})
 
     def service_address(self, name: str) -> str:
         return self.services[name][1]
@@ -233,44 +186,14 @@ class RenderedCluster:
         for mount in container.get("volumeMounts", []):
             assert "emptyDir" in volumes[mount["name"]], mount  # the only kind rendered
             mounts[mount["mountPath"]] = pod_dir / "volumes" / mount["name"]
-            mounts[mount["mountPath"]].mkdir(parents=True, exist_ok=True)
-        return Pod(name, workload, address, argv, env, mounts, pod_dir / "log")
+        return Pod(name=name, workload=workload, address=address, argv=argv, env=env,
+                   mounts=mounts, log_path=pod_dir / "log")
 
     def _bind(self, value: str, address: str) -> str:
-        if value == self.bind_host:
-            return address
-        if value.startswith(self.bind_host + ":"):
-            return address + value[len(self.bind_host):]
-        return value
-
-    def _mount_script(self, pod: Pod) -> str:
-        binds = {IMAGE_VENV: ROOT / ".venv", **pod.mounts}
-        if self.model_dir is not None:
-            binds[IMAGE_MODELS] = self.model_dir
-        lines = ["set -e", f"mount --bind {shlex.quote(str(self.hosts_file))} /etc/hosts",
-                 "mount -t tmpfs vera-image /opt"]
-        sources = [str(source) for source in binds.values()]
-
-        def covers_a_source(target: str) -> bool:  # e.g. the pod's /tmp over our workdir
-            return any(source.startswith(target.rstrip("/") + "/") for source in sources)
-
-        for target, source in sorted(binds.items(), key=lambda b: covers_a_source(b[0])):
-            quoted = shlex.quote(target)
-            lines.append(f"mkdir -p {quoted} && mount --bind {shlex.quote(str(source))} {quoted}")
-        lines.append(f"cd {shlex.quote(image_config()[1])}")
-        # sh adds PWD and OLDPWD; the container's environment is exactly the pod's.
-        lines.append('exec /usr/bin/env -u PWD -u OLDPWD "$@"')
-        return "\n".join(lines)
+        return bind_to(value, address, self.bind_host)
 
     def _start(self, pod: Pod) -> None:
-        pod.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(pod.log_path, "ab")
-        pod.process = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-             self._mount_script(pod), "pod", *pod.argv],
-            env=pod.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)  # fmt: skip
-        log.close()
+        self.host.start(pod)
         pod.started = pod.ready = False
 
     def exec(self, deployment: str, argv: list[str], *, stdin: str | None = None,
@@ -278,10 +201,7 @@ class RenderedCluster:
         """``kubectl exec deploy/<deployment> -- argv``: in the first pod's environment and
         namespace view."""
         pod = next(p for p in self.pods if p.workload["metadata"]["name"] == deployment)
-        return subprocess.run(
-            ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-             self._mount_script(pod), "exec", *argv],
-            env=pod.env, input=stdin, capture_output=True, text=True, timeout=timeout)  # fmt: skip
+        return self.host.exec(pod, argv, stdin=stdin, timeout=timeout)
 
     # --- the hook Job -------------------------------------------------------------------
 
@@ -315,15 +235,15 @@ class RenderedCluster:
 
     def start(self) -> None:
         self._write_hosts()
-        self._thread.start()
-        self._call(self._listen())
+        self.background.start()
+        self._listen()
         self.run_jobs()
         for deployment in of_kind(self.objects, "Deployment"):
             for index in range(self._replica_count(deployment)):
                 pod = self._pod(deployment, index)
                 self.pods.append(pod)
                 self._start(pod)
-                self._probes.append(asyncio.run_coroutine_threadsafe(self._probe(pod), self._loop))
+                self.background.submit(self._probe(pod))
 
     def deployment_pods(self) -> list[Pod]:
         return [p for p in self.pods if p.workload["kind"] == "Deployment"]
@@ -341,15 +261,11 @@ class RenderedCluster:
                     if not p.ready))
             time.sleep(0.5)
 
-    def _call(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(30)
-
-    async def _listen(self) -> None:
+    def _listen(self) -> None:
         for name, (service, address) in self.services.items():
             for port in service["spec"]["ports"]:
-                server = await asyncio.start_server(
-                    lambda r, w, n=name, p=port: self._forward(r, w, n, p), address, port["port"])
-                self._servers.append(server)
+                self.background.listen(address, port["port"],
+                                       lambda n=name, p=port: self._connect(n, p))
 
     def endpoints(self, service_name: str, port: dict[str, Any]) -> list[tuple[str, int]]:
         service, _ = self.services[service_name]
@@ -359,30 +275,13 @@ class RenderedCluster:
                 found.append((pod.address, _container_port(pod.container, port["targetPort"])))
         return found
 
-    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       service_name: str, port: dict[str, Any]) -> None:
+    async def _connect(self, service_name: str, port: dict[str, Any]) -> Upstream | None:
+        """An upstream connection to one ready endpoint, round robin (kube-proxy)."""
         endpoints = self.endpoints(service_name, port)
         if not endpoints:
-            writer.close()
-            return
+            return None
         host, target = endpoints[next(self._round_robin) % len(endpoints)]
-        try:
-            upstream_reader, upstream_writer = await asyncio.open_connection(host, target)
-        except OSError:
-            writer.close()
-            return
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            try:
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                dst.close()
-
-        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+        return await asyncio.open_connection(host, target)
 
     async def _probe(self, pod: Pod) -> None:
         """The kubelet's probe workers for one container: startup until it succeeds, then
@@ -479,26 +378,8 @@ class RenderedCluster:
     # --- stop ---------------------------------------------------------------------------
 
     def stop(self) -> None:
-        for future in self._probes:
-            future.cancel()
-        for pod in self.pods:
-            if pod.process is not None and pod.process.poll() is None:
-                pod.process.terminate()
-        for pod in self.pods:
-            if pod.process is None:
-                continue
-            try:
-                pod.process.wait(15)
-            except subprocess.TimeoutExpired:
-                pod.process.kill()
-                pod.process.wait()
-        if self._thread.is_alive():
-            async def close() -> None:
-                for server in self._servers:
-                    server.close()
-            self._call(close())
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
+        self.background.stop()
+        ContainerHost.stop(self.pods)
 
     def __enter__(self) -> RenderedCluster:
         try:

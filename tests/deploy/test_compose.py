@@ -17,7 +17,6 @@ COMPOSE = ROOT / "compose.yaml"
 COMMANDS = (
     ["python", "-m", "vera.entrypoints.mcp.main"],
     ["python", "-m", "vera.entrypoints.api.main"],
-    ["vera", "migrate"],
 )
 
 
@@ -58,7 +57,7 @@ def test_every_vera_process_runs_a_command_the_suite_runs_as_a_locked_down_user(
     compose,
 ) -> None:
     services = _vera_services(compose)
-    assert set(services) >= {*SERVICE_NAMES, "gateway", "api", "migrate"}
+    assert set(services) >= {*SERVICE_NAMES, "gateway", "api"}
     for name, svc in services.items():
         command = svc["command"]
         if command[:2] == ["vera", "serve"]:
@@ -77,7 +76,7 @@ def test_no_credential_is_written_into_compose_yaml(compose) -> None:
 
 def test_the_backend_network_has_no_route_out(compose) -> None:
     assert compose["networks"]["backend"]["internal"] is True
-    for name in ("postgres", "qdrant", *SERVICE_NAMES, "migrate"):
+    for name in ("postgres", "qdrant", *SERVICE_NAMES):
         assert compose["services"][name]["networks"] == ["backend"], name
 
 
@@ -86,7 +85,7 @@ def test_the_gateway_starts_authenticated_with_the_compose_environment(compose) 
     with pytest.MonkeyPatch.context() as patch:
         for key, value in gateway["environment"].items():
             patch.setenv(key, str(value))
-        # What .vera-data/compose.env supplies (docs/deploy.md).
+        # What the gateway's env files under .vera-data/compose/ supply (docs/deploy.md).
         patch.setenv("VERA_MCP__JWT_SECRET", "s" * 48)
         patch.setenv("VERA_RPC__AUTH_KEY", "k" * 48)
         settings = load_settings()
@@ -104,3 +103,25 @@ def test_each_service_healthcheck_asks_its_own_port_over_grpc_health(compose) ->
         compile(check[3], f"<{name} healthcheck>", "exec")
         port = service["command"][-1].rsplit(":", 1)[1]
         assert f"'127.0.0.1:{port}'" in check[3]
+
+
+def test_the_compose_runner_interpolates_as_compose_does() -> None:
+    """compose_host.interpolate, which the compose run (test_compose_runs.py) applies to
+    compose.yaml: the forms of the Compose specification's interpolation."""
+    from compose_host import ComposeError, interpolate
+
+    env = {"SET": "value", "EMPTY": ""}
+    cases = {
+        "${SET}": "value", "$SET": "value", "${UNSET}": "", "$$SET": "$SET",
+        "${UNSET:-default}": "default", "${EMPTY:-default}": "default",
+        "${EMPTY-default}": "", "${SET:-default}": "value",
+        "${SET:+alt}": "alt", "${EMPTY:+alt}": "", "${EMPTY+alt}": "alt",
+        "${UNSET:-${SET}}": "value", "a-${SET}-b": "a-value-b",
+    }
+    for text, expected in cases.items():
+        assert interpolate(text, env) == expected, text
+    assert interpolate({"k": ["${SET}", 5]}, env) == {"k": ["value", 5]}
+    for required in ("${UNSET:?needed}", "${EMPTY:?needed}", "${UNSET?needed}"):
+        with pytest.raises(ComposeError, match="needed"):
+            interpolate(required, env)
+    assert interpolate("${EMPTY?needed}", env) == ""

@@ -31,7 +31,10 @@ async def migrate(dsn: str, schema: str, package: str) -> list[str]:
     try:
         await conn.execute("SELECT pg_advisory_lock($1)", lock_id)
         try:
-            await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            # Only when missing: CREATE SCHEMA needs CREATE on the database even with IF
+            # NOT EXISTS, which a service's own role, given its schema, does not have.
+            if not await conn.fetchval("SELECT 1 FROM pg_namespace WHERE nspname = $1", schema):
+                await conn.execute(f'CREATE SCHEMA "{schema}"')
             await conn.execute(
                 f'CREATE TABLE IF NOT EXISTS "{schema}".schema_migrations ('
                 " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
