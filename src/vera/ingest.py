@@ -157,8 +157,8 @@ def load(api: ApiClient, project: str, records: list[Record],
             reply = api.call("POST", f"{_project_path(project)}/ingest",
                              json={"records": [r.value for r in batch]})
         except ApiRefused as refused:
-            index = refused.error.get("index")
-            if refused.code != "invalid_input" or not str(index).isdigit() \
+            index = str(refused.error.get("index", ""))
+            if refused.code != "invalid_input" or not index.isdigit() \
                     or int(index) >= len(batch):
                 raise
             line, detail = batch[int(index)].line, str(refused.error.get("detail", ""))

@@ -82,8 +82,8 @@ def bearer(key: str) -> dict[str, str]:
     return {"authorization": f"Bearer {key}"}
 
 
-async def test_the_team_loop_on_an_authenticated_deployment(team_stack, tmp_path: Path) -> None:
-    base = api_url(team_stack)
+def set_up_team(team_stack: LaunchedStack, base: str) -> tuple[str, str]:
+    """The platform team's part; the curator's and the developer's API keys."""
     api = httpx.Client(base_url=base, timeout=60)
 
     # The platform team: the first administrator, from the machine that runs the stack.
@@ -112,7 +112,19 @@ async def test_the_team_loop_on_an_authenticated_deployment(team_stack, tmp_path
     project = api.post(f"/identity/workspaces/{workspace_id}/projects", headers=bearer(root),
                        json={"project": PROJECT})
     assert project.status_code == 201, project.text
-    curator, developer = people["carol"]["api_key"], people["dev"]["api_key"]
+    return people["carol"]["api_key"], people["dev"]["api_key"]
+
+
+def mcp_token(base: str, api_key: str) -> str:
+    exchanged = httpx.post(f"{base}/identity/mcp-token", headers=bearer(api_key),
+                           json={"scopes": ["memory:read", "memory:propose"]}, timeout=60)
+    assert exchanged.status_code == 200, exchanged.text
+    return exchanged.json()["access_token"]
+
+
+async def test_the_team_loop_on_an_authenticated_deployment(team_stack, tmp_path: Path) -> None:
+    base = api_url(team_stack)
+    curator, developer = await anyio.to_thread.run_sync(set_up_team, team_stack, base)
 
     # The curator loads the team's knowledge as itself.
     facts = tmp_path / "payments.jsonl"
@@ -132,10 +144,7 @@ async def test_the_team_loop_on_an_authenticated_deployment(team_stack, tmp_path
     assert "project payments" in refused.stderr and "unauthorized" in refused.stderr
 
     # The developer's agent: an MCP token grounds the task in the team's project.
-    exchanged = api.post("/identity/mcp-token", headers=bearer(developer),
-                         json={"scopes": ["memory:read", "memory:propose"]})
-    assert exchanged.status_code == 200, exchanged.text
-    token = exchanged.json()["access_token"]
+    token = await anyio.to_thread.run_sync(mcp_token, base, developer)
     async with mcp(team_stack, token) as client:
         boot = await call(client, "knowledge_bootstrap", repository=REPO, branch="main")
         assert boot["repository"]["status"] == "selected"
