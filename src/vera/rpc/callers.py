@@ -40,7 +40,7 @@ METHODS_BY_CALLER: Mapping[str, Mapping[str, frozenset[str]]] = {
     "api": {
         IDENTITY: frozenset({
             _LOCAL_PRINCIPAL, "AuthenticateApiKey", "GetPrincipal", "ResolveScopes",
-            "ResolveProject", "CreateUser", "CreateApiKey", "ListApiKeys", "RevokeApiKey",
+            "CreateUser", "CreateApiKey", "ListApiKeys", "RevokeApiKey",
             "CreateWorkspace", "SetWorkspaceMember", "RemoveWorkspaceMember",
             "ListWorkspaceMembers", "AttachProject", "ListInvitations", "AcceptInvitation",
             "DeclineInvitation", "AuthorizeCurator", "EnsureProject", "MapRepository"}),
