@@ -258,7 +258,7 @@ async def load_corpus(paths: list[Path], data_dir: Path, project: str) -> dict:
     """`vera ingest`'s loader (parse, then IngestKnowledge calls) over every file without
     waiting in between, then GetIndexStatus until all is indexed."""
     from vera.identity.v1 import identity_pb2
-    from vera.ingest import FACTS_PER_CALL, parse_jsonl
+    from vera.ingest_records import FACTS_PER_CALL, parse_jsonl
     from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
     from vera.retrieval.v1 import retrieval_pb2
     from vera.rpc.backends import Backends

@@ -18,7 +18,7 @@ from bench.scale import generate, write_files
 from vera.api.identity import mcp_scope_names, mint_mcp_token
 from vera.config import Settings
 from vera.identity.v1 import identity_pb2
-from vera.ingest import FACTS_PER_CALL, parse_jsonl
+from vera.ingest_records import FACTS_PER_CALL, parse_jsonl
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.backends import Backends

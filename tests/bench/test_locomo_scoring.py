@@ -119,7 +119,7 @@ def test_turns_become_facts_with_the_session_as_source_and_the_dia_id_as_locator
 
 
 def test_jsonl_is_accepted_by_vera_ingest(tmp_path: Path):
-    from vera.ingest import parse_jsonl
+    from vera.ingest_records import parse_jsonl
 
     path = locomo.write_jsonl(locomo.convert_sample(SAMPLE), tmp_path / "conv.jsonl")
     assert all(json.loads(line) for line in path.read_text().splitlines())

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench import scale
-from vera.ingest import parse_jsonl
+from vera.ingest_records import parse_jsonl
 
 
 def test_same_seed_same_corpus_other_seed_other_corpus() -> None:

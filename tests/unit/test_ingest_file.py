@@ -78,7 +78,7 @@ def test_every_bad_line_is_reported_in_order(tmp_path: Path):
 
 
 def test_sources_the_file_does_not_define_are_kept_with_their_lines(tmp_path: Path):
-    """A fact may cite a source an earlier file recorded in the project; ``ingest_file``
+    """A fact may cite a source an earlier file recorded in the project; the CLI (``vera.ingest``)
     checks them against the project before writing anything."""
     parsed = parse_jsonl(write(tmp_path, SOURCE, FACT, {**FACT, "source": "adr-1"},
                                {**FACT, "object": "MySQL", "source": "adr-1"}))
