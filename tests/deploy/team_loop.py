@@ -16,14 +16,16 @@ from dataclasses import dataclass
 import httpx
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
-from pydantic import SecretStr
-
-from vera.identity.v1 import identity_pb2, identity_pb2_grpc
-from vera.rpc.client import open_channel
 
 OBJECT = "the blue cluster in eu-west"
 PROJECT = "payments"
 ALL_SCOPES = ["memory:read", "memory:propose", "memory:feedback", "memory:snapshot"]
+# What the curator ingests; the developer's agent is grounded in it.
+SEED = [
+    {"type": "source", "id": "runbook-1", "source_type": "runbook", "title": "Deploy runbook"},
+    {"type": "fact", "subject": "payments-api", "predicate": "uses_database",
+     "object": "PostgreSQL 16", "source": "runbook-1", "evidence": "The ledger is PG 16."},
+]
 
 
 @dataclass(frozen=True)
@@ -32,9 +34,6 @@ class Front:
 
     api_url: str
     mcp_url: str  # the gateway's base URL (``/mcp`` is appended)
-    # An operator's access to identity (shared_project's gRPC step).
-    identity_address: str
-    rpc_key: str
     api_host: str | None = None  # the Host header each expects (an Ingress host, ...)
     mcp_host: str | None = None
 
@@ -88,6 +87,7 @@ async def team_loop(front: Front, admin_key: str, *, connections: int = 1) -> Lo
             boot = await client.call_tool("knowledge_bootstrap", {})
             assert not boot.is_error, boot.content
             assert boot.structured_content["auth_profile"] == "remote-authenticated"
+            await ingested_fact_cited(client, project["seed_fact_key"])
             proposed = await client.call_tool("knowledge_propose", {
                 "subject": "payments-api", "predicate": "deploys_to",
                 "object": OBJECT, "task_ref": "t-1", "project": PROJECT})  # fmt: skip
@@ -119,30 +119,40 @@ async def user(api: httpx.AsyncClient, admin_key: str, name: str) -> dict:
 
 async def shared_project(front: Front, api: httpx.AsyncClient, owner: dict, member: dict,
                          slug: str) -> dict:
-    """A project ``owner`` curates and ``member`` reads and proposes into: the project made
-    by an operator's gRPC call (a pod or container holding the internal key), a workspace
-    over REST, the member invited and accepting.
-
-    The one place that makes the loop's project: when REST creates a missing project
-    (``POST /identity/workspaces/{id}/projects``), the gRPC step goes."""
-    channel = open_channel(front.identity_address, 30.0, auth_key=SecretStr(front.rpc_key),
-                           caller="cli")
-    async with channel:
-        project = (await identity_pb2_grpc.IdentityServiceStub(channel).EnsureProject(
-            identity_pb2.EnsureProjectRequest(principal_id=owner["principal_id"], slug=slug),
-            timeout=30)).project
+    """A project ``owner`` curates and ``member`` reads and proposes into, made as a team
+    makes it over REST: a workspace, the project created by attaching its slug, the member
+    invited and accepting; then the owner ingests the team's knowledge into it."""
     workspace = (await api.post("/identity/workspaces", headers=bearer(owner["api_key"]),
                                 json={"slug": f"{slug}-team"})).json()["workspace_id"]
     attached = await api.post(f"/identity/workspaces/{workspace}/projects",
                               headers=bearer(owner["api_key"]), json={"project": slug})
-    assert attached.status_code == 200, attached.text
+    assert attached.status_code == 201, attached.text
     invited = await api.put(f"/identity/workspaces/{workspace}/members/{member['principal_id']}",
                             headers=bearer(owner["api_key"]), json={})
     assert invited.status_code == 202, invited.text
     accepted = await api.post(f"/identity/invitations/{invited.json()['invitation_id']}/accept",
                               headers=bearer(member["api_key"]), json={})
     assert accepted.status_code == 200, accepted.text
-    return {"project_id": project.project_id, "slug": project.slug}
+    loaded = await api.post(f"/curation/projects/{slug}/ingest",
+                            headers=bearer(owner["api_key"]), json={"records": SEED})
+    assert loaded.status_code == 200, loaded.text
+    return {"project_id": attached.json()["project_id"], "slug": slug,
+            "seed_fact_key": loaded.json()["fact_keys"][0]}
+
+
+async def ingested_fact_cited(client: Client, fact_key: str, timeout: float = 60.0) -> None:
+    """``knowledge_get_context`` cites the curator's ingested fact once it is indexed."""
+    give_up = time.monotonic() + timeout
+    while True:
+        context = await client.call_tool("knowledge_get_context", {
+            "query": "which database does payments-api use", "project": PROJECT})
+        assert not context.is_error, context.content
+        found = [r for r in context.structured_content["results"] if r["fact_key"] == fact_key]
+        if found:
+            assert found[0]["citations"][0]["source_id"] == "runbook-1"
+            return
+        assert time.monotonic() < give_up, context.structured_content
+        await asyncio.sleep(0.5)
 
 
 async def verified_fact_served(client: Client, wanted: str, timeout: float = 60.0) -> dict:

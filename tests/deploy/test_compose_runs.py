@@ -195,15 +195,10 @@ def _wait_serving(compose: ComposeProject, timeout: float) -> None:
 
 
 def front(compose: ComposeProject) -> Front:
-    """The published gateway and API, and an operator's access to identity with the
-    internal key a VERA container holds (the gateway's env file)."""
+    """The published gateway and API."""
     api_url, api_host = compose.published("api")
     mcp_url, mcp_host = compose.published("gateway")
-    gateway_env = compose.environment("gateway")
-    _, port = gateway_env["VERA_SERVICES__IDENTITY"].rsplit(":", 1)
-    return Front(api_url=api_url, api_host=api_host, mcp_url=mcp_url, mcp_host=mcp_host,
-                 identity_address=f"{compose.addresses['identity']}:{port}",
-                 rpc_key=gateway_env["VERA_RPC__AUTH_KEY"])
+    return Front(api_url=api_url, api_host=api_host, mcp_url=mcp_url, mcp_host=mcp_host)
 
 
 def test_every_service_starts_in_depends_on_order(project: ComposeProject) -> None:

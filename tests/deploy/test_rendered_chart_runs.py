@@ -137,14 +137,11 @@ async def test_the_two_retrieval_replicas_elect_one_writer(ha: RenderedCluster,
 
 
 def front(cluster: RenderedCluster) -> Front:
-    """The rendered Ingress hosts (sent as Host to their backend Services) and an
-    operator's access to identity (a pod labelled vera.dev/rpc-client holding the key)."""
+    """The rendered Ingress hosts (sent as Host to their backend Services)."""
     ingress = value_set("ha")["ingress"]
     return Front(
         api_url=cluster.ingress_url(ingress["apiHost"]), api_host=ingress["apiHost"],
-        mcp_url=cluster.ingress_url(ingress["host"]), mcp_host=ingress["host"],
-        identity_address=f"{cluster.service_address('vera-identity')}:50051",
-        rpc_key=cluster.secrets["vera-rpc-auth"]["auth-key"])
+        mcp_url=cluster.ingress_url(ingress["host"]), mcp_host=ingress["host"])
 
 
 async def test_the_team_loop_through_the_rendered_gateway_and_api(ha: RenderedCluster) -> None:
