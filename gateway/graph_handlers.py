@@ -362,7 +362,8 @@ def render_changes(data: dict[str, Any]) -> str:
 
 def _total(data: dict[str, Any]) -> str:
     """A total as counted: "at least N" when the service stopped counting."""
-    return f"at least {data['total']}" if data["total_is_lower_bound"] else str(data["total"])
+    bounded = data.get("total_is_lower_bound", False)
+    return f"at least {data['total']}" if bounded else str(data["total"])
 
 
 def render_conflicts(data: dict[str, Any]) -> str:

@@ -111,12 +111,14 @@ async def test_a_caller_refused_for_its_own_assertion_sees_an_internal_fault(
     {"aud": None},
     {"iss": "https://auth.vera.example"},
     {"sub": None},
-    {"exp": int(time.time()) + 300},  # longer-lived than any signer mints
+    {"exp": 300},  # longer-lived than any signer mints (seconds from now)
 ])
 async def test_an_assertion_for_another_service_or_without_a_caller_is_refused(
     address, claims
 ) -> None:
     now = int(time.time())
+    # "exp" is given relative to now: the parameters are built when the suite is collected.
+    claims = {**claims, "exp": now + claims["exp"]} if "exp" in claims else claims
     payload = {"iss": "vera-internal", "aud": IDENTITY, "sub": "gateway",
                "iat": now, "exp": now + LIFETIME_SECONDS, **claims}
     token = jwt.encode({k: v for k, v in payload.items() if v is not None},
