@@ -22,7 +22,7 @@ from pathlib import Path
 from vera import limits
 from vera.config import ConfigError
 from vera.errors import InvalidInput
-from vera.repository_identity import canonicalize
+from vera.repository_identity import canonicalize, relative_code_path
 from vera.text import codepoint, first_hidden
 
 # Curated facts default to a good-but-not-best tier; proposals are always unverified.
@@ -42,6 +42,8 @@ MAX_EVIDENCE = limits.EVIDENCE_TEXT[1]
 MAX_ENTITY = limits.ENTITY[1]
 MAX_CONTEXT_FIELD = limits.TASK_CONTEXT_FIELD[1]
 MAX_ID = limits.ID_LIKE[1]
+MAX_BRANCH = limits.ID_LIKE[1]
+MAX_CODE_PATH = limits.REPOSITORY_PATH_CURSOR[1]
 MAX_QUERY = limits.QUERY[1]
 MAX_TEXT = 2048  # titles, uris, locators, bindings of curated records
 MAX_BATCH = 10_000
@@ -199,6 +201,24 @@ class TaskContext:
             ensure_ascii=False,
             separators=(",", ":"),
         )
+
+
+@dataclass(frozen=True)
+class ProposalLocation:
+    """Where the proposer was working, shown to reviewers; unlike ``TaskContext`` it takes
+    no part in the task identity (a branch switch is still the same task)."""
+
+    branch: str = ""
+    code_path: str = ""
+
+    @classmethod
+    def normalized(cls, branch: str, code_path: str) -> ProposalLocation:
+        if len(branch) > MAX_BRANCH:
+            raise InvalidInput("branch", "too long", reason="too_long")
+        if len(code_path) > MAX_CODE_PATH:
+            raise InvalidInput("code_path", "too long", reason="too_long")
+        # A local path names the proposer's machine, not the repository: never stored.
+        return cls(branch=_collapse(branch), code_path=relative_code_path(code_path) or "")
 
 
 def _collapse(text: str) -> str:
@@ -626,6 +646,7 @@ class Proposal:
     # The task identity as the caller sent it, for the secret screen: normalizing casefolds
     # the runtime, which would hide case-sensitive credential shapes (AKIA…, eyJ…).
     context_as_sent: TaskContext | None = None
+    location: ProposalLocation = ProposalLocation()
 
     @property
     def subject_norm(self) -> str:
@@ -660,6 +681,7 @@ def make_proposal(
     context: TaskContext,
     target_scope_id: str = "",
     context_as_sent: TaskContext | None = None,
+    location: ProposalLocation = ProposalLocation(),
 ) -> Proposal:
     principal = parse_uuid("principal_id", principal_id)
     personal = parse_uuid("personal_scope_id", personal_scope_id)
@@ -684,16 +706,23 @@ def make_proposal(
         fact_key=fact_key(personal, subject, predicate, object_),
         target_scope_id=target,
         context_as_sent=context_as_sent,
+        location=location,
     )
 
 
-def refused_attempt_context(context: TaskContext, field_name: str) -> TaskContext:
-    """The task context a refused proposal's attempt keeps: all of it, except the context
+def refused_attempt(proposal: Proposal, field_name: str) -> Proposal:
+    """The proposal a refused attempt records: its task context and location, except the
     field the refusal names (it carried the refused text, which is never stored)."""
     name = field_name.removeprefix("context.")
     if field_name.startswith("context.") and name in TaskContext.__dataclass_fields__:
-        return dataclasses.replace(context, **{name: ""})
-    return context
+        return dataclasses.replace(
+            proposal, context=dataclasses.replace(proposal.context, **{name: ""})
+        )
+    if field_name in ProposalLocation.__dataclass_fields__:
+        return dataclasses.replace(
+            proposal, location=dataclasses.replace(proposal.location, **{field_name: ""})
+        )
+    return proposal
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,7 @@ class FactRpcs:
             context=convert.task_context(request.context),
             target_scope_id=request.target_scope_id,
             context_as_sent=convert.task_context_as_sent(request.context),
+            location=domain.ProposalLocation.normalized(request.branch, request.code_path),
         )
         try:
             # Pattern matching over up to ~10 KiB of text: CPU work, kept off the loop.
@@ -143,11 +144,11 @@ class FactRpcs:
     async def RetractProposal(
         self, request: pb.RetractProposalRequest, context
     ) -> pb.RetractProposalResponse:
-        domain.parse_uuid("principal_id", request.principal_id)
+        principal = domain.parse_uuid("principal_id", request.principal_id)
         scope = domain.parse_uuid("personal_scope_id", request.personal_scope_id)
-        assert scope is not None
+        assert principal is not None and scope is not None
         key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
-        status, view = await self._store.retract(scope, key)
+        status, view = await self._store.retract(principal, scope, key)
         return pb.RetractProposalResponse(
             status=convert.RETRACTION[status], fact=convert.fact_to_proto(view)
         )

@@ -291,6 +291,7 @@ class GraphRpcs:
                     fact=convert.fact_to_proto(c.fact) if c.fact is not None else None,
                     source_id=c.source_id,
                     created_at=to_timestamp(c.created_at),
+                    actor_principal_id=str(c.actor_id) if c.actor_id else "",
                 )
                 for c in changes
             ],

@@ -96,6 +96,7 @@ class ScopeChangeView:
     fact: FactView | None
     source_id: str
     created_at: datetime
+    actor_id: uuid.UUID | None = None  # whose action wrote it; None before actors were kept
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,7 @@ class GraphStore:
         replacement: FactIn,
         reason: str,
     ) -> tuple[FactView, FactView, int, bool]:
-        outbox = Outbox()
+        outbox = Outbox(actor_id=principal_id)
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_keys(conn, [fact_key, replacement.fact_key])
             old = await conn.fetchrow(
@@ -688,7 +689,7 @@ class GraphStore:
             rows = await conn.fetch(
                 f"""SELECT * FROM (
                        SELECT o.position, o.kind, o.version_id, o.scope_id, o.ref, o.created_at,
-                              {_CHANGE_KIND} AS change
+                              o.actor_id, {_CHANGE_KIND} AS change
                        FROM outbox o LEFT JOIN facts v ON v.version_id = o.version_id
                        WHERE o.scope_id = ANY($1::uuid[]) AND {beyond}
                          AND o.kind IN ('fact_upserted', 'source_upserted')
@@ -732,6 +733,7 @@ class GraphStore:
                     fact=fact,
                     source_id=r["ref"] if fact is None else "",
                     created_at=r["created_at"],
+                    actor_id=r["actor_id"],
                 )
             )
         last = rows[-1]["position"] if rows else after

@@ -103,8 +103,10 @@ async def change_position(conn: asyncpg.Connection) -> int:
 
 @dataclass
 class Outbox:
-    """Outbox rows of one transaction, written last by ``flush``."""
+    """Outbox rows of one transaction, written last by ``flush``; ``actor_id`` is the
+    principal whose action the transaction is (the change feed's "who")."""
 
+    actor_id: uuid.UUID | None = None
     rows: list[tuple[str, uuid.UUID | None, uuid.UUID, str]] = field(default_factory=list)
     _seen: set[tuple[str, object]] = field(default_factory=set)
 
@@ -127,8 +129,9 @@ class Outbox:
             return
         await lock_outbox(conn)
         await conn.executemany(
-            "INSERT INTO outbox (kind, version_id, scope_id, ref) VALUES ($1, $2, $3, $4)",
-            self.rows,
+            "INSERT INTO outbox (kind, version_id, scope_id, ref, actor_id)"
+            " VALUES ($1, $2, $3, $4, $5)",
+            [(*row, self.actor_id) for row in self.rows],
         )
 
 

@@ -65,6 +65,8 @@ class ProposalPolicy:
                 ("context.task_ref", sent.task_ref),
                 ("context.runtime", sent.runtime),
                 ("context.repository_ref", proposal.context.repository_ref),
+                ("branch", proposal.location.branch),
+                ("code_path", proposal.location.code_path),
             )
         )
         _refuse_hidden(

@@ -532,7 +532,7 @@ class KnowledgeStore:
 
     async def ingest(self, batch: IngestBatch) -> IngestResult:
         result = IngestResult()
-        outbox = Outbox()
+        outbox = Outbox(actor_id=batch.principal_id)
         scope = batch.scope_id
         async with self._pool.acquire() as conn:
             async with conn.transaction():
@@ -755,7 +755,7 @@ class KnowledgeStore:
     # --- proposals ----------------------------------------------------------------------
 
     async def propose(self, proposal: Proposal) -> ProposalResult:
-        outbox = Outbox()
+        outbox = Outbox(actor_id=proposal.principal_id)
         identity = proposal.context.identity()
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_keys(conn, [proposal.fact_key, f"task:{proposal.principal_id}:{identity}"])
@@ -782,9 +782,7 @@ class KnowledgeStore:
     async def record_refusal(self, proposal: Proposal, field_name: str, reason: str) -> None:
         """Appends the ``rejected`` attempt of a proposal the policy refused: its reason
         and task context, none of its text (it may be the credential that was refused)."""
-        refused = dataclasses.replace(
-            proposal, context=domain.refused_attempt_context(proposal.context, field_name)
-        )
+        refused = domain.refused_attempt(proposal, field_name)
         async with self._pool.acquire() as conn:
             await _insert_attempt(
                 conn, refused, ProposalDecision(Outcome.REJECTED, reason), ("", "", "")
@@ -891,9 +889,9 @@ class KnowledgeStore:
         await record_proposal_targets(conn, proposal, version_id)
 
     async def retract(
-        self, personal_scope_id: uuid.UUID, fact_key: str
+        self, principal_id: uuid.UUID, personal_scope_id: uuid.UUID, fact_key: str
     ) -> tuple[RetractionStatus, FactView]:
-        outbox = Outbox()
+        outbox = Outbox(actor_id=principal_id)
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_keys(conn, [fact_key])
             row = await conn.fetchrow(
@@ -1015,6 +1013,8 @@ class KnowledgeStore:
     # --- feedback -----------------------------------------------------------------------
 
     async def record_feedback(self, fb: FeedbackIn) -> FeedbackView:
+        # No actor: feedback is personal, its entry may sit in a shared scope, and erasing
+        # the principal must leave nothing there that names them.
         outbox = Outbox()
         async with self._pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
@@ -1211,9 +1211,9 @@ async def _insert_attempt(
         """INSERT INTO proposal_attempts (
                attempt_id, principal_id, scope_id, fact_key, subject, predicate, object,
                outcome, reason, conflicting_fact_keys, runtime, session_ref, task_ref,
-               repository_ref, task_identity)
+               repository_ref, task_identity, branch, code_path)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text[], $11, $12, $13,
-                   $14, $15)""",
+                   $14, $15, $16, $17)""",
         attempt_id,
         proposal.principal_id,
         proposal.personal_scope_id,
@@ -1227,6 +1227,8 @@ async def _insert_attempt(
         ctx.task_ref,
         ctx.repository_ref,
         ctx.identity(),
+        proposal.location.branch,
+        proposal.location.code_path,
     )
     return attempt_id
 
