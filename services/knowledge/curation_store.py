@@ -30,7 +30,15 @@ from .curation import (
     VerifyResult,
 )
 from .domain import ChangeKind, FactState, FactView, ProposalLocation, TaskContext
-from .outbox import Outbox, change_position, close_version, insert_version, lock_keys
+from .outbox import (
+    Outbox,
+    change_position,
+    close_version,
+    insert_assertion,
+    insert_evidence,
+    insert_version,
+    lock_keys,
+)
 from .store import KnowledgeStore
 
 
@@ -232,28 +240,26 @@ class CurationStore:
                     authority=req.authority,
                     created_by=req.curator_id,
                 )
-            assertion_id = uuid.uuid4()
-            await conn.execute(
-                """INSERT INTO assertions (assertion_id, fact_key, scope_id, source_pk, supports,
-                       trust_tier, authority, status, asserted_by)
-                   VALUES ($1, $2, $3, NULL, true, $4, $5, 'verified', $6)""",
-                assertion_id,
-                target_key,
-                req.scope_id,
-                req.trust_tier,
-                req.authority,
-                req.curator_id,
+            assertion_id = await insert_assertion(
+                conn,
+                fact_key=target_key,
+                scope_id=req.scope_id,
+                source_pk=None,
+                trust_tier=req.trust_tier,
+                authority=req.authority,
+                status="verified",
+                asserted_by=req.curator_id,
             )
             # The agent's evidence, now reviewed by the curator, travels with the assertion.
-            await conn.execute(
-                """INSERT INTO evidence (evidence_id, assertion_id, text, locator)
-                   SELECT gen_random_uuid(), $1, e.text, $2
-                   FROM assertions a JOIN evidence e ON e.assertion_id = a.assertion_id
-                   WHERE a.fact_key = $3 AND a.status = 'pending'""",
-                assertion_id,
-                curation.review_locator(req.fact_key),
+            reviewed = await conn.fetch(
+                """SELECT e.text FROM assertions a
+                   JOIN evidence e ON e.assertion_id = a.assertion_id
+                   WHERE a.fact_key = $1 AND a.status = 'pending'
+                   ORDER BY e.recorded_at, e.evidence_id""",
                 req.fact_key,
             )
+            locator = curation.review_locator(req.fact_key)
+            await insert_evidence(conn, assertion_id, [(r["text"], locator) for r in reviewed])
             closed = await _close_into(
                 conn, row["version_id"], FactState.SUPERSEDED, superseded_by=target_key
             )

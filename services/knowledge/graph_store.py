@@ -36,7 +36,15 @@ from .graph import (
     rank_facts,
     resolve_entity,
 )
-from .outbox import Outbox, close_version, curated_columns, insert_version, lock_keys
+from .outbox import (
+    Outbox,
+    close_version,
+    curated_columns,
+    insert_assertion,
+    insert_evidence,
+    insert_version,
+    lock_keys,
+)
 from .store import KnowledgeStore, Params, bounded_count
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -294,28 +302,18 @@ class GraphStore:
                 source_pk,
             )
             if not exists:
-                assertion_id = uuid.uuid4()
-                await conn.execute(
-                    """INSERT INTO assertions (assertion_id, fact_key, scope_id, source_pk,
-                           supports, trust_tier, authority, status, asserted_by)
-                       VALUES ($1, $2, $3, $4, true, $5, $6, 'verified', $7)""",
-                    assertion_id,
-                    f.fact_key,
-                    scope_id,
-                    source_pk,
-                    f.trust_tier,
-                    f.authority,
-                    principal_id,
+                assertion_id = await insert_assertion(
+                    conn,
+                    fact_key=f.fact_key,
+                    scope_id=scope_id,
+                    source_pk=source_pk,
+                    trust_tier=f.trust_tier,
+                    authority=f.authority,
+                    status="verified",
+                    asserted_by=principal_id,
                 )
                 if f.evidence or f.locator:
-                    await conn.execute(
-                        "INSERT INTO evidence (evidence_id, assertion_id, text, locator)"
-                        " VALUES ($1, $2, $3, $4)",
-                        uuid.uuid4(),
-                        assertion_id,
-                        f.evidence,
-                        f.locator,
-                    )
+                    await insert_evidence(conn, assertion_id, [(f.evidence, f.locator)])
             await outbox.flush(conn)
             views = {
                 v.version_id: v

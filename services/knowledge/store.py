@@ -51,6 +51,8 @@ from .outbox import (
     change_position,
     close_version,
     curated_columns,
+    insert_assertion,
+    insert_evidence,
     insert_version,
     lock_keys,
     record_proposal_targets,
@@ -708,28 +710,18 @@ class KnowledgeStore:
             if (f.fact_key, source_pk) in asserted:
                 continue
             asserted.add((f.fact_key, source_pk))
-            assertion_id = uuid.uuid4()
-            await conn.execute(
-                """INSERT INTO assertions (assertion_id, fact_key, scope_id, source_pk, supports,
-                       trust_tier, authority, status, asserted_by)
-                   VALUES ($1, $2, $3, $4, true, $5, $6, 'verified', $7)""",
-                assertion_id,
-                f.fact_key,
-                batch.scope_id,
-                source_pk,
-                f.trust_tier,
-                f.authority,
-                batch.principal_id,
+            assertion_id = await insert_assertion(
+                conn,
+                fact_key=f.fact_key,
+                scope_id=batch.scope_id,
+                source_pk=source_pk,
+                trust_tier=f.trust_tier,
+                authority=f.authority,
+                status="verified",
+                asserted_by=batch.principal_id,
             )
             if f.evidence or f.locator:
-                await conn.execute(
-                    "INSERT INTO evidence (evidence_id, assertion_id, text, locator)"
-                    " VALUES ($1, $2, $3, $4)",
-                    uuid.uuid4(),
-                    assertion_id,
-                    f.evidence,
-                    f.locator,
-                )
+                await insert_evidence(conn, assertion_id, [(f.evidence, f.locator)])
             # The version's citations changed: indexers re-read it.
             outbox.add(ChangeKind.FACT_UPSERTED, batch.scope_id, version_id=version_id)
 
@@ -865,26 +857,18 @@ class KnowledgeStore:
             origin="proposal",
             created_by=proposal.principal_id,
         )
-        assertion_id = uuid.uuid4()
-        await conn.execute(
-            """INSERT INTO assertions (assertion_id, fact_key, scope_id, source_pk, supports,
-                   trust_tier, authority, status, asserted_by)
-               VALUES ($1, $2, $3, NULL, true, $4, $5, 'pending', $6)""",
-            assertion_id,
-            proposal.fact_key,
-            proposal.personal_scope_id,
-            domain.PROPOSAL_TRUST_TIER,
-            domain.PROPOSAL_AUTHORITY,
-            proposal.principal_id,
+        assertion_id = await insert_assertion(
+            conn,
+            fact_key=proposal.fact_key,
+            scope_id=proposal.personal_scope_id,
+            source_pk=None,
+            trust_tier=domain.PROPOSAL_TRUST_TIER,
+            authority=domain.PROPOSAL_AUTHORITY,
+            status="pending",
+            asserted_by=proposal.principal_id,
         )
         if proposal.evidence_text:
-            await conn.execute(
-                "INSERT INTO evidence (evidence_id, assertion_id, text, locator)"
-                " VALUES ($1, $2, $3, '')",
-                uuid.uuid4(),
-                assertion_id,
-                proposal.evidence_text,
-            )
+            await insert_evidence(conn, assertion_id, [(proposal.evidence_text, "")])
         outbox.add(ChangeKind.FACT_UPSERTED, proposal.personal_scope_id, version_id=version_id)
         await record_proposal_targets(conn, proposal, version_id)
 
