@@ -10,6 +10,7 @@ from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 
 from . import domain
+from .community_store import CommunityView, RunView
 from .domain import (
     AssertionView,
     FactIn,
@@ -21,7 +22,6 @@ from .domain import (
     Verification,
 )
 from .graph import ConflictFilter, EntityView
-from .graph_store import CommunityView, RunView
 
 FACT_STATES = {
     FactState.PROPOSED: pb.FACT_STATE_PROPOSED,

@@ -12,7 +12,10 @@ from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 
 from . import convert, domain
+from .feedback_store import FeedbackStore
+from .ingest_store import IngestStore
 from .policy import policy_for
+from .proposal_store import ProposalStore
 from .store import KnowledgeStore
 
 if TYPE_CHECKING:
@@ -34,6 +37,9 @@ class FactRpcs:
     """The RPCs over facts, proposals and feedback; one group of ``api.KnowledgeServicer``."""
 
     _store: KnowledgeStore
+    _ingest: IngestStore
+    _proposals: ProposalStore
+    _feedback: FeedbackStore
     _changes: ChannelWatch
 
     async def IngestKnowledge(
@@ -63,7 +69,7 @@ class FactRpcs:
             convert.fact_input(i, scope, f, f"facts[{i}]") for i, f in enumerate(request.facts)
         )
         batch = domain.IngestBatch(principal, scope, sources, entities, facts)
-        result = await self._store.ingest(batch)
+        result = await self._ingest.ingest(batch)
         return pb.IngestKnowledgeResponse(
             sources=pb.IngestCounts(
                 created=result.sources.created, deduplicated=result.sources.deduplicated
@@ -128,11 +134,11 @@ class FactRpcs:
             await asyncio.to_thread(policy_for(self._store.ontology).check, proposal)
         except InvalidInput as refusal:
             # Every call appends an attempt: a refused one without the refused text.
-            await self._store.record_refusal(
+            await self._proposals.record_refusal(
                 proposal, refusal.field, refusal.metadata.get("reason", "")
             )
             raise
-        result = await self._store.propose(proposal)
+        result = await self._proposals.propose(proposal)
         return pb.ProposeFactResponse(
             attempt_id=str(result.attempt_id),
             outcome=convert.OUTCOMES[result.decision.outcome],
@@ -148,7 +154,7 @@ class FactRpcs:
         scope = domain.parse_uuid("personal_scope_id", request.personal_scope_id)
         assert principal is not None and scope is not None
         key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
-        status, view = await self._store.retract(principal, scope, key)
+        status, view = await self._proposals.retract(principal, scope, key)
         return pb.RetractProposalResponse(
             status=convert.RETRACTION[status], fact=convert.fact_to_proto(view)
         )
@@ -165,7 +171,7 @@ class FactRpcs:
             "page_size", request.page_size, domain.REPORT_PAGE_DEFAULT, domain.REPORT_PAGE_MAX
         )
         after = page_tokens.decode_position(request.page_token)
-        report = await self._store.proposal_report(principal, ctx, size, after)
+        report = await self._proposals.proposal_report(principal, ctx, size, after)
         return pb.GetProposalReportResponse(
             attempts=[
                 pb.ProposalAttempt(
@@ -221,7 +227,7 @@ class FactRpcs:
             attribution=convert.FEEDBACK_ATTRIBUTIONS.get(request.attribution, "?"),
             pack_scope_id=request.pack_scope_id,
         )
-        stored = await self._store.record_feedback(feedback)
+        stored = await self._feedback.record_feedback(feedback)
         return pb.RecordFeedbackResponse(
             feedback_id=str(stored.feedback_id),
             signal=stored.signal,
@@ -243,7 +249,7 @@ class FactRpcs:
             raise InvalidInput("max_rows_per_principal", "must be >= 0", reason="out_of_range")
         before = page_tokens.decode_position(request.page_token) if request.page_token else None
         after = from_timestamp(request, "recorded_after")
-        rows = await self._store.list_ranking_feedback(
+        rows = await self._feedback.list_ranking_feedback(
             scope, after, before, size + 1, request.max_rows_per_principal or None
         )
         page, more = rows[:size], len(rows) > size
