@@ -10,7 +10,8 @@ import asyncpg
 
 from vera.errors import InvalidInput
 
-from .domain import ChangeKind, FactIn, FactState, FactView
+from .domain import ChangeKind, FactState, FactView
+from .ingest import FactIn
 from .outbox import (
     Outbox,
     close_version,

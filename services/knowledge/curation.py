@@ -33,12 +33,12 @@ from .domain import (
     CURATED_TRUST_TIER,
     MAX_TEXT,
     FactView,
-    Proposal,
     ProposalLocation,
     TaskContext,
     parse_uuid,
     require_text,
 )
+from .proposals import Proposal
 
 HUMAN_TIERS = range(0, 4)
 PENDING_PAGE_DEFAULT, PENDING_PAGE_MAX = 50, 100

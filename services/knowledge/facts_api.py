@@ -11,7 +11,7 @@ from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 
-from . import convert, domain
+from . import convert, domain, feedback, ingest, proposals
 from .feedback_store import FeedbackStore
 from .ingest_store import IngestStore
 from .policy import policy_for
@@ -49,9 +49,9 @@ class FactRpcs:
         scope = domain.parse_uuid("scope_id", request.scope_id)
         assert principal is not None and scope is not None
         sources = tuple(
-            domain.validate_source(
+            ingest.validate_source(
                 i,
-                domain.SourceIn(
+                ingest.SourceIn(
                     source_id=s.source_id,
                     source_type=s.source_type,
                     title=s.title,
@@ -62,13 +62,13 @@ class FactRpcs:
             for i, s in enumerate(request.sources)
         )
         entities = tuple(
-            domain.validate_entity(i, e.name, list(e.aliases), e.kind)
+            ingest.validate_entity(i, e.name, list(e.aliases), e.kind)
             for i, e in enumerate(request.entities)
         )
         facts = tuple(
             convert.fact_input(i, scope, f, f"facts[{i}]") for i, f in enumerate(request.facts)
         )
-        batch = domain.IngestBatch(principal, scope, sources, entities, facts)
+        batch = ingest.IngestBatch(principal, scope, sources, entities, facts)
         result = await self._ingest.ingest(batch)
         return pb.IngestKnowledgeResponse(
             sources=pb.IngestCounts(
@@ -83,7 +83,7 @@ class FactRpcs:
             change_position=result.change_position,
             warnings=[
                 pb.IngestWarning(field=w.field, reason=w.reason, codepoint=w.codepoint)
-                for w in domain.ingest_warnings(batch)
+                for w in ingest.ingest_warnings(batch)
             ],
             fact_keys=[f.fact_key for f in facts],
         )
@@ -116,7 +116,7 @@ class FactRpcs:
         )
 
     async def ProposeFact(self, request: pb.ProposeFactRequest, context) -> pb.ProposeFactResponse:
-        proposal = domain.make_proposal(
+        proposal = proposals.make_proposal(
             principal_id=request.principal_id,
             personal_scope_id=request.personal_scope_id,
             readable_scope_ids=list(request.readable_scope_ids),
@@ -213,7 +213,7 @@ class FactRpcs:
     async def RecordFeedback(
         self, request: pb.RecordFeedbackRequest, context
     ) -> pb.RecordFeedbackResponse:
-        feedback = domain.make_feedback(
+        recorded = feedback.make_feedback(
             principal_id=request.principal_id,
             personal_scope_id=request.personal_scope_id,
             pack_id=request.pack_id,
@@ -227,7 +227,7 @@ class FactRpcs:
             attribution=convert.FEEDBACK_ATTRIBUTIONS.get(request.attribution, "?"),
             pack_scope_id=request.pack_scope_id,
         )
-        stored = await self._feedback.record_feedback(feedback)
+        stored = await self._feedback.record_feedback(recorded)
         return pb.RecordFeedbackResponse(
             feedback_id=str(stored.feedback_id),
             signal=stored.signal,

@@ -11,12 +11,8 @@ from typing import Any
 
 import asyncpg
 
-from .domain import (
-    ChangeKind,
-    FeedbackIn,
-    FeedbackView,
-    RankingFeedbackRow,
-)
+from .domain import ChangeKind
+from .feedback import FeedbackIn, FeedbackView, RankingFeedbackRow
 from .outbox import (
     Outbox,
 )

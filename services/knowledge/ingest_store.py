@@ -8,15 +8,10 @@ import uuid
 
 import asyncpg
 
-from . import domain
-from .domain import (
-    ChangeKind,
-    Counts,
-    FactState,
-    IngestBatch,
-    IngestResult,
-)
+from . import ingest
+from .domain import ChangeKind, FactState
 from .graph import alias_keys
+from .ingest import Counts, IngestBatch, IngestResult
 from .outbox import (
     Outbox,
     change_position,
@@ -62,7 +57,7 @@ class IngestStore:
                     if referenced
                     else {}
                 )
-                domain.check_batch(batch, set(known))
+                ingest.check_batch(batch, set(known))
                 source_pks = dict(known)
                 await self._ingest_sources(conn, batch, source_pks, result.sources, outbox)
                 await self._ingest_entities(conn, batch, result.entities)

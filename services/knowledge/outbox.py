@@ -16,7 +16,9 @@ from typing import Any
 import asyncpg
 
 from . import curation
-from .domain import ChangeKind, FactIn, FactState, Proposal
+from .domain import ChangeKind, FactState
+from .ingest import FactIn
+from .proposals import Proposal
 
 # Any constant works; it only has to be the same for every writer of this schema.
 OUTBOX_LOCK = 0x6B6E6F776C656467  # "knowledg"

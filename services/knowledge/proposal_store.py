@@ -11,20 +11,8 @@ import asyncpg
 from vera import page_tokens
 from vera.errors import InvalidInput
 
-from . import domain
-from .domain import (
-    ChangeKind,
-    FactState,
-    FactView,
-    Outcome,
-    Proposal,
-    ProposalDecision,
-    ProposalFindings,
-    ProposalReport,
-    ProposalResult,
-    RetractionStatus,
-    TaskContext,
-)
+from . import domain, proposals
+from .domain import ChangeKind, FactState, FactView, Outcome, TaskContext
 from .outbox import (
     Outbox,
     close_version,
@@ -33,6 +21,14 @@ from .outbox import (
     insert_version,
     lock_keys,
     record_proposal_targets,
+)
+from .proposals import (
+    Proposal,
+    ProposalDecision,
+    ProposalFindings,
+    ProposalReport,
+    ProposalResult,
+    RetractionStatus,
 )
 from .store import KnowledgeStore, Params, conflicts_sql
 
@@ -51,7 +47,7 @@ class ProposalStore:
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_keys(conn, [proposal.fact_key, f"task:{proposal.principal_id}:{identity}"])
             findings = await self._findings(conn, proposal, identity)
-            decision = domain.decide_proposal(proposal, findings, self._facts.ontology)
+            decision = proposals.decide_proposal(proposal, findings, self._facts.ontology)
             if decision.outcome is Outcome.CREATED:
                 await self._create_proposal(conn, proposal, outbox)
             attempt_id = await _insert_attempt(
@@ -73,7 +69,7 @@ class ProposalStore:
     async def record_refusal(self, proposal: Proposal, field_name: str, reason: str) -> None:
         """Appends the ``rejected`` attempt of a proposal the policy refused: its reason
         and task context, none of its text (it may be the credential that was refused)."""
-        refused = domain.refused_attempt(proposal, field_name)
+        refused = proposals.refused_attempt(proposal, field_name)
         async with self._pool.acquire() as conn:
             await _insert_attempt(
                 conn, refused, ProposalDecision(Outcome.REJECTED, reason), ("", "", "")
@@ -266,7 +262,7 @@ class ProposalStore:
         more = len(page) > page_size
         page = page[:page_size]
         attempts = tuple(
-            domain.AttemptView(
+            proposals.AttemptView(
                 attempt_id=r["attempt_id"],
                 seq=r["seq"],
                 outcome=Outcome(r["outcome"]),
