@@ -164,20 +164,24 @@ def hook_reached_the_model(bodies: list[dict]) -> bool:
     return any(hook_arguments(b).get("repository") == canonicalize(REPOSITORY) for b in bodies)
 
 
-def session_plan(grounding: str, runtime: str, bodies: Callable[[], list[dict]]) -> Plan:
+def session_plan(grounding: str, runtime: str, bodies: Callable[[], list[dict]], *,
+                 persists: bool = False) -> Plan:
     """The scripted model, doing what VERA's skill tells it: bootstrap with the arguments
     the session-start hook gave it, ground the task in the project bootstrap selected with
     the read-only ``grounding`` tool (bound to the repository and branch, as the skill
-    says), propose what it learned, then ask what became of it.
+    says), with ``persists`` also ask for the same context as a stored pack (a write),
+    propose what it learned, then ask what became of it.
     ``bodies`` are the model's requests so far (the last one being answered)."""
 
     def plan(results: list[str]) -> tuple[str, dict] | None:
         arguments = hook_arguments(bodies()[-1])
         repository = {"repository_ref": arguments["repository"]} if arguments else {}
+        query = {"query": "which database does payments-api use?", "project": PROJECT,
+                 **arguments}
         steps = [
             ("knowledge_bootstrap", arguments),
-            (grounding, {"query": "which database does payments-api use?",
-                         "project": PROJECT, **arguments}),
+            (grounding, query),
+            *([("knowledge_get_context", {**query, "persist": True})] if persists else []),
             ("knowledge_propose", {"subject": "payments-api", "predicate": "retry_policy",
                                    "object": "three times with backoff",
                                    "evidence_text": "handler.py", "task_ref": task(runtime),
@@ -229,13 +233,14 @@ async def test_claude_code_headless_against_the_authenticated_gateway(
         auth_stack, team, runtime_bin, tmp_path) -> None:
     """From a shell with nothing exported, in a clone of the team's repository: `claude -p`
     reaches the real gateway with the token `vera connect` stored, bootstrap selects the
-    team's project, get_context cites the curator's fact without a click, the proposal in
-    suggest mode is not written, and the server's proposal report agrees."""
+    team's project, get_context cites the curator's fact without a click (its persisted
+    form asks, decided per call), the proposal in suggest mode is not written, and the
+    server's proposal report agrees."""
     repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
     token = connect(auth_stack, repo, env, team.dev_key, "claude-code", "suggest")
     handshake.approve_claude_server(repo, env)  # the one-time trust a person gives
     model = FakeAnthropic(plan=session_plan("knowledge_get_context", "claude-code",
-                                            lambda: model.bodies))
+                                            lambda: model.bodies, persists=True))
     try:
         clean = {"PATH": f"{runtime_bin}:/usr/bin:/bin", "HOME": env["HOME"],
                  "ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-ant-fake",
@@ -250,13 +255,15 @@ async def test_claude_code_headless_against_the_authenticated_gateway(
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert hook_reached_the_model(model.bodies)
     results = tool_results(model.bodies)
-    assert len(results) == 4, (results, done.stdout[-2000:])
+    assert len(results) == 5, (results, done.stdout[-2000:])
     grounded(results, team)
     outcome = json.loads(done.stdout)
     denied = [d["tool_name"] for d in outcome.get("permission_denials", [])]
-    assert denied == ["mcp__vera__knowledge_propose"]  # only the write asked a click
+    # Only the writes asked a click: the same get_context, decided per call, asks for
+    # persist=true; headless, a question is a refusal.
+    assert denied == ["mcp__vera__knowledge_get_context", "mcp__vera__knowledge_propose"]
     counts = await nothing_proposed(auth_stack, team, token, "claude-code")
-    seen = json.loads(json.loads(results[3]))  # the report as the model read it
+    seen = json.loads(json.loads(results[4]))  # the report as the model read it
     assert seen["counts"] == counts
 
 
