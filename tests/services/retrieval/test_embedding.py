@@ -251,6 +251,22 @@ async def test_int8_fails_to_load_rather_than_serve_float32(
         fallback.close()
 
 
+async def test_without_pytorch_an_onnx_failure_is_raised_as_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Serving installs no PyTorch: the float32 fallback is not there to take over, and the
+    failure is the model's, not a missing server library."""
+
+    def failing(*args: object) -> None:
+        raise RuntimeError("preparing the ONNX model failed")
+
+    monkeypatch.setattr(embedding, "_prepare_in_child", failing)
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(RuntimeError) as raised:
+        await embedding.load_embedder(None, 1, tmp_path, "float32")
+    assert not isinstance(raised.value, ImportError)
+
+
 async def test_the_service_makes_its_model_files_in_a_child_process(
     model_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
