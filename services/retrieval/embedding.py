@@ -388,9 +388,10 @@ def _prepare_in_child(model_path: Path | None, cache_dir: Path, precision: str) 
 async def load_embedder(
     model_path: Path | None, threads: int, cache_dir: Path | None, precision: str
 ) -> MiniLMEmbedder:
-    """ONNX Runtime when installed and the export checks out; torch otherwise, which has
-    float32 only: an int8 embedder that cannot load fails rather than serve vectors of
-    another precision than the contract version names."""
+    """ONNX Runtime when its model builds and checks out; torch otherwise where the
+    ``[torch]`` extra is installed (else the failure is raised), which has float32 only:
+    an int8 embedder that cannot load fails rather than serve vectors of another
+    precision than the contract version names."""
     if precision not in PRECISIONS:
         raise ValueError(f"embedding precision must be one of {PRECISIONS}")
     if cache_dir is not None:
