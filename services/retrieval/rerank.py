@@ -55,9 +55,15 @@ class CrossEncoderReranker:
         executor: ThreadPoolExecutor | None = None,
     ) -> CrossEncoderReranker:
         """Blocking load; a missing or unreadable model fails naming the setting."""
-        import torch
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-        from transformers.utils import logging as hf_logging
+        try:
+            import torch
+            from transformers import AutoModelForSequenceClassification, AutoTokenizer
+            from transformers.utils import logging as hf_logging
+        except ModuleNotFoundError as exc:
+            raise RerankerUnavailable(
+                f"{PATH_VARIABLE}: a cross-encoder runs on PyTorch, which serving does not "
+                f"install: pip install 'vera-memory[torch]' (no module {exc.name!r})"
+            ) from exc
 
         hf_logging.disable_progress_bar()
         path = Path(path)

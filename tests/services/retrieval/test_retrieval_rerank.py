@@ -4,6 +4,7 @@ the local cross-encoder adapter and the late-interaction default."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -216,6 +217,15 @@ async def test_a_bad_cross_encoder_path_fails_at_start_naming_the_setting(tmp_pa
     with pytest.raises(RerankerUnavailable, match=PATH_VARIABLE):
         await CrossEncoderReranker.load(path)
     await asyncio.sleep(0)
+
+
+async def test_a_cross_encoder_without_pytorch_fails_at_start(tmp_path, monkeypatch):
+    """Serving installs no PyTorch (the [torch] extra): a configured cross-encoder is
+    refused at start, as a reranker that cannot load, not as a missing server library."""
+    (tmp_path / "model").mkdir()
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(RerankerUnavailable):
+        await CrossEncoderReranker.load(tmp_path / "model")
 
 
 async def test_static_token_vectors_are_unit_rows_per_wordpiece():
