@@ -1,20 +1,24 @@
 """The ports the retrieval domain depends on; adapters implement them.
 
-embedding.MiniLMEmbedder -> Embedder, vector_qdrant.QdrantVectorIndex -> VectorIndex,
-lexical.PgLexicalIndex -> LexicalIndex, knowledge_source.KnowledgeFactSource -> FactSource,
-leadership.PgWriterLease -> WriterLease.
+vectors.embedding.MiniLMEmbedder -> Embedder; vectors.edge.EdgeVectorIndex and
+vectors.qdrant.QdrantVectorIndex -> VectorIndex; lexical.index.PgLexicalIndex -> LexicalIndex
+and FeatureSource; pipeline.rerank's rerankers -> Reranker; sources.knowledge.KnowledgeFactSource
+-> FactSource; indexing.leadership.PgWriterLease -> WriterLease.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from vera.services.retrieval.model import Candidate, ChangePage, Fact, IndexQuery
-
-if TYPE_CHECKING:
-    from vera.services.retrieval.pipeline import CandidateFeatures
+from vera.services.retrieval.domain import (
+    Candidate,
+    CandidateFeatures,
+    ChangePage,
+    Fact,
+    IndexQuery,
+)
 
 
 class Embedder(Protocol):

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vera.services.retrieval import embedding
-from vera.services.retrieval.embedding import MiniLMEmbedder
+from vera.services.retrieval.vectors import embedding
+from vera.services.retrieval.vectors.embedding import MiniLMEmbedder
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +173,8 @@ def test_the_onnx_embedder_and_static_token_vectors_load_without_transformers_or
     static token vectors) must not import transformers or torch: they were ~2.4 s of it."""
     code = (
         "import sys; from concurrent.futures import ThreadPoolExecutor; "
-        "from pathlib import Path; from vera.services.retrieval import embedding, rerank; "
+        "from pathlib import Path; from vera.services.retrieval.vectors import embedding; "
+        "from vera.services.retrieval.pipeline import rerank; "
         "e = embedding.load_onnx_sync(None, 1, Path(sys.argv[1]), ThreadPoolExecutor(1)); "
         "assert len(e._embed_sync(['warm up'])[0]) == embedding.DIMENSIONS; "
         "rerank.StaticTokenVectors.load_sync()._tokens_sync(['warm up']); "

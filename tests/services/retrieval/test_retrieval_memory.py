@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vera.services.retrieval import memory as memory_module
-from vera.services.retrieval import text
-from vera.services.retrieval.memory import FactMemory, _best_slots, order_key
-from vera.services.retrieval.memory_snapshot import MemorySnapshot, SnapshotKey
-from vera.services.retrieval.model import Citation, Fact, FactState, IndexQuery
+from vera.services.retrieval.domain import Citation, Fact, FactState, IndexQuery
+from vera.services.retrieval.memory import facts as memory_module
+from vera.services.retrieval.memory import text
+from vera.services.retrieval.memory.facts import FactMemory, _best_slots, order_key
+from vera.services.retrieval.snapshots.local import MemorySnapshot, SnapshotKey
 
 T = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -156,7 +156,7 @@ def test_a_current_read_sees_valid_time_boundaries_and_writes_after_the_last_rea
 def test_a_source_delivered_in_any_order_has_the_neighbours_of_its_locator_order():
     """Each insert relinks only the facts near it; the result must be the neighbours (and
     context lengths) of the whole source laid out in locator order."""
-    from vera.services.retrieval.memory import CONTEXT_WINDOW
+    from vera.services.retrieval.memory.facts import CONTEXT_WINDOW
 
     rng = random.Random(5)
     facts = [turn(n, "Ann", " ".join(["word"] * (1 + n % 4))) for n in range(1, 121)]
@@ -177,7 +177,7 @@ def test_a_source_delivered_in_any_order_has_the_neighbours_of_its_locator_order
 def test_summing_by_slot_is_the_same_whether_it_sorts_or_counts():
     import numpy as np
 
-    from vera.services.retrieval.memory import _sum_by_slot
+    from vera.services.retrieval.memory.facts import _sum_by_slot
 
     rng = np.random.default_rng(7)
     slots = rng.integers(0, 100, size=40)

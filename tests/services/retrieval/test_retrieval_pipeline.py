@@ -10,8 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from vera.errors import InvalidInput
-from vera.services.retrieval import pipeline
-from vera.services.retrieval.model import (
+from vera.services.retrieval.domain import (
     Candidate,
     Citation,
     ConflictHandling,
@@ -20,7 +19,13 @@ from vera.services.retrieval.model import (
     Filters,
     IndexQuery,
 )
-from vera.services.retrieval.pipeline import Retriever, binding_boost, estimate_tokens, fuse
+from vera.services.retrieval.pipeline import retriever as pipeline
+from vera.services.retrieval.pipeline.retriever import (
+    Retriever,
+    binding_boost,
+    estimate_tokens,
+    fuse,
+)
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 SCOPE = "scope-a"

@@ -13,15 +13,15 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from vera.services.retrieval.model import Candidate, Fact, Filters
-from vera.services.retrieval.pipeline import Retriever, Stages, rerank_text
-from vera.services.retrieval.rerank import (
+from vera.services.retrieval.domain import Candidate, Fact, Filters
+from vera.services.retrieval.pipeline.rerank import (
     PATH_VARIABLE,
     CrossEncoderReranker,
     LateInteractionReranker,
     RerankerUnavailable,
     maxsim,
 )
+from vera.services.retrieval.pipeline.retriever import Retriever, Stages, rerank_text
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 SCOPE = "scope-a"
@@ -219,7 +219,7 @@ async def test_a_bad_cross_encoder_path_fails_at_start_naming_the_setting(tmp_pa
 
 
 async def test_static_token_vectors_are_unit_rows_per_wordpiece():
-    from vera.services.retrieval.rerank import StaticTokenVectors
+    from vera.services.retrieval.pipeline.rerank import StaticTokenVectors
 
     vectors = StaticTokenVectors.load_sync()
     query, same, other = await vectors.token_embeddings(
@@ -232,7 +232,7 @@ async def test_static_token_vectors_are_unit_rows_per_wordpiece():
 
 
 async def test_without_a_cross_encoder_the_default_stage_is_static_late_interaction():
-    from vera.services.retrieval.rerank import (
+    from vera.services.retrieval.pipeline.rerank import (
         STATIC_LATE_INTERACTION_WEIGHT,
         StaticTokenVectors,
         load_reranker,

@@ -1,15 +1,15 @@
 """VectorIndex over qdrant-edge: one in-process HNSW shard with payload indexes and a WAL
-under ``<data_dir>/vectors`` (the embedded default; a Qdrant server uses vector_qdrant).
+under ``<data_dir>/vectors`` (the embedded default; a Qdrant server uses vectors/qdrant.py).
 
 Calls block, so they run on one worker thread. New points are searchable at once (the
 shard scans its unindexed segment). Building the HNSW graph (``optimize``) never runs in
 this process: qdrant-edge holds the GIL for a whole optimization, which froze every
 coroutine of the serving process. A build copies the shard (searches go on meanwhile,
-writes wait), builds the copy in a child process (vector_build) while this one
+writes wait), builds the copy in a child process (edge_build) while this one
 serves and writes on, then swaps the copy in with the writes made since replayed into it
 (nothing written is lost: the copy takes them before it replaces the shard). Builds start
 after writes settle, and during a bulk load as points arrive. Filters and payloads are the
-same as the qdrant-client adapter's (vector_qdrant).
+same as the qdrant-client adapter's (qdrant.py).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import TypeVar
 
 import qdrant_edge as edge
 
-from vera.services.retrieval.model import Candidate, Fact, FactState, IndexQuery
-from vera.services.retrieval.vector_payload import (
+from vera.services.retrieval.domain import Candidate, Fact, FactState, IndexQuery
+from vera.services.retrieval.vectors.payload import (
     FOREVER,
     Condition,
     conditions,
@@ -126,7 +126,7 @@ def _condition(condition: Condition) -> edge.FieldCondition:
 
 
 def edge_filter(query: IndexQuery) -> edge.Filter:
-    """The query's filter (vector_payload.conditions) in qdrant-edge's types."""
+    """The query's filter (payload.conditions) in qdrant-edge's types."""
     must, must_not = conditions(query)
     return edge.Filter(
         must=[_condition(c) for c in must] or None,
@@ -276,7 +276,7 @@ class EdgeVectorIndex:
             if self._closed:
                 return
             self._child = subprocess.Popen(
-                [sys.executable, "-m", "vera.services.retrieval.vector_build",
+                [sys.executable, "-m", "vera.services.retrieval.vectors.edge_build",
                  str(building), str(self._dimensions)],
                 stdout=subprocess.PIPE,
                 text=True,

@@ -154,6 +154,15 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class CandidateFeatures:
+    """Per-version signals beyond the two legs' own scores (see FeatureSource)."""
+
+    dense: float
+    dense_context: float = 0.0
+    subject_mentioned: bool = False
+
+
+@dataclass(frozen=True)
 class Filters:
     as_of: datetime | None = None
     known_as_of: datetime | None = None

@@ -21,12 +21,18 @@ from typing import TypeVar
 import asyncpg
 import numpy as np
 
-from vera.services.retrieval.memory import FactMemory
-from vera.services.retrieval.memory_snapshot import Dumped, MemorySnapshot, SnapshotKey
-from vera.services.retrieval.model import Candidate, Citation, Fact, FactState, IndexQuery
-from vera.services.retrieval.pipeline import CandidateFeatures
+from vera.services.retrieval.domain import (
+    Candidate,
+    CandidateFeatures,
+    Citation,
+    Fact,
+    FactState,
+    IndexQuery,
+)
+from vera.services.retrieval.memory.facts import FactMemory
 from vera.services.retrieval.ports import WriterFenced
-from vera.services.retrieval.shared_snapshot import SharedSnapshot, purge
+from vera.services.retrieval.snapshots.local import Dumped, MemorySnapshot, SnapshotKey
+from vera.services.retrieval.snapshots.shared import SharedSnapshot, purge
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from vera.services.retrieval.model import Result
+from vera.services.retrieval.domain import Result
 
 # The figure the activation rule ranks by, judged by replaying (status shows it); fits
 # recorded before replay judged on the labelled packs only and say "mrr".
@@ -53,7 +53,7 @@ HIT_AT = 5
 CUT = 10
 # Figures are means of fractions: equal within this are equal.
 _TIE = 1e-9
-# The pipeline's signal names (pipeline.py) the features are built from; ``reranked`` says
+# The pipeline's signal names (pipeline/retriever.py) the features are built from; ``reranked`` says
 # whether the rerank stage scored the result. Nothing here says where it was shown.
 FEATURES: tuple[str, ...] = (
     "dense",

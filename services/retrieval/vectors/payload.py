@@ -1,5 +1,5 @@
 """What a vector index stores and filters by, in no engine's types: point ids, payloads and
-the filter of an IndexQuery. vector_qdrant and vector_edge translate them, so the embedded
+the filter of an IndexQuery. qdrant.py and edge.py translate them, so the embedded
 default never imports qdrant-client (about 0.7 s of a start)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from vera.services.retrieval.model import Fact, IndexQuery
+from vera.services.retrieval.domain import Fact, IndexQuery
 
 # Point ids are uuid5(POINT_NAMESPACE, version_id): a replayed change overwrites its point.
 POINT_NAMESPACE = uuid.UUID("6f1c2a8e-6c47-4a3e-9d0f-1f1b6e5f7a21")

@@ -7,7 +7,7 @@
   the embedding or the index: the stage set, the fusion weights, boosts and floors, the
   BM25F parameters, the candidate pool, and the rerank stage (which reranker, its weights
   at ``reranker_path`` or the static late-interaction blend, and how many it re-scores);
-  When a learned ranking model serves (learned_rank.py), its id is one more input, so a
+  When a learned ranking model serves (rank/learned.py), its id is one more input, so a
   snapshot taken under one model (or none) replays only with the same one (which
   ranking.Ranking.pinned finds by this version);
 - embedding: the shipped MiniLM, or a hash of the configured ``model_path``, and its
@@ -28,8 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from vera.config import RetrievalSettings
-from vera.services.retrieval import embedding, learned_rank, lexical, memory, pipeline, rerank
-from vera.services.retrieval.vector_payload import MEMORY_LOCATION
+from vera.services.retrieval.lexical import index as lexical
+from vera.services.retrieval.memory import facts as memory
+from vera.services.retrieval.pipeline import rerank
+from vera.services.retrieval.pipeline import retriever as pipeline
+from vera.services.retrieval.rank import learned as learned_rank
+from vera.services.retrieval.vectors import embedding
+from vera.services.retrieval.vectors.payload import MEMORY_LOCATION
 
 GENERATION = "assembler-2"
 DEFAULT_EMBEDDING = "minilm-l6-v2"
@@ -99,7 +104,7 @@ def embedding_version(settings: RetrievalSettings) -> str:
 
 def _index(settings: RetrievalSettings) -> str:
     if not settings.qdrant_url:
-        # int8 copies searched, rescored from the float32 originals (vector_edge._RESCORE).
+        # int8 copies searched, rescored from the float32 originals (vectors/edge.py's _RESCORE).
         return "index-edge-hnsw-int8"
     if settings.qdrant_url == MEMORY_LOCATION:
         return "index-qdrant-local"

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from vera.errors import VeraError
-from vera.services.retrieval.model import Change, ChangeKind, Fact, IndexStatus
+from vera.services.retrieval.domain import Change, ChangeKind, Fact, IndexStatus
 from vera.services.retrieval.ports import (
     Embedder,
     FactSource,

@@ -363,7 +363,7 @@ def load_onnx_sync(
 
 _PREPARE = (
     "import sys; from pathlib import Path; "
-    "from vera.services.retrieval.embedding import prepare_onnx; "
+    "from vera.services.retrieval.vectors.embedding import prepare_onnx; "
     "prepare_onnx(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])"
 )
 PREPARE_TIMEOUT_SECONDS = 900.0

@@ -1,6 +1,6 @@
 """Ranking feedback over knowledge's gRPC API (ListRankingFeedback): the rows a fit may
 learn from, newest first, already restricted there to server-attributed result-level
-feedback; nothing here widens that. A row's query text is for replaying it (ranking.py),
+feedback; nothing here widens that. A row's query text is for replaying it (rank/lifecycle.py),
 never for logs."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import grpc
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.rpc.timestamps import from_timestamp, to_timestamp
-from vera.services.retrieval.learned_rank import FeedbackRow
+from vera.services.retrieval.rank.learned import FeedbackRow
 
 PAGE_SIZE = 1000
 

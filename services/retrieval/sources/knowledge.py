@@ -10,8 +10,8 @@ import grpc
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.rpc.timestamps import to_timestamp
-from vera.services.retrieval.convert import change_from_proto, fact_from_proto
-from vera.services.retrieval.model import ChangePage, Fact
+from vera.services.retrieval.domain import ChangePage, Fact
+from vera.services.retrieval.sources.convert import change_from_proto, fact_from_proto
 
 
 class KnowledgeFactSource:

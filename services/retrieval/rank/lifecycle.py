@@ -19,7 +19,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from vera.errors import InvalidInput, UnsupportedVersion, VeraError
-from vera.services.retrieval.learned_rank import (
+from vera.services.retrieval.domain import Result
+from vera.services.retrieval.rank.learned import (
     HIT_AT,
     ActiveModels,
     FeedbackRow,
@@ -36,7 +37,6 @@ from vera.services.retrieval.learned_rank import (
     labels,
     served_by,
 )
-from vera.services.retrieval.model import Result
 
 log = logging.getLogger(__name__)
 

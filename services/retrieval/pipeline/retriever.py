@@ -20,10 +20,9 @@ from datetime import UTC, datetime
 
 from vera import limits
 from vera.errors import InvalidInput
-from vera.services.retrieval import learned_rank
-from vera.services.retrieval.learned_rank import ActiveModels
-from vera.services.retrieval.model import (
+from vera.services.retrieval.domain import (
     Candidate,
+    CandidateFeatures,
     Citation,
     Conflict,
     ConflictHandling,
@@ -45,6 +44,8 @@ from vera.services.retrieval.ports import (
     Reranker,
     VectorIndex,
 )
+from vera.services.retrieval.rank import learned as learned_rank
+from vera.services.retrieval.rank.learned import ActiveModels
 
 log = logging.getLogger(__name__)
 
@@ -102,15 +103,6 @@ class Stages:
     dense_context: bool = True
     entities: bool = True
     rerank: bool = True
-
-
-@dataclass(frozen=True)
-class CandidateFeatures:
-    """Per-version signals beyond the two legs' own scores (see FeatureSource)."""
-
-    dense: float
-    dense_context: float = 0.0
-    subject_mentioned: bool = False
 
 
 def fuse(
@@ -308,9 +300,9 @@ class Retriever:
         assembler_version: str,
         learned: ActiveModels | None = None,
     ) -> None:
-        """``assembler_version`` is the contract these parts rank by (``contract.py``
+        """``assembler_version`` is the contract these parts rank by (``pipeline/contract.py``
         derives it); every assembled context reports it, and snapshot replay checks it.
-        ``learned``: the active learned ranking models (ranking.py keeps them current);
+        ``learned``: the active learned ranking models (rank/lifecycle.py keeps them current);
         one that serves the request's scopes reorders the results and brings its own
         contract version."""
         self._embedder = embedder

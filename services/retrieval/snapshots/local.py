@@ -17,7 +17,7 @@ erased text outlives it on disk; a file found unusable at a start is deleted at 
 The file lives in the replica's own data directory, which only the service writes: its
 body is a pickle, so whoever can write that directory can run code in the service (as
 they could by replacing the model or the shard there). A file copied from the writer's
-copy in PostgreSQL (shared_snapshot.py) is written there only after its MAC held.
+copy in PostgreSQL (snapshots/shared.py) is written there only after its MAC held.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from vera.services.retrieval import memory as memory_module
-from vera.services.retrieval import text as text_module
-from vera.services.retrieval.memory import FactMemory
+from vera.services.retrieval.memory import facts as memory_module
+from vera.services.retrieval.memory import text as text_module
+from vera.services.retrieval.memory.facts import FactMemory
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class MemorySnapshot:
 
     @staticmethod
     def header_epoch_and_position(header: str | bytes) -> tuple[str, int]:
-        """(documents epoch, position) from a file's header line (shared_snapshot.py)."""
+        """(documents epoch, position) from a file's header line (snapshots/shared.py)."""
         fields = json.loads(header)
         return str(fields["key"]["documents_epoch"]), int(fields["position"])
 

@@ -22,9 +22,8 @@ from itertools import chain
 import numpy as np
 from numpy.typing import DTypeLike
 
-from vera.services.retrieval import text as textmod
-from vera.services.retrieval.model import Candidate, Fact, FactState, IndexQuery
-from vera.services.retrieval.pipeline import CandidateFeatures
+from vera.services.retrieval.domain import Candidate, CandidateFeatures, Fact, FactState, IndexQuery
+from vera.services.retrieval.memory import text as textmod
 
 K1 = 1.2
 B = 0.75

@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncpg
 
-from vera.services.retrieval.learned_rank import (
+from vera.services.retrieval.rank.learned import (
     METRIC,
     Figures,
     FitOutcome,

@@ -1,8 +1,8 @@
 """Builds the HNSW graph of a qdrant-edge shard's copy, in a process of its own:
 
-    python -m vera.services.retrieval.vector_build <shard copy> <dimensions>
+    python -m vera.services.retrieval.vectors.edge_build <shard copy> <dimensions>
 
-vector_edge starts it. qdrant-edge holds the GIL for a whole optimization, so a build in
+edge.py starts it. qdrant-edge holds the GIL for a whole optimization, so a build in
 the serving process froze every coroutine of it (seconds per 20k-point segment, minutes
 for a merge); here it only takes CPU, at a lower priority than the serving process's.
 Prints ``optimized`` or ``unchanged``; exits non-zero when the build failed.
@@ -15,7 +15,7 @@ import sys
 
 import qdrant_edge as edge
 
-from vera.services.retrieval.vector_edge import shard_config
+from vera.services.retrieval.vectors.edge import shard_config
 
 # The serving process (queries, embedding) comes first on a shared machine.
 BUILD_NICENESS = 10
@@ -32,7 +32,7 @@ def build(path: str, dimensions: int) -> bool:
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or not argv[1].isdigit():
         print(
-            "usage: python -m vera.services.retrieval.vector_build PATH DIMENSIONS",
+            "usage: python -m vera.services.retrieval.vectors.edge_build PATH DIMENSIONS",
             file=sys.stderr,
         )
         return 2

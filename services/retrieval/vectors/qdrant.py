@@ -20,8 +20,8 @@ from pydantic import SecretStr
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException
 
-from vera.services.retrieval.model import Candidate, Fact, FactState, IndexQuery
-from vera.services.retrieval.vector_payload import (
+from vera.services.retrieval.domain import Candidate, Fact, FactState, IndexQuery
+from vera.services.retrieval.vectors.payload import (
     FOREVER,
     MEMORY_LOCATION,
     Condition,

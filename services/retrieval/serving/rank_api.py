@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.timestamps import from_timestamp, to_timestamp
-from vera.services.retrieval.learned_rank import (
+from vera.services.retrieval.rank.learned import (
     CUT,
     HIT_AT,
     Figures,
@@ -15,7 +15,7 @@ from vera.services.retrieval.learned_rank import (
     NotServed,
     RankRecord,
 )
-from vera.services.retrieval.ranking import Ranking, parse_scope
+from vera.services.retrieval.rank.lifecycle import Ranking, parse_scope
 
 OUTCOMES = {
     FitOutcome.ACTIVATED: retrieval_pb2.RANK_FIT_OUTCOME_ACTIVATED,

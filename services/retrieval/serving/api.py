@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
-from vera.services.retrieval.convert import (
+from vera.services.retrieval.indexing.indexer import ChangeIndexer
+from vera.services.retrieval.pipeline.retriever import Retriever
+from vera.services.retrieval.rank.learned import ActiveModels
+from vera.services.retrieval.rank.lifecycle import Ranking, parse_scope
+from vera.services.retrieval.serving.convert import (
     conflict_to_proto,
     filters_from_proto,
     omission_to_proto,
@@ -11,11 +15,7 @@ from vera.services.retrieval.convert import (
     retrieval_mode_to_proto,
     warning_to_proto,
 )
-from vera.services.retrieval.indexer import ChangeIndexer
-from vera.services.retrieval.learned_rank import ActiveModels
-from vera.services.retrieval.pipeline import Retriever
-from vera.services.retrieval.rank_api import RankRpcs
-from vera.services.retrieval.ranking import Ranking, parse_scope
+from vera.services.retrieval.serving.rank_api import RankRpcs
 
 
 class RetrievalApi(RankRpcs, retrieval_pb2_grpc.RetrievalServiceServicer):
