@@ -512,7 +512,7 @@ async def test_the_start_up_load_reads_one_snapshot_while_a_writer_moves_rows(
     cursor = await writer.lexical.cursor()
     monkeypatch.setattr(lexical_module, "LOAD_BATCH", 2)
     loader = await make(lease=False)
-    original = loader.lexical._run
+    original = loader.lexical.worker.run
     calls = 0
 
     async def run(fn, *args):
@@ -524,7 +524,7 @@ async def test_the_start_up_load_reads_one_snapshot_while_a_writer_moves_rows(
             )
         return await original(fn, *args)
 
-    monkeypatch.setattr(loader.lexical, "_run", run)
+    monkeypatch.setattr(loader.lexical.worker, "run", run)
     assert await loader.lexical.load() == cursor
     for obj in objects:
         assert await loader.finds(obj), obj
