@@ -4,8 +4,8 @@ stored vectors (for exact dense scores of every candidate and a neighbourhood ve
 the subjects in scope (for entity mentions in a query).
 
 It is filled by the change-log tailer and, on start, from ``retrieval.documents``; nothing
-here is authoritative. All calls are synchronous and fast; the adapter in lexical_memory
-runs them on one worker thread so the event loop never waits on the arithmetic.
+here is authoritative. All calls are synchronous and fast; the lexical adapter runs them on
+one worker thread (lexical/memory_worker.py) so the event loop never waits on the arithmetic.
 """
 
 from __future__ import annotations
@@ -14,16 +14,30 @@ import bisect
 import math
 import re
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import partial
 from itertools import chain
 
 import numpy as np
-from numpy.typing import DTypeLike
 
 from vera.services.retrieval.domain import Candidate, CandidateFeatures, Fact, FactState, IndexQuery
 from vera.services.retrieval.memory import text as textmod
+from vera.services.retrieval.memory.columns import (
+    SOURCE_DTYPE,
+    Growable,
+    Names,
+    Postings,
+    TermWeights,
+    Weights,
+    best_slots,
+    bounds,
+    concatenated,
+    max_or,
+    min_or,
+    neighbour_tfs,
+    writable,
+)
 
 K1 = 1.2
 B = 0.75
@@ -33,12 +47,6 @@ CONTEXT_WINDOW = 2
 # terms already matched: it costs the most and separates the least (the candidate cap).
 COMMON_TERM_SHARE = 0.5
 COMMON_TERM_MIN_FACTS = 1000
-# Neighbour rows of a term's postings beyond 1/DENSE_SHARE of a scope's facts: its context
-# field is summed over every slot (cheaper than selecting the ones it reaches).
-DENSE_SHARE = 8
-# The most bytes of reused per-term weights a scope keeps between writes, per fact in it
-# (see _TermWeights): the 124 distinct terms of the scale bench's 101 questions take 223.
-TERM_WEIGHTS_BYTES_PER_FACT = 256
 _MISSING_SLOT = -1  # no neighbour there, no older version
 SINCE_ALWAYS = -1.0e15
 FOREVER = 1.0e15
@@ -60,125 +68,6 @@ def fact_text(fact: Fact) -> str:
 
 def _epoch(value: datetime | None, default: float) -> float:
     return value.timestamp() if value is not None else default
-
-
-class _Growable:
-    """A numpy column that grows by doubling; ``view()`` is its filled part (a view stays
-    valid after a later growth: it keeps the old buffer)."""
-
-    __slots__ = ("data", "n")
-
-    def __init__(self, dtype: type, capacity: int = 4) -> None:
-        self.data: np.ndarray = np.zeros(capacity, dtype)
-        self.n = 0
-
-    def append(self, value: float) -> None:
-        if self.n == len(self.data):
-            grown = np.zeros(max(4, 2 * len(self.data)), self.data.dtype)
-            grown[: self.n] = self.data
-            self.data = grown
-        self.data[self.n] = value
-        self.n += 1
-
-    def view(self) -> np.ndarray:
-        return self.data[: self.n]
-
-    # Pickled as its filled part (memory_snapshot); it grows again on the next append.
-    def __getstate__(self) -> np.ndarray:
-        return self.view()
-
-    def __setstate__(self, filled: np.ndarray) -> None:
-        self.data = _writable(filled)
-        self.n = len(filled)
-
-    @classmethod
-    def of(cls, filled: np.ndarray) -> _Growable:
-        column = cls.__new__(cls)
-        column.data, column.n = filled, len(filled)
-        return column
-
-
-class _Postings:
-    """One term's postings: slots ascending (each once) and the term's count in each."""
-
-    __slots__ = ("slots", "tfs")
-
-    def __init__(self) -> None:
-        self.slots = _Growable(np.int32)
-        self.tfs = _Growable(np.int32)  # exact integers: the BM25 arithmetic is float64
-
-    def add(self, slot: int, tf: int) -> None:
-        self.slots.append(slot)
-        self.tfs.append(tf)
-
-    def __len__(self) -> int:
-        return self.slots.n
-
-    def get(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.slots.view(), self.tfs.view()
-
-
-class _Names:
-    """Interned attribute values (predicates, types, subject keys): a small code per slot."""
-
-    def __init__(self) -> None:
-        self.code_of: dict[str, int] = {}
-        self.names: list[str] = []
-
-    def code(self, name: str) -> int:
-        code = self.code_of.get(name)
-        if code is None:
-            code = self.code_of[name] = len(self.names)
-            self.names.append(name)
-        return code
-
-
-_Weights = tuple[np.ndarray, np.ndarray, slice | np.ndarray | None, np.ndarray | None]
-
-
-def _nbytes(weights: _Weights) -> int:
-    """What kept weights hold beyond the postings (their slots are the postings' own)."""
-    return sum(part.nbytes for part in weights[1:] if isinstance(part, np.ndarray))
-
-
-class _TermWeights:
-    """One scope's BM25 weights per query term, for reads under the same statistics: kept
-    for current reads until the scope's next write, and made afresh for each snapshot
-    replay. A term's weights are kept once it comes back (a term met once costs what it
-    did before), at most TERM_WEIGHTS_BYTES_PER_FACT a fact of them, the least recently
-    used dropped first. Every slot's context-field norm is computed once, when a term
-    first needs it."""
-
-    def __init__(self, *, keep: bool, facts: int = 0) -> None:
-        self._keep = keep
-        self._budget = TERM_WEIGHTS_BYTES_PER_FACT * facts
-        self._context_norm: np.ndarray | None = None
-        self._met: set[tuple[str, bool]] = set()
-        self._entries: dict[tuple[str, bool], _Weights] = {}
-        self._bytes = 0
-
-    def of(self, term: str, context: bool, compute: Callable[[bool], _Weights]) -> _Weights:
-        key = (term, context)
-        found = self._entries.pop(key, None)
-        if found is not None:
-            self._entries[key] = found  # the most recently used last
-            return found
-        if not self._keep or key not in self._met:
-            self._met.add(key)
-            return compute(False)
-        weights = compute(True)
-        size = _nbytes(weights)
-        while self._entries and self._bytes + size > self._budget:
-            self._bytes -= _nbytes(self._entries.pop(next(iter(self._entries))))
-        if size <= self._budget:
-            self._entries[key] = weights
-            self._bytes += size
-        return weights
-
-    def every_context_norm(self, compute: Callable[[], np.ndarray]) -> np.ndarray:
-        if self._context_norm is None:
-            self._context_norm = compute()
-        return self._context_norm
 
 
 class _Scope:
@@ -209,14 +98,14 @@ class _Scope:
         self.position = np.zeros(cap, np.int64)
         # The next older version of the same fact key.
         self.older = np.full(cap, _MISSING_SLOT, np.int32)
-        self.names = _Names()
-        self.locators = _Names()
+        self.names = Names()
+        self.locators = Names()
         self._locator_order: list[tuple] = []  # order_key of each interned locator
         self.version_ids: list[str] = []
         self.fact_keys: list[str] = []
         self.slot_of: dict[str, int] = {}
         self.newest_of_key: dict[str, int] = {}
-        self.postings: dict[str, _Postings] = {}
+        self.postings: dict[str, Postings] = {}
         self.sources: dict[str, array[int]] = {}  # slots in source order
         self.subjects: dict[str, int] = {}
         self.total_length = 0.0
@@ -227,7 +116,7 @@ class _Scope:
         # Writes so far, and the last current read's filter (see allowed).
         self._written = 0
         self._live: tuple[int, tuple[int, ...], float, float, np.ndarray] | None = None
-        self._weights: _TermWeights | None = None  # current reads' term weights
+        self._weights: TermWeights | None = None  # current reads' term weights
 
     # The per-slot columns (slot on the first axis); those of slots start as _MISSING_SLOT.
     _COLUMNS = (
@@ -248,7 +137,7 @@ class _Scope:
             new[: self.n] = old[: self.n]
             setattr(self, name, new)
 
-    # Pickled (memory_snapshot) as the filled slots of each column, without the read
+    # Pickled (snapshots/local.py) as the filled slots of each column, without the read
     # caches. Loaded, the columns are the pickle's own buffers (a copy into more capacity
     # would double the peak while the unpickler still holds them); the next insert grows.
     # The postings and sources travel as one array each with their lengths: thousands of
@@ -260,31 +149,31 @@ class _Scope:
         postings = self.postings.values()
         state["postings"] = (
             list(self.postings),
-            _concatenated([p.slots.view() for p in postings], np.int32),
-            _concatenated([p.tfs.view() for p in postings], np.int32),
+            concatenated([p.slots.view() for p in postings], np.int32),
+            concatenated([p.tfs.view() for p in postings], np.int32),
         )
         state["sources"] = (
             list(self.sources),
-            _concatenated([np.frombuffer(m, _SOURCE_DTYPE) for m in self.sources.values()],
-                          _SOURCE_DTYPE),
+            concatenated([np.frombuffer(m, SOURCE_DTYPE) for m in self.sources.values()],
+                          SOURCE_DTYPE),
         )
         return state
 
     def __setstate__(self, state: dict) -> None:
         for name in self._COLUMNS + self._SLOT_COLUMNS:
-            state[name] = _writable(state[name])
+            state[name] = writable(state[name])
         terms, (lengths, slots), (_, tfs) = state["postings"]
         postings = state["postings"] = {}
         # Each term's own copy: views into one buffer would keep all of it alive while any
         # rare term never grows.
-        for term, (start, end) in zip(terms, _bounds(lengths), strict=True):
-            entry = postings[term] = _Postings.__new__(_Postings)
-            entry.slots = _Growable.of(slots[start:end].copy())
-            entry.tfs = _Growable.of(tfs[start:end].copy())
+        for term, (start, end) in zip(terms, bounds(lengths), strict=True):
+            entry = postings[term] = Postings.__new__(Postings)
+            entry.slots = Growable.of(slots[start:end].copy())
+            entry.tfs = Growable.of(tfs[start:end].copy())
         sources, (lengths, members) = state["sources"]
         state["sources"] = {
             source: array("i", members[start:end].tobytes())
-            for source, (start, end) in zip(sources, _bounds(lengths), strict=True)
+            for source, (start, end) in zip(sources, bounds(lengths), strict=True)
         }
         self.__dict__.update(state)
 
@@ -311,7 +200,7 @@ class _Scope:
             for term, tf in counts.items():
                 postings = self.postings.get(term)
                 if postings is None:
-                    postings = self.postings[term] = _Postings()
+                    postings = self.postings[term] = Postings()
                 postings.add(slot, tf)
             self.length[slot] = float(sum(counts.values()))
             self.total_length += self.length[slot]
@@ -406,8 +295,8 @@ class _Scope:
             mask &= (self.recorded[:n] <= known) & (self.superseded[:n] > known)
             return mask
         # The mask holds for every as_of in [low, high): no boundary lies in between.
-        low = max(_max_or(valid_from[started], -math.inf), _max_or(valid_to[ended], -math.inf))
-        high = min(_min_or(valid_from[~started], math.inf), _min_or(valid_to[~ended], math.inf))
+        low = max(max_or(valid_from[started], -math.inf), max_or(valid_to[ended], -math.inf))
+        high = min(min_or(valid_from[~started], math.inf), min_or(valid_to[~ended], math.inf))
         mask.flags.writeable = False
         self._live = (self._written, states, low, high, mask)
         return mask
@@ -480,10 +369,10 @@ class _Scope:
         # neighbour field) belong to the terms that come back query after query.
         if visible is None:
             if self._weights is None:
-                self._weights = _TermWeights(keep=True, facts=n)
+                self._weights = TermWeights(keep=True, facts=n)
             weights = self._weights
         else:
-            weights = _TermWeights(keep=False)  # this read's statistics only
+            weights = TermWeights(keep=False)  # this read's statistics only
         for group in (rare, common):
             restrict = own > 0 if group is common and rare else None
             for term, postings in group:
@@ -503,7 +392,7 @@ class _Scope:
 
     def _term_weights(
         self,
-        postings: _Postings,
+        postings: Postings,
         visible: np.ndarray | None,
         count: int,
         avg: float,
@@ -511,9 +400,9 @@ class _Scope:
         nb: np.ndarray,
         ctx_length: np.ndarray,
         context: bool,
-        weights: _TermWeights,
+        weights: TermWeights,
         compact: bool,
-    ) -> _Weights:
+    ) -> Weights:
         """(slots, own-field weight of each, slots its context field reaches, weight of
         each) of one term; no context part without ``context`` or neighbours. ``compact``
         (weights to keep) lists the reached slots even where a pass over every slot would
@@ -521,7 +410,7 @@ class _Scope:
 
         Sparse: a term touches its postings and their neighbours, not all n slots (at 100k
         facts, whole-array passes per term were most of the leg's time), unless its
-        neighbours reach a large share of them anyway (see _neighbour_tfs)."""
+        neighbours reach a large share of them anyway (see neighbour_tfs)."""
         n = self.n
         slots, tfs = postings.get()
         if visible is not None:
@@ -534,7 +423,7 @@ class _Scope:
         if not context:
             return slots, add, None, None
         # take, not nb[slots]: numpy's fancy indexing of rows this narrow was ~10x slower
-        hit, ctx_tf = _neighbour_tfs(nb.take(slots, axis=0), tfs, n)
+        hit, ctx_tf = neighbour_tfs(nb.take(slots, axis=0), tfs, n)
         df_ctx = len(ctx_tf) if hit is not None else int(np.count_nonzero(ctx_tf))
         if df_ctx == 0:
             return slots, add, None, None
@@ -570,76 +459,6 @@ class _Scope:
 
     def subject_key(self, slot: int) -> str:
         return self.names.names[self.codes[slot, 3]]
-
-
-# The slots of a source (array("i")) as numpy sees them.
-_SOURCE_DTYPE = np.dtype(f"i{array('i').itemsize}")
-
-
-def _concatenated(parts: list[np.ndarray], dtype: DTypeLike) -> tuple[np.ndarray, np.ndarray]:
-    """(each part's length, the parts end to end)."""
-    lengths = np.fromiter((len(part) for part in parts), np.int64, len(parts))
-    return lengths, np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
-
-
-def _bounds(lengths: np.ndarray) -> zip:
-    ends = np.cumsum(lengths)
-    return zip((ends - lengths).tolist(), ends.tolist(), strict=True)
-
-
-def _writable(column: np.ndarray) -> np.ndarray:
-    return column if column.flags.writeable else column.copy()
-
-
-def _max_or(values: np.ndarray, empty: float) -> float:
-    return float(values.max()) if len(values) else empty
-
-
-def _min_or(values: np.ndarray, empty: float) -> float:
-    return float(values.min()) if len(values) else empty
-
-
-def _best_slots(score: np.ndarray, slots: np.ndarray, count: int) -> np.ndarray:
-    """The ``count`` best-scored of ``slots`` (ascending), ties at the cut taken in slot
-    order: which of equal scores a partition keeps, and in what order, changed between
-    numpy releases (2.4.6 returned other ties than the golden file's)."""
-    values = score[slots]
-    cut = np.partition(values, len(values) - count)[len(values) - count]
-    above = slots[values > cut]
-    return np.concatenate([above, slots[values == cut][: count - len(above)]])
-
-
-def _neighbour_tfs(
-    targets: np.ndarray, tfs: np.ndarray, n: int
-) -> tuple[np.ndarray | None, np.ndarray]:
-    """(distinct slots ascending, summed tf) over the neighbour rows ``targets`` of a
-    term's postings (-1: no neighbour), each row weighted by its posting's ``tfs``; with
-    neighbours for a large share of the ``n`` slots, (None, summed tf of every slot).
-
-    Shifted by one, the missing neighbours land in bin 0 and are dropped afterwards
-    (cheaper than selecting the present ones first); a term that occurs once in each of
-    its facts (most terms) is counted without weights."""
-    shifted = targets.ravel() + 1
-    weights = None if tfs.max() == 1 else np.repeat(tfs, targets.shape[1])
-    if len(shifted) * DENSE_SHARE >= n:
-        return None, np.bincount(shifted, weights=weights, minlength=n + 1)[1 : n + 1]
-    distinct, summed = _sum_by_slot(shifted, weights, n + 1)
-    if len(distinct) and distinct[0] == 0:
-        distinct, summed = distinct[1:], summed[1:]
-    return distinct - 1, summed
-
-
-def _sum_by_slot(
-    slots: np.ndarray, weights: np.ndarray | None, n: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct slots ascending, summed weight of each, a count without ``weights``):
-    sorting when there are few, counting over all ``n`` slots when there are many."""
-    if len(slots) * 16 < n:
-        distinct, inverse = np.unique(slots, return_inverse=True)
-        return distinct, np.bincount(inverse, weights=weights)
-    summed = np.bincount(slots, weights=weights, minlength=n)[:n]
-    distinct = np.flatnonzero(summed)
-    return distinct, summed[distinct]
 
 
 class FactMemory:
@@ -681,7 +500,7 @@ class FactMemory:
             score[~allowed] = 0.0
             nonzero = np.flatnonzero(score > 0)
             if len(nonzero) > 4 * limit:
-                nonzero = _best_slots(score, nonzero, 4 * limit)
+                nonzero = best_slots(score, nonzero, 4 * limit)
             taken = 0
             for slot in nonzero[np.argsort(-score[nonzero], kind="stable")]:
                 if not scope.passes(int(slot), query):

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import BinaryIO, cast
 
+from vera.services.retrieval.memory import columns as columns_module
 from vera.services.retrieval.memory import facts as memory_module
 from vera.services.retrieval.memory import text as text_module
 from vera.services.retrieval.memory.facts import FactMemory
@@ -45,10 +46,11 @@ FORMAT = 1
 
 
 def _code_fingerprint() -> str:
-    """What a pickled memory means depends on: the memory's and the tokenizer's code and the
-    stemmer's release (a release that changed any of them refills instead)."""
+    """What a pickled memory means depends on: the memory's code (columns and facts), the
+    tokenizer's code and the stemmer's release (a release that changed any of them refills
+    instead)."""
     digest = hashlib.sha256()
-    for module in (memory_module, text_module):
+    for module in (columns_module, memory_module, text_module):
         digest.update(Path(module.__file__ or "").read_bytes())
     digest.update(importlib.metadata.version("snowballstemmer").encode())
     return digest.hexdigest()[:16]
