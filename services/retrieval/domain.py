@@ -182,7 +182,7 @@ class Filters:
 class Result:
     fact: Fact
     score: float
-    rank: int
+    position: int  # 1-based, in the answer (the wire's ``rank``)
     result_ref: str
     signals: dict[str, float]
 

@@ -53,7 +53,7 @@ class VectorIndex(Protocol):
 
 class LexicalIndex(Protocol):
     async def search(self, text: str, query: IndexQuery, limit: int) -> list[Candidate]:
-        """Full-text hits within the same filters; the score is the raw text rank (> 0)."""
+        """Full-text hits within the same filters; the score is the raw full-text score (> 0)."""
         ...
 
     async def has_documents(self, query: IndexQuery, *, with_attributes: bool) -> bool:

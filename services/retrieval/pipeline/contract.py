@@ -1,22 +1,22 @@
-"""The retrieval contract version a snapshot pins, derived from what decides ranking.
+"""The retrieval contract version a snapshot pins, derived from what decides the order.
 
 ``policy;embedding;index``, e.g.
 ``assembler-2-5f0c9e1a2b3d;minilm-l6-v2-int8;index-edge-hnsw-int8``:
 
-- policy: the pipeline's generation plus a short hash of every ranking input that is not
+- policy: the pipeline's generation plus a short hash of every ordering input that is not
   the embedding or the index: the stage set, the fusion weights, boosts and floors, the
   BM25F parameters, the candidate pool, and the rerank stage (which reranker, its weights
   at ``reranker_path`` or the static late-interaction blend, and how many it re-scores);
   When a learned ranking model serves (rank/learned.py), its id is one more input, so a
   snapshot taken under one model (or none) replays only with the same one (which
-  ranking.Ranking.pinned finds by this version);
+  rank/lifecycle.py's Ranking.pinned finds by this version);
 - embedding: the shipped MiniLM, or a hash of the configured ``model_path``, and its
   precision unless float32 (``minilm-l6-v2-int8`` by default);
 - index: which vector engine serves the dense leg, and how it searches.
 
 So any change to those, whether a constant in code or a setting, changes the version, and a
-snapshot made before it replays as ``unsupported_version`` instead of with a different
-ranking. A change the inputs cannot see (a new algorithm) bumps ``GENERATION``.
+snapshot made before it replays as ``unsupported_version`` instead of in a different
+order. A change the inputs cannot see (a new algorithm) bumps ``GENERATION``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from typing import Any
 from vera.config import RetrievalSettings
 from vera.services.retrieval.lexical import index as lexical
 from vera.services.retrieval.memory import facts as memory
-from vera.services.retrieval.pipeline import rerank
-from vera.services.retrieval.pipeline import retriever as pipeline
+from vera.services.retrieval.pipeline import rerank, retriever
 from vera.services.retrieval.rank import learned as learned_rank
 from vera.services.retrieval.vectors import embedding
 from vera.services.retrieval.vectors.payload import MEMORY_LOCATION
@@ -39,7 +38,7 @@ from vera.services.retrieval.vectors.payload import MEMORY_LOCATION
 GENERATION = "assembler-2"
 DEFAULT_EMBEDDING = "minilm-l6-v2"
 _HASH_CHARS = 12
-_EVERY_STAGE = pipeline.Stages()
+_EVERY_STAGE = retriever.Stages()
 
 
 def _digest(value: Any) -> str:
@@ -51,7 +50,7 @@ def _path(value: Path | None) -> str | None:
     return None if value is None else str(value.expanduser().resolve())
 
 
-def _ranking(settings: RetrievalSettings, stages: pipeline.Stages) -> dict[str, Any]:
+def _order_inputs(settings: RetrievalSettings, stages: retriever.Stages) -> dict[str, Any]:
     if settings.reranker_path is not None:
         reranker: dict[str, Any] = {
             "kind": "cross-encoder",
@@ -67,17 +66,17 @@ def _ranking(settings: RetrievalSettings, stages: pipeline.Stages) -> dict[str, 
     return {
         "stages": dataclasses.asdict(stages),
         "fusion": {
-            "dense": pipeline.DENSE_WEIGHT,
-            "lexical": pipeline.LEXICAL_WEIGHT,
-            "dense_context": pipeline.DENSE_CONTEXT_WEIGHT,
-            "entity_bonus": pipeline.ENTITY_BONUS,
-            "min_dense_similarity": pipeline.MIN_DENSE_SIMILARITY,
-            "reread_min": pipeline.REREAD_MIN,
+            "dense": retriever.DENSE_WEIGHT,
+            "lexical": retriever.LEXICAL_WEIGHT,
+            "dense_context": retriever.DENSE_CONTEXT_WEIGHT,
+            "entity_bonus": retriever.ENTITY_BONUS,
+            "min_dense_similarity": retriever.MIN_DENSE_SIMILARITY,
+            "reread_min": retriever.REREAD_MIN,
         },
         "boosts": {
-            "repository": pipeline.REPOSITORY_BOOST,
-            "branch": pipeline.BRANCH_BOOST,
-            "code_path": pipeline.CODE_PATH_BOOST,
+            "repository": retriever.REPOSITORY_BOOST,
+            "branch": retriever.BRANCH_BOOST,
+            "code_path": retriever.CODE_PATH_BOOST,
         },
         "bm25f": {
             "k1": memory.K1,
@@ -113,15 +112,15 @@ def _index(settings: RetrievalSettings) -> str:
 
 def assembler_version(
     settings: RetrievalSettings,
-    stages: pipeline.Stages = _EVERY_STAGE,
+    stages: retriever.Stages = _EVERY_STAGE,
     *,
     rank_model: str | None = None,
 ) -> str:
     """The version retrieval reports with every assembled context (at most 64 characters,
     what a persisted pack and a snapshot store). ``rank_model``: the id of the learned
     ranking model serving the scope; without one the version is what it always was."""
-    ranking = _ranking(settings, stages)
+    inputs = _order_inputs(settings, stages)
     if rank_model is not None:
-        ranking["learned_rank"] = {"model_id": rank_model, "features": learned_rank.FEATURES}
-    policy = f"{GENERATION}-{_digest(ranking)}"
+        inputs["learned_rank"] = {"model_id": rank_model, "features": learned_rank.FEATURES}
+    policy = f"{GENERATION}-{_digest(inputs)}"
     return f"{policy};{embedding_version(settings)};{_index(settings)}"

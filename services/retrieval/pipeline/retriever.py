@@ -3,7 +3,7 @@
 query -> embed -> dense ANN and lexical legs (same scope/state/time/attribute filters)
 -> candidate features (exact dense cosine, the neighbourhood's cosine, subject mentioned in
 the query) -> calibrated fusion -> authoritative re-read from knowledge (scope re-check)
--> rerank of a short list -> filters, binding boosts, conflict handling -> rank -> limit
+-> rerank of a short list -> filters, binding boosts, conflict handling -> order -> limit
 -> (context) token budget. Imports only the ports; the adapters live next to it.
 When the dense leg fails (embedder or vector index), the lexical leg answers alone and the
 outcome says so (``RetrievalMode.LEXICAL_ONLY``) instead of the call failing.
@@ -86,19 +86,19 @@ EMPTY_TOKEN_BUDGET = "token_budget"
 
 
 @dataclass
-class _Ranking:
-    ranked: list[Result] = field(default_factory=list)  # rank not yet assigned
+class _Ordering:
+    ordered: list[Result] = field(default_factory=list)  # positions not yet assigned
     conflict_omitted: list[str] = field(default_factory=list)
     empty_reason: str = ""
     # Candidates below the re-read short list (scoped by the index legs, not re-read).
     unread: list[str] = field(default_factory=list)
-    assembler_version: str = ""  # the contract this ranking was made under
+    assembler_version: str = ""  # the contract this order was made under
     retrieval_mode: RetrievalMode = RetrievalMode.HYBRID
 
 
 @dataclass(frozen=True)
 class Stages:
-    """Which ranking stages run (all on by default; the benchmark's ablation turns each off)."""
+    """Which ordering stages run (all on by default; the benchmark's ablation turns each off)."""
 
     dense_context: bool = True
     entities: bool = True
@@ -281,7 +281,7 @@ def _omissions(keys: Sequence[str], reason: str) -> list[Omission]:
 
 
 def _numbered(results: Sequence[Result]) -> list[Result]:
-    return [replace(result, rank=rank) for rank, result in enumerate(results, start=1)]
+    return [replace(r, position=n) for n, r in enumerate(results, start=1)]
 
 
 class Retriever:
@@ -300,7 +300,7 @@ class Retriever:
         assembler_version: str,
         learned: ActiveModels | None = None,
     ) -> None:
-        """``assembler_version`` is the contract these parts rank by (``pipeline/contract.py``
+        """``assembler_version`` is the contract these parts order by (``pipeline/contract.py``
         derives it); every assembled context reports it, and snapshot replay checks it.
         ``learned``: the active learned ranking models (rank/lifecycle.py keeps them current);
         one that serves the request's scopes reorders the results and brings its own
@@ -326,23 +326,23 @@ class Retriever:
         *,
         learned: ActiveModels | None = None,
     ) -> SearchOutcome:
-        """``learned``: the models to rank with instead of the active ones (a replay's,
+        """``learned``: the learned models to rank with instead of the active ones (a replay's,
         pinned by its contract version); the same for ``assemble``."""
         limit = _check_limit(limit)
         now = self._clock()
-        ranking = await self._rank(scope_ids, _check_query(query), filters, now, limit, learned)
-        kept = _numbered(ranking.ranked[:limit])
-        omitted = _omissions([r.fact.fact_key for r in ranking.ranked[limit:]], REASON_LIMIT)
-        omitted += _omissions(ranking.unread, REASON_LIMIT)
-        omitted += _omissions(ranking.conflict_omitted, REASON_CONFLICT_HANDLING)
+        ordering = await self._order(scope_ids, _check_query(query), filters, now, limit, learned)
+        kept = _numbered(ordering.ordered[:limit])
+        omitted = _omissions([r.fact.fact_key for r in ordering.ordered[limit:]], REASON_LIMIT)
+        omitted += _omissions(ordering.unread, REASON_LIMIT)
+        omitted += _omissions(ordering.conflict_omitted, REASON_CONFLICT_HANDLING)
         return SearchOutcome(
             results=kept,
             conflicts=find_conflicts(kept),
             freshness_warnings=freshness_warnings(kept),
             omitted=omitted[:OMITTED_CAP],
-            empty_reason="" if kept else ranking.empty_reason,
-            assembler_version=ranking.assembler_version,
-            retrieval_mode=ranking.retrieval_mode,
+            empty_reason="" if kept else ordering.empty_reason,
+            assembler_version=ordering.assembler_version,
+            retrieval_mode=ordering.retrieval_mode,
         )
 
     async def assemble(
@@ -364,8 +364,8 @@ class Retriever:
         if not 1 <= token_budget <= MAX_TOKEN_BUDGET:
             raise InvalidInput("token_budget")
         now = self._clock()
-        ranking = await self._rank([scope_id], _check_query(query), filters, now, limit, learned)
-        candidates = ranking.ranked[:limit]
+        ordering = await self._order([scope_id], _check_query(query), filters, now, limit, learned)
+        candidates = ordering.ordered[:limit]
         kept: list[Result] = []
         spent = 0
         for result in candidates:
@@ -376,9 +376,9 @@ class Retriever:
             kept.append(result)
         over_budget = candidates[len(kept) :]
         omitted = _omissions([r.fact.fact_key for r in over_budget], REASON_TOKEN_BUDGET)
-        omitted += _omissions([r.fact.fact_key for r in ranking.ranked[limit:]], REASON_LIMIT)
-        omitted += _omissions(ranking.unread, REASON_LIMIT)
-        omitted += _omissions(ranking.conflict_omitted, REASON_CONFLICT_HANDLING)
+        omitted += _omissions([r.fact.fact_key for r in ordering.ordered[limit:]], REASON_LIMIT)
+        omitted += _omissions(ordering.unread, REASON_LIMIT)
+        omitted += _omissions(ordering.conflict_omitted, REASON_CONFLICT_HANDLING)
         kept = _numbered(kept)
         warnings = freshness_warnings(kept)
         if compact:
@@ -388,7 +388,7 @@ class Retriever:
         elif candidates:
             empty_reason = EMPTY_TOKEN_BUDGET
         else:
-            empty_reason = ranking.empty_reason
+            empty_reason = ordering.empty_reason
         return ContextOutcome(
             results=kept,
             conflicts=find_conflicts(kept),
@@ -396,21 +396,21 @@ class Retriever:
             omitted=omitted[:OMITTED_CAP],
             empty_reason=empty_reason,
             token_estimate=spent,
-            assembler_version=ranking.assembler_version,
-            retrieval_mode=ranking.retrieval_mode,
+            assembler_version=ordering.assembler_version,
+            retrieval_mode=ordering.retrieval_mode,
         )
 
     async def candidates(self, scope_id: str, query: str) -> list[Result] | None:
         """What the learned ranking stage receives for a pack of ``scope_id`` asked
         ``query`` (the default limit, no filters): every re-read candidate in the hand-set
         order, before any model and any cut; None when the answer is degraded (no model
-        serves one). The serving path a model is judged on (ranking.Ranking)."""
-        ranking = await self._rank(
+        serves one). The serving path a model is judged on (rank/lifecycle.py's Ranking)."""
+        ordering = await self._order(
             [scope_id], _check_query(query), Filters(), self._clock(), DEFAULT_LIMIT, ActiveModels()
         )
-        return ranking.ranked if ranking.retrieval_mode is RetrievalMode.HYBRID else None
+        return ordering.ordered if ordering.retrieval_mode is RetrievalMode.HYBRID else None
 
-    async def _rank(
+    async def _order(
         self,
         scope_ids: Sequence[str],
         query: str,
@@ -418,7 +418,7 @@ class Retriever:
         now: datetime,
         limit: int,
         learned: ActiveModels | None,
-    ) -> _Ranking:
+    ) -> _Ordering:
         scopes = tuple(dict.fromkeys(s for s in scope_ids if s))
         if not scopes:
             raise InvalidInput("scope_ids")
@@ -470,7 +470,7 @@ class Retriever:
             texts = {k: rerank_text(authoritative[k]) for k in keys if k in authoritative}
             reranked = await self._reranker.rerank(query, list(texts), fused, texts)
 
-        ranking = _Ranking(
+        ordering = _Ordering(
             unread=unread, retrieval_mode=mode, assembler_version=self.assembler_version
         )
         filtered_out = 0
@@ -485,7 +485,7 @@ class Retriever:
             if (handling == ConflictHandling.EXCLUDE and fact.disputed) or (
                 handling == ConflictHandling.ONLY and not fact.disputed
             ):
-                ranking.conflict_omitted.append(key)
+                ordering.conflict_omitted.append(key)
                 continue
             dense_score, lexical_score, fused_score = fused[key]
             boost = binding_boost(fact, filters)
@@ -493,11 +493,11 @@ class Retriever:
             final = (fused_score if rerank_score is None else rerank_score) * boost
             extra = {} if rerank_score is None else {"rerank": rerank_score}
             feature = features.get(fact.version_id)
-            ranking.ranked.append(
+            ordering.ordered.append(
                 Result(
                     fact=fact,
                     score=final,
-                    rank=0,
+                    position=0,
                     result_ref=fact.version_id,
                     signals={
                         "dense": dense_score,
@@ -515,7 +515,7 @@ class Retriever:
                     },
                 )
             )
-        ranking.ranked.sort(
+        ordering.ordered.sort(
             key=lambda r: (
                 "rerank" not in r.signals,
                 -r.score,
@@ -524,24 +524,24 @@ class Retriever:
                 r.fact.fact_key,
             )
         )
-        ranking.ranked = [
+        ordering.ordered = [
             replace(r, signals={**r.signals, "hand_rank": float(position)})
-            for position, r in enumerate(ranking.ranked, start=1)
+            for position, r in enumerate(ordering.ordered, start=1)
         ]
         models = learned if learned is not None else self._learned
         served = models.select(scopes) if models is not None else None
-        if ranking.retrieval_mode is not RetrievalMode.HYBRID:
+        if ordering.retrieval_mode is not RetrievalMode.HYBRID:
             served = None  # a model fitted on hybrid signals would misread a degraded answer
         if served is not None:
             # Reorders what was found here and nothing else (learned_rank.reorder).
-            ranking.ranked = learned_rank.reorder(ranking.ranked, served.ranker)
-            ranking.assembler_version = served.assembler_version
-        if not ranking.ranked:
-            if filtered_out or ranking.conflict_omitted:
-                ranking.empty_reason = EMPTY_FILTERED_OUT
+            ordering.ordered = learned_rank.reorder(ordering.ordered, served.ranker)
+            ordering.assembler_version = served.assembler_version
+        if not ordering.ordered:
+            if filtered_out or ordering.conflict_omitted:
+                ordering.empty_reason = EMPTY_FILTERED_OUT
             else:
-                ranking.empty_reason = await self._why_nothing(index_query)
-        return ranking
+                ordering.empty_reason = await self._why_nothing(index_query)
+        return ordering
 
     async def _dense_leg(
         self, query: str, index_query: IndexQuery

@@ -45,7 +45,7 @@ def result_to_proto(result: Result) -> retrieval_pb2.RetrievedFact:
     return retrieval_pb2.RetrievedFact(
         fact=fact_to_proto(result.fact),
         score=result.score,
-        rank=result.rank,
+        rank=result.position,
         result_ref=result.result_ref,
         signals=result.signals,
     )

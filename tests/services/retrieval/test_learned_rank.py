@@ -370,7 +370,7 @@ async def test_the_stage_only_reorders_what_the_pipeline_found():
     # dropped, a and b keep their hand-set order.
     assert keys(outcome) == ["c", "a", "b"]
     assert sorted(keys(outcome)) == sorted(keys(hand))
-    assert [r.rank for r in outcome.results] == [1, 2, 3]
+    assert [r.position for r in outcome.results] == [1, 2, 3]
     assert [r.signals["hand_rank"] for r in outcome.results] == [3.0, 1.0, 2.0]
     assert all(r.score == r.signals["learned"] for r in outcome.results)
     # Only facts of the asked scope were re-read, as without the model.

@@ -102,7 +102,7 @@ async def test_rerank_reorders_only_the_short_list_and_keeps_the_tail_in_order()
     assert all(r.score == r.signals["rerank"] * r.signals["boost"] for r in head)
     assert all("fused" in r.signals for r in head)
     assert all("rerank" not in r.signals for r in tail)
-    assert [r.rank for r in outcome.results] == list(range(1, 9))
+    assert [r.position for r in outcome.results] == list(range(1, 9))
 
 
 async def test_rerank_stage_can_be_turned_off():
