@@ -231,7 +231,7 @@ class RankSettings(BaseModel):
     auto_fit_new_feedback: int = Field(0, ge=0)
     auto_fit_check_seconds: float = Field(60.0, gt=0)
     # A fit replays at most this many (newest) distinct queries of its feedback through
-    # the serving path to judge its model (learned_rank's activation rule).
+    # the serving path to judge its model (rank/learned.py's activation rule).
     replay_queries: int = Field(500, ge=2)
     # The serving check: every guard_check_seconds (0: never) each serving model is
     # replayed against the hand-set order on the newest guard_max_queries queries that

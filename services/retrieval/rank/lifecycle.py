@@ -1,11 +1,11 @@
 """Fitting, activating and serving learned ranking models (the application side of
-learned_rank): ``vera rank fit|status|off|on`` arrive here through the API; a fit replays
-the queries behind its feedback through the serving path before learned_rank judges the
+learned.py): ``vera rank fit|status|off|on`` arrive here through the API; a fit replays
+the queries behind its feedback through the serving path before learned.py judges the
 model; the background fit runs here, and so do the serving check that switches off a
 model falling behind the hand-set order, the poll that makes a newly activated model serve
 without a restart, and the lookup that lets a snapshot replay with the model it was taken
-with. Storage, the feedback feed and the serving path are ports (rank_store,
-feedback_source, pipeline.Retriever)."""
+with. Storage, the feedback feed and the serving path are ports (store.py,
+feedback_source.py, pipeline/retriever.py's Retriever)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Ranking models in PostgreSQL (retrieval.rank_models, rank_generation): the asyncpg
-side of learned_rank."""
+side of learned.py."""
 
 from __future__ import annotations
 
