@@ -14,15 +14,15 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from vera.services.retrieval.model import Candidate, Fact, Filters
-from vera.services.retrieval.pipeline import Retriever, Stages, rerank_text
-from vera.services.retrieval.rerank import (
+from vera.services.retrieval.domain import Candidate, Fact, Filters
+from vera.services.retrieval.pipeline.rerank import (
     PATH_VARIABLE,
     CrossEncoderReranker,
     LateInteractionReranker,
     RerankerUnavailable,
     maxsim,
 )
+from vera.services.retrieval.pipeline.retriever import Retriever, Stages, rerank_text
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 SCOPE = "scope-a"
@@ -103,7 +103,7 @@ async def test_rerank_reorders_only_the_short_list_and_keeps_the_tail_in_order()
     assert all(r.score == r.signals["rerank"] * r.signals["boost"] for r in head)
     assert all("fused" in r.signals for r in head)
     assert all("rerank" not in r.signals for r in tail)
-    assert [r.rank for r in outcome.results] == list(range(1, 9))
+    assert [r.position for r in outcome.results] == list(range(1, 9))
 
 
 async def test_rerank_stage_can_be_turned_off():
@@ -229,7 +229,7 @@ async def test_a_cross_encoder_without_pytorch_fails_at_start(tmp_path, monkeypa
 
 
 async def test_static_token_vectors_are_unit_rows_per_wordpiece():
-    from vera.services.retrieval.rerank import StaticTokenVectors
+    from vera.services.retrieval.pipeline.rerank import StaticTokenVectors
 
     vectors = StaticTokenVectors.load_sync()
     query, same, other = await vectors.token_embeddings(
@@ -242,7 +242,7 @@ async def test_static_token_vectors_are_unit_rows_per_wordpiece():
 
 
 async def test_without_a_cross_encoder_the_default_stage_is_static_late_interaction():
-    from vera.services.retrieval.rerank import (
+    from vera.services.retrieval.pipeline.rerank import (
         STATIC_LATE_INTERACTION_WEIGHT,
         StaticTokenVectors,
         load_reranker,
