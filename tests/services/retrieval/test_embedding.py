@@ -330,7 +330,7 @@ def test_the_onnx_embedder_and_static_token_vectors_load_without_transformers_or
     code = (
         "import sys; from concurrent.futures import ThreadPoolExecutor; "
         "from pathlib import Path; from vera.services.retrieval.vectors import embedding; "
-        "from vera.services.retrieval.pipeline.retriever import rerank; "
+        "from vera.services.retrieval.pipeline import rerank; "
         "e = embedding.load_onnx_sync(None, 1, Path(sys.argv[1]), ThreadPoolExecutor(1)); "
         "assert len(e._embed_sync(['warm up'])[0]) == embedding.DIMENSIONS; "
         "rerank.StaticTokenVectors.load_sync()._tokens_sync(['warm up']); "
