@@ -37,7 +37,7 @@ CONFIGS: dict[str, tuple[float | None, dict[str, bool]]] = {
 
 
 def turn_fact(conv: locomo.Conversation, index: int, turn: locomo.Turn):
-    from vera.services.retrieval.model import Citation, Fact
+    from vera.services.retrieval.domain import Citation, Fact
 
     return Fact(
         fact_key=f"{conv.sample_id}:{turn.dia_id}",
@@ -67,9 +67,9 @@ async def index_conversations(conversations: list[locomo.Conversation], embedder
     """Every conversation's turns as facts, embedded into a qdrant-edge shard under
     ``directory`` and into a FactMemory as the indexer does; the graph built at the end.
     Returns (vector index, memory, facts by key)."""
-    from vera.services.retrieval.indexer import embedding_text
-    from vera.services.retrieval.memory import FactMemory
-    from vera.services.retrieval.vector_edge import EdgeVectorIndex
+    from vera.services.retrieval.indexing.indexer import embedding_text
+    from vera.services.retrieval.memory.facts import FactMemory
+    from vera.services.retrieval.vectors.edge import EdgeVectorIndex
 
     vectors = await EdgeVectorIndex.open(directory / "vectors", embedder.dimensions)
     memory = FactMemory(embedder.dimensions)
@@ -86,11 +86,11 @@ async def index_conversations(conversations: list[locomo.Conversation], embedder
 
 async def run(conversations: list[locomo.Conversation]) -> dict:
     from vera.config import RetrievalSettings
-    from vera.services.retrieval.embedding import load_embedder
-    from vera.services.retrieval.lexical import CONTEXT_WEIGHT, PgLexicalIndex
-    from vera.services.retrieval.model import Filters
-    from vera.services.retrieval.pipeline import Retriever, Stages
-    from vera.services.retrieval.rerank import StaticTokenVectors, load_reranker
+    from vera.services.retrieval.domain import Filters
+    from vera.services.retrieval.lexical.index import CONTEXT_WEIGHT, PgLexicalIndex
+    from vera.services.retrieval.pipeline.rerank import StaticTokenVectors, load_reranker
+    from vera.services.retrieval.pipeline.retriever import Retriever, Stages
+    from vera.services.retrieval.vectors.embedding import load_embedder
 
     report: dict = {"timings": {}}
     t0 = time.perf_counter()
@@ -209,8 +209,11 @@ async def rerank_rows(conversations, embedder, vectors, lexical_factory, source,
     embedder's contextual token vectors) in place of the default stage: the naive fixed
     weight and the weight calibrated on one fold of conversations and scored on the
     other."""
-    from vera.services.retrieval.pipeline import Retriever
-    from vera.services.retrieval.rerank import LATE_INTERACTION_WEIGHT, LateInteractionReranker
+    from vera.services.retrieval.pipeline.rerank import (
+        LATE_INTERACTION_WEIGHT,
+        LateInteractionReranker,
+    )
+    from vera.services.retrieval.pipeline.retriever import Retriever
 
     recorder = RecordingReranker(LateInteractionReranker(token_source or embedder,
                                                           weight=LATE_INTERACTION_WEIGHT))
@@ -218,7 +221,7 @@ async def rerank_rows(conversations, embedder, vectors, lexical_factory, source,
     retriever = Retriever(embedder, vectors, lexical, source, candidate_pool=50,
                           features=lexical, reranker=recorder,
                           assembler_version="bench-ablation")
-    from vera.services.retrieval.model import Filters
+    from vera.services.retrieval.domain import Filters
 
     records: list[dict] = []
     latencies: list[float] = []
