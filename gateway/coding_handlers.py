@@ -14,10 +14,9 @@ from typing import Any
 from vera import INTEGRATION_CONTRACT_VERSION, SERVER_VERSION
 from vera.errors import InvalidInput, NotFound
 from vera.gateway import call_context, schemas, views
-from vera.gateway.auth import scope_names
+from vera.gateway.auth import AuthClass, scope_names
 from vera.gateway.call_context import CallContext
 from vera.gateway.render import UNTRUSTED
-from vera.gateway.spec import AuthClass
 from vera.identity.v1 import identity_pb2
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.retrieval.v1 import retrieval_pb2
