@@ -32,11 +32,12 @@ class KnowledgeServicer(
         changes: ChannelWatch,
         stale_source_days: int,
         refresh_seconds: float = 0.0,
+        max_counted_rows: int = 1000,
     ) -> None:
         self._store = store
         self._graph = graph
         self._changes = changes
-        self._curation = CurationStore(store)
+        self._curation = CurationStore(store, max_counted_rows=max_counted_rows)
         self._stale_days = stale_source_days
         self._refresh_seconds = refresh_seconds
         self._refresher: asyncio.Task[None] | None = None

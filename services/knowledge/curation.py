@@ -35,6 +35,7 @@ from .domain import (
     FactView,
     Proposal,
     TaskContext,
+    Total,
     parse_uuid,
     require_text,
 )
@@ -157,7 +158,7 @@ class PendingView:
 class PendingPage:
     proposals: tuple[PendingView, ...]
     next_page_token: str
-    total: int
+    total: Total
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ class ConflictedView:
 class ConflictedPage:
     attempts: tuple[ConflictedView, ...]
     next_page_token: str
-    total: int
+    total: Total
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,7 @@ class SourceRow:
 class SourcePage:
     sources: tuple[SourceRow, ...]
     next_page_token: str
-    total: int
+    total: Total
 
 
 @dataclass(frozen=True)

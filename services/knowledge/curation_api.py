@@ -51,7 +51,8 @@ class CurationRpcs:
                 for p in page.proposals
             ],
             next_page_token=page.next_page_token,
-            total=page.total,
+            total=page.total.count,
+            total_is_lower_bound=page.total.lower_bound,
         )
 
     async def ListConflictedAttempts(
@@ -82,7 +83,8 @@ class CurationRpcs:
                 for a in page.attempts
             ],
             next_page_token=page.next_page_token,
-            total=page.total,
+            total=page.total.count,
+            total_is_lower_bound=page.total.lower_bound,
         )
 
     async def VerifyProposal(
@@ -180,5 +182,8 @@ class CurationRpcs:
                 summary.retracted_at.CopyFrom(to_timestamp(s.retracted_at))
             summaries.append(summary)
         return pb.ListSourcesResponse(
-            sources=summaries, next_page_token=page.next_page_token, total=page.total
+            sources=summaries,
+            next_page_token=page.next_page_token,
+            total=page.total.count,
+            total_is_lower_bound=page.total.lower_bound,
         )

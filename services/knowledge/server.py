@@ -36,6 +36,7 @@ async def create(settings: Settings, address: str) -> HostedService:
             changes=changes,
             stale_source_days=stale_days,
             refresh_seconds=settings.knowledge.community_refresh_seconds,
+            max_counted_rows=settings.knowledge.max_counted_rows,
         )
         register = knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server
         running = create_server(

@@ -300,9 +300,10 @@ class KnowledgeSettings(BaseModel):
     # a source_stale warning in retrieval). Tool descriptions quote this default; a curator
     # refreshes a source by ingesting its id with a newer observed_at.
     stale_source_days: int = Field(180, ge=1)
-    # A fact read's total (GetEntity, ListConflicts, GetCommunityLineage) counts at most
-    # this many rows, so a hub's page never counts all it matches; past it the answer says
-    # the total is a lower bound.
+    # A fact read's total (GetEntity, ListConflicts, GetCommunityLineage) and a curation
+    # list's (pending proposals, conflicted attempts, sources) counts at most this many
+    # rows, so a page never counts all it matches; past it the answer says the total is a
+    # lower bound.
     max_counted_rows: int = Field(1000, ge=1)
 
 
