@@ -29,7 +29,7 @@ from vera.gateway.errors import from_vera_error, internal_error, invalid_input, 
 from vera.gateway.idempotency import requested_key, run_once
 from vera.gateway.metrics import ToolMetrics
 from vera.gateway.project_cache import ProjectCache
-from vera.gateway.render import render
+from vera.gateway.render import render, untrusted
 from vera.gateway.spec import ToolSpec
 from vera.quota import QuotaPolicy
 from vera.rpc.backends import Backends
@@ -180,5 +180,5 @@ class Guard:
             )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=render(spec, data))],
-            structured_content=data,
+            structured_content=untrusted(data),
         )
