@@ -454,7 +454,7 @@ def _citations(result: dict[str, Any]) -> str:
         label = c.get("source_id") or "agent-proposed"
         if c.get("locator"):
             label += f" {c['locator']}"
-        parts.append(f"{label} ({c.get('verification')})")
+        parts.append(f"{label} [{c.get('verification')}]")
     return "; ".join(parts) if parts else "no citation"
 
 
@@ -538,7 +538,7 @@ def render_explain(data: dict[str, Any]) -> str:
         for a in group:
             source = a["source"]["source_id"] if a.get("source") else "no source"
             lines.append(
-                f"- {label}: {source} ({a['verification']}, tier {a['trust_tier']}), "
+                f"- {label}: {source} [{a['verification']}, tier {a['trust_tier']}], "
                 f"{len(a['evidence'])} evidence item(s)"
             )
     return "\n".join(lines)
@@ -554,7 +554,7 @@ def render_evidence(data: dict[str, Any]) -> str:
     for row in data["evidence"]:
         source = row["source"]["source_id"] if row.get("source") else "no source"
         lines.append(
-            f"- {source} {row.get('locator') or ''} ({row['verification']}): "
+            f"- {source} {row.get('locator') or ''} [{row['verification']}]: "
             f"{row.get('text') or ''}"
         )
     return "\n".join(lines)

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import importlib
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -69,13 +70,14 @@ def _settings(data_dir: Path | None) -> Settings:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
+    from vera.local_secret import LocalSecretError
     from vera.stack import StackError, run_stack
 
     settings = _settings(args.data_dir)
     port = args.port if args.port is not None else settings.mcp.port
     try:
         return asyncio.run(run_stack(settings, settings.data_dir, port))
-    except StackError as exc:
+    except (StackError, LocalSecretError) as exc:
         print(f"vera up: {exc}", file=sys.stderr)
         return 1
 
@@ -179,7 +181,12 @@ def _cmd_rank(args: argparse.Namespace) -> int:
 
 def _cmd_api(args: argparse.Namespace) -> int:
     from vera.entrypoints.api.main import main as api_main
+    from vera.local_secret import ensure_secret
 
+    settings = _settings(None)
+    if settings.auth_profile == "local-dev" and settings.api.local_secret is None:
+        # Its local administrator proves the data dir's secret, as under `vera up`.
+        os.environ["VERA_API__LOCAL_SECRET"] = ensure_secret(settings.data_dir)
     return api_main()
 
 
