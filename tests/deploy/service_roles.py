@@ -36,11 +36,16 @@ async def assert_each_schema_is_its_roles(
         " WHERE rolname LIKE 'vera\\_%'")
     assert {r["rolname"] for r in roles} == {f"vera_{s}" for s in SERVICE_NAMES}
     assert not any(r["rolsuper"] or r["rolcreatedb"] or r["rolcreaterole"] for r in roles)
+    # No role may create a schema, nor use another service's.
     privileges = await fetch(
-        "SELECT has_schema_privilege('vera_retrieval', 'identity', 'USAGE') AS usage,"
-        " has_database_privilege('vera_retrieval', current_database(), 'CREATE')"
-        " AS create_schema")
-    assert dict(privileges[0]) == {"usage": False, "create_schema": False}
+        "SELECT r.rolname, n.nspname, has_schema_privilege(r.oid, n.oid, 'USAGE') AS usage,"
+        " has_database_privilege(r.oid, current_database(), 'CREATE') AS create_schema"
+        " FROM pg_roles r CROSS JOIN pg_namespace n WHERE r.rolname LIKE 'vera\\_%'"
+        " AND n.nspname IN ('identity', 'knowledge', 'retrieval', 'snapshot')")
+    assert len(privileges) == len(SERVICE_NAMES) ** 2
+    for row in privileges:
+        assert row["usage"] == (row["rolname"] == f"vera_{row['nspname']}"), dict(row)
+        assert row["create_schema"] is False, dict(row)
 
 
 async def assert_each_role_reads_only_its_schema(dsns: Mapping[str, str]) -> None:
