@@ -35,7 +35,7 @@ async def file_proposals(data_dir: Path, count: int) -> str:
     from vera.knowledge.v1 import knowledge_service_pb2 as kpb
     from vera.knowledge.v1.knowledge_service_pb2_grpc import KnowledgeServiceStub
     from vera.rpc.client import open_channel
-    from vera.stack import stack_client_settings
+    from vera.stack.run_files import stack_client_settings
 
     settings = stack_client_settings(Settings(), data_dir)
     key = settings.rpc.auth_key

@@ -16,7 +16,7 @@ the official MCP client over HTTP:
    a careful user does (issue 30): ``up`` on every result citing an evidence turn,
    ``down`` on those of the top three citing none;
 3. for each point of the curve (the newest N of those rows) and for all of them, fits
-   with ``vera.rank.fit`` (what ``vera rank fit --all --max-rows N --since T`` runs,
+   with ``vera.commands.rank.fit`` (what ``vera rank fit --all --max-rows N --since T`` runs,
    limited to this fold's feedback), asks the evaluation fold again, and turns the model
    off (``vera rank off``) so the next fit starts from the hand-set ranking.
 
@@ -236,9 +236,9 @@ async def run_folds(
     rollback restores it exactly and brackets the timed passes against the box's load."""
     from mcp import Client
 
-    from vera import rank
+    from vera.commands import rank
     from vera.config import load_settings
-    from vera.stack import stack_client_settings
+    from vera.stack.run_files import stack_client_settings
 
     settings = stack_client_settings(load_settings(), data_dir)
     results = []

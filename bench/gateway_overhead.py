@@ -74,7 +74,7 @@ from vera.quota import QuotaPolicy
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.backends import Backends
 from vera.rpc.timestamps import to_timestamp
-from vera.stack import free_port
+from vera.stack.ports import free_port
 
 TOOLS = ("knowledge_get_context", "knowledge_search")
 MODERN = "2026-07-28"

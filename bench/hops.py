@@ -42,7 +42,7 @@ async def measure(url: str, data_dir: Path, conversations: list[locomo.Conversat
     from vera.retrieval.v1 import retrieval_pb2
     from vera.rpc.client import open_channel
     from vera.services.retrieval.pipeline import REREAD_MIN
-    from vera.stack import stack_client_settings
+    from vera.stack.run_files import stack_client_settings
 
     info = json.loads((data_dir / "run" / "stack.json").read_text())
     services = info["services"]

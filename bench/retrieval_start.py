@@ -44,7 +44,7 @@ def _child(kill: bool) -> None:
     t = time.perf_counter()
     import vera.cli
 
-    vera.cli._parser()
+    vera.cli.build_parser()
     cli_s = time.perf_counter() - t
     t = time.perf_counter()
     from vera.services.retrieval import lexical, ranking, server

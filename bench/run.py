@@ -112,10 +112,10 @@ def _vera_cmd(*args: str) -> list[str]:
 
 @contextmanager
 def running_stack(root: Path, **env: str) -> Iterator[tuple[str, Path, dict[str, str]]]:
-    """Starts ``vera up`` in ``root/data`` (``vera.stack.launch``, quotas off, ``env`` on
+    """Starts ``vera up`` in ``root/data`` (``vera.stack.launcher.launch``, quotas off, ``env`` on
     top); yields (MCP URL, data dir, env); stops it. A failure, in the stack or in the
     bench around it, prints the stack log's tail first."""
-    from vera.stack import launch, launch_env
+    from vera.stack.launcher import launch, launch_env
 
     data_dir = root / "data"
     settings = launch_env(

@@ -7,7 +7,7 @@ For each size it generates a deterministic, varied coding-organization corpus (s
 teams, libraries, ADRs, runbooks, repositories, code paths; several facts per source so
 every fact has neighbours), starts a stack with ``vera up`` in a temporary data dir, and:
 
-- loads it through ``vera ingest``'s own loader (``vera.ingest``: parse_jsonl, then the
+- loads it through ``vera ingest``'s own loader (``vera.ingest_records``: parse_jsonl, then the
   IngestKnowledge calls, 10k-fact files into one project) and times the load and the tail
   from the end of the load until GetIndexStatus reports everything indexed;
 - asks questions generated from held facts (``knowledge_get_context``, limit 10) four
@@ -247,10 +247,10 @@ def _pct(values: list[float]) -> dict[str, float | int]:
 
 
 def _settings(data_dir: Path):
-    from vera.cli import _settings as cli_settings
-    from vera.stack import read_stack_file, stack_client_settings
+    from vera.commands import settings_at
+    from vera.stack.run_files import read_stack_file, stack_client_settings
 
-    settings = stack_client_settings(cli_settings(data_dir), data_dir)
+    settings = stack_client_settings(settings_at(data_dir), data_dir)
     return settings, read_stack_file(data_dir.resolve())
 
 

@@ -81,7 +81,7 @@ def _loopback(host: str) -> bool:
 
 
 def api_url(settings: Settings, explicit: str | None, data_dir: Path | None) -> str:
-    from vera.stack import read_stack_file
+    from vera.stack.run_files import read_stack_file
 
     if explicit:
         return explicit.rstrip("/")

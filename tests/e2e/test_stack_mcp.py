@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, MCPError
 
 from vera.services.retrieval.server import MEMORY_SNAPSHOT
-from vera.stack import read_stack_file
+from vera.stack.run_files import read_stack_file
 
 pytestmark = pytest.mark.e2e
 

@@ -25,7 +25,7 @@ from conftest import AUTH_AUDIENCE, AUTH_ISSUER, AUTH_SECRET
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-from vera.stack import LaunchedStack, launch, launch_env
+from vera.stack.launcher import LaunchedStack, launch, launch_env
 
 pytestmark = pytest.mark.e2e
 
