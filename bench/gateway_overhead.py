@@ -1,6 +1,6 @@
 """The MCP gateway's own cost per ``tools/call``, with the services taken out.
 
-    python -m bench.gateway_overhead [--calls N] [--rounds N]
+    scripts/bench gateway-overhead [--calls N] [--rounds N]
 
 The real gateway app (``vera.gateway.app.build_app``: transport security, the SDK's
 stateless streamable-HTTP manager with JSON responses, the low-level ``Server``, the
@@ -586,13 +586,15 @@ def report(samples: dict[Variant, list[float]]) -> None:
             print(row)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/bench gateway-overhead", description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=100, help="timed calls per variant per round")
     parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     report(asyncio.run(measure(args.calls, args.rounds)))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,6 +1,6 @@
-"""Can Qdrant hold the lexical leg? ``scripts/bench --lexical-ablation``.
+"""Can Qdrant hold the lexical leg? ``scripts/bench lexical-ablation``.
 
-    python -m bench.run --lexical-ablation [--data PATH] [--conversations N] [--out PATH]
+    scripts/bench lexical-ablation [--data PATH] [--conversations N] [--out PATH]
 
 In process, as bench/ablation.py: the same Retriever, FactMemory, qdrant-edge vector index
 and MiniLM embedder the service uses, over the LoCoMo turns. Only the lexical leg's
@@ -47,8 +47,8 @@ from tqdm import tqdm
 
 from bench import locomo
 from bench.ablation import DictFacts, turn_fact
+from bench.harness import DEFAULT_DATA, ROOT, machine_info
 from bench.metrics import Tally, percentile, recall_at
-from bench.run import DEFAULT_DATA, ROOT, machine_info
 
 DEFAULT_OUT = ROOT / "bench-results" / "lexical_ablation.json"
 LIMIT = 10
@@ -399,9 +399,8 @@ def print_table(report: dict) -> None:
 
 def cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="scripts/bench --lexical-ablation", description=__doc__.split("\n")[0]
+        prog="scripts/bench lexical-ablation", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--lexical-ablation", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON file")
     parser.add_argument(
         "--conversations",

@@ -1,7 +1,7 @@
 """The lexical leg as Qdrant sparse vectors in a shard per project scope, against today's
 in-process BM25, at scale. In process: no stack, no model.
 
-    python -m bench.sparse_scale [--small 1000] [--large 100000] [--prefetch 200,1000]
+    scripts/bench sparse-scale [--small 1000] [--large 100000] [--prefetch 200,1000]
 
 The scale bench's generated corpus (``bench.memory_scale.facts_of``) in a small and a large
 project scope, each held twice: in one FactMemory (today's leg, memory.py) and in a
@@ -40,7 +40,7 @@ import numpy as np
 from tqdm import tqdm
 
 from bench import lexical_ablation, memory_scale
-from bench.run import ROOT, machine_info
+from bench.harness import ROOT, machine_info
 
 DEFAULT_OUT = ROOT / "bench-results" / "sparse_scale.json"
 POOL = memory_scale.CANDIDATE_POOL
@@ -154,7 +154,7 @@ def print_table(report: dict) -> None:
 
 
 def cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.sparse_scale",
+    parser = argparse.ArgumentParser(prog="scripts/bench sparse-scale",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--small", type=int, default=1000, help="the small project's facts")
     parser.add_argument("--large", type=int, default=100_000, help="the large project's facts")

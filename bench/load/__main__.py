@@ -330,7 +330,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.run import machine_info
+    from bench.harness import machine_info
 
     args = parse(sys.argv[1:] if argv is None else argv)
     started = time.perf_counter()

@@ -18,7 +18,7 @@ import pytest
 
 from bench import locomo
 from bench.feedback import NO_BACKGROUND_FIT, evaluate, get_context, record_feedback
-from bench.run import DEFAULT_DATA, ingest_all, running_stack
+from bench.harness import DEFAULT_DATA, ingest_all, running_stack
 
 pytestmark = pytest.mark.e2e
 
