@@ -67,7 +67,7 @@ from bench.metrics import METRIC_NAMES, Tally
 DEFAULT_OUT = ROOT / "bench-results" / "feedback.json"
 DEFAULT_CURVE = (100, 300, 1000)
 SEED = 14  # the order the training questions are asked in
-QUICK = {"conversations": 2, "max_questions": 8, "curve": (10,)}
+QUICK: dict[str, Any] = {"conversations": 2, "max_questions": 8, "curve": (10,)}
 
 
 # --- folds and judgements ----------------------------------------------------------------
@@ -167,11 +167,13 @@ async def record_feedback(
         for conv, q in order:
             pack = await get_context(client, conv, q.question, errors, persist=True)
             recorded.questions_asked += 1
-            for ref, signal in judgements(pack, conv, q.evidence) if pack else ():
+            signals = judgements(pack, conv, q.evidence) if pack else []
+            pack_id = pack["pack_id"] if pack else None
+            for ref, signal in signals:
                 stored = await call_tool(
                     client,
                     "knowledge_feedback",
-                    {"context_pack_id": pack["pack_id"], "result_ref": ref, "signal": signal},
+                    {"context_pack_id": pack_id, "result_ref": ref, "signal": signal},
                     errors,
                 )
                 if stored is not None and stored["created"] and stored["level"] == "result":

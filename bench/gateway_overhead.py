@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -428,7 +428,7 @@ async def asgi_direct(app: Starlette, tool: str, era: str) -> AsyncIterator[Call
             await answered.wait()
             return {"type": "http.disconnect"}
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start" and message["status"] != 200:
                 raise RuntimeError(f"status {message['status']}")
             if message["type"] == "http.response.body":

@@ -146,7 +146,7 @@ def measure_memory(n_facts: int, seed: int) -> dict:
     del facts, small
     gc.collect()
     grown = rss_bytes() - before
-    parts = breakdown(memory._scopes["project"])
+    parts = breakdown(memory.scopes["project"])
     return {
         "facts": n_facts,
         "rss_delta_bytes": grown,

@@ -343,6 +343,10 @@ def fit_serving(
     ), fit
 
 
+def _pairwise(featurize: Featurizer) -> Callable[[Sequence[dict], int], tuple[Scorer | None, dict]]:
+    return lambda train, labels: fit_pairwise(train, labels, featurize)
+
+
 def fit_pairwise(
     train: Sequence[dict], labels: int, featurize: Featurizer
 ) -> tuple[Scorer | None, dict]:
@@ -353,7 +357,7 @@ def fit_pairwise(
     if not rows:
         return None, {"training_rows": 0}
     matrix = np.vstack([featurize(q["results"])[:labels] for q in train])
-    trained = learned_rank._train(matrix, rows, range(len(rows)), "rank-ablation")
+    trained = learned_rank.train_ranker(matrix, rows, range(len(rows)), "rank-ablation")
     if trained is None:
         return None, {"training_rows": len(rows)}
     mean, scale, coef = (np.array(v) for v in (trained.mean, trained.scale, trained.coef))
@@ -395,7 +399,7 @@ VARIANTS = (
         lambda t, n: fit_serving(t, n, obey_rule=True),
     ),
     *(
-        Variant(name, labels, lambda t, n, f=featurize: fit_pairwise(t, n, f))
+        Variant(name, labels, _pairwise(featurize))
         for name, featurize in (
             ("pairwise LR + pack-relative", pack_relative_features),
             ("pairwise LR + pack-relative + neighbours", neighbour_features),

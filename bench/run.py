@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
           f"({dataset['skipped_adversarial']} adversarial and "
           f"{dataset['skipped_no_evidence']} without evidence left out)", file=sys.stderr)
 
-    systems = SYSTEMS[2:] if args.only_baselines else SYSTEMS
+    systems: tuple[str, ...] = SYSTEMS[2:] if args.only_baselines else SYSTEMS
     if args.no_dense:
         systems = tuple(s for s in systems if s != "dense MiniLM")
     tallies = {name: Tally() for name in systems}

@@ -494,19 +494,20 @@ async def in_process_pipeline(data_dir: Path, stack_pid: int,
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(data_dir / "vectors", copy)
     vectors = await EdgeVectorIndex.open(copy, embedder.dimensions)
-    info = vectors._shard.info()
+    info = vectors.shard_info()
     setup["shard"] = {"points": info.points_count, "indexed_vectors": info.indexed_vectors_count,
                       "segments": info.segments_count}
     pool = await create_pool(dsn_of_stack(stack_pid), "retrieval", min_size=1, max_size=2)
-    lexical = PgLexicalIndex(pool, FactMemory(embedder.dimensions))
     facts: dict[str, object] = {}
-    upsert = lexical._upsert_memory
 
-    def keep(batch, vecs, position):
-        facts.update({f.fact_key: f for f in batch})
-        upsert(batch, vecs, position)
+    class KeepingMemory(FactMemory):
+        """The service's memory, also keeping every fact it indexes: the fact source."""
 
-    lexical._upsert_memory = keep  # type: ignore[method-assign]
+        def upsert(self, batch, vectors, position: int) -> None:
+            facts.update({f.fact_key: f for f in batch})
+            super().upsert(batch, vectors, position)
+
+    lexical = PgLexicalIndex(pool, KeepingMemory(embedder.dimensions))
     reranker = await load_reranker(rs.reranker_path, rs.model_path, limit=rs.rerank_limit)
     try:
         await lexical.load()

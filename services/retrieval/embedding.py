@@ -89,9 +89,10 @@ class MiniLMEmbedder:
 
     def __init__(self, tokenizer, model, executor: ThreadPoolExecutor, *, owns_executor: bool):
         self._tokenizer = tokenizer
-        self._model = model
+        self.model = model
         self._executor = executor
-        self._owns_executor = owns_executor
+        # close() shuts the executor down: set by a load once the embedder is built.
+        self.owns_executor = owns_executor
 
     @classmethod
     def load_sync(
@@ -110,7 +111,7 @@ class MiniLMEmbedder:
         owns = executor is None
         executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-embed")
         embedder = cls(tokenizer, model, executor, owns_executor=owns)
-        embedder._embed_sync(["warm up"])  # first call pays one-off allocation costs
+        embedder.embed_sync(["warm up"])  # first call pays one-off allocation costs
         return embedder
 
     @classmethod
@@ -124,10 +125,11 @@ class MiniLMEmbedder:
         except BaseException:
             executor.shutdown(wait=False)
             raise
-        embedder._owns_executor = True
+        embedder.owns_executor = True
         return embedder
 
-    def _embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        """Blocking; ``embed`` runs it on the embedder's executor."""
         import torch
 
         vectors: list[list[float]] = []
@@ -135,7 +137,7 @@ class MiniLMEmbedder:
             for start in range(0, len(texts), BATCH_SIZE):
                 batch = texts[start : start + BATCH_SIZE]
                 encoded = {k: torch.from_numpy(v) for k, v in self._tokenizer.batch(batch).items()}
-                hidden = self._model(**encoded).last_hidden_state
+                hidden = self.model(**encoded).last_hidden_state
                 mask = encoded["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
                 pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
@@ -152,7 +154,7 @@ class MiniLMEmbedder:
             for start in range(0, len(texts), BATCH_SIZE):
                 inputs = self._tokenizer.batch(texts[start : start + BATCH_SIZE])
                 encoded = {k: torch.from_numpy(v) for k, v in inputs.items()}
-                hidden = self._model(**encoded).last_hidden_state.float().numpy()
+                hidden = self.model(**encoded).last_hidden_state.float().numpy()
                 out += _token_rows(hidden, inputs["attention_mask"])
         return out
 
@@ -172,13 +174,13 @@ class MiniLMEmbedder:
         for start in range(0, len(order), BATCH_SIZE):
             chosen = order[start : start + BATCH_SIZE]
             batch = [texts[i] for i in chosen]
-            done = await loop.run_in_executor(self._executor, self._embed_sync, batch)
+            done = await loop.run_in_executor(self._executor, self.embed_sync, batch)
             for i, vector in zip(chosen, done, strict=True):
                 vectors[i] = vector
         return vectors
 
     def close(self) -> None:
-        if self._owns_executor:
+        if self.owns_executor:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
 
@@ -254,7 +256,7 @@ class OnnxMiniLMEmbedder(MiniLMEmbedder):
         super().__init__(tokenizer, None, executor, owns_executor=owns_executor)
         self._session = session
 
-    def _embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), BATCH_SIZE):
             feeds = self._tokenizer.batch(texts[start : start + BATCH_SIZE])
@@ -320,7 +322,7 @@ def prepare_onnx(model_path: Path | None, cache_dir: Path, precision: str) -> Pa
 
     def probe(file: Path) -> list[list[float]]:
         session = _session(file, threads=1)
-        return OnnxMiniLMEmbedder(tokenizer, session, executor, owns_executor=False)._embed_sync(
+        return OnnxMiniLMEmbedder(tokenizer, session, executor, owns_executor=False).embed_sync(
             list(PROBE_TEXTS)
         )
 
@@ -328,8 +330,8 @@ def prepare_onnx(model_path: Path | None, cache_dir: Path, precision: str) -> Pa
         onnx_file = _onnx_path(path, cache_dir)
         if not onnx_file.exists():
             reference = MiniLMEmbedder.load_sync(path, 1, executor)
-            export_onnx(reference._model, onnx_file)
-            want = np.asarray(reference._embed_sync(list(PROBE_TEXTS)))
+            export_onnx(reference.model, onnx_file)
+            want = np.asarray(reference.embed_sync(list(PROBE_TEXTS)))
             if float(np.abs(np.asarray(probe(onnx_file)) - want).max()) > ONNX_TOLERANCE:
                 onnx_file.unlink(missing_ok=True)
                 raise RuntimeError("ONNX export does not match torch")
@@ -403,8 +405,8 @@ async def load_embedder(
             embedder = await loop.run_in_executor(
                 executor, load_onnx_sync, model_path, threads, cache_dir, executor, precision
             )
-            await loop.run_in_executor(executor, embedder._embed_sync, ["warm up"])
-            embedder._owns_executor = True
+            await loop.run_in_executor(executor, embedder.embed_sync, ["warm up"])
+            embedder.owns_executor = True
             return embedder
         except Exception as exc:  # ImportError, export or check failure: torch serves
             executor.shutdown(wait=False)
