@@ -150,15 +150,15 @@ class FakeIdentity:
         self._project = identity_pb2.ResolveProjectResponse(project=project)
         self._allowed = identity_pb2.ChargeQuotaResponse(allowed=True)
 
-    async def EnsureLocalPrincipal(self, request: Any) -> Any:
+    async def EnsureLocalPrincipal(self, request: Any, **_: Any) -> Any:
         return identity_pb2.EnsureLocalPrincipalResponse(
             principal=identity_pb2.Principal(principal_id=request.principal_id)
         )
 
-    async def ResolveProject(self, request: Any) -> Any:
+    async def ResolveProject(self, request: Any, **_: Any) -> Any:
         return self._project
 
-    async def ChargeQuota(self, request: Any) -> Any:
+    async def ChargeQuota(self, request: Any, **_: Any) -> Any:
         return self._allowed
 
 
@@ -176,10 +176,10 @@ class FakeRetrieval:
         )
         self._search = retrieval_pb2.SearchResponse(results=results)
 
-    async def AssembleContext(self, request: Any) -> Any:
+    async def AssembleContext(self, request: Any, **_: Any) -> Any:
         return self._context
 
-    async def Search(self, request: Any) -> Any:
+    async def Search(self, request: Any, **_: Any) -> Any:
         return self._search
 
 
