@@ -74,7 +74,8 @@ QUICK: dict[str, Any] = {"conversations": 2, "max_questions": 8, "curve": (10,)}
 
 
 def ranked_results(payload: dict | None) -> list[dict]:
-    """The pack's top LIMIT results, best first (the order bench/run.py scores)."""
+    """The pack's top LIMIT results, best first (the order bench/run.py, the locomo
+    bench, scores)."""
     results = (payload or {}).get("results") or []
     return sorted(results, key=lambda r: r.get("rank") if r.get("rank") is not None else math.inf)[
         :LIMIT
