@@ -14,6 +14,8 @@ the knowledge service then decides what a decision writes.
     POST /curation/projects/{project}/ingest    {records: [...]}  load curated records (the
                                                 `vera ingest` format, ``vera.ingest_records``)
     GET  /curation/projects/{project}/index-status   how far retrieval has indexed changes
+    GET  /curation/projects/{project}/changes   the change feed, newest first, paged: who
+                                                changed what, when
 
 Ingesting into a project that does not exist yet creates it when the caller is an
 administrator (the local-dev caller always is), so `vera ingest` on a laptop needs no setup;
@@ -25,7 +27,7 @@ in a team deployment projects are created through their workspace
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from google.protobuf import json_format
@@ -327,6 +329,45 @@ def _warning(warning: kpb.IngestWarning, fact_records: list[int], first: int) ->
             "codepoint": warning.codepoint}
 
 
+async def actor_names(backends: Backends, principal_ids: Iterable[str]) -> dict[str, str]:
+    """Display names of the principals whose actions a curator reads about (the change
+    feed's actors), one lookup each; a principal identity no longer knows has none."""
+    names = {}
+    for principal_id in sorted({p for p in principal_ids if p}):
+        try:
+            reply = await backends.identity.GetPrincipal(
+                ipb.GetPrincipalRequest(principal_id=principal_id))
+        except InvalidInput:
+            names[principal_id] = ""
+            continue
+        names[principal_id] = reply.principal.display_name
+    return names
+
+
+async def list_changes(
+    request: Request, caller: RestCaller, project: ipb.Project, body: dict[str, Any]
+) -> Response:
+    """The project's change feed, newest first: each entry with the principal whose action
+    wrote it (``actor``: id and display name; null for entries recorded before actors
+    were)."""
+    size, token = page_query(request)
+    backends: Backends = request.app.state.backends
+    reply = await backends.knowledge.ListScopeChanges(kpb.ListScopeChangesRequest(
+        scope_ids=[project.project_id], page_size=size, page_token=token, newest_first=True))
+    names = await actor_names(backends, (c.actor_principal_id for c in reply.changes))
+    changes = []
+    for change in reply.changes:
+        entry = _json(change)
+        actor = entry.pop("actor_principal_id", "")
+        entry["actor"] = {"principal_id": actor, "display_name": names[actor]} if actor else None
+        changes.append(entry)
+    return JSONResponse({
+        "project_id": project.project_id,
+        "changes": changes,
+        "next_page_token": reply.next_page_token if reply.has_more else None,
+    })
+
+
 async def index_status(
     request: Request, caller: RestCaller, project: ipb.Project, body: dict[str, Any]
 ) -> Response:
@@ -347,4 +388,5 @@ routes = [
     Route(f"{_PREFIX}/sources/{{source_id}}", _route(get_source), methods=["GET"]),
     Route(f"{_PREFIX}/ingest", _route(ingest, authorize_ingest), methods=["POST"]),
     Route(f"{_PREFIX}/index-status", _route(index_status), methods=["GET"]),
+    Route(f"{_PREFIX}/changes", _route(list_changes), methods=["GET"]),
 ]

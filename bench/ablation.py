@@ -38,7 +38,7 @@ CONFIGS: dict[str, tuple[float | None, dict[str, bool]]] = {
 
 
 def turn_fact(conv: locomo.Conversation, index: int, turn: locomo.Turn):
-    from vera.services.retrieval.model import Citation, Fact
+    from vera.services.retrieval.domain import Citation, Fact
 
     return Fact(
         fact_key=f"{conv.sample_id}:{turn.dia_id}",
@@ -61,7 +61,7 @@ class DictFacts:
 
     async def list_changes(self, after_position: int, page_size: int,
                            wait_seconds: float = 0.0):
-        from vera.services.retrieval.model import ChangePage
+        from vera.services.retrieval.domain import ChangePage
 
         return ChangePage(changes=[], head_position=after_position)
 
@@ -76,9 +76,9 @@ async def index_conversations(conversations: list[locomo.Conversation], embedder
     """Every conversation's turns as facts, embedded into a qdrant-edge shard under
     ``directory`` and into a FactMemory as the indexer does; the graph built at the end.
     Returns (vector index, memory, facts by key)."""
-    from vera.services.retrieval.indexer import embedding_text
-    from vera.services.retrieval.memory import FactMemory
-    from vera.services.retrieval.vector_edge import EdgeVectorIndex
+    from vera.services.retrieval.indexing.indexer import embedding_text
+    from vera.services.retrieval.memory.facts import FactMemory
+    from vera.services.retrieval.vectors.edge import EdgeVectorIndex
 
     vectors = await EdgeVectorIndex.open(directory / "vectors", embedder.dimensions)
     memory = FactMemory(embedder.dimensions)
@@ -95,11 +95,11 @@ async def index_conversations(conversations: list[locomo.Conversation], embedder
 
 async def run(conversations: list[locomo.Conversation]) -> dict:
     from vera.config import RetrievalSettings
-    from vera.services.retrieval.embedding import load_embedder
-    from vera.services.retrieval.lexical import CONTEXT_WEIGHT, PgLexicalIndex
-    from vera.services.retrieval.model import Filters
-    from vera.services.retrieval.pipeline import Retriever, Stages
-    from vera.services.retrieval.rerank import StaticTokenVectors, load_reranker
+    from vera.services.retrieval.domain import Filters
+    from vera.services.retrieval.lexical.index import CONTEXT_WEIGHT, PgLexicalIndex
+    from vera.services.retrieval.pipeline.rerank import StaticTokenVectors, load_reranker
+    from vera.services.retrieval.pipeline.retriever import Retriever, Stages
+    from vera.services.retrieval.vectors.embedding import load_embedder
 
     report: dict = {"timings": {}}
     t0 = time.perf_counter()
@@ -218,8 +218,11 @@ async def rerank_rows(conversations, embedder, vectors, lexical_factory, source,
     embedder's contextual token vectors) in place of the default stage: the naive fixed
     weight and the weight calibrated on one fold of conversations and scored on the
     other."""
-    from vera.services.retrieval.pipeline import Retriever
-    from vera.services.retrieval.rerank import LATE_INTERACTION_WEIGHT, LateInteractionReranker
+    from vera.services.retrieval.pipeline.rerank import (
+        LATE_INTERACTION_WEIGHT,
+        LateInteractionReranker,
+    )
+    from vera.services.retrieval.pipeline.retriever import Retriever
 
     recorder = RecordingReranker(LateInteractionReranker(token_source or embedder,
                                                           weight=LATE_INTERACTION_WEIGHT))
@@ -227,7 +230,7 @@ async def rerank_rows(conversations, embedder, vectors, lexical_factory, source,
     retriever = Retriever(embedder, vectors, lexical, source, candidate_pool=50,
                           features=lexical, reranker=recorder,
                           assembler_version="bench-ablation")
-    from vera.services.retrieval.model import Filters
+    from vera.services.retrieval.domain import Filters
 
     records: list[dict] = []
     latencies: list[float] = []

@@ -10,7 +10,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from vera.services.retrieval.text import terms
+from vera.services.retrieval.memory.text import terms
 
 K1 = 1.2
 B = 0.75

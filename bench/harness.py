@@ -79,7 +79,7 @@ def wait_until_retrieval_idle(data_dir: Path, give_up_s: float = 180.0) -> float
     and timed questions must not share the two cores with that build. Returns the wait."""
     import psutil
 
-    from vera.services.retrieval.vector_edge import OPTIMIZE_IDLE_SECONDS
+    from vera.services.retrieval.vectors.edge import OPTIMIZE_IDLE_SECONDS
 
     t0 = time.perf_counter()
     stack_pid = int(json.loads((data_dir / "run" / "stack.json").read_text())["pid"])

@@ -41,7 +41,7 @@ async def measure(url: str, data_dir: Path, conversations: list[locomo.Conversat
     from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
     from vera.retrieval.v1 import retrieval_pb2
     from vera.rpc.client import open_channel
-    from vera.services.retrieval.pipeline import REREAD_MIN
+    from vera.services.retrieval.pipeline.retriever import REREAD_MIN
     from vera.stack.run_files import stack_client_settings
 
     info = json.loads((data_dir / "run" / "stack.json").read_text())

@@ -67,7 +67,7 @@ def query_terms(text: str):
     supplies the weight)."""
     import qdrant_edge as edge
 
-    from vera.services.retrieval.text import terms
+    from vera.services.retrieval.memory.text import terms
 
     ids = sorted({term_id(t) for t in terms(text)})
     return edge.SparseVector(indices=ids, values=[1.0] * len(ids))
@@ -82,8 +82,8 @@ class Fields:
     neighbours are memory.py's, so every row compares the same two fields)."""
 
     def __init__(self, memory, facts: dict[str, Any]) -> None:
-        from vera.services.retrieval.memory import fact_text
-        from vera.services.retrieval.text import terms
+        from vera.services.retrieval.memory.facts import fact_text
+        from vera.services.retrieval.memory.text import terms
 
         self.own: dict[str, list[str]] = {}
         self.context: dict[str, list[str]] = {}
@@ -125,11 +125,11 @@ class QdrantLexical:
     def search_sync(self, text: str, query, limit: int):
         import qdrant_edge as edge
 
-        from vera.services.retrieval.vector_edge import candidates, edge_filter
+        from vera.services.retrieval.vectors.edge import candidates, edge_filter
 
         where = edge_filter(query)
         if self._mode.startswith("text"):
-            from vera.services.retrieval.text import terms
+            from vera.services.retrieval.memory.text import terms
 
             words = " ".join(dict.fromkeys(terms(text)))
             if not words:
@@ -198,7 +198,7 @@ class QdrantLexical:
 def new_shard(path: Path, mode: str):
     import qdrant_edge as edge
 
-    from vera.services.retrieval.vector_edge import PAYLOAD_INDEXES
+    from vera.services.retrieval.vectors.edge import PAYLOAD_INDEXES
 
     # The text-index row writes no vectors, but a shard needs a vector config.
     idf = edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf)
@@ -224,8 +224,8 @@ def new_shard(path: Path, mode: str):
 def fill(shard, mode: str, facts: Sequence[Any], fields: Fields, bm25_models=None) -> None:
     import qdrant_edge as edge
 
-    from vera.services.retrieval.memory import K1, B
-    from vera.services.retrieval.vector_payload import payload, point_id
+    from vera.services.retrieval.memory.facts import K1, B
+    from vera.services.retrieval.vectors.payload import payload, point_id
 
     # Length normalisation over the average of every fact written here, or of its scope's.
     groups: dict[str, list[str]] = {}
@@ -278,14 +278,14 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
     import qdrant_edge as edge
 
     from vera.config import RetrievalSettings
-    from vera.services.retrieval.embedding import load_embedder
-    from vera.services.retrieval.indexer import embedding_text
-    from vera.services.retrieval.lexical import CONTEXT_WEIGHT, PgLexicalIndex
-    from vera.services.retrieval.memory import FactMemory
-    from vera.services.retrieval.model import Filters, IndexQuery
-    from vera.services.retrieval.pipeline import Retriever
-    from vera.services.retrieval.rerank import load_reranker
-    from vera.services.retrieval.vector_edge import EdgeVectorIndex
+    from vera.services.retrieval.domain import Filters, IndexQuery
+    from vera.services.retrieval.indexing.indexer import embedding_text
+    from vera.services.retrieval.lexical.index import CONTEXT_WEIGHT, PgLexicalIndex
+    from vera.services.retrieval.memory.facts import FactMemory
+    from vera.services.retrieval.pipeline.rerank import load_reranker
+    from vera.services.retrieval.pipeline.retriever import Retriever
+    from vera.services.retrieval.vectors.edge import EdgeVectorIndex
+    from vera.services.retrieval.vectors.embedding import load_embedder
 
     report: dict[str, Any] = {"machine": machine_info(), "rows": {}}
     with tempfile.TemporaryDirectory(prefix="vera-lexical-ablation-") as tmp:

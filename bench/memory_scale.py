@@ -41,7 +41,7 @@ RECORDED = dt.datetime(2024, 6, 1, tzinfo=dt.UTC)
 def facts_of(n_facts: int, scope_id: str, seed: int) -> tuple[list[Any], list[str]]:
     """The scale corpus as the retrieval service's Facts (one scope), and its questions."""
     from bench import scale
-    from vera.services.retrieval.model import Citation, Fact
+    from vera.services.retrieval.domain import Citation, Fact
 
     corpus = scale.generate(n_facts, seed=seed, facts_per_file=max(n_facts, 1))
     ids = random.Random(seed)
@@ -132,7 +132,7 @@ def breakdown(scope) -> dict[str, int]:
 
 
 def measure_memory(n_facts: int, seed: int) -> dict:
-    from vera.services.retrieval.memory import FactMemory
+    from vera.services.retrieval.memory.facts import FactMemory
 
     facts, _ = facts_of(n_facts, "project", seed)
     small = [facts_of(200, f"small-{i}", seed + 10 + i)[0] for i in range(SMALL_SCOPES)]
@@ -160,8 +160,8 @@ def measure_memory(n_facts: int, seed: int) -> dict:
 
 def measure_queries(small_n: int, large_n: int, rounds: int, seed: int) -> dict:
     """search + features in a small and a large project of one memory, interleaved."""
-    from vera.services.retrieval.memory import FactMemory
-    from vera.services.retrieval.model import IndexQuery
+    from vera.services.retrieval.domain import IndexQuery
+    from vera.services.retrieval.memory.facts import FactMemory
 
     rng = np.random.default_rng(seed)
     memory = FactMemory(DIMENSIONS)

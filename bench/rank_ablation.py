@@ -69,9 +69,9 @@ from bench.harness import (
     wait_until_retrieval_idle,
 )
 from bench.metrics import METRIC_NAMES, Tally
-from vera.services.retrieval import learned_rank
-from vera.services.retrieval.model import Fact, Result
-from vera.services.retrieval.rerank import STATIC_LATE_INTERACTION_WEIGHT
+from vera.services.retrieval.domain import Fact, Result
+from vera.services.retrieval.pipeline.rerank import STATIC_LATE_INTERACTION_WEIGHT
+from vera.services.retrieval.rank import learned as learned_rank
 
 DEFAULT_OUT = ROOT / "bench-results" / "rank_ablation.json"
 # The pipeline re-reads max(REREAD_MIN, 2 * limit) = 30 facts at the bench's limit 10, and

@@ -47,7 +47,9 @@ def _child(kill: bool) -> None:
     vera.cli.build_parser()
     cli_s = time.perf_counter() - t
     t = time.perf_counter()
-    from vera.services.retrieval import lexical, ranking, server
+    from vera.services.retrieval import server
+    from vera.services.retrieval.lexical import index as lexical
+    from vera.services.retrieval.rank import lifecycle as ranking
 
     import_s = time.perf_counter() - t
     from vera.config import load_settings
@@ -119,10 +121,10 @@ async def _publish(env: dict[str, str], path: Path) -> float:
     """Publishes the local snapshot as the index's writer would (claiming the index);
     returns the seconds the copy took."""
     from vera.db.pool import create_pool
-    from vera.services.retrieval.lexical import PgLexicalIndex
-    from vera.services.retrieval.memory import FactMemory
-    from vera.services.retrieval.memory_snapshot import MemorySnapshot
-    from vera.services.retrieval.shared_snapshot import SharedSnapshot, purge
+    from vera.services.retrieval.lexical.index import PgLexicalIndex
+    from vera.services.retrieval.memory.facts import FactMemory
+    from vera.services.retrieval.snapshots.local import MemorySnapshot
+    from vera.services.retrieval.snapshots.shared import SharedSnapshot, purge
 
     pool = await create_pool(env["VERA_DATABASE__DSN"], "retrieval", min_size=1, max_size=2)
     try:

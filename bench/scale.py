@@ -331,7 +331,7 @@ def hnsw_on_disk(data_dir: Path) -> dict:
 
 async def wait_for_hnsw(data_dir: Path, give_up_s: float) -> dict:
     """Waits (bounded) for a segment with an HNSW index and no build in flight."""
-    from vera.services.retrieval.vector_edge import OPTIMIZE_IDLE_SECONDS
+    from vera.services.retrieval.vectors.edge import OPTIMIZE_IDLE_SECONDS
 
     t0 = time.perf_counter()
     state = hnsw_on_disk(data_dir)
@@ -371,7 +371,7 @@ async def ask(url: str, project: str, scope: str, questions: list[Question],
     from mcp import Client
 
     from bench.gateway_overhead import MODERN, request_body, request_headers
-    from vera.services.retrieval.model import Filters
+    from vera.services.retrieval.domain import Filters
 
     tool = "knowledge_get_context"
     ms: dict[str, list[float]] = {"mcp": [], "http": [], "in_process": [], "embed": []}
@@ -474,13 +474,13 @@ async def in_process_pipeline(data_dir: Path, stack_pid: int,
     service does on start) and a copy of its qdrant-edge shard; no gateway, no gRPC."""
     from bench.ablation import DictFacts
     from vera.db.pool import create_pool
-    from vera.services.retrieval.contract import assembler_version
-    from vera.services.retrieval.embedding import load_embedder
-    from vera.services.retrieval.lexical import PgLexicalIndex
-    from vera.services.retrieval.memory import FactMemory
-    from vera.services.retrieval.pipeline import Retriever
-    from vera.services.retrieval.rerank import load_reranker
-    from vera.services.retrieval.vector_edge import EdgeVectorIndex
+    from vera.services.retrieval.lexical.index import PgLexicalIndex
+    from vera.services.retrieval.memory.facts import FactMemory
+    from vera.services.retrieval.pipeline.contract import assembler_version
+    from vera.services.retrieval.pipeline.rerank import load_reranker
+    from vera.services.retrieval.pipeline.retriever import Retriever
+    from vera.services.retrieval.vectors.edge import EdgeVectorIndex
+    from vera.services.retrieval.vectors.embedding import load_embedder
 
     settings, _ = _settings(data_dir)
     rs = settings.retrieval
@@ -536,7 +536,7 @@ async def embedding_floor(pipeline: InProcessPipeline) -> float:
     """Bulk indexing's compute floor: the service's embedder alone over FLOOR_TEXTS of the
     stack's facts, sent as the indexer sends a page (one call; it batches by length),
     median of FLOOR_ROUNDS, in texts/s. The stack idles meanwhile."""
-    from vera.services.retrieval.indexer import embedding_text
+    from vera.services.retrieval.indexing.indexer import embedding_text
 
     texts = [embedding_text(f) for f in list(pipeline.facts.values())[:FLOOR_TEXTS]]
     rates = []

@@ -138,7 +138,7 @@ def queries(scope_index: int, count: int, cents: np.ndarray) -> np.ndarray:
 
 
 def page_facts(scope: str, start: int, size: int) -> list:
-    from vera.services.retrieval.model import Fact
+    from vera.services.retrieval.domain import Fact
 
     return [
         Fact(
@@ -200,7 +200,7 @@ async def time_searches(
     index, scopes: list[tuple[str, np.ndarray, np.ndarray]], rounds: int
 ) -> dict:
     """Every scope's queries, interleaved (one of each per round), through the adapter."""
-    from vera.services.retrieval.model import IndexQuery
+    from vera.services.retrieval.domain import IndexQuery
 
     now = datetime.now(UTC)
     ms: dict[str, list[float]] = {s: [] for s, _, _ in scopes}
@@ -259,7 +259,7 @@ def mib(figures: dict[str, int], base: dict[str, int]) -> dict[str, float]:
 
 
 async def child(case: str, path: Path, big: int, small: int, rounds: int) -> dict:
-    from vera.services.retrieval.vector_edge import EdgeVectorIndex
+    from vera.services.retrieval.vectors.edge import EdgeVectorIndex
 
     cents = centroids()
     sizes = {"small": small} if case == "small" else {"big": big, "small": small}
@@ -324,11 +324,11 @@ async def locomo_quality() -> dict:
     from bench.harness import DEFAULT_DATA
     from bench.metrics import Tally
     from vera.config import RetrievalSettings
-    from vera.services.retrieval.embedding import load_embedder
-    from vera.services.retrieval.lexical import PgLexicalIndex
-    from vera.services.retrieval.model import Filters
-    from vera.services.retrieval.pipeline import Retriever
-    from vera.services.retrieval.rerank import load_reranker
+    from vera.services.retrieval.domain import Filters
+    from vera.services.retrieval.lexical.index import PgLexicalIndex
+    from vera.services.retrieval.pipeline.rerank import load_reranker
+    from vera.services.retrieval.pipeline.retriever import Retriever
+    from vera.services.retrieval.vectors.embedding import load_embedder
 
     conversations = locomo.load(DEFAULT_DATA)
     with tempfile.TemporaryDirectory(prefix="vera-vector-scale-") as tmp:

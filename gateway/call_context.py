@@ -124,7 +124,7 @@ def filters(args: dict[str, Any]) -> retrieval_pb2.RetrievalFilters:
 # The snapshot pin --------------------------------------------------------------------------
 # A snapshot pins one project scope, the valid-time boundary and the system-time boundary
 # (its creation time); retrieval keeps every fact version with its transaction interval, so
-# passing those boundaries reproduces the result after later writes. Retrieval ranks a
+# passing those boundaries reproduces the result after later writes. Retrieval orders a
 # replay under the snapshot's contract version (the learned ranking model it was taken
 # with, or none); a replay served by a different one fails closed with
 # ``unsupported_version``.

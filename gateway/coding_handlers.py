@@ -384,6 +384,8 @@ async def propose(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
             evidence_text=args.get("evidence_text") or "",
             context=_task_context(args),
             target_scope_id=target_scope_id,
+            branch=args.get("branch") or "",
+            code_path=args.get("code_path") or "",
         )
     )
     return {

@@ -307,7 +307,9 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
             "Propose a durable fact into the caller's personal scope as a PROPOSED fact for a "
             "human to verify; it is never published as shared truth. Pass the task context "
             "(runtime, session_ref, task_ref, repository_ref) so retries deduplicate and the "
-            "end-of-task report finds it. The predicate must be one knowledge_bootstrap lists "
+            "end-of-task report finds it; branch and code_path tell the reviewer where you "
+            "were working (they are not part of the task identity). The predicate must be "
+            "one knowledge_bootstrap lists "
             "(proposal_policy.allowed_predicates); another is refused with invalid_input and "
             "the closest allowed ones in data.candidates. A conflicted outcome creates nothing: "
             "conflicting_fact_keys are the active facts it contradicts. Never include secrets, "
@@ -320,6 +322,8 @@ CODING_TOOLS: tuple[ToolSpec, ...] = (
                 string("object", PREDICATE_OBJECT, "Object of the fact.", required=True),
                 string("evidence_text", EVIDENCE_TEXT, "Optional bounded evidence."),
                 *_TASK_FIELDS,
+                _BRANCH,
+                _CODE_PATH,
                 string(
                     "project",
                     ID_LIKE,

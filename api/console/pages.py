@@ -25,7 +25,7 @@ from vera.api.console import agent_preview, sessions, views
 from vera.api.console.security import ConsoleHeaders, CsrfRefused, form_fields, require_csrf
 from vera.api.console.sessions import Session, SessionStore
 from vera.api.console.templates import render
-from vera.api.curation import authorize_curator
+from vera.api.curation import actor_names, authorize_curator
 from vera.api.errors import HTTP_STATUS
 from vera.config import Settings
 from vera.errors import Unauthenticated, VeraError
@@ -314,8 +314,9 @@ async def changes(request: Request, session: Session, project: ipb.Project) -> R
         page_token=request.query_params.get("page_token", "")))
     next_url = _next_page_url(request, "page_token", reply.next_page_token) \
         if reply.has_more else None
+    actors = await actor_names(_backends(request), (c.actor_principal_id for c in reply.changes))
     return _page(request, "changes.html", session=session, project=project,
-                 changes=reply.changes, next_url=next_url)
+                 changes=reply.changes, actors=actors, next_url=next_url)
 
 
 routes: list[Route | Mount] = [

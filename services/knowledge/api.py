@@ -8,12 +8,19 @@ import asyncio
 from vera.db.notify import ChannelWatch
 from vera.knowledge.v1 import knowledge_service_pb2_grpc
 
+from .community_store import CommunityStore
+from .correction_store import CorrectionStore
 from .curation_api import CurationRpcs
 from .curation_store import CurationStore
 from .erasure import ErasureRpcs
 from .facts_api import FactRpcs
+from .feed_store import FeedStore
+from .feedback_store import FeedbackStore
+from .graph import Summarizer
 from .graph_api import GraphRpcs
 from .graph_store import GraphStore
+from .ingest_store import IngestStore
+from .proposal_store import ProposalStore
 from .store import KnowledgeStore
 
 
@@ -27,14 +34,24 @@ class KnowledgeServicer(
     def __init__(
         self,
         store: KnowledgeStore,
-        graph: GraphStore,
         *,
+        summarizer: Summarizer,
+        max_counted_rows: int,
         changes: ChannelWatch,
         stale_source_days: int,
         refresh_seconds: float = 0.0,
     ) -> None:
+        # The stores share the fact reads' pool, one per responsibility.
         self._store = store
-        self._graph = graph
+        self._ingest = IngestStore(store)
+        self._proposals = ProposalStore(store)
+        self._feedback = FeedbackStore(store)
+        self._graph = GraphStore(store, max_counted_rows=max_counted_rows)
+        self._corrections = CorrectionStore(store)
+        self._feed = FeedStore(store)
+        self._communities = CommunityStore(
+            store, summarizer, max_counted_rows=max_counted_rows
+        )
         self._changes = changes
         self._curation = CurationStore(store)
         self._stale_days = stale_source_days

@@ -9,19 +9,12 @@ from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 
-from . import domain
-from .domain import (
-    AssertionView,
-    FactIn,
-    FactState,
-    FactView,
-    Outcome,
-    RetractionStatus,
-    TaskContext,
-    Verification,
-)
+from . import domain, ingest
+from .community_store import CommunityView, RunView
+from .domain import AssertionView, FactState, FactView, Outcome, TaskContext, Verification
 from .graph import ConflictFilter, EntityView
-from .graph_store import CommunityView, RunView
+from .ingest import FactIn
+from .proposals import RetractionStatus
 
 FACT_STATES = {
     FactState.PROPOSED: pb.FACT_STATE_PROPOSED,
@@ -67,7 +60,7 @@ def fact_input(index: int, scope: uuid.UUID, message: pb.FactInput, path: str = 
     def moment(field: str) -> datetime | None:
         return from_timestamp(message, field, f"{path}.{field}" if path else "")
 
-    return domain.validate_fact(
+    return ingest.validate_fact(
         index,
         scope,
         subject=message.subject,

@@ -33,11 +33,12 @@ from .domain import (
     CURATED_TRUST_TIER,
     MAX_TEXT,
     FactView,
-    Proposal,
+    ProposalLocation,
     TaskContext,
     parse_uuid,
     require_text,
 )
+from .proposals import Proposal
 
 HUMAN_TIERS = range(0, 4)
 PENDING_PAGE_DEFAULT, PENDING_PAGE_MAX = 50, 100
@@ -151,6 +152,7 @@ class PendingView:
     proposed_at: datetime
     conflicting_fact_keys: tuple[str, ...]
     known_fact_key: str
+    location: ProposalLocation
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,7 @@ class ConflictedView:
     contradicted_fact_keys: tuple[str, ...]
     context: TaskContext
     attempted_at: datetime
+    location: ProposalLocation
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ class CurationRpcs:
                     proposed_at=to_timestamp(p.proposed_at),
                     conflicting_fact_keys=list(p.conflicting_fact_keys),
                     known_fact_key=p.known_fact_key,
+                    branch=p.location.branch,
+                    code_path=p.location.code_path,
                 )
                 for p in page.proposals
             ],
@@ -78,6 +80,8 @@ class CurationRpcs:
                     contradicted_fact_keys=list(a.contradicted_fact_keys),
                     context=convert.task_context_to_proto(a.context),
                     attempted_at=to_timestamp(a.attempted_at),
+                    branch=a.location.branch,
+                    code_path=a.location.code_path,
                 )
                 for a in page.attempts
             ],

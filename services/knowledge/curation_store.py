@@ -29,8 +29,16 @@ from .curation import (
     VerifyIn,
     VerifyResult,
 )
-from .domain import ChangeKind, FactState, FactView, TaskContext
-from .outbox import Outbox, change_position, close_version, insert_version, lock_keys
+from .domain import ChangeKind, FactState, FactView, ProposalLocation, TaskContext
+from .outbox import (
+    Outbox,
+    change_position,
+    close_version,
+    insert_assertion,
+    insert_evidence,
+    insert_version,
+    lock_keys,
+)
 from .store import KnowledgeStore
 
 
@@ -83,7 +91,7 @@ class CurationStore:
                                  WHERE a.fact_key = f.fact_key AND a.status = 'pending'
                                  ORDER BY e.recorded_at, e.evidence_id) AS evidence,
                            (SELECT row(pa.runtime, pa.session_ref, pa.task_ref,
-                                       pa.repository_ref)
+                                       pa.repository_ref, pa.branch, pa.code_path)
                             FROM proposal_attempts pa
                             WHERE pa.fact_key = f.fact_key AND pa.outcome = 'created'
                             ORDER BY pa.seq DESC LIMIT 1) AS context,
@@ -116,7 +124,10 @@ class CurationStore:
                 predicate=r["predicate"],
                 object=r["object"],
                 evidence=tuple(r["evidence"]),
-                context=TaskContext(*r["context"]) if r["context"] else TaskContext(),
+                context=TaskContext(*r["context"][:4]) if r["context"] else TaskContext(),
+                location=(
+                    ProposalLocation(*r["context"][4:]) if r["context"] else ProposalLocation()
+                ),
                 proposed_at=r["recorded_at"],
                 conflicting_fact_keys=tuple(r["conflicts"]),
                 known_fact_key=r["known"] or "",
@@ -148,7 +159,7 @@ class CurationStore:
             rows = await conn.fetch(
                 f"""SELECT a.attempt_id, a.seq, a.principal_id, a.subject, a.predicate,
                            a.object, a.contradicted, a.runtime, a.session_ref, a.task_ref,
-                           a.repository_ref, a.created_at
+                           a.repository_ref, a.branch, a.code_path, a.created_at
                     {conflicted} AND ($2 = 0 OR a.seq < $2) ORDER BY a.seq DESC LIMIT $3""",
                 scope_id,
                 before,
@@ -169,6 +180,7 @@ class CurationStore:
                     r["runtime"], r["session_ref"], r["task_ref"], r["repository_ref"]
                 ),
                 attempted_at=r["created_at"],
+                location=ProposalLocation(r["branch"], r["code_path"]),
             )
             for r in rows
         )
@@ -197,7 +209,7 @@ class CurationStore:
     # --- verify / reject --------------------------------------------------------------------
 
     async def verify(self, req: VerifyIn) -> VerifyResult:
-        outbox = Outbox()
+        outbox = Outbox(actor_id=req.curator_id)
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_keys(conn, [req.fact_key])
             row = await self._pending(conn, req.scope_id, req.fact_key)
@@ -228,28 +240,26 @@ class CurationStore:
                     authority=req.authority,
                     created_by=req.curator_id,
                 )
-            assertion_id = uuid.uuid4()
-            await conn.execute(
-                """INSERT INTO assertions (assertion_id, fact_key, scope_id, source_pk, supports,
-                       trust_tier, authority, status, asserted_by)
-                   VALUES ($1, $2, $3, NULL, true, $4, $5, 'verified', $6)""",
-                assertion_id,
-                target_key,
-                req.scope_id,
-                req.trust_tier,
-                req.authority,
-                req.curator_id,
+            assertion_id = await insert_assertion(
+                conn,
+                fact_key=target_key,
+                scope_id=req.scope_id,
+                source_pk=None,
+                trust_tier=req.trust_tier,
+                authority=req.authority,
+                status="verified",
+                asserted_by=req.curator_id,
             )
             # The agent's evidence, now reviewed by the curator, travels with the assertion.
-            await conn.execute(
-                """INSERT INTO evidence (evidence_id, assertion_id, text, locator)
-                   SELECT gen_random_uuid(), $1, e.text, $2
-                   FROM assertions a JOIN evidence e ON e.assertion_id = a.assertion_id
-                   WHERE a.fact_key = $3 AND a.status = 'pending'""",
-                assertion_id,
-                curation.review_locator(req.fact_key),
+            reviewed = await conn.fetch(
+                """SELECT e.text FROM assertions a
+                   JOIN evidence e ON e.assertion_id = a.assertion_id
+                   WHERE a.fact_key = $1 AND a.status = 'pending'
+                   ORDER BY e.recorded_at, e.evidence_id""",
                 req.fact_key,
             )
+            locator = curation.review_locator(req.fact_key)
+            await insert_evidence(conn, assertion_id, [(r["text"], locator) for r in reviewed])
             closed = await _close_into(
                 conn, row["version_id"], FactState.SUPERSEDED, superseded_by=target_key
             )
@@ -264,7 +274,7 @@ class CurationStore:
         return VerifyResult(fact, proposal, already_active, position)
 
     async def reject(self, req: RejectIn) -> RejectResult:
-        outbox = Outbox()
+        outbox = Outbox(actor_id=req.curator_id)
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_keys(conn, [req.fact_key])
             row = await self._pending(conn, req.scope_id, req.fact_key)
@@ -343,7 +353,7 @@ class CurationStore:
             return preview.result
 
     async def _retract_source(self, req: RetractSourceIn) -> RetractSourceResult:
-        outbox = Outbox()
+        outbox = Outbox(actor_id=req.curator_id)
         async with self._pool.acquire() as conn, conn.transaction():
             source = await conn.fetchrow(
                 "SELECT source_pk, retracted_at FROM sources"

@@ -12,7 +12,7 @@ import json
 import re
 import unicodedata
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
@@ -22,8 +22,7 @@ from pathlib import Path
 from vera import limits
 from vera.config import ConfigError
 from vera.errors import InvalidInput
-from vera.repository_identity import canonicalize
-from vera.text import codepoint, first_hidden
+from vera.repository_identity import canonicalize, relative_code_path
 
 # Curated facts default to a good-but-not-best tier; proposals are always unverified.
 CURATED_TRUST_TIER = 1
@@ -42,6 +41,8 @@ MAX_EVIDENCE = limits.EVIDENCE_TEXT[1]
 MAX_ENTITY = limits.ENTITY[1]
 MAX_CONTEXT_FIELD = limits.TASK_CONTEXT_FIELD[1]
 MAX_ID = limits.ID_LIKE[1]
+MAX_BRANCH = limits.ID_LIKE[1]
+MAX_CODE_PATH = limits.REPOSITORY_PATH_CURSOR[1]
 MAX_QUERY = limits.QUERY[1]
 MAX_TEXT = 2048  # titles, uris, locators, bindings of curated records
 MAX_BATCH = 10_000
@@ -201,6 +202,24 @@ class TaskContext:
         )
 
 
+@dataclass(frozen=True)
+class ProposalLocation:
+    """Where the proposer was working, shown to reviewers; unlike ``TaskContext`` it takes
+    no part in the task identity (a branch switch is still the same task)."""
+
+    branch: str = ""
+    code_path: str = ""
+
+    @classmethod
+    def normalized(cls, branch: str, code_path: str) -> ProposalLocation:
+        if len(branch) > MAX_BRANCH:
+            raise InvalidInput("branch", "too long", reason="too_long")
+        if len(code_path) > MAX_CODE_PATH:
+            raise InvalidInput("code_path", "too long", reason="too_long")
+        # A local path names the proposer's machine, not the repository: never stored.
+        return cls(branch=_collapse(branch), code_path=relative_code_path(code_path) or "")
+
+
 def _collapse(text: str) -> str:
     return _WHITESPACE.sub(" ", unicodedata.normalize("NFKC", text)).strip()
 
@@ -248,220 +267,6 @@ def page_size(field_name: str, value: int, default: int, maximum: int) -> int:
     if value < 1 or value > maximum:
         raise InvalidInput(field_name, f"must be 1..{maximum}", reason="out_of_range")
     return value
-
-
-# --- ingest -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SourceIn:
-    source_id: str
-    source_type: str = ""
-    title: str = ""
-    uri: str = ""
-    observed_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class EntityIn:
-    name: str
-    name_key: str
-    aliases: tuple[str, ...] = ()
-    kind: str = ""
-
-
-@dataclass(frozen=True)
-class FactIn:
-    subject: str
-    predicate: str
-    object: str
-    fact_key: str
-    source_id: str = ""
-    evidence: str = ""
-    locator: str = ""
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
-    trust_tier: int = CURATED_TRUST_TIER
-    authority: float = CURATED_AUTHORITY
-    repository: str = ""
-    branch: str = ""
-    code_path: str = ""
-    document_type: str = ""
-
-    @property
-    def subject_norm(self) -> str:
-        return normalize(self.subject)
-
-    @property
-    def predicate_norm(self) -> str:
-        return normalize(self.predicate)
-
-    @property
-    def object_norm(self) -> str:
-        return normalize(self.object)
-
-
-@dataclass(frozen=True)
-class IngestBatch:
-    principal_id: uuid.UUID
-    scope_id: uuid.UUID
-    sources: tuple[SourceIn, ...]
-    entities: tuple[EntityIn, ...]
-    facts: tuple[FactIn, ...]
-
-    def referenced_source_ids(self) -> set[str]:
-        """Source ids the facts name that the batch itself does not carry."""
-        own = {s.source_id for s in self.sources}
-        return {f.source_id for f in self.facts if f.source_id and f.source_id not in own}
-
-
-@dataclass(frozen=True)
-class IngestWarning:
-    """A record stored but flagged: ``field`` is its path in the request."""
-
-    field: str
-    reason: str
-    codepoint: str
-
-
-# Evidence is quoted prose: its line breaks and tabs are layout, not hidden text.
-EVIDENCE_LAYOUT = "\n\r\t"
-
-
-def ingest_warnings(batch: IngestBatch) -> tuple[IngestWarning, ...]:
-    """Curated text holding hidden characters (``vera.text``). Curators publish what they
-    mean, so ingest keeps it and flags it, unlike a proposal, which is refused; every
-    rendering escapes it either way."""
-    fields: list[tuple[str, str, str]] = []
-    for i, s in enumerate(batch.sources):
-        fields += [(f"sources[{i}].{n}", getattr(s, n), "") for n in ("source_id", "title")]
-    for i, e in enumerate(batch.entities):
-        fields.append((f"entities[{i}].name", e.name, ""))
-        fields += [(f"entities[{i}].aliases[{j}]", a, "") for j, a in enumerate(e.aliases)]
-    for i, f in enumerate(batch.facts):
-        fields += [(f"facts[{i}].{n}", getattr(f, n), "") for n in ("subject", "predicate")]
-        fields += [
-            (f"facts[{i}].object", f.object, ""),
-            (f"facts[{i}].evidence", f.evidence, EVIDENCE_LAYOUT),
-            (f"facts[{i}].locator", f.locator, ""),
-        ]
-    warnings = []
-    for name, value, allowed in fields:
-        hidden = first_hidden(value, allowed)
-        if hidden is not None:
-            warnings.append(IngestWarning(name, "hidden_character", codepoint(hidden)))
-    return tuple(warnings)
-
-
-def validate_source(i: int, s: SourceIn) -> SourceIn:
-    prefix = f"sources[{i}]"
-    return SourceIn(
-        source_id=require_text(f"{prefix}.source_id", s.source_id, MAX_TEXT),
-        source_type=bound_text(f"{prefix}.source_type", s.source_type, MAX_TEXT).strip(),
-        title=bound_text(f"{prefix}.title", s.title, MAX_TEXT),
-        uri=bound_text(f"{prefix}.uri", s.uri, MAX_TEXT),
-        observed_at=s.observed_at,
-    )
-
-
-def validate_entity(i: int, name: str, aliases: list[str], kind: str) -> EntityIn:
-    prefix = f"entities[{i}]"
-    name = require_text(f"{prefix}.name", name, MAX_SUBJECT)
-    clean_aliases: list[str] = []
-    for j, alias in enumerate(aliases):
-        alias = bound_text(f"{prefix}.aliases[{j}]", alias, MAX_SUBJECT).strip()
-        if alias and alias not in clean_aliases:
-            clean_aliases.append(alias)
-    return EntityIn(
-        name=name,
-        name_key=normalize(name),
-        aliases=tuple(clean_aliases),
-        kind=bound_text(f"{prefix}.kind", kind, MAX_TEXT).strip(),
-    )
-
-
-def validate_fact(
-    i: int,
-    scope_id: uuid.UUID,
-    *,
-    subject: str,
-    predicate: str,
-    object_: str,
-    source_id: str,
-    evidence: str,
-    locator: str,
-    valid_from: datetime | None,
-    valid_to: datetime | None,
-    trust_tier: int | None,
-    authority: float | None,
-    repository: str,
-    branch: str,
-    code_path: str,
-    document_type: str,
-) -> FactIn:
-    prefix = f"facts[{i}]"
-    subject = require_text(f"{prefix}.subject", subject, MAX_SUBJECT)
-    predicate = require_text(f"{prefix}.predicate", predicate, MAX_PREDICATE)
-    object_ = require_text(f"{prefix}.object", object_, MAX_OBJECT)
-    tier = CURATED_TRUST_TIER if trust_tier is None else trust_tier
-    if not 0 <= tier <= 4:
-        raise InvalidInput(f"{prefix}.trust_tier", "must be 0..4", reason="out_of_range")
-    auth = CURATED_AUTHORITY if authority is None else authority
-    if not 0.0 <= auth <= 1.0:  # also rejects NaN
-        raise InvalidInput(f"{prefix}.authority", "must be 0..1", reason="out_of_range")
-    if valid_from is not None and valid_to is not None and valid_to <= valid_from:
-        raise InvalidInput(f"{prefix}.valid_to", "must be after valid_from", reason="out_of_range")
-    return FactIn(
-        subject=subject,
-        predicate=predicate,
-        object=object_,
-        fact_key=fact_key(scope_id, subject, predicate, object_),
-        source_id=bound_text(f"{prefix}.source_id", source_id, MAX_TEXT).strip(),
-        evidence=bound_text(f"{prefix}.evidence", evidence, MAX_EVIDENCE),
-        locator=bound_text(f"{prefix}.locator", locator, MAX_TEXT),
-        valid_from=valid_from,
-        valid_to=valid_to,
-        trust_tier=tier,
-        authority=auth,
-        repository=_fact_repository(f"{prefix}.repository", repository),
-        branch=bound_text(f"{prefix}.branch", branch, MAX_TEXT).strip(),
-        code_path=bound_text(f"{prefix}.code_path", code_path, MAX_TEXT).strip(),
-        document_type=bound_text(f"{prefix}.document_type", document_type, MAX_TEXT).strip(),
-    )
-
-
-def _fact_repository(field_name: str, value: str) -> str:
-    value = bound_text(field_name, value, MAX_TEXT).strip()
-    if not value:
-        return ""
-    canonical = canonical_repository(value)
-    if not canonical:
-        raise InvalidInput(field_name, "not a supported repository identity", reason="malformed")
-    return canonical
-
-
-def check_batch(batch: IngestBatch, known_source_ids: set[str]) -> None:
-    """Whole-batch checks that need the scope's existing sources; raises on the first."""
-    if len(batch.sources) + len(batch.entities) + len(batch.facts) > MAX_BATCH:
-        raise InvalidInput("facts", f"at most {MAX_BATCH} records per batch", reason="too_many")
-    own = {s.source_id for s in batch.sources}
-    for i, f in enumerate(batch.facts):
-        if f.source_id and f.source_id not in own and f.source_id not in known_source_ids:
-            raise InvalidInput(f"facts[{i}].source_id", "unknown source", reason="not_found")
-
-
-@dataclass
-class Counts:
-    created: int = 0
-    deduplicated: int = 0
-
-
-@dataclass
-class IngestResult:
-    sources: Counts = field(default_factory=Counts)
-    entities: Counts = field(default_factory=Counts)
-    facts: Counts = field(default_factory=Counts)
-    change_position: int = 0
 
 
 # --- read models ------------------------------------------------------------------------
@@ -605,273 +410,6 @@ def best_first(assertions: list[AssertionView]) -> list[AssertionView]:
             str(a.assertion_id),
         ),
     )
-
-
-# --- proposals --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Proposal:
-    principal_id: uuid.UUID
-    personal_scope_id: uuid.UUID
-    readable_scope_ids: tuple[uuid.UUID, ...]
-    subject: str
-    predicate: str
-    object: str
-    evidence_text: str
-    context: TaskContext
-    fact_key: str
-    # The shared project whose curators review it: the one its task is bound to, or none.
-    target_scope_id: uuid.UUID | None = None
-    # The task identity as the caller sent it, for the secret screen: normalizing casefolds
-    # the runtime, which would hide case-sensitive credential shapes (AKIA…, eyJ…).
-    context_as_sent: TaskContext | None = None
-
-    @property
-    def subject_norm(self) -> str:
-        return normalize(self.subject)
-
-    @property
-    def predicate_norm(self) -> str:
-        return normalize(self.predicate)
-
-    @property
-    def object_norm(self) -> str:
-        return normalize(self.object)
-
-    @property
-    def lookup_scope_ids(self) -> tuple[uuid.UUID, ...]:
-        """Readable scopes plus the personal scope, which is always readable."""
-        scopes = list(self.readable_scope_ids)
-        if self.personal_scope_id not in scopes:
-            scopes.append(self.personal_scope_id)
-        return tuple(scopes)
-
-
-def make_proposal(
-    *,
-    principal_id: str,
-    personal_scope_id: str,
-    readable_scope_ids: list[str],
-    subject: str,
-    predicate: str,
-    object_: str,
-    evidence_text: str,
-    context: TaskContext,
-    target_scope_id: str = "",
-    context_as_sent: TaskContext | None = None,
-) -> Proposal:
-    principal = parse_uuid("principal_id", principal_id)
-    personal = parse_uuid("personal_scope_id", personal_scope_id)
-    readable = parse_uuids("readable_scope_ids", readable_scope_ids)
-    assert principal is not None and personal is not None
-    target = parse_uuid("target_scope_id", target_scope_id, required=False)
-    if target is not None and (target == personal or target not in readable):
-        raise InvalidInput("target_scope_id", "not a readable shared scope", reason="out_of_scope")
-    subject = require_text("subject", subject, MAX_SUBJECT)
-    predicate = require_text("predicate", predicate, MAX_PREDICATE)
-    object_ = require_text("object", object_, MAX_OBJECT)
-    evidence_text = bound_text("evidence_text", evidence_text, MAX_EVIDENCE).strip()
-    return Proposal(
-        principal_id=principal,
-        personal_scope_id=personal,
-        readable_scope_ids=tuple(dict.fromkeys(readable)),
-        subject=subject,
-        predicate=predicate,
-        object=object_,
-        evidence_text=evidence_text,
-        context=context,
-        fact_key=fact_key(personal, subject, predicate, object_),
-        target_scope_id=target,
-        context_as_sent=context_as_sent,
-    )
-
-
-def refused_attempt_context(context: TaskContext, field_name: str) -> TaskContext:
-    """The task context a refused proposal's attempt keeps: all of it, except the context
-    field the refusal names (it carried the refused text, which is never stored)."""
-    name = field_name.removeprefix("context.")
-    if field_name.startswith("context.") and name in TaskContext.__dataclass_fields__:
-        return dataclasses.replace(context, **{name: ""})
-    return context
-
-
-@dataclass(frozen=True)
-class ProposalFindings:
-    """What the store found before deciding, all read under the proposal's locks."""
-
-    known_fact_key: str | None  # same normalized fact ACTIVE in a readable scope
-    conflicting_fact_keys: tuple[str, ...]  # ACTIVE, same subject+predicate, other object
-    pending_in_personal_scope: bool  # a current PROPOSED version of the key exists
-    created_in_task: int  # CREATED attempts of this task identity so far
-
-
-@dataclass(frozen=True)
-class ProposalDecision:
-    outcome: Outcome
-    reason: str = ""
-    fact_key: str = ""
-    conflicting_fact_keys: tuple[str, ...] = ()
-
-
-def decide_proposal(
-    proposal: Proposal, findings: ProposalFindings, ontology: Ontology
-) -> ProposalDecision:
-    """Known shared truth, then single-valued conflicts, then dedup, then limits."""
-    if findings.known_fact_key is not None:
-        return ProposalDecision(Outcome.SKIPPED, "already_known", findings.known_fact_key)
-    if ontology.is_single_valued(proposal.predicate) and findings.conflicting_fact_keys:
-        return ProposalDecision(
-            Outcome.CONFLICTED,
-            "single_valued_conflict",
-            proposal.fact_key,
-            findings.conflicting_fact_keys,
-        )
-    if findings.pending_in_personal_scope:
-        return ProposalDecision(Outcome.DEDUPLICATED, "already_proposed", proposal.fact_key)
-    if findings.created_in_task >= TASK_PROPOSAL_LIMIT:
-        return ProposalDecision(Outcome.REJECTED, "task_limit", proposal.fact_key)
-    return ProposalDecision(Outcome.CREATED, "", proposal.fact_key)
-
-
-@dataclass(frozen=True)
-class ProposalResult:
-    attempt_id: uuid.UUID
-    decision: ProposalDecision
-    fact: FactView | None
-
-
-class RetractionStatus(StrEnum):
-    RETRACTED = "retracted"
-    ALREADY_RETRACTED = "already_retracted"
-
-
-@dataclass(frozen=True)
-class AttemptView:
-    attempt_id: uuid.UUID
-    seq: int
-    outcome: Outcome
-    reason: str
-    fact_key: str
-    subject: str
-    predicate: str
-    object: str
-    fact_state: FactState | None
-    context: TaskContext
-    created_at: datetime
-    # A verified proposal: the key of the fact it became. A conflicted attempt: the
-    # active facts it contradicts (it created nothing).
-    superseded_by: str = ""
-    conflicting_fact_keys: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ProposalReport:
-    attempts: tuple[AttemptView, ...]
-    next_page_token: str
-    outcome_counts: dict[str, int]
-    state_counts: dict[str, int]
-    total_attempts: int
-
-
-# --- feedback and changes ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FeedbackIn:
-    principal_id: uuid.UUID
-    scope_id: uuid.UUID
-    pack_id: str
-    result_ref: str
-    signal: str
-    query: str
-    rank: int
-    signal_vector: dict[str, float]
-    fact_key: str
-    attribution: str = FEEDBACK_UNATTRIBUTED
-    pack_scope_id: uuid.UUID | None = None
-
-
-def make_feedback(
-    *,
-    principal_id: str,
-    personal_scope_id: str,
-    pack_id: str,
-    result_ref: str,
-    signal: str,
-    query: str,
-    rank: int,
-    signal_vector: dict[str, float],
-    fact_key: str,
-    attribution: str = FEEDBACK_UNATTRIBUTED,
-    pack_scope_id: str = "",
-) -> FeedbackIn:
-    """A client's claim about what it saw never becomes training data: the signal vector
-    is kept only for a RESULT row (the gateway copied it from the stored pack); any other
-    attribution stores none, whatever was sent."""
-    principal = parse_uuid("principal_id", principal_id)
-    scope = parse_uuid("personal_scope_id", personal_scope_id)
-    assert principal is not None and scope is not None
-    if signal not in FEEDBACK_SIGNALS:
-        raise InvalidInput("signal", "must be up or down", reason="out_of_range")
-    if rank < 0:
-        raise InvalidInput("rank", "must be >= 0", reason="out_of_range")
-    pack = require_text("pack_id", pack_id, MAX_ID)
-    result = require_text("result_ref", result_ref, MAX_ID)
-    pack_scope = None
-    if attribution == FEEDBACK_RESULT:
-        if result == pack or rank < 1:
-            raise InvalidInput(
-                "attribution", "a result row names one ranked result", reason="invalid"
-            )
-        pack_scope = parse_uuid("pack_scope_id", pack_scope_id)
-    elif attribution == FEEDBACK_PACK:
-        if result != pack:
-            raise InvalidInput(
-                "attribution", "a pack row names the pack as its result", reason="invalid"
-            )
-        pack_scope = parse_uuid("pack_scope_id", pack_scope_id, required=False)
-    elif attribution != FEEDBACK_UNATTRIBUTED:
-        raise InvalidInput("attribution", reason="out_of_range")
-    return FeedbackIn(
-        principal_id=principal,
-        scope_id=scope,
-        pack_id=pack,
-        result_ref=result,
-        signal=signal,
-        query=bound_text("query", query, MAX_QUERY),
-        rank=rank,
-        signal_vector=dict(signal_vector) if attribution == FEEDBACK_RESULT else {},
-        fact_key=bound_text("fact_key", fact_key, MAX_ID).strip(),
-        attribution=attribution,
-        pack_scope_id=pack_scope,
-    )
-
-
-@dataclass(frozen=True)
-class RankingFeedbackRow:
-    """One training row: the query's digest groups one question; its text, the fact and
-    the pack's scope let retrieval replay the question to judge a model."""
-
-    feedback_id: uuid.UUID
-    pack_id: str
-    query_digest: str
-    rank: int
-    signal: str
-    signal_vector: dict[str, float]
-    recorded_at: datetime
-    seq: int
-    query: str = ""
-    fact_key: str = ""
-    pack_scope_id: uuid.UUID | None = None
-
-
-@dataclass(frozen=True)
-class FeedbackView:
-    feedback_id: uuid.UUID
-    signal: str
-    created: bool
-    recorded_at: datetime
 
 
 class ChangeKind(StrEnum):

@@ -103,7 +103,7 @@ async def erase_principal_data(
             principal_id,
             scope,
         )
-        erased = Outbox()
+        erased = Outbox(actor_id=actor_id)
         for v in versions:
             erased.add(ChangeKind.FACT_ERASED, scope, ref=str(v))
         await erased.flush(conn)

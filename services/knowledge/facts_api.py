@@ -11,8 +11,11 @@ from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 
-from . import convert, domain
+from . import convert, domain, feedback, ingest, proposals
+from .feedback_store import FeedbackStore
+from .ingest_store import IngestStore
 from .policy import policy_for
+from .proposal_store import ProposalStore
 from .store import KnowledgeStore
 
 if TYPE_CHECKING:
@@ -34,6 +37,9 @@ class FactRpcs:
     """The RPCs over facts, proposals and feedback; one group of ``api.KnowledgeServicer``."""
 
     _store: KnowledgeStore
+    _ingest: IngestStore
+    _proposals: ProposalStore
+    _feedback: FeedbackStore
     _changes: ChannelWatch
 
     async def IngestKnowledge(
@@ -43,9 +49,9 @@ class FactRpcs:
         scope = domain.parse_uuid("scope_id", request.scope_id)
         assert principal is not None and scope is not None
         sources = tuple(
-            domain.validate_source(
+            ingest.validate_source(
                 i,
-                domain.SourceIn(
+                ingest.SourceIn(
                     source_id=s.source_id,
                     source_type=s.source_type,
                     title=s.title,
@@ -56,14 +62,14 @@ class FactRpcs:
             for i, s in enumerate(request.sources)
         )
         entities = tuple(
-            domain.validate_entity(i, e.name, list(e.aliases), e.kind)
+            ingest.validate_entity(i, e.name, list(e.aliases), e.kind)
             for i, e in enumerate(request.entities)
         )
         facts = tuple(
             convert.fact_input(i, scope, f, f"facts[{i}]") for i, f in enumerate(request.facts)
         )
-        batch = domain.IngestBatch(principal, scope, sources, entities, facts)
-        result = await self._store.ingest(batch)
+        batch = ingest.IngestBatch(principal, scope, sources, entities, facts)
+        result = await self._ingest.ingest(batch)
         return pb.IngestKnowledgeResponse(
             sources=pb.IngestCounts(
                 created=result.sources.created, deduplicated=result.sources.deduplicated
@@ -77,7 +83,7 @@ class FactRpcs:
             change_position=result.change_position,
             warnings=[
                 pb.IngestWarning(field=w.field, reason=w.reason, codepoint=w.codepoint)
-                for w in domain.ingest_warnings(batch)
+                for w in ingest.ingest_warnings(batch)
             ],
             fact_keys=[f.fact_key for f in facts],
         )
@@ -110,7 +116,7 @@ class FactRpcs:
         )
 
     async def ProposeFact(self, request: pb.ProposeFactRequest, context) -> pb.ProposeFactResponse:
-        proposal = domain.make_proposal(
+        proposal = proposals.make_proposal(
             principal_id=request.principal_id,
             personal_scope_id=request.personal_scope_id,
             readable_scope_ids=list(request.readable_scope_ids),
@@ -121,17 +127,18 @@ class FactRpcs:
             context=convert.task_context(request.context),
             target_scope_id=request.target_scope_id,
             context_as_sent=convert.task_context_as_sent(request.context),
+            location=domain.ProposalLocation.normalized(request.branch, request.code_path),
         )
         try:
             # Pattern matching over up to ~10 KiB of text: CPU work, kept off the loop.
             await asyncio.to_thread(policy_for(self._store.ontology).check, proposal)
         except InvalidInput as refusal:
             # Every call appends an attempt: a refused one without the refused text.
-            await self._store.record_refusal(
+            await self._proposals.record_refusal(
                 proposal, refusal.field, refusal.metadata.get("reason", "")
             )
             raise
-        result = await self._store.propose(proposal)
+        result = await self._proposals.propose(proposal)
         return pb.ProposeFactResponse(
             attempt_id=str(result.attempt_id),
             outcome=convert.OUTCOMES[result.decision.outcome],
@@ -143,11 +150,11 @@ class FactRpcs:
     async def RetractProposal(
         self, request: pb.RetractProposalRequest, context
     ) -> pb.RetractProposalResponse:
-        domain.parse_uuid("principal_id", request.principal_id)
+        principal = domain.parse_uuid("principal_id", request.principal_id)
         scope = domain.parse_uuid("personal_scope_id", request.personal_scope_id)
-        assert scope is not None
+        assert principal is not None and scope is not None
         key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
-        status, view = await self._store.retract(scope, key)
+        status, view = await self._proposals.retract(principal, scope, key)
         return pb.RetractProposalResponse(
             status=convert.RETRACTION[status], fact=convert.fact_to_proto(view)
         )
@@ -164,7 +171,7 @@ class FactRpcs:
             "page_size", request.page_size, domain.REPORT_PAGE_DEFAULT, domain.REPORT_PAGE_MAX
         )
         after = page_tokens.decode_position(request.page_token)
-        report = await self._store.proposal_report(principal, ctx, size, after)
+        report = await self._proposals.proposal_report(principal, ctx, size, after)
         return pb.GetProposalReportResponse(
             attempts=[
                 pb.ProposalAttempt(
@@ -206,7 +213,7 @@ class FactRpcs:
     async def RecordFeedback(
         self, request: pb.RecordFeedbackRequest, context
     ) -> pb.RecordFeedbackResponse:
-        feedback = domain.make_feedback(
+        recorded = feedback.make_feedback(
             principal_id=request.principal_id,
             personal_scope_id=request.personal_scope_id,
             pack_id=request.pack_id,
@@ -220,7 +227,7 @@ class FactRpcs:
             attribution=convert.FEEDBACK_ATTRIBUTIONS.get(request.attribution, "?"),
             pack_scope_id=request.pack_scope_id,
         )
-        stored = await self._store.record_feedback(feedback)
+        stored = await self._feedback.record_feedback(recorded)
         return pb.RecordFeedbackResponse(
             feedback_id=str(stored.feedback_id),
             signal=stored.signal,
@@ -242,7 +249,7 @@ class FactRpcs:
             raise InvalidInput("max_rows_per_principal", "must be >= 0", reason="out_of_range")
         before = page_tokens.decode_position(request.page_token) if request.page_token else None
         after = from_timestamp(request, "recorded_after")
-        rows = await self._store.list_ranking_feedback(
+        rows = await self._feedback.list_ranking_feedback(
             scope, after, before, size + 1, request.max_rows_per_principal or None
         )
         page, more = rows[:size], len(rows) > size

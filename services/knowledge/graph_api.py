@@ -18,6 +18,9 @@ from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 
 from . import convert, domain, graph
+from .community_store import CommunityStore
+from .correction_store import CorrectionStore
+from .feed_store import FeedStore
 from .graph_store import GraphStore
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,9 @@ def _start(request) -> tuple[str, object]:
 
 class GraphRpcs:
     _graph: GraphStore
+    _corrections: CorrectionStore
+    _feed: FeedStore
+    _communities: CommunityStore
     _stale_days: int
     _refresh_seconds: float
     _refresher: asyncio.Task[None] | None
@@ -74,8 +80,8 @@ class GraphRpcs:
         while True:
             await asyncio.sleep(self._refresh_seconds)
             try:
-                for scope in await self._graph.scopes_needing_communities():
-                    await self._graph.derive_communities(scope)
+                for scope in await self._communities.scopes_needing_communities():
+                    await self._communities.derive_communities(scope)
             except asyncio.CancelledError:
                 raise
             except Exception:  # the next tick retries; reads keep serving the last run
@@ -93,7 +99,7 @@ class GraphRpcs:
         replacement = convert.fact_input(0, scope, request.replacement)
         reason = domain.bound_text("reason", request.reason, domain.MAX_TEXT).strip()
         try:
-            old, new, position, created = await self._graph.correct_fact(
+            old, new, position, created = await self._corrections.correct_fact(
                 principal, scope, key, replacement, reason
             )
         except InvalidInput as exc:
@@ -162,7 +168,7 @@ class GraphRpcs:
         if request.scope_id:
             only = domain.parse_uuid("scope_id", request.scope_id)
             scopes = [s for s in scopes if s == only]
-        detail = await self._graph.get_source(
+        detail = await self._feed.get_source(
             scopes,
             source_id,
             from_timestamp(request, "known_as_of"),
@@ -273,7 +279,7 @@ class GraphRpcs:
             "page_size", request.page_size, graph.FEED_PAGE_DEFAULT, graph.FEED_PAGE_MAX
         )
         after = page_tokens.decode_position(request.page_token)
-        changes, last, more = await self._graph.list_scope_changes(
+        changes, last, more = await self._feed.list_scope_changes(
             scopes,
             after,
             size,
@@ -291,6 +297,7 @@ class GraphRpcs:
                     fact=convert.fact_to_proto(c.fact) if c.fact is not None else None,
                     source_id=c.source_id,
                     created_at=to_timestamp(c.created_at),
+                    actor_principal_id=str(c.actor_id) if c.actor_id else "",
                 )
                 for c in changes
             ],
@@ -303,7 +310,7 @@ class GraphRpcs:
     ) -> pb.DeriveCommunitiesResponse:
         scope = domain.parse_uuid("scope_id", request.scope_id)
         assert scope is not None
-        run, created, count = await self._graph.derive_communities(scope)
+        run, created, count = await self._communities.derive_communities(scope)
         return pb.DeriveCommunitiesResponse(
             run=convert.run_to_proto(run), created=created, community_count=count
         )
@@ -316,7 +323,7 @@ class GraphRpcs:
         size = domain.page_size(
             "page_size", request.page_size, graph.COMMUNITY_PAGE_DEFAULT, graph.COMMUNITY_PAGE_MAX
         )
-        found, empty_reason = await self._graph.search_communities(
+        found, empty_reason = await self._communities.search_communities(
             scopes,
             query,
             size,
@@ -337,7 +344,7 @@ class GraphRpcs:
             "page_size", request.page_size, graph.LINEAGE_PAGE_DEFAULT, graph.LINEAGE_PAGE_MAX
         )
         offset = page_tokens.decode_position(request.page_token)
-        community, facts, total, more = await self._graph.community_lineage(
+        community, facts, total, more = await self._communities.community_lineage(
             scopes,
             community_id,
             size,

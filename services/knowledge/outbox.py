@@ -1,5 +1,6 @@
-"""The write kernel every knowledge transaction shares: fact versions, key locks, the
-outbox (change log) and the proposal targets a new proposal is addressed to.
+"""The write kernel every knowledge transaction shares: fact versions, assertions and their
+evidence, key locks, the outbox (change log) and the proposal targets a new proposal is
+addressed to.
 
 Writes append their outbox rows last, under one advisory lock, so outbox positions become
 visible in commit order (a tailing indexer never skips a position that commits late).
@@ -8,14 +9,16 @@ visible in commit order (a tailing indexer never skips a position that commits l
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
 
 from . import curation
-from .domain import ChangeKind, FactIn, FactState, Proposal
+from .domain import ChangeKind, FactState
+from .ingest import FactIn
+from .proposals import Proposal
 
 # Any constant works; it only has to be the same for every writer of this schema.
 OUTBOX_LOCK = 0x6B6E6F776C656467  # "knowledg"
@@ -76,6 +79,48 @@ def curated_columns(fact: FactIn, scope_id: uuid.UUID | str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+async def insert_assertion(
+    conn: asyncpg.Connection,
+    *,
+    fact_key: str,
+    scope_id: uuid.UUID,
+    source_pk: uuid.UUID | None,
+    trust_tier: int,
+    authority: float,
+    status: str,
+    asserted_by: uuid.UUID,
+) -> uuid.UUID:
+    """Appends an assertion supporting ``fact_key`` and returns its id; ``source_pk`` None
+    for a proposal's or a curator's own assertion."""
+    assertion_id = uuid.uuid4()
+    await conn.execute(
+        """INSERT INTO assertions (assertion_id, fact_key, scope_id, source_pk, supports,
+               trust_tier, authority, status, asserted_by)
+           VALUES ($1, $2, $3, $4, true, $5, $6, $7, $8)""",
+        assertion_id,
+        fact_key,
+        scope_id,
+        source_pk,
+        trust_tier,
+        authority,
+        status,
+        asserted_by,
+    )
+    return assertion_id
+
+
+async def insert_evidence(
+    conn: asyncpg.Connection, assertion_id: uuid.UUID, items: Sequence[tuple[str, str]]
+) -> None:
+    """Appends evidence to an assertion: one row per ``(text, locator)``."""
+    if items:
+        await conn.executemany(
+            "INSERT INTO evidence (evidence_id, assertion_id, text, locator)"
+            " VALUES ($1, $2, $3, $4)",
+            [(uuid.uuid4(), assertion_id, text, locator) for text, locator in items],
+        )
+
+
 async def close_version(conn: asyncpg.Connection, version_id: uuid.UUID) -> None:
     """Ends a version's transaction time: a successor version becomes current."""
     await conn.execute("UPDATE facts SET superseded_at = now() WHERE version_id = $1", version_id)
@@ -103,8 +148,10 @@ async def change_position(conn: asyncpg.Connection) -> int:
 
 @dataclass
 class Outbox:
-    """Outbox rows of one transaction, written last by ``flush``."""
+    """Outbox rows of one transaction, written last by ``flush``; ``actor_id`` is the
+    principal whose action the transaction is (the change feed's "who")."""
 
+    actor_id: uuid.UUID | None = None
     rows: list[tuple[str, uuid.UUID | None, uuid.UUID, str]] = field(default_factory=list)
     _seen: set[tuple[str, object]] = field(default_factory=set)
 
@@ -127,8 +174,9 @@ class Outbox:
             return
         await lock_outbox(conn)
         await conn.executemany(
-            "INSERT INTO outbox (kind, version_id, scope_id, ref) VALUES ($1, $2, $3, $4)",
-            self.rows,
+            "INSERT INTO outbox (kind, version_id, scope_id, ref, actor_id)"
+            " VALUES ($1, $2, $3, $4, $5)",
+            [(*row, self.actor_id) for row in self.rows],
         )
 
 

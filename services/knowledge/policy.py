@@ -5,8 +5,8 @@ on the ontology's allowlist (an unknown one is refused with up to three did-you-
 candidates), no field may carry a credential (``secrets``) and no field may hide
 characters (``vera.text``: bidi controls, zero-width and TAG characters, line separators,
 and control characters outside evidence line breaks and tabs). Length bounds, per-task
-limits and single-valued conflicts are enforced by ``domain.make_proposal`` and
-``domain.decide_proposal``. A refusal here raises ``invalid_input`` naming the field; the
+limits and single-valued conflicts are enforced by ``proposals.make_proposal`` and
+``proposals.decide_proposal``. A refusal here raises ``invalid_input`` naming the field; the
 caller records it as a ``rejected`` attempt without any of the refused text, so a refused
 secret never reaches the database.
 
@@ -24,7 +24,9 @@ from vera import secret_screen
 from vera.errors import InvalidInput
 from vera.text import codepoint, first_hidden
 
-from .domain import EVIDENCE_LAYOUT, Ontology, Proposal, load_ontology, normalize
+from .domain import Ontology, load_ontology, normalize
+from .ingest import EVIDENCE_LAYOUT
+from .proposals import Proposal
 
 MAX_CANDIDATES = 3
 # difflib ratio below which a predicate is not offered as a did-you-mean candidate.
@@ -65,6 +67,8 @@ class ProposalPolicy:
                 ("context.task_ref", sent.task_ref),
                 ("context.runtime", sent.runtime),
                 ("context.repository_ref", proposal.context.repository_ref),
+                ("branch", proposal.location.branch),
+                ("code_path", proposal.location.code_path),
             )
         )
         _refuse_hidden(

@@ -11,7 +11,6 @@ from vera.rpc.server import HostedService, ServiceBinding, create_server
 from .api import KnowledgeServicer
 from .domain import load_ontology
 from .graph import ExtractiveSummarizer
-from .graph_store import GraphStore
 from .store import KnowledgeStore
 
 SERVICE_NAME = "vera.knowledge.v1.KnowledgeService"
@@ -31,8 +30,8 @@ async def create(settings: Settings, address: str) -> HostedService:
         # scopes whose change log moved; an LLM summarizer would replace the extractive one.
         servicer = KnowledgeServicer(
             store,
-            GraphStore(store, ExtractiveSummarizer(),
-                       max_counted_rows=settings.knowledge.max_counted_rows),
+            summarizer=ExtractiveSummarizer(),
+            max_counted_rows=settings.knowledge.max_counted_rows,
             changes=changes,
             stale_source_days=stale_days,
             refresh_seconds=settings.knowledge.community_refresh_seconds,

@@ -1,20 +1,24 @@
 """The ports the retrieval domain depends on; adapters implement them.
 
-embedding.MiniLMEmbedder -> Embedder, vector_qdrant.QdrantVectorIndex -> VectorIndex,
-lexical.PgLexicalIndex -> LexicalIndex, knowledge_source.KnowledgeFactSource -> FactSource,
-leadership.PgWriterLease -> WriterLease.
+vectors.embedding.MiniLMEmbedder -> Embedder; vectors.edge.EdgeVectorIndex and
+vectors.qdrant.QdrantVectorIndex -> VectorIndex; lexical.index.PgLexicalIndex -> LexicalIndex
+and FeatureSource; pipeline.rerank's rerankers -> Reranker; sources.knowledge.KnowledgeFactSource
+-> FactSource; indexing.leadership.PgWriterLease -> WriterLease.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from vera.services.retrieval.model import Candidate, ChangePage, Fact, IndexQuery
-
-if TYPE_CHECKING:
-    from vera.services.retrieval.pipeline import CandidateFeatures
+from vera.services.retrieval.domain import (
+    Candidate,
+    CandidateFeatures,
+    ChangePage,
+    Fact,
+    IndexQuery,
+)
 
 
 class Embedder(Protocol):
@@ -49,7 +53,7 @@ class VectorIndex(Protocol):
 
 class LexicalIndex(Protocol):
     async def search(self, text: str, query: IndexQuery, limit: int) -> list[Candidate]:
-        """Full-text hits within the same filters; the score is the raw text rank (> 0)."""
+        """Full-text hits within the same filters; the score is the raw full-text score (> 0)."""
         ...
 
     async def has_documents(self, query: IndexQuery, *, with_attributes: bool) -> bool:

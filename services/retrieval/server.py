@@ -16,25 +16,25 @@ from vera.db.pool import open_service_database, service_dsn
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import HostedService, ServiceBinding, create_server
-from vera.services.retrieval.api import RetrievalApi
-from vera.services.retrieval.contract import assembler_version, embedding_version
-from vera.services.retrieval.embedding import DIMENSIONS, load_embedder
-from vera.services.retrieval.feedback_source import KnowledgeFeedbackSource
-from vera.services.retrieval.indexer import ChangeIndexer
-from vera.services.retrieval.knowledge_source import KnowledgeFactSource
-from vera.services.retrieval.leadership import PgWriterLease
-from vera.services.retrieval.learned_rank import ActiveModels, FitPolicy
-from vera.services.retrieval.lexical import PgLexicalIndex
-from vera.services.retrieval.memory import FactMemory
-from vera.services.retrieval.memory_snapshot import MemorySnapshot
-from vera.services.retrieval.pipeline import Retriever
+from vera.services.retrieval.indexing.indexer import ChangeIndexer
+from vera.services.retrieval.indexing.leadership import PgWriterLease
+from vera.services.retrieval.lexical.index import PgLexicalIndex
+from vera.services.retrieval.memory.facts import FactMemory
+from vera.services.retrieval.pipeline.contract import assembler_version, embedding_version
+from vera.services.retrieval.pipeline.rerank import load_reranker
+from vera.services.retrieval.pipeline.retriever import Retriever
 from vera.services.retrieval.ports import Embedder, Reranker, VectorIndex
-from vera.services.retrieval.rank_store import RankStore
-from vera.services.retrieval.ranking import Ranking, RankingOptions
-from vera.services.retrieval.rerank import load_reranker
-from vera.services.retrieval.shared_snapshot import SharedSnapshot
-from vera.services.retrieval.vector_edge import EdgeVectorIndex
-from vera.services.retrieval.vector_payload import MEMORY_LOCATION
+from vera.services.retrieval.rank.feedback_source import KnowledgeFeedbackSource
+from vera.services.retrieval.rank.learned import ActiveModels, FitPolicy
+from vera.services.retrieval.rank.lifecycle import Ranking, RankingOptions
+from vera.services.retrieval.rank.store import RankStore
+from vera.services.retrieval.serving.api import RetrievalApi
+from vera.services.retrieval.snapshots.local import MemorySnapshot
+from vera.services.retrieval.snapshots.shared import SharedSnapshot
+from vera.services.retrieval.sources.knowledge import KnowledgeFactSource
+from vera.services.retrieval.vectors.edge import EdgeVectorIndex
+from vera.services.retrieval.vectors.embedding import DIMENSIONS, load_embedder
+from vera.services.retrieval.vectors.payload import MEMORY_LOCATION
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -252,7 +252,7 @@ async def open_vector_index(settings: Settings, dimensions: int) -> VectorIndex:
     rs = settings.retrieval
     if rs.qdrant_url:
         # Imported here: qdrant-client is ~0.7 s of a start the embedded default does not need.
-        from vera.services.retrieval.vector_qdrant import QdrantVectorIndex, open_client
+        from vera.services.retrieval.vectors.qdrant import QdrantVectorIndex, open_client
 
         return await QdrantVectorIndex.open(
             lambda: open_client(rs.qdrant_url, settings.data_dir, rs.qdrant_api_key),

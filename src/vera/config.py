@@ -209,7 +209,7 @@ class RpcSettings(BaseModel):
 
 
 class RankSettings(BaseModel):
-    """The learned ranking stage (services/retrieval/learned_rank.py): what a fit needs
+    """The learned ranking stage (services/retrieval/rank/learned.py): what a fit needs
     before its model may serve, and the background fit."""
 
     # A fit on fewer rows, or fewer packs with both an up and a down, is not activated.
@@ -231,7 +231,7 @@ class RankSettings(BaseModel):
     auto_fit_new_feedback: int = Field(0, ge=0)
     auto_fit_check_seconds: float = Field(60.0, gt=0)
     # A fit replays at most this many (newest) distinct queries of its feedback through
-    # the serving path to judge its model (learned_rank's activation rule).
+    # the serving path to judge its model (rank/learned.py's activation rule).
     replay_queries: int = Field(500, ge=2)
     # The serving check: every guard_check_seconds (0: never) each serving model is
     # replayed against the hand-set order on the newest guard_max_queries queries that
@@ -275,7 +275,7 @@ class RetrievalSettings(BaseModel):
     # memory's thread while it pickles (queries wait) for about 0.3 s per 100k facts.
     memory_snapshot_seconds: float = Field(600.0, ge=0)
     # Whether the index writer also copies each snapshot it writes into PostgreSQL
-    # (services/retrieval/shared_snapshot.py), so a replica that starts with an empty data
+    # (services/retrieval/snapshots/shared.py), so a replica that starts with an empty data
     # directory (a new pod) copies it instead of refilling from every document. Costs a
     # write of the whole file (1.1 KB a fact; about twice that in WAL) at each snapshot.
     # Needs snapshot_signing_key, held by the retrieval replicas alone: a copy's body is a
@@ -284,7 +284,7 @@ class RetrievalSettings(BaseModel):
     snapshot_signing_key: SecretStr | None = Field(None, min_length=32)
     candidate_pool: int = Field(50, ge=1)
     # A local cross-encoder directory (transformers format) for the rerank stage; None: late
-    # interaction over MiniLM's static token vectors (services/retrieval/rerank.py). Only
+    # interaction over MiniLM's static token vectors (services/retrieval/pipeline/rerank.py). Only
     # the top rerank_limit fused candidates are re-scored.
     reranker_path: Path | None = None
     rerank_limit: int = Field(20, ge=1)

@@ -103,7 +103,9 @@ async def _propose(world: World, subject: str = "payments-api") -> str:
         target_scope_id=world.project_id,
         subject=subject, predicate="depends_on", object="ledger",
         evidence_text="seen in handler.py",
-        context=kpb.TaskContext(runtime="claude-code", task_ref="t-1")))
+        context=kpb.TaskContext(runtime="claude-code", task_ref="t-1",
+                                repository_ref="https://github.com/acme/payments.git"),
+        branch="feature/ledger", code_path="services/payments/handler.py"))
     return reply.fact.fact_key
 
 
@@ -115,6 +117,11 @@ async def test_curator_lists_verifies_and_rejects(world: World) -> None:
     body = listed.json()
     assert body["total"] == 2 and [p["fact_key"] for p in body["proposals"]] == [first]
     assert body["proposals"][0]["proposer_principal_id"] == world.member.principal_id
+    listed_first = body["proposals"][0]
+    assert (listed_first["context"]["runtime"], listed_first["context"]["repository_ref"],
+            listed_first["branch"], listed_first["code_path"]) == (
+        "claude-code", "github.com/acme/payments", "feature/ledger",
+        "services/payments/handler.py")
     nxt = await world.api.get(
         f"/curation/projects/{world.project_id}/proposals",
         params={"page_token": body["next_page_token"]}, headers=world.curator.auth)
@@ -138,6 +145,37 @@ async def test_curator_lists_verifies_and_rejects(world: World) -> None:
     assert again.status_code == 400
     assert again.json()["error"]["code"] == "invalid_input"
     assert again.json()["error"]["field"] == "fact_key"
+
+
+async def test_the_change_listing_names_who_changed_what(world: World) -> None:
+    key = await _propose(world)
+    await world.knowledge.IngestKnowledge(kpb.IngestKnowledgeRequest(
+        principal_id=world.owner.principal_id, scope_id=world.project_id,
+        facts=[kpb.FactInput(subject="payments-api", predicate="uses", object="kafka")]))
+    verified = await world.api.post(f"/curation/projects/payments/proposals/{key}/verify",
+                                    json={}, headers=world.curator.auth)
+    assert verified.status_code == 200
+    listed = await world.api.get("/curation/projects/payments/changes",
+                                 params={"page_size": 1}, headers=world.curator.auth)
+    assert listed.status_code == 200, listed.text
+    body = listed.json()
+    [newest] = body["changes"]
+    assert (newest["change"], newest["fact"]["object"]) == ("published", "ledger")
+    assert newest["actor"] == {"principal_id": world.curator.principal_id,
+                               "display_name": "curator"}
+    older = await world.api.get("/curation/projects/payments/changes",
+                                params={"page_token": body["next_page_token"]},
+                                headers=world.curator.auth)
+    assert [(c["fact"]["object"], c["actor"]["display_name"])
+            for c in older.json()["changes"]] == [("kafka", "owner")]
+    assert older.json()["next_page_token"] is None
+    # Only the project's curators read it.
+    refused = await world.api.get("/curation/projects/payments/changes",
+                                  headers=world.member.auth)
+    assert refused.status_code == 403
+    outside = await world.api.get("/curation/projects/payments/changes",
+                                  headers=world.outsider.auth)
+    assert outside.status_code == 404
 
 
 async def test_owner_retracts_a_source(world: World) -> None:

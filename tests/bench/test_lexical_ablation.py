@@ -2,7 +2,7 @@
 
 On a two-scope corpus, qdrant-edge's sparse vectors (client-side BM25 term weights over each
 scope's average length, IDF by Qdrant over the query's scopes) must score every fact of a
-scope exactly as memory.py's BM25 does, own field and neighbour field alike; IDF over the
+scope exactly as memory/facts.py's BM25 does, own field and neighbour field alike; IDF over the
 whole shard must not (the other scope's documents change it). That is the ablation's
 finding in miniature: the formulation is equal, only the statistics' population differs.
 """
@@ -20,9 +20,9 @@ if str(ROOT) not in sys.path:  # bench/ is a top-level folder, not part of the p
     sys.path.insert(0, str(ROOT))
 
 from bench import lexical_ablation  # noqa: E402
-from vera.services.retrieval.lexical import CONTEXT_WEIGHT  # noqa: E402
-from vera.services.retrieval.memory import FactMemory  # noqa: E402
-from vera.services.retrieval.model import Citation, Fact, IndexQuery  # noqa: E402
+from vera.services.retrieval.domain import Citation, Fact, IndexQuery  # noqa: E402
+from vera.services.retrieval.lexical.index import CONTEXT_WEIGHT  # noqa: E402
+from vera.services.retrieval.memory.facts import FactMemory  # noqa: E402
 
 _SCOPES = {
     "proj-a": [

@@ -27,7 +27,7 @@ from bench.metrics import (  # noqa: E402
     reciprocal_rank,
     score_question,
 )
-from vera.services.retrieval.text import STOPWORDS  # noqa: E402
+from vera.services.retrieval.memory.text import STOPWORDS  # noqa: E402
 
 KNOWN = frozenset({"D1:1", "D1:2", "D4:4", "D4:6", "D9:1", "D9:17", "D8:6", "D30:5"})
 

@@ -23,6 +23,7 @@ from selenium.webdriver.support import expected_conditions as ready
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from vera.api.console.sessions import COOKIE
+from vera.services.identity.domain import LOCAL_DISPLAY_NAME
 from vera.stack.launcher import LaunchedStack, launch
 from vera.stack.run_files import read_stack_file
 
@@ -82,7 +83,9 @@ async def _propose(stack: LaunchedStack, obj: str) -> str:
     async with Client(stack.mcp_url) as client:
         result = await client.call_tool("knowledge_propose", {
             "subject": "billing-api", "predicate": "owned_by", "object": obj,
-            "task_ref": "task-console", "project": "billing"})
+            "task_ref": "task-console", "project": "billing", "runtime": "codex",
+            "repository_ref": "git@github.com:acme/billing.git", "branch": "fix/owners",
+            "code_path": "services/billing/owners.py"})
     assert not result.is_error, result.content
     return result.structured_content["fact"]["fact_key"]
 
@@ -117,6 +120,11 @@ async def test_curator_works_the_queue_in_a_browser(
     article = f"article.proposal[data-fact-key='{verified_key}']"
     wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, article)))
     _checked(driver, "queue")
+    # The proposer's task context, as the agent sent it (the repository canonical).
+    shown = {cell.get_attribute("data-context"): cell.text for cell in driver.find_elements(
+        By.CSS_SELECTOR, f"{article} [data-context]")}
+    assert shown == {"runtime": "codex", "repository": "github.com/acme/billing",
+                     "branch": "fix/owners", "path": "services/billing/owners.py"}
 
     # Verify at tier 0 with the mouse.
     proposal = driver.find_element(By.CSS_SELECTOR, article)
@@ -165,6 +173,11 @@ async def test_curator_works_the_queue_in_a_browser(
     driver.find_element(By.LINK_TEXT, "Changes").click()
     wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "tr[data-change]")))
     _checked(driver, "changes")
+    # Who changed what: the curator's verify, retraction and the ingest, each by name.
+    actors = {(row.get_attribute("data-change"),
+               row.find_element(By.CSS_SELECTOR, "[data-actor]").text)
+              for row in driver.find_elements(By.CSS_SELECTOR, "tr[data-change]")}
+    assert {("published", LOCAL_DISPLAY_NAME), ("retracted", LOCAL_DISPLAY_NAME)} <= actors
 
     # A cross-site page, opened in the signed-in browser, cannot decide anything.
     queue_url = driver.current_url

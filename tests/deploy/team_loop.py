@@ -16,16 +16,10 @@ from dataclasses import dataclass
 import httpx
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from team import PROJECT, bearer, ingested_fact_cited, shared_project
 
 OBJECT = "the blue cluster in eu-west"
-PROJECT = "payments"
 ALL_SCOPES = ["memory:read", "memory:propose", "memory:feedback", "memory:snapshot"]
-# What the curator ingests; the developer's agent is grounded in it.
-SEED = [
-    {"type": "source", "id": "runbook-1", "source_type": "runbook", "title": "Deploy runbook"},
-    {"type": "fact", "subject": "payments-api", "predicate": "uses_database",
-     "object": "PostgreSQL 16", "source": "runbook-1", "evidence": "The ledger is PG 16."},
-]
 
 
 @dataclass(frozen=True)
@@ -57,10 +51,6 @@ def mcp_client(front: Front, token: str) -> Client:
     return Client(streamable_http_client(front.mcp_url + "/mcp", http_client=http))
 
 
-def bearer(key: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {key}"}
-
-
 def field(output: str, name: str) -> str:
     """One ``name: value`` line of a command's output (``vera admin create-user``)."""
     fields = dict(line.split(":", 1) for line in output.splitlines() if ":" in line)
@@ -81,7 +71,7 @@ async def team_loop(front: Front, admin_key: str, *, connections: int = 1) -> Lo
                                headers=bearer(dev_key))
         assert token.status_code == 200, token.text
         access_token = token.json()["access_token"]
-        project = await shared_project(front, api, curator, dev, PROJECT)
+        project = await shared_project(api, curator, dev, PROJECT)
 
         async with mcp_client(front, access_token) as client:
             boot = await client.call_tool("knowledge_bootstrap", {})
@@ -115,44 +105,6 @@ async def user(api: httpx.AsyncClient, admin_key: str, name: str) -> dict:
                           headers=bearer(admin_key))
     assert made.status_code == 201, made.text
     return made.json()
-
-
-async def shared_project(front: Front, api: httpx.AsyncClient, owner: dict, member: dict,
-                         slug: str) -> dict:
-    """A project ``owner`` curates and ``member`` reads and proposes into, made as a team
-    makes it over REST: a workspace, the project created by attaching its slug, the member
-    invited and accepting; then the owner ingests the team's knowledge into it."""
-    workspace = (await api.post("/identity/workspaces", headers=bearer(owner["api_key"]),
-                                json={"slug": f"{slug}-team"})).json()["workspace_id"]
-    attached = await api.post(f"/identity/workspaces/{workspace}/projects",
-                              headers=bearer(owner["api_key"]), json={"project": slug})
-    assert attached.status_code == 201, attached.text
-    invited = await api.put(f"/identity/workspaces/{workspace}/members/{member['principal_id']}",
-                            headers=bearer(owner["api_key"]), json={})
-    assert invited.status_code == 202, invited.text
-    accepted = await api.post(f"/identity/invitations/{invited.json()['invitation_id']}/accept",
-                              headers=bearer(member["api_key"]), json={})
-    assert accepted.status_code == 200, accepted.text
-    loaded = await api.post(f"/curation/projects/{slug}/ingest",
-                            headers=bearer(owner["api_key"]), json={"records": SEED})
-    assert loaded.status_code == 200, loaded.text
-    return {"project_id": attached.json()["project_id"], "slug": slug,
-            "seed_fact_key": loaded.json()["fact_keys"][0]}
-
-
-async def ingested_fact_cited(client: Client, fact_key: str, timeout: float = 60.0) -> None:
-    """``knowledge_get_context`` cites the curator's ingested fact once it is indexed."""
-    give_up = time.monotonic() + timeout
-    while True:
-        context = await client.call_tool("knowledge_get_context", {
-            "query": "which database does payments-api use", "project": PROJECT})
-        assert not context.is_error, context.content
-        found = [r for r in context.structured_content["results"] if r["fact_key"] == fact_key]
-        if found:
-            assert found[0]["citations"][0]["source_id"] == "runbook-1"
-            return
-        assert time.monotonic() < give_up, context.structured_content
-        await asyncio.sleep(0.5)
 
 
 async def verified_fact_served(client: Client, wanted: str, timeout: float = 60.0) -> dict:

@@ -17,7 +17,7 @@ import pytest
 from pydantic import SecretStr
 
 from vera.config import Settings
-from vera.services.retrieval.vector_qdrant import open_client
+from vera.services.retrieval.vectors.qdrant import open_client
 from vera.services.snapshot import server as snapshot_server
 
 

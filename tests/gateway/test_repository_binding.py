@@ -11,9 +11,9 @@ from google.protobuf import json_format
 from mcp import Client
 
 from vera.repository_identity import canonicalize, relative_code_path
-from vera.services.retrieval.convert import filters_from_proto
-from vera.services.retrieval.model import Fact
-from vera.services.retrieval.pipeline import binding_boost
+from vera.services.retrieval.domain import Fact
+from vera.services.retrieval.pipeline.retriever import binding_boost
+from vera.services.retrieval.serving.convert import filters_from_proto
 
 CANONICAL = "github.com/acme/payments"
 RAW_REMOTES = [

@@ -19,13 +19,13 @@ from vera import cli
 from vera.db.pool import create_pool
 from vera.errors import InvalidInput
 from vera.retrieval.v1 import retrieval_pb2
-from vera.services.retrieval.learned_rank import (
+from vera.services.retrieval.rank.learned import (
     FEATURES,
     FitOutcome,
     FitReport,
     LinearRanker,
 )
-from vera.services.retrieval.rank_store import RankStore
+from vera.services.retrieval.rank.store import RankStore
 
 # Small thresholds, so a handful of packs can activate a model; a fast poll, so a model
 # activated elsewhere serves within the test; no background fit.

@@ -13,7 +13,7 @@ import pytest
 
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.services.knowledge.domain import Total, fact_key, load_ontology, normalize
-from vera.services.knowledge.graph import ConflictFilter, ExtractiveSummarizer
+from vera.services.knowledge.graph import ConflictFilter
 from vera.services.knowledge.graph_store import GraphStore
 from vera.services.knowledge.store import KnowledgeStore
 
@@ -227,7 +227,7 @@ async def counted(pg_dsn: str, hub) -> AsyncIterator[tuple[GraphStore, list[int]
     try:
         counting = _CountingPool(pool)
         store = KnowledgeStore(counting, load_ontology(), stale_source_days=180)  # type: ignore[arg-type]
-        yield GraphStore(store, ExtractiveSummarizer(), max_counted_rows=COUNTED), counting.counter
+        yield GraphStore(store, max_counted_rows=COUNTED), counting.counter
     finally:
         await pool.close()
 
@@ -256,7 +256,7 @@ async def test_a_total_under_the_limit_is_exact(pg_dsn, hub) -> None:
     )
     try:
         store = KnowledgeStore(pool, load_ontology(), stale_source_days=180)
-        model = GraphStore(store, ExtractiveSummarizer(), max_counted_rows=HUB_FACTS + 3)
+        model = GraphStore(store, max_counted_rows=HUB_FACTS + 3)
         _, _, total = await model.get_entity(
             [uuid.UUID(PROJECT)], HUB, None, None, None, 10, ConflictFilter.INCLUDE
         )

@@ -34,7 +34,8 @@ async def db(pg_dsn: str, stub) -> AsyncIterator[asyncpg.Connection]:
 
 
 async def propose(stub, subject="payments-api", predicate="depends_on", object_="ledger",
-                  *, readable=(PROJECT,), evidence="seen in handler.py", task_ref="t-1"):
+                  *, readable=(PROJECT,), evidence="seen in handler.py", task_ref="t-1",
+                  branch="", code_path=""):
     return await stub.ProposeFact(
         pb.ProposeFactRequest(
             principal_id=AGENT,
@@ -47,6 +48,8 @@ async def propose(stub, subject="payments-api", predicate="depends_on", object_=
             object=object_,
             evidence_text=evidence,
             context=pb.TaskContext(runtime="claude-code", task_ref=task_ref),
+            branch=branch,
+            code_path=code_path,
         )
     )
 
@@ -90,6 +93,54 @@ async def test_pending_proposals_are_listed_per_addressed_project_and_paged(stub
     with pytest.raises(InvalidInput) as err:
         await pending(stub, page_size=101)
     assert err.value.field == "page_size"
+
+
+async def test_reviewers_see_where_the_proposer_was_working(stub, db) -> None:
+    await propose(stub, "a", branch="feature/ledger", code_path="./services\\ledger//api.py")
+    await propose(stub, "b", branch="main", code_path="/home/alice/src/ledger/api.py")
+    first, second = (await pending(stub)).proposals
+    assert (first.branch, first.code_path) == ("feature/ledger", "services/ledger/api.py")
+    # A local path names the proposer's machine: it is not stored, the branch is.
+    assert (second.branch, second.code_path) == ("main", "")
+    assert await db.fetchval("SELECT count(*) FROM proposal_attempts"
+                             " WHERE code_path LIKE '%alice%'") == 0
+    # Not part of the task identity: the same fact from another branch deduplicates.
+    again = await propose(stub, "a", branch="other")
+    assert again.outcome == pb.PROPOSAL_OUTCOME_DEDUPLICATED
+    for kwargs, field in (({"branch": "b" * 513}, "branch"),
+                          ({"code_path": "p/" * 513}, "code_path"),
+                          ({"branch": f"fix-{AWS}"}, "branch")):
+        with pytest.raises(InvalidInput) as err:
+            await propose(stub, "c", **kwargs)
+        assert err.value.field == field
+    # The refused attempt keeps no trace of the refused branch.
+    assert await db.fetchval(
+        "SELECT count(*) FROM proposal_attempts WHERE branch LIKE '%AKIA%'") == 0
+
+
+async def test_conflicted_attempts_carry_the_proposers_branch_and_path(stub) -> None:
+    await ingest(stub, [("payments-api", "uses_database", "PostgreSQL 14", "adr-7")])
+    refused = await propose(stub, "payments-api", "uses_database", "PostgreSQL 16",
+                            branch="db-upgrade", code_path="deploy/db.yaml")
+    assert refused.outcome == pb.PROPOSAL_OUTCOME_CONFLICTED
+    [attempt] = (await stub.ListConflictedAttempts(
+        pb.ListConflictedAttemptsRequest(scope_id=PROJECT))).attempts
+    assert (attempt.branch, attempt.code_path) == ("db-upgrade", "deploy/db.yaml")
+
+
+async def test_each_change_names_the_principal_whose_action_wrote_it(stub) -> None:
+    key = (await propose(stub)).fact.fact_key
+    await ingest(stub, [("payments-api", "owned_by", "team-a", "adr-7")])
+    await stub.VerifyProposal(pb.VerifyProposalRequest(
+        curator_principal_id=CURATOR, scope_id=PROJECT, fact_key=key))
+    feed = await stub.ListScopeChanges(pb.ListScopeChangesRequest(
+        scope_ids=[PROJECT, PERSONAL], page_size=50))
+    by_change = [(c.change, c.scope_id, c.actor_principal_id) for c in feed.changes]
+    assert ("proposed", PERSONAL, AGENT) in by_change
+    assert ("source_updated", PROJECT, CURATOR) in by_change
+    published = [actor for change, scope, actor in by_change
+                 if change == "published" and scope == PROJECT]
+    assert published and set(published) == {CURATOR}
 
 
 async def test_a_proposal_is_addressed_only_to_its_target(stub) -> None:

@@ -9,13 +9,9 @@ import pytest
 
 from vera import page_tokens
 from vera.errors import InvalidInput
-from vera.services.knowledge import domain
-from vera.services.knowledge.domain import (
-    FactState,
-    Outcome,
-    ProposalFindings,
-    TaskContext,
-)
+from vera.services.knowledge import domain, ingest, proposals
+from vera.services.knowledge.domain import FactState, Outcome, TaskContext
+from vera.services.knowledge.proposals import ProposalFindings
 
 SCOPE = uuid.UUID("11111111-1111-4111-8111-111111111111")
 OTHER = uuid.UUID("22222222-2222-4222-8222-222222222222")
@@ -97,7 +93,7 @@ def _fact(**overrides):
         document_type="",
     )
     args.update(overrides)
-    return domain.validate_fact(3, SCOPE, **args)
+    return ingest.validate_fact(3, SCOPE, **args)
 
 
 def test_validate_fact_defaults_and_field_names() -> None:
@@ -126,15 +122,15 @@ def test_validate_fact_defaults_and_field_names() -> None:
 
 def test_check_batch_requires_known_sources() -> None:
     fact = _fact(source_id="adr-1")
-    batch = domain.IngestBatch(uuid.uuid4(), SCOPE, (), (), (fact,))
+    batch = ingest.IngestBatch(uuid.uuid4(), SCOPE, (), (), (fact,))
     with pytest.raises(InvalidInput) as err:
-        domain.check_batch(batch, set())
+        ingest.check_batch(batch, set())
     assert err.value.field == "facts[0].source_id"
-    domain.check_batch(batch, {"adr-1"})
+    ingest.check_batch(batch, {"adr-1"})
 
 
-def _proposal(predicate: str = "owned_by") -> domain.Proposal:
-    return domain.make_proposal(
+def _proposal(predicate: str = "owned_by") -> proposals.Proposal:
+    return proposals.make_proposal(
         principal_id=str(uuid.uuid4()),
         personal_scope_id=str(SCOPE),
         readable_scope_ids=[str(OTHER)],
@@ -166,28 +162,28 @@ def test_decide_proposal_order() -> None:
         pending_in_personal_scope=True,
         created_in_task=99,
     )
-    assert domain.decide_proposal(p, everything, ontology).outcome is Outcome.SKIPPED
-    conflicted = domain.decide_proposal(
+    assert proposals.decide_proposal(p, everything, ontology).outcome is Outcome.SKIPPED
+    conflicted = proposals.decide_proposal(
         p, _findings(conflicting_fact_keys=("fk_c",), pending_in_personal_scope=True), ontology
     )
     assert (conflicted.outcome, conflicted.reason) == (Outcome.CONFLICTED, "single_valued_conflict")
     assert conflicted.conflicting_fact_keys == ("fk_c",)
-    multi = domain.decide_proposal(
+    multi = proposals.decide_proposal(
         _proposal("depends_on"), _findings(conflicting_fact_keys=("fk_c",)), ontology
     )
     assert multi.outcome is Outcome.CREATED
     dedup = _findings(pending_in_personal_scope=True, created_in_task=99)
-    assert domain.decide_proposal(p, dedup, ontology).outcome is Outcome.DEDUPLICATED
-    limited = domain.decide_proposal(p, _findings(created_in_task=50), ontology)
+    assert proposals.decide_proposal(p, dedup, ontology).outcome is Outcome.DEDUPLICATED
+    limited = proposals.decide_proposal(p, _findings(created_in_task=50), ontology)
     assert (limited.outcome, limited.reason) == (Outcome.REJECTED, "task_limit")
-    assert domain.decide_proposal(p, _findings(created_in_task=49), ontology).outcome is (
+    assert proposals.decide_proposal(p, _findings(created_in_task=49), ontology).outcome is (
         Outcome.CREATED
     )
 
 
 def test_make_proposal_validates() -> None:
     with pytest.raises(InvalidInput) as err:
-        domain.make_proposal(
+        proposals.make_proposal(
             principal_id="nope",
             personal_scope_id=str(SCOPE),
             readable_scope_ids=[],
@@ -199,7 +195,7 @@ def test_make_proposal_validates() -> None:
         )
     assert err.value.field == "principal_id"
     with pytest.raises(InvalidInput) as err:
-        domain.make_proposal(
+        proposals.make_proposal(
             principal_id=str(uuid.uuid4()),
             personal_scope_id=str(SCOPE),
             readable_scope_ids=[],

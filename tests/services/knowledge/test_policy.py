@@ -8,8 +8,9 @@ import pytest
 
 from vera.errors import InvalidInput
 from vera.gateway.errors import from_vera_error
-from vera.services.knowledge.domain import TaskContext, load_ontology, make_proposal
+from vera.services.knowledge.domain import TaskContext, load_ontology
 from vera.services.knowledge.policy import load_policy, policy_from_ontology
+from vera.services.knowledge.proposals import make_proposal
 
 
 def proposal(predicate: str = "depends_on", **kw):

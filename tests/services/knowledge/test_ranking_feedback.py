@@ -17,7 +17,7 @@ from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as pb_grpc
 from vera.rpc.client import open_channel
-from vera.services.retrieval.feedback_source import KnowledgeFeedbackSource
+from vera.services.retrieval.rank.feedback_source import KnowledgeFeedbackSource
 
 ALICE, ALICE_HOME = str(uuid.uuid4()), str(uuid.uuid4())
 BOB, BOB_HOME = str(uuid.uuid4()), str(uuid.uuid4())

@@ -8,8 +8,9 @@ import uuid
 import pytest
 
 from vera.errors import InvalidInput
-from vera.services.knowledge.domain import TaskContext, make_proposal
+from vera.services.knowledge.domain import TaskContext
 from vera.services.knowledge.policy import load_policy
+from vera.services.knowledge.proposals import make_proposal
 
 GITHUB_TOKEN = "ghp_" + "0123456789abcdefghijklmnopqrstuvwxyz"
 

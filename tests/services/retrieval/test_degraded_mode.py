@@ -12,8 +12,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from vera.services.retrieval.model import Candidate, Fact, Filters, IndexQuery, RetrievalMode
-from vera.services.retrieval.pipeline import CandidateFeatures, Retriever
+from vera.services.retrieval.domain import (
+    Candidate,
+    CandidateFeatures,
+    Fact,
+    Filters,
+    IndexQuery,
+    RetrievalMode,
+)
+from vera.services.retrieval.pipeline.retriever import Retriever
 
 SCOPE = "scope-a"
 QUERY = "which team owns payments canary-query-7f3a"

@@ -31,17 +31,17 @@ from vera.db.migrate import migrate
 from vera.db.pool import create_pool
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
-from vera.services.retrieval import indexer as indexer_module
-from vera.services.retrieval import leadership
-from vera.services.retrieval import lexical as lexical_module
 from vera.services.retrieval import server as retrieval_server
-from vera.services.retrieval.indexer import ChangeIndexer
-from vera.services.retrieval.leadership import WRITER_LOCK_KEY, PgWriterLease
-from vera.services.retrieval.lexical import PgLexicalIndex
-from vera.services.retrieval.memory import FactMemory
-from vera.services.retrieval.model import Change, ChangeKind, IndexQuery
+from vera.services.retrieval.domain import Change, ChangeKind, IndexQuery
+from vera.services.retrieval.indexing import indexer as indexer_module
+from vera.services.retrieval.indexing import leadership
+from vera.services.retrieval.indexing.indexer import ChangeIndexer
+from vera.services.retrieval.indexing.leadership import WRITER_LOCK_KEY, PgWriterLease
+from vera.services.retrieval.lexical import index as lexical_module
+from vera.services.retrieval.lexical.index import PgLexicalIndex
+from vera.services.retrieval.memory.facts import FactMemory
 from vera.services.retrieval.ports import WriterFenced
-from vera.services.retrieval.vector_edge import EdgeVectorIndex
+from vera.services.retrieval.vectors.edge import EdgeVectorIndex
 
 EMBEDDING = "minilm-test"
 RETRY_SECONDS = 0.2
@@ -512,7 +512,7 @@ async def test_the_start_up_load_reads_one_snapshot_while_a_writer_moves_rows(
     cursor = await writer.lexical.cursor()
     monkeypatch.setattr(lexical_module, "LOAD_BATCH", 2)
     loader = await make(lease=False)
-    original = loader.lexical._run
+    original = loader.lexical.worker.run
     calls = 0
 
     async def run(fn, *args):
@@ -524,7 +524,7 @@ async def test_the_start_up_load_reads_one_snapshot_while_a_writer_moves_rows(
             )
         return await original(fn, *args)
 
-    monkeypatch.setattr(loader.lexical, "_run", run)
+    monkeypatch.setattr(loader.lexical.worker, "run", run)
     assert await loader.lexical.load() == cursor
     for obj in objects:
         assert await loader.finds(obj), obj

@@ -25,8 +25,12 @@ from vera.db.pool import open_service_database
 from vera.errors import InvalidInput, UnsupportedVersion
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
-from vera.services.retrieval import contract, learned_rank, server
-from vera.services.retrieval.learned_rank import (
+from vera.services.retrieval import server
+from vera.services.retrieval.domain import Filters, Result, RetrievalMode
+from vera.services.retrieval.pipeline import contract
+from vera.services.retrieval.pipeline.retriever import Retriever
+from vera.services.retrieval.rank import learned as learned_rank
+from vera.services.retrieval.rank.learned import (
     FEATURES,
     ActiveModels,
     FeedbackRow,
@@ -39,10 +43,8 @@ from vera.services.retrieval.learned_rank import (
     Replay,
     ServedModel,
 )
-from vera.services.retrieval.model import Filters, Result, RetrievalMode
-from vera.services.retrieval.pipeline import Retriever
-from vera.services.retrieval.rank_store import RankStore
-from vera.services.retrieval.ranking import Ranking, RankingOptions
+from vera.services.retrieval.rank.lifecycle import Ranking, RankingOptions
+from vera.services.retrieval.rank.store import RankStore
 
 POLICY = FitPolicy(min_rows=20, min_packs=5, min_gain=0.01)
 PROJECT = "00000000-0000-4000-8000-0000000000cc"
@@ -368,7 +370,7 @@ async def test_the_stage_only_reorders_what_the_pipeline_found():
     # dropped, a and b keep their hand-set order.
     assert keys(outcome) == ["c", "a", "b"]
     assert sorted(keys(outcome)) == sorted(keys(hand))
-    assert [r.rank for r in outcome.results] == [1, 2, 3]
+    assert [r.position for r in outcome.results] == [1, 2, 3]
     assert [r.signals["hand_rank"] for r in outcome.results] == [3.0, 1.0, 2.0]
     assert all(r.score == r.signals["learned"] for r in outcome.results)
     # Only facts of the asked scope were re-read, as without the model.

@@ -24,12 +24,12 @@ from vera.config import ConfigError, load_settings
 from vera.db.migrate import migrate
 from vera.db.pool import create_pool
 from vera.services.retrieval import server as retrieval_server
-from vera.services.retrieval import shared_snapshot
-from vera.services.retrieval.lexical import PgLexicalIndex
-from vera.services.retrieval.memory import FactMemory
-from vera.services.retrieval.memory_snapshot import MemorySnapshot, SnapshotKey
-from vera.services.retrieval.model import Citation, Fact, FactState, IndexQuery
-from vera.services.retrieval.shared_snapshot import SharedSnapshot
+from vera.services.retrieval.domain import Citation, Fact, FactState, IndexQuery
+from vera.services.retrieval.lexical.index import PgLexicalIndex
+from vera.services.retrieval.memory.facts import FactMemory
+from vera.services.retrieval.snapshots import shared as shared_snapshot
+from vera.services.retrieval.snapshots.local import MemorySnapshot, SnapshotKey
+from vera.services.retrieval.snapshots.shared import SharedSnapshot
 
 T = datetime(2025, 1, 1, tzinfo=UTC)
 EMBEDDING = "test-embedding-1"

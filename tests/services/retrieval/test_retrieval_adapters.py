@@ -11,11 +11,11 @@ import pytest
 
 from vera.db.migrate import migrate
 from vera.db.pool import create_pool
-from vera.services.retrieval.lexical import PgLexicalIndex
-from vera.services.retrieval.memory import FactMemory
-from vera.services.retrieval.model import Citation, Fact, FactState, IndexQuery
-from vera.services.retrieval.vector_edge import EdgeVectorIndex
-from vera.services.retrieval.vector_qdrant import QdrantVectorIndex, open_client, point_id
+from vera.services.retrieval.domain import Citation, Fact, FactState, IndexQuery
+from vera.services.retrieval.lexical.index import PgLexicalIndex
+from vera.services.retrieval.memory.facts import FactMemory
+from vera.services.retrieval.vectors.edge import EdgeVectorIndex
+from vera.services.retrieval.vectors.qdrant import QdrantVectorIndex, open_client, point_id
 
 T = datetime(2025, 1, 1, tzinfo=UTC)
 NOW = T + timedelta(days=200)

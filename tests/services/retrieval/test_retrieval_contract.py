@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 
 from vera.config import RetrievalSettings
-from vera.services.retrieval import contract, lexical, memory, pipeline, rerank
-from vera.services.retrieval.pipeline import Stages
+from vera.services.retrieval.lexical import index as lexical
+from vera.services.retrieval.memory import facts as memory
+from vera.services.retrieval.pipeline import contract, rerank
+from vera.services.retrieval.pipeline import retriever as pipeline
+from vera.services.retrieval.pipeline.retriever import Stages
 from vera.services.snapshot.domain import MAX_ASSEMBLER_VERSION
 
 BASE = RetrievalSettings()

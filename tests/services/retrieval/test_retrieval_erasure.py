@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from test_retrieval_adapters import FACTS, lexical, query, unit, vectors  # noqa: F401
 
-from vera.services.retrieval.lexical import PgLexicalIndex
-from vera.services.retrieval.vector_qdrant import QdrantVectorIndex
+from vera.services.retrieval.lexical.index import PgLexicalIndex
+from vera.services.retrieval.vectors.qdrant import QdrantVectorIndex
 
 
 async def test_vector_delete(vectors: QdrantVectorIndex):  # noqa: F811

@@ -10,8 +10,12 @@ from datetime import UTC, datetime
 import pytest
 
 from vera.errors import Unavailable
-from vera.services.retrieval.indexer import LONG_POLL_SECONDS, ChangeIndexer, embedding_text
-from vera.services.retrieval.model import Change, ChangeKind, ChangePage, Fact
+from vera.services.retrieval.domain import Change, ChangeKind, ChangePage, Fact
+from vera.services.retrieval.indexing.indexer import (
+    LONG_POLL_SECONDS,
+    ChangeIndexer,
+    embedding_text,
+)
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vera.services.retrieval import memory as memory_module
-from vera.services.retrieval import text
-from vera.services.retrieval.memory import FactMemory, _best_slots, order_key
-from vera.services.retrieval.memory_snapshot import MemorySnapshot, SnapshotKey
-from vera.services.retrieval.model import Citation, Fact, FactState, IndexQuery
+from vera.services.retrieval.domain import Citation, Fact, FactState, IndexQuery
+from vera.services.retrieval.memory import columns, text
+from vera.services.retrieval.memory.columns import best_slots
+from vera.services.retrieval.memory.facts import FactMemory, order_key
+from vera.services.retrieval.snapshots.local import MemorySnapshot, SnapshotKey
 
 T = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -156,7 +156,7 @@ def test_a_current_read_sees_valid_time_boundaries_and_writes_after_the_last_rea
 def test_a_source_delivered_in_any_order_has_the_neighbours_of_its_locator_order():
     """Each insert relinks only the facts near it; the result must be the neighbours (and
     context lengths) of the whole source laid out in locator order."""
-    from vera.services.retrieval.memory import CONTEXT_WINDOW
+    from vera.services.retrieval.memory.facts import CONTEXT_WINDOW
 
     rng = random.Random(5)
     facts = [turn(n, "Ann", " ".join(["word"] * (1 + n % 4))) for n in range(1, 121)]
@@ -177,7 +177,7 @@ def test_a_source_delivered_in_any_order_has_the_neighbours_of_its_locator_order
 def test_summing_by_slot_is_the_same_whether_it_sorts_or_counts():
     import numpy as np
 
-    from vera.services.retrieval.memory import _sum_by_slot
+    from vera.services.retrieval.memory.columns import sum_by_slot
 
     rng = np.random.default_rng(7)
     slots = rng.integers(0, 100, size=40)
@@ -185,7 +185,7 @@ def test_summing_by_slot_is_the_same_whether_it_sorts_or_counts():
     expected = np.bincount(slots, weights=weights)
     present = np.flatnonzero(expected)
     for n in (1000, 100):  # 40 slots among 1000 sort; among 100 they are counted
-        distinct, summed = _sum_by_slot(slots, weights, n)
+        distinct, summed = sum_by_slot(slots, weights, n)
         assert distinct.tolist() == present.tolist()
         assert summed.tolist() == expected[present].tolist()
 
@@ -340,14 +340,14 @@ def test_a_memory_restored_from_its_snapshot_goes_on_as_if_it_never_stopped(
     assert _recorded_outputs(FactMemory(4), restart=restart) == json.loads(GOLDEN.read_text())
 
 
-@pytest.mark.parametrize("per_fact", [memory_module.TERM_WEIGHTS_BYTES_PER_FACT, 8])
+@pytest.mark.parametrize("per_fact", [columns.TERM_WEIGHTS_BYTES_PER_FACT, 8])
 def test_kept_term_weights_score_as_weights_made_afresh(
     monkeypatch: pytest.MonkeyPatch, per_fact: int
 ) -> None:
     """A current read reuses a term's weights until the scope's next write: the same
     candidates and scores, bit for bit, as a memory that makes every weight afresh, with
     writes between the reads and under a budget that keeps dropping kept weights."""
-    monkeypatch.setattr(memory_module, "TERM_WEIGHTS_BYTES_PER_FACT", per_fact)
+    monkeypatch.setattr(columns, "TERM_WEIGHTS_BYTES_PER_FACT", per_fact)
     facts, vectors = _recorded_corpus()
     rng = random.Random(13)
     weights = [1.0 / (i + 1) for i in range(len(_WORDS))]
@@ -376,6 +376,6 @@ def test_kept_term_weights_score_as_weights_made_afresh(
 def test_the_cut_keeps_the_best_and_takes_ties_in_slot_order() -> None:
     score = np.array([0.0, 3.0, 1.0, 2.0, 1.0, 1.0, 5.0, 1.0])
     slots = np.flatnonzero(score > 0)
-    assert _best_slots(score, slots, 4).tolist() == [1, 3, 6, 2]
-    assert _best_slots(score, slots, 5).tolist() == [1, 3, 6, 2, 4]
-    assert _best_slots(score, slots, 3).tolist() == [1, 6, 3]
+    assert best_slots(score, slots, 4).tolist() == [1, 3, 6, 2]
+    assert best_slots(score, slots, 5).tolist() == [1, 3, 6, 2, 4]
+    assert best_slots(score, slots, 3).tolist() == [1, 6, 3]

@@ -10,8 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from vera.errors import InvalidInput
-from vera.services.retrieval import pipeline
-from vera.services.retrieval.model import (
+from vera.services.retrieval.domain import (
     Candidate,
     Citation,
     ConflictHandling,
@@ -20,7 +19,13 @@ from vera.services.retrieval.model import (
     Filters,
     IndexQuery,
 )
-from vera.services.retrieval.pipeline import Retriever, binding_boost, estimate_tokens, fuse
+from vera.services.retrieval.pipeline import retriever as pipeline
+from vera.services.retrieval.pipeline.retriever import (
+    Retriever,
+    binding_boost,
+    estimate_tokens,
+    fuse,
+)
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 SCOPE = "scope-a"
@@ -149,7 +154,7 @@ async def test_search_ranks_by_fused_score_with_signals_and_refs():
     outcome = await h.retriever.search([SCOPE], "question", 10, Filters())
     assert keys(outcome) == ["b", "a", "c"]
     top = outcome.results[0]
-    assert top.rank == 1 and top.result_ref == "b-v1"
+    assert top.position == 1 and top.result_ref == "b-v1"
     assert set(top.signals) == {
         "dense",
         "lexical",
@@ -165,7 +170,7 @@ async def test_search_ranks_by_fused_score_with_signals_and_refs():
     }
     assert top.score == pytest.approx(top.signals["final"])
     assert [r.signals["hand_rank"] for r in outcome.results] == [1.0, 2.0, 3.0]
-    assert [r.rank for r in outcome.results] == [1, 2, 3]
+    assert [r.position for r in outcome.results] == [1, 2, 3]
     assert outcome.empty_reason == "" and outcome.omitted == []
 
 

@@ -4,6 +4,7 @@ the local cross-encoder adapter and the late-interaction default."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -13,15 +14,15 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from vera.services.retrieval.model import Candidate, Fact, Filters
-from vera.services.retrieval.pipeline import Retriever, Stages, rerank_text
-from vera.services.retrieval.rerank import (
+from vera.services.retrieval.domain import Candidate, Fact, Filters
+from vera.services.retrieval.pipeline.rerank import (
     PATH_VARIABLE,
     CrossEncoderReranker,
     LateInteractionReranker,
     RerankerUnavailable,
     maxsim,
 )
+from vera.services.retrieval.pipeline.retriever import Retriever, Stages, rerank_text
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 SCOPE = "scope-a"
@@ -102,7 +103,7 @@ async def test_rerank_reorders_only_the_short_list_and_keeps_the_tail_in_order()
     assert all(r.score == r.signals["rerank"] * r.signals["boost"] for r in head)
     assert all("fused" in r.signals for r in head)
     assert all("rerank" not in r.signals for r in tail)
-    assert [r.rank for r in outcome.results] == list(range(1, 9))
+    assert [r.position for r in outcome.results] == list(range(1, 9))
 
 
 async def test_rerank_stage_can_be_turned_off():
@@ -218,8 +219,17 @@ async def test_a_bad_cross_encoder_path_fails_at_start_naming_the_setting(tmp_pa
     await asyncio.sleep(0)
 
 
+async def test_a_cross_encoder_without_pytorch_fails_at_start(tmp_path, monkeypatch):
+    """Serving installs no PyTorch (the [torch] extra): a configured cross-encoder is
+    refused at start, as a reranker that cannot load, not as a missing server library."""
+    (tmp_path / "model").mkdir()
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(RerankerUnavailable):
+        await CrossEncoderReranker.load(tmp_path / "model")
+
+
 async def test_static_token_vectors_are_unit_rows_per_wordpiece():
-    from vera.services.retrieval.rerank import StaticTokenVectors
+    from vera.services.retrieval.pipeline.rerank import StaticTokenVectors
 
     vectors = StaticTokenVectors.load_sync()
     query, same, other = await vectors.token_embeddings(
@@ -232,7 +242,7 @@ async def test_static_token_vectors_are_unit_rows_per_wordpiece():
 
 
 async def test_without_a_cross_encoder_the_default_stage_is_static_late_interaction():
-    from vera.services.retrieval.rerank import (
+    from vera.services.retrieval.pipeline.rerank import (
         STATIC_LATE_INTERACTION_WEIGHT,
         StaticTokenVectors,
         load_reranker,

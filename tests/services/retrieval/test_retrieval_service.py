@@ -20,9 +20,9 @@ from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import RunningServer, ServiceBinding, create_server
 from vera.rpc.timestamps import to_timestamp
-from vera.services.retrieval.contract import assembler_version
-from vera.services.retrieval.embedding import MiniLMEmbedder
+from vera.services.retrieval.pipeline.contract import assembler_version
 from vera.services.retrieval.server import create
+from vera.services.retrieval.vectors.embedding import MiniLMEmbedder
 
 SCOPE_A = str(uuid.uuid4())
 SCOPE_B = str(uuid.uuid4())

@@ -15,8 +15,8 @@ import pytest
 
 from vera.config import Settings
 from vera.services.retrieval import server
-from vera.services.retrieval.lexical import PgLexicalIndex
-from vera.services.retrieval.rerank import RerankerUnavailable
+from vera.services.retrieval.lexical.index import PgLexicalIndex
+from vera.services.retrieval.pipeline.rerank import RerankerUnavailable
 
 STEP_WAIT_SECONDS = 10.0
 

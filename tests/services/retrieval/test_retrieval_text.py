@@ -10,7 +10,7 @@ import threading
 import pytest
 import snowballstemmer
 
-from vera.services.retrieval import text
+from vera.services.retrieval.memory import text
 
 
 class _CountingStemmer:

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import qdrant_edge as edge
 
-from vera.services.retrieval import vector_edge
-from vera.services.retrieval.model import Fact, IndexQuery
-from vera.services.retrieval.vector_edge import EdgeVectorIndex
+from vera.services.retrieval.domain import Fact, IndexQuery
+from vera.services.retrieval.vectors import edge as vector_edge
+from vera.services.retrieval.vectors.edge import EdgeVectorIndex
 
 DIMENSIONS = 384
 POINTS = 7168  # above qdrant-edge's indexing threshold (~6.6k float32 points of 384)

@@ -321,20 +321,22 @@ class ConflictGroup(_message.Message):
     def __init__(self, scope_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., facts: _Optional[_Iterable[_Union[Fact, _Mapping]]] = ...) -> None: ...
 
 class ScopeChange(_message.Message):
-    __slots__ = ("position", "change", "scope_id", "fact", "source_id", "created_at")
+    __slots__ = ("position", "change", "scope_id", "fact", "source_id", "created_at", "actor_principal_id")
     POSITION_FIELD_NUMBER: _ClassVar[int]
     CHANGE_FIELD_NUMBER: _ClassVar[int]
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     FACT_FIELD_NUMBER: _ClassVar[int]
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     position: int
     change: str
     scope_id: str
     fact: Fact
     source_id: str
     created_at: _timestamp_pb2.Timestamp
-    def __init__(self, position: _Optional[int] = ..., change: _Optional[str] = ..., scope_id: _Optional[str] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ..., source_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    actor_principal_id: str
+    def __init__(self, position: _Optional[int] = ..., change: _Optional[str] = ..., scope_id: _Optional[str] = ..., fact: _Optional[_Union[Fact, _Mapping]] = ..., source_id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor_principal_id: _Optional[str] = ...) -> None: ...
 
 class DerivationRun(_message.Message):
     __slots__ = ("run_id", "scope_id", "change_position", "algorithm", "seed", "summarizer", "fact_count", "entity_count", "created_at")
@@ -381,7 +383,7 @@ class Community(_message.Message):
     def __init__(self, community_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., label: _Optional[str] = ..., summary: _Optional[str] = ..., entities: _Optional[_Iterable[str]] = ..., authoritative: _Optional[bool] = ..., run: _Optional[_Union[DerivationRun, _Mapping]] = ..., fact_count: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
 
 class PendingProposal(_message.Message):
-    __slots__ = ("fact_key", "version_id", "proposer_principal_id", "subject", "predicate", "object", "evidence", "context", "proposed_at", "conflicting_fact_keys", "known_fact_key")
+    __slots__ = ("fact_key", "version_id", "proposer_principal_id", "subject", "predicate", "object", "evidence", "context", "proposed_at", "conflicting_fact_keys", "known_fact_key", "branch", "code_path")
     FACT_KEY_FIELD_NUMBER: _ClassVar[int]
     VERSION_ID_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
@@ -393,6 +395,8 @@ class PendingProposal(_message.Message):
     PROPOSED_AT_FIELD_NUMBER: _ClassVar[int]
     CONFLICTING_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
     KNOWN_FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    BRANCH_FIELD_NUMBER: _ClassVar[int]
+    CODE_PATH_FIELD_NUMBER: _ClassVar[int]
     fact_key: str
     version_id: str
     proposer_principal_id: str
@@ -404,10 +408,12 @@ class PendingProposal(_message.Message):
     proposed_at: _timestamp_pb2.Timestamp
     conflicting_fact_keys: _containers.RepeatedScalarFieldContainer[str]
     known_fact_key: str
-    def __init__(self, fact_key: _Optional[str] = ..., version_id: _Optional[str] = ..., proposer_principal_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., evidence: _Optional[_Iterable[str]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., proposed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conflicting_fact_keys: _Optional[_Iterable[str]] = ..., known_fact_key: _Optional[str] = ...) -> None: ...
+    branch: str
+    code_path: str
+    def __init__(self, fact_key: _Optional[str] = ..., version_id: _Optional[str] = ..., proposer_principal_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., evidence: _Optional[_Iterable[str]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., proposed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conflicting_fact_keys: _Optional[_Iterable[str]] = ..., known_fact_key: _Optional[str] = ..., branch: _Optional[str] = ..., code_path: _Optional[str] = ...) -> None: ...
 
 class ConflictedAttempt(_message.Message):
-    __slots__ = ("attempt_id", "proposer_principal_id", "subject", "predicate", "object", "contradicted_fact_keys", "context", "attempted_at")
+    __slots__ = ("attempt_id", "proposer_principal_id", "subject", "predicate", "object", "contradicted_fact_keys", "context", "attempted_at", "branch", "code_path")
     ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
@@ -416,6 +422,8 @@ class ConflictedAttempt(_message.Message):
     CONTRADICTED_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTED_AT_FIELD_NUMBER: _ClassVar[int]
+    BRANCH_FIELD_NUMBER: _ClassVar[int]
+    CODE_PATH_FIELD_NUMBER: _ClassVar[int]
     attempt_id: str
     proposer_principal_id: str
     subject: str
@@ -424,4 +432,6 @@ class ConflictedAttempt(_message.Message):
     contradicted_fact_keys: _containers.RepeatedScalarFieldContainer[str]
     context: TaskContext
     attempted_at: _timestamp_pb2.Timestamp
-    def __init__(self, attempt_id: _Optional[str] = ..., proposer_principal_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., contradicted_fact_keys: _Optional[_Iterable[str]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., attempted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    branch: str
+    code_path: str
+    def __init__(self, attempt_id: _Optional[str] = ..., proposer_principal_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., contradicted_fact_keys: _Optional[_Iterable[str]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., attempted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., branch: _Optional[str] = ..., code_path: _Optional[str] = ...) -> None: ...

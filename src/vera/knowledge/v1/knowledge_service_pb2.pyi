@@ -230,7 +230,7 @@ class ExplainFactResponse(_message.Message):
     def __init__(self, fact: _Optional[_Union[_knowledge_resources_pb2.Fact, _Mapping]] = ..., assertions: _Optional[_Iterable[_Union[_knowledge_resources_pb2.Assertion, _Mapping]]] = ...) -> None: ...
 
 class ProposeFactRequest(_message.Message):
-    __slots__ = ("principal_id", "personal_scope_id", "readable_scope_ids", "subject", "predicate", "object", "evidence_text", "context", "target_scope_id")
+    __slots__ = ("principal_id", "personal_scope_id", "readable_scope_ids", "subject", "predicate", "object", "evidence_text", "context", "target_scope_id", "branch", "code_path")
     PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     PERSONAL_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     READABLE_SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -240,6 +240,8 @@ class ProposeFactRequest(_message.Message):
     EVIDENCE_TEXT_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     TARGET_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    BRANCH_FIELD_NUMBER: _ClassVar[int]
+    CODE_PATH_FIELD_NUMBER: _ClassVar[int]
     principal_id: str
     personal_scope_id: str
     readable_scope_ids: _containers.RepeatedScalarFieldContainer[str]
@@ -249,7 +251,9 @@ class ProposeFactRequest(_message.Message):
     evidence_text: str
     context: _knowledge_resources_pb2.TaskContext
     target_scope_id: str
-    def __init__(self, principal_id: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., readable_scope_ids: _Optional[_Iterable[str]] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., evidence_text: _Optional[str] = ..., context: _Optional[_Union[_knowledge_resources_pb2.TaskContext, _Mapping]] = ..., target_scope_id: _Optional[str] = ...) -> None: ...
+    branch: str
+    code_path: str
+    def __init__(self, principal_id: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., readable_scope_ids: _Optional[_Iterable[str]] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., evidence_text: _Optional[str] = ..., context: _Optional[_Union[_knowledge_resources_pb2.TaskContext, _Mapping]] = ..., target_scope_id: _Optional[str] = ..., branch: _Optional[str] = ..., code_path: _Optional[str] = ...) -> None: ...
 
 class ProposeFactResponse(_message.Message):
     __slots__ = ("attempt_id", "outcome", "fact", "reason", "conflicting_fact_keys")

@@ -1,0 +1,249 @@
+"""The asyncpg adapter of ingest: a curated batch of sources, entities and facts,
+written in one transaction through the write kernel (``outbox``).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+
+from . import ingest
+from .domain import ChangeKind, FactState
+from .graph import alias_keys
+from .ingest import Counts, IngestBatch, IngestResult
+from .outbox import (
+    Outbox,
+    change_position,
+    close_version,
+    curated_columns,
+    insert_assertion,
+    insert_evidence,
+    insert_version,
+    lock_keys,
+)
+from .store import KnowledgeStore
+
+# A source line that leaves a field empty keeps its stored value, so a refresh line needs
+# only the id and the new observed_at (docs/knowledge-model.md, "Refreshing a source").
+_KEPT = "coalesce(nullif(EXCLUDED.{column}, ''), sources.{column})"
+
+
+class IngestStore:
+    """Loads curated batches; shares the fact reads' pool."""
+
+    def __init__(self, facts: KnowledgeStore) -> None:
+        self._pool = facts.pool
+        self._facts = facts
+
+    async def ingest(self, batch: IngestBatch) -> IngestResult:
+        result = IngestResult()
+        outbox = Outbox(actor_id=batch.principal_id)
+        scope = batch.scope_id
+        async with self._pool.acquire() as conn:
+            async with conn.transaction():
+                await lock_keys(conn, [f.fact_key for f in batch.facts])
+                referenced = sorted(batch.referenced_source_ids())
+                known = (
+                    {
+                        r["source_id"]: r["source_pk"]
+                        for r in await conn.fetch(
+                            """SELECT source_id, source_pk FROM sources
+                           WHERE scope_id = $1 AND source_id = ANY($2::text[])""",
+                            scope,
+                            referenced,
+                        )
+                    }
+                    if referenced
+                    else {}
+                )
+                ingest.check_batch(batch, set(known))
+                source_pks = dict(known)
+                await self._ingest_sources(conn, batch, source_pks, result.sources, outbox)
+                await self._ingest_entities(conn, batch, result.entities)
+                await self._ingest_facts(conn, batch, source_pks, result.facts, outbox)
+                await outbox.flush(conn)
+            result.change_position = await change_position(conn)
+        return result
+
+    async def _ingest_sources(
+        self,
+        conn: asyncpg.Connection,
+        batch: IngestBatch,
+        source_pks: dict[str, uuid.UUID],
+        counts: Counts,
+        outbox: Outbox,
+    ) -> None:
+        seen: set[str] = set()
+        for s in batch.sources:
+            if s.source_id in seen:
+                counts.deduplicated += 1
+                continue
+            seen.add(s.source_id)
+            row = await conn.fetchrow(
+                f"""INSERT INTO sources
+                       (source_pk, scope_id, source_id, source_type, title, uri, observed_at)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7)
+                   ON CONFLICT (scope_id, source_id) DO UPDATE SET
+                       source_type = {_KEPT.format(column="source_type")},
+                       title = {_KEPT.format(column="title")},
+                       uri = {_KEPT.format(column="uri")},
+                       observed_at = coalesce(EXCLUDED.observed_at, sources.observed_at),
+                       updated_at = now()
+                   WHERE (sources.source_type, sources.title, sources.uri, sources.observed_at)
+                       IS DISTINCT FROM ({_KEPT.format(column="source_type")},
+                           {_KEPT.format(column="title")}, {_KEPT.format(column="uri")},
+                           coalesce(EXCLUDED.observed_at, sources.observed_at))
+                   RETURNING source_pk, (xmax = 0) AS inserted""",
+                uuid.uuid4(),
+                batch.scope_id,
+                s.source_id,
+                s.source_type,
+                s.title,
+                s.uri,
+                s.observed_at,
+            )
+            if row is None:  # identical to what is stored: nothing written
+                source_pks[s.source_id] = await conn.fetchval(
+                    "SELECT source_pk FROM sources WHERE scope_id = $1 AND source_id = $2",
+                    batch.scope_id,
+                    s.source_id,
+                )
+                counts.deduplicated += 1
+                continue
+            source_pks[s.source_id] = row["source_pk"]
+            # Every observed change of a source is a new artifact version.
+            await conn.execute(
+                """INSERT INTO source_versions
+                       (source_pk, version, source_type, title, uri, observed_at)
+                   SELECT s.source_pk,
+                          coalesce((SELECT max(version) FROM source_versions v
+                                    WHERE v.source_pk = s.source_pk), 0) + 1,
+                          s.source_type, s.title, s.uri, s.observed_at
+                   FROM sources s WHERE s.source_pk = $1""",
+                row["source_pk"],
+            )
+            if row["inserted"]:
+                counts.created += 1
+            else:
+                counts.deduplicated += 1
+            outbox.add(ChangeKind.SOURCE_UPSERTED, batch.scope_id, ref=s.source_id)
+
+    async def _ingest_entities(
+        self, conn: asyncpg.Connection, batch: IngestBatch, counts: Counts
+    ) -> None:
+        for e in batch.entities:
+            row = await conn.fetchrow(
+                """INSERT INTO entities (entity_id, scope_id, name, name_key, aliases, kind)
+                   VALUES ($1, $2, $3, $4, $5::text[], $6)
+                   ON CONFLICT (scope_id, name_key) DO UPDATE SET
+                       aliases = ARRAY(
+                           SELECT a FROM unnest(entities.aliases || EXCLUDED.aliases)
+                               WITH ORDINALITY AS t(a, n)
+                           GROUP BY a ORDER BY min(n)),
+                       kind = CASE WHEN entities.kind = '' THEN EXCLUDED.kind
+                                   ELSE entities.kind END
+                   WHERE NOT (EXCLUDED.aliases <@ entities.aliases)
+                      OR (entities.kind = '' AND EXCLUDED.kind <> '')
+                   RETURNING entity_id, aliases, (xmax = 0) AS inserted""",
+                uuid.uuid4(),
+                batch.scope_id,
+                e.name,
+                e.name_key,
+                list(e.aliases),
+                e.kind,
+            )
+            if row is not None:
+                await conn.execute(
+                    "UPDATE entities SET alias_keys = $2::text[] WHERE entity_id = $1",
+                    row["entity_id"],
+                    alias_keys(row["aliases"]),
+                )
+            if row is not None and row["inserted"]:
+                counts.created += 1
+            else:
+                counts.deduplicated += 1
+
+    async def _ingest_facts(
+        self,
+        conn: asyncpg.Connection,
+        batch: IngestBatch,
+        source_pks: dict[str, uuid.UUID],
+        counts: Counts,
+        outbox: Outbox,
+    ) -> None:
+        if not batch.facts:
+            return
+        keys = sorted({f.fact_key for f in batch.facts})
+        current: dict[str, tuple[uuid.UUID, str]] = {
+            r["fact_key"]: (r["version_id"], r["state"])
+            for r in await conn.fetch(
+                """SELECT fact_key, version_id, state FROM facts
+                   WHERE fact_key = ANY($1::text[]) AND superseded_at IS NULL""",
+                keys,
+            )
+        }
+        asserted: set[tuple[str, uuid.UUID | None]] = {
+            (r["fact_key"], r["source_pk"])
+            for r in await conn.fetch(
+                """SELECT fact_key, source_pk FROM assertions
+                   WHERE fact_key = ANY($1::text[]) AND status = 'verified'""",
+                keys,
+            )
+        }
+        types = {s.source_id: s.source_type for s in batch.sources}
+        for f in batch.facts:
+            source_pk = source_pks.get(f.source_id) if f.source_id else None
+            existing = current.get(f.fact_key)
+            if existing is not None and existing[1] == FactState.ACTIVE.value:
+                counts.deduplicated += 1
+                version_id = existing[0]
+            else:
+                # New, or a proposal / retracted fact now published as curated truth.
+                if existing is not None:
+                    await close_version(conn, existing[0])
+                version_id = await insert_version(
+                    conn,
+                    **curated_columns(f, batch.scope_id),
+                    source_type=await self._source_type(conn, f.source_id, source_pk, types),
+                    created_by=batch.principal_id,
+                )
+                current[f.fact_key] = (version_id, FactState.ACTIVE.value)
+                counts.created += 1
+                outbox.add(ChangeKind.FACT_UPSERTED, batch.scope_id, version_id=version_id)
+            if (f.fact_key, source_pk) in asserted:
+                continue
+            asserted.add((f.fact_key, source_pk))
+            assertion_id = await insert_assertion(
+                conn,
+                fact_key=f.fact_key,
+                scope_id=batch.scope_id,
+                source_pk=source_pk,
+                trust_tier=f.trust_tier,
+                authority=f.authority,
+                status="verified",
+                asserted_by=batch.principal_id,
+            )
+            if f.evidence or f.locator:
+                await insert_evidence(conn, assertion_id, [(f.evidence, f.locator)])
+            # The version's citations changed: indexers re-read it.
+            outbox.add(ChangeKind.FACT_UPSERTED, batch.scope_id, version_id=version_id)
+
+    @staticmethod
+    async def _source_type(
+        conn: asyncpg.Connection,
+        source_id: str,
+        source_pk: uuid.UUID | None,
+        types: dict[str, str],
+    ) -> str:
+        """The source type of a fact's primary source (the batch's, else the stored one)."""
+        if not source_id or source_pk is None:
+            return ""
+        if source_id not in types:
+            types[source_id] = (
+                await conn.fetchval(
+                    "SELECT source_type FROM sources WHERE source_pk = $1", source_pk
+                )
+                or ""
+            )
+        return types[source_id]

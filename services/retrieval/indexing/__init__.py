@@ -1,0 +1,1 @@
+"""Keeping the indexes current: the change-log tailer and the writer lease."""

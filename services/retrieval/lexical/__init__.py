@@ -1,0 +1,1 @@
+"""The lexical leg in PostgreSQL: the documents table, the cursor, the in-process memory."""

@@ -1,0 +1,1 @@
+"""The learned ranking stage: features and fit, its models' lifecycle and storage."""

@@ -1,0 +1,1 @@
+"""The retrieval service's gRPC face: the servicer and its contract <-> domain mapping."""
