@@ -1,7 +1,10 @@
 """Who is calling the REST API.
 
-- local-dev profile (``LocalDevRestAuthenticator``): every request acts as the local
-  principal, which is an administrator on its own machine.
+- local-dev profile (``LocalDevRestAuthenticator``): a request carrying the data dir's
+  secret (``Authorization: Bearer <secret>``, ``VERA_API__LOCAL_SECRET``; ``vera.local_secret``)
+  acts as the local principal, an administrator on its own machine; without it (another
+  user of the same machine, over loopback) it is refused, and with no secret configured
+  every request is.
 - authenticated deployments (``ApiKeyRestAuthenticator``): ``Authorization: Bearer
   <VERA API key>``, checked by the identity service (only a SHA-256 digest is stored).
 
@@ -12,6 +15,7 @@ verifier.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,13 +43,28 @@ class RestAuthenticator(Protocol):
 
 
 class LocalDevRestAuthenticator:
-    """The local principal (``vera.local_principal``), an administrator on its own machine."""
+    """The local principal (``vera.local_principal``), an administrator on its own machine,
+    for whoever shows the data dir's secret."""
 
     def __init__(self, settings: Settings) -> None:
         self._local = LocalPrincipal(settings)
         self._caller = RestCaller(self._local.principal_id, "local-dev", admin=True)
+        secret = settings.api.local_secret
+        self._secret = secret.get_secret_value().encode() if secret is not None else None
 
     async def authenticate(self, request: Request, backends: Backends) -> RestCaller:
+        credential = bearer_credential(request)
+        if (
+            self._secret is None
+            or credential is None
+            or not secrets.compare_digest(credential.encode(), self._secret)
+        ):
+            raise Unauthenticated()
+        return await self.local_caller(backends)
+
+    async def local_caller(self, backends: Backends) -> RestCaller:
+        """The local principal, for a request that proved itself otherwise (the console's
+        one-time sign-in token)."""
         await self._local.ensure(backends)
         return self._caller
 

@@ -139,6 +139,7 @@ async def list_pending(
             "proposals": [_json(p) for p in reply.proposals],
             "next_page_token": reply.next_page_token or None,
             "total": reply.total,
+            "total_is_lower_bound": reply.total_is_lower_bound,
         }
     )
 
@@ -160,6 +161,7 @@ async def list_conflicted(
             "attempts": [_json(a) for a in reply.attempts],
             "next_page_token": reply.next_page_token or None,
             "total": reply.total,
+            "total_is_lower_bound": reply.total_is_lower_bound,
         }
     )
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 from starlette.requests import Request
@@ -22,7 +23,6 @@ from starlette.requests import Request
 from vera.config import Settings
 from vera.errors import VeraError
 from vera.gateway.errors import tool_error
-from vera.gateway.spec import AuthClass
 from vera.gateway.tokens import TokenRejected, TokenVerifier, VerifiedToken
 from vera.identity.v1 import identity_pb2
 from vera.local_principal import LocalPrincipal
@@ -33,6 +33,15 @@ log = logging.getLogger(__name__)
 # Where the HTTP boundary leaves the resolved caller for the guard (request.state).
 CALLER_STATE_KEY = "vera_caller"
 REMOTE_PROFILE = "remote-authenticated"
+
+
+class AuthClass(StrEnum):
+    """What a tool needs the credential to grant (each tool's spec names one)."""
+
+    READ = "READ"
+    PROPOSE = "PROPOSE"
+    FEEDBACK = "FEEDBACK"
+    SNAPSHOT = "SNAPSHOT"
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,9 @@ from typing import Any
 from vera import INTEGRATION_CONTRACT_VERSION, SERVER_VERSION
 from vera.errors import InvalidInput, NotFound
 from vera.gateway import call_context, schemas, views
-from vera.gateway.auth import scope_names
+from vera.gateway.auth import AuthClass, scope_names
 from vera.gateway.call_context import CallContext
 from vera.gateway.render import UNTRUSTED
-from vera.gateway.spec import AuthClass
 from vera.identity.v1 import identity_pb2
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.retrieval.v1 import retrieval_pb2
@@ -455,7 +454,7 @@ def _citations(result: dict[str, Any]) -> str:
         label = c.get("source_id") or "agent-proposed"
         if c.get("locator"):
             label += f" {c['locator']}"
-        parts.append(f"{label} ({c.get('verification')})")
+        parts.append(f"{label} [{c.get('verification')}]")
     return "; ".join(parts) if parts else "no citation"
 
 
@@ -539,7 +538,7 @@ def render_explain(data: dict[str, Any]) -> str:
         for a in group:
             source = a["source"]["source_id"] if a.get("source") else "no source"
             lines.append(
-                f"- {label}: {source} ({a['verification']}, tier {a['trust_tier']}), "
+                f"- {label}: {source} [{a['verification']}, tier {a['trust_tier']}], "
                 f"{len(a['evidence'])} evidence item(s)"
             )
     return "\n".join(lines)
@@ -555,7 +554,7 @@ def render_evidence(data: dict[str, Any]) -> str:
     for row in data["evidence"]:
         source = row["source"]["source_id"] if row.get("source") else "no source"
         lines.append(
-            f"- {source} {row.get('locator') or ''} ({row['verification']}): "
+            f"- {source} {row.get('locator') or ''} [{row['verification']}]: "
             f"{row.get('text') or ''}"
         )
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from typing import Any
 
 from vera.gateway import coding_handlers, schemas
 from vera.gateway.arguments import AS_OF, CONFLICT_HANDLING, CURSOR, KNOWN_AS_OF, RESOLVED_PROJECT
+from vera.gateway.auth import AuthClass
 from vera.gateway.bounds import (
     ArgumentSpec,
     BoundsError,
@@ -22,7 +23,7 @@ from vera.gateway.bounds import (
     string,
     trust_tier,
 )
-from vera.gateway.spec import READ_HINTS, AuthClass, Hints, ToolSpec
+from vera.gateway.spec import READ_HINTS, Hints, ToolSpec
 from vera.limits import (
     EVIDENCE_TEXT,
     ID_LIKE,

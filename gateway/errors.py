@@ -16,6 +16,7 @@ from typing import Any
 from mcp.shared.exceptions import MCPError
 
 from vera.errors import VeraError
+from vera.text import untrusted
 
 # data.code -> (JSON-RPC integer code, fixed message); GUIDE §Structured Error Contract.
 ERROR_CODES: dict[str, tuple[int, str]] = {
@@ -99,7 +100,8 @@ def _invalid(err: VeraError) -> dict[str, Any]:
         data["candidates"] = _split(err.metadata["candidates"])
     if "candidates_json" in err.metadata:  # an ambiguous entity or source: structured
         try:
-            data["candidates"] = json.loads(err.metadata["candidates_json"])
+            # Entity and source names are stored text: escaped like any result's.
+            data["candidates"] = untrusted(json.loads(err.metadata["candidates_json"]))
         except ValueError:
             data["candidates"] = []
     return data

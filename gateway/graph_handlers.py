@@ -284,7 +284,7 @@ async def get_community_lineage(ctx: CallContext, args: dict[str, Any]) -> dict[
 
 def _line(f: dict[str, Any]) -> str:
     cites = "; ".join(
-        f"{c.get('source_id') or 'agent-proposed'} ({c.get('verification')})"
+        f"{c.get('source_id') or 'agent-proposed'} [{c.get('verification')}]"
         for c in f.get("citations") or []
     )
     extra = ""

@@ -10,10 +10,11 @@ from typing import Any
 
 from vera.gateway import graph_handlers, schemas
 from vera.gateway.arguments import AS_OF, CONFLICT_HANDLING, CURSOR, KNOWN_AS_OF
+from vera.gateway.auth import AuthClass
 from vera.gateway.bounds import ArgumentSpec, BoundsError, integer, string, timestamp
 from vera.gateway.call_context import Handler
 from vera.gateway.schemas import BOOL, INT, NUM, OPT_STR, STR, STR_LIST, TS, array, nullable, obj
-from vera.gateway.spec import READ_HINTS, AuthClass, Renderer, ToolSpec
+from vera.gateway.spec import READ_HINTS, Renderer, ToolSpec
 from vera.limits import (
     DEPTH,
     ENTITY,

@@ -33,6 +33,7 @@ from vera.gateway.render import render
 from vera.gateway.spec import ToolSpec
 from vera.quota import QuotaPolicy
 from vera.rpc.backends import Backends
+from vera.text import untrusted
 
 log = logging.getLogger(__name__)
 
@@ -180,5 +181,5 @@ class Guard:
             )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=render(spec, data))],
-            structured_content=data,
+            structured_content=untrusted(data),
         )

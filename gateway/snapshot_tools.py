@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from vera.gateway import schemas, snapshot_handlers
 from vera.gateway.arguments import RESOLVED_PROJECT
+from vera.gateway.auth import AuthClass
 from vera.gateway.bounds import ArgumentSpec, string, timestamp
-from vera.gateway.spec import AuthClass, Hints, ToolSpec
+from vera.gateway.spec import Hints, ToolSpec
 from vera.limits import ID_LIKE
 
 SNAPSHOT = schemas.obj(

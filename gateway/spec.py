@@ -12,12 +12,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
 
 from vera.gateway import schemas
+from vera.gateway.auth import AuthClass
 from vera.gateway.bounds import ArgumentSpec
 
 if TYPE_CHECKING:
@@ -29,13 +29,6 @@ IDEMPOTENCY_META_PARAMETER = "_meta.idempotencyKey"
 IDEMPOTENCY_KEY_MAX = 255
 
 Renderer = Callable[[dict[str, Any]], str]
-
-
-class AuthClass(StrEnum):
-    READ = "READ"
-    PROPOSE = "PROPOSE"
-    FEEDBACK = "FEEDBACK"
-    SNAPSHOT = "SNAPSHOT"
 
 
 Bucket = Literal["read", "context", "propose", "feedback", "snapshot"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
+from harness import LOCAL_SECRET
 
 from vera.api.app import build_app
 from vera.config import Settings
@@ -83,7 +84,7 @@ def api_settings(identity_address: str, *, jwt: bool = True, open_registration: 
     return Settings(
         environment=environment,
         mcp=mcp,
-        api={"open_registration": open_registration},
+        api={"open_registration": open_registration, "local_secret": LOCAL_SECRET},
         services={"identity": identity_address},
     )
 

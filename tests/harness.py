@@ -33,6 +33,9 @@ from vera.rpc.server import ServiceBinding, create_server, mark_serving
 from vera.services.knowledge import server as knowledge_server
 
 RPC_DEADLINE_SECONDS = 10.0
+# The data dir's secret a local-dev REST API asks for (vera.local_secret); `vera up` makes
+# one per data dir, tests that build the API themselves configure this one.
+LOCAL_SECRET = "local-secret-of-the-test-data-dir-0123456789abcdef"
 
 
 @contextlib.asynccontextmanager

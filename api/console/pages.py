@@ -20,7 +20,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
-from vera.api.auth import RestCaller, api_key_caller
+from vera.api.auth import LocalDevRestAuthenticator, RestCaller, api_key_caller
 from vera.api.console import agent_preview, sessions, views
 from vera.api.console.security import ConsoleHeaders, CsrfRefused, form_fields, require_csrf
 from vera.api.console.sessions import Session, SessionStore
@@ -106,8 +106,8 @@ async def _local_sign_in(request: Request, token: str) -> Response:
     if expected is None or not secrets.compare_digest(token.encode(), expected.encode()):
         return _page(request, "sign_in.html", 401, local=True, failed=True)
     request.app.state.console_sign_in_token = None
-    caller = await request.app.state.authenticator.authenticate(request, _backends(request))
-    return _signed_in(request, caller)
+    local = LocalDevRestAuthenticator(request.app.state.settings)
+    return _signed_in(request, await local.local_caller(_backends(request)))
 
 
 async def sign_in(request: Request) -> Response:

@@ -17,6 +17,11 @@ def _when(stamp: Timestamp) -> str:
     return datetime.fromtimestamp(stamp.seconds, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def _total(reply: Any) -> str:
+    """A list reply's total, "at least N" when the service stopped counting."""
+    return f"at least {reply.total}" if reply.total_is_lower_bound else str(reply.total)
+
+
 _environment = Environment(
     loader=PackageLoader("vera.api.console", "templates"),
     autoescape=select_autoescape(default=True),
@@ -25,6 +30,7 @@ _environment = Environment(
     lstrip_blocks=True,
 )
 _environment.filters["when"] = _when
+_environment.filters["total"] = _total
 
 
 def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:

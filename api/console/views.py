@@ -18,8 +18,10 @@ HUMAN_TIERS = (0, 1, 2, 3)
 
 @dataclass(frozen=True)
 class ProjectCounts:
-    pending: int
-    conflicted: int
+    """The smallest pages of the two lists, for their (possibly lower-bound) totals."""
+
+    pending: kpb.ListPendingProposalsResponse
+    conflicted: kpb.ListConflictedAttemptsResponse
 
 
 async def counts(backends: Backends, project_id: str) -> ProjectCounts:
@@ -28,7 +30,7 @@ async def counts(backends: Backends, project_id: str) -> ProjectCounts:
         kpb.ListPendingProposalsRequest(scope_id=project_id, page_size=1))
     conflicted = await backends.knowledge.ListConflictedAttempts(
         kpb.ListConflictedAttemptsRequest(scope_id=project_id, page_size=1))
-    return ProjectCounts(pending.total, conflicted.total)
+    return ProjectCounts(pending, conflicted)
 
 
 async def facts_by_key(

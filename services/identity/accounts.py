@@ -41,6 +41,7 @@ from vera.services.identity.domain import (
     MAX_EXTERNAL_CLAIM,
     PERSONAL_SLUG_PREFIX,
     SLUG,
+    IdentityStore,
     Principal,
     Project,
     ProjectKind,
@@ -106,9 +107,8 @@ class ApiKeyRecord:
 
 
 class AccountStore(Protocol):
-    """The persistence port; ``store.PgIdentityStore`` implements it."""
-
-    async def get_principal(self, principal_id: uuid.UUID) -> Principal | None: ...
+    """The persistence port for accounts; ``account_store.PgAccountStore`` implements it.
+    Principals and projects are read through identity's own port (``domain.IdentityStore``)."""
 
     async def create_user(
         self, principal_id: uuid.UUID, display_name: str, admin: bool, slugs: Sequence[str],
@@ -141,10 +141,6 @@ class AccountStore(Protocol):
         ...
 
     async def get_workspace(self, workspace_id: uuid.UUID) -> Workspace | None: ...
-
-    async def member_role(
-        self, workspace_id: uuid.UUID, principal_id: uuid.UUID
-    ) -> WorkspaceRole | None: ...
 
     async def add_workspace_member(
         self, workspace_id: uuid.UUID, principal_id: uuid.UUID, role: str = "member"
@@ -182,16 +178,6 @@ class AccountStore(Protocol):
     async def list_workspace_members(
         self, workspace_id: uuid.UUID, offset: int, limit: int
     ) -> list[WorkspaceMember]: ...
-
-    async def get_project(self, project_id: uuid.UUID) -> Project | None: ...
-
-    async def get_project_by_slug(self, slug: str) -> Project | None: ...
-
-    async def create_shared_project(
-        self, owner_principal_id: uuid.UUID, slug: str, display_name: str
-    ) -> tuple[Project, bool]:
-        """Inserts the project, or returns the one holding the slug with False."""
-        ...
 
     async def assign_project_workspace(
         self, project_id: uuid.UUID, workspace_id: uuid.UUID
@@ -250,14 +236,15 @@ def _display_name(value: str, field: str = "display_name") -> str:
 
 
 class AccountService:
-    def __init__(self, store: AccountStore) -> None:
+    def __init__(self, store: AccountStore, identity: IdentityStore) -> None:
         self._store = store
+        self._identity = identity
 
     # Principals -------------------------------------------------------------------------
 
     async def _principal(self, principal_id: str, field: str = "principal_id") -> Principal:
         pid = _uuid_or_none(principal_id)
-        principal = await self._store.get_principal(pid) if pid else None
+        principal = await self._identity.get_principal(pid) if pid else None
         if principal is None:
             raise InvalidInput(field, reason="not_found")
         return principal
@@ -311,7 +298,7 @@ class AccountService:
             raise Unauthenticated()
         if not hmac.compare_digest(presented, record.secret_sha256) or record.key.revoked_at:
             raise Unauthenticated()
-        principal = await self._store.get_principal(record.principal_id)
+        principal = await self._identity.get_principal(record.principal_id)
         if principal is None:
             raise Unauthenticated()
         return principal
@@ -363,7 +350,7 @@ class AccountService:
             raise NotFound()
         if actor.admin:
             return actor, workspace
-        role = await self._store.member_role(workspace.workspace_id, actor.principal_id)
+        role = await self._identity.member_role(workspace.workspace_id, actor.principal_id)
         if role is None:
             raise NotFound()
         if manage and role is not WorkspaceRole.OWNER:
@@ -380,7 +367,7 @@ class AccountService:
         if (member.principal_id == workspace.owner_principal_id
                 and role is not WorkspaceRole.OWNER):
             raise InvalidInput("role", reason="workspace_owner")
-        if not actor.admin and await self._store.member_role(
+        if not actor.admin and await self._identity.member_role(
                 workspace.workspace_id, member.principal_id) is None:
             return await self._store.invite_workspace_member(
                 workspace.workspace_id, member.principal_id, role.value, actor.principal_id)
@@ -441,11 +428,11 @@ class AccountService:
             actor_principal_id, workspace_id, manage=True)
         reference = project.strip()
         project_uuid = _uuid_or_none(reference)
-        found = (await self._store.get_project(project_uuid) if project_uuid
-                 else await self._store.get_project_by_slug(reference))
+        found = (await self._identity.get_project(project_uuid) if project_uuid
+                 else await self._identity.get_project_by_slug(reference))
         created = False
         if found is None and project_uuid is None:
-            found, created = await self._store.create_shared_project(
+            found, created = await self._identity.create_shared_project(
                 actor.principal_id, new_project_slug(reference), reference)
         if found is None or (not actor.admin and found.owner_principal_id != actor.principal_id):
             raise ProjectOutOfScope()

@@ -6,6 +6,7 @@ from vera.config import Settings
 from vera.db.pool import open_service_database
 from vera.identity.v1 import identity_pb2_grpc
 from vera.rpc.server import HostedService, ServiceBinding, create_server
+from vera.services.identity.account_store import PgAccountStore
 from vera.services.identity.accounts import AccountService
 from vera.services.identity.api import IdentityApi
 from vera.services.identity.domain import IdentityService
@@ -25,7 +26,7 @@ async def create(settings: Settings, address: str) -> HostedService:
             [
                 ServiceBinding(
                     SERVICE_NAME,
-                    IdentityApi(service, AccountService(store),
+                    IdentityApi(service, AccountService(PgAccountStore(pool), store),
                                 local_dev=settings.auth_profile == "local-dev"),
                     identity_pb2_grpc.add_IdentityServiceServicer_to_server,
                 )

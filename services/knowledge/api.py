@@ -53,7 +53,7 @@ class KnowledgeServicer(
             store, summarizer, max_counted_rows=max_counted_rows
         )
         self._changes = changes
-        self._curation = CurationStore(store)
+        self._curation = CurationStore(store, max_counted_rows=max_counted_rows)
         self._stale_days = stale_source_days
         self._refresh_seconds = refresh_seconds
         self._refresher: asyncio.Task[None] | None = None

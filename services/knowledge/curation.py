@@ -35,6 +35,7 @@ from .domain import (
     FactView,
     ProposalLocation,
     TaskContext,
+    Total,
     parse_uuid,
     require_text,
 )
@@ -159,7 +160,7 @@ class PendingView:
 class PendingPage:
     proposals: tuple[PendingView, ...]
     next_page_token: str
-    total: int
+    total: Total
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ class ConflictedView:
 class ConflictedPage:
     attempts: tuple[ConflictedView, ...]
     next_page_token: str
-    total: int
+    total: Total
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,7 @@ class SourceRow:
 class SourcePage:
     sources: tuple[SourceRow, ...]
     next_page_token: str
-    total: int
+    total: Total
 
 
 @dataclass(frozen=True)

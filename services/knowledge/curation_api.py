@@ -53,7 +53,8 @@ class CurationRpcs:
                 for p in page.proposals
             ],
             next_page_token=page.next_page_token,
-            total=page.total,
+            total=page.total.count,
+            total_is_lower_bound=page.total.lower_bound,
         )
 
     async def ListConflictedAttempts(
@@ -86,7 +87,8 @@ class CurationRpcs:
                 for a in page.attempts
             ],
             next_page_token=page.next_page_token,
-            total=page.total,
+            total=page.total.count,
+            total_is_lower_bound=page.total.lower_bound,
         )
 
     async def VerifyProposal(
@@ -184,5 +186,8 @@ class CurationRpcs:
                 summary.retracted_at.CopyFrom(to_timestamp(s.retracted_at))
             summaries.append(summary)
         return pb.ListSourcesResponse(
-            sources=summaries, next_page_token=page.next_page_token, total=page.total
+            sources=summaries,
+            next_page_token=page.next_page_token,
+            total=page.total.count,
+            total_is_lower_bound=page.total.lower_bound,
         )

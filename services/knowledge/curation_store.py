@@ -39,7 +39,7 @@ from .outbox import (
     insert_version,
     lock_keys,
 )
-from .store import KnowledgeStore
+from .store import KnowledgeStore, bounded_count
 
 
 async def _close_into(
@@ -60,9 +60,11 @@ class _Preview(Exception):
 
 
 class CurationStore:
-    def __init__(self, facts: KnowledgeStore) -> None:
+    def __init__(self, facts: KnowledgeStore, *, max_counted_rows: int = 1000) -> None:
         self._pool = facts.pool
         self._facts = facts
+        # List totals count up to this many rows (KnowledgeSettings.max_counted_rows).
+        self._count_limit = max_counted_rows
 
     async def _view(self, conn: asyncpg.Connection, scope_id: uuid.UUID, key: str) -> FactView:
         views = await self._facts.facts(
@@ -82,7 +84,9 @@ class CurationStore:
             self._pool.acquire() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
-            total = await conn.fetchval(f"SELECT count(*) {pending}", scope_id)
+            total = await bounded_count(
+                conn, f"SELECT 1 {pending}", [scope_id], self._count_limit
+            )
             rows = await conn.fetch(
                 f"""SELECT t.seq, f.fact_key, f.version_id, f.created_by, f.subject, f.predicate,
                            f.object, f.recorded_at,
@@ -155,7 +159,9 @@ class CurationStore:
             self._pool.acquire() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
-            total = await conn.fetchval(f"SELECT count(*) {conflicted}", scope_id)
+            total = await bounded_count(
+                conn, f"SELECT 1 {conflicted}", [scope_id], self._count_limit
+            )
             rows = await conn.fetch(
                 f"""SELECT a.attempt_id, a.seq, a.principal_id, a.subject, a.predicate,
                            a.object, a.contradicted, a.runtime, a.session_ref, a.task_ref,
@@ -322,8 +328,10 @@ class CurationStore:
 
     async def list_sources(self, scope_id: uuid.UUID, page_size: int, offset: int) -> SourcePage:
         async with self._pool.acquire() as conn:
-            total = await conn.fetchval("SELECT count(*) FROM sources WHERE scope_id = $1",
-                                        scope_id)
+            total = await bounded_count(
+                conn, "SELECT 1 FROM sources WHERE scope_id = $1", [scope_id],
+                self._count_limit,
+            )
             rows = await conn.fetch(
                 """SELECT s.source_id, s.source_type, s.title, s.uri, s.observed_at,
                           s.retracted_at,
@@ -333,13 +341,14 @@ class CurationStore:
                               AND f.superseded_at IS NULL AND f.state = 'ACTIVE') AS cited
                    FROM sources s WHERE s.scope_id = $1
                    ORDER BY s.source_id LIMIT $2 OFFSET $3""",
-                scope_id, page_size, offset)
+                scope_id, page_size + 1, offset)
+        # The next page exists when this one overflows, not when the (bounded) total says so.
+        more = len(rows) > page_size
         rows_out = tuple(
             SourceRow(r["source_id"], r["source_type"], r["title"], r["uri"],
                       r["observed_at"], r["cited"], r["retracted_at"])
-            for r in rows
+            for r in rows[:page_size]
         )
-        more = offset + len(rows_out) < total
         return SourcePage(
             rows_out, page_tokens.encode_position(offset + len(rows_out)) if more else "", total
         )

@@ -8,8 +8,7 @@ from typing import Any
 from vera import secret_screen
 from vera.errors import InvalidInput, Unavailable
 from vera.rpc.timestamps import from_timestamp, to_timestamp
-from vera.services.snapshot.domain import ContextPack, SnapshotService
-from vera.services.snapshot.erasure import PgPrincipalErasure
+from vera.services.snapshot.domain import ContextPack, PrincipalErasure, SnapshotService
 from vera.services.snapshot.idempotency import IdempotencyKeys, KeyState
 from vera.services.snapshot.snapshots import Snapshot, SnapshotCatalog
 from vera.snapshot.v1 import snapshot_pb2 as pb
@@ -73,7 +72,7 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
         service: SnapshotService,
         catalog: SnapshotCatalog,
         idempotency: IdempotencyKeys,
-        erasure: PgPrincipalErasure | None = None,
+        erasure: PrincipalErasure | None = None,
     ) -> None:
         self._service = service
         self._catalog = catalog

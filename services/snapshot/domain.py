@@ -73,6 +73,14 @@ class SnapshotStore(Protocol):
         ...
 
 
+class PrincipalErasure(Protocol):
+    """The erasure port; ``erasure.PgPrincipalErasure`` implements it."""
+
+    async def erase(self, principal_id: str) -> dict[str, int]:
+        """Deletes everything the principal persisted here; the rows deleted, per table."""
+        ...
+
+
 def _uuid(value: str, field: str) -> uuid.UUID:
     try:
         return uuid.UUID(value.strip())

@@ -6,7 +6,9 @@ the API key and the refusals, shared by `vera curate` and `vera ingest`.
   talk to whatever listens there (another team's stack).
 - The API key is read from standard input with ``--api-key-stdin``, else from
   ``VERA_API_KEY``; when the API answers 401 and a terminal is attached, it is asked for
-  once. Never from a flag: a command line shows in ``ps``. The local-dev stack needs none.
+  once. Never from a flag: a command line shows in ``ps``. Without one, the API of the
+  stack running on the data dir (and only that address) gets the data dir's secret
+  (``vera.local_secret``), which its local-dev profile asks for.
 - A key is never sent over plain ``http://`` to a host other than this machine's loopback,
   unless ``--allow-plain-http`` says so on purpose.
 """
@@ -26,6 +28,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from vera.config import Settings
+from vera.local_secret import read_secret
 
 TIMEOUT_SECONDS = 60.0
 # Exit codes every API command shares: done, the API could not be reached, refused.
@@ -80,15 +83,22 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def api_url(settings: Settings, explicit: str | None, data_dir: Path | None) -> str:
+def _stack_api_url(settings: Settings, data_dir: Path | None) -> str | None:
+    """The REST API of the stack running on the data dir, if one runs there."""
     from vera.stack.run_files import read_stack_file
 
-    if explicit:
-        return explicit.rstrip("/")
-    where = (data_dir or settings.data_dir).expanduser().resolve()
-    stack = read_stack_file(where)
+    stack = read_stack_file((data_dir or settings.data_dir).expanduser().resolve())
     if stack is not None and stack.get("api_url"):
         return str(stack["api_url"]).rstrip("/")
+    return None
+
+
+def api_url(settings: Settings, explicit: str | None, data_dir: Path | None) -> str:
+    if explicit:
+        return explicit.rstrip("/")
+    if (running := _stack_api_url(settings, data_dir)) is not None:
+        return running
+    where = (data_dir or settings.data_dir).expanduser().resolve()
     raise ClientStop(
         f"no running VERA stack in {where} (no run/stack.json) and no --api-url: start "
         "one with `vera up`, pass its --data-dir, or give the deployment's --api-url",
@@ -163,4 +173,8 @@ def open_client(args: argparse.Namespace, settings: Settings, transport: Any = N
             raise ClientStop("--api-key-stdin: standard input held no API key", EXIT_REFUSED)
     else:
         key = os.environ.get("VERA_API_KEY", "").strip()
+    if not key and base == _stack_api_url(settings, args.data_dir):
+        # The local stack of this data dir: its secret (vera.local_secret), sent to no
+        # other address, so a listener someone else put on another port never sees it.
+        key = read_secret((args.data_dir or settings.data_dir).expanduser()) or ""
     return ApiClient(base, key, args.allow_plain_http, transport)

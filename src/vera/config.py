@@ -133,6 +133,10 @@ class ApiSettings(HttpListenerSettings):
     # puts it in stack.json's console_url): without it, sign-in there is refused, so another
     # user of the same machine cannot open the local administrator's console.
     console_sign_in_token: SecretStr | None = Field(None, min_length=32)
+    # The data dir's secret (vera.local_secret): in local-dev, the REST API's only credential
+    # (Authorization: Bearer), so another user of the same machine is not its administrator.
+    # Unset, the API's entrypoint reads (or makes) <data-dir>/local.secret.
+    local_secret: SecretStr | None = Field(None, min_length=32)
     # A console session ends this long after its last request, and at the latest this long
     # after sign-in (the API key it was made from may be revoked meanwhile).
     console_idle_seconds: float = Field(1800.0, gt=0)
@@ -300,9 +304,10 @@ class KnowledgeSettings(BaseModel):
     # a source_stale warning in retrieval). Tool descriptions quote this default; a curator
     # refreshes a source by ingesting its id with a newer observed_at.
     stale_source_days: int = Field(180, ge=1)
-    # A fact read's total (GetEntity, ListConflicts, GetCommunityLineage) counts at most
-    # this many rows, so a hub's page never counts all it matches; past it the answer says
-    # the total is a lower bound.
+    # A fact read's total (GetEntity, ListConflicts, GetCommunityLineage) and a curation
+    # list's (pending proposals, conflicted attempts, sources) counts at most this many
+    # rows, so a page never counts all it matches; past it the answer says the total is a
+    # lower bound.
     max_counted_rows: int = Field(1000, ge=1)
 
 

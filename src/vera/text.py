@@ -12,6 +12,7 @@ another line.
 from __future__ import annotations
 
 import unicodedata
+from typing import Any
 
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 # Blank by design though not format characters: an invisible "word" can make two names
@@ -62,3 +63,15 @@ def escape_hidden(text: str) -> str:
         else:
             out.append(f"\\U{ord(c):08x}")
     return "".join(out)
+
+
+def untrusted(value: Any) -> Any:
+    """``value`` with every string in it (at any depth) passed through ``escape_hidden``
+    and its markdown links and images broken: what a client may show of stored text."""
+    if isinstance(value, str):
+        return neutralize_markdown_links(escape_hidden(value))
+    if isinstance(value, dict):
+        return {k: untrusted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [untrusted(v) for v in value]
+    return value

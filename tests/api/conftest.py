@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import asyncpg
 import httpx
 import pytest
+from harness import LOCAL_SECRET
 from starlette.requests import Request
 
 from vera.api.app import build_app
@@ -48,7 +49,8 @@ class Api:
 def profile_settings(profile: str, identity_address: str, **api: object) -> Settings:
     services = {"identity": identity_address}
     if profile == "local-dev":
-        return Settings(environment="local", api=api, services=services)
+        return Settings(environment="local", api={"local_secret": LOCAL_SECRET, **api},
+                        services=services)
     return Settings(environment="dev", mcp={"jwt_secret": SECRET}, api=api, services=services)
 
 
@@ -82,7 +84,7 @@ def make_rest(identity_address: str) -> RestFactory:
     async def factory(profile: str, **api: object) -> AsyncIterator[Api]:
         settings = profile_settings(profile, identity_address, **api)
         assert settings.auth_profile == profile
-        credentials = {}
+        credentials = {"authorization": f"Bearer {LOCAL_SECRET}"}
         if profile == "remote-authenticated":
             credentials = {"authorization": f"Bearer {await admin_key(identity_address)}"}
         authenticator = CountingAuthenticator(default_authenticator(settings))

@@ -8,6 +8,7 @@ import uuid
 import asyncpg
 import jwt
 import pytest
+from harness import LOCAL_SECRET
 
 from vera.identity.v1 import identity_pb2 as pb
 from vera.identity.v1 import identity_pb2_grpc
@@ -370,8 +371,25 @@ async def test_attach_project_only_for_its_owner(api, identity_address) -> None:
 
 async def test_local_dev_rest_profile_acts_as_the_local_admin(make_api) -> None:
     async with make_api(jwt=False, environment="local") as api:
-        me = await api.get("/identity/me")
+        me = await api.get("/identity/me", headers=bearer(LOCAL_SECRET))
         assert me.status_code == 200
         assert me.json()["auth_profile"] == "local-dev"
         assert me.json()["admin"] is True
-        assert (await api.post("/identity/mcp-token")).status_code == 503
+        token = await api.post("/identity/mcp-token", headers=bearer(LOCAL_SECRET))
+        assert token.status_code == 503
+
+
+async def test_local_dev_administration_needs_the_data_dirs_secret(
+        make_api, identity_rows) -> None:
+    """Another user of the machine reaches the loopback API too: without the data dir's
+    secret (none, a wrong one, an API key's shape) nothing is read or made, not even the
+    local principal."""
+    before = await identity_rows()
+    async with make_api(jwt=False, environment="local") as api:
+        for headers in ({}, bearer("x" * 64), bearer(LOCAL_SECRET[:-1]), bearer("vera_abc")):
+            for method, path in (("GET", "/identity/me"), ("POST", "/identity/users"),
+                                 ("POST", "/identity/api-keys")):
+                refused = await api.request(method, path, headers=headers, json={})
+                assert refused.status_code == 401, (headers, path)
+                assert refused.json()["error"]["code"] == "unauthenticated"
+        assert await identity_rows() == before

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from mcp import Client, MCPError
 
+from vera.local_secret import read_secret
 from vera.services.retrieval.server import MEMORY_SNAPSHOT
 from vera.stack.run_files import read_stack_file
 
@@ -143,6 +144,20 @@ def test_rest_api_reports_live_and_ready(stack):
     api = f"http://127.0.0.1:{stack.env['VERA_API__PORT']}"
     assert httpx.get(f"{api}/livez").json() == {"status": "ok"}
     assert httpx.get(f"{api}/readyz").json() == {"status": "ok"}
+
+
+def test_rest_administration_over_loopback_needs_the_data_dirs_secret(stack):
+    """Another user of the machine reaches the loopback port too; only the data dir's
+    secret (which `vera` commands read themselves) makes a request the administrator."""
+    api = f"http://127.0.0.1:{stack.env['VERA_API__PORT']}"
+    secret = read_secret(stack.data_dir)
+    assert secret is not None
+    for headers in ({}, {"authorization": f"Bearer {'0' * 64}"}):
+        refused = httpx.get(f"{api}/identity/me", headers=headers)
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == "unauthenticated"
+    me = httpx.get(f"{api}/identity/me", headers={"authorization": f"Bearer {secret}"})
+    assert me.status_code == 200 and me.json()["admin"] is True
 
 
 def test_metrics_listener_is_separate_and_bounded(stack):

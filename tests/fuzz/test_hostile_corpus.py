@@ -6,8 +6,11 @@ stack, then read back through every read tool of the coding profile.
 
 Held: each hostile value comes back whole and only as the value of its own typed field
 (never spliced into another field, never changing a state, tier, authority or
-verification); no text rendering holds a line the value could have forged (every line
-break and hidden character is escaped, so each line starts as its renderer wrote it);
+verification), written as the gateway writes every stored string (``untrusted``: its
+hidden characters escaped, its markdown links broken), so no string of a structured
+result holds a hidden character or a live link either; no text rendering holds a line the
+value could have forged (every line break and hidden character is escaped, so each line
+starts as its renderer wrote it);
 and the server's decisions are the same after reading it as before: the tools served and
 refused, the caller's grants and readable projects, where a proposal echoing the content
 lands, and the quota bucket that stops the fourth proposal of three allowed.
@@ -26,7 +29,7 @@ from fuzz_stack import Session, mcp_session, running_stack
 from mcp import MCPError
 
 from vera.stack.launcher import LaunchedStack
-from vera.text import codepoint, first_hidden
+from vera.text import codepoint, first_hidden, untrusted
 
 pytestmark = pytest.mark.e2e
 
@@ -82,12 +85,13 @@ def ingest_file(tmp: Path) -> Path:
 
 
 def hostile_values() -> dict[str, str]:
-    """Every hostile value -> the field it was published in."""
+    """Every hostile value, as a structured result carries it -> the field it was
+    published in."""
     out = {}
     for entry in corpus():
         for name in TYPED_FIELDS:
             if name in entry:
-                out[entry[name]] = name
+                out[untrusted(entry[name])] = name
     return out
 
 
@@ -215,7 +219,7 @@ def test_the_corpus_landed_as_shared_truth_with_its_hidden_characters_flagged(re
         # What the curator published, decided by the file's defaults, not by the text.
         assert (hit["state"], hit["trust_tier"], hit["authority"]) == ("active", 1, 0.7)
         assert [c["verification"] for c in hit["citations"]] == ["verified"]
-        assert hit["object"] == entry["object"]
+        assert hit["object"] == untrusted(entry["object"])
 
 
 def strings(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
@@ -244,11 +248,21 @@ def test_hostile_values_come_back_only_whole_in_their_own_typed_fields(read) -> 
     assert seen == set(values)  # each value was read back at least once
 
 
+def test_no_structured_string_holds_a_hidden_character_or_a_live_link(read) -> None:
+    problems = [
+        f"{tool}: {key!r} holds {text!r}"
+        for tool, data, _ in read.reads
+        for key, text in strings(data)
+        if first_hidden(text) is not None or "](" in text
+    ]
+    assert not problems, "\n".join(problems[:20])
+
+
 def forged_lines() -> list[str]:
     """What each hostile value would put at the start of a line if a break in it reached a
     rendering raw: every piece after a line break, stripped."""
     pieces = []
-    for value in hostile_values():
+    for value in (entry[name] for entry in corpus() for name in TYPED_FIELDS if name in entry):
         for piece in value.splitlines()[1:]:
             if piece.strip():
                 pieces.append(piece.strip())

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from mcp import Client
 
-from vera.gateway.auth import Caller
-from vera.gateway.spec import AuthClass
+from vera.gateway.auth import AuthClass, Caller
 
 
 class ReadOnly:

@@ -15,6 +15,7 @@ import pytest
 from vera import api_client
 from vera.api_client import ApiRefused, ClientStop, add_connection_arguments, open_client
 from vera.config import Settings
+from vera.local_secret import ensure_secret
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -47,6 +48,28 @@ def test_the_running_stacks_api_url_is_used(tmp_path: Path) -> None:
                                                 "pid": os.getpid()}))  # a live stack
     client = open_client(_args("--data-dir", str(tmp_path)), Settings())
     assert client.base_url == "http://127.0.0.1:18081"
+
+
+def test_the_data_dirs_secret_goes_to_its_own_stack_and_nowhere_else(
+        tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("VERA_API_KEY", raising=False)
+    secret = ensure_secret(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "stack.json").write_text(json.dumps({"api_url": "http://127.0.0.1:18081",
+                                                "pid": os.getpid()}))
+    for argv in ((), ("--api-url", "http://127.0.0.1:18081/")):
+        seen: list[httpx.Request] = []
+        with open_client(_args("--data-dir", str(tmp_path), *argv), Settings(),
+                         _recording(seen)) as api:
+            api.call("GET", "/identity/me")
+        assert seen[0].headers["authorization"] == f"Bearer {secret}"
+    # Another listener on this machine (someone else's port) never sees it.
+    seen = []
+    with open_client(_args("--data-dir", str(tmp_path), "--api-url", "http://127.0.0.1:18082"),
+                     Settings(), _recording(seen)) as api:
+        api.call("GET", "/identity/me")
+    assert "authorization" not in seen[0].headers
 
 
 @pytest.mark.parametrize("url", ["http://vera.example.com", "http://10.0.0.7:8081"])

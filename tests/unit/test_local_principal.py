@@ -43,7 +43,7 @@ async def test_racing_first_calls_ensure_the_principal_once() -> None:
 async def test_both_front_ends_act_as_the_one_local_principal() -> None:
     identity = Identity()
     backends = SimpleNamespace(identity=identity)
-    rest = await LocalDevRestAuthenticator(settings()).authenticate(None, backends)
+    rest = await LocalDevRestAuthenticator(settings()).local_caller(backends)
     mcp = await LocalDevAuthenticator(settings()).authenticate(None, backends)
     assert rest.principal_id == mcp.principal_id == str(PRINCIPAL)
     assert (rest.auth_profile, rest.admin) == ("local-dev", True)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+
+from vera.commands import settings_at
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -11,5 +14,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from vera.entrypoints.api.main import main as api_main
+    from vera.local_secret import ensure_secret
 
+    settings = settings_at(None)
+    if settings.auth_profile == "local-dev" and settings.api.local_secret is None:
+        # Its local administrator proves the data dir's secret, as under `vera up`.
+        os.environ["VERA_API__LOCAL_SECRET"] = ensure_secret(settings.data_dir)
     return api_main()

@@ -68,9 +68,14 @@ def _request(args: argparse.Namespace) -> tuple[str, str, dict[str, Any] | None,
     return "POST", f"{base}/sources/{args.source_id}/retract", {"reason": args.reason}, {}
 
 
+def _total(data: dict[str, Any]) -> str:
+    """A list's total, "at least N" when the service stopped counting."""
+    return f"at least {data['total']}" if data.get("total_is_lower_bound") else str(data["total"])
+
+
 def _summary(command: str, data: dict[str, Any]) -> str:
     if command == "list":
-        lines = [f"{data['total']} pending proposal(s)"]
+        lines = [f"{_total(data)} pending proposal(s)"]
         for p in data["proposals"]:
             flags = []
             if p.get("conflicting_fact_keys"):
@@ -83,7 +88,7 @@ def _summary(command: str, data: dict[str, Any]) -> str:
             lines.append(f"more: --page-token {data['next_page_token']}")
         conflicted = data.get("conflicted_attempts") or {}
         if conflicted.get("total"):
-            lines.append(f"{conflicted['total']} conflicted attempt(s): proposed corrections of"
+            lines.append(f"{_total(conflicted)} conflicted attempt(s): proposed corrections of"
                          " active facts (apply one with a correction line in vera ingest)")
             for a in conflicted["attempts"]:
                 lines.append(f"  {a['subject']} | {a['predicate']} | {a['object']}"

@@ -18,6 +18,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from vera.local_secret import LocalSecretError
     from vera.stack import StackError
     from vera.stack.supervisor import run_stack
 
@@ -25,6 +26,6 @@ def main(args: argparse.Namespace) -> int:
     port = args.port if args.port is not None else settings.mcp.port
     try:
         return asyncio.run(run_stack(settings, settings.data_dir, port))
-    except StackError as exc:
+    except (StackError, LocalSecretError) as exc:
         print(f"vera up: {exc}", file=sys.stderr)
         return 1

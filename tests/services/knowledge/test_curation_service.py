@@ -407,3 +407,39 @@ async def test_operator_ontology_file_decides_the_proposal_allowlist(
         with pytest.raises(InvalidInput) as err:
             await propose(ops, predicate="mascot of", task_ref="t-4")
         assert err.value.metadata["candidates"].split(",")[0] == "mascot_of"
+
+
+async def test_curation_list_totals_stop_counting_at_the_limit(pg_dsn: str) -> None:
+    """Each curation list counts at most VERA_KNOWLEDGE__MAX_COUNTED_ROWS rows; past it
+    the total is the limit and flagged a lower bound, and the pages go on to the end."""
+    settings = knowledge_settings(pg_dsn, knowledge=KnowledgeSettings(max_counted_rows=2))
+    async with knowledge_stub(settings) as stub:
+        await ingest(stub, [("payments-api", "owned_by", "team-a", "adr-1")],
+                     sources=("adr-1", "adr-2", "adr-3"))
+        for name in ("a", "b", "c"):
+            await propose(stub, name, object_="ledger")
+            await propose(stub, "payments-api", "owned_by", f"team-{name}z")
+
+        proposals = await pending(stub, page_size=1)
+        attempts = await stub.ListConflictedAttempts(
+            pb.ListConflictedAttemptsRequest(scope_id=PROJECT, page_size=1))
+        sources = await stub.ListSources(pb.ListSourcesRequest(scope_id=PROJECT, page_size=1))
+        for reply in (proposals, attempts, sources):
+            assert (reply.total, reply.total_is_lower_bound) == (2, True)
+
+        seen, token = [], ""
+        while True:
+            page = await stub.ListSources(
+                pb.ListSourcesRequest(scope_id=PROJECT, page_size=1, page_token=token))
+            seen += [s.source.source_id for s in page.sources]
+            token = page.next_page_token
+            if not token:
+                break
+        assert seen == ["adr-1", "adr-2", "adr-3"]
+
+        other = await pending(stub, OTHER)
+        assert (other.total, other.total_is_lower_bound) == (0, False)
+        await propose(stub, "d", object_="ledger", readable=(OTHER,))
+        await propose(stub, "e", object_="ledger", readable=(OTHER,))
+        exact = await pending(stub, OTHER)
+        assert (exact.total, exact.total_is_lower_bound) == (2, False)

@@ -3,10 +3,11 @@
     python -m vera.entrypoints.api.main
     uvicorn --factory vera.entrypoints.api.main:create_app
 
-Startup rule, shared with the MCP process (``vera.entrypoints.loopback``): the
-unauthenticated local-dev profile, where every caller is the local administrator, binds only
-a loopback address unless ``VERA_API__ALLOW_UNAUTHENTICATED_NON_LOOPBACK=true``, which is
-logged loudly.
+Startup rules: the local-dev profile, where whoever shows the data dir's secret is the
+local administrator, needs that secret (``VERA_API__LOCAL_SECRET``: `vera up` and `vera
+api` pass it); and, shared with the MCP process (``vera.entrypoints.loopback``), it binds
+only a loopback address unless ``VERA_API__ALLOW_UNAUTHENTICATED_NON_LOOPBACK=true``, which
+is logged loudly.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from vera.logs import configure_logging
 def create_app(settings: Settings | None = None) -> Starlette:
     """Reads the settings, applies the startup rule, and returns the ASGI app."""
     settings = settings if settings is not None else load_settings()
+    if settings.auth_profile == "local-dev" and settings.api.local_secret is None:
+        raise ConfigError(
+            "VERA_API__LOCAL_SECRET: required in local-dev (the data dir's local.secret; "
+            "vera up and vera api pass it)")
     refuse_unauthenticated_non_loopback(settings, "api")
     return build_app(settings)
 

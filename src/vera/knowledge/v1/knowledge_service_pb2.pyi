@@ -732,14 +732,16 @@ class ListPendingProposalsRequest(_message.Message):
     def __init__(self, scope_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListPendingProposalsResponse(_message.Message):
-    __slots__ = ("proposals", "next_page_token", "total")
+    __slots__ = ("proposals", "next_page_token", "total", "total_is_lower_bound")
     PROPOSALS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_IS_LOWER_BOUND_FIELD_NUMBER: _ClassVar[int]
     proposals: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.PendingProposal]
     next_page_token: str
     total: int
-    def __init__(self, proposals: _Optional[_Iterable[_Union[_knowledge_resources_pb2.PendingProposal, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
+    total_is_lower_bound: bool
+    def __init__(self, proposals: _Optional[_Iterable[_Union[_knowledge_resources_pb2.PendingProposal, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ..., total_is_lower_bound: _Optional[bool] = ...) -> None: ...
 
 class ListConflictedAttemptsRequest(_message.Message):
     __slots__ = ("scope_id", "page_size", "page_token")
@@ -752,14 +754,16 @@ class ListConflictedAttemptsRequest(_message.Message):
     def __init__(self, scope_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListConflictedAttemptsResponse(_message.Message):
-    __slots__ = ("attempts", "next_page_token", "total")
+    __slots__ = ("attempts", "next_page_token", "total", "total_is_lower_bound")
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_IS_LOWER_BOUND_FIELD_NUMBER: _ClassVar[int]
     attempts: _containers.RepeatedCompositeFieldContainer[_knowledge_resources_pb2.ConflictedAttempt]
     next_page_token: str
     total: int
-    def __init__(self, attempts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.ConflictedAttempt, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
+    total_is_lower_bound: bool
+    def __init__(self, attempts: _Optional[_Iterable[_Union[_knowledge_resources_pb2.ConflictedAttempt, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ..., total_is_lower_bound: _Optional[bool] = ...) -> None: ...
 
 class VerifyProposalRequest(_message.Message):
     __slots__ = ("curator_principal_id", "scope_id", "fact_key", "trust_tier", "authority", "note")
@@ -862,14 +866,16 @@ class SourceSummary(_message.Message):
     def __init__(self, source: _Optional[_Union[_knowledge_resources_pb2.Source, _Mapping]] = ..., freshness: _Optional[_Union[_knowledge_resources_pb2.SourceFreshness, _Mapping]] = ..., cited_by_facts: _Optional[int] = ..., retracted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListSourcesResponse(_message.Message):
-    __slots__ = ("sources", "next_page_token", "total")
+    __slots__ = ("sources", "next_page_token", "total", "total_is_lower_bound")
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_IS_LOWER_BOUND_FIELD_NUMBER: _ClassVar[int]
     sources: _containers.RepeatedCompositeFieldContainer[SourceSummary]
     next_page_token: str
     total: int
-    def __init__(self, sources: _Optional[_Iterable[_Union[SourceSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
+    total_is_lower_bound: bool
+    def __init__(self, sources: _Optional[_Iterable[_Union[SourceSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ..., total_is_lower_bound: _Optional[bool] = ...) -> None: ...
 
 class ErasePrincipalDataRequest(_message.Message):
     __slots__ = ("actor_principal_id", "principal_id", "personal_scope_id", "related_counts")
