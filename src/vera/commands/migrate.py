@@ -1,0 +1,44 @@
+"""`vera migrate`: every service's SQL migrations, on the configured database or the
+embedded one."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from vera.commands import SERVICE_NAMES, settings_at
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    migrate = commands.add_parser("migrate", help="apply every service's SQL migrations")
+    migrate.add_argument("--data-dir", type=Path, help="embedded PostgreSQL data dir "
+                         "(ignored when VERA_DATABASE__DSN is set)")
+
+
+async def _migrate_all(dsn: str) -> None:
+    from vera.db.migrate import migrate
+
+    for name in SERVICE_NAMES:
+        applied = await migrate(dsn, name, f"vera.services.{name}")
+        print(f"{name}: {len(applied)} migration(s) applied")
+
+
+def main(args: argparse.Namespace) -> int:
+    settings = settings_at(args.data_dir)
+    if settings.database.dsn is not None:
+        asyncio.run(_migrate_all(settings.database.dsn.get_secret_value()))
+        return 0
+    from vera.db.embedded import EmbeddedPostgres
+
+    pg = EmbeddedPostgres(settings.data_dir.expanduser())
+
+    async def with_embedded() -> None:
+        await _migrate_all(await pg.ensure_database())
+
+    pg.start()
+    try:
+        asyncio.run(with_embedded())
+    finally:
+        pg.stop()
+    return 0
