@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -54,7 +55,15 @@ def turn_fact(conv: locomo.Conversation, index: int, turn: locomo.Turn):
 
 @dataclass
 class DictFacts:
-    facts: dict[str, object]
+    """A fixed corpus as the pipeline's fact source: nothing in it ever changes."""
+
+    facts: dict[str, Any]
+
+    async def list_changes(self, after_position: int, page_size: int,
+                           wait_seconds: float = 0.0):
+        from vera.services.retrieval.domain import ChangePage
+
+        return ChangePage(changes=[], head_position=after_position)
 
     async def batch_get_facts(self, scope_ids: Sequence[str], fact_keys: Sequence[str],
                               as_of: datetime | None, known_as_of: datetime | None):

@@ -1,6 +1,6 @@
 """How long the console's review queue takes with a thousand pending proposals.
 
-    python -m bench.console [--proposals N] [--requests N]
+    scripts/bench console [--proposals N] [--requests N]
 
 Starts ``vera up`` (local mode) in a temporary data dir, files N proposals (default 1,000)
 to one project through knowledge's ProposeFact (the RPC behind the MCP tool, without the
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import httpx
 
+from bench.harness import running_stack
 from bench.metrics import percentile
-from bench.run import running_stack
 
 PROJECT = "console-bench"
 
@@ -35,7 +35,7 @@ async def file_proposals(data_dir: Path, count: int) -> str:
     from vera.knowledge.v1 import knowledge_service_pb2 as kpb
     from vera.knowledge.v1.knowledge_service_pb2_grpc import KnowledgeServiceStub
     from vera.rpc.client import open_channel
-    from vera.stack import stack_client_settings
+    from vera.stack.run_files import stack_client_settings
 
     settings = stack_client_settings(Settings(), data_dir)
     key = settings.rpc.auth_key
@@ -82,7 +82,7 @@ def time_queue(console_url: str, project_id: str, requests: int) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.console", description=__doc__)
+    parser = argparse.ArgumentParser(prog="scripts/bench console", description=__doc__)
     parser.add_argument("--proposals", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=50)
     args = parser.parse_args(argv)

@@ -1,8 +1,8 @@
-"""The learned-ranking bench on LoCoMo: ``scripts/bench --feedback``.
+"""The learned-ranking bench on LoCoMo: ``scripts/bench feedback``.
 
-    python -m bench.run --feedback [--feedback-quick] [--feedback-curve 100,300,1000]
-                        [--feedback-out PATH] [--data PATH] [--conversations N]
-                        [--max-questions N]
+    scripts/bench feedback [--feedback-quick] [--feedback-curve 100,300,1000]
+                           [--feedback-out PATH] [--data PATH] [--conversations N]
+                           [--max-questions N]
 
 Starts a stack with ``vera up`` in a temporary data dir (background fit off), ingests
 every conversation with ``vera ingest`` (each into its own project) and splits the
@@ -16,7 +16,7 @@ the official MCP client over HTTP:
    a careful user does (issue 30): ``up`` on every result citing an evidence turn,
    ``down`` on those of the top three citing none;
 3. for each point of the curve (the newest N of those rows) and for all of them, fits
-   with ``vera.rank.fit`` (what ``vera rank fit --all --max-rows N --since T`` runs,
+   with ``vera.commands.rank.fit`` (what ``vera rank fit --all --max-rows N --since T`` runs,
    limited to this fold's feedback), asks the evaluation fold again, and turns the model
    off (``vera rank off``) so the next fit starts from the hand-set ranking.
 
@@ -46,44 +46,36 @@ from typing import Any
 from tqdm import tqdm
 
 from bench import locomo
-from bench.metrics import METRIC_NAMES, Tally
-from bench.run import (
-    DEFAULT_DATA,
-    INGEST_DEADLINE_SECONDS,
+from bench.harness import (
     LIMIT,
+    NO_BACKGROUND_FIT,
     ROOT,
     TOKEN_BUDGET,
-    _ranking_from,
-    _render,
+    add_data_options,
+    call_tool,
     ingest_all,
     machine_info,
+    pool_tallies,
+    ranking_from,
+    render_table,
     running_stack,
+    two_folds,
     wait_until_retrieval_idle,
 )
+from bench.metrics import METRIC_NAMES, Tally
 
 DEFAULT_OUT = ROOT / "bench-results" / "feedback.json"
 DEFAULT_CURVE = (100, 300, 1000)
 SEED = 14  # the order the training questions are asked in
-QUICK = {"conversations": 2, "max_questions": 8, "curve": (10,)}
-# What a bench that measures the hand-set ranking (or its own fits) runs with.
-NO_BACKGROUND_FIT = {"VERA_RETRIEVAL__RANK__AUTO_FIT_NEW_FEEDBACK": "0"}
+QUICK: dict[str, Any] = {"conversations": 2, "max_questions": 8, "curve": (10,)}
 
 
 # --- folds and judgements ----------------------------------------------------------------
 
 
-def two_folds(conversations: list[locomo.Conversation]) -> tuple[list, list]:
-    """Greedy split by question count (largest first onto the lighter fold), so both
-    folds train and evaluate on about as many questions; stable for a given data file."""
-    folds: tuple[list, list] = ([], [])
-    for conv in sorted(conversations, key=lambda c: (-len(c.questions), c.sample_id)):
-        lighter = min(folds, key=lambda f: sum(len(c.questions) for c in f))
-        lighter.append(conv)
-    return folds
-
-
 def ranked_results(payload: dict | None) -> list[dict]:
-    """The pack's top LIMIT results, best first (the order bench/run.py scores)."""
+    """The pack's top LIMIT results, best first (the order bench/run.py, the locomo
+    bench, scores)."""
     results = (payload or {}).get("results") or []
     return sorted(results, key=lambda r: r.get("rank") if r.get("rank") is not None else math.inf)[
         :LIMIT
@@ -102,7 +94,7 @@ def judgements(
     cite none, nothing on the rest. Below the top nearly every label is an `up`: the
     position bias learned_rank must not learn (its module docstring)."""
     results = ranked_results(payload)
-    ranking = _ranking_from({"results": results}, conv)
+    ranking = ranking_from({"results": results}, conv)
     wanted = set(evidence)
     signals = []
     for position, (result, cited) in enumerate(zip(results, ranking, strict=True), start=1):
@@ -116,19 +108,10 @@ def judgements(
 # --- MCP calls ---------------------------------------------------------------------------
 
 
-async def _call(client, tool: str, args: dict, errors: list[dict]) -> dict | None:
-    result = await client.call_tool(tool, args)
-    if result.is_error:
-        if len(errors) < 20:
-            errors.append({"tool": tool, "content": str(result.content)[:500]})
-        return None
-    return result.structured_content
-
-
 async def get_context(
     client, conv: locomo.Conversation, question: str, errors: list[dict], *, persist: bool = False
 ) -> dict | None:
-    return await _call(
+    return await call_tool(
         client,
         "knowledge_get_context",
         {
@@ -157,7 +140,7 @@ async def evaluate(
                 if payload is None:
                     tally.errors += 1
                 tally.add(
-                    _ranking_from(payload, conv),
+                    ranking_from(payload, conv),
                     q.evidence,
                     locomo.CATEGORY_NAMES.get(q.category, str(q.category)),
                     ms,
@@ -185,11 +168,13 @@ async def record_feedback(
         for conv, q in order:
             pack = await get_context(client, conv, q.question, errors, persist=True)
             recorded.questions_asked += 1
-            for ref, signal in judgements(pack, conv, q.evidence) if pack else ():
-                stored = await _call(
+            signals = judgements(pack, conv, q.evidence) if pack else []
+            pack_id = pack["pack_id"] if pack else None
+            for ref, signal in signals:
+                stored = await call_tool(
                     client,
                     "knowledge_feedback",
-                    {"context_pack_id": pack["pack_id"], "result_ref": ref, "signal": signal},
+                    {"context_pack_id": pack_id, "result_ref": ref, "signal": signal},
                     errors,
                 )
                 if stored is not None and stored["created"] and stored["level"] == "result":
@@ -207,10 +192,10 @@ async def stored_feedback(data_dir: Path, since: dt.datetime) -> dict[str, int]:
     (read next to the stack, the way an operator would check)."""
     import asyncpg
 
-    from bench.scale import _dsn_of_stack
+    from bench.harness import dsn_of_stack
 
     stack_pid = int(json.loads((data_dir / "run" / "stack.json").read_text())["pid"])
-    conn = await asyncpg.connect(_dsn_of_stack(stack_pid))
+    conn = await asyncpg.connect(dsn_of_stack(stack_pid))
     try:
         rows = await conn.fetch(
             "SELECT signal, count(*) AS n FROM knowledge.retrieval_feedback "
@@ -236,9 +221,9 @@ async def run_folds(
     rollback restores it exactly and brackets the timed passes against the box's load."""
     from mcp import Client
 
-    from vera import rank
+    from vera.commands import rank
     from vera.config import load_settings
-    from vera.stack import stack_client_settings
+    from vera.stack.run_files import stack_client_settings
 
     settings = stack_client_settings(load_settings(), data_dir)
     results = []
@@ -327,16 +312,6 @@ def run_stack(
 # --- report ------------------------------------------------------------------------------
 
 
-def _pooled(tallies: list[Tally]) -> Tally:
-    pooled = Tally()
-    for tally in tallies:
-        pooled.scores += tally.scores
-        pooled.categories += tally.categories
-        pooled.latencies_ms += tally.latencies_ms
-        pooled.errors += tally.errors
-    return pooled
-
-
 def _f(value: float | None, digits: int = 3, sign: bool = False) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -381,9 +356,9 @@ def format_table(folds: list[dict]) -> str:
     groups.append(
         (
             "both folds",
-            _pooled([f["before"] for f in folds]),
-            _pooled([f["points"][-1]["tally"] for f in folds]),
-            _pooled([f["again"] for f in folds]),
+            pool_tallies([f["before"] for f in folds]),
+            pool_tallies([f["points"][-1]["tally"] for f in folds]),
+            pool_tallies([f["again"] for f in folds]),
             f"after fit ({learned}/{len(folds)} learned)",
         )
     )
@@ -399,12 +374,12 @@ def format_table(folds: list[dict]) -> str:
         rows.append(
             ["", "change", *(_f(a[m] - b[m], sign=True) for m in METRIC_NAMES), *latency, ""]
         )
-    return _render(rows)
+    return render_table(rows)
 
 
 def format_category_table(folds: list[dict]) -> str:
-    before = _pooled([f["before"] for f in folds]).by_category()
-    after = _pooled([f["points"][-1]["tally"] for f in folds]).by_category()
+    before = pool_tallies([f["before"] for f in folds]).by_category()
+    after = pool_tallies([f["points"][-1]["tally"] for f in folds]).by_category()
     header = [
         "category",
         "hand-set hit@5",
@@ -428,7 +403,7 @@ def format_category_table(folds: list[dict]) -> str:
                 str(b["questions"]),
             ]
         )
-    return _render(rows)
+    return render_table(rows)
 
 
 def format_curve(folds: list[dict]) -> str:
@@ -460,7 +435,7 @@ def format_curve(folds: list[dict]) -> str:
                     _f(a.get("p50_ms"), 1),
                 ]
             )
-    return _render(rows)
+    return render_table(rows)
 
 
 def _json_fold(fold: dict) -> dict:
@@ -580,32 +555,10 @@ def main(
     return report
 
 
-def add_data_options(parser: argparse.ArgumentParser) -> None:
-    """The LoCoMo file, its subset and the load deadline (both learned-ranking benches)."""
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON file")
-    parser.add_argument(
-        "--conversations", type=int, default=0, help="use only the first N conversations"
-    )
-    parser.add_argument(
-        "--max-questions",
-        type=int,
-        default=0,
-        help="use only the first N questions of each conversation",
-    )
-    parser.add_argument(
-        "--ingest-deadline",
-        type=float,
-        default=INGEST_DEADLINE_SECONDS,
-        help="per-call deadline (s) of `vera ingest`",
-    )
-
-
 def cli(argv: list[str]) -> int:
-    """``scripts/bench --feedback ...`` (bench/run.py hands the whole argument list over)."""
     parser = argparse.ArgumentParser(
-        prog="scripts/bench --feedback", description=__doc__.split("\n")[0]
+        prog="scripts/bench feedback", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--feedback", action="store_true", help="this bench")
     parser.add_argument("--feedback-out", "--out", dest="out", type=Path, default=DEFAULT_OUT)
     parser.add_argument(
         "--feedback-quick",

@@ -1,6 +1,6 @@
 """The MCP gateway's own cost per ``tools/call``, with the services taken out.
 
-    python -m bench.gateway_overhead [--calls N] [--rounds N]
+    scripts/bench gateway-overhead [--calls N] [--rounds N]
 
 The real gateway app (``vera.gateway.app.build_app``: transport security, the SDK's
 stateless streamable-HTTP manager with JSON responses, the low-level ``Server``, the
@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -74,7 +74,7 @@ from vera.quota import QuotaPolicy
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.backends import Backends
 from vera.rpc.timestamps import to_timestamp
-from vera.stack import free_port
+from vera.stack.ports import free_port
 
 TOOLS = ("knowledge_get_context", "knowledge_search")
 MODERN = "2026-07-28"
@@ -150,15 +150,15 @@ class FakeIdentity:
         self._project = identity_pb2.ResolveProjectResponse(project=project)
         self._allowed = identity_pb2.ChargeQuotaResponse(allowed=True)
 
-    async def EnsureLocalPrincipal(self, request: Any) -> Any:
+    async def EnsureLocalPrincipal(self, request: Any, **_: Any) -> Any:
         return identity_pb2.EnsureLocalPrincipalResponse(
             principal=identity_pb2.Principal(principal_id=request.principal_id)
         )
 
-    async def ResolveProject(self, request: Any) -> Any:
+    async def ResolveProject(self, request: Any, **_: Any) -> Any:
         return self._project
 
-    async def ChargeQuota(self, request: Any) -> Any:
+    async def ChargeQuota(self, request: Any, **_: Any) -> Any:
         return self._allowed
 
 
@@ -176,10 +176,10 @@ class FakeRetrieval:
         )
         self._search = retrieval_pb2.SearchResponse(results=results)
 
-    async def AssembleContext(self, request: Any) -> Any:
+    async def AssembleContext(self, request: Any, **_: Any) -> Any:
         return self._context
 
-    async def Search(self, request: Any) -> Any:
+    async def Search(self, request: Any, **_: Any) -> Any:
         return self._search
 
 
@@ -428,7 +428,7 @@ async def asgi_direct(app: Starlette, tool: str, era: str) -> AsyncIterator[Call
             await answered.wait()
             return {"type": "http.disconnect"}
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start" and message["status"] != 200:
                 raise RuntimeError(f"status {message['status']}")
             if message["type"] == "http.response.body":
@@ -586,13 +586,15 @@ def report(samples: dict[Variant, list[float]]) -> None:
             print(row)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/bench gateway-overhead", description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=100, help="timed calls per variant per round")
     parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     report(asyncio.run(measure(args.calls, args.rounds)))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Where a get_context call's time goes: each hop timed on its own against a live stack.
 
-    python -m bench.hops [--conversations N] [--questions N]
+    scripts/bench hops [--conversations N] [--questions N]
 
 Starts ``vera up`` in a temporary data dir, ingests the first N LoCoMo conversations, then
 times the same questions as: the MCP calls (``knowledge_get_context``, ``knowledge_search``)
@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from bench import locomo
+from bench.harness import DEFAULT_DATA, LIMIT, TOKEN_BUDGET, ingest_all, running_stack
 from bench.metrics import percentile
-from bench.run import DEFAULT_DATA, LIMIT, TOKEN_BUDGET, ingest_all, running_stack
 
 
 async def _timed(samples: dict[str, list[float]], name: str, call):
@@ -42,7 +42,7 @@ async def measure(url: str, data_dir: Path, conversations: list[locomo.Conversat
     from vera.retrieval.v1 import retrieval_pb2
     from vera.rpc.client import open_channel
     from vera.services.retrieval.pipeline.retriever import REREAD_MIN
-    from vera.stack import stack_client_settings
+    from vera.stack.run_files import stack_client_settings
 
     info = json.loads((data_dir / "run" / "stack.json").read_text())
     services = info["services"]
@@ -95,7 +95,7 @@ async def measure(url: str, data_dir: Path, conversations: list[locomo.Conversat
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.hops", description=__doc__)
+    parser = argparse.ArgumentParser(prog="scripts/bench hops", description=__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--conversations", type=int, default=1)
     parser.add_argument("--questions", type=int, default=60)

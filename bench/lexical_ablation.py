@@ -1,6 +1,6 @@
-"""Can Qdrant hold the lexical leg? ``scripts/bench --lexical-ablation``.
+"""Can Qdrant hold the lexical leg? ``scripts/bench lexical-ablation``.
 
-    python -m bench.run --lexical-ablation [--data PATH] [--conversations N] [--out PATH]
+    scripts/bench lexical-ablation [--data PATH] [--conversations N] [--out PATH]
 
 In process, as bench/ablation.py: the same Retriever, FactMemory, qdrant-edge vector index
 and MiniLM embedder the service uses, over the LoCoMo turns. Only the lexical leg's
@@ -47,8 +47,8 @@ from tqdm import tqdm
 
 from bench import locomo
 from bench.ablation import DictFacts, turn_fact
+from bench.harness import DEFAULT_DATA, ROOT, machine_info
 from bench.metrics import Tally, percentile, recall_at
-from bench.run import DEFAULT_DATA, ROOT, machine_info
 
 DEFAULT_OUT = ROOT / "bench-results" / "lexical_ablation.json"
 LIMIT = 10
@@ -89,7 +89,7 @@ class Fields:
         self.context: dict[str, list[str]] = {}
         self.raw_own: dict[str, str] = {}
         self.raw_context: dict[str, str] = {}
-        for scope in memory._scopes.values():
+        for scope in memory.scopes.values():
             versions = scope.version_ids
             texts = {v: fact_text(facts[v.rsplit(":", 1)[0]]) for v in versions}
             for version in versions:
@@ -109,7 +109,7 @@ class QdrantLexical:
         self,
         shards: dict[str, Any],
         fallback,
-        embed_query: Callable[[str], Any],
+        embed_query: Callable[[str], Any] | None,
         mode: str,
         context_weight: float,
         prefetch: int = PREFETCH,
@@ -122,7 +122,7 @@ class QdrantLexical:
         self._context_weight = context_weight
         self.ms: list[float] = []
 
-    def _search_sync(self, text: str, query, limit: int):
+    def search_sync(self, text: str, query, limit: int):
         import qdrant_edge as edge
 
         from vera.services.retrieval.vectors.edge import candidates, edge_filter
@@ -134,8 +134,9 @@ class QdrantLexical:
             words = " ".join(dict.fromkeys(terms(text)))
             if not words:
                 return []
-            legs = [edge.TextQuery("own", words), edge.TextQuery("context", words)]
+            legs: list[Any] = [edge.TextQuery("own", words), edge.TextQuery("context", words)]
         else:
+            assert self._embed_query is not None  # every sparse mode embeds its query
             vector = self._embed_query(text)
             if not vector.indices:
                 return []
@@ -186,7 +187,7 @@ class QdrantLexical:
 
     async def search(self, text: str, query, limit: int):
         started = time.perf_counter()
-        found = await asyncio.to_thread(self._search_sync, text, query, limit)
+        found = await asyncio.to_thread(self.search_sync, text, query, limit)
         self.ms.append((time.perf_counter() - started) * 1000)
         return found
 
@@ -194,17 +195,17 @@ class QdrantLexical:
         return await self._fallback.has_documents(query, with_attributes=with_attributes)
 
 
-def _shard(path: Path, mode: str):
+def new_shard(path: Path, mode: str):
     import qdrant_edge as edge
 
-    from vera.services.retrieval.vectors.edge import _INDEXED
+    from vera.services.retrieval.vectors.edge import PAYLOAD_INDEXES
 
     # The text-index row writes no vectors, but a shard needs a vector config.
     idf = edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf)
     config = edge.EdgeConfig(vectors={}, sparse_vectors={"own": idf, "context": idf})
     path.mkdir(parents=True)
     shard = edge.EdgeShard.create(str(path), config)
-    for key, schema in _INDEXED:
+    for key, schema in PAYLOAD_INDEXES:
         shard.update(edge.UpdateOperation.create_field_index(key, schema))
     if mode.startswith("text"):
         # The terms arrive tokenized, stemmed and without stopwords (text.terms): the index
@@ -324,12 +325,13 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
             ("qdrant Bm25 model (its tokenizer)", "bm25", bm25_models[0].embed_query),
         ):
             started = time.perf_counter()
-            by_scope = {f.scope_id: [] for f in ordered} if mode == "text-per-scope" else {"": []}
+            by_scope: dict[str, list[Any]] = (
+                {f.scope_id: [] for f in ordered} if mode == "text-per-scope" else {"": []})
             for f in ordered:
                 by_scope[f.scope_id if mode == "text-per-scope" else ""].append(f)
             shards = {}
             for number, (scope, members) in enumerate(by_scope.items()):
-                shards[scope] = _shard(Path(tmp) / f"{mode}-{number}", mode)
+                shards[scope] = new_shard(Path(tmp) / f"{mode}-{number}", mode)
                 fill(shards[scope], mode, members, fields, bm25_models)
             report.setdefault("fill_s", {})[name] = round(time.perf_counter() - started, 2)
             legs[name] = QdrantLexical(shards, today, embed_query, mode, CONTEXT_WEIGHT)
@@ -399,9 +401,8 @@ def print_table(report: dict) -> None:
 
 def cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="scripts/bench --lexical-ablation", description=__doc__.split("\n")[0]
+        prog="scripts/bench lexical-ablation", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--lexical-ablation", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON file")
     parser.add_argument(
         "--conversations",

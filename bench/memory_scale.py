@@ -1,6 +1,6 @@
 """The retrieval process's FactMemory at scale, in process (no stack, no model).
 
-    python -m bench.memory_scale [--sizes 10000,100000] [--small 1000] [--rounds 5]
+    scripts/bench memory-scale [--sizes 10000,100000] [--small 1000] [--rounds 5]
 
 Fills a FactMemory with the scale bench's generated corpus (bench/scale.py: one project
 scope of N facts plus a few small scopes, random unit vectors of 384 dimensions) and
@@ -146,7 +146,7 @@ def measure_memory(n_facts: int, seed: int) -> dict:
     del facts, small
     gc.collect()
     grown = rss_bytes() - before
-    parts = breakdown(memory._scopes["project"])
+    parts = breakdown(memory.scopes["project"])
     return {
         "facts": n_facts,
         "rss_delta_bytes": grown,
@@ -212,7 +212,7 @@ def measure_queries(small_n: int, large_n: int, rounds: int, seed: int) -> dict:
 
 
 def cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.memory_scale", description=__doc__)
+    parser = argparse.ArgumentParser(prog="scripts/bench memory-scale", description=__doc__)
     parser.add_argument("--sizes", default="10000,100000", help="project sizes for memory")
     parser.add_argument("--small", type=int, default=1000, help="the small project (queries)")
     parser.add_argument("--large", type=int, default=100_000, help="the large one (queries)")

@@ -1,6 +1,6 @@
-"""What a learned ranking can reach with today's signals: ``scripts/bench --rank-ablation``.
+"""What a learned ranking can reach with today's signals: ``scripts/bench rank-ablation``.
 
-    python -m bench.run --rank-ablation [--data PATH] [--conversations N] [--max-questions N]
+    scripts/bench rank-ablation [--data PATH] [--conversations N] [--max-questions N]
                         [--ablation-out PATH] [--dump PATH | --from-dump PATH]
 
 Starts a stack with ``vera up`` in a temporary data dir (background fit off), ingests every
@@ -17,7 +17,7 @@ bench/metrics.py, pooled over both evaluation folds. The rows:
 
 - hand-set: the pipeline's own order;
 - the serving model: ``learned_rank.fit`` itself on feedback rows of the training fold's
-  top 10 (what ``scripts/bench --feedback`` records) or top 30, scored by its
+  top 10 (what ``scripts/bench feedback`` records) or top 30, scored by its
   ``LinearRanker``, with the activation rule's verdict on it;
 - learned_rank's pairwise trainer over wider features: the serving ones plus
   pack-relative ones (each result's reciprocal rank in its own pack by each score, its
@@ -50,21 +50,25 @@ import numpy as np
 from tqdm import tqdm
 
 from bench import locomo
-from bench.feedback import NO_BACKGROUND_FIT, _call, _pooled, add_data_options, two_folds
-from bench.metrics import METRIC_NAMES, Tally
-from bench.run import (
+from bench.harness import (
     DEFAULT_DATA,
     INGEST_DEADLINE_SECONDS,
     LIMIT,
+    NO_BACKGROUND_FIT,
     ROOT,
     TOKEN_BUDGET,
-    _ranking_from,
-    _render,
+    add_data_options,
+    call_tool,
     ingest_all,
     machine_info,
+    pool_tallies,
+    ranking_from,
+    render_table,
     running_stack,
+    two_folds,
     wait_until_retrieval_idle,
 )
+from bench.metrics import METRIC_NAMES, Tally
 from vera.services.retrieval.domain import Fact, Result
 from vera.services.retrieval.pipeline.rerank import STATIC_LATE_INTERACTION_WEIGHT
 from vera.services.retrieval.rank import learned as learned_rank
@@ -98,7 +102,7 @@ def question_record(conv: locomo.Conversation, q: locomo.Question, payload: dict
         (payload or {}).get("results") or [],
         key=lambda r: r.get("rank") if r.get("rank") is not None else math.inf,
     )[:DEPTH]
-    cited = _ranking_from({"results": results}, conv, limit=DEPTH)
+    cited = ranking_from({"results": results}, conv, limit=DEPTH)
     return {
         "conversation": conv.sample_id,
         "index": q.index,
@@ -134,11 +138,11 @@ async def ask_all(
     total = sum(len(c.questions) for c in conversations)
     async with Client(url) as client:
         warm_up = arguments(conversations[0], "warm up")  # one-off costs
-        await _call(client, "knowledge_get_context", warm_up, errors)
+        await call_tool(client, "knowledge_get_context", warm_up, errors)
         with tqdm(total=total, desc="get_context top 30", unit="q", file=sys.stderr) as bar:
             for conv in conversations:
                 for q in conv.questions:
-                    payload = await _call(
+                    payload = await call_tool(
                         client, "knowledge_get_context", arguments(conv, q.question), errors
                     )
                     questions.append(question_record(conv, q, payload))
@@ -312,7 +316,7 @@ def fit_serving(
 ) -> tuple[Scorer | None, dict]:
     """``learned_rank.fit`` itself, default policy: the serving model, and whether the
     activation rule would let it serve; with ``obey_rule`` the hand-set order stays where
-    the rule would not (what ``scripts/bench --feedback`` measures through the stack)."""
+    the rule would not (what ``scripts/bench feedback`` measures through the stack)."""
     report = learned_rank.fit(
         feedback_rows(train, labels),
         replays(train, labels),
@@ -339,6 +343,10 @@ def fit_serving(
     ), fit
 
 
+def _pairwise(featurize: Featurizer) -> Callable[[Sequence[dict], int], tuple[Scorer | None, dict]]:
+    return lambda train, labels: fit_pairwise(train, labels, featurize)
+
+
 def fit_pairwise(
     train: Sequence[dict], labels: int, featurize: Featurizer
 ) -> tuple[Scorer | None, dict]:
@@ -349,7 +357,7 @@ def fit_pairwise(
     if not rows:
         return None, {"training_rows": 0}
     matrix = np.vstack([featurize(q["results"])[:labels] for q in train])
-    trained = learned_rank._train(matrix, rows, range(len(rows)), "rank-ablation")
+    trained = learned_rank.train_ranker(matrix, rows, range(len(rows)), "rank-ablation")
     if trained is None:
         return None, {"training_rows": len(rows)}
     mean, scale, coef = (np.array(v) for v in (trained.mean, trained.scale, trained.coef))
@@ -391,7 +399,7 @@ VARIANTS = (
         lambda t, n: fit_serving(t, n, obey_rule=True),
     ),
     *(
-        Variant(name, labels, lambda t, n, f=featurize: fit_pairwise(t, n, f))
+        Variant(name, labels, _pairwise(featurize))
         for name, featurize in (
             ("pairwise LR + pack-relative", pack_relative_features),
             ("pairwise LR + pack-relative + neighbours", neighbour_features),
@@ -476,10 +484,10 @@ def _f(value: float, sign: bool = False) -> str:
 
 def summarize_rows(rows: list[dict]) -> list[dict]:
     """Pooled summary (weighted by questions) and change against hand-set, per row."""
-    hand = _pooled(rows[0]["tallies"]).summary()
+    hand = pool_tallies(rows[0]["tallies"]).summary()
     summarized = []
     for row in rows:
-        pooled = _pooled(row["tallies"]).summary()
+        pooled = pool_tallies(row["tallies"]).summary()
         summarized.append(
             {
                 "ranking": row["ranking"],
@@ -518,7 +526,7 @@ def format_table(rows: list[dict]) -> str:
                 str(row["summary"]["questions"]),
             ]
         )
-    return _render(table)
+    return render_table(table)
 
 
 def load_dump(path: Path) -> dict:
@@ -632,12 +640,9 @@ def main(
 
 
 def cli(argv: list[str]) -> int:
-    """``scripts/bench --rank-ablation ...`` (bench/run.py hands the whole argument list
-    over)."""
     parser = argparse.ArgumentParser(
-        prog="scripts/bench --rank-ablation", description=__doc__.split("\n")[0]
+        prog="scripts/bench rank-ablation", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--rank-ablation", action="store_true", help="this bench")
     parser.add_argument("--ablation-out", dest="out", type=Path, default=DEFAULT_OUT)
     add_data_options(parser)
     source = parser.add_mutually_exclusive_group()

@@ -1,8 +1,8 @@
 """Where a retrieval replica's start goes, step by step:
 
-    .venv/bin/python -m bench.retrieval_start DATA_DIR [--runs 3] [--kill] [--out PATH]
+    scripts/bench retrieval-start DATA_DIR [--runs 3] [--kill] [--out PATH]
 
-DATA_DIR is a stopped stack's data dir (``scripts/bench --scale --scale-keep DIR`` leaves
+DATA_DIR is a stopped stack's data dir (``scripts/bench scale --scale-keep DIR`` leaves
 one in ``DIR/<facts>/data``). Its embedded PostgreSQL is started, then each run is a fresh
 process that does what ``vera serve retrieval`` does (the CLI's parser, the service's
 import, ``server.create``, the gRPC server's start) and times each part: the CLI, the
@@ -14,7 +14,7 @@ new one), from that snapshot (a restart), and as a new pod (no file of its own, 
 writer's copy in PostgreSQL: shared_snapshot.py, published once before the first such
 start). Each start reports where its memory came from. ``--kill`` ends
 each run with SIGKILL instead of a clean stop, so the next one opens the vector shard as
-after a crash (what ``scripts/bench --scale``'s ``retrieval_start_s`` measures under
+after a crash (what ``scripts/bench scale``'s ``retrieval_start_s`` measures under
 ``vera up``, plus the supervisor's restart delay and its probes).
 Knowledge is not running: nothing here dials it before the start is timed.
 """
@@ -44,7 +44,7 @@ def _child(kill: bool) -> None:
     t = time.perf_counter()
     import vera.cli
 
-    vera.cli._parser()
+    vera.cli.build_parser()
     cli_s = time.perf_counter() - t
     t = time.perf_counter()
     from vera.services.retrieval import server
@@ -69,7 +69,9 @@ def _child(kill: bool) -> None:
 
     for name in STEPS:
         setattr(server, name, timed(name, getattr(server, name)))
-    lexical.PgLexicalIndex.load = timed("memory load", lexical.PgLexicalIndex.load)
+    # This child times the service's own steps by wrapping them in place.
+    lexical.PgLexicalIndex.load = timed(  # type: ignore[method-assign]
+        "memory load", lexical.PgLexicalIndex.load)
     loaded: list[lexical.PgLexicalIndex] = []
     real_init = lexical.PgLexicalIndex.__init__
 
@@ -77,8 +79,9 @@ def _child(kill: bool) -> None:
         real_init(self, *args, **kwargs)
         loaded.append(self)
 
-    lexical.PgLexicalIndex.__init__ = remembered
-    ranking.Ranking.refresh = timed("ranking refresh", ranking.Ranking.refresh)
+    lexical.PgLexicalIndex.__init__ = remembered  # type: ignore[method-assign]
+    ranking.Ranking.refresh = timed(  # type: ignore[method-assign]
+        "ranking refresh", ranking.Ranking.refresh)
 
     async def start() -> dict:
         settings = load_settings()
@@ -221,17 +224,21 @@ def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m bench.retrieval_start")
+def cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/bench retrieval-start")
     parser.add_argument("data_dir", type=Path, nargs="?")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--kill", action="store_true", help="end each run with SIGKILL")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.child:
         _child(args.kill)
-    elif args.data_dir is None:
+        return 0
+    if args.data_dir is None:
         parser.error("DATA_DIR is required")
-    else:
-        sys.exit(main(args.data_dir.resolve(), args.runs, args.kill, args.out))
+    return main(args.data_dir.resolve(), args.runs, args.kill, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(cli(sys.argv[1:]))

@@ -1,6 +1,7 @@
 """The LoCoMo retrieval-quality bench: VERA (through MCP) next to BM25 and dense baselines.
 
-    python -m bench.run [--only-baselines] [--out PATH] [--data PATH]
+    scripts/bench locomo [--only-baselines] [--no-ablation] [--out PATH] [--data PATH]
+                         [--max-questions N]
 
 Loads ``shared/data/locomo/locomo-dev.json``, turns every turn into one fact (see
 bench/locomo.py), starts a stack with ``vera up`` in a temporary data dir, ingests each
@@ -17,27 +18,30 @@ import asyncio
 import datetime as dt
 import json
 import math
-import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from tqdm import tqdm
 
 from bench import locomo
+from bench.harness import (
+    DEFAULT_DATA,
+    INGEST_DEADLINE_SECONDS,
+    LIMIT,
+    ROOT,
+    TOKEN_BUDGET,
+    ingest_all,
+    machine_info,
+    ranking_from,
+    render_table,
+    running_stack,
+    wait_until_retrieval_idle,
+)
 from bench.metrics import METRIC_NAMES, Tally
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 DEFAULT_OUT = ROOT / "bench-results" / "locomo.json"
-LIMIT = 10
-TOKEN_BUDGET = 32000  # the maximum: the budget never truncates the top 10
-READY_TIMEOUT_SECONDS = 300
 SYSTEMS = ("VERA search", "VERA get_context", "BM25", "dense MiniLM")
 DENSE_TEXT_CHOICES = ("fact", "turn")
 
@@ -106,116 +110,6 @@ def _question_record(score: dict[str, float], ranking: list) -> dict:
 # --- the stack ---------------------------------------------------------------------------
 
 
-def _vera_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "vera.cli", *args]
-
-
-@contextmanager
-def running_stack(root: Path, **env: str) -> Iterator[tuple[str, Path, dict[str, str]]]:
-    """Starts ``vera up`` in ``root/data`` (``vera.stack.launch``, quotas off, ``env`` on
-    top); yields (MCP URL, data dir, env); stops it. A failure, in the stack or in the
-    bench around it, prints the stack log's tail first."""
-    from vera.stack import launch, launch_env
-
-    data_dir = root / "data"
-    settings = launch_env(
-        data_dir, **{"VERA_MCP__QUOTA_ENABLED": "false", "HF_HUB_OFFLINE": "1", **env})
-    try:
-        with launch(data_dir, settings, log_path=root / "stack.log", cwd=ROOT,
-                    ready_timeout=READY_TIMEOUT_SECONDS) as stack:
-            yield stack.mcp_url, data_dir, stack.env
-    except BaseException:
-        print("stack log tail:\n" + _tail(root / "stack.log"), file=sys.stderr)
-        raise
-
-
-def _tail(path: Path, chars: int = 4000) -> str:
-    return path.read_text(errors="replace")[-chars:] if path.exists() else ""
-
-
-INGEST_ATTEMPTS = 3  # a load is idempotent: running it again finishes an interrupted one
-# `vera ingest`'s per-call deadline (VERA_RPC__DEADLINE_SECONDS, default 10 s). Its
-# GetIndexStatus polls can wait behind a long vector-index upsert on a loaded 2-core box and
-# fail the load with DEADLINE_EXCEEDED; the bench measures retrieval, so it gives them longer.
-INGEST_DEADLINE_SECONDS = 60
-
-
-def wait_until_retrieval_idle(data_dir: Path, give_up_s: float = 180.0) -> float:
-    """Waits until the retrieval service is idle after a load: its embedded vector index
-    rebuilds the HNSW graph in a child process once writes paused (OPTIMIZE_IDLE_SECONDS),
-    and timed questions must not share the two cores with that build. Returns the wait."""
-    import psutil
-
-    from vera.services.retrieval.vectors.edge import OPTIMIZE_IDLE_SECONDS
-
-    t0 = time.perf_counter()
-    stack_pid = int(json.loads((data_dir / "run" / "stack.json").read_text())["pid"])
-    retrieval = next(p for p in psutil.Process(stack_pid).children(recursive=True)
-                     if "retrieval" in p.cmdline())
-    time.sleep(OPTIMIZE_IDLE_SECONDS + 1)
-    quiet_seconds = 0
-    while quiet_seconds < 3 and time.perf_counter() - t0 < give_up_s:
-        # Idle: the tailer's polls only, and no build running in a child.
-        busy = retrieval.cpu_percent(interval=1.0) >= 10.0 or bool(retrieval.children())
-        quiet_seconds = 0 if busy else quiet_seconds + 1
-    return time.perf_counter() - t0
-
-
-def ingest_all(conversations: list[locomo.Conversation], root: Path, data_dir: Path,
-               env: dict[str, str], failures: list[dict],
-               deadline_s: float = INGEST_DEADLINE_SECONDS) -> dict[str, float]:
-    """`vera ingest` per conversation; a failed load is retried (and reported in failures)."""
-    seconds: dict[str, float] = {}
-    for conv in tqdm(conversations, desc="vera ingest", unit="conv", file=sys.stderr):
-        path = locomo.write_jsonl(conv, root / f"{conv.project}.jsonl")
-        t0 = time.perf_counter()
-        ingest_env = {**env, "VERA_RPC__DEADLINE_SECONDS": str(deadline_s)}
-        for attempt in range(1, INGEST_ATTEMPTS + 1):
-            done = subprocess.run(
-                _vera_cmd("ingest", str(path), "--project", conv.project, "--data-dir",
-                          str(data_dir)),
-                env=ingest_env, capture_output=True, text=True, timeout=900, cwd=ROOT)
-            if done.returncode == 0:
-                break
-            reason = _last_line(done.stderr) or _last_line(done.stdout)
-            failures.append({"project": conv.project, "attempt": attempt,
-                             "exit_code": done.returncode, "reason": reason})
-            tqdm.write(f"WARNING: vera ingest {conv.project} attempt {attempt} failed "
-                       f"({done.returncode}): {reason}", file=sys.stderr)
-        else:
-            raise RuntimeError(f"vera ingest {conv.project} failed {INGEST_ATTEMPTS} times:\n"
-                               f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-        seconds[conv.project] = time.perf_counter() - t0
-    return seconds
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
-    for line in reversed(lines):
-        if "vera ingest" in line or "error" in line.lower() or "failed" in line:
-            return line[-500:]
-    return lines[-1][-500:] if lines else ""
-
-
-def _ranking_from(payload: dict | None, conv: locomo.Conversation,
-                  limit: int = LIMIT) -> list[list[str]]:
-    """The top ``limit`` results' cited dia_ids, counting only citations of this
-    conversation's sessions."""
-    prefix = f"{conv.sample_id}-session_"
-    results = sorted((payload or {}).get("results") or [],
-                     key=lambda r: r.get("rank") if r.get("rank") is not None else math.inf)
-    ranking = []
-    for result in results[:limit]:
-        locators = []
-        for citation in result.get("citations") or []:
-            source = citation.get("source_id") or ""
-            locator = locomo.normalize_dia_id(citation.get("locator") or "")
-            if locator and (not source or source.startswith(prefix)):
-                locators.append(locator)
-        ranking.append(locators)
-    return ranking
-
-
 async def ask_vera(url: str, conversations: list[locomo.Conversation],
                    tallies: dict[str, Tally], per_question: dict[tuple[str, int], dict],
                    errors: list[dict]) -> None:
@@ -248,7 +142,7 @@ async def ask_vera(url: str, conversations: list[locomo.Conversation],
                                                "content": str(result.content)[:500]})
                         else:
                             payload = result.structured_content
-                        ranking = _ranking_from(payload, conv)
+                        ranking = ranking_from(payload, conv)
                         score = tallies[system].add(ranking, q.evidence, category, ms)
                         per_question[(q.sample_id, q.index)][system] = _question_record(
                             score, ranking)
@@ -271,7 +165,7 @@ def format_table(summaries: dict[str, dict]) -> str:
         rows.append([system, *(_fmt(s.get(m)) for m in METRIC_NAMES),
                      _fmt(s.get("p50_ms"), True), _fmt(s.get("p95_ms"), True),
                      str(s.get("questions", 0))])
-    return _render(rows)
+    return render_table(rows)
 
 
 def format_category_table(by_category: dict[str, dict[str, dict]]) -> str:
@@ -284,57 +178,12 @@ def format_category_table(by_category: dict[str, dict[str, dict]]) -> str:
             if s:
                 rows.append([category, system, *(_fmt(s.get(m)) for m in METRIC_NAMES),
                              str(s["questions"])])
-    return _render(rows)
-
-
-def _render(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = []
-    for n, row in enumerate(rows):
-        cells = [c.ljust(w) if i < 2 else c.rjust(w)
-                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
-        lines.append("| " + " | ".join(cells) + " |")
-        if n == 0:
-            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(lines)
-
-
-def machine_info() -> dict:
-    info = {"platform": platform.platform(), "machine": platform.machine(),
-            "processor": platform.processor() or None, "cpu_count": os.cpu_count(),
-            "python": platform.python_version()}
-    try:
-        info["usable_cpus"] = len(os.sched_getaffinity(0))
-    except AttributeError:
-        pass
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu_model"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return info
+    return render_table(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
-    if "--scale" in (sys.argv[1:] if argv is None else argv):  # the generated-corpus bench
-        from bench import scale
-
-        return scale.cli(sys.argv[1:] if argv is None else argv)
-    if "--feedback" in (sys.argv[1:] if argv is None else argv):  # the learned-ranking bench
-        from bench import feedback
-
-        return feedback.cli(sys.argv[1:] if argv is None else argv)
-    if "--rank-ablation" in (sys.argv[1:] if argv is None else argv):  # offline ranking models
-        from bench import rank_ablation
-
-        return rank_ablation.cli(sys.argv[1:] if argv is None else argv)
-    if "--lexical-ablation" in (sys.argv[1:] if argv is None else argv):  # Qdrant lexical legs
-        from bench import lexical_ablation
-
-        return lexical_ablation.cli(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="scripts/bench locomo", description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON file")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON report path")
     parser.add_argument("--only-baselines", action="store_true",
@@ -376,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
           f"({dataset['skipped_adversarial']} adversarial and "
           f"{dataset['skipped_no_evidence']} without evidence left out)", file=sys.stderr)
 
-    systems = SYSTEMS[2:] if args.only_baselines else SYSTEMS
+    systems: tuple[str, ...] = SYSTEMS[2:] if args.only_baselines else SYSTEMS
     if args.no_dense:
         systems = tuple(s for s in systems if s != "dense MiniLM")
     tallies = {name: Tally() for name in systems}

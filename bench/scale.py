@@ -1,13 +1,13 @@
-"""The latency and scale bench on a generated corpus: ``scripts/bench --scale``.
+"""The latency and scale bench on a generated corpus: ``scripts/bench scale``.
 
-    python -m bench.run --scale [--scale-sizes 10000,100000] [--scale-100k] [--scale-out PATH]
+    scripts/bench scale [--scale-sizes 10000,100000] [--scale-100k] [--scale-out PATH]
                             [--scale-keep DIR]
 
 For each size it generates a deterministic, varied coding-organization corpus (services,
 teams, libraries, ADRs, runbooks, repositories, code paths; several facts per source so
 every fact has neighbours), starts a stack with ``vera up`` in a temporary data dir, and:
 
-- loads it through ``vera ingest``'s own loader (``vera.ingest``: parse_jsonl, then the
+- loads it through ``vera ingest``'s own loader (``vera.ingest_records``: parse_jsonl, then the
   IngestKnowledge calls, 10k-fact files into one project) and times the load and the tail
   from the end of the load until GetIndexStatus reports everything indexed;
 - asks questions generated from held facts (``knowledge_get_context``, limit 10) four
@@ -42,6 +42,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bench.harness import dsn_of_stack, machine_info, render_table, running_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "bench-results" / "scale.json"
@@ -247,10 +249,10 @@ def _pct(values: list[float]) -> dict[str, float | int]:
 
 
 def _settings(data_dir: Path):
-    from vera.cli import _settings as cli_settings
-    from vera.stack import read_stack_file, stack_client_settings
+    from vera.commands import settings_at
+    from vera.stack.run_files import read_stack_file, stack_client_settings
 
-    settings = stack_client_settings(cli_settings(data_dir), data_dir)
+    settings = stack_client_settings(settings_at(data_dir), data_dir)
     return settings, read_stack_file(data_dir.resolve())
 
 
@@ -457,19 +459,6 @@ async def freshness(url: str, data_dir: Path, project: str, scope: str, probes: 
             "probes": probes}
 
 
-def _dsn_of_stack(stack_pid: int) -> str:
-    import psutil
-
-    for child in psutil.Process(stack_pid).children(recursive=True):
-        try:
-            env = child.environ()
-        except (psutil.Error, OSError):
-            continue
-        if env.get("VERA_DATABASE__DSN"):
-            return env["VERA_DATABASE__DSN"]
-    raise RuntimeError("no service of the stack shows VERA_DATABASE__DSN")
-
-
 @dataclass
 class InProcessPipeline:
     retriever: Any
@@ -505,19 +494,20 @@ async def in_process_pipeline(data_dir: Path, stack_pid: int,
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(data_dir / "vectors", copy)
     vectors = await EdgeVectorIndex.open(copy, embedder.dimensions)
-    info = vectors._shard.info()
+    info = vectors.shard_info()
     setup["shard"] = {"points": info.points_count, "indexed_vectors": info.indexed_vectors_count,
                       "segments": info.segments_count}
-    pool = await create_pool(_dsn_of_stack(stack_pid), "retrieval", min_size=1, max_size=2)
-    lexical = PgLexicalIndex(pool, FactMemory(embedder.dimensions))
+    pool = await create_pool(dsn_of_stack(stack_pid), "retrieval", min_size=1, max_size=2)
     facts: dict[str, object] = {}
-    upsert = lexical._upsert_memory
 
-    def keep(batch, vecs, position):
-        facts.update({f.fact_key: f for f in batch})
-        upsert(batch, vecs, position)
+    class KeepingMemory(FactMemory):
+        """The service's memory, also keeping every fact it indexes: the fact source."""
 
-    lexical._upsert_memory = keep  # type: ignore[method-assign]
+        def upsert(self, batch, vectors, position: int) -> None:
+            facts.update({f.fact_key: f for f in batch})
+            super().upsert(batch, vectors, position)
+
+    lexical = PgLexicalIndex(pool, KeepingMemory(embedder.dimensions))
     reranker = await load_reranker(rs.reranker_path, rs.model_path, limit=rs.rerank_limit)
     try:
         await lexical.load()
@@ -645,7 +635,6 @@ def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float,
     """One corpus size end to end. With ``keep``, the stack's data stays in
     ``keep/<n_facts>`` and a later run with the same ``keep`` queries it again instead of
     loading and indexing the corpus anew (its load figures are the first run's)."""
-    from bench.run import running_stack
 
     result: dict = {"facts": n_facts}
     wall = time.perf_counter()
@@ -758,7 +747,6 @@ def run_growth(small: int, large: int, questions: int, hnsw_wait_s: float) -> di
     """Two projects of ``small`` and ``large`` facts in one stack, asked alternately: how
     get_context grows with the corpus, free of run-to-run drift between stacks. Every
     question is asked twice, in two rounds, each with its own ratio."""
-    from bench.run import running_stack
 
     wall = time.perf_counter()
     if not 0 < small < large:
@@ -795,7 +783,6 @@ def run_growth(small: int, large: int, questions: int, hnsw_wait_s: float) -> di
 
 
 def format_table(results: list[dict]) -> str:
-    from bench.run import _render
 
     def f(v, digits=1):
         return "-" if v is None else f"{v:.{digits}f}"
@@ -819,11 +806,10 @@ def format_table(results: list[dict]) -> str:
             f(q.get("embed_floor_texts_per_s"), 0), f(r["freshness"]["s"]["p95"], 3),
             f"{q['shard']['indexed_vectors']}/{q['shard']['points']}",
             f"{f(r.get('retrieval_start_s'))} / {f(r.get('retrieval_start_from_snapshot_s'))}"])
-    return _render(rows)
+    return render_table(rows)
 
 
 def format_memory(results: list[dict]) -> str:
-    from bench.run import _render
 
     names = sorted({k for r in results for k in r["peak_rss_mib"]})
     rows = [["process (VmHWM MiB / KiB per fact)", *(str(r["facts"]) for r in results)]]
@@ -833,13 +819,12 @@ def format_memory(results: list[dict]) -> str:
             mib = r["peak_rss_mib"].get(name)
             cells.append("-" if mib is None else f"{mib:.0f} / {mib * 1024 / r['facts']:.2f}")
         rows.append([name, *cells])
-    return _render(rows)
+    return render_table(rows)
 
 
 def main(sizes: list[int], out: Path, *, questions: int = 200,
          probes: int = FRESHNESS_PROBES, hnsw_wait_s: float = 240.0,
          keep: Path | None = None, growth: tuple[int, int] | None = None) -> int:
-    from bench.run import machine_info
 
     wall = time.perf_counter()
     results = []
@@ -882,12 +867,10 @@ def main(sizes: list[int], out: Path, *, questions: int = 200,
 
 
 def cli(argv: list[str]) -> int:
-    """``scripts/bench --scale ...`` (bench/run.py hands the whole argument list over)."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="scripts/bench --scale",
+    parser = argparse.ArgumentParser(prog="scripts/bench scale",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--scale", action="store_true", help="this bench")
     parser.add_argument("--scale-sizes", default="10000",
                         help="comma-separated corpus sizes (default 10000)")
     parser.add_argument("--scale-100k", action="store_true",

@@ -1,7 +1,7 @@
 """The secret screen's worst case: time per maximum-size proposal, and whether it grows
 linearly with the text.
 
-    python -m bench.secret_screen [--rounds N]
+    scripts/bench secret-screen [--rounds N]
 
 Each shape is a text built to make one detector rescan what follows every start (the
 shapes that were quadratic before the patterns were made linear: a dotted run before a
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
@@ -57,10 +58,11 @@ def seconds(fields: list[tuple[str, str]], rounds: int) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/bench secret-screen", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=21)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(f"{'shape':24s} {'full proposal':>14s} {'per char full/eighth':>22s}")
     for name, shape in SHAPES.items():
         full = proposal(shape)
@@ -71,7 +73,8 @@ def main() -> None:
         t_eighth = seconds(eighth, args.rounds)
         ratio = (t_full / chars_full) / (t_eighth / chars_eighth)
         print(f"{name:24s} {t_full * 1000:11.2f} ms {ratio:21.2f}x")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

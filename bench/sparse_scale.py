@@ -1,7 +1,7 @@
 """The lexical leg as Qdrant sparse vectors in a shard per project scope, against today's
 in-process BM25, at scale. In process: no stack, no model.
 
-    python -m bench.sparse_scale [--small 1000] [--large 100000] [--prefetch 200,1000]
+    scripts/bench sparse-scale [--small 1000] [--large 100000] [--prefetch 200,1000]
 
 The scale bench's generated corpus (``bench.memory_scale.facts_of``) in a small and a large
 project scope, each held twice: in one FactMemory (today's leg, memory.py) and in a
@@ -40,7 +40,7 @@ import numpy as np
 from tqdm import tqdm
 
 from bench import lexical_ablation, memory_scale
-from bench.run import ROOT, machine_info
+from bench.harness import ROOT, machine_info
 
 DEFAULT_OUT = ROOT / "bench-results" / "sparse_scale.json"
 POOL = memory_scale.CANDIDATE_POOL
@@ -83,7 +83,7 @@ def measure(small_n: int, large_n: int, prefetches: list[int], rounds: int, seed
         shards = {}
         for scope, scope_facts in facts.items():
             started = time.perf_counter()
-            shards[scope] = lexical_ablation._shard(Path(tmp) / scope, "sparse")
+            shards[scope] = lexical_ablation.new_shard(Path(tmp) / scope, "sparse")
             lexical_ablation.fill(shards[scope], "sparse", scope_facts, fields)
             report["fill_s"][scope] = round(time.perf_counter() - started, 2)
         del facts, fields
@@ -96,9 +96,9 @@ def measure(small_n: int, large_n: int, prefetches: list[int], rounds: int, seed
         now = dt.datetime.now(dt.UTC)
         pairs = list(zip(questions["small"], questions["large"], strict=False))[:QUESTIONS]
         names = ["memory BM25 (today)", *legs]
-        first = {(n, s): [] for n in names for s in projects}
-        again = {(n, s): [] for n in names for s in projects}
-        share = {(n, s): [] for n in legs for s in projects}
+        first: dict[tuple[str, str], list[float]] = {(n, s): [] for n in names for s in projects}
+        again: dict[tuple[str, str], list[float]] = {(n, s): [] for n in names for s in projects}
+        share: dict[tuple[str, str], list[float]] = {(n, s): [] for n in legs for s in projects}
         worst_diff = dict.fromkeys(share, 0.0)
         for round_ in tqdm(range(rounds), desc="rounds", file=sys.stderr):
             into = first if round_ == 0 else again
@@ -110,7 +110,7 @@ def measure(small_n: int, large_n: int, prefetches: list[int], rounds: int, seed
                     into["memory BM25 (today)", scope].append(time.perf_counter() - t0)
                     for name, leg in legs.items():
                         t0 = time.perf_counter()
-                        found = leg._search_sync(text, query, POOL)
+                        found = leg.search_sync(text, query, POOL)
                         into[name, scope].append(time.perf_counter() - t0)
                         if round_ == 0:
                             held, diff = _parity(found, expected)
@@ -154,7 +154,7 @@ def print_table(report: dict) -> None:
 
 
 def cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.sparse_scale",
+    parser = argparse.ArgumentParser(prog="scripts/bench sparse-scale",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--small", type=int, default=1000, help="the small project's facts")
     parser.add_argument("--large", type=int, default=100_000, help="the large project's facts")

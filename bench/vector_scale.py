@@ -1,6 +1,6 @@
 """The qdrant-edge vector leg alone at scale: memory and search cost against corpus size.
 
-    python -m bench.vector_scale [--big 100000] [--small 1000] [--queries 200] [--out PATH]
+    scripts/bench vector-scale [--big 100000] [--small 1000] [--queries 200] [--out PATH]
                                  [--locomo]
 
 In process, no stack: the service's own ``EdgeVectorIndex`` (its shard configuration,
@@ -321,8 +321,8 @@ async def locomo_quality() -> dict:
     """The full pipeline's LoCoMo dev quality in process (bench/ablation.py's first row)."""
     from bench import locomo
     from bench.ablation import LIMIT, DictFacts, index_conversations
+    from bench.harness import DEFAULT_DATA
     from bench.metrics import Tally
-    from bench.run import DEFAULT_DATA
     from vera.config import RetrievalSettings
     from vera.services.retrieval.domain import Filters
     from vera.services.retrieval.lexical.index import PgLexicalIndex
@@ -422,7 +422,8 @@ def table(reports: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="scripts/bench vector-scale", description=__doc__.split("\n\n")[0])
     parser.add_argument("--big", type=int, default=100_000, help="points in the big scope")
     parser.add_argument("--small", type=int, default=1_000, help="points in the small scope")
     parser.add_argument(

@@ -6,7 +6,7 @@
                  [--data-dir DIR | --external [--url URL]] [--allow-non-loopback]
                  [--out PATH]
 
-By default it starts its own stack (``vera.stack.launch``, built-in JWT verification so
+By default it starts its own stack (``vera.stack.launcher.launch``, built-in JWT verification so
 every principal has a token, quotas charged through identity but set out of reach),
 seeds principals, projects and facts over gRPC, then drives each named target in turn:
 the gateway with the MCP mix (bench/load/gateway.py) or a service with its RPC mix
@@ -64,7 +64,7 @@ class Target:
 
 
 def launched_env(data_dir: Path, secret: str) -> dict[str, str]:
-    from vera.stack import launch_env
+    from vera.stack.launcher import launch_env
 
     return launch_env(
         data_dir,
@@ -86,7 +86,8 @@ def token_settings(secret: str) -> dict:
 
 @contextlib.contextmanager
 def own_stack(workdir: Path) -> Iterator[Target]:
-    from vera.stack import launch, stack_client_settings
+    from vera.stack.launcher import launch
+    from vera.stack.run_files import stack_client_settings
 
     data_dir = workdir / "data"
     secret = secrets.token_urlsafe(32)
@@ -111,7 +112,7 @@ def own_stack(workdir: Path) -> Iterator[Target]:
 
 
 def attached(data_dir: Path) -> Target:
-    from vera.stack import read_stack_file, stack_client_settings
+    from vera.stack.run_files import read_stack_file, stack_client_settings
 
     data_dir = data_dir.expanduser().resolve()
     info = read_stack_file(data_dir)
@@ -329,7 +330,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.run import machine_info
+    from bench.harness import machine_info
 
     args = parse(sys.argv[1:] if argv is None else argv)
     started = time.perf_counter()

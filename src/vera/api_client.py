@@ -85,7 +85,7 @@ def _loopback(host: str) -> bool:
 
 def _stack_api_url(settings: Settings, data_dir: Path | None) -> str | None:
     """The REST API of the stack running on the data dir, if one runs there."""
-    from vera.stack import read_stack_file
+    from vera.stack.run_files import read_stack_file
 
     stack = read_stack_file((data_dir or settings.data_dir).expanduser().resolve())
     if stack is not None and stack.get("api_url"):

@@ -1,4 +1,4 @@
-"""`scripts/bench --feedback --feedback-quick` end to end on a small LoCoMo-format file: a
+"""`scripts/bench feedback --feedback-quick` end to end on a small LoCoMo-format file: a
 real stack, the official MCP client, feedback through `knowledge_feedback`, fits through
 the retrieval service. Asserts the report's shape and that the feedback reached the store
 through the tool and each fold's fit used only its own fold's rows; not who wins."""
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ is a top-level folder, not part of the package
     sys.path.insert(0, str(ROOT))
 
-from bench import feedback, run  # noqa: E402
+from bench import cli, feedback  # noqa: E402
 from bench.metrics import METRIC_NAMES  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -96,8 +96,8 @@ def test_quick_feedback_bench_records_feedback_through_the_tool_and_reports_both
     out = tmp_path / "feedback.json"
 
     assert (
-        run.main(
-            ["--feedback", "--feedback-quick", "--data", str(data), "--feedback-out", str(out)]
+        cli.main(
+            ["feedback", "--feedback-quick", "--data", str(data), "--feedback-out", str(out)]
         )
         == 0
     )

@@ -65,7 +65,7 @@ def _scores(mode: str, tmp_path: Path) -> dict[str, dict[str, float]]:
     memory = FactMemory(4)
     memory.upsert(facts, None, 1)
     fields = lexical_ablation.Fields(memory, {f.fact_key: f for f in facts})
-    shard = lexical_ablation._shard(tmp_path / mode, mode)
+    shard = lexical_ablation.new_shard(tmp_path / mode, mode)
     lexical_ablation.fill(shard, mode, facts, fields)
     leg = lexical_ablation.QdrantLexical(
         {"": shard}, None, lexical_ablation.query_terms, mode, CONTEXT_WEIGHT)
@@ -74,7 +74,7 @@ def _scores(mode: str, tmp_path: Path) -> dict[str, dict[str, float]]:
         query = IndexQuery(scope_ids=(scope,), as_of=datetime.now(UTC))
         for text in _QUERIES:
             out[f"{scope}/{text}"] = {
-                c.version_id: c.score for c in leg._search_sync(text, query, 50)
+                c.version_id: c.score for c in leg.search_sync(text, query, 50)
             }
     shard.close()
     return out

@@ -1,4 +1,4 @@
-"""`scripts/bench --rank-ablation`'s offline part on a small synthetic dump: one signal
+"""`scripts/bench rank-ablation`'s offline part on a small synthetic dump: one signal
 (`dense_context`) separates the evidence results from the rest, and the hand-set order puts
 them below the top 5. Every learned row must find that signal and the oracle must bound
 every row; `--from-dump` runs end to end through the bench's command line, without a stack."""
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ is a top-level folder, not part of the package
     sys.path.insert(0, str(ROOT))
 
-from bench import locomo, rank_ablation, run  # noqa: E402
+from bench import cli, locomo, rank_ablation  # noqa: E402
 from bench.metrics import METRIC_NAMES  # noqa: E402
 
 _UP_POSITIONS = (6, 8, 14)  # where the hand-set order puts each question's evidence
@@ -102,7 +102,7 @@ def test_from_dump_runs_end_to_end_without_a_stack(
     dump.write_text(json.dumps(_dump()))
     out = tmp_path / "rank_ablation.json"
 
-    assert run.main(["--rank-ablation", "--from-dump", str(dump), "--ablation-out", str(out)]) == 0
+    assert cli.main(["rank-ablation", "--from-dump", str(dump), "--ablation-out", str(out)]) == 0
 
     report = json.loads(out.read_text())
     assert report["dump"]["source"] == str(dump)

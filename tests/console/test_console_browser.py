@@ -24,7 +24,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from vera.api.console.sessions import COOKIE
 from vera.services.identity.domain import LOCAL_DISPLAY_NAME
-from vera.stack import LaunchedStack, launch, read_stack_file
+from vera.stack.launcher import LaunchedStack, launch
+from vera.stack.run_files import read_stack_file
 
 pytestmark = pytest.mark.e2e
 

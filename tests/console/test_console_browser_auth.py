@@ -22,7 +22,8 @@ from vera.config import Settings
 from vera.identity.v1 import identity_pb2 as ipb
 from vera.identity.v1.identity_pb2_grpc import IdentityServiceStub
 from vera.rpc.client import open_channel
-from vera.stack import LaunchedStack, launch, launch_env, read_stack_file, stack_client_settings
+from vera.stack.launcher import LaunchedStack, launch, launch_env
+from vera.stack.run_files import read_stack_file, stack_client_settings
 
 pytestmark = pytest.mark.e2e
 

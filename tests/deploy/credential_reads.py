@@ -5,9 +5,9 @@ it where code it runs accesses that setting's attribute (``settings.database.dsn
 ``rpc.auth_key``). The code a command runs:
 
 - ``python -m <module>``: that module;
-- ``vera <command> [arg]``: the handler ``vera.cli.COMMANDS`` names, the cli functions it
-  calls, and the modules it imports (an ``importlib.import_module`` f-string is formatted
-  with the command's argument: ``vera serve identity`` runs ``vera.services.identity.server``);
+- ``vera <command> [arg]``: the command's module that ``vera.cli.COMMANDS`` names and the
+  modules it imports (an ``importlib.import_module`` f-string is formatted with the
+  command's argument: ``vera serve identity`` runs ``vera.services.identity.server``);
 
 and, from there, every first-party module those import (at module level or inside a
 function: a lazy import still runs). ``vera.config`` is left out: it is the settings model
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import inspect
 from functools import cache
 from pathlib import Path
 
@@ -45,23 +44,11 @@ def _entry(argv: tuple[str, ...]) -> tuple[set[str], set[str]]:
         return set(), {argv[2]}
     assert argv[0] == "vera", argv
     positional = next((a for a in argv[2:] if not a.startswith("-")), "")
-    handler = cli.COMMANDS[argv[1]]
-    attributes: set[str] = set()
-    modules: set[str] = set()
-    seen: set[str] = set()
-    todo = [handler.__name__]
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        tree = ast.parse(inspect.getsource(getattr(cli, name)))
-        attributes |= _attributes(tree)
-        modules |= set(_imports(tree, cli.__name__, positional))
-        todo += [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
-                 and inspect.isfunction(getattr(cli, n.id, None))
-                 and getattr(cli, n.id).__module__ == cli.__name__]
-    return attributes, modules
+    module = cli.COMMANDS[argv[1]]
+    path = _path(module)
+    assert path is not None, module
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return _attributes(tree), set(_imports(tree, module.rpartition(".")[0], positional))
 
 
 def _reachable(roots: set[str]) -> set[str]:

@@ -29,7 +29,7 @@ from deploy_manifests import (
     workloads,
 )
 
-from vera.cli import SERVICE_NAMES
+from vera.commands import SERVICE_NAMES
 from vera.config import Settings, load_settings
 from vera.entrypoints.loopback import refuse_unauthenticated_non_loopback
 from vera.entrypoints.mcp.main import check_startup

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from deploy_manifests import ROOT, SECRET_VARIABLES
 
-from vera.cli import SERVICE_NAMES
+from vera.commands import SERVICE_NAMES
 from vera.config import load_settings
 from vera.entrypoints.mcp.main import check_startup
 

@@ -49,7 +49,7 @@ from service_roles import (
 )
 from team_loop import Front, field, team_loop
 
-from vera.cli import SERVICE_NAMES
+from vera.commands import SERVICE_NAMES
 from vera.db import embedded
 from vera.db.migrate import migrate
 

@@ -18,7 +18,7 @@ from compose_host import write_documented_credentials as write_credentials
 from credential_reads import reads
 from deploy_manifests import SECRET_VARIABLES, VALUE_SETS, containers, rendered, workloads
 
-from vera.cli import SERVICE_NAMES
+from vera.commands import SERVICE_NAMES
 
 # The variables the third-party images document for their credentials, and the service
 # roles' passwords compose/postgres/10-vera-roles.sh sets at init.

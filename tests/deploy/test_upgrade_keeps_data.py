@@ -22,7 +22,7 @@ from deploy_manifests import ROOT
 from mcp import Client
 
 from vera.db.embedded import EmbeddedPostgres
-from vera.stack import launch, launch_env
+from vera.stack.launcher import launch, launch_env
 
 pytestmark = pytest.mark.e2e
 

@@ -1,5 +1,5 @@
 """Runs the real stack (`vera up`) as a user would, in a temporary data dir, through the one
-launcher (``vera.stack.launch``)."""
+launcher (``vera.stack.launcher.launch``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from vera.stack import LaunchedStack, launch, launch_env
+from vera.stack.launcher import LaunchedStack, launch, launch_env
 
 
 @pytest.fixture(scope="package")

@@ -18,7 +18,7 @@ import pytest
 
 from bench import locomo
 from bench.feedback import NO_BACKGROUND_FIT, evaluate, get_context, record_feedback
-from bench.run import DEFAULT_DATA, ingest_all, running_stack
+from bench.harness import DEFAULT_DATA, ingest_all, running_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -46,9 +46,9 @@ def replace_questions(conv: locomo.Conversation, questions: list) -> locomo.Conv
 async def _feedback_then_fit(url: str, data_dir: Path, train, held_out) -> dict:
     from mcp import Client
 
-    from vera import rank
+    from vera.commands import rank
     from vera.config import load_settings
-    from vera.stack import stack_client_settings
+    from vera.stack.run_files import stack_client_settings
 
     settings = stack_client_settings(load_settings(), data_dir)
     errors: list[dict] = []

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 
 from vera.services.retrieval.server import MEMORY_SNAPSHOT
-from vera.stack import LaunchedStack, launch, launch_env
+from vera.stack.launcher import LaunchedStack, launch, launch_env
 
 pytestmark = pytest.mark.e2e
 

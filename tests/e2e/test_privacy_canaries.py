@@ -17,7 +17,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-from vera.stack import LaunchedStack, launch, launch_env
+from vera.stack.launcher import LaunchedStack, launch, launch_env
 
 pytestmark = pytest.mark.e2e
 

@@ -31,7 +31,8 @@ from vera.api.identity import mint_mcp_token  # noqa: E402
 from vera.config import load_settings  # noqa: E402
 from vera.identity.v1 import identity_pb2  # noqa: E402
 from vera.rpc.backends import Backends  # noqa: E402
-from vera.stack import free_port, read_stack_file, stack_client_settings  # noqa: E402
+from vera.stack.ports import free_port  # noqa: E402
+from vera.stack.run_files import read_stack_file, stack_client_settings  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 

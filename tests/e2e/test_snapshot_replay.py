@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from vera.stack import LaunchedStack, launch, launch_env
+from vera.stack.launcher import LaunchedStack, launch, launch_env
 
 pytestmark = pytest.mark.e2e
 

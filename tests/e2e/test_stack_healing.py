@@ -24,7 +24,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mcp import Client, MCPError
 
-from vera.stack import LaunchedStack, launch, launch_env, read_stack_file
+from vera.stack.launcher import LaunchedStack, launch, launch_env
+from vera.stack.run_files import read_stack_file
 
 pytestmark = pytest.mark.e2e
 

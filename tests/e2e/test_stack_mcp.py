@@ -17,7 +17,7 @@ from mcp import Client, MCPError
 
 from vera.local_secret import read_secret
 from vera.services.retrieval.server import MEMORY_SNAPSHOT
-from vera.stack import read_stack_file
+from vera.stack.run_files import read_stack_file
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,9 @@ import psutil
 import pytest
 from harness import port_held
 
-from vera.stack import LaunchedStack, free_port, launch_env, read_stack_file, stack_file
+from vera.stack.launcher import LaunchedStack, launch_env
+from vera.stack.ports import free_port
+from vera.stack.run_files import read_stack_file, stack_file
 
 pytestmark = pytest.mark.e2e
 

@@ -1,6 +1,6 @@
 """A running `vera up` stack whose processes a fault test kills.
 
-`vera up` (through ``vera.stack.launch``'s ``LaunchedStack``) restarts a crashed child with
+`vera up` (through ``vera.stack.launcher.launch``'s ``LaunchedStack``) restarts a crashed child with
 backoff on the same address and settings, and lists every child's pid and completed
 restarts in ``<data-dir>/run/stack.json``, rewritten once a restarted child serves again.
 So a fault is: read the child's pid there, SIGKILL it (or stop PostgreSQL with
@@ -23,15 +23,11 @@ import asyncpg
 
 from vera.config import Settings
 from vera.db.embedded import EmbeddedPostgres
-from vera.stack import (
-    SERVICES,
-    LaunchedStack,
-    StackError,
-    free_port,
-    launch_env,
-    read_stack_file,
-    stack_client_settings,
-)
+from vera.stack import StackError
+from vera.stack.launcher import LaunchedStack, launch_env
+from vera.stack.ports import free_port
+from vera.stack.run_files import read_stack_file, stack_client_settings
+from vera.stack.supervisor import SERVICES
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

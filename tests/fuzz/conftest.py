@@ -13,7 +13,7 @@ import pytest
 from fuzz_stack import running_stack
 from hypothesis import HealthCheck, settings
 
-from vera.stack import LaunchedStack
+from vera.stack.launcher import LaunchedStack
 
 # Schema-generated arguments take a real round trip each, so Hypothesis' speed checks
 # would only ever measure the stack.

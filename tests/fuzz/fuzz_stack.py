@@ -1,6 +1,6 @@
 """What the hostile-input suites share: a real stack per module (`vera up` through the one
-launcher, ``vera.stack.launch``: embedded PostgreSQL, the four services, the gateway and the
-REST API as child processes), the official MCP client over HTTP with every HTTP status it
+launcher, ``vera.stack.launcher.launch``: embedded PostgreSQL, the four services, the gateway
+and the REST API as child processes), the official MCP client over HTTP with every HTTP status it
 received recorded, and the checks that the stack still serves."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from hypothesis import settings
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from vera.stack import LaunchedStack, launch, launch_env
+from vera.stack.launcher import LaunchedStack, launch, launch_env
 
 
 def fuzz_settings() -> settings:

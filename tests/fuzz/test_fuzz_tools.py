@@ -40,7 +40,7 @@ from mcp import MCPError
 
 from vera.gateway.errors import ERROR_CODES
 from vera.gateway.profiles import PROFILES, tools_for_profile
-from vera.stack import LaunchedStack
+from vera.stack.launcher import LaunchedStack
 
 pytestmark = pytest.mark.e2e
 

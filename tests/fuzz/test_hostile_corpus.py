@@ -28,7 +28,7 @@ import pytest
 from fuzz_stack import Session, mcp_session, running_stack
 from mcp import MCPError
 
-from vera.stack import LaunchedStack
+from vera.stack.launcher import LaunchedStack
 from vera.text import codepoint, first_hidden, untrusted
 
 pytestmark = pytest.mark.e2e

@@ -26,7 +26,7 @@ import httpx
 import pytest
 from fuzz_stack import api_url, mcp_session, serving
 
-from vera.stack import LaunchedStack
+from vera.stack.launcher import LaunchedStack
 
 pytestmark = pytest.mark.e2e
 

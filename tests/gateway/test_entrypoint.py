@@ -14,7 +14,7 @@ from starlette.applications import Starlette
 
 from vera.config import ConfigError, McpSettings, ObservabilitySettings, Settings
 from vera.entrypoints.mcp.main import create_app
-from vera.stack import free_port
+from vera.stack.ports import free_port
 
 SECRET = "s" * 32
 ISSUER = "https://auth.vera.test"

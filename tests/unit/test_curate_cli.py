@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from vera import curate
+from vera.commands import curate
 from vera.config import Settings
 
 PENDING = {"project_id": "p", "proposals": [], "next_page_token": None, "total": 0}

@@ -1,11 +1,11 @@
-"""`vera.stack.free_port` hands out ports an outgoing connection cannot take first."""
+"""`vera.stack.ports.free_port` hands out ports an outgoing connection cannot take first."""
 
 from __future__ import annotations
 
 import socket
 from pathlib import Path
 
-from vera.stack import free_port
+from vera.stack.ports import free_port
 
 
 def test_a_free_port_is_bindable_and_below_the_ephemeral_range() -> None:

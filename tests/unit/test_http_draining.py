@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from vera.entrypoints.draining import DrainGate, DrainingServer
-from vera.stack import free_port
+from vera.stack.ports import free_port
 
 
 class SlowApp:

@@ -78,8 +78,8 @@ def test_every_bad_line_is_reported_in_order(tmp_path: Path):
 
 
 def test_sources_the_file_does_not_define_are_kept_with_their_lines(tmp_path: Path):
-    """A fact may cite a source an earlier file recorded in the project; the CLI (``vera.ingest``)
-    checks them against the project before writing anything."""
+    """A fact may cite a source an earlier file recorded in the project; the CLI
+    (``vera.commands.ingest``) checks them against the project before writing anything."""
     parsed = parse_jsonl(write(tmp_path, SOURCE, FACT, {**FACT, "source": "adr-1"},
                                {**FACT, "object": "MySQL", "source": "adr-1"}))
     assert parsed.cited_sources == {"adr-1": [3, 4]}
@@ -115,7 +115,7 @@ def test_correction_lines_parse_with_the_key_they_correct(tmp_path):
 def _ingest_args(*argv: str):
     import argparse
 
-    from vera import ingest
+    from vera.commands import ingest
 
     parser = argparse.ArgumentParser()
     ingest.add_parser(parser.add_subparsers(dest="command"))
@@ -129,7 +129,7 @@ def test_vera_ingest_exits_2_naming_the_lines_when_a_cited_source_is_unknown(
     reported like a bad line, and no ingest request follows."""
     import httpx
 
-    from vera import ingest
+    from vera.commands import ingest
     from vera.config import Settings
 
     seen: list[str] = []
@@ -148,7 +148,7 @@ def test_vera_ingest_exits_2_naming_the_lines_when_a_cited_source_is_unknown(
 
 
 def test_without_a_running_stack_or_api_url_ingest_stops(tmp_path: Path, capsys):
-    from vera import ingest
+    from vera.commands import ingest
     from vera.config import Settings
 
     args = _ingest_args(str(write(tmp_path, FACT)), "--project", "payments",

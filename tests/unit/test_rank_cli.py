@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from vera import cli
-from vera.stack import free_port
+from vera.stack.ports import free_port
 
 
 def _closed_port() -> str:

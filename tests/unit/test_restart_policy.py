@@ -4,7 +4,7 @@ first after a child served long enough, and giving up after too many crashes in 
 from __future__ import annotations
 
 from vera.config import StackSettings
-from vera.stack import RestartPolicy
+from vera.stack.supervisor import RestartPolicy
 
 POLICY = StackSettings(
     restart_backoff_seconds=0.5,

@@ -11,16 +11,9 @@ import pytest
 from harness import port_held
 
 from vera.config import StackSettings
-from vera.stack import (
-    Child,
-    GaveUp,
-    Listener,
-    RestartPolicy,
-    StackError,
-    free_port,
-    http_ready,
-    keep_running,
-)
+from vera.stack import StackError
+from vera.stack.ports import free_port
+from vera.stack.supervisor import Child, GaveUp, Listener, RestartPolicy, http_ready, keep_running
 
 READY_TIMEOUT_SECONDS = 30.0
 HOW_TO_MOVE = "set VERA_TEST__PORT to move it"

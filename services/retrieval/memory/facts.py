@@ -14,10 +14,11 @@ import bisect
 import math
 import re
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 from itertools import chain
+from types import MappingProxyType
 
 import numpy as np
 
@@ -468,6 +469,11 @@ class FactMemory:
 
     def __len__(self) -> int:
         return sum(s.n for s in self._scopes.values())
+
+    @property
+    def scopes(self) -> Mapping[str, _Scope]:
+        """Each scope's index by scope id, read-only: what the benches measure."""
+        return MappingProxyType(self._scopes)
 
     def upsert(
         self, facts: Sequence[Fact], vectors: Sequence[Sequence[float]] | None, position: int

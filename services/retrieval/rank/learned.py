@@ -352,7 +352,7 @@ def pairs(matrix: Any, rows: Sequence[FeedbackRow], idx: Sequence[int]) -> tuple
     return np.vstack([x, -x]), np.concatenate([np.ones(len(x)), np.zeros(len(x))])
 
 
-def _train(
+def train_ranker(
     matrix: Any, rows: Sequence[FeedbackRow], idx: Sequence[int], model_id: str
 ) -> LinearRanker | None:
     """Pairwise logistic regression over standardized features (a linear score, no
@@ -404,7 +404,7 @@ def fit(
     # Imported on first use: scikit-learn takes ~1.5 s to import, which every retrieval
     # replica's start paid for a fit that runs rarely, in the background.
     matrix = np.array([features(r.signals) for r in rows], dtype=float)
-    ranker = _train(matrix, rows, range(len(rows)), new_id())
+    ranker = train_ranker(matrix, rows, range(len(rows)), new_id())
     judged = [r for r in replays if r.ups]
     replayed = sorted({r.query_digest for r in judged})
     if ranker is None or len(replayed) < 2:
@@ -413,7 +413,7 @@ def fit(
     folds = min(MAX_FOLDS, len(replayed))
     fold_of = {digest: n % folds for n, digest in enumerate(replayed)}
     fold_models = [
-        _train(
+        train_ranker(
             matrix,
             rows,
             [i for i, r in enumerate(rows) if fold_of.get(r.query_digest) != fold],

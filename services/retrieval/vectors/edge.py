@@ -66,7 +66,7 @@ BUILD_TIMEOUT_SECONDS = 3600.0
 # The other fields' indexes only filter: with HNSW links per value block as well, the build
 # made extra graphs over most of the points (one per state, predicate and time range) and
 # took ~6x as long.
-_INDEXED: tuple[tuple[str, edge.PayloadSchemaParams], ...] = (
+PAYLOAD_INDEXES: tuple[tuple[str, edge.PayloadSchemaParams], ...] = (
     ("scope_id", edge.KeywordIndexParams(is_tenant=True)),
     ("fact_key", edge.KeywordIndexParams(enable_hnsw=False)),
     ("version_id", edge.KeywordIndexParams(enable_hnsw=False)),
@@ -106,7 +106,7 @@ def _ensure_indexes(shard: edge.EdgeShard) -> None:
     """Creates each payload index that is missing or was made with bare types (a shard
     from before the index parameters: it then gets them once)."""
     schema = shard.info().payload_schema
-    for key, params in _INDEXED:
+    for key, params in PAYLOAD_INDEXES:
         have = schema.get(key)
         if have is None or have.params is None:
             shard.update(edge.UpdateOperation.create_field_index(key, params))
@@ -400,6 +400,11 @@ class EdgeVectorIndex:
 
     async def count(self) -> int:
         return int(await self._run(lambda: self._shard.count(edge.CountRequest(exact=True))))
+
+    def shard_info(self) -> edge.ShardInfo:
+        """The shard's own counts (points, indexed vectors, segments), as the benches
+        report them."""
+        return self._shard.info()
 
     async def delete(self, version_ids: Sequence[str]) -> None:
         ids: list[int | uuid.UUID | str] = [point_id(v) for v in version_ids]

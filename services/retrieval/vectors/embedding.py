@@ -119,7 +119,8 @@ class MiniLMEmbedder:
         self._tokenizer = tokenizer
         self._model = model
         self._executor = executor
-        self._owns_executor = owns_executor
+        # close() shuts the executor down: set by a load once the embedder is built.
+        self.owns_executor = owns_executor
 
     @classmethod
     def load_sync(
@@ -138,7 +139,7 @@ class MiniLMEmbedder:
         owns = executor is None
         executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="vera-embed")
         embedder = cls(tokenizer, model, executor, owns_executor=owns)
-        embedder._embed_sync(["warm up"])  # first call pays one-off allocation costs
+        embedder.embed_sync(["warm up"])  # first call pays one-off allocation costs
         return embedder
 
     @classmethod
@@ -152,10 +153,11 @@ class MiniLMEmbedder:
         except BaseException:
             executor.shutdown(wait=False)
             raise
-        embedder._owns_executor = True
+        embedder.owns_executor = True
         return embedder
 
-    def _embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        """Blocking; ``embed`` runs it on the embedder's executor."""
         import torch
 
         vectors: list[list[float]] = []
@@ -200,13 +202,13 @@ class MiniLMEmbedder:
         for start in range(0, len(order), BATCH_SIZE):
             chosen = order[start : start + BATCH_SIZE]
             batch = [texts[i] for i in chosen]
-            done = await loop.run_in_executor(self._executor, self._embed_sync, batch)
+            done = await loop.run_in_executor(self._executor, self.embed_sync, batch)
             for i, vector in zip(chosen, done, strict=True):
                 vectors[i] = vector
         return vectors
 
     def close(self) -> None:
-        if self._owns_executor:
+        if self.owns_executor:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
 
@@ -254,7 +256,7 @@ class OnnxMiniLMEmbedder(MiniLMEmbedder):
         super().__init__(tokenizer, None, executor, owns_executor=owns_executor)
         self._session = session
 
-    def _embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), BATCH_SIZE):
             feeds = self._tokenizer.batch(texts[start : start + BATCH_SIZE])
@@ -320,7 +322,7 @@ def prepare_onnx(model_path: Path | None, cache_dir: Path, precision: str) -> Pa
 
     def probe(file: Path) -> list[list[float]]:
         session = _session(file, threads=1)
-        return OnnxMiniLMEmbedder(tokenizer, session, executor, owns_executor=False)._embed_sync(
+        return OnnxMiniLMEmbedder(tokenizer, session, executor, owns_executor=False).embed_sync(
             list(PROBE_TEXTS)
         )
 
@@ -402,8 +404,8 @@ async def load_embedder(
             embedder = await loop.run_in_executor(
                 executor, load_onnx_sync, model_path, threads, cache_dir, executor, precision
             )
-            await loop.run_in_executor(executor, embedder._embed_sync, ["warm up"])
-            embedder._owns_executor = True
+            await loop.run_in_executor(executor, embedder.embed_sync, ["warm up"])
+            embedder.owns_executor = True
             return embedder
         except Exception as exc:  # ImportError, build or check failure: torch serves
             executor.shutdown(wait=False)

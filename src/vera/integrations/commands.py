@@ -41,7 +41,7 @@ OAUTH_STEP = {
 }
 
 
-def add_parsers(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
     connect = commands.add_parser("connect", help="set up a coding runtime for this project")
     connect.add_argument("runtime", choices=RUNTIMES)
     connect.add_argument("--api-url", default=os.environ.get("VERA_API_URL"),
@@ -206,7 +206,7 @@ def run_doctor(args: argparse.Namespace) -> int:
 COMMANDS = {"connect": run_connect, "disconnect": run_disconnect, "doctor": run_doctor}
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     try:
         return COMMANDS[args.command](args)
     except InvalidInput as exc:

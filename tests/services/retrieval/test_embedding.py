@@ -110,7 +110,7 @@ def _vectors(file: Path, texts: list[str]) -> np.ndarray:
         model = embedding.OnnxMiniLMEmbedder(
             embedding.MiniLMTokenizer(), embedding._session(file, 1), executor,
             owns_executor=False)
-        return np.asarray(model._embed_sync(texts))
+        return np.asarray(model.embed_sync(texts))
 
 
 async def test_the_built_graph_gives_torchs_vectors_float32_and_int8(
@@ -212,11 +212,11 @@ async def test_int8_is_quantized_once_checked_and_close_to_float32(
         again = embedding.load_onnx_sync(None, 2, model_cache, executor, "int8")
     assert int8.backend == "onnx-int8"
     assert quantized.stat().st_mtime_ns == made  # the cached file serves the next start
-    got = np.asarray(int8._embed_sync(texts))
+    got = np.asarray(int8.embed_sync(texts))
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
     want = np.asarray(await torch_embedder.embed(texts))
     assert (got * want).sum(axis=1).min() >= embedding.INT8_MIN_COSINE
-    np.testing.assert_allclose(np.asarray(again._embed_sync(texts)), got, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(again.embed_sync(texts)), got, atol=1e-6)
 
 
 def test_an_int8_model_that_strays_from_float32_is_deleted_not_served(
@@ -332,7 +332,7 @@ def test_the_onnx_embedder_and_static_token_vectors_load_without_transformers_or
         "from pathlib import Path; from vera.services.retrieval.vectors import embedding; "
         "from vera.services.retrieval.pipeline import rerank; "
         "e = embedding.load_onnx_sync(None, 1, Path(sys.argv[1]), ThreadPoolExecutor(1)); "
-        "assert len(e._embed_sync(['warm up'])[0]) == embedding.DIMENSIONS; "
+        "assert len(e.embed_sync(['warm up'])[0]) == embedding.DIMENSIONS; "
         "rerank.StaticTokenVectors.load_sync()._tokens_sync(['warm up']); "
         "print(sorted(m for m in ('transformers', 'torch') if m in sys.modules))"
     )

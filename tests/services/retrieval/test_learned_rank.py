@@ -19,7 +19,7 @@ import pytest
 from test_retrieval_pipeline import CONTRACT, NOW, SCOPE, FakeEmbedder, fact, harness, keys
 from test_retrieval_service import FACTS_A, SCOPE_A, fake_knowledge
 
-from vera import rank as rank_cli
+from vera.commands import rank as rank_cli
 from vera.config import RetrievalSettings, Settings
 from vera.db.pool import open_service_database
 from vera.errors import InvalidInput, UnsupportedVersion

@@ -113,7 +113,7 @@ def test_the_start_path_imports_no_training_model_or_client_library() -> None:
     (only a configured Qdrant server or `:memory:` needs it): together they were ~6 s of
     a replica's start."""
     code = (
-        "import sys; from vera.cli import _parser; _parser(); "
+        "import sys; from vera.cli import build_parser; build_parser(); "
         "import vera.services.retrieval.server; "
         "print(sorted(m for m in ('sklearn', 'transformers', 'torch', 'mcp', 'qdrant_client') "
         "if m in sys.modules))"

@@ -84,7 +84,7 @@ async def test_a_shard_from_before_gets_the_index_parameters(tmp_path):
         str(path),
         edge.EdgeConfig(vectors=edge.EdgeVectorParams(size=3, distance=edge.Distance.Cosine)),
     )
-    for key, _ in vector_edge._INDEXED:  # bare types, as shards were made before
+    for key, _ in vector_edge.PAYLOAD_INDEXES:  # bare types, as shards were made before
         bare = BARE.get(key, edge.PayloadSchemaType.Float)
         old.update(edge.UpdateOperation.create_field_index(key, bare))
     old.close()

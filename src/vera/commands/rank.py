@@ -18,15 +18,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
+from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vera.commands import settings_at
 from vera.config import Settings
 from vera.errors import VeraError
 from vera.retrieval.v1 import retrieval_pb2
+
+if TYPE_CHECKING:
+    from vera.rpc.backends import Backends
 
 # Refusals: the request was understood and declined; anything else is a failure to reach
 # or run the stack.
@@ -127,52 +133,32 @@ def _model(model: retrieval_pb2.RankModel, present: bool) -> dict[str, Any] | No
     }
 
 
-class _Stack:
-    """Channels to the stack's identity and retrieval services for one command."""
+@contextlib.asynccontextmanager
+async def _backends(settings: Settings) -> AsyncIterator[Backends]:
+    # A fit reads every feedback row and trains: Backends gives retrieval its longer
+    # deadline.
+    from vera.rpc.backends import Backends
 
-    def __init__(self, settings: Settings) -> None:
-        from vera.rpc.client import open_channel
+    backends = Backends.open(settings, caller="cli")
+    try:
+        yield backends
+    finally:
+        await backends.close()
 
-        key = settings.rpc.auth_key
-        self._settings = settings
-        self._identity = open_channel(
-            settings.services.identity, settings.rpc.deadline_seconds, auth_key=key, caller="cli"
+
+async def _scope(backends: Backends, settings: Settings, project: str | None) -> str:
+    """'' for the deployment-wide model; else the project's id, resolved as the local
+    principal (the feedback the caller may read)."""
+    if not project:
+        return ""
+    from vera.identity.v1 import identity_pb2
+
+    resolved = await backends.identity.ResolveProject(
+        identity_pb2.ResolveProjectRequest(
+            principal_id=str(settings.mcp.local_principal_id), project=project
         )
-        # A fit reads every feedback row and trains: the longer (retrieval) deadline.
-        self._retrieval = open_channel(
-            settings.services.retrieval,
-            settings.rpc.retrieval_deadline_seconds,
-            auth_key=key,
-            caller="cli",
-        )
-
-    async def __aenter__(self) -> _Stack:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._identity.close()
-        await self._retrieval.close()
-
-    @property
-    def retrieval(self) -> Any:
-        from vera.retrieval.v1 import retrieval_pb2_grpc
-
-        return retrieval_pb2_grpc.RetrievalServiceStub(self._retrieval)
-
-    async def scope(self, project: str | None) -> str:
-        """'' for the deployment-wide model; else the project's id, resolved as the local
-        principal (the feedback the caller may read)."""
-        if not project:
-            return ""
-        from vera.identity.v1 import identity_pb2, identity_pb2_grpc
-
-        stub = identity_pb2_grpc.IdentityServiceStub(self._identity)
-        resolved = await stub.ResolveProject(
-            identity_pb2.ResolveProjectRequest(
-                principal_id=str(self._settings.mcp.local_principal_id), project=project
-            )
-        )
-        return str(resolved.project.project_id)
+    )
+    return str(resolved.project.project_id)
 
 
 async def fit(
@@ -184,10 +170,10 @@ async def fit(
 ) -> dict[str, Any]:
     from vera.rpc.timestamps import to_timestamp
 
-    async with _Stack(settings) as stack:
-        response = await stack.retrieval.FitRankModel(
+    async with _backends(settings) as backends:
+        response = await backends.retrieval.FitRankModel(
             retrieval_pb2.FitRankModelRequest(
-                scope_id=await stack.scope(project),
+                scope_id=await _scope(backends, settings, project),
                 max_rows=max_rows,
                 recorded_after=to_timestamp(since),
             )
@@ -198,9 +184,9 @@ async def fit(
 
 
 async def status(settings: Settings, *, project: str | None = None) -> dict[str, Any]:
-    async with _Stack(settings) as stack:
-        scope = await stack.scope(project)
-        response = await stack.retrieval.GetRankStatus(
+    async with _backends(settings) as backends:
+        scope = await _scope(backends, settings, project)
+        response = await backends.retrieval.GetRankStatus(
             retrieval_pb2.GetRankStatusRequest(scope_id=scope)
         )
     return {
@@ -219,9 +205,9 @@ def _scope_fields(scope: str) -> dict[str, Any]:
 
 
 async def on(settings: Settings, *, project: str | None = None) -> dict[str, Any]:
-    async with _Stack(settings) as stack:
-        scope = await stack.scope(project)
-        response = await stack.retrieval.EnableRankModel(
+    async with _backends(settings) as backends:
+        scope = await _scope(backends, settings, project)
+        response = await backends.retrieval.EnableRankModel(
             retrieval_pb2.EnableRankModelRequest(scope_id=scope)
         )
     return {
@@ -232,9 +218,9 @@ async def on(settings: Settings, *, project: str | None = None) -> dict[str, Any
 
 
 async def off(settings: Settings, *, project: str | None = None) -> dict[str, Any]:
-    async with _Stack(settings) as stack:
-        scope = await stack.scope(project)
-        response = await stack.retrieval.DisableRankModel(
+    async with _backends(settings) as backends:
+        scope = await _scope(backends, settings, project)
+        response = await backends.retrieval.DisableRankModel(
             retrieval_pb2.DisableRankModelRequest(scope_id=scope)
         )
     return {
@@ -328,7 +314,7 @@ def _summary(command: str, result: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from vera.stack import stack_client_settings
+    from vera.stack.run_files import stack_client_settings
 
     settings = stack_client_settings(settings, (args.data_dir or settings.data_dir))
     project = args.project
@@ -360,3 +346,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return 2 if exc.reason in _REFUSED else 1
     print(json.dumps(result, sort_keys=True) if args.json else _summary(command, result))
     return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    return run(args, settings_at(args.data_dir))

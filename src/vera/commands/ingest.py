@@ -38,6 +38,7 @@ from vera.api_client import (
     add_connection_arguments,
     open_client,
 )
+from vera.commands import settings_at
 from vera.config import Settings
 from vera.ingest_records import MAX_REPORTED_ERRORS, IngestFileError
 
@@ -273,3 +274,7 @@ def run(args: argparse.Namespace, settings: Settings, transport: Any = None) -> 
     else:
         _print_summary(summary)
     return EXIT_OK
+
+
+def main(args: argparse.Namespace) -> int:
+    return run(args, settings_at(args.data_dir))

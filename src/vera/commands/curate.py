@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from vera.api_client import EXIT_OK, ApiRefused, ClientStop, add_connection_arguments, open_client
+from vera.commands import settings_at
 from vera.config import Settings
 
 
@@ -123,3 +124,7 @@ def run(args: argparse.Namespace, settings: Settings, transport: Any = None) -> 
         return 2
     print(json.dumps(data, indent=2) if args.json else _summary(args.curate_command, data))
     return EXIT_OK
+
+
+def main(args: argparse.Namespace) -> int:
+    return run(args, settings_at(args.data_dir))

@@ -11,9 +11,6 @@ A child is ready once its probe answers *and* the answering port is the child's 
 listening socket: a stranger already on the port answers a probe too. A port the user
 chose (gateway, metrics, REST API) that is taken stops `vera up` before anything starts,
 with one line naming the port and the setting that moves it.
-
-``launch`` runs `vera up` as a user does, as a subprocess on free ports, and waits until it
-serves: the one launcher of the end-to-end tests and the benchmarks.
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ import contextlib
 import json
 import logging
 import os
-import random
 import secrets
 import signal
 import socket
@@ -31,7 +27,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,11 +35,19 @@ from typing import TYPE_CHECKING
 import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from pydantic import SecretStr
 
 from vera.config import Settings, StackSettings
 from vera.local_secret import ensure_secret
 from vera.rpc.retries import RECONNECT_OPTIONS
+from vera.stack import StackError
+from vera.stack.ports import free_port
+from vera.stack.run_files import (
+    key_file,
+    read_stack_file,
+    stack_file,
+    write_key_file,
+    write_stack_file,
+)
 
 if TYPE_CHECKING:
     from vera.db.embedded import EmbeddedPostgres
@@ -59,10 +63,6 @@ START_TIMEOUT_SECONDS = 120.0
 # budget) before SIGKILL.
 STOP_MARGIN_SECONDS = 10.0
 POSTGRES_POLL_SECONDS = 0.5
-
-
-class StackError(Exception):
-    """The stack could not start; the message says what to do."""
 
 
 class GaveUp(Exception):
@@ -297,96 +297,6 @@ async def keep_running(
         on_restart()
 
 
-def stack_file(data_dir: Path) -> Path:
-    return data_dir / "run" / "stack.json"
-
-
-def key_file(data_dir: Path) -> Path:
-    return data_dir / "run" / "rpc.key"
-
-
-def _write_key_file(data_dir: Path, key: str) -> None:
-    path = key_file(data_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        os.fchmod(out.fileno(), 0o600)  # an older file keeps its mode otherwise
-        out.write(key)
-
-
-def _write_stack_file(data_dir: Path, info: dict) -> None:
-    """Replaces the file in one rename: a reader never sees half of it."""
-    path = stack_file(data_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".json.partial")
-    # Owner-only: console_url carries the local console's sign-in token.
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        os.fchmod(out.fileno(), 0o600)
-        out.write(json.dumps(info, indent=2))
-    os.replace(partial, path)
-
-
-def read_stack_file(data_dir: Path) -> dict | None:
-    """The running stack's addresses and pids, or None when no live stack uses this data
-    dir."""
-    path = stack_file(data_dir)
-    try:
-        info = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    try:
-        os.kill(int(info["pid"]), 0)
-    except (OSError, KeyError, ValueError):
-        return None
-    return info
-
-
-def stack_client_settings(settings: Settings, data_dir: Path) -> Settings:
-    """``settings`` for a client of the stack running on ``data_dir``: its service
-    addresses and its internal key; unchanged when no stack runs there."""
-    data_dir = data_dir.expanduser().resolve()
-    stack = read_stack_file(data_dir)
-    if stack is None:
-        return settings
-    update: dict = {"services": settings.services.model_copy(update=stack["services"])}
-    try:
-        key = key_file(data_dir).read_text().strip()
-    except OSError:
-        key = ""
-    if key:
-        update["rpc"] = settings.rpc.model_copy(update={"auth_key": SecretStr(key)})
-    return settings.model_copy(update=update)
-
-
-# Ports handed out for a child to bind later come from below the kernel's ephemeral range:
-# one from inside it (what binding port 0 returns) can be taken by an outgoing connection
-# in the seconds before its child binds it ("Address already in use" at the gateway's
-# metrics listener, seen in CI).
-_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-_LOWEST_PORT = 10_000
-
-
-def free_port() -> int:
-    """A loopback TCP port that is free now and that the kernel will not give an outgoing
-    connection; any free port where the ephemeral range leaves no room below it."""
-    try:
-        ephemeral_low = int(_EPHEMERAL_RANGE.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        ephemeral_low = 0
-    for _ in range(64 if ephemeral_low > _LOWEST_PORT + 1000 else 0):
-        port = random.randrange(_LOWEST_PORT, ephemeral_low)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 async def _wait_ready(child: Child, answers: Callable[[], Awaitable[bool]], timeout: float) -> None:
     """Polls ``answers`` until it is true while ``child`` itself listens on the port it
     probes; StackError when the child exits first or the time is up."""
@@ -528,7 +438,7 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
         dsn = await pg.ensure_database()
         addresses = {name: f"127.0.0.1:{free_port()}" for name in SERVICES}
         rpc_key = secrets.token_urlsafe(32)
-        _write_key_file(data_dir, rpc_key)
+        write_key_file(data_dir, rpc_key)
         console_token = secrets.token_urlsafe(32)
         env = {
             **os.environ,
@@ -582,8 +492,8 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
         supervised: list[Supervised] = [postgres, *children]
         restarts = dict.fromkeys((child.name for child in supervised), 0)
 
-        def write_stack_file() -> None:
-            _write_stack_file(
+        def record_children() -> None:
+            write_stack_file(
                 data_dir,
                 {
                     "pid": os.getpid(),
@@ -601,11 +511,11 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
         def restarted(name: str) -> Callable[[], None]:
             def record() -> None:
                 restarts[name] += 1
-                write_stack_file()
+                record_children()
 
             return record
 
-        write_stack_file()
+        record_children()
         print(
             f"\nVERA is ready.\n  MCP endpoint: {mcp_url}\n  REST API:     {api_url}\n"
             f"  Console:      {console_url}\n"
@@ -649,133 +559,3 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
         await asyncio.to_thread(pg.stop)
         log.info("stopped")
     return exit_code
-
-
-# --- Launching `vera up` as a subprocess ---------------------------------------------------
-
-READY_TIMEOUT_SECONDS = 180.0
-LAUNCH_STOP_TIMEOUT_SECONDS = 60.0
-
-
-def launch_env(data_dir: Path, **settings: str) -> dict[str, str]:
-    """The environment `vera up` runs on ``data_dir`` with: this process's, without a
-    database DSN (the stack runs its own PostgreSQL), free ports for the REST API and the
-    metrics listener, and ``settings`` (``VERA_*`` names) on top."""
-    env = {
-        **os.environ,
-        "VERA_DATA_DIR": str(data_dir),
-        "VERA_OBSERVABILITY__MCP_METRICS_PORT": str(free_port()),
-        "VERA_API__PORT": str(free_port()),
-        **settings,
-    }
-    env.pop("VERA_DATABASE__DSN", None)
-    return env
-
-
-@dataclass
-class LaunchedStack:
-    """`vera up` on ``data_dir`` as a child process, its output appended to ``log_path``."""
-
-    data_dir: Path
-    port: int
-    env: dict[str, str]
-    log_path: Path
-    cwd: Path | None = None
-    ready_timeout: float = READY_TIMEOUT_SECONDS
-    process: subprocess.Popen | None = None
-
-    @property
-    def mcp_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
-
-    def start(self) -> None:
-        """Starts `vera up` and returns once it wrote ``stack.json`` and the gateway answers
-        ``/healthz``; StackError when it exits or is not ready in time."""
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "vera.cli",
-                    "up",
-                    "--data-dir",
-                    str(self.data_dir),
-                    "--port",
-                    str(self.port),
-                ],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.cwd,
-            )
-        give_up = time.monotonic() + self.ready_timeout
-        while time.monotonic() < give_up:
-            if self.process.poll() is not None:
-                raise StackError(
-                    f"vera up exited with {self.process.returncode}:\n{self.log_tail()}"
-                )
-            if stack_file(self.data_dir).exists():
-                try:
-                    health = httpx.get(f"http://127.0.0.1:{self.port}/healthz")
-                    if health.status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-            time.sleep(0.3)
-        raise StackError(f"the stack did not become ready:\n{self.log_tail()}")
-
-    def stop(self) -> int:
-        """SIGTERM, as a user's Ctrl-C; killed when it outlasts the timeout. Its exit code."""
-        process, self.process = self.process, None
-        if process is None:
-            return 0
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=LAUNCH_STOP_TIMEOUT_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        return process.returncode
-
-    def log_tail(self, chars: int = 4000) -> str:
-        if not self.log_path.exists():
-            return ""
-        return self.log_path.read_text(errors="replace")[-chars:]
-
-    def vera(self, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
-        """Runs a `vera` CLI command against this stack's environment."""
-        return subprocess.run(
-            [sys.executable, "-m", "vera.cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-
-
-@contextlib.contextmanager
-def launch(
-    data_dir: Path,
-    env: Mapping[str, str] | None = None,
-    *,
-    log_path: Path | None = None,
-    cwd: Path | None = None,
-    ready_timeout: float = READY_TIMEOUT_SECONDS,
-) -> Iterator[LaunchedStack]:
-    """Runs `vera up` on ``data_dir`` (environment ``env``, by default ``launch_env``) on a
-    free port until the block ends; the log goes to ``log_path`` (default: ``stack.log``
-    beside the data dir)."""
-    stack = LaunchedStack(
-        data_dir=data_dir,
-        port=free_port(),
-        env=dict(env) if env is not None else launch_env(data_dir),
-        log_path=log_path or data_dir.parent / "stack.log",
-        cwd=cwd,
-        ready_timeout=ready_timeout,
-    )
-    try:
-        stack.start()
-        yield stack
-    finally:
-        stack.stop()

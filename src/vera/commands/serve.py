@@ -1,0 +1,32 @@
+"""`vera serve <service>`: one gRPC service alone, until signalled."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+
+from vera.commands import SERVICE_NAMES
+from vera.config import load_settings
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    serve = commands.add_parser("serve", help="run one gRPC service alone")
+    serve.add_argument("service", choices=SERVICE_NAMES)
+    serve.add_argument("--address", help="HOST:PORT to bind (default: VERA_SERVICES__<SVC>)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from vera.rpc.server import serve_until_signalled
+
+    settings = load_settings()
+    address = args.address or getattr(settings.services, args.service)
+    module = importlib.import_module(f"vera.services.{args.service}.server")
+
+    async def serve() -> None:
+        hosted = await module.create(settings, address)
+        await serve_until_signalled(
+            hosted.running, hosted.aclose, grace=settings.rpc.longest_deadline_seconds)
+
+    asyncio.run(serve())
+    return 0

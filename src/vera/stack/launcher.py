@@ -1,0 +1,147 @@
+"""Runs `vera up` as a user does, as a subprocess on free ports, and waits until it
+serves: the one launcher of the end-to-end tests and the benchmarks."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from vera.stack import StackError
+from vera.stack.ports import free_port
+from vera.stack.run_files import stack_file
+
+READY_TIMEOUT_SECONDS = 180.0
+LAUNCH_STOP_TIMEOUT_SECONDS = 60.0
+
+
+def launch_env(data_dir: Path, **settings: str) -> dict[str, str]:
+    """The environment `vera up` runs on ``data_dir`` with: this process's, without a
+    database DSN (the stack runs its own PostgreSQL), free ports for the REST API and the
+    metrics listener, and ``settings`` (``VERA_*`` names) on top."""
+    env = {
+        **os.environ,
+        "VERA_DATA_DIR": str(data_dir),
+        "VERA_OBSERVABILITY__MCP_METRICS_PORT": str(free_port()),
+        "VERA_API__PORT": str(free_port()),
+        **settings,
+    }
+    env.pop("VERA_DATABASE__DSN", None)
+    return env
+
+
+@dataclass
+class LaunchedStack:
+    """`vera up` on ``data_dir`` as a child process, its output appended to ``log_path``."""
+
+    data_dir: Path
+    port: int
+    env: dict[str, str]
+    log_path: Path
+    cwd: Path | None = None
+    ready_timeout: float = READY_TIMEOUT_SECONDS
+    process: subprocess.Popen | None = None
+
+    @property
+    def mcp_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def start(self) -> None:
+        """Starts `vera up` and returns once it wrote ``stack.json`` and the gateway answers
+        ``/healthz``; StackError when it exits or is not ready in time."""
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "vera.cli",
+                    "up",
+                    "--data-dir",
+                    str(self.data_dir),
+                    "--port",
+                    str(self.port),
+                ],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.cwd,
+            )
+        give_up = time.monotonic() + self.ready_timeout
+        while time.monotonic() < give_up:
+            if self.process.poll() is not None:
+                raise StackError(
+                    f"vera up exited with {self.process.returncode}:\n{self.log_tail()}"
+                )
+            if stack_file(self.data_dir).exists():
+                try:
+                    health = httpx.get(f"http://127.0.0.1:{self.port}/healthz")
+                    if health.status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.3)
+        raise StackError(f"the stack did not become ready:\n{self.log_tail()}")
+
+    def stop(self) -> int:
+        """SIGTERM, as a user's Ctrl-C; killed when it outlasts the timeout. Its exit code."""
+        process, self.process = self.process, None
+        if process is None:
+            return 0
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=LAUNCH_STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        return process.returncode
+
+    def log_tail(self, chars: int = 4000) -> str:
+        if not self.log_path.exists():
+            return ""
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+    def vera(self, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
+        """Runs a `vera` CLI command against this stack's environment."""
+        return subprocess.run(
+            [sys.executable, "-m", "vera.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+
+@contextlib.contextmanager
+def launch(
+    data_dir: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    log_path: Path | None = None,
+    cwd: Path | None = None,
+    ready_timeout: float = READY_TIMEOUT_SECONDS,
+) -> Iterator[LaunchedStack]:
+    """Runs `vera up` on ``data_dir`` (environment ``env``, by default ``launch_env``) on a
+    free port until the block ends; the log goes to ``log_path`` (default: ``stack.log``
+    beside the data dir)."""
+    stack = LaunchedStack(
+        data_dir=data_dir,
+        port=free_port(),
+        env=dict(env) if env is not None else launch_env(data_dir),
+        log_path=log_path or data_dir.parent / "stack.log",
+        cwd=cwd,
+        ready_timeout=ready_timeout,
+    )
+    try:
+        stack.start()
+        yield stack
+    finally:
+        stack.stop()
