@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import asyncpg
 import pytest
 
-from vera.cli import SERVICE_NAMES
+from vera.commands import SERVICE_NAMES
 
 # PostgreSQL's insufficient_privilege.
 REFUSED = "42501"

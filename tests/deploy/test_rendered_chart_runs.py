@@ -44,7 +44,7 @@ from team_loop import (
     verified_fact_served,
 )
 
-from vera.cli import SERVICE_NAMES
+from vera.commands import SERVICE_NAMES
 from vera.db import embedded
 
 pytestmark = pytest.mark.e2e
