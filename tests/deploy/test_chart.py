@@ -273,6 +273,7 @@ def test_every_container_runs_a_command_the_test_suite_runs(name) -> None:
                 ["python", "-m", "vera.entrypoints.mcp.main"],
                 ["python", "-m", "vera.entrypoints.api.main"],
                 ["vera", "migrate"],
+                *(["vera", "migrate", service] for service in SERVICE_NAMES),
             )
 
 
@@ -336,14 +337,22 @@ def test_retrieval_refuses_fewer_than_one_replica_naming_the_field() -> None:
 
 @pytest.mark.parametrize("name", VALUE_SETS)
 def test_migrations_run_once_per_release_as_a_hook_before_the_services(name) -> None:
+    """One Job migrating every schema with the shared login, or one per service migrating
+    its own schema with its own (database.serviceDsnSecrets)."""
     objects = rendered(name)
-    [job] = of_kind(objects, "Job")
-    annotations = job["metadata"]["annotations"]
-    assert set(annotations["helm.sh/hook"].split(",")) == {"pre-install", "pre-upgrade"}
-    assert containers(job)[0]["command"] == ["vera", "migrate"]
-    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
-    # A hook runs before the release's ConfigMap exists: the Job must not read it.
-    assert "envFrom" not in containers(job)[0]
+    commands = []
+    for job in of_kind(objects, "Job"):
+        annotations = job["metadata"]["annotations"]
+        assert set(annotations["helm.sh/hook"].split(",")) == {"pre-install", "pre-upgrade"}
+        assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+        [container] = containers(job)
+        # A hook runs before the release's ConfigMap exists: the Job must not read it.
+        assert "envFrom" not in container
+        commands.append(container["command"])
+    if value_set(name).get("database", {}).get("serviceDsnSecrets"):
+        assert sorted(commands) == [["vera", "migrate", svc] for svc in GRPC]
+    else:
+        assert commands == [["vera", "migrate"]]
 
 
 @pytest.mark.parametrize("name", VALUE_SETS)
@@ -433,6 +442,67 @@ def test_only_processes_that_own_a_schema_reach_postgresql(name) -> None:
         assert has_dsn == (component(workload) not in FRONTS)
 
 
+# --- database logins ----------------------------------------------------------------------
+
+SHARED_DSN = {"name": "vera-database", "key": "dsn"}
+SERVICE_DSNS = {svc: {"name": f"vera-database-{svc}", "key": "dsn"} for svc in GRPC}
+
+
+def _dsn_refs(objects) -> dict[str, tuple[str, list[dict]]]:
+    """Each workload that is given a DSN: the service whose schema its process owns (`vera
+    serve S` and `vera migrate S` touch S's alone; `vera migrate` every schema) and the
+    Secret references it is given."""
+    found = {}
+    for workload in workloads(objects):
+        [container] = containers(workload)
+        refs = [e["valueFrom"]["secretKeyRef"] for e in container.get("env", [])
+                if e["name"] == "VERA_DATABASE__DSN"]
+        if refs:
+            command = container["command"]
+            found[workload["metadata"]["name"]] = (command[2] if len(command) > 2 else "", refs)
+    return found
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_each_schema_owner_is_given_its_own_login_or_the_shared_one(name) -> None:
+    """issue 34, finding 7: with database.serviceDsnSecrets every pod that owns a schema
+    (its serving replicas, its maintenance singleton, its migrations Job) reads only its
+    own service's login, and no pod the shared one; without, the one shared login."""
+    own = value_set(name).get("database", {}).get("serviceDsnSecrets")
+    given = _dsn_refs(rendered(name))
+    assert {service for service, _ in given.values()} == (set(GRPC) if own else {*GRPC, ""})
+    for workload, (service, refs) in given.items():
+        assert refs == [own[service] if own else SHARED_DSN], workload
+
+
+def test_a_login_per_service_reaches_only_that_services_pods() -> None:
+    objects = manifests({"database": {"serviceDsnSecrets": SERVICE_DSNS}})
+    given = _dsn_refs(objects)
+    for workload, (service, refs) in given.items():
+        assert refs == [SERVICE_DSNS[service]], workload
+    owners = {service: sorted(w for w, (s, _) in given.items() if s == service) for service in GRPC}
+    assert owners["knowledge"] == ["vera-knowledge", "vera-knowledge-maintenance",
+                                   "vera-migrations-knowledge"]
+    assert owners["snapshot"] == ["vera-migrations-snapshot", "vera-snapshot",
+                                  "vera-snapshot-maintenance"]
+    assert owners["identity"] == ["vera-identity", "vera-migrations-identity"]
+    assert owners["retrieval"] == ["vera-migrations-retrieval", "vera-retrieval"]
+    # The fronts own no schema: no login at all.
+    deployments = by_component(objects, "Deployment")
+    for front in FRONTS:
+        assert deployments[front]["metadata"]["name"] not in given
+
+
+def test_logins_for_only_some_services_are_refused_naming_the_field() -> None:
+    """All four or none: a service left on the shared login while its schema is handed to
+    its role would lose its tables."""
+    some = {svc: SERVICE_DSNS[svc] for svc in ("identity", "knowledge")}
+    with pytest.raises(helm_python.HelmValuesError, match="/database/serviceDsnSecrets"):
+        manifests({"database": {"serviceDsnSecrets": some}})
+    with pytest.raises(helm_python.HelmValuesError, match="/database/serviceDsnSecrets"):
+        manifests({"database": {"serviceDsnSecrets": {**SERVICE_DSNS, "gateway": SHARED_DSN}}})
+
+
 # --- secrets ------------------------------------------------------------------------------
 
 
@@ -472,6 +542,9 @@ def test_a_next_rpc_key_reaches_every_component_only_during_a_rotation() -> None
     ("values", "field"),
     [
         ({"database": {"dsn": "postgresql://vera:pw@db/vera"}}, "/database"),
+        ({"database": {"serviceDsnSecrets": {svc: f"postgresql://vera_{svc}:pw@db/vera"
+                                             for svc in GRPC}}},
+         "/database/serviceDsnSecrets/identity"),
         ({"rpc": {"authKey": "k" * 32}}, "/rpc"),
         ({"auth": {"mode": "jwt", "jwt": {"secret": "s" * 32}}}, "/auth/jwt/secret"),
         ({"vectorStore": {"apiKey": "q"}}, "/vectorStore"),

