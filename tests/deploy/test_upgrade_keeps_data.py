@@ -16,33 +16,37 @@ import tarfile
 import tomllib
 from pathlib import Path
 
-import httpx
 import pytest
 from deploy_manifests import ROOT
 from mcp import Client
 
+from vera.config import load_settings
 from vera.db.embedded import EmbeddedPostgres
+from vera.identity.v1 import identity_pb2
+from vera.rpc.backends import Backends
 from vera.stack.launcher import launch, launch_env
+from vera.stack.run_files import stack_client_settings
 
 pytestmark = pytest.mark.e2e
 
 OBJECT = "PostgreSQL 16 on the ledger cluster"
 
 
-def newest_migration_commit() -> str:
-    """The commit that added the newest migration file of any service."""
+def newest_migration() -> tuple[str, str]:
+    """The commit that added the newest migration file of any service, and that service."""
     found = subprocess.run(
-        ["git", "log", "--diff-filter=A", "-1", "--format=%H", "--",
+        ["git", "log", "--diff-filter=A", "-1", "--format=%H", "--name-only", "--",
          "services/*/migrations/*.sql"],
-        cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
     assert found, "no migration in this clone's history (a shallow clone?)"
-    return found
+    commit, first_file = found[0], found[1]
+    return commit, first_file.split("/")[1]
 
 
 def previous_release(into: Path) -> Path:
     """The tree before the newest migration, with the installed package's shape (what
     scripts/package-tree makes) so that ``PYTHONPATH`` runs its code, not this commit's."""
-    commit = newest_migration_commit()
+    commit, _ = newest_migration()
     archive = subprocess.run(["git", "archive", "--format=tar", f"{commit}^"], cwd=ROOT,
                              capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
@@ -57,10 +61,6 @@ def previous_release(into: Path) -> Path:
         if package != "vera":
             (tree / package.rpartition(".")[2]).symlink_to(into / folder)
     return into / "package-tree"
-
-
-def _api_url(stack) -> str:
-    return json.loads((stack.data_dir / "run" / "stack.json").read_text())["api_url"]
 
 
 async def test_this_commits_migrations_keep_what_the_previous_release_wrote(
@@ -109,16 +109,22 @@ async def test_this_commits_migrations_keep_what_the_previous_release_wrote(
             subprocess.run, [sys.executable, "-m", "vera.cli", "migrate"],
             env={**os.environ, "VERA_DATABASE__DSN": dsn}, capture_output=True, text=True)
         assert migrated.returncode == 0, migrated.stderr
-        assert "retrieval: 1 migration(s) applied" in migrated.stdout  # the newest one
+        service = newest_migration()[1]
+        assert f"{service}: 1 migration(s) applied" in migrated.stdout  # the newest one
     finally:
         pg.stop()
 
     # This commit's stack serves it all.
     with launch(data_dir) as new:
-        async with httpx.AsyncClient() as http:
-            me = await http.get(f"{_api_url(new)}/identity/me",
-                                headers={"authorization": f"Bearer {api_key}"})
-        assert me.status_code == 200, me.text
+        # The key authenticates with identity (local mode's REST API takes only the data
+        # dir's secret, so identity is asked as the REST API asks it for a deployment).
+        backends = Backends.open(stack_client_settings(load_settings(), data_dir), caller="cli")
+        try:
+            owner = await backends.identity.AuthenticateApiKey(
+                identity_pb2.AuthenticateApiKeyRequest(api_key=api_key))
+        finally:
+            await backends.close()
+        assert owner.principal.admin
         async with Client(new.mcp_url) as client:
             kept = await client.call_tool("knowledge_get_context_pack", {"pack_id": pack_id})
             assert not kept.is_error, kept.content
