@@ -77,6 +77,10 @@ class ProposalPolicy:
                 ("predicate", proposal.predicate, ""),
                 ("object", proposal.object, ""),
                 ("evidence_text", proposal.evidence_text, EVIDENCE_LAYOUT),
+                # Shown to curators beside the fact: a bidi override could make a branch
+                # or path read as another.
+                ("branch", proposal.location.branch, ""),
+                ("code_path", proposal.location.code_path, ""),
             )
         )
         if not self.is_allowed(proposal.predicate):

@@ -8,7 +8,7 @@ import pytest
 
 from vera.errors import InvalidInput
 from vera.gateway.errors import from_vera_error
-from vera.services.knowledge.domain import TaskContext, load_ontology
+from vera.services.knowledge.domain import ProposalLocation, TaskContext, load_ontology
 from vera.services.knowledge.policy import load_policy, policy_from_ontology
 from vera.services.knowledge.proposals import make_proposal
 
@@ -23,6 +23,7 @@ def proposal(predicate: str = "depends_on", **kw):
         object_=kw.pop("object_", "ledger"),
         evidence_text=kw.pop("evidence_text", "seen in handler.py"),
         context=kw.pop("context", TaskContext.normalized("claude-code", "s-1", "t-1", "")),
+        location=kw.pop("location", None),
     )
 
 
@@ -91,3 +92,18 @@ def test_secret_wins_over_unknown_predicate() -> None:
     with pytest.raises(InvalidInput) as caught:
         load_policy().check(proposal("not_a_predicate", evidence_text=f"k={AWS}"))
     assert caught.value.field == "evidence_text"
+
+
+@pytest.mark.parametrize(
+    ("field", "location"),
+    [
+        ("branch", ProposalLocation.normalized("main\u202eniam", "")),
+        ("code_path", ProposalLocation.normalized("", "src/\u202eyp.x")),
+    ],
+)
+def test_a_hidden_character_in_the_proposers_location_is_refused_naming_the_field(
+        field: str, location: ProposalLocation) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        load_policy().check(proposal(location=location))
+    assert caught.value.field == field
+    assert caught.value.metadata["reason"] == "hidden_character"
