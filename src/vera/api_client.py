@@ -83,11 +83,16 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _stack_api_url(settings: Settings, data_dir: Path | None) -> str | None:
-    """The REST API of the stack running on the data dir, if one runs there."""
+def _running_stack(settings: Settings, data_dir: Path | None) -> dict | None:
+    """stack.json of the stack running on the data dir, if one runs there."""
     from vera.stack.run_files import read_stack_file
 
-    stack = read_stack_file((data_dir or settings.data_dir).expanduser().resolve())
+    return read_stack_file((data_dir or settings.data_dir).expanduser().resolve())
+
+
+def _stack_api_url(settings: Settings, data_dir: Path | None) -> str | None:
+    """The REST API of the stack running on the data dir, if one runs there."""
+    stack = _running_stack(settings, data_dir)
     if stack is not None and stack.get("api_url"):
         return str(stack["api_url"]).rstrip("/")
     return None
@@ -173,7 +178,12 @@ def open_client(args: argparse.Namespace, settings: Settings, transport: Any = N
             raise ClientStop("--api-key-stdin: standard input held no API key", EXIT_REFUSED)
     else:
         key = os.environ.get("VERA_API_KEY", "").strip()
-    if not key and base == _stack_api_url(settings, args.data_dir):
+    own_stack = base == _stack_api_url(settings, args.data_dir)
+    # A local-mode stack's API takes its data dir's secret and nothing else: an API key
+    # exported for a team deployment must not shadow it.
+    local_mode = own_stack and (_running_stack(settings, args.data_dir) or {}).get(
+        "auth_profile") == "local-dev"
+    if own_stack and (local_mode or not key):
         # The local stack of this data dir: its secret (vera.local_secret), sent to no
         # other address, so a listener someone else put on another port never sees it.
         key = read_secret((args.data_dir or settings.data_dir).expanduser()) or ""

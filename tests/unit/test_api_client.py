@@ -72,6 +72,23 @@ def test_the_data_dirs_secret_goes_to_its_own_stack_and_nowhere_else(
     assert "authorization" not in seen[0].headers
 
 
+@pytest.mark.parametrize(("profile", "sent"), [("local-dev", "secret"),
+                                               ("remote-authenticated", "key")])
+def test_an_exported_key_gives_way_to_the_secret_only_for_a_local_mode_stack(
+        tmp_path: Path, monkeypatch, profile: str, sent: str) -> None:
+    monkeypatch.setenv("VERA_API_KEY", "vera_0123456789abcdef_team")
+    secret = ensure_secret(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "stack.json").write_text(json.dumps({
+        "api_url": "http://127.0.0.1:18081", "pid": os.getpid(), "auth_profile": profile}))
+    seen: list[httpx.Request] = []
+    with open_client(_args("--data-dir", str(tmp_path)), Settings(), _recording(seen)) as api:
+        api.call("GET", "/identity/me")
+    expected = secret if sent == "secret" else "vera_0123456789abcdef_team"
+    assert seen[0].headers["authorization"] == f"Bearer {expected}"
+
+
 @pytest.mark.parametrize("url", ["http://vera.example.com", "http://10.0.0.7:8081"])
 def test_a_key_is_never_sent_over_plain_http_to_another_host(url: str, monkeypatch) -> None:
     monkeypatch.setenv("VERA_API_KEY", "vera_0123456789abcdef_secret")

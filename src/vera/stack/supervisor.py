@@ -497,6 +497,7 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
                 data_dir,
                 {
                     "pid": os.getpid(),
+                    "auth_profile": settings.auth_profile,
                     "mcp_url": mcp_url,
                     "api_url": api_url,
                     "console_url": console_url,
