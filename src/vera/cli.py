@@ -9,6 +9,7 @@ import logging
 import sys
 
 from vera.config import ConfigError, load_settings
+from vera.local_secret import LocalSecretError
 from vera.logs import configure_logging
 
 SERVER_EXTRA = "server"
@@ -55,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except ConfigError as exc:
         print(f"vera: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except LocalSecretError as exc:
+        # A data dir's secret that others may read, or that cannot be read: refuse, saying
+        # which file (commands other than `vera up`, which reports it itself).
+        print(f"vera {args.command}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -133,3 +133,17 @@ def test_a_401_asks_for_the_key_once_when_a_terminal_is_attached(monkeypatch) ->
 def test_there_is_no_api_key_flag() -> None:
     with pytest.raises(SystemExit):
         _args("--api-key", "vera_x")
+
+
+def test_a_secret_others_may_read_stops_the_command_naming_the_file(tmp_path: Path,
+                                                                     capsys) -> None:
+    from vera.cli import main
+
+    ensure_secret(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "stack.json").write_text(json.dumps({
+        "api_url": "http://127.0.0.1:18081", "pid": os.getpid(), "auth_profile": "local-dev"}))
+    (tmp_path / "local.secret").chmod(0o640)
+    assert main(["curate", "--data-dir", str(tmp_path), "list", "p"]) == 2
+    assert "local.secret" in capsys.readouterr().err
