@@ -135,7 +135,8 @@ class ApiSettings(HttpListenerSettings):
     console_sign_in_token: SecretStr | None = Field(None, min_length=32)
     # The data dir's secret (vera.local_secret): in local-dev, the REST API's only credential
     # (Authorization: Bearer), so another user of the same machine is not its administrator.
-    # Unset, the API's entrypoint reads (or makes) <data-dir>/local.secret.
+    # Unset, `vera api` and `vera up` read (or make) <data-dir>/local.secret; the entrypoint
+    # alone does not start in local-dev without it.
     local_secret: SecretStr | None = Field(None, min_length=32)
     # A console session ends this long after its last request, and at the latest this long
     # after sign-in (the API key it was made from may be revoked meanwhile).

@@ -424,8 +424,7 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
-    # Imported here: clients of a running stack (vera ingest, admin, rank) import this
-    # module on installs without the [server] extra.
+    # Imported here so `vera up`'s module loads without the [server] extra until it runs.
     from vera.db.embedded import EmbeddedPostgres
 
     pg = EmbeddedPostgres(data_dir)
