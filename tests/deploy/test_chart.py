@@ -163,7 +163,8 @@ def test_the_ingress_routes_only_to_the_gateway_and_the_api(name) -> None:
                 backend = path["backend"]["service"]
                 assert component(services[backend["name"]]) in FRONTS
                 assert backend["port"] == {"name": "http"}
-    assert all(s["spec"]["type"] == "ClusterIP" for s in services.values())
+    # No NodePort or LoadBalancer: ClusterIP is also the type of a headless Service.
+    assert all(s["spec"].get("type", "ClusterIP") == "ClusterIP" for s in services.values())
 
 
 # --- pods -------------------------------------------------------------------------------
@@ -282,22 +283,32 @@ def test_every_container_runs_a_command_the_test_suite_runs(name) -> None:
 
 @pytest.mark.parametrize("name", VALUE_SETS)
 def test_each_component_has_a_deployment_and_a_service_on_its_port(name) -> None:
+    """A gRPC component has two Services on its port: a ClusterIP one (load tests,
+    port-forwards) and a headless one that internal callers dial as `dns:///`, which lists
+    every replica (ready or not: callers watch each one's gRPC health), so a caller's
+    round_robin channel spreads its calls over them."""
     objects = rendered(name)
     deployments = by_component(objects, "Deployment")
-    services = by_component(objects, "Service")
+    services = of_kind(objects, "Service")
+    headless = {component(s): s for s in services if s["spec"].get("clusterIP") == "None"}
+    cluster_ip = {component(s): s for s in services if s["spec"].get("clusterIP") != "None"}
     assert set(deployments) == {*FRONTS, *GRPC, *SINGLETONS}
-    assert set(services) == {*FRONTS, *GRPC}  # the singletons take no requests
+    assert set(cluster_ip) == {*FRONTS, *GRPC}  # the singletons take no requests
+    assert set(headless) == set(GRPC)
     env = _container_env(objects, deployments["gateway"])
     for svc in GRPC:
-        service = services[svc]
-        [port] = service["spec"]["ports"]
-        assert selects({"matchLabels": service["spec"]["selector"]}, pod_labels(deployments[svc]))
+        for service in (cluster_ip[svc], headless[svc]):
+            [port] = service["spec"]["ports"]
+            assert port["port"] == int(env[f"VERA_SERVICES__{svc.upper()}"].rsplit(":", 1)[1])
+            assert selects({"matchLabels": service["spec"]["selector"]},
+                           pod_labels(deployments[svc]))
+            for singleton in SINGLETONS:
+                labels = pod_labels(deployments[singleton])
+                assert not selects({"matchLabels": service["spec"]["selector"]}, labels)
+        assert headless[svc]["spec"]["publishNotReadyAddresses"] is True
+        [port] = headless[svc]["spec"]["ports"]
         assert env[f"VERA_SERVICES__{svc.upper()}"] == (
-            f"{service['metadata']['name']}:{port['port']}"
-        )
-        for singleton in SINGLETONS:
-            labels = pod_labels(deployments[singleton])
-            assert not selects({"matchLabels": service["spec"]["selector"]}, labels)
+            f"dns:///{headless[svc]['metadata']['name']}:{port['port']}")
 
 
 @pytest.mark.parametrize("name", VALUE_SETS)
