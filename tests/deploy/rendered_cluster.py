@@ -64,7 +64,7 @@ from container_processes import (
     bind_to,
     image_config,
 )
-from deploy_manifests import containers, of_kind, selects
+from deploy_manifests import containers, helm_test_pods, of_kind, pod_labels, pod_template, selects
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 CLUSTER_DOMAIN = "cluster.local"
@@ -88,7 +88,7 @@ class Pod(ContainerProcess):
 
     @property
     def labels(self) -> dict[str, str]:
-        return self.workload["spec"]["template"]["metadata"]["labels"]
+        return pod_labels(self.workload)
 
 
 class RenderedCluster:
@@ -196,7 +196,7 @@ class RenderedCluster:
                 [*container.get("command", []), *container.get("args", [])]]
         env = {k: self._bind(v, address) for k, v in self._env(container, name).items()}
         env.update(self.overrides)
-        volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
+        volumes = {v["name"]: v for v in pod_template(workload)["spec"]["volumes"]}
         mounts = {}
         for mount in container.get("volumeMounts", []):
             assert "emptyDir" in volumes[mount["name"]], mount  # the only kind rendered
@@ -234,6 +234,18 @@ class RenderedCluster:
                     break
             else:
                 raise AssertionError(f"job {job['metadata']['name']} failed:\n{pod.log_tail()}")
+
+    def run_test_hooks(self, timeout: float = 120.0) -> list[Pod]:
+        """`helm test`: each test-hook Pod run to its end (its exit code on the Pod)."""
+        ran = []
+        for hook in helm_test_pods(self.objects):
+            pod = self._pod(hook, 0)
+            self.pods.append(pod)
+            self._start(pod)
+            assert pod.process is not None
+            pod.process.wait(timeout=timeout)
+            ran.append(pod)
+        return ran
 
     # --- Deployments, Services, probes ---------------------------------------------------
 

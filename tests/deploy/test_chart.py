@@ -19,9 +19,11 @@ from deploy_manifests import (
     by_component,
     component,
     containers,
+    helm_test_pods,
     manifests,
     of_kind,
     pod_labels,
+    pod_template,
     render_files,
     rendered,
     selects,
@@ -185,8 +187,9 @@ def test_every_deployment_container_has_probes_of_its_kind(name) -> None:
 
 @pytest.mark.parametrize("name", VALUE_SETS)
 def test_every_container_has_limits_and_a_locked_down_security_context(name) -> None:
-    for workload in workloads(rendered(name)):
-        pod = workload["spec"]["template"]["spec"]
+    objects = rendered(name)
+    for workload in [*workloads(objects), *helm_test_pods(objects)]:
+        pod = pod_template(workload)["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["runAsUser"] > 0
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -276,6 +279,27 @@ def test_every_container_runs_a_command_the_test_suite_runs(name) -> None:
                 ["vera", "migrate"],
                 *(["vera", "migrate", service] for service in SERVICE_NAMES),
             )
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_helm_test_runs_the_release_check_from_outside_every_policy(name) -> None:
+    """`helm test`'s pod (tests/deploy/test_rendered_chart_runs.py runs it): the release
+    check, from a pod no NetworkPolicy selects (so the policies treat it as any other pod),
+    asked to find every gRPC Service unreachable when the chart's policies are on."""
+    objects = rendered(name)
+    [hook] = helm_test_pods(objects)
+    policies = of_kind(objects, "NetworkPolicy")
+    assert not any(selects(p["spec"]["podSelector"], pod_labels(hook)) for p in policies)
+    [container] = containers(hook)
+    command = container["command"]
+    assert command[:3] == ["python", "-m", "vera.entrypoints.release_check"]
+    isolated = [command[i + 1] for i, arg in enumerate(command) if arg == "--isolated"]
+    services = {component(s): s for s in of_kind(objects, "Service")
+                if s["spec"].get("clusterIP") != "None"}
+    expected = [f"{s['metadata']['name']}:{s['spec']['ports'][0]['port']}"
+                for name_, s in sorted(services.items()) if name_ in SERVICE_NAMES]
+    enforced = value_set(name).get("networkPolicy", {}).get("enabled", True)
+    assert sorted(isolated) == (sorted(expected) if enforced else [])
 
 
 # --- components ---------------------------------------------------------------------------
