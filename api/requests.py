@@ -25,8 +25,9 @@ visits must not be able to drive the API:
   nobody but a few curators 2 MiB.
 
 Each refusal is ``invalid_input`` naming the header or the body (one that leaves the body
-unread closes the connection: ``vera.entrypoints.unread_body``). Liveness and readiness are
-exempt: probes dial the pod address, and they read nothing.
+unread closes the connection: ``vera.entrypoints.unread_body``). Liveness and readiness read
+no body; their Host may also be an address (``vera.addresses``), since the kubelet dials
+the pod's, but never a name that is not served.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from vera.addresses import is_address_host_header
 from vera.api.errors import error_response
 from vera.errors import InvalidInput, QuotaExceeded, VeraError
 
@@ -85,8 +87,11 @@ class RequestGuard:
         self._large_bodies = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PROBE_PATHS:
+        if scope["type"] != "http":
             await self._app(scope, receive, send)
+            return
+        if scope["path"] in PROBE_PATHS:
+            await self._probe(scope, receive, send)
             return
         with contextlib.ExitStack() as held:
             try:
@@ -112,6 +117,17 @@ class RequestGuard:
                 await response(scope, receive, send)
                 return
             await self._app(scope, receive, send)
+
+    async def _probe(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A probe reads no body; its Host is the pod's address (kubelet) or one served."""
+        request = Request(scope)
+        if not is_address_host_header(request.headers.get("host", "")):
+            try:
+                await self._admit(request)
+            except _Refused as refused:
+                await error_response(refused.error, refused.status)(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
 
     async def _take_large_body_slot(self, request: Request) -> None:
         try:
