@@ -21,6 +21,7 @@ from starlette.routing import Route
 from vera.api.auth import RestAuthenticator, default_authenticator
 from vera.api.console.pages import console_mount
 from vera.api.console.sessions import SessionStore
+from vera.api.curation import admit_ingest_body
 from vera.api.curation import routes as curation_routes
 from vera.api.identity import routes as identity_routes
 from vera.api.rate_limits import RateLimit, api_quota
@@ -82,7 +83,10 @@ def build_app(
     app = Starlette(routes=routes, lifespan=lifespan,
                     middleware=[Middleware(RateLimit, quota=rate_limits),
                                 Middleware(RequestGuard, security=security,
-                                           body_timeout=settings.api.body_timeout_seconds)])
+                                           body_timeout=settings.api.body_timeout_seconds,
+                                           admit_large_body=admit_ingest_body,
+                                           large_bodies_in_flight=(
+                                               settings.api.large_bodies_in_flight))])
     app.state.settings = settings
     app.state.rate_limits = rate_limits
     app.state.authenticator = authenticator or default_authenticator(settings)

@@ -38,7 +38,7 @@ from starlette.routing import Route
 
 from vera.api.auth import RestCaller
 from vera.api.errors import error_response
-from vera.api.requests import json_body, only_fields, page_query
+from vera.api.requests import ingest_project, json_body, only_fields, page_query
 from vera.errors import InvalidInput, ProjectOutOfScope, VeraError
 from vera.identity.v1 import identity_pb2 as ipb
 from vera.ingest_records import FACTS_PER_CALL, IngestFileError, ParsedFile, parse_records
@@ -99,6 +99,21 @@ async def authorize_ingest(backends: Backends, caller: RestCaller, project: str)
         ipb.EnsureProjectRequest(principal_id=caller.principal_id, slug=project)
     )
     return await authorize_curator(backends, caller, project)
+
+
+async def admit_ingest_body(request: Request) -> None:
+    """Whether the caller may send an ingest body, from the headers alone, before the body
+    is read (``vera.api.requests``): a key, and the right to curate the project (an
+    administrator's ingest may create it, which the route does once the body is valid)."""
+    project = ingest_project(request.url.path)
+    assert project is not None, "only the ingest route takes a large body"
+    backends: Backends = request.app.state.backends
+    caller = await request.app.state.authenticator.authenticate(request, backends)
+    try:
+        await authorize_curator(backends, caller, project)
+    except ProjectOutOfScope:
+        if not caller.admin:
+            raise
 
 
 def _json(message: Message) -> dict[str, Any]:

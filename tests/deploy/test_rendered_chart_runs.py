@@ -27,6 +27,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
+import httpx
 import pytest
 from container_processes import baked_models, embedded_postgres
 from deploy_manifests import NAMESPACE, ROOT, of_kind, rendered, value_set
@@ -168,6 +169,24 @@ def test_every_workload_of_the_ha_values_becomes_ready(ha: RenderedCluster) -> N
         j["metadata"]["name"] for j in of_kind(ha.objects, "Job"))
     assert len(jobs) == len(SERVICE_NAMES)
     assert all(p.process is not None and p.process.returncode == 0 for p in jobs)
+
+
+async def test_prometheus_scrapes_the_gateway_pods_address_and_a_name_is_refused(
+        ha: RenderedCluster) -> None:
+    """issue 39 item 8: the metrics listener checks the Host; a scrape of the pod's address,
+    as the chart's annotations point Prometheus at it, still answers (the kubelet's probes
+    of the pod's address are the readiness above)."""
+    gateway = next(p for p in ha.deployment_pods()
+                   if p.workload["metadata"]["name"] == "vera-gateway")
+    annotations = gateway.workload["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    url = (f"http://{gateway.address}:{annotations['prometheus.io/port']}"
+           f"{annotations['prometheus.io/path']}")
+    async with httpx.AsyncClient(timeout=10) as http:
+        scraped = await http.get(url)
+        refused = await http.get(url, headers={"host": "attacker.example"})
+    assert scraped.status_code == 200 and "vera_mcp_tool_calls" in scraped.text
+    assert refused.status_code == 421
 
 
 async def test_each_service_signs_in_as_its_own_role_and_reaches_only_its_schema(
