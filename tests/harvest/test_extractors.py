@@ -218,3 +218,12 @@ def test_a_repository_without_a_remote_needs_one_named(tmp_path: Path) -> None:
 def test_not_a_checkout_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(GitError):
         harvest_checkout(tmp_path)
+
+
+def test_parsing_writes_nothing_to_the_working_directory(shop: FixtureRepo, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    assert harvest_checkout(shop.root).facts
+    assert list(cwd.iterdir()) == []

@@ -8,6 +8,7 @@ stage's name is no image and yields nothing.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 
 from dockerfile_parse import DockerfileParser
@@ -24,7 +25,8 @@ def wants(path: str) -> bool:
 
 
 def extract(doc: Document) -> Iterator[Fact]:
-    parser = DockerfileParser(fileobj=None, env_replace=False)
+    # In memory: without a file object the parser writes its content to ./Dockerfile.
+    parser = DockerfileParser(fileobj=io.BytesIO(), env_replace=False)
     parser.content = doc.text
     try:
         structure = parser.structure
