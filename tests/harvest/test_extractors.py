@@ -13,7 +13,9 @@ from harvest_repos import IDENTITY, FixtureRepo
 
 from vera.harvest import extractors
 from vera.harvest.git import GitError
-from vera.harvest.harvester import MAX_FILE_BYTES, harvest_checkout
+from vera.harvest.harvester import MAX_FILE_BYTES, harvest_checkout, within_ontology
+from vera.services.knowledge.domain import load_ontology
+from vera.services.knowledge.policy import policy_for
 
 # (path, locator, subject, predicate, object); {R} is the repository's identity.
 EXPECTED = {
@@ -227,3 +229,18 @@ def test_parsing_writes_nothing_to_the_working_directory(shop: FixtureRepo, tmp_
     monkeypatch.chdir(cwd)
     assert harvest_checkout(shop.root).facts
     assert list(cwd.iterdir()) == []
+
+
+def test_the_default_ontology_ships_every_predicate_a_harvest_states() -> None:
+    allowed = policy_for(load_ontology()).allowed_predicates
+    assert extractors.all_predicates() <= allowed
+
+
+def test_a_custom_ontology_lacking_predicates_gets_them_named_and_skipped(
+        shop: FixtureRepo) -> None:
+    facts = harvest_checkout(shop.root).facts
+    allowed = extractors.all_predicates() - {"exposes_port", "ci_runs"}
+    kept, missing = within_ontology(facts, allowed)
+    assert missing == ["ci_runs", "exposes_port"]
+    assert {f.predicate for f in kept} == allowed
+    assert len(kept) == len([f for f in facts if f.predicate in allowed])

@@ -109,6 +109,16 @@ def harvest_files(repository: str, files: Iterable[tuple[str, bytes]], harvest: 
             harvest.facts.append(fact)
 
 
+def within_ontology(facts: list[Fact], allowed: Iterable[str]) -> tuple[list[Fact], list[str]]:
+    """The facts whose predicate the deployment's ontology has, and the predicates it
+    lacks (sorted): a custom ontology without one gets none of those facts, and the
+    harvest names what it left out rather than stating it under another predicate."""
+    known = {p.strip().casefold() for p in allowed}
+    kept = [f for f in facts if f.predicate.casefold() in known]
+    missing = sorted({f.predicate for f in facts if f.predicate.casefold() not in known})
+    return kept, missing
+
+
 def harvest_checkout(path: Path, revision: str = "HEAD", repository: str | None = None
                      ) -> Harvest:
     """The facts the checkout at ``path`` states at ``revision`` (read from git objects).
