@@ -139,20 +139,47 @@ def test_every_rendered_object_validates_against_kubernetes(name) -> None:
 
 
 @pytest.mark.parametrize("name", VALUE_SETS)
-def test_the_metrics_port_is_declared_on_the_gateway_pod_and_on_no_service(name) -> None:
+def test_the_metrics_port_is_declared_on_every_serving_pod_and_on_no_service(name) -> None:
+    """The gateway's listener and each gRPC service's (maintenance singletons included):
+    on the pod, reachable by the scrapers' NetworkPolicy, never on a Service."""
     objects = rendered(name)
     metrics_port = 9101
     for service in of_kind(objects, "Service"):
         for port in service["spec"]["ports"]:
             assert metrics_port not in (port["port"], port.get("targetPort"))
             assert port.get("targetPort") != "metrics" and port.get("name") != "metrics"
-    gateway = by_component(objects, "Deployment")["gateway"]
-    [container] = containers(gateway)
-    assert {"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"} in container[
-        "ports"
-    ]
-    env = _container_env(objects, gateway)
-    assert env["VERA_OBSERVABILITY__MCP_METRICS_PORT"] == str(metrics_port)
+    deployments = by_component(objects, "Deployment")
+    for name_ in ("gateway", *GRPC, *(s for s in SINGLETONS if s in deployments)):
+        [container] = containers(deployments[name_])
+        assert {"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"} in (
+            container["ports"]
+        ), name_
+        env = _container_env(objects, deployments[name_])
+        variable = "MCP" if name_ == "gateway" else "SERVICE"
+        assert env[f"VERA_OBSERVABILITY__{variable}_METRICS_PORT"] == str(metrics_port)
+        assert _settings_from(env).observability.service_metrics_port == metrics_port
+    policies = of_kind(objects, "NetworkPolicy")
+    if policies:
+        scrape = [
+            rule for policy in policies for rule in policy["spec"].get("ingress", [])
+            if {"port": metrics_port, "protocol": "TCP"} in rule.get("ports", [])
+        ]
+        assert scrape and all(rule.get("from") for rule in scrape)
+        for deployment in deployments.values():
+            if any(p.get("name") == "metrics" for p in containers(deployment)[0]["ports"]):
+                assert any(
+                    selects(policy["spec"]["podSelector"], pod_labels(deployment)) and any(
+                        rule in scrape for rule in policy["spec"].get("ingress", []))
+                    for policy in policies
+                ), component(deployment)
+
+
+def test_the_pod_monitor_scrapes_every_pod_of_the_release() -> None:
+    objects = manifests({"metrics": {"podMonitor": {"enabled": True}}})
+    [monitor] = of_kind(objects, "PodMonitor")
+    assert monitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    for deployment in of_kind(objects, "Deployment"):
+        assert selects(monitor["spec"]["selector"], pod_labels(deployment)), component(deployment)
 
 
 @pytest.mark.parametrize("name", VALUE_SETS)
