@@ -25,7 +25,7 @@ from vera.api.console import agent_preview, sessions, views
 from vera.api.console.security import ConsoleHeaders, CsrfRefused, form_fields, require_csrf
 from vera.api.console.sessions import Session, SessionStore
 from vera.api.console.templates import render
-from vera.api.curation import actor_names, authorize_curator
+from vera.api.curating import actor_names, curator_of
 from vera.api.errors import HTTP_STATUS
 from vera.config import Settings
 from vera.errors import Unauthenticated, VeraError
@@ -56,6 +56,10 @@ def _page(request: Request, template: str, status: int = 200, **context: Any) ->
 
 def _see_other(url: str) -> Response:
     return RedirectResponse(url, status_code=303)
+
+
+async def _curated(backends: Backends, caller: RestCaller, project: str) -> ipb.Project:
+    return (await curator_of(backends, caller, project)).project
 
 
 def _error_page(request: Request, error: VeraError, session: Session | None) -> Response:
@@ -159,7 +163,7 @@ async def home(request: Request) -> Response:
             if candidate.kind != ipb.PROJECT_KIND_SHARED:
                 continue
             try:
-                project = await authorize_curator(backends, caller, candidate.project_id)
+                project = await _curated(backends, caller, candidate.project_id)
             except VeraError:
                 continue  # readable, not curated by the caller: not listed
             projects.append((project, await views.counts(backends, project.project_id)))
@@ -176,7 +180,7 @@ def _project_page(page: ProjectPage) -> Callable[[Request], Awaitable[Response]]
         if session is None:
             return _see_other("/console/sign-in")
         try:
-            project = await authorize_curator(
+            project = await _curated(
                 _backends(request), session.caller, request.path_params["project"])
             return await page(request, session, project)
         except VeraError as error:
@@ -196,7 +200,7 @@ def _project_action(
         try:
             fields = await form_fields(request)
             session = require_csrf(sessions.session_of(request), fields)
-            project = await authorize_curator(
+            project = await _curated(
                 _backends(request), session.caller, request.path_params["project"])
             return _see_other(await action(request, session, project, fields))
         except CsrfRefused:
