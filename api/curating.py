@@ -12,9 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
+
+from vera import limits
 from vera.api.auth import RestCaller
+from vera.api.routing import RequestBody
 from vera.errors import InvalidInput, ProjectOutOfScope
 from vera.identity.v1 import identity_pb2 as ipb
 from vera.ingest_records import FACTS_PER_CALL, ParsedFile
@@ -23,6 +27,22 @@ from vera.rpc.backends import Backends
 
 # IngestKnowledge writes a batch in one transaction: give it longer than a read.
 INGEST_CALL_SECONDS = 120.0
+MAX_REASON = 2048
+
+
+# What a curator sends with a decision: the REST body and the console's form alike.
+
+
+class VerifyBody(RequestBody):
+    """Unset trust tier and authority keep what the proposal carries."""
+
+    trust_tier: Annotated[int, Field(ge=0, le=limits.TRUST_TIER[1])] | None = None
+    authority: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
+    note: Annotated[str, Field(max_length=MAX_REASON)] = ""
+
+
+class ReasonBody(RequestBody):
+    reason: Annotated[str, Field(min_length=1, max_length=MAX_REASON)]
 
 
 @dataclass(frozen=True)
@@ -50,29 +70,32 @@ class Curator:
     def _scope(self) -> str:
         return self.project.project_id
 
-    async def verify(self, fact_key: str, *, trust_tier: int | None = None,
-                     authority: float | None = None, note: str = ""
-                     ) -> kpb.VerifyProposalResponse:
+    async def verify(self, fact_key: str, decision: VerifyBody) -> kpb.VerifyProposalResponse:
         message = kpb.VerifyProposalRequest(
             curator_principal_id=self.caller.principal_id, scope_id=self._scope,
-            fact_key=fact_key, note=note)
-        if trust_tier is not None:
-            message.trust_tier = trust_tier
-        if authority is not None:
-            message.authority = authority
+            fact_key=fact_key, note=decision.note)
+        if decision.trust_tier is not None:
+            message.trust_tier = decision.trust_tier
+        if decision.authority is not None:
+            message.authority = decision.authority
         return await self.backends.knowledge.VerifyProposal(message)
 
-    async def reject(self, fact_key: str, reason: str) -> kpb.RejectProposalResponse:
+    async def reject(self, fact_key: str, decision: ReasonBody) -> kpb.RejectProposalResponse:
         return await self.backends.knowledge.RejectProposal(kpb.RejectProposalRequest(
             curator_principal_id=self.caller.principal_id, scope_id=self._scope,
-            fact_key=fact_key, reason=reason))
+            fact_key=fact_key, reason=decision.reason))
 
-    async def retract(self, source_id: str, reason: str = "", *, validate_only: bool = False
-                      ) -> kpb.RetractSourceResponse:
-        """Retracts the source; ``validate_only`` answers what it would do, writing nothing."""
+    async def retract(self, source_id: str, decision: ReasonBody) -> kpb.RetractSourceResponse:
         return await self.backends.knowledge.RetractSource(kpb.RetractSourceRequest(
             curator_principal_id=self.caller.principal_id, scope_id=self._scope,
-            source_id=source_id, reason=reason, validate_only=validate_only))
+            source_id=source_id, reason=decision.reason))
+
+    async def preview_retraction(self, source_id: str) -> kpb.RetractSourceResponse:
+        """What retracting the source would do, computed by the retraction itself
+        (``validate_only``) and written nowhere."""
+        return await self.backends.knowledge.RetractSource(kpb.RetractSourceRequest(
+            curator_principal_id=self.caller.principal_id, scope_id=self._scope,
+            source_id=source_id, validate_only=True))
 
     async def ingest(self, parsed: ParsedFile) -> IngestOutcome:
         """Loads validated records as this curator: repositories mapped to the project, then

@@ -30,6 +30,7 @@ from starlette.responses import Response
 
 from vera import limits
 from vera.api import curating
+from vera.api.curating import ReasonBody, VerifyBody
 from vera.api.models import (
     Actor,
     Change,
@@ -59,31 +60,17 @@ from vera.retrieval.v1 import retrieval_pb2
 # Records one ingest request may carry; `vera ingest` sends a file in batches under it
 # (and under the ingest route's body limit, ``vera.api.requests``).
 MAX_INGEST_RECORDS = 2000
-MAX_REASON = 2048
 
 ProjectRef = Annotated[str, Path(min_length=1, max_length=limits.ID_LIKE[1],
                                  description="a project id or slug")]
 FactKey = Annotated[str, Path(min_length=1, max_length=limits.ID_LIKE[1])]
 SourceId = Annotated[str, Path(min_length=1, max_length=limits.ID_LIKE[1],
                                description="the curator-given source id")]
-Reason = Annotated[str, Field(min_length=1, max_length=MAX_REASON)]
 
 router = new_router("/curation/projects/{project}", tags=["curation"])
 
 
 # Bodies --------------------------------------------------------------------------------------
-
-
-class VerifyBody(RequestBody):
-    """Unset trust tier and authority keep what the proposal carries."""
-
-    trust_tier: Annotated[int, Field(ge=0, le=limits.TRUST_TIER[1])] | None = None
-    authority: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
-    note: Annotated[str, Field(max_length=MAX_REASON)] = ""
-
-
-class ReasonBody(RequestBody):
-    reason: Reason
 
 
 class IngestBody(RequestBody):
@@ -228,8 +215,7 @@ async def verify(project: ProjectRef, fact_key: FactKey, caller: Caller, service
                  ) -> ResponseBody | Response:
     body = body or VerifyBody()
     curator = await curating.curator_of(services, caller, project)
-    reply = await curator.verify(fact_key, trust_tier=body.trust_tier,
-                                 authority=body.authority, note=body.note)
+    reply = await curator.verify(fact_key, body)
     return spelt(from_proto(Verified, reply), settings.api.value_spelling)
 
 
@@ -237,7 +223,7 @@ async def verify(project: ProjectRef, fact_key: FactKey, caller: Caller, service
 async def reject(project: ProjectRef, fact_key: FactKey, body: ReasonBody, caller: Caller,
                  services: Services, settings: AppSettings) -> ResponseBody | Response:
     curator = await curating.curator_of(services, caller, project)
-    rejected = from_proto(Rejected, await curator.reject(fact_key, body.reason))
+    rejected = from_proto(Rejected, await curator.reject(fact_key, body))
     return spelt(rejected, settings.api.value_spelling)
 
 
@@ -245,7 +231,7 @@ async def reject(project: ProjectRef, fact_key: FactKey, body: ReasonBody, calle
 async def retract_source(project: ProjectRef, source_id: SourceId, body: ReasonBody,
                          caller: Caller, services: Services) -> Retracted:
     curator = await curating.curator_of(services, caller, project)
-    reply = await curator.retract(source_id, body.reason)
+    reply = await curator.retract(source_id, body)
     return Retracted(
         status="already_retracted" if reply.status == kpb.RETRACTION_STATUS_ALREADY_RETRACTED
         else "retracted",
