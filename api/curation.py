@@ -27,6 +27,7 @@ in a team deployment projects are created through their workspace
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -287,6 +288,7 @@ async def ingest(
     sent again creates nothing, so a load cut off half-way is finished by sending it again."""
     parsed = _records(body)
     backends: Backends = request.app.state.backends
+    await _check_whole(backends, caller, project, parsed)
     for repository in sorted(parsed.repositories):
         await backends.identity.MapRepository(ipb.MapRepositoryRequest(
             principal_id=caller.principal_id, project_id=project.project_id,
@@ -333,6 +335,47 @@ async def ingest(
         "warnings": warnings,
         "change_position": position,
     })
+
+
+async def _check_whole(backends: Backends, caller: RestCaller, project: ipb.Project,
+                       parsed: ParsedFile) -> None:
+    """The request, checked whole by knowledge before its first write (repository mappings,
+    then facts in several calls, then corrections), so that a refused request writes
+    nothing; a refusal names the record (``records[i]``)."""
+    try:
+        await backends.knowledge.IngestKnowledge(
+            kpb.IngestKnowledgeRequest(
+                principal_id=caller.principal_id, scope_id=project.project_id,
+                sources=parsed.sources, entities=parsed.entities,
+                facts=[*parsed.facts, *(replacement for _, replacement, _ in parsed.corrections)],
+                validate_only=True,
+                corrected_fact_keys=[corrects for corrects, _, _ in parsed.corrections]),
+            timeout=INGEST_CALL_SECONDS)
+    except InvalidInput as refused:
+        raise _naming_record(refused, parsed) from None
+
+
+_CHECKED_FIELD = re.compile(r"^(facts|corrected_fact_keys)\[(\d+)\]")
+
+
+def _naming_record(refused: InvalidInput, parsed: ParsedFile) -> InvalidInput:
+    """``refused`` with its field the record it came from: the check's facts are the
+    file's facts, then its corrections' replacements."""
+    match = _CHECKED_FIELD.match(refused.field)
+    if match is None:
+        return refused
+    index = int(match[2])
+    if match[1] == "facts" and index < len(parsed.facts):
+        line = parsed.fact_lines[index]
+    else:
+        index -= len(parsed.facts) if match[1] == "facts" else 0
+        if not 0 <= index < len(parsed.correction_lines):
+            return refused
+        line = parsed.correction_lines[index]
+    detail = refused.field[match.end():].lstrip(".")
+    return InvalidInput(f"records[{line}]", refused.message, reason="invalid_record",
+                        index=line, detail=f"{detail or 'record'}: "
+                        f"{refused.metadata.get('reason', 'invalid')}")
 
 
 def _warning(warning: kpb.IngestWarning, fact_records: list[int], first: int) -> dict[str, Any]:
