@@ -1,32 +1,19 @@
-"""Bounded Prometheus metrics for tool calls, served on their own listener.
+"""Bounded Prometheus metrics for tool calls, served on their own listener
+(``vera.observability.metrics_listener``).
 
 Labels are the registered tool name and success/error, nothing else: no principal,
 project, query or unknown requested name ever becomes a label. Degraded answers (a
 retrieval answered by its lexical leg alone) are counted per tool as well. The registry is
 process-local, so run one ASGI worker per process while metrics are enabled.
-
-The listener answers only a Host that is an address (``vera.addresses``), as Prometheus
-sends when it scrapes the pod's address; a name (a DNS-rebinding page) is 421.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import socket
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from threading import Thread
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, make_wsgi_app
-from prometheus_client.exposition import ThreadingWSGIServer
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from vera.addresses import is_address_host_header
 from vera.gateway.schemas import DEGRADED_MODE
-
-log = logging.getLogger(__name__)
 
 OUTCOMES = ("success", "error")
 
@@ -77,50 +64,3 @@ class ToolMetrics:
         if counter is not None and isinstance(data, dict):
             if data.get("retrieval_mode") == DEGRADED_MODE:
                 counter.inc()
-
-
-@dataclass
-class MetricsListener:
-    server: WSGIServer
-    thread: Thread
-
-    @property
-    def port(self) -> int:
-        return self.server.server_port
-
-    async def stop(self) -> None:
-        await asyncio.to_thread(self.server.shutdown)
-        self.server.server_close()
-
-
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
-
-def _address_hosts_only(app: WsgiApp) -> WsgiApp:
-    def checked(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if not is_address_host_header(environ.get("HTTP_HOST", "")):
-            start_response("421 Misdirected Request", [("Content-Type", "text/plain")])
-            return [b"421 Misdirected Request\n"]
-        return app(environ, start_response)
-
-    return checked
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """Scrapes are not worth a log line each."""
-
-
-def start_listener(metrics: ToolMetrics, host: str, port: int) -> MetricsListener:
-    """Serves ``metrics.registry`` on a dedicated scrape-only listener (port 0 picks one)."""
-
-    class Server(ThreadingWSGIServer):
-        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-
-    server = make_server(host, port, _address_hosts_only(make_wsgi_app(metrics.registry)),
-                         Server, handler_class=_QuietHandler)
-    thread = Thread(target=server.serve_forever, daemon=True, name="metrics")
-    thread.start()
-    listener = MetricsListener(server, thread)
-    log.info("metrics listener on %s:%d", host, listener.port)
-    return listener

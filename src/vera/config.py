@@ -155,6 +155,11 @@ class ObservabilitySettings(BaseModel):
     mcp_metrics_enabled: bool = True
     mcp_metrics_host: str = "127.0.0.1"
     mcp_metrics_port: int = Field(9101, ge=0, le=65535)
+    # A gRPC service's own listener (vera.observability.service_metrics), beside its gRPC
+    # port; unset, `vera serve` serves none. `vera up` gives each service a free port
+    # (stack.json's service_metrics), the chart the pod's metrics port.
+    service_metrics_host: str = "127.0.0.1"
+    service_metrics_port: int | None = Field(None, ge=0, le=65535)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 

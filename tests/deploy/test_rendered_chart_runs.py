@@ -257,6 +257,21 @@ async def test_the_team_loop_through_the_rendered_gateway_and_api(ha: RenderedCl
     LOOP.append(await team_loop(front(ha), field(created.stdout, "api_key"), connections=4))
 
 
+def test_helm_test_finds_what_these_machines_do_not_enforce(ha: RenderedCluster) -> None:
+    """The chart's `helm test` pod against the running release: the API is Ready and the
+    gateway refuses a caller without a token; no CNI enforces NetworkPolicy here, so the
+    hook's pod reaches every gRPC Service and the hook fails on exactly those checks (on a
+    cluster whose CNI enforces the chart's policies, it passes)."""
+    [pod] = ha.run_test_hooks()
+    assert pod.process is not None
+    findings = {line[5:].split(":")[0]: line.split()[0]
+                for line in pod.log_tail().splitlines() if line.startswith(("ok  ", "FAIL"))}
+    assert findings == {"api_ready": "ok", "gateway_requires_credentials": "ok",
+                        **{f"grpc_isolated vera-{s}": "FAIL" for s in SERVICE_NAMES}}, \
+        pod.log_tail()
+    assert pod.process.returncode == 1
+
+
 async def test_a_restored_backup_serves_the_same_knowledge(
         ha: RenderedCluster, database: str, role_passwords: dict[str, str],
         tmp_path_factory: pytest.TempPathFactory) -> None:

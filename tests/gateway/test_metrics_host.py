@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import httpx
 
-from vera.gateway.metrics import ToolMetrics, start_listener
+from vera.gateway.metrics import ToolMetrics
+from vera.observability.metrics_listener import start_listener
 
 
 async def test_the_metrics_listener_answers_addresses_and_refuses_names() -> None:
-    listener = start_listener(ToolMetrics(["knowledge_search"]), "127.0.0.1", 0)
+    listener = start_listener(ToolMetrics(["knowledge_search"]).registry, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{listener.port}/metrics"
     try:
         async with httpx.AsyncClient(timeout=5) as http:
