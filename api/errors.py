@@ -20,6 +20,9 @@ HTTP_STATUS = {
 }
 
 
+UNAVAILABLE_RETRY_AFTER_SECONDS = 2
+
+
 def error_response(error: VeraError, status: int | None = None) -> JSONResponse:
     """``status`` overrides the reason's usual one where HTTP has a more exact answer to a
     refused request: a Host not served is 421, an Origin not allowed 403, a body that is
@@ -33,4 +36,8 @@ def error_response(error: VeraError, status: int | None = None) -> JSONResponse:
     headers = {}
     if status == 429 and "retry_after_seconds" in error.metadata:
         headers["Retry-After"] = error.metadata["retry_after_seconds"]
+    elif status == 503:
+        # A service or the database is away (a restart heals it in seconds): nothing was
+        # done, so a client may send the request again (vera.api_client does).
+        headers["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER_SECONDS)
     return JSONResponse({"error": body}, status_code=status, headers=headers)
