@@ -111,15 +111,21 @@ class ApiRefused(Exception):
         return f"refused ({self.code})" + (f": {detail}" if detail else "")
 
 
-def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+def add_connection_arguments(parser: argparse.ArgumentParser, *, repeated: bool = False
+                             ) -> None:
+    """The options that find the API and the key. ``repeated``: a subcommand's copy of its
+    parent's, so they may follow the subcommand as well as precede it (a value given
+    there wins; none given leaves the parent's)."""
+    keep: dict[str, Any] = {"default": argparse.SUPPRESS} if repeated else {}
     parser.add_argument("--api-url", help="REST API base URL (default: the running stack's "
-                        "api_url in <data-dir>/run/stack.json)")
+                        "api_url in <data-dir>/run/stack.json)", **keep)
     parser.add_argument("--api-key-stdin", action="store_true",
                         help="read the API key from standard input (default: VERA_API_KEY, "
-                             "else a prompt when the API asks for one; none in local-dev)")
+                             "else a prompt when the API asks for one; none in local-dev)",
+                        **keep)
     parser.add_argument("--allow-plain-http", action="store_true",
-                        help="send the API key over http:// to a non-loopback host")
-    parser.add_argument("--data-dir", type=Path, help="data dir of the running stack")
+                        help="send the API key over http:// to a non-loopback host", **keep)
+    parser.add_argument("--data-dir", type=Path, help="data dir of the running stack", **keep)
 
 
 def _loopback(host: str) -> bool:
