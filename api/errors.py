@@ -65,6 +65,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+UNAVAILABLE_RETRY_AFTER_SECONDS = 2
+
+
 def error_response(error: VeraError, status: int | None = None) -> JSONResponse:
     """``status`` overrides the reason's usual one where HTTP has a more exact answer to a
     refused request: a Host not served is 421, an Origin not allowed 403, a body that is
@@ -80,6 +83,10 @@ def error_response(error: VeraError, status: int | None = None) -> JSONResponse:
         headers["Retry-After"] = error.metadata["retry_after_seconds"]
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="vera-api"'
+    elif status == 503:
+        # A service or the database is away (a restart heals it in seconds): nothing was
+        # done, so a client may send the request again (vera.api_client does).
+        headers["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER_SECONDS)
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 

@@ -22,6 +22,7 @@ BENCHES = {
     "sparse-scale": ("bench.sparse_scale:cli", "Qdrant sparse vectors against in-process BM25"),
     "console": ("bench.console:main", "the console's review queue page"),
     "secret-screen": ("bench.secret_screen:main", "the credential screen per proposal"),
+    "bulk-ingest": ("bench.bulk_ingest:cli", "`vera ingest` of 100k facts into a team stack"),
     "load": ("bench.load.__main__:main", "open-loop load, knee and soak (scripts/load)"),
 }
 

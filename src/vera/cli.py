@@ -1,4 +1,5 @@
 """`vera`: the front door. up | serve | api | migrate | ingest | curate | rank | admin |
+backup | restore |
 connect | disconnect | doctor."""
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ COMMANDS = {
     "disconnect": "vera.integrations.commands",
     "doctor": "vera.integrations.commands",
     "admin": "vera.commands.admin",
+    "backup": "vera.commands.backup",
+    "restore": "vera.commands.backup",
 }
 
 
