@@ -1,4 +1,4 @@
-"""`vera`: the front door. up | serve | api | migrate | ingest | curate | rank | admin |
+"""`vera`: the front door. up | serve | api | migrate | ingest | harvest | curate | rank | admin |
 connect | disconnect | doctor."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ COMMANDS = {
     "api": "vera.commands.api",
     "migrate": "vera.commands.migrate",
     "ingest": "vera.commands.ingest",
+    "harvest": "vera.commands.harvest",
     "curate": "vera.commands.curate",
     "rank": "vera.commands.rank",
     "connect": "vera.integrations.commands",
