@@ -161,3 +161,26 @@ async def test_since_walks_the_history_commit_by_commit(
     assert images == {
         "postgres:17": (datetime(2026, 1, 2, 12, tzinfo=UTC), datetime(2026, 1, 3, 12, tzinfo=UTC)),
         "postgres:18": (datetime(2026, 1, 3, 12, tzinfo=UTC), None)}
+
+
+def test_check_reports_the_facts_whose_cited_lines_changed_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A CI job's check: no API, no earlier harvest; the facts stated at the base commit
+    whose lines changed (or vanished) at HEAD, exit 3; unchanged lines, exit 0."""
+    repo = FixtureRepo(tmp_path / "shop")
+    base = repo.commit({"services/api/pyproject.toml": PYPROJECT, "compose.yaml": COMPOSE})
+    repo.commit({"README.md": "docs only\n"})
+    check = ["harvest", str(repo.root), "--project", PROJECT, "--check", "--since", base,
+             "--data-dir", str(tmp_path / "none"), "--json"]
+    assert cli.main(check) == 0
+    assert json.loads(capsys.readouterr().out)["drift"] == []
+    repo.commit({"services/api/pyproject.toml": PYPROJECT.replace("0.29.0", "0.30.0"),
+                 "compose.yaml": None})
+    assert cli.main(check) == 3
+    drift = {(d["source"], d["locator"], d["predicate"], d["reason"])
+             for d in json.loads(capsys.readouterr().out)["drift"]}
+    pyproject, compose = (f"{IDENTITY}/services/api/pyproject.toml", f"{IDENTITY}/compose.yaml")
+    assert drift == {(pyproject, "L6", "depends_on", "lines_changed"),
+                     (pyproject, "L6", "uses_database_driver", "lines_changed"),
+                     (compose, "L3", "uses_image", "lines_vanished")}
+    assert not (tmp_path / "none").exists()

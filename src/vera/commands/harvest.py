@@ -61,7 +61,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                          help="with --publish: the trust tier of the facts (default: the "
                               "curated tier)")
     harvest.add_argument("--check", action="store_true",
-                         help="report facts whose cited lines changed; write nothing")
+                         help="report harvested facts whose cited lines changed at --revision "
+                              "(those of the last harvest, or with --since those stated at "
+                              "that commit, without an API); write nothing; exit 3 on drift")
     add_connection_arguments(harvest)
     harvest.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -87,8 +89,11 @@ def run(args: argparse.Namespace, settings: Settings, transport: Any = None) -> 
               "version does not have yet; a curator can --publish", file=sys.stderr)
         return EXIT_REFUSED
     try:
-        with open_client(args, settings, transport) as api:
-            report = _harvest(args, settings, api)
+        if args.check and args.since:
+            report = _check_against(args)
+        else:
+            with open_client(args, settings, transport) as api:
+                report = _harvest(args, settings, api)
     except GitError as exc:
         print(f"vera harvest: {exc}", file=sys.stderr)
         return EXIT_REFUSED
@@ -147,6 +152,25 @@ def _harvest(args: argparse.Namespace, settings: Settings, api: ApiClient) -> Re
     finally:
         bar.close()
     return report
+
+
+def _check_against(args: argparse.Namespace) -> Report:
+    """``--check --since BASE``: the facts a harvest states at BASE, compared with the
+    revision's lines; needs no API and no earlier harvest (a CI job's case)."""
+    from vera.harvest.changes import Known, State
+    from vera.harvest.drift import check
+    from vera.harvest.git import Checkout
+    from vera.harvest.harvester import harvest_checkout
+
+    base = harvest_checkout(args.path, args.since, args.repository)
+    state = State(commit=base.commit.id, facts=[
+        Known(f.path, f.slot, "", {"source": f"{base.repository}/{f.path}",
+                                   "locator": f.locator, "evidence": f.evidence,
+                                   "subject": f.subject, "predicate": f.predicate,
+                                   "object": f.object})
+        for f in base.facts])
+    return Report(repository=base.repository,
+                  drift=check(Checkout(args.path), args.revision, state))
 
 
 def _print(report: Report, args: argparse.Namespace) -> None:
