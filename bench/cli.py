@@ -22,6 +22,7 @@ BENCHES = {
     "sparse-scale": ("bench.sparse_scale:cli", "Qdrant sparse vectors against in-process BM25"),
     "console": ("bench.console:main", "the console's review queue page"),
     "secret-screen": ("bench.secret_screen:main", "the credential screen per proposal"),
+    "harvest": ("bench.harvest:main", "vera harvest of a 10,000-file repository to facts filed"),
     "load": ("bench.load.__main__:main", "open-loop load, knee and soak (scripts/load)"),
 }
 

@@ -80,18 +80,27 @@ async def call(client: Client, tool: str, **arguments) -> dict:
     return result.structured_content
 
 
+_ADMINISTRATORS: dict[Path, str] = {}
+
+
+def first_administrator(team_stack: LaunchedStack) -> str:
+    """The platform team's first administrator, made once per deployment from the machine
+    that runs the stack; their API key."""
+    if team_stack.data_dir not in _ADMINISTRATORS:
+        created = team_stack.vera("admin", "create-user", "--name", "root", "--admin",
+                                  "--data-dir", str(team_stack.data_dir))
+        assert created.returncode == 0, created.stderr
+        fields = dict(line.split(":", 1) for line in created.stdout.splitlines() if ":" in line)
+        _ADMINISTRATORS[team_stack.data_dir] = fields["api_key"].strip()
+    return _ADMINISTRATORS[team_stack.data_dir]
+
+
 def set_up_team(team_stack: LaunchedStack, base: str, workspace_slug: str = "acme",
                 project_slug: str = PROJECT) -> tuple[str, str]:
     """The platform team's part; the curator's and the developer's API keys."""
     api = httpx.Client(base_url=base, timeout=60)
 
-    # The platform team: the first administrator, from the machine that runs the stack.
-    created = team_stack.vera("admin", "create-user", "--name", f"root-{workspace_slug}",
-                              "--admin",
-                              "--data-dir", str(team_stack.data_dir))
-    assert created.returncode == 0, created.stderr
-    fields = dict(line.split(":", 1) for line in created.stdout.splitlines() if ":" in line)
-    root = fields["api_key"].strip()
+    root = first_administrator(team_stack)
     # Nobody registers themselves on a team deployment.
     assert api.post("/identity/register", json={"display_name": "x"}).status_code == 403
 
