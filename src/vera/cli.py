@@ -1,5 +1,5 @@
-"""`vera`: the front door. up | serve | api | migrate | ingest | curate | rank | admin |
-backup | restore |
+"""`vera`: the front door. up | serve | api | migrate | ingest | harvest | curate | rank |
+admin | backup | restore |
 connect | disconnect | doctor."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ COMMANDS = {
     "api": "vera.commands.api",
     "migrate": "vera.commands.migrate",
     "ingest": "vera.commands.ingest",
+    "harvest": "vera.commands.harvest",
     "curate": "vera.commands.curate",
     "rank": "vera.commands.rank",
     "connect": "vera.integrations.commands",

@@ -219,7 +219,7 @@ def freshness_warnings(results: Sequence[Result]) -> list[FreshnessWarning]:
                 FreshnessWarning(
                     fact_key=result.fact.fact_key,
                     source_id=citation.source_id,
-                    reason=REASON_SOURCE_STALE,
+                    reason=citation.stale_reason or REASON_SOURCE_STALE,
                     observed_at=citation.observed_at,
                 )
             )

@@ -1,5 +1,5 @@
-"""Fixture repositories the harvest tests build: a real git repository in a temporary
-folder, with commits made by the test (fixed dates, so facts' times are known)."""
+"""Git repositories tests build: a real repository in a temporary folder, with commits
+made by the test (fixed dates, so facts' times are known)."""
 
 from __future__ import annotations
 
