@@ -39,9 +39,8 @@ from vera.services.retrieval.domain import (
 from vera.services.retrieval.ports import (
     Embedder,
     FactSource,
-    FeatureSource,
-    LexicalIndex,
     Reranker,
+    SearchIndex,
     VectorIndex,
 )
 from vera.services.retrieval.rank import learned as learned_rank
@@ -289,12 +288,11 @@ class Retriever:
         self,
         embedder: Embedder,
         vectors: VectorIndex,
-        lexical: LexicalIndex,
+        index: SearchIndex,
         facts: FactSource,
         *,
         candidate_pool: int,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        features: FeatureSource | None = None,
         reranker: Reranker | None = None,
         stages: Stages = Stages(),
         assembler_version: str,
@@ -307,11 +305,10 @@ class Retriever:
         contract version."""
         self._embedder = embedder
         self._vectors = vectors
-        self._lexical = lexical
+        self._index = index
         self._facts = facts
         self._pool = candidate_pool
         self._clock = clock
-        self._features = features
         self._reranker = reranker
         self.stages = stages
         self.assembler_version = assembler_version
@@ -436,14 +433,10 @@ class Retriever:
 
         (vector, dense, mode), lexical = await asyncio.gather(
             self._dense_leg(query, index_query),
-            self._lexical.search(query, index_query, self._pool),
+            self._index.search(query, index_query, self._pool),
         )
-        features: Mapping[str, CandidateFeatures] = {}
-        if self._features is not None:
-            versions = list(dict.fromkeys(c.version_id for c in [*dense, *lexical]))
-            features = await self._features.features(
-                scopes, versions, vector, query, index_query
-            )
+        versions = list(dict.fromkeys(c.version_id for c in [*dense, *lexical]))
+        features = await self._index.features(scopes, versions, vector, query, index_query)
         fused = fuse(dense, lexical, features, self.stages)
         keys = sorted(fused, key=lambda k: (-fused[k][2], k))
         # Re-read a short list: what can make the limit after filters, not every candidate.
@@ -564,9 +557,9 @@ class Retriever:
         return vector, dense, RetrievalMode.HYBRID
 
     async def _why_nothing(self, query: IndexQuery) -> str:
-        if not await self._lexical.has_documents(query, with_attributes=False):
+        if not await self._index.has_documents(query, with_attributes=False):
             return EMPTY_NO_FACTS_IN_SCOPE
-        if query.has_attribute_filters and not await self._lexical.has_documents(
+        if query.has_attribute_filters and not await self._index.has_documents(
             query, with_attributes=True
         ):
             return EMPTY_FILTERED_OUT

@@ -1,12 +1,13 @@
-"""The lexical leg and the change-log cursor (LexicalIndex and FeatureSource), in
-PostgreSQL (schema ``retrieval``), put together from their parts: the ``documents`` table
-(documents.py), the ``index_state`` row (cursor.py) and, by default, the in-process memory
-(memory/) on its worker thread (memory_worker.py) with its snapshots (memory_snapshots.py).
+"""The indexed facts as the pipeline reads them (ports.SearchIndex) and the tailer writes
+them (ports.IndexWriter), put together from their parts: the ``documents`` table
+(table.py), the ``index_state`` row with its writer fence (cursor.py) and, by default, the
+in-process memory (memory/) on its worker thread (memory/worker.py) with its snapshots
+(memory/snapshots.py).
 
 With a FactMemory (the default in the service), searches run BM25 in process over it, and
 the memory is reloaded from ``documents`` on start (from a local snapshot plus the rows
 written since, when one is reusable). Without one, the query runs in PostgreSQL
-(documents.PgTextSearch): the PostgreSQL-only fallback.
+(table.PgTextSearch): the PostgreSQL-only fallback.
 """
 
 from __future__ import annotations
@@ -16,28 +17,26 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from vera.services.retrieval.domain import Candidate, CandidateFeatures, Fact, IndexQuery
-from vera.services.retrieval.lexical.cursor import PgIndexCursor
-from vera.services.retrieval.lexical.documents import (
+from vera.services.retrieval.documents.cursor import PgIndexCursor
+from vera.services.retrieval.documents.table import (
     PgDocuments,
     PgTextSearch,
     by_position,
     fact_from_row,
     stored_vector,
 )
-from vera.services.retrieval.lexical.memory_snapshots import MemorySnapshots
-from vera.services.retrieval.lexical.memory_worker import MemoryWorker
-from vera.services.retrieval.memory.facts import FactMemory
-from vera.services.retrieval.snapshots.local import MemorySnapshot
-from vera.services.retrieval.snapshots.shared import SharedSnapshot
+from vera.services.retrieval.domain import Candidate, CandidateFeatures, Fact, IndexQuery
+from vera.services.retrieval.memory.facts import CONTEXT_WEIGHT, FactMemory
+from vera.services.retrieval.memory.snapshot_file import MemorySnapshot
+from vera.services.retrieval.memory.snapshot_shared import SharedSnapshot
+from vera.services.retrieval.memory.snapshots import MemorySnapshots
+from vera.services.retrieval.memory.worker import MemoryWorker
 
 log = logging.getLogger(__name__)
-# Weight of the neighbours' field next to the fact's own text in BM25 (memory/facts.py).
-CONTEXT_WEIGHT = 0.7
 LOAD_BATCH = 5000
 
 
-class PgLexicalIndex:
+class DocumentIndex:
     def __init__(
         self,
         pool: asyncpg.Pool,

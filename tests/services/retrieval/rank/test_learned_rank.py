@@ -16,8 +16,18 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from test_retrieval_pipeline import CONTRACT, NOW, SCOPE, FakeEmbedder, fact, harness, keys
-from test_retrieval_service import FACTS_A, SCOPE_A, fake_knowledge
+from retrieval_fakes import (
+    CONTRACT,
+    FACTS_A,
+    NOW,
+    SCOPE,
+    SCOPE_A,
+    FakeEmbedder,
+    fact,
+    fake_knowledge,
+    harness,
+    keys,
+)
 
 from vera.commands import rank as rank_cli
 from vera.config import RetrievalSettings, Settings

@@ -240,7 +240,7 @@ def _partial(path: Path) -> Path:
 
 def build_onnx(model_path: Path, path: Path) -> None:
     """The float32 graph from the weights (onnx_graph: no torch), written atomically."""
-    from vera.services.retrieval.vectors import onnx_graph
+    from vera.services.retrieval.models import onnx_graph
 
     partial = _partial(path)
     onnx_graph.build(model_path, partial)
@@ -330,7 +330,7 @@ def prepare_onnx(model_path: Path | None, cache_dir: Path, precision: str) -> Pa
         onnx_file = _onnx_path(path, cache_dir)
         if not onnx_file.exists():
             # The same file name as torch's export had: the graph's outputs are torch's,
-            # float32 and int8 alike (tests/services/retrieval/test_embedding.py), so a
+            # float32 and int8 alike (tests/services/retrieval/models/test_embedder.py), so a
             # cache made by either serves, and stored vectors stay valid.
             build_onnx(path, onnx_file)
         if not served.exists():
@@ -363,7 +363,7 @@ def load_onnx_sync(
 
 _PREPARE = (
     "import sys; from pathlib import Path; "
-    "from vera.services.retrieval.vectors.embedding import prepare_onnx; "
+    "from vera.services.retrieval.models.embedding import prepare_onnx; "
     "prepare_onnx(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])"
 )
 PREPARE_TIMEOUT_SECONDS = 900.0

@@ -11,7 +11,7 @@ import asyncpg
 import numpy as np
 
 from vera.services.retrieval.domain import Candidate, Citation, Fact, FactState, IndexQuery
-from vera.services.retrieval.snapshots.shared import purge
+from vera.services.retrieval.memory.snapshot_shared import purge
 
 # The OR of the query's lexemes, each quoted for tsquery input ('' and \ escaped).
 _OR_QUERY = r"""
@@ -206,7 +206,7 @@ class PgDocuments:
             )
             if epoch is not None:
                 # A statement of its own: it sees a copy that committed while the one above
-                # waited for index_state's row (snapshots/shared.py's publish).
+                # waited for index_state's row (memory/snapshot_shared.py's publish).
                 await purge(conn)
         return epoch
 

@@ -19,7 +19,7 @@ from vera.services.retrieval.domain import Citation, Fact, FactState, IndexQuery
 from vera.services.retrieval.memory import columns, text
 from vera.services.retrieval.memory.columns import best_slots
 from vera.services.retrieval.memory.facts import FactMemory, order_key
-from vera.services.retrieval.snapshots.local import MemorySnapshot, SnapshotKey
+from vera.services.retrieval.memory.snapshot_file import MemorySnapshot, SnapshotKey
 
 T = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -225,7 +225,7 @@ def test_terms_are_the_same_when_threads_stem_at_once() -> None:
 # recorded bit for bit (floats as hex): a change to the memory's layout or arithmetic that
 # moves any of them fails here. After a deliberate scoring change, regenerate with
 #     VERA_UPDATE_GOLDEN=1 .venv/bin/python -m pytest -q \
-#         tests/services/retrieval/test_retrieval_memory.py
+#         tests/services/retrieval/memory/test_fact_memory.py
 GOLDEN = Path(__file__).with_name("memory_golden.json")
 _WORDS = [f"w{i}" for i in range(400)]
 _NAMES = ["Ann", "Bob", "Payments API", "ledger-service", "Team Cobalt", "Cy", "Dee"]

@@ -3,9 +3,9 @@ table and the in-process memory; what stays in the same scope stays searchable."
 
 from __future__ import annotations
 
-from test_retrieval_adapters import FACTS, lexical, query, unit, vectors  # noqa: F401
+from test_index_filters import FACTS, lexical, query, unit, vectors  # noqa: F401
 
-from vera.services.retrieval.lexical.index import PgLexicalIndex
+from vera.services.retrieval.documents.index import DocumentIndex
 from vera.services.retrieval.vectors.qdrant import QdrantVectorIndex
 
 
@@ -18,7 +18,7 @@ async def test_vector_delete(vectors: QdrantVectorIndex):  # noqa: F811
     assert await vectors.count() == len(FACTS) - 2
 
 
-async def test_lexical_delete(lexical: PgLexicalIndex):  # noqa: F811
+async def test_lexical_delete(lexical: DocumentIndex):  # noqa: F811
     await lexical.delete(["db-v1", "secret-v1"])
     assert await lexical.search("database", query(), 10) == []
     assert await lexical.search("skunkworks", query(scope_ids=("b",)), 10) == []

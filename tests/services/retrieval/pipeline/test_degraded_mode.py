@@ -69,8 +69,12 @@ class Vectors:
 
 @dataclass
 class Lexical:
+    """The lexical leg, and the features of every known version (recording the query
+    vector it was handed)."""
+
     hits: list[Candidate]
     broken: bool = False
+    vectors: list[list[float]] = field(default_factory=list)
 
     async def search(self, text: str, query: IndexQuery, limit: int) -> list[Candidate]:
         if self.broken:
@@ -79,6 +83,10 @@ class Lexical:
 
     async def has_documents(self, query: IndexQuery, *, with_attributes: bool) -> bool:
         return True
+
+    async def features(self, scope_ids, version_ids, vector, query_text, query=None):
+        self.vectors.append(list(vector))
+        return {v: CandidateFeatures(dense=0.5) for v in version_ids}
 
 
 @dataclass
@@ -90,22 +98,10 @@ class Facts:
 
 
 @dataclass
-class Features:
-    """Records the query vector it was handed; scores every known version."""
-
-    vectors: list[list[float]] = field(default_factory=list)
-
-    async def features(self, scope_ids, version_ids, vector, query_text, query=None):
-        self.vectors.append(list(vector))
-        return {v: CandidateFeatures(dense=0.5) for v in version_ids}
-
-
-@dataclass
 class Parts:
     embedder: Embedder
     vectors: Vectors
     lexical: Lexical
-    features: Features
     retriever: Retriever
 
 
@@ -116,17 +112,15 @@ def parts() -> Parts:
         [Candidate("dense-only", "dense-only-v1", 0.9), Candidate("both", "both-v1", 0.8)]
     )
     lexical = Lexical([Candidate("both", "both-v1", 3.0), Candidate("lexical", "lexical-v1", 2.0)])
-    features = Features()
     retriever = Retriever(
         embedder,
         vectors,
         lexical,
         Facts({k: fact(k) for k in ("dense-only", "both", "lexical")}),
         candidate_pool=50,
-        features=features,
         assembler_version="assembler-test",
     )
-    return Parts(embedder, vectors, lexical, features, retriever)
+    return Parts(embedder, vectors, lexical, retriever)
 
 
 def keys(outcome) -> set[str]:
@@ -155,7 +149,7 @@ async def test_a_failing_vector_index_degrades_to_the_lexical_leg(caplog):
     assert p.vectors.searched == 2
     # The embedder still worked: the features score the lexical candidates with the real
     # query vector (exact cosine from memory), not a blank one.
-    assert p.features.vectors == [[1.0, 0.0, 0.0]] * 2
+    assert p.lexical.vectors == [[1.0, 0.0, 0.0]] * 2
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings and all("IndexDown" in r.getMessage() for r in warnings)
     assert not any("canary-query-7f3a" in r.getMessage() for r in caplog.records)
@@ -168,7 +162,7 @@ async def test_a_failing_embedder_degrades_without_searching_vectors():
     assert outcome.retrieval_mode == RetrievalMode.LEXICAL_ONLY
     assert keys(outcome) == {"both", "lexical"}
     assert p.vectors.searched == 0
-    assert p.features.vectors == [[0.0, 0.0, 0.0]]  # no dense evidence, still the features
+    assert p.lexical.vectors == [[0.0, 0.0, 0.0]]  # no dense evidence, still the features
 
 
 async def test_degraded_with_no_lexical_match_is_an_empty_answer_not_an_error():

@@ -15,16 +15,8 @@ from datetime import UTC, datetime
 
 import asyncpg
 import pytest
-from test_retrieval_indexer import FakeLog, until, version
-from test_retrieval_service import (  # noqa: F401 (embedder: the session's MiniLM)
-    FACTS_A,
-    SCOPE_A,
-    FakeKnowledge,
-    Stack,
-    embedder,
-    fake_knowledge,
-    make_fact,
-)
+from retrieval_fakes import FACTS_A, SCOPE_A, Stack, fake_knowledge, make_fact
+from test_change_indexer import FakeLog, until, version
 
 from vera.config import Settings
 from vera.db.migrate import migrate
@@ -32,13 +24,13 @@ from vera.db.pool import create_pool
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.services.retrieval import server as retrieval_server
+from vera.services.retrieval.documents import index as lexical_module
+from vera.services.retrieval.documents.index import DocumentIndex
 from vera.services.retrieval.domain import Change, ChangeKind, IndexQuery
 from vera.services.retrieval.indexing import indexer as indexer_module
 from vera.services.retrieval.indexing import leadership
 from vera.services.retrieval.indexing.indexer import ChangeIndexer
 from vera.services.retrieval.indexing.leadership import WRITER_LOCK_KEY, PgWriterLease
-from vera.services.retrieval.lexical import index as lexical_module
-from vera.services.retrieval.lexical.index import PgLexicalIndex
 from vera.services.retrieval.memory.facts import FactMemory
 from vera.services.retrieval.ports import WriterFenced
 from vera.services.retrieval.vectors.edge import EdgeVectorIndex
@@ -62,7 +54,7 @@ class CountingEmbedder:
         return [[math.cos(a), math.sin(a), 0.0] for a in angles]
 
 
-class RecordingLexical(PgLexicalIndex):
+class RecordingLexical(DocumentIndex):
     """The real adapter, counting the writes only a writer may make."""
 
     writes = 0
@@ -423,7 +415,7 @@ async def test_a_follower_leaves_a_shared_vector_index_to_the_writer(replicas, t
         await shared.close()
 
 
-async def test_two_retrieval_services_on_one_database_serve_one_index(pg_dsn, embedder, tmp_path):  # noqa: F811
+async def test_two_retrieval_services_on_one_database_serve_one_index(pg_dsn, embedder, tmp_path):
     """The wiring as ``vera serve retrieval`` runs it, twice (each with its own data dir and
     qdrant-edge shard): the second serves what the first indexed, and indexes on when the
     first stops."""

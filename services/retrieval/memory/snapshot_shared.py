@@ -1,4 +1,4 @@
-"""A new replica's shortcut: the index writer's memory snapshot (snapshots/local.py),
+"""A new replica's shortcut: the index writer's memory snapshot (memory/snapshot_file.py),
 published into PostgreSQL, so that a replica starting with an empty data directory (a new
 pod, a rollout, a scale-out) copies it and reads only the rows written since, instead of
 refilling from every document.
@@ -29,7 +29,7 @@ from typing import BinaryIO
 
 import asyncpg
 
-from vera.services.retrieval.snapshots.local import Dumped, MemorySnapshot, SnapshotKey
+from vera.services.retrieval.memory.snapshot_file import Dumped, MemorySnapshot, SnapshotKey
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ erased text outlives it on disk; a file found unusable at a start is deleted at 
 The file lives in the replica's own data directory, which only the service writes: its
 body is a pickle, so whoever can write that directory can run code in the service (as
 they could by replacing the model or the shard there). A file copied from the writer's
-copy in PostgreSQL (snapshots/shared.py) is written there only after its MAC held.
+copy in PostgreSQL (memory/snapshot_shared.py) is written there only after its MAC held.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ class MemorySnapshot:
 
     @staticmethod
     def header_epoch_and_position(header: str | bytes) -> tuple[str, int]:
-        """(documents epoch, position) from a file's header line (snapshots/shared.py)."""
+        """(documents epoch, position) from a file's header line (memory/snapshot_shared.py)."""
         fields = json.loads(header)
         return str(fields["key"]["documents_epoch"]), int(fields["position"])
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from vera.services.retrieval.domain import Candidate, Fact, Filters
-from vera.services.retrieval.pipeline.rerank import (
+from vera.services.retrieval.models.rerankers import (
     PATH_VARIABLE,
     CrossEncoderReranker,
     LateInteractionReranker,
@@ -56,6 +56,9 @@ class FakeLexical:
 
     async def has_documents(self, query, *, with_attributes):
         return True
+
+    async def features(self, scope_ids, version_ids, vector, query_text, query=None):
+        return {}  # no in-process memory: the legs' own scores only
 
 
 class FakeFacts:
@@ -229,7 +232,7 @@ async def test_a_cross_encoder_without_pytorch_fails_at_start(tmp_path, monkeypa
 
 
 async def test_static_token_vectors_are_unit_rows_per_wordpiece():
-    from vera.services.retrieval.pipeline.rerank import StaticTokenVectors
+    from vera.services.retrieval.models.rerankers import StaticTokenVectors
 
     vectors = StaticTokenVectors.load_sync()
     query, same, other = await vectors.token_embeddings(
@@ -242,7 +245,7 @@ async def test_static_token_vectors_are_unit_rows_per_wordpiece():
 
 
 async def test_without_a_cross_encoder_the_default_stage_is_static_late_interaction():
-    from vera.services.retrieval.pipeline.rerank import (
+    from vera.services.retrieval.models.rerankers import (
         STATIC_LATE_INTERACTION_WEIGHT,
         StaticTokenVectors,
         load_reranker,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from vera.config import RetrievalSettings
-from vera.services.retrieval.lexical import index as lexical
 from vera.services.retrieval.memory import facts as memory
-from vera.services.retrieval.pipeline import contract, rerank
+from vera.services.retrieval.models import rerankers as rerank
+from vera.services.retrieval.pipeline import contract
 from vera.services.retrieval.pipeline import retriever as pipeline
 from vera.services.retrieval.pipeline.retriever import Stages
 from vera.services.snapshot.domain import MAX_ASSEMBLER_VERSION
@@ -67,7 +67,7 @@ def test_turning_a_stage_off_changes_the_version(stage):
         (pipeline, "REPOSITORY_BOOST"),
         (memory, "K1"),
         (memory, "B"),
-        (lexical, "CONTEXT_WEIGHT"),
+        (memory, "CONTEXT_WEIGHT"),
         (rerank, "STATIC_LATE_INTERACTION_WEIGHT"),
     ],
 )

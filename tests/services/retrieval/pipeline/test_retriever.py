@@ -3,11 +3,11 @@ limits, token budget, omissions and empty reasons."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
+from datetime import timedelta
 
 import pytest
+from retrieval_fakes import CONTRACT, NOW, OTHER, SCOPE, fact, harness, keys
 
 from vera.errors import InvalidInput
 from vera.services.retrieval.domain import (
@@ -17,115 +17,13 @@ from vera.services.retrieval.domain import (
     Fact,
     FactState,
     Filters,
-    IndexQuery,
 )
 from vera.services.retrieval.pipeline import retriever as pipeline
 from vera.services.retrieval.pipeline.retriever import (
-    Retriever,
     binding_boost,
     estimate_tokens,
     fuse,
 )
-
-NOW = datetime(2025, 6, 1, tzinfo=UTC)
-SCOPE = "scope-a"
-CONTRACT = "assembler-test"
-OTHER = "scope-b"
-
-
-def fact(key: str, **fields) -> Fact:
-    defaults = dict(
-        fact_key=key,
-        version_id=f"{key}-v1",
-        scope_id=SCOPE,
-        subject=f"subject {key}",
-        predicate="uses",
-        object=f"object {key}",
-        trust_tier=1,
-        authority=0.8,
-    )
-    defaults.update(fields)
-    return Fact(**defaults)
-
-
-class FakeEmbedder:
-    dimensions = 3
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        self.calls.append(list(texts))
-        return [[1.0, 0.0, 0.0] for _ in texts]
-
-
-@dataclass
-class FakeVectors:
-    hits: list[Candidate] = field(default_factory=list)
-    queries: list[IndexQuery] = field(default_factory=list)
-
-    async def search(self, vector, query: IndexQuery, limit: int) -> list[Candidate]:
-        self.queries.append(query)
-        return self.hits[:limit]
-
-
-@dataclass
-class FakeLexical:
-    hits: list[Candidate] = field(default_factory=list)
-    in_scope: bool = True
-    matching_attributes: bool = True
-
-    async def search(self, text: str, query: IndexQuery, limit: int) -> list[Candidate]:
-        return self.hits[:limit]
-
-    async def has_documents(self, query: IndexQuery, *, with_attributes: bool) -> bool:
-        return self.in_scope and (self.matching_attributes or not with_attributes)
-
-
-@dataclass
-class FakeFacts:
-    facts: dict[str, Fact] = field(default_factory=dict)
-    calls: list[tuple] = field(default_factory=list)
-
-    async def batch_get_facts(self, scope_ids, fact_keys, as_of, known_as_of) -> list[Fact]:
-        self.calls.append((tuple(scope_ids), tuple(fact_keys), as_of, known_as_of))
-        return [
-            self.facts[k]
-            for k in fact_keys
-            if k in self.facts and self.facts[k].scope_id in scope_ids
-        ]
-
-
-@dataclass
-class Harness:
-    vectors: FakeVectors
-    lexical: FakeLexical
-    facts: FakeFacts
-    retriever: Retriever
-
-
-def harness(
-    facts: Sequence[Fact],
-    dense: dict[str, float] | None = None,
-    lexical: dict[str, float] | None = None,
-) -> Harness:
-    vectors = FakeVectors([Candidate(k, f"{k}-v1", s) for k, s in (dense or {}).items()])
-    lex = FakeLexical([Candidate(k, f"{k}-v1", s) for k, s in (lexical or {}).items()])
-    source = FakeFacts({f.fact_key: f for f in facts})
-    retriever = Retriever(
-        FakeEmbedder(),
-        vectors,
-        lex,
-        source,
-        candidate_pool=50,
-        clock=lambda: NOW,
-        assembler_version=CONTRACT,
-    )
-    return Harness(vectors, lex, source, retriever)
-
-
-def keys(outcome) -> list[str]:
-    return [r.fact.fact_key for r in outcome.results]
 
 
 def test_fuse_normalizes_each_leg_and_weights_them():

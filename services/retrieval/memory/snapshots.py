@@ -1,29 +1,41 @@
-"""When the in-process memory is snapshotted (snapshots/local.py) and, by the index
-writer, published for new replicas (snapshots/shared.py): under which key, and at which
-change-log position the memory stands."""
+"""When the in-process memory is snapshotted (snapshot_file.py) and, by the index writer,
+published for new replicas (snapshot_shared.py): under which key, and at which change-log
+position the memory stands."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any, Protocol
 
 import asyncpg
 
-from vera.services.retrieval.lexical.cursor import PgIndexCursor
-from vera.services.retrieval.lexical.memory_worker import MemoryWorker
 from vera.services.retrieval.memory.facts import FactMemory
-from vera.services.retrieval.snapshots.local import Dumped, MemorySnapshot, SnapshotKey
-from vera.services.retrieval.snapshots.shared import SharedSnapshot
+from vera.services.retrieval.memory.snapshot_file import Dumped, MemorySnapshot, SnapshotKey
+from vera.services.retrieval.memory.snapshot_shared import SharedSnapshot
+from vera.services.retrieval.memory.worker import MemoryWorker
 
 log = logging.getLogger(__name__)
+
+
+class IndexState(Protocol):
+    """The index's state row as a snapshot needs it (documents/cursor.py's PgIndexCursor)."""
+
+    # The writer epoch this process claimed (None: it never claimed).
+    writer_epoch: int | None
+
+    async def current(self) -> Mapping[str, Any]:
+        """``documents_epoch`` and ``embedding`` (and ``position``), as committed now."""
+        ...
 
 
 class MemorySnapshots:
     def __init__(
         self,
         worker: MemoryWorker,
-        cursor: PgIndexCursor,
+        cursor: IndexState,
         local: MemorySnapshot,
         shared: SharedSnapshot | None,
     ) -> None:

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vera.services.retrieval.vectors import embedding, onnx_graph
-from vera.services.retrieval.vectors.embedding import MiniLMEmbedder
+from vera.services.retrieval.models import embedding, onnx_graph
+from vera.services.retrieval.models.embedding import MiniLMEmbedder
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 # Imports fail for these in the child that builds the model files: serving installs none.
 NOT_INSTALLED = ("torch", "transformers", "sentence_transformers")
 TEXTS = [
@@ -70,7 +70,7 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory):
     code = (
         "import sys; from pathlib import Path; "
         f"sys.modules.update(dict.fromkeys({NOT_INSTALLED!r})); "
-        "from vera.services.retrieval.vectors.embedding import prepare_onnx; "
+        "from vera.services.retrieval.models.embedding import prepare_onnx; "
         "[prepare_onnx(None, Path(sys.argv[1]), p) for p in ('float32', 'int8')]"
     )
     done = subprocess.run([sys.executable, "-c", code, str(cache)], capture_output=True,
@@ -329,8 +329,8 @@ def test_the_onnx_embedder_and_static_token_vectors_load_without_transformers_or
     static token vectors) must not import transformers or torch: they were ~2.4 s of it."""
     code = (
         "import sys; from concurrent.futures import ThreadPoolExecutor; "
-        "from pathlib import Path; from vera.services.retrieval.vectors import embedding; "
-        "from vera.services.retrieval.pipeline import rerank; "
+        "from pathlib import Path; from vera.services.retrieval.models import embedding; "
+        "from vera.services.retrieval.models import rerankers as rerank; "
         "e = embedding.load_onnx_sync(None, 1, Path(sys.argv[1]), ThreadPoolExecutor(1)); "
         "assert len(e.embed_sync(['warm up'])[0]) == embedding.DIMENSIONS; "
         "rerank.StaticTokenVectors.load_sync()._tokens_sync(['warm up']); "

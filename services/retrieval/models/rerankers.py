@@ -200,7 +200,7 @@ class StaticTokenVectors:
         import numpy as np
         from safetensors import safe_open
 
-        from vera.services.retrieval.vectors.embedding import MiniLMTokenizer, default_model_path
+        from vera.services.retrieval.models.embedding import MiniLMTokenizer, default_model_path
 
         path = Path(model_path or default_model_path())
         tokenizer = MiniLMTokenizer(path)

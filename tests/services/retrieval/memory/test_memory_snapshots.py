@@ -24,12 +24,12 @@ from vera.config import ConfigError, load_settings
 from vera.db.migrate import migrate
 from vera.db.pool import create_pool
 from vera.services.retrieval import server as retrieval_server
+from vera.services.retrieval.documents.index import DocumentIndex
 from vera.services.retrieval.domain import Citation, Fact, FactState, IndexQuery
-from vera.services.retrieval.lexical.index import PgLexicalIndex
+from vera.services.retrieval.memory import snapshot_shared as shared_snapshot
 from vera.services.retrieval.memory.facts import FactMemory
-from vera.services.retrieval.snapshots import shared as shared_snapshot
-from vera.services.retrieval.snapshots.local import MemorySnapshot, SnapshotKey
-from vera.services.retrieval.snapshots.shared import SharedSnapshot
+from vera.services.retrieval.memory.snapshot_file import MemorySnapshot, SnapshotKey
+from vera.services.retrieval.memory.snapshot_shared import SharedSnapshot
 
 T = datetime(2025, 1, 1, tzinfo=UTC)
 EMBEDDING = "test-embedding-1"
@@ -58,7 +58,7 @@ def query() -> IndexQuery:
     return IndexQuery(scope_ids=("a",), as_of=T + timedelta(days=1))
 
 
-async def answers(index: PgLexicalIndex) -> list:
+async def answers(index: DocumentIndex) -> list:
     out = []
     for text in QUERIES:
         found = await index.search(text, query(), 10)
@@ -77,14 +77,14 @@ async def pool(pg_dsn: str) -> AsyncIterator[asyncpg.Pool]:
 
 
 async def apply(pool: asyncpg.Pool, facts: list[Fact], first_position: int) -> None:
-    writer = PgLexicalIndex(pool)  # the documents and the cursor, as the tailer writes them
+    writer = DocumentIndex(pool)  # the documents and the cursor, as the tailer writes them
     for position, f in enumerate(facts, start=first_position):
         await writer.apply([f], position, vectors=[vector(int(f.fact_key[1:]))])
 
 
-async def loaded(pool: asyncpg.Pool, path: Path | None) -> PgLexicalIndex:
+async def loaded(pool: asyncpg.Pool, path: Path | None) -> DocumentIndex:
     snapshot = MemorySnapshot(path, EMBEDDING) if path is not None else None
-    index = PgLexicalIndex(pool, FactMemory(3), snapshot=snapshot)
+    index = DocumentIndex(pool, FactMemory(3), snapshot=snapshot)
     await index.load()
     return index
 
@@ -382,8 +382,8 @@ SECRET = b"an internal key of at least 32 bytes!"
 
 async def replica(
     pool: asyncpg.Pool, path: Path, secret: bytes = SECRET, *, writer: bool = False
-) -> PgLexicalIndex:
-    index = PgLexicalIndex(
+) -> DocumentIndex:
+    index = DocumentIndex(
         pool, FactMemory(3), snapshot=MemorySnapshot(path, EMBEDDING),
         shared=SharedSnapshot(pool, secret),
     )  # fmt: skip
@@ -504,7 +504,7 @@ async def test_a_copy_made_before_an_epoch_change_or_by_a_fenced_writer_never_la
     assert await published(pool) == (0, 0)
 
     # The successor's file was written before another replica's erasure (it holds k2).
-    await PgLexicalIndex(pool).delete(["k2-v1"])
+    await DocumentIndex(pool).delete(["k2-v1"])
     assert await successor.publish_snapshot() is None
     assert await published(pool) == (0, 0)
     for index in (writer, successor):
@@ -535,7 +535,7 @@ async def test_an_erasure_waits_for_a_copy_in_flight_and_deletes_it(
         await holder.execute("SELECT 1 FROM index_state WHERE id FOR UPDATE")
         copying = asyncio.create_task(writer.publish_snapshot())
         await waiting_for_locks(watcher, 1)  # the copy's chunks are in; it waits for the row
-        erasing = asyncio.create_task(PgLexicalIndex(pool).delete(["k2-v1"]))
+        erasing = asyncio.create_task(DocumentIndex(pool).delete(["k2-v1"]))
         await waiting_for_locks(watcher, 2)
     await watcher.close()
     assert await copying == 6
@@ -619,7 +619,7 @@ async def test_an_erasure_while_a_copy_writes_its_chunks_rolls_the_copy_back(
     monkeypatch.setattr(shared_snapshot, "_read_into", pausing)
     copying = asyncio.create_task(writer.publish_snapshot())
     assert await asyncio.to_thread(first_chunk_in.wait, 10)
-    await PgLexicalIndex(pool).delete(["k2-v1"])  # commits: the copy's rows are not yet seen
+    await DocumentIndex(pool).delete(["k2-v1"])  # commits: the copy's rows are not yet seen
     go_on.set()
     assert await copying is None  # it saw the new epoch under the lock and rolled back
     assert await published(pool) == (0, 0)

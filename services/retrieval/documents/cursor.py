@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncpg
 
+from vera.services.retrieval.memory.snapshot_shared import purge
 from vera.services.retrieval.ports import WriterFenced
-from vera.services.retrieval.snapshots.shared import purge
 
 # Where a write of index_state holds only for the writer that claimed last ($2: its epoch;
 # NULL: a process that never claimed, the lone writer).

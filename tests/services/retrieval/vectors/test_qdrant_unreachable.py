@@ -23,8 +23,8 @@ from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import ServiceBinding, create_server
+from vera.services.retrieval.models.embedding import MiniLMEmbedder
 from vera.services.retrieval.server import create
-from vera.services.retrieval.vectors.embedding import MiniLMEmbedder
 
 SCOPE = str(uuid.uuid4())
 QUERY = "which team owns the payments api"

@@ -11,8 +11,8 @@ import pytest
 
 from vera.db.migrate import migrate
 from vera.db.pool import create_pool
+from vera.services.retrieval.documents.index import DocumentIndex
 from vera.services.retrieval.domain import Citation, Fact, FactState, IndexQuery
-from vera.services.retrieval.lexical.index import PgLexicalIndex
 from vera.services.retrieval.memory.facts import FactMemory
 from vera.services.retrieval.vectors.edge import EdgeVectorIndex
 from vera.services.retrieval.vectors.qdrant import QdrantVectorIndex, open_client, point_id
@@ -122,11 +122,11 @@ async def vectors(request, tmp_path) -> AsyncIterator[QdrantVectorIndex]:
 # The lexical leg: BM25 in process over the memory (the service default) or PostgreSQL
 # full text (the fallback); the same filters and cursor either way.
 @pytest.fixture(params=["memory", "postgres"])
-async def lexical(request, pg_dsn) -> AsyncIterator[PgLexicalIndex]:
+async def lexical(request, pg_dsn) -> AsyncIterator[DocumentIndex]:
     await migrate(pg_dsn, "retrieval", "vera.services.retrieval")
     pool = await create_pool(pg_dsn, "retrieval", min_size=1, max_size=2)
     memory = FactMemory(3) if request.param == "memory" else None
-    index = PgLexicalIndex(pool, memory)
+    index = DocumentIndex(pool, memory)
     for position, (fact, angle) in enumerate(FACTS, start=1):
         await index.apply([fact], position, vectors=[unit(angle)])
     yield index
@@ -166,7 +166,7 @@ async def test_vector_upsert_is_idempotent(vectors: QdrantVectorIndex):
     assert point_id("db-v1") == point_id("db-v1") != point_id("db-v2")
 
 
-async def test_lexical_or_query_and_filters(lexical: PgLexicalIndex):
+async def test_lexical_or_query_and_filters(lexical: DocumentIndex):
     hits = await lexical.search("who is on call for payments?", query(), 10)
     assert [h.version_id for h in hits] == ["owner-v2"]  # v1 (with the evidence) superseded
     hits = await lexical.search(
@@ -180,7 +180,7 @@ async def test_lexical_or_query_and_filters(lexical: PgLexicalIndex):
     assert await lexical.search("database", query(document_type="runbook"), 10) == []
 
 
-async def test_lexical_presence_and_cursor(lexical: PgLexicalIndex):
+async def test_lexical_presence_and_cursor(lexical: DocumentIndex):
     assert await lexical.cursor() == len(FACTS)
     assert await lexical.has_documents(query(), with_attributes=False)
     assert not await lexical.has_documents(query(scope_ids=("nope",)), with_attributes=False)
@@ -191,7 +191,7 @@ async def test_lexical_presence_and_cursor(lexical: PgLexicalIndex):
     assert await lexical.cursor() == 99
 
 
-async def test_lexical_records_the_embedding_a_replay_restarts_for(lexical: PgLexicalIndex):
+async def test_lexical_records_the_embedding_a_replay_restarts_for(lexical: DocumentIndex):
     await lexical.restart_for_embedding("minilm-l6-v2-int8")
     assert await lexical.indexed_embedding() == "minilm-l6-v2-int8"
     assert await lexical.cursor() == 0  # the tailer replays every version from here
