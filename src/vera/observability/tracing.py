@@ -29,6 +29,7 @@ from opentelemetry import trace
 from vera.config import ConfigError
 
 PROTOCOLS = ("http/protobuf", "grpc")
+PROBES = "healthz,readyz,livez"
 _TRUE = "true"
 
 # Set once by configure_tracing; None: tracing is off and every helper is a no-op.
@@ -132,18 +133,20 @@ def grpc_server_interceptors() -> list[Any]:
     """The server span of every call (continuing the caller's trace from its metadata)."""
     if _provider is None:
         return []
-    from opentelemetry.instrumentation.grpc import aio_server_interceptor
+    from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
-    return [aio_server_interceptor(tracer_provider=_provider)]
+    return [aio_server_interceptor(
+        tracer_provider=_provider, filter_=filters.negate(filters.health_check()))]
 
 
 def grpc_client_interceptors() -> list[Any]:
     """The client span of every call; the trace context travels in its metadata."""
     if _provider is None:
         return []
-    from opentelemetry.instrumentation.grpc import aio_client_interceptors
+    from opentelemetry.instrumentation.grpc import aio_client_interceptors, filters
 
-    return list(aio_client_interceptors(tracer_provider=_provider))
+    return list(aio_client_interceptors(
+        tracer_provider=_provider, filter_=filters.negate(filters.health_check())))
 
 
 RouteOf = Callable[[Mapping[str, Any]], str | None]
@@ -166,10 +169,19 @@ def traced_asgi(app: Any, route_of: RouteOf) -> Any:
 
     return OpenTelemetryMiddleware(
         app,
+        # Probes: a trace per readiness check would bury the calls.
+        excluded_urls=PROBES,
         default_span_details=details,
         exclude_spans=["receive", "send"],
         tracer_provider=_provider,
     )
+
+
+def traced_starlette(app: Any) -> Any:
+    """A Starlette app inside its server span, named by the route it matched."""
+    if _provider is None:
+        return app
+    return traced_asgi(app, starlette_routes(app.routes))
 
 
 def starlette_routes(routes: Sequence[Any]) -> RouteOf:

@@ -21,6 +21,7 @@ from vera.config import ConfigError, Settings, load_settings
 from vera.entrypoints.draining import serve
 from vera.entrypoints.loopback import refuse_unauthenticated_non_loopback
 from vera.logs import configure_logging
+from vera.observability import tracing
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
@@ -31,7 +32,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             "VERA_API__LOCAL_SECRET: required in local-dev (the data dir's local.secret; "
             "vera up and vera api pass it)")
     refuse_unauthenticated_non_loopback(settings, "api")
-    return build_app(settings)
+    tracing.configure_tracing("api")
+    return tracing.traced_starlette(build_app(settings))
 
 
 def main() -> int:

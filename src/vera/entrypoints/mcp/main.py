@@ -25,6 +25,7 @@ from vera.entrypoints.loopback import UnsupportedAuthProfile, refuse_unauthentic
 from vera.gateway.app import build_app
 from vera.gateway.tokens import check_settings, verification_configured
 from vera.logs import configure_logging
+from vera.observability import tracing
 
 
 def check_startup(settings: Settings) -> None:
@@ -50,7 +51,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
     """
     settings = settings if settings is not None else load_settings()
     check_startup(settings)
-    return build_app(settings)
+    tracing.configure_tracing("gateway")
+    return tracing.traced_starlette(build_app(settings))
 
 
 def main() -> int:
