@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 from starlette.responses import JSONResponse
 
 from vera.errors import VeraError
+from vera.observability import correlation
+
+log = logging.getLogger(__name__)
 
 HTTP_STATUS = {
     "INVALID_INPUT": 400,
@@ -30,6 +35,9 @@ def error_response(error: VeraError, status: int | None = None) -> JSONResponse:
     if status != 500:
         body.update(error.metadata)
         body["message"] = error.message
+    # The request's id, which the log line below carries too.
+    body.update(correlation.error_fields())
+    log.info("answered %s (%d)", body["code"], status)
     headers = {}
     if status == 429 and "retry_after_seconds" in error.metadata:
         headers["Retry-After"] = error.metadata["retry_after_seconds"]

@@ -266,3 +266,20 @@ def test_traces_carry_no_canary(scenario, receiver, trace):
     assert trace  # the scan below covers the scenario's calls and a traced one
     exported = b"".join(receiver.bodies).decode("latin-1")
     assert leaks(exported, scenario.everything_secret()) == []
+
+
+def test_every_error_carries_the_trace_id_its_log_line_carries(scenario):
+    """Tracing on: each structured error names its trace, and a log line of the process
+    that answered it carries the same id."""
+    log = scenario.stack.log_path.read_text(errors="replace")
+    ids = []
+    for error in scenario.errors:
+        if "data" in error:
+            ids.append(error["data"]["trace_id"])
+        elif "rest" in error:
+            ids.append(json.loads(error["rest"])["error"]["trace_id"])
+        else:
+            ids.append(json.loads(error["mcp"])["error"]["data"]["trace_id"])
+    assert len(set(ids)) == len(ids) == len(scenario.errors)
+    for trace_id in ids:
+        assert f" trace_id={trace_id}" in log, trace_id

@@ -152,13 +152,15 @@ def grpc_client_interceptors() -> list[Any]:
 RouteOf = Callable[[Mapping[str, Any]], str | None]
 
 
-def traced_asgi(app: Any, route_of: RouteOf) -> Any:
-    """``app`` inside the ASGI server span (continuing a ``traceparent`` header). The span
-    is named by the route's template (``route_of``: the scope's template, or None), never
-    by the path a client sent, which may carry ids."""
+def traced_starlette(app: Any) -> Any:
+    """``app`` (Starlette) inside the ASGI server span (continuing a ``traceparent``
+    header), named by the route template it matched, never by the path a client sent,
+    which may carry ids. Probes start no trace."""
     if _provider is None:
         return app
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
+    route_of = starlette_routes(app.routes)
 
     def details(scope: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
         method = str(scope.get("method") or "HTTP")
@@ -167,21 +169,14 @@ def traced_asgi(app: Any, route_of: RouteOf) -> Any:
             return method, {}
         return f"{method} {route}", {"http.route": route}
 
-    return OpenTelemetryMiddleware(
-        app,
-        # Probes: a trace per readiness check would bury the calls.
+    app.add_middleware(
+        OpenTelemetryMiddleware,
         excluded_urls=PROBES,
         default_span_details=details,
         exclude_spans=["receive", "send"],
         tracer_provider=_provider,
     )
-
-
-def traced_starlette(app: Any) -> Any:
-    """A Starlette app inside its server span, named by the route it matched."""
-    if _provider is None:
-        return app
-    return traced_asgi(app, starlette_routes(app.routes))
+    return app
 
 
 def starlette_routes(routes: Sequence[Any]) -> RouteOf:

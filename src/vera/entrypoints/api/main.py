@@ -21,7 +21,7 @@ from vera.config import ConfigError, Settings, load_settings
 from vera.entrypoints.draining import serve
 from vera.entrypoints.loopback import refuse_unauthenticated_non_loopback
 from vera.logs import configure_logging
-from vera.observability import tracing
+from vera.observability import correlation, tracing
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
@@ -33,13 +33,16 @@ def create_app(settings: Settings | None = None) -> Starlette:
             "vera up and vera api pass it)")
     refuse_unauthenticated_non_loopback(settings, "api")
     tracing.configure_tracing("api")
-    return tracing.traced_starlette(build_app(settings))
+    app = build_app(settings)
+    app.add_middleware(correlation.RequestIds)
+    return tracing.traced_starlette(app)
 
 
 def main() -> int:
     try:
         settings = load_settings()
-        configure_logging(settings.observability.log_level, "api")
+        configure_logging(settings.observability.log_level, "api",
+                          settings.observability.log_format, correlation.log_fields)
         app = create_app(settings)
     except ConfigError as exc:
         print(f"vera api: {exc}", file=sys.stderr)

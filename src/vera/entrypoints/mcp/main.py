@@ -25,7 +25,7 @@ from vera.entrypoints.loopback import UnsupportedAuthProfile, refuse_unauthentic
 from vera.gateway.app import build_app
 from vera.gateway.tokens import check_settings, verification_configured
 from vera.logs import configure_logging
-from vera.observability import tracing
+from vera.observability import correlation, tracing
 
 
 def check_startup(settings: Settings) -> None:
@@ -52,13 +52,16 @@ def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings if settings is not None else load_settings()
     check_startup(settings)
     tracing.configure_tracing("gateway")
-    return tracing.traced_starlette(build_app(settings))
+    app = build_app(settings)
+    app.add_middleware(correlation.RequestIds)
+    return tracing.traced_starlette(app)
 
 
 def main() -> int:
     try:
         settings = load_settings()
-        configure_logging(settings.observability.log_level, "mcp")
+        configure_logging(settings.observability.log_level, "mcp",
+                          settings.observability.log_format, correlation.log_fields)
         app = create_app(settings)
     except ConfigError as exc:
         print(f"vera mcp: {exc}", file=sys.stderr)
