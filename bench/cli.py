@@ -16,6 +16,7 @@ BENCHES = {
     "lexical-ablation": ("bench.lexical_ablation:cli", "the lexical leg in Qdrant, in process"),
     "hops": ("bench.hops:main", "each hop of knowledge_get_context"),
     "gateway-overhead": ("bench.gateway_overhead:main", "the gateway's own cost per call"),
+    "tracing-overhead": ("bench.tracing_overhead:main", "get_context with tracing off and on"),
     "retrieval-start": ("bench.retrieval_start:cli", "a retrieval replica's start"),
     "memory-scale": ("bench.memory_scale:cli", "the in-process BM25 leg at scale"),
     "vector-scale": ("bench.vector_scale:main", "the embedded vector shard at scale"),

@@ -165,6 +165,9 @@ class ObservabilitySettings(BaseModel):
     service_metrics_host: str = "127.0.0.1"
     service_metrics_port: int | None = Field(None, ge=0, le=65535)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # json: one object per line (time, level, component, logger, message, trace_id or
+    # request_id, exception) for a log pipeline; text: one readable line.
+    log_format: Literal["text", "json"] = "text"
 
 
 class DatabaseSettings(BaseModel):
