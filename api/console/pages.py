@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from vera.api.auth import LocalDevRestAuthenticator, RestCaller, api_key_caller
 from vera.api.console import agent_preview, sessions, views
 from vera.api.console.security import ConsoleHeaders, CsrfRefused, form_fields, require_csrf
-from vera.api.console.sessions import Session, SessionStore
+from vera.api.console.sessions import Session, SessionStore, cookie_secure
 from vera.api.console.templates import render
 from vera.api.curation import actor_names, authorize_curator
 from vera.api.errors import HTTP_STATUS
@@ -81,7 +81,8 @@ def _signed_in(request: Request, caller: RestCaller) -> Response:
     session_id, _ = store.start(caller)
     response = _see_other("/console/")
     sessions.set_session_cookie(response, request, session_id)
-    response.delete_cookie(SIGN_IN_COOKIE, path="/console/")
+    response.delete_cookie(SIGN_IN_COOKIE, path="/console/", httponly=True, samesite="strict",
+                           secure=cookie_secure(request))
     return response
 
 
@@ -95,7 +96,7 @@ async def sign_in_form(request: Request) -> Response:
     nonce = secrets.token_urlsafe(32)
     response = _page(request, "sign_in.html", local=False, failed=False, nonce=nonce)
     response.set_cookie(SIGN_IN_COOKIE, nonce, path="/console/", httponly=True,
-                        samesite="strict", secure=request.url.scheme == "https")
+                        samesite="strict", secure=cookie_secure(request))
     return response
 
 
@@ -124,7 +125,7 @@ async def sign_in(request: Request) -> Response:
         nonce = secrets.token_urlsafe(32)
         response = _page(request, "sign_in.html", 401, local=False, failed=True, nonce=nonce)
         response.set_cookie(SIGN_IN_COOKIE, nonce, path="/console/", httponly=True,
-                            samesite="strict", secure=request.url.scheme == "https")
+                            samesite="strict", secure=cookie_secure(request))
         return response
     return _signed_in(request, caller)
 

@@ -11,6 +11,7 @@ import pytest
 from conftest import BASE, ConsoleWorld, sign_in
 
 from vera.api.app import build_app
+from vera.api.console.pages import SIGN_IN_COOKIE
 from vera.api.console.sessions import COOKIE
 from vera.knowledge.v1 import knowledge_service_pb2 as kpb
 
@@ -64,6 +65,27 @@ async def test_session_cookie_is_secure_over_https(world: ConsoleWorld) -> None:
                                        data={"nonce": nonce, "api_key": world.curator.api_key})
             assert signed.status_code == 303
             assert "secure" in signed.headers["set-cookie"].lower()
+
+
+async def test_cookies_are_secure_behind_a_tls_terminating_ingress(world: ConsoleWorld) -> None:
+    """issue 39 item 13: TLS ends at the Ingress, so the API sees plain http; with the
+    chart's VERA_API__SECURE_COOKIES every console cookie is still Secure."""
+    app = build_app(world.settings(secure_cookies=True))
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://127.0.0.1:8081") as client:
+            form = await client.get("/console/sign-in")
+            assert form.status_code == 200
+            assert "secure" in form.headers["set-cookie"].lower()  # the sign-in nonce
+            nonce = form.text.split('name="nonce" value="')[1].split('"')[0]
+            # The browser speaks https to the Ingress, so it sends its Secure cookies back,
+            # which this client, speaking http, would not: sent by hand.
+            signed = await client.post(
+                "/console/sign-in", data={"nonce": nonce, "api_key": world.curator.api_key},
+                headers={"cookie": f"{SIGN_IN_COOKIE}={form.cookies[SIGN_IN_COOKIE]}"})
+            assert signed.status_code == 303
+            assert COOKIE in signed.headers["set-cookie"]
+            assert all("secure" in c.lower() for c in signed.headers.get_list("set-cookie"))
 
 
 async def test_sign_in_without_the_forms_nonce_is_refused(
