@@ -176,6 +176,23 @@ def test_the_metrics_port_is_declared_on_every_serving_pod_and_on_no_service(nam
                 ), component(deployment)
 
 
+def test_tracing_is_off_by_default_and_every_pod_exports_when_an_endpoint_is_set() -> None:
+    for deployment in of_kind(rendered("default"), "Deployment"):
+        env = _container_env(rendered("default"), deployment)
+        assert not any(name.startswith("OTEL_") for name in env), component(deployment)
+    endpoint = "http://otel-collector.monitoring:4318"
+    objects = manifests({"tracing": {"endpoint": endpoint, "collectorPeers": [
+        {"namespaceSelector": {"matchLabels": {"vera.dev/monitoring": "true"}}}]}})
+    [egress] = [p for p in of_kind(objects, "NetworkPolicy")
+                if p["metadata"]["name"].endswith("-tracing-egress")]
+    assert egress["spec"]["egress"][0]["ports"] == [{"port": 4318, "protocol": "TCP"}]
+    for deployment in of_kind(objects, "Deployment"):
+        env = _container_env(objects, deployment)
+        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == endpoint
+        assert env["OTEL_TRACES_SAMPLER"] == "parentbased_traceidratio"
+        assert selects(egress["spec"]["podSelector"], pod_labels(deployment))
+
+
 def test_the_pod_monitor_scrapes_every_pod_of_the_release() -> None:
     objects = manifests({"metrics": {"podMonitor": {"enabled": True}}})
     [monitor] = of_kind(objects, "PodMonitor")
