@@ -20,7 +20,7 @@ from pydantic import Field
 from vera import limits
 from vera.api.auth import RestCaller
 from vera.api.routing import RequestBody
-from vera.errors import InvalidInput, ProjectOutOfScope
+from vera.errors import InvalidInput, ProjectOutOfScope, Unauthorized
 from vera.identity.v1 import identity_pb2 as ipb
 from vera.ingest_records import FACTS_PER_CALL, ParsedFile
 from vera.knowledge.v1 import knowledge_service_pb2 as kpb
@@ -40,6 +40,13 @@ class VerifyBody(RequestBody):
     trust_tier: Annotated[int, Field(ge=0, le=limits.TRUST_TIER[1])] | None = None
     authority: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
     note: Annotated[str, Field(max_length=MAX_REASON)] = ""
+
+
+class SettingsBody(RequestBody):
+    """A project's curation settings, whole. two_person_verification: verifying a
+    proposal is refused to the principal that proposed it (off by default)."""
+
+    two_person_verification: bool
 
 
 class ReasonBody(RequestBody):
@@ -97,6 +104,24 @@ class Curator:
         return await self.backends.knowledge.RetractSource(kpb.RetractSourceRequest(
             curator_principal_id=self.caller.principal_id, scope_id=self._scope,
             source_id=source_id, validate_only=True))
+
+    async def settings(self) -> kpb.CurationSettings:
+        """The project's curation settings (two-person verification), which every curator
+        reads; knowledge enforces them."""
+        reply = await self.backends.knowledge.GetCurationSettings(
+            kpb.GetCurationSettingsRequest(scope_id=self._scope))
+        return reply.settings
+
+    async def change_settings(self, change: SettingsBody) -> kpb.CurationSettings:
+        """Only the project's owner changes its settings (``unauthorized``, required_role
+        ``owner``); curators read them."""
+        if self.project.owner_principal_id != self.caller.principal_id:
+            raise Unauthorized(required_role="owner")
+        reply = await self.backends.knowledge.SetCurationSettings(kpb.SetCurationSettingsRequest(
+            principal_id=self.caller.principal_id, scope_id=self._scope,
+            settings=kpb.CurationSettings(
+                two_person_verification=change.two_person_verification)))
+        return reply.settings
 
     async def _check_whole(self, parsed: ParsedFile) -> None:
         """The request, checked whole by knowledge before its first write (repository
@@ -216,6 +241,16 @@ async def ingesting_curator(backends: Backends, caller: RestCaller, project: str
     await backends.identity.EnsureProject(
         ipb.EnsureProjectRequest(principal_id=caller.principal_id, slug=project))
     return await curator_of(backends, caller, project)
+
+
+HANDLE_LENGTH = 8
+
+
+def principal_handle(principal_id: str) -> str:
+    """The stable handle shown beside a principal's display name: the first hex digits of
+    its id. Names are neither unique nor fixed, so one can be copied; the id is chosen by
+    identity at random, so a handle cannot be picked to match another's."""
+    return principal_id.replace("-", "")[:HANDLE_LENGTH]
 
 
 async def actor_names(backends: Backends, principal_ids: Iterable[str]) -> dict[str, str]:

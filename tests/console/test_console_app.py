@@ -135,6 +135,9 @@ async def test_curator_verifies_and_rejects_through_the_queue(
         ("payments-api", 0, 0.9)]
     feed = await console.get(f"/console/projects/{world.project_id}/changes")
     assert feed.status_code == 200 and 'data-change="published"' in feed.text
+    # Beside each actor's name, the stable handle no other principal carries.
+    handle = world.curator.principal_id.replace("-", "")[:8]
+    assert f'data-handle title="the principal\'s stable handle">{handle}<' in feed.text
 
 
 async def test_conflicting_fact_is_shown_beside_the_proposal(
@@ -350,3 +353,43 @@ async def test_the_queue_pages_through_every_proposal(
     assert second.status_code == 200
     rest = [k for k in keys if f'data-fact-key="{k}"' in second.text]
     assert rest == keys[50:]
+
+
+async def test_two_person_verification_is_shown_switched_by_the_owner_and_enforced(
+        world: ConsoleWorld, console: httpx.AsyncClient) -> None:
+    """issue 39 item 16 in the console: every curator sees the setting, only the owner
+    has the switch, and with it on a curator's verify of their own proposal is refused
+    with its code and reason."""
+    own = (await world.knowledge.ProposeFact(kpb.ProposeFactRequest(
+        principal_id=world.curator.principal_id,
+        personal_scope_id=world.curator.personal_scope_id,
+        readable_scope_ids=[world.curator.personal_scope_id, world.project_id],
+        target_scope_id=world.project_id, subject="ledger", predicate="depends_on",
+        object="kafka", evidence_text="seen"))).fact.fact_key
+    project_page = f"/console/projects/{world.project_id}/"
+    token = await sign_in(console, world.curator.api_key)
+    page = await console.get(project_page)
+    assert 'data-setting="two_person_verification" data-value="off"' in page.text
+    assert 'data-action="two-person-verification"' not in page.text  # not the owner
+    refused = await console.post(f"/console/projects/{world.project_id}/settings",
+                                 data={"csrf_token": token, "two_person_verification": "on"})
+    assert refused.status_code == 403 and 'data-code="unauthorized"' in refused.text
+
+    token = await sign_in(console, world.owner.api_key)
+    page = await console.get(project_page)
+    assert 'data-action="two-person-verification"' in page.text
+    switched = await console.post(f"/console/projects/{world.project_id}/settings",
+                                  data={"csrf_token": token, "two_person_verification": "on"})
+    assert switched.status_code == 303 and switched.headers["location"].endswith("done=settings")
+
+    token = await sign_in(console, world.curator.api_key)
+    page = await console.get(project_page)
+    assert 'data-setting="two_person_verification" data-value="on"' in page.text
+    verify = await console.post(
+        f"/console/projects/{world.project_id}/proposals/{own}/verify",
+        data={"csrf_token": token})
+    assert verify.status_code == 403
+    assert 'data-code="unauthorized" data-reason="two_person_verification"' in verify.text
+    pending = await world.knowledge.ListPendingProposals(
+        kpb.ListPendingProposalsRequest(scope_id=world.project_id))
+    assert [p.fact_key for p in pending.proposals] == [own]
