@@ -11,6 +11,7 @@ curated ``unauthorized``. What a decision writes is the knowledge service's to d
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -123,7 +124,7 @@ class Curator:
                 two_person_verification=change.two_person_verification)))
         return reply.settings
 
-    async def _check_whole(self, parsed: ParsedFile) -> None:
+    async def check_whole(self, parsed: ParsedFile) -> None:
         """The request, checked whole by knowledge before its first write (repository
         mappings, then facts in several calls, then corrections), so that a refused request
         writes nothing; a refusal names the record (``records[i]``)."""
@@ -145,7 +146,7 @@ class Curator:
         sources, entities and facts, then corrections. Idempotent: a batch sent again
         creates nothing, so a load cut off half-way is finished by sending it again."""
         backends = self.backends
-        await self._check_whole(parsed)
+        await self.check_whole(parsed)
         for repository in sorted(parsed.repositories):
             await backends.identity.MapRepository(ipb.MapRepositoryRequest(
                 principal_id=self.caller.principal_id, project_id=self._scope,
@@ -230,14 +231,18 @@ async def curator_of(backends: Backends, caller: RestCaller, project: str) -> Cu
     return Curator(backends, caller, reply.project)
 
 
-async def ingesting_curator(backends: Backends, caller: RestCaller, project: str) -> Curator:
+async def ingesting_curator(backends: Backends, caller: RestCaller, project: str,
+                            parsed: ParsedFile) -> Curator:
     """``curator_of``; an administrator's ingest into a slug no project holds yet creates
-    the project, owned by the administrator (so `vera ingest` on a laptop needs no setup)."""
+    the project, owned by the administrator (so `vera ingest` on a laptop needs no setup),
+    once ``parsed`` is found whole: checked as against a project that holds nothing, so a
+    refused request creates no project either."""
     try:
         return await curator_of(backends, caller, project)
     except ProjectOutOfScope:
         if not caller.admin:
             raise
+    await Curator(backends, caller, ipb.Project(project_id=str(uuid.uuid4()))).check_whole(parsed)
     await backends.identity.EnsureProject(
         ipb.EnsureProjectRequest(principal_id=caller.principal_id, slug=project))
     return await curator_of(backends, caller, project)

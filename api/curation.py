@@ -290,7 +290,7 @@ async def ingest(project: ProjectRef, body: IngestBody, caller: Caller,
         error = refused.record_errors[0]
         name = f"records[{error.position}]" + (f".{error.field}" if error.field else "")
         raise InvalidInput(name, error.message, reason=error.reason) from None
-    curator = await curating.ingesting_curator(services, caller, project)
+    curator = await curating.ingesting_curator(services, caller, project, parsed)
     outcome = await curator.ingest(parsed)
     return Ingested(
         project_id=curator.project.project_id, project_slug=curator.project.slug,

@@ -476,3 +476,35 @@ async def test_two_person_verification_over_rest(world: World) -> None:
                                   json={"records": _records("zookeeper")},
                                   headers=world.curator.auth)
     assert loaded.status_code == 200 and loaded.json()["facts"]["created"] == 1
+
+
+async def test_an_administrators_refused_ingest_creates_no_project(world: World,
+                                                                    pg_dsn: str) -> None:
+    """issue 39 item 12: an administrator's ingest into a missing project creates it, but
+    only once the request is found whole; a refused one leaves no project behind."""
+    root = (await world.identity.CreateUser(
+        ipb.CreateUserRequest(display_name="root", admin=True))).principal
+    key = (await world.identity.CreateApiKey(
+        ipb.CreateApiKeyRequest(principal_id=root.principal_id))).api_key
+    auth = {"Authorization": f"Bearer {key}"}
+
+    async def projects() -> int:
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            return await conn.fetchval("SELECT count(*) FROM identity.projects")
+        finally:
+            await conn.close()
+
+    before = await projects()
+    bad = [{"type": "fact", "subject": "ops-api", "predicate": "depends_on",
+            "object": "redis", "source": "adr-404", "repository": "github.com/acme/ops"}]
+    refused = await world.api.post("/curation/projects/ops/ingest", json={"records": bad},
+                                   headers=auth)
+    assert refused.status_code == 400
+    assert await projects() == before
+    assert refused.json()["error"]["field"] == "records[0]"
+    good = [{**bad[0], "source": ""}]
+    loaded = await world.api.post("/curation/projects/ops/ingest", json={"records": good},
+                                  headers=auth)
+    assert loaded.status_code == 200, loaded.text
+    assert await projects() == before + 1
