@@ -106,7 +106,7 @@ async def test_large_bodies_in_flight_are_bounded(make_rest) -> None:
 
             first.cancel()
             await asyncio.gather(first, return_exceptions=True)
-            # The slot is free again: the next large body is read (and found empty).
+            # The slot is free again: the next large body is read (and found blank).
             after = Upload(size=CHUNK * 2)
             response = await api.client.post(
                 ingest, content=after, headers={**after.headers, **api.credentials})

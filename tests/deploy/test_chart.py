@@ -801,3 +801,16 @@ def _settings_from(env: dict[str, str]) -> Settings:
 def _mebibytes(quantity: str) -> float:
     units = {"Mi": 1, "Gi": 1024}
     return float(quantity[:-2]) * units[quantity[-2:]]
+
+
+@pytest.mark.parametrize("name", [*VALUE_SETS, "dev"])
+def test_console_cookies_are_secure_whenever_the_ingress_is_on(name) -> None:
+    """issue 39 item 13: TLS ends at the Ingress (or in front of it), so the API sees plain
+    http: the chart tells it its public address is https. Without an Ingress (the dev
+    values' port-forward) it does not."""
+    [config] = of_kind(rendered(name), "ConfigMap")
+    ingress = value_set(name).get("ingress", {}).get("enabled", True)
+    assert config["data"].get("VERA_API__SECURE_COOKIES") == ("true" if ingress else None)
+    settings = Settings(api={"secure_cookies": config["data"].get(
+        "VERA_API__SECURE_COOKIES", "false")})
+    assert settings.api.secure_cookies is ingress

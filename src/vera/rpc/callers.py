@@ -46,6 +46,7 @@ METHODS_BY_CALLER: Mapping[str, Mapping[str, frozenset[str]]] = {
             "DeclineInvitation", "AuthorizeCurator", "EnsureProject", "MapRepository"}),
         KNOWLEDGE: frozenset({
             "BatchGetFacts", "ListPendingProposals", "VerifyProposal", "RejectProposal",
+            "GetCurationSettings", "SetCurationSettings",
             "ListConflictedAttempts", "RetractSource", "ListSources", "ListScopeChanges",
             "ErasePrincipalData", "GetSource", "IngestKnowledge", "CorrectFact"}),
         RETRIEVAL: frozenset({"GetIndexStatus"}),
