@@ -43,6 +43,7 @@ class World:
     outsider: User
     project_id: str
     workspace_id: str
+    settings: Settings
 
 
 async def _user(identity: IdentityServiceStub, name: str) -> User:
@@ -89,7 +90,7 @@ async def world(pg_dsn: str) -> AsyncIterator[World]:
                 async with httpx.AsyncClient(transport=transport,
                                              base_url="http://127.0.0.1:8081") as client:
                     yield World(client, knowledge, owner, curator, member, outsider,
-                                project.project_id, workspace.workspace_id)
+                                project.project_id, workspace.workspace_id, api_settings)
         finally:
             for channel in channels:
                 await channel.close()
@@ -133,19 +134,42 @@ async def test_curator_lists_verifies_and_rejects(world: World) -> None:
                                     headers=world.curator.auth)
     assert verified.status_code == 200, verified.text
     data = verified.json()
-    assert data["fact"]["state"] == "FACT_STATE_ACTIVE"
+    # Values spelt as MCP spells them (REST version 2).
+    assert data["fact"]["state"] == "active"
     assert data["fact"]["scope_id"] == world.project_id
-    assert data["proposal"]["state"] == "FACT_STATE_SUPERSEDED"
+    assert data["proposal"]["state"] == "superseded"
 
     rejected = await world.api.post(f"/curation/projects/payments/proposals/{second}/reject",
                                     json={"reason": "not durable"}, headers=world.owner.auth)
     assert rejected.status_code == 200
-    assert rejected.json()["proposal"]["state"] == "FACT_STATE_RETRACTED"
+    assert rejected.json()["proposal"]["state"] == "retracted"
     again = await world.api.post(f"/curation/projects/payments/proposals/{second}/reject",
                                  json={"reason": "x"}, headers=world.owner.auth)
     assert again.status_code == 400
     assert again.json()["error"]["code"] == "invalid_input"
     assert again.json()["error"]["field"] == "fact_key"
+
+
+async def test_the_old_spelling_is_kept_for_one_release_behind_a_setting(world: World) -> None:
+    """``VERA_API__VALUE_SPELLING=protobuf``: REST version 1's spelling, for scripts that
+    read it while they move (docs/rest-api.md, "Value spellings")."""
+    key = await _propose(world)
+    settings = world.settings.model_copy(update={
+        "api": world.settings.api.model_copy(update={"value_spelling": "protobuf"})})
+    app = build_app(settings)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8081") as old:
+        verified = await old.post(f"/curation/projects/payments/proposals/{key}/verify",
+                                  json={}, headers=world.curator.auth)
+        changes = await old.get("/curation/projects/payments/changes",
+                                headers=world.curator.auth)
+    assert verified.status_code == 200, verified.text
+    fact = verified.json()["fact"]
+    assert (fact["state"], verified.json()["proposal"]["state"]) == (
+        "FACT_STATE_ACTIVE", "FACT_STATE_SUPERSEDED")
+    assert {c["fact"]["state"] for c in changes.json()["changes"]} <= {
+        "FACT_STATE_ACTIVE", "FACT_STATE_PROPOSED", "FACT_STATE_SUPERSEDED"}
+    assert changes.json()["changes"][0]["fact"]["state"] == "FACT_STATE_ACTIVE"
 
 
 async def test_the_change_listing_names_who_changed_what(world: World) -> None:

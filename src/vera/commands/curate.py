@@ -68,6 +68,12 @@ def _request(args: argparse.Namespace) -> tuple[str, str, dict[str, Any] | None,
     return "POST", f"{base}/sources/{args.source_id}/retract", {"reason": args.reason}, {}
 
 
+def _state(fact: dict[str, Any]) -> str:
+    """A fact's state as MCP spells it, whichever spelling the API answers
+    (``VERA_API__VALUE_SPELLING``)."""
+    return str(fact.get("state", "")).removeprefix("FACT_STATE_").lower()
+
+
 def _total(data: dict[str, Any]) -> str:
     """A list's total, "at least N" when the service stopped counting."""
     return f"at least {data['total']}" if data.get("total_is_lower_bound") else str(data["total"])
@@ -98,7 +104,7 @@ def _summary(command: str, data: dict[str, Any]) -> str:
         return "\n".join(lines)
     if command == "verify":
         fact = data["fact"]
-        return f"verified: {fact['fact_key']} is active in project {fact['scope_id']}"
+        return f"verified: {fact['fact_key']} is {_state(fact)} in project {fact['scope_id']}"
     if command == "reject":
         return f"rejected: {data['proposal']['fact_key']}"
     return (f"{data['status']}: {data['assertions_withdrawn']} assertion(s) withdrawn, "
