@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -380,3 +381,31 @@ async def test_an_ingest_body_has_its_own_limit(world: World) -> None:
                                     headers=world.curator.auth)
     assert response.status_code == 413
     assert response.json()["error"]["field"] == "body"
+
+
+async def test_every_source_route_takes_an_id_holding_slashes(world: World) -> None:
+    """Issue 39 item 10: a source id with "/" (a harvested file's path), stored or ingested,
+    is read and retracted over REST, sent as one encoded segment or as it is."""
+    ids = ["docs/adr/7.md", "../../other/x", "notes/retract"]
+    records = [{"type": "source", "id": i} for i in ids]
+    records += [{"type": "fact", "subject": "ledger", "predicate": "documented_in",
+                 "object": i, "source": i} for i in ids]
+    loaded = await world.api.post("/curation/projects/payments/ingest",
+                                  json={"records": records}, headers=world.curator.auth)
+    assert loaded.status_code == 200, loaded.text
+    base = "/curation/projects/payments/sources"
+    for source_id in ids:
+        got = await world.api.get(f"{base}/{quote(source_id, safe='')}",
+                                  headers=world.curator.auth)
+        assert got.status_code == 200, (source_id, got.text)
+        assert got.json()["source"]["source_id"] == source_id
+        retracted = await world.api.post(f"{base}/{quote(source_id, safe='')}/retract",
+                                         json={"reason": "moved"}, headers=world.curator.auth)
+        assert retracted.status_code == 200, (source_id, retracted.text)
+        assert retracted.json()["status"] == "retracted"
+    unencoded = await world.api.get(f"{base}/docs/adr/7.md", headers=world.curator.auth)
+    assert unencoded.status_code == 200 and unencoded.json()["source"]["source_id"] == ids[0]
+    control = await world.api.get(f"{base}/a%01b", headers=world.curator.auth)
+    assert control.status_code == 400
+    assert (control.json()["error"]["code"], control.json()["error"]["field"]) == (
+        "invalid_input", "source_id")
