@@ -101,7 +101,9 @@ def build_app(
         openapi_url="/openapi.json", docs_url=None, redoc_url=None,
         middleware=[Middleware(RateLimit, quota=rate_limits),
                     Middleware(RequestGuard, security=security,
-                               body_timeout=settings.api.body_timeout_seconds)])
+                               body_timeout=settings.api.body_timeout_seconds,
+                               admit_large_body=curation.admit_ingest_body,
+                               large_bodies_in_flight=settings.api.large_bodies_in_flight)])
     errors.install(app)
     for router in (probes, identity.router, curation.router):
         app.include_router(router)

@@ -29,6 +29,7 @@ from typing import Annotated, Literal
 
 from fastapi import Path
 from pydantic import Field
+from starlette.requests import Request
 from starlette.responses import Response
 
 from vera import limits
@@ -46,6 +47,7 @@ from vera.api.models import (
     from_proto,
     spelt,
 )
+from vera.api.requests import ingest_project
 from vera.api.routing import (
     AppSettings,
     Caller,
@@ -55,10 +57,11 @@ from vera.api.routing import (
     Services,
     new_router,
 )
-from vera.errors import InvalidInput
+from vera.errors import InvalidInput, ProjectOutOfScope
 from vera.ingest_records import IngestFileError, Record, collect
 from vera.knowledge.v1 import knowledge_service_pb2 as kpb
 from vera.retrieval.v1 import retrieval_pb2
+from vera.rpc.backends import Backends
 
 # Records one ingest request may carry; `vera ingest` sends a file in batches under it
 # (and under the ingest route's body limit, ``vera.api.requests``).
@@ -84,6 +87,21 @@ class IngestBody(RequestBody):
     written."""
 
     records: Annotated[list[Record], Field(min_length=1, max_length=MAX_INGEST_RECORDS)]
+
+
+async def admit_ingest_body(request: Request) -> None:
+    """Whether the caller may send an ingest body, from the headers alone, before the body
+    is read (``vera.api.requests``): a key, and the right to curate the project (an
+    administrator's ingest may create it, which the route does once the body is valid)."""
+    project = ingest_project(request.url.path)
+    assert project is not None, "only the ingest route takes a large body"
+    backends: Backends = request.app.state.backends
+    caller = await request.app.state.authenticator.authenticate(request, backends)
+    try:
+        await curating.curator_of(backends, caller, project)
+    except ProjectOutOfScope:
+        if not caller.admin:
+            raise
 
 
 # Answers -------------------------------------------------------------------------------------
