@@ -35,6 +35,9 @@ from vera.rpc.backends import Backends
 log = logging.getLogger(__name__)
 
 READINESS_TIMEOUT_SECONDS = 2.0
+# The REST contract's version (docs/rest-api.md, "Value spellings"): 2 spells enum values
+# as MCP does; version 1's spelling lasts one release behind VERA_API__VALUE_SPELLING.
+REST_API_VERSION = "2"
 
 
 probes = new_router(tags=["probes"])
@@ -92,8 +95,9 @@ def build_app(
     )
     rate_limits = api_quota(settings.api, clock)
     app = FastAPI(
-        title="VERA REST API", version=SERVER_VERSION, lifespan=lifespan,
+        title="VERA REST API", version=REST_API_VERSION, lifespan=lifespan,
         summary="Identity administration and curation of VERA's verified memory.",
+        description=f"VERA server {SERVER_VERSION}.",
         openapi_url="/openapi.json", docs_url=None, redoc_url=None,
         middleware=[Middleware(RateLimit, quota=rate_limits),
                     Middleware(RequestGuard, security=security,

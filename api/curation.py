@@ -8,6 +8,9 @@ which the console calls too, after its one permission check.
     POST /curation/projects/{project}/proposals/{fact_key}/reject
     POST /curation/projects/{project}/sources/{source_id}/retract
     GET  /curation/projects/{project}/sources/{source_id}      one source, or not_found
+
+A source id may hold "/" (a harvested file's path): the source routes read everything
+between ``sources/`` and the route's last segment as the id (``vera.limits.SOURCE_ID``).
     POST /curation/projects/{project}/ingest     load curated records (``vera.ingest_records``)
     GET  /curation/projects/{project}/index-status   how far retrieval has indexed changes
     GET  /curation/projects/{project}/changes    the change feed, newest first, paged
@@ -69,8 +72,11 @@ MAX_INGEST_RECORDS = 2000
 ProjectRef = Annotated[str, Path(min_length=1, max_length=limits.ID_LIKE[1],
                                  description="a project id or slug")]
 FactKey = Annotated[str, Path(min_length=1, max_length=limits.ID_LIKE[1])]
-SourceId = Annotated[str, Path(min_length=1, max_length=limits.ID_LIKE[1],
-                               description="the curator-given source id")]
+SourceId = Annotated[str, Path(
+    min_length=limits.SOURCE_ID[0], max_length=limits.SOURCE_ID[1],
+    pattern=limits.SOURCE_ID_PATTERN,
+    description='the source id, one percent-encoded segment ("docs%2Fadr%2F7.md"); a "/" '
+                'in it, encoded or not, is part of it')]
 
 router = new_router("/curation/projects/{project}", tags=["curation"])
 
@@ -255,7 +261,7 @@ async def reject(project: ProjectRef, fact_key: FactKey, body: ReasonBody, calle
     return spelt(rejected, settings.api.value_spelling)
 
 
-@router.post("/sources/{source_id}/retract")
+@router.post("/sources/{source_id:path}/retract")
 async def retract_source(project: ProjectRef, source_id: SourceId, body: ReasonBody,
                          caller: Caller, services: Services) -> Retracted:
     curator = await curating.curator_of(services, caller, project)
@@ -269,7 +275,7 @@ async def retract_source(project: ProjectRef, source_id: SourceId, body: ReasonB
         audit_event_id=reply.audit_event_id or None, change_position=reply.change_position)
 
 
-@router.get("/sources/{source_id}")
+@router.get("/sources/{source_id:path}")
 async def get_source(project: ProjectRef, source_id: SourceId, caller: Caller,
                      services: Services) -> SourceDetail:
     curator = await curating.curator_of(services, caller, project)

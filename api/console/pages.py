@@ -336,9 +336,10 @@ routes: list[Route | Mount] = [
     Route("/projects/{project}/changes", _project_page(changes), methods=["GET"]),
     Route("/projects/{project}/sources", _project_page(sources), methods=["GET"]),
     Route("/projects/{project}/preview", _project_page(preview), methods=["GET"]),
-    Route("/projects/{project}/sources/{source_id}/retract", _project_page(retract_preview),
-          methods=["GET"]),
-    Route("/projects/{project}/sources/{source_id}/retract", _project_action(retract),
+    # A source id may hold "/": the links carry it encoded as one segment (``segment``).
+    Route("/projects/{project}/sources/{source_id:path}/retract",
+          _project_page(retract_preview), methods=["GET"]),
+    Route("/projects/{project}/sources/{source_id:path}/retract", _project_action(retract),
           methods=["POST"]),
     Route("/projects/{project}/proposals/{fact_key}/verify", _project_action(verify),
           methods=["POST"]),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from google.protobuf.timestamp_pb2 import Timestamp
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
@@ -17,6 +18,12 @@ def _when(stamp: Timestamp) -> str:
     if not stamp.seconds and not stamp.nanos:
         return ""
     return datetime.fromtimestamp(stamp.seconds, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _segment(value: str) -> str:
+    """``value`` as one URL path segment: everything encoded, "/" included (Jinja's own
+    ``urlencode`` keeps "/", so a source id's "../" would steer a link)."""
+    return quote(str(value), safe="")
 
 
 def _total(reply: Any) -> str:
@@ -34,6 +41,7 @@ _environment = Environment(
 _environment.filters["when"] = _when
 _environment.filters["total"] = _total
 _environment.filters["handle"] = principal_handle
+_environment.filters["segment"] = _segment
 
 
 def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:

@@ -120,10 +120,10 @@ class ApiSettings(HttpListenerSettings):
     port: int = Field(8081, ge=0, le=65535)
     # POST /identity/register: anyone may create a (non-admin) account. Off by default.
     open_registration: bool = False
-    # How REST answers spell enum values: "mcp" as MCP does ("active"), or "protobuf", the
-    # spelling before REST version 2 ("FACT_STATE_ACTIVE"), kept for one release so that a
+    # How REST answers spell enum values: "mcp" as MCP does ("active", REST version 2), or
+    # "protobuf", REST version 1's ("FACT_STATE_ACTIVE"), kept for one release so that a
     # script reading the old spelling keeps working while it moves (docs/rest-api.md).
-    value_spelling: Literal["mcp", "protobuf"] = "protobuf"
+    value_spelling: Literal["mcp", "protobuf"] = "mcp"
     # Rate limits, per process (vera.api.rate_limits): every request but the probes per
     # client address and per credential presented; registrations per address and in total.
     requests_per_minute_per_address: int = Field(600, ge=1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import asyncpg
 import httpx
@@ -45,6 +46,7 @@ class World:
     project_id: str
     workspace_id: str
     identity: IdentityServiceStub
+    settings: Settings
 
 
 async def _user(identity: IdentityServiceStub, name: str) -> User:
@@ -91,7 +93,8 @@ async def world(pg_dsn: str) -> AsyncIterator[World]:
                 async with httpx.AsyncClient(transport=transport,
                                              base_url="http://127.0.0.1:8081") as client:
                     yield World(client, knowledge, owner, curator, member, outsider,
-                                project.project_id, workspace.workspace_id, identity)
+                                project.project_id, workspace.workspace_id, identity,
+                                api_settings)
         finally:
             for channel in channels:
                 await channel.close()
@@ -135,19 +138,42 @@ async def test_curator_lists_verifies_and_rejects(world: World) -> None:
                                     headers=world.curator.auth)
     assert verified.status_code == 200, verified.text
     data = verified.json()
-    assert data["fact"]["state"] == "FACT_STATE_ACTIVE"
+    # Values spelt as MCP spells them (REST version 2).
+    assert data["fact"]["state"] == "active"
     assert data["fact"]["scope_id"] == world.project_id
-    assert data["proposal"]["state"] == "FACT_STATE_SUPERSEDED"
+    assert data["proposal"]["state"] == "superseded"
 
     rejected = await world.api.post(f"/curation/projects/payments/proposals/{second}/reject",
                                     json={"reason": "not durable"}, headers=world.owner.auth)
     assert rejected.status_code == 200
-    assert rejected.json()["proposal"]["state"] == "FACT_STATE_RETRACTED"
+    assert rejected.json()["proposal"]["state"] == "retracted"
     again = await world.api.post(f"/curation/projects/payments/proposals/{second}/reject",
                                  json={"reason": "x"}, headers=world.owner.auth)
     assert again.status_code == 400
     assert again.json()["error"]["code"] == "invalid_input"
     assert again.json()["error"]["field"] == "fact_key"
+
+
+async def test_the_old_spelling_is_kept_for_one_release_behind_a_setting(world: World) -> None:
+    """``VERA_API__VALUE_SPELLING=protobuf``: REST version 1's spelling, for scripts that
+    read it while they move (docs/rest-api.md, "Value spellings")."""
+    key = await _propose(world)
+    settings = world.settings.model_copy(update={
+        "api": world.settings.api.model_copy(update={"value_spelling": "protobuf"})})
+    app = build_app(settings)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8081") as old:
+        verified = await old.post(f"/curation/projects/payments/proposals/{key}/verify",
+                                  json={}, headers=world.curator.auth)
+        changes = await old.get("/curation/projects/payments/changes",
+                                headers=world.curator.auth)
+    assert verified.status_code == 200, verified.text
+    fact = verified.json()["fact"]
+    assert (fact["state"], verified.json()["proposal"]["state"]) == (
+        "FACT_STATE_ACTIVE", "FACT_STATE_SUPERSEDED")
+    assert {c["fact"]["state"] for c in changes.json()["changes"]} <= {
+        "FACT_STATE_ACTIVE", "FACT_STATE_PROPOSED", "FACT_STATE_SUPERSEDED"}
+    assert changes.json()["changes"][0]["fact"]["state"] == "FACT_STATE_ACTIVE"
 
 
 async def test_the_change_listing_names_who_changed_what(world: World) -> None:
@@ -359,6 +385,34 @@ async def test_an_ingest_body_has_its_own_limit(world: World) -> None:
                                     headers=world.curator.auth)
     assert response.status_code == 413
     assert response.json()["error"]["field"] == "body"
+
+
+async def test_every_source_route_takes_an_id_holding_slashes(world: World) -> None:
+    """Issue 39 item 10: a source id with "/" (a harvested file's path), stored or ingested,
+    is read and retracted over REST, sent as one encoded segment or as it is."""
+    ids = ["docs/adr/7.md", "../../other/x", "notes/retract"]
+    records = [{"type": "source", "id": i} for i in ids]
+    records += [{"type": "fact", "subject": "ledger", "predicate": "documented_in",
+                 "object": i, "source": i} for i in ids]
+    loaded = await world.api.post("/curation/projects/payments/ingest",
+                                  json={"records": records}, headers=world.curator.auth)
+    assert loaded.status_code == 200, loaded.text
+    base = "/curation/projects/payments/sources"
+    for source_id in ids:
+        got = await world.api.get(f"{base}/{quote(source_id, safe='')}",
+                                  headers=world.curator.auth)
+        assert got.status_code == 200, (source_id, got.text)
+        assert got.json()["source"]["source_id"] == source_id
+        retracted = await world.api.post(f"{base}/{quote(source_id, safe='')}/retract",
+                                         json={"reason": "moved"}, headers=world.curator.auth)
+        assert retracted.status_code == 200, (source_id, retracted.text)
+        assert retracted.json()["status"] == "retracted"
+    unencoded = await world.api.get(f"{base}/docs/adr/7.md", headers=world.curator.auth)
+    assert unencoded.status_code == 200 and unencoded.json()["source"]["source_id"] == ids[0]
+    control = await world.api.get(f"{base}/a%01b", headers=world.curator.auth)
+    assert control.status_code == 400
+    assert (control.json()["error"]["code"], control.json()["error"]["field"]) == (
+        "invalid_input", "source_id")
 
 
 async def test_a_refused_ingest_writes_nothing_not_even_its_repository_mappings(

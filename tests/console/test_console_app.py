@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -393,3 +394,32 @@ async def test_two_person_verification_is_shown_switched_by_the_owner_and_enforc
     pending = await world.knowledge.ListPendingProposals(
         kpb.ListPendingProposalsRequest(scope_id=world.project_id))
     assert [p.fact_key for p in pending.proposals] == [own]
+
+
+async def test_source_ids_holding_slashes_are_linked_as_one_encoded_segment(
+    world: ConsoleWorld, console: httpx.AsyncClient
+) -> None:
+    """Issue 39 item 10: a source id with "/" (a harvested file) is previewed and retracted
+    from its link, and one with "../" cannot steer the link out of its project."""
+    ids = ["docs/adr/7.md", "../../other/sources/x"]
+    await world.knowledge.IngestKnowledge(kpb.IngestKnowledgeRequest(
+        principal_id=world.owner.principal_id, scope_id=world.project_id,
+        sources=[kpb.SourceInput(source_id=i) for i in ids],
+        facts=[kpb.FactInput(subject="ledger", predicate="documented_in", object=i,
+                             source_id=i) for i in ids]))
+    token = await sign_in(console, world.curator.api_key)
+    listed = await console.get(f"/console/projects/{world.project_id}/sources")
+    project = f"/console/projects/{world.project_id}/sources/"
+    for source_id in ids:
+        link = f'href="{project}{quote(source_id, safe="")}/retract"'
+        assert link in listed.text, source_id
+        preview = await console.get(f"{project}{quote(source_id, safe='')}/retract")
+        assert preview.status_code == 200, source_id
+        assert f'/sources/{quote(source_id, safe="")}/retract"' in preview.text
+        done = await console.post(f"{project}{quote(source_id, safe='')}/retract",
+                                  data={"csrf_token": token, "reason": "moved"})
+        assert done.status_code == 303, source_id
+        assert done.headers["location"] == f"{project.rstrip('/')}?done=retracted"
+    feed = await world.knowledge.ListScopeChanges(kpb.ListScopeChangesRequest(
+        scope_ids=[world.project_id], changes=["retracted"]))
+    assert sorted(c.fact.object for c in feed.changes) == sorted(ids)
