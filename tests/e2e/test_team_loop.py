@@ -47,8 +47,10 @@ RECORDS = [
 def team_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LaunchedStack]:
     """A team deployment: authentication on, registration closed (the default)."""
     data_dir = tmp_path_factory.mktemp("team-stack") / "data"
+    # The advanced tool profile: the erasure test takes a snapshot after the erasure.
     env = launch_env(data_dir, VERA_MCP__JWT_SECRET=AUTH_SECRET,
-                     VERA_MCP__AUTH_ISSUER=AUTH_ISSUER, VERA_MCP__AUTH_AUDIENCE=AUTH_AUDIENCE)
+                     VERA_MCP__AUTH_ISSUER=AUTH_ISSUER, VERA_MCP__AUTH_AUDIENCE=AUTH_AUDIENCE,
+                     VERA_MCP__TOOL_PROFILE="advanced")
     with launch(data_dir, env) as running:
         yield running
 
@@ -79,16 +81,20 @@ async def call(client: Client, tool: str, **arguments) -> dict:
     return result.structured_content
 
 
-def set_up_team(team_stack: LaunchedStack, base: str) -> tuple[str, str]:
-    """The platform team's part; the curator's and the developer's API keys."""
-    api = httpx.Client(base_url=base, timeout=60)
-
-    # The platform team: the first administrator, from the machine that runs the stack.
+@pytest.fixture(scope="module")
+def root(team_stack: LaunchedStack) -> str:
+    """The platform team's first administrator, made from the machine that runs the stack:
+    its API key."""
     created = team_stack.vera("admin", "create-user", "--name", "root", "--admin",
                               "--data-dir", str(team_stack.data_dir))
     assert created.returncode == 0, created.stderr
     fields = dict(line.split(":", 1) for line in created.stdout.splitlines() if ":" in line)
-    root = fields["api_key"].strip()
+    return fields["api_key"].strip()
+
+
+def set_up_team(base: str, root: str) -> tuple[str, str]:
+    """The administrator's part; the curator's and the developer's API keys."""
+    api = httpx.Client(base_url=base, timeout=60)
     # Nobody registers themselves on a team deployment.
     assert api.post("/identity/register", json={"display_name": "x"}).status_code == 403
 
@@ -119,9 +125,10 @@ def mcp_token(base: str, api_key: str) -> str:
     return exchanged.json()["access_token"]
 
 
-async def test_the_team_loop_on_an_authenticated_deployment(team_stack, tmp_path: Path) -> None:
+async def test_the_team_loop_on_an_authenticated_deployment(team_stack, root: str,
+                                                           tmp_path: Path) -> None:
     base = api_url(team_stack)
-    curator, developer = await anyio.to_thread.run_sync(set_up_team, team_stack, base)
+    curator, developer = await anyio.to_thread.run_sync(set_up_team, base, root)
 
     # The curator loads the team's knowledge as itself.
     facts = tmp_path / "payments.jsonl"
@@ -186,19 +193,13 @@ SECRET_OBJECT = "zanzibar-quokka-cluster"
 
 
 async def test_an_administrator_erases_personal_knowledge_and_keys_end_over_rest(
-        team_stack, tmp_path: Path) -> None:
+        team_stack, root: str) -> None:
     """On the same authenticated deployment, over its REST API: a person lists, pages and
     revokes their API keys (a revoked key is refused at once); an administrator erases a
     person's personal knowledge, and what was erased is gone from search, from context and
     from a snapshot taken after it."""
     base = api_url(team_stack)
     api = httpx.AsyncClient(base_url=base, timeout=60)
-    created = await anyio.to_thread.run_sync(lambda: team_stack.vera(
-        "admin", "create-user", "--name", "root-erasure", "--admin",
-        "--data-dir", str(team_stack.data_dir)))
-    assert created.returncode == 0, created.stderr
-    root = dict(line.split(":", 1) for line in created.stdout.splitlines()
-                if ":" in line)["api_key"].strip()
     erin = (await api.post("/identity/users", headers=bearer(root),
                            json={"display_name": "erin"})).json()
 
@@ -256,12 +257,13 @@ async def test_an_administrator_erases_personal_knowledge_and_keys_end_over_rest
                     break
                 await anyio.sleep(0.2)
         context = await call(client, "knowledge_get_context",
-                             query=f"where does billing-service deploy? {SECRET_OBJECT}")
+                             query="where does billing-service deploy?")
         assert all(r["fact_key"] != key for r in context["results"])
         assert SECRET_OBJECT not in json.dumps(context)
         snapshot = await call(client, "knowledge_create_snapshot",
                               project=erin["personal_scope_id"])
-        replayed = await call(client, "knowledge_get_context", query=SECRET_OBJECT,
+        replayed = await call(client, "knowledge_get_context",
+                              query="where does billing-service deploy?",
                               snapshot_id=snapshot["snapshot_id"])
         assert SECRET_OBJECT not in json.dumps(replayed)
     await api.aclose()
