@@ -34,10 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.datastructures import Headers
@@ -55,7 +53,6 @@ LARGE_BODIES_BUCKET = "large_bodies"
 LARGE_BODY_RETRY_SECONDS = 1
 PROBE_PATHS = frozenset({"/livez", "/readyz"})
 CONSOLE_PREFIX = "/console/"
-INT32_MAX = 2**31 - 1
 
 # The status the SDK's check answers -> the header it refused.
 _REFUSED_HEADER = {421: "host", 403: "origin"}
@@ -211,38 +208,3 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return pending.pop() if pending else await receive()
 
     return replayed
-
-
-async def json_body(request: Request) -> dict[str, Any]:
-    """The body as a JSON object ({} when empty); anything else is invalid_input "body"."""
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidInput("body", reason="malformed") from None
-    if not isinstance(value, dict):
-        raise InvalidInput("body", reason="malformed")
-    return value
-
-
-def only_fields(body: dict[str, Any], *allowed: str) -> None:
-    """Refuses a field the route does not know, naming it."""
-    for name in body:
-        if name not in allowed:
-            raise InvalidInput(name, reason="unknown_field")
-
-
-def page_query(request: Request) -> tuple[int, str]:
-    """A list route's ``page_size`` (0: the service's default) and ``page_token``.
-
-    The size travels as an int32: anything else is refused here, naming it, rather than
-    failing to encode."""
-    try:
-        size = int(request.query_params.get("page_size", "0"))
-    except ValueError:
-        raise InvalidInput("page_size", reason="malformed") from None
-    if not 0 <= size <= INT32_MAX:
-        raise InvalidInput("page_size", f"must be 0..{INT32_MAX}", reason="out_of_range")
-    return size, request.query_params.get("page_token", "")

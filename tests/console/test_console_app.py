@@ -94,6 +94,11 @@ async def test_curator_verifies_and_rejects_through_the_queue(
     no_reason = await console.post(f"{base}/{second}/reject",
                                    data={"csrf_token": token, "reason": ""})
     assert no_reason.status_code == 400
+    # The REST route's own body and rules (vera.api.curating): what it refuses is refused.
+    for bad in ({"authority": "2"}, {"authority": "nan"}, {"trust_tier": "one"}):
+        refused = await console.post(f"{base}/{second}/verify", data={"csrf_token": token,
+                                                                        **bad})
+        assert refused.status_code == 400 and 'data-code="invalid_input"' in refused.text, bad
     rejected = await console.post(f"{base}/{second}/reject",
                                   data={"csrf_token": token, "reason": "not durable"})
     assert rejected.status_code == 303
