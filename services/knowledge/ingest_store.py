@@ -59,14 +59,14 @@ class IngestStore:
                 )
                 ingest.check_batch(batch, set(known))
                 source_pks = dict(known)
-                await self._ingest_sources(conn, batch, source_pks, result.sources, outbox)
+                await self.upsert_sources(conn, batch, source_pks, result.sources, outbox)
                 await self._ingest_entities(conn, batch, result.entities)
                 await self._ingest_facts(conn, batch, source_pks, result.facts, outbox)
                 await outbox.flush(conn)
             result.change_position = await change_position(conn)
         return result
 
-    async def _ingest_sources(
+    async def upsert_sources(
         self,
         conn: asyncpg.Connection,
         batch: IngestBatch,
