@@ -184,3 +184,16 @@ def test_check_reports_the_facts_whose_cited_lines_changed_and_writes_nothing(
                      (pyproject, "L6", "uses_database_driver", "lines_changed"),
                      (compose, "L3", "uses_image", "lines_vanished")}
     assert not (tmp_path / "none").exists()
+
+
+async def test_check_after_a_publish_compares_with_it_and_without_one_says_so(
+        stack_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    repo = FixtureRepo(tmp_path / "shop")
+    repo.commit({"compose.yaml": COMPOSE})
+    code, _ = await harvest(stack_dir, repo, capsys, "--check")
+    assert code == 2  # nothing harvested yet: refused, naming --since
+    assert (await harvest(stack_dir, repo, capsys, "--publish"))[0] == 0
+    repo.commit({"compose.yaml": COMPOSE.replace("16", "17")})
+    code, report = await harvest(stack_dir, repo, capsys, "--check")
+    assert code == 3
+    assert [(d["locator"], d["reason"]) for d in report["drift"]] == [("L3", "lines_changed")]

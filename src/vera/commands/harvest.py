@@ -74,7 +74,6 @@ class Report:
 
     repository: str = ""
     commits: list[dict[str, Any]] = field(default_factory=list)
-    missing_predicates: list[str] = field(default_factory=list)
     drift: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -134,7 +133,12 @@ def _harvest(args: argparse.Namespace, settings: Settings, api: ApiClient) -> Re
     if args.check:
         from vera.harvest.drift import check
 
-        report.drift = check(checkout, args.revision, changes.load_state(state_file))
+        state = changes.load_state(state_file)
+        if not state.commit:
+            raise ClientStop(f"--check: no earlier harvest of {repository or args.path} into "
+                             f"{args.project} on {api.base_url}; compare with a commit "
+                             "instead: --check --since BASE", EXIT_REFUSED)
+        report.drift = check(checkout, args.revision, state)
         return report
     revisions = [args.revision]
     if args.since:
