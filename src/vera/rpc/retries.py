@@ -52,6 +52,7 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "ListPendingProposals",
         "ListConflictedAttempts",
         "ListSources",
+        "ListCitedLines",
         "ListRankingFeedback",
     ),
     "vera.retrieval.v1.RetrievalService": (
