@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
@@ -249,3 +251,99 @@ async def local_api_stack(pg_dsn: str, data_dir: Path) -> AsyncIterator[Path]:
                 yield data_dir
         finally:
             await retrieval.stop(0)
+
+
+@dataclass
+class ExportedSpan:
+    service: str  # the exporting process's service.name
+    trace_id: str
+    span_id: str
+    parent_id: str
+    name: str
+    kind: int
+    attributes: dict[str, Any]
+
+
+class OtlpReceiver:
+    """A loopback OTLP/HTTP trace receiver: what every process of a stack exports, kept as
+    the raw request bodies (for content scans) and decoded with opentelemetry-proto."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                with receiver._lock:
+                    receiver.bodies.append(body)
+                self.send_response(200 if self.path == "/v1/traces" else 404)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_port}"
+
+    def __enter__(self) -> OtlpReceiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def env(self) -> dict[str, str]:
+        """The standard variables that send a process's every span here, at once."""
+        return {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": self.endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_TRACES_SAMPLER": "parentbased_always_on",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+
+    def spans(self) -> list[ExportedSpan]:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        with self._lock:
+            bodies = list(self.bodies)
+        found = []
+        for body in bodies:
+            request = ExportTraceServiceRequest.FromString(body)
+            for resource_spans in request.resource_spans:
+                resource = {a.key: a.value.string_value
+                            for a in resource_spans.resource.attributes}
+                for scope_spans in resource_spans.scope_spans:
+                    for span in scope_spans.spans:
+                        found.append(ExportedSpan(
+                            service=resource.get("service.name", ""),
+                            trace_id=span.trace_id.hex(),
+                            span_id=span.span_id.hex(),
+                            parent_id=span.parent_span_id.hex(),
+                            name=span.name,
+                            kind=span.kind,
+                            attributes={a.key: _any_value(a.value) for a in span.attributes},
+                        ))
+        return found
+
+
+def _any_value(value: Any) -> Any:
+    return getattr(value, value.WhichOneof("value")) if value.WhichOneof("value") else None
+
+
+def without_ids(data: dict[str, Any]) -> dict[str, Any]:
+    """An error's ``data`` without its correlation id (a trace or request id, different on
+    every call; tests/gateway/test_correlation.py checks it), for equality checks."""
+    return {k: v for k, v in data.items() if k not in ("trace_id", "request_id")}

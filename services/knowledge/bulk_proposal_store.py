@@ -17,8 +17,7 @@ from vera.errors import InvalidInput
 
 from . import domain
 from .domain import ChangeKind, FactState
-from .ingest import Counts, FactIn, IngestBatch, SourceIn
-from .ingest_store import IngestStore
+from .ingest import Counts, FactIn, SourceIn
 from .outbox import (
     Outbox,
     change_position,
@@ -26,6 +25,7 @@ from .outbox import (
     insert_evidence,
     insert_version,
     lock_keys,
+    upsert_sources,
 )
 from .store import KnowledgeStore
 
@@ -41,7 +41,6 @@ class BulkResult:
 class BulkProposalStore:
     def __init__(self, store: KnowledgeStore) -> None:
         self._pool = store.pool
-        self._ingest = IngestStore(store)
 
     async def propose(self, principal_id: uuid.UUID, personal_scope_id: uuid.UUID,
                       target_scope_id: uuid.UUID, sources: tuple[SourceIn, ...],
@@ -56,8 +55,7 @@ class BulkProposalStore:
                 """SELECT source_id, source_pk FROM sources
                    WHERE scope_id = $1 AND source_id = ANY($2::text[])""",
                 personal_scope_id, sorted({f.source_id for f in kept if f.source_id})))
-            batch = IngestBatch(principal_id, personal_scope_id, sources, (), ())
-            await self._ingest.upsert_sources(conn, batch, source_pks, Counts(), outbox)
+            await upsert_sources(conn, personal_scope_id, sources, source_pks, Counts(), outbox)
             for fact in facts:
                 if fact is None:
                     result.fact_keys.append("")

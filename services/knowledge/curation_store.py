@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 import asyncpg
 
@@ -30,8 +31,7 @@ from .curation import (
     VerifyResult,
 )
 from .domain import ChangeKind, FactState, FactView, ProposalLocation, TaskContext
-from .ingest import Counts, IngestBatch, SourceIn
-from .ingest_store import IngestStore
+from .ingest import Counts, SourceIn
 from .outbox import (
     Outbox,
     change_position,
@@ -40,6 +40,7 @@ from .outbox import (
     insert_evidence,
     insert_version,
     lock_keys,
+    upsert_sources,
 )
 from .store import KnowledgeStore, bounded_count
 
@@ -75,6 +76,14 @@ class CurationStore:
         return views[0]
 
     # --- pending proposals ----------------------------------------------------------------
+
+    async def queue(self) -> tuple[int, datetime | None]:
+        """Proposals awaiting review in every project, and when the oldest was proposed."""
+        row = await self._pool.fetchrow(
+            """SELECT count(*) AS size, min(recorded_at) AS oldest FROM facts
+               WHERE superseded_at IS NULL AND state = 'PROPOSED'"""
+        )
+        return int(row["size"]), row["oldest"]
 
     async def list_pending(self, scope_id: uuid.UUID, page_size: int, after: int) -> PendingPage:
         pending = """
@@ -299,8 +308,7 @@ class CurationStore:
         source = SourceIn(cited["source_id"], cited["source_type"], cited["title"],
                           cited["uri"], cited["observed_at"])
         source_pks: dict[str, uuid.UUID] = {}
-        batch = IngestBatch(req.curator_id, req.scope_id, (source,), (), ())
-        await IngestStore(self._facts).upsert_sources(conn, batch, source_pks, Counts(), outbox)
+        await upsert_sources(conn, req.scope_id, (source,), source_pks, Counts(), outbox)
         return source_pks.get(source.source_id)
 
     async def reject(self, req: RejectIn) -> RejectResult:

@@ -156,7 +156,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class CandidateFeatures:
-    """Per-version signals beyond the two legs' own scores (see FeatureSource)."""
+    """Per-version signals beyond the two legs' own scores (see ports.SearchIndex.features)."""
 
     dense: float
     dense_context: float = 0.0

@@ -152,18 +152,22 @@ class IngestCounts(_message.Message):
     def __init__(self, created: _Optional[int] = ..., deduplicated: _Optional[int] = ...) -> None: ...
 
 class IngestKnowledgeRequest(_message.Message):
-    __slots__ = ("principal_id", "scope_id", "sources", "entities", "facts")
+    __slots__ = ("principal_id", "scope_id", "sources", "entities", "facts", "validate_only", "corrected_fact_keys")
     PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     FACTS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    CORRECTED_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
     principal_id: str
     scope_id: str
     sources: _containers.RepeatedCompositeFieldContainer[SourceInput]
     entities: _containers.RepeatedCompositeFieldContainer[EntityInput]
     facts: _containers.RepeatedCompositeFieldContainer[FactInput]
-    def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[SourceInput, _Mapping]]] = ..., entities: _Optional[_Iterable[_Union[EntityInput, _Mapping]]] = ..., facts: _Optional[_Iterable[_Union[FactInput, _Mapping]]] = ...) -> None: ...
+    validate_only: bool
+    corrected_fact_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[SourceInput, _Mapping]]] = ..., entities: _Optional[_Iterable[_Union[EntityInput, _Mapping]]] = ..., facts: _Optional[_Iterable[_Union[FactInput, _Mapping]]] = ..., validate_only: _Optional[bool] = ..., corrected_fact_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class IngestKnowledgeResponse(_message.Message):
     __slots__ = ("sources", "entities", "facts", "change_position", "warnings", "fact_keys")
