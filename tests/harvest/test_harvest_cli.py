@@ -221,3 +221,22 @@ async def test_without_publish_the_facts_are_proposed_for_the_curators_with_thei
     assert len(pending) == 5
     code, again = await harvest(stack_dir, repo, capsys)
     assert again["commits"][0]["proposed"] == {"created": 0, "deduplicated": 6}
+
+
+async def test_a_publish_marks_citations_whose_lines_moved_and_clears_them_when_back(
+        stack_dir: Path, tmp_path: Path, pg_dsn: str, capsys: pytest.CaptureFixture) -> None:
+    repo = FixtureRepo(tmp_path / "shop")
+    repo.commit({"compose.yaml": COMPOSE})
+    code, first = await harvest(stack_dir, repo, capsys, "--publish")
+    assert code == 0 and first["drift_marks"] == {"cited": 1, "marked": 0, "cleared": 0}
+    # A comment above moves the image's line: same fact, its cited line is now another.
+    repo.commit({"compose.yaml": "# db\n" + COMPOSE})
+    code, moved = await harvest(stack_dir, repo, capsys, "--publish")
+    assert code == 0 and moved["drift_marks"]["marked"] == 1
+    marks = await rows(pg_dsn, "SELECT drift_reason FROM knowledge.assertions "
+                               "WHERE drift_reason <> ''")
+    assert [r["drift_reason"] for r in marks] == ["lines_changed"]
+    repo.commit({"compose.yaml": COMPOSE})
+    code, back = await harvest(stack_dir, repo, capsys, "--publish")
+    assert code == 0 and back["drift_marks"]["cleared"] == 1
+    assert not await rows(pg_dsn, "SELECT 1 FROM knowledge.assertions WHERE drift_reason <> ''")

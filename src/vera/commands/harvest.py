@@ -79,6 +79,7 @@ class Report:
     repository: str = ""
     commits: list[dict[str, Any]] = field(default_factory=list)
     drift: list[dict[str, Any]] = field(default_factory=list)
+    drift_marks: dict[str, int] = field(default_factory=dict)
 
 
 def run(args: argparse.Namespace, settings: Settings, transport: Any = None) -> int:
@@ -158,6 +159,13 @@ def _harvest(args: argparse.Namespace, settings: Settings, api: ApiClient) -> Re
             bar.update(1)
     finally:
         bar.close()
+    if args.publish and revisions:
+        from vera.harvest.drift import mark_drift
+
+        # Every citation of this repository's files, harvested or hand-written, compared
+        # with the harvested commit: stale ones served with a drift warning.
+        last = report.commits[-1]["commit"]
+        report.drift_marks = mark_drift(api, args.project, checkout, last, repository)
     return report
 
 
