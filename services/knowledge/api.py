@@ -8,6 +8,7 @@ import asyncio
 from vera.db.notify import ChannelWatch
 from vera.knowledge.v1 import knowledge_service_pb2_grpc
 
+from .bulk_proposal_store import BulkProposalStore
 from .community_store import CommunityStore
 from .correction_store import CorrectionStore
 from .curation_api import CurationRpcs
@@ -46,6 +47,7 @@ class KnowledgeServicer(
         self._store = store
         self._ingest = IngestStore(store)
         self._proposals = ProposalStore(store)
+        self._bulk_proposals = BulkProposalStore(store)
         self._feedback = FeedbackStore(store)
         self._graph = GraphStore(store, max_counted_rows=max_counted_rows)
         self._corrections = CorrectionStore(store)

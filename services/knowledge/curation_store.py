@@ -31,6 +31,7 @@ from .curation import (
     VerifyResult,
 )
 from .domain import ChangeKind, FactState, FactView, ProposalLocation, TaskContext
+from .ingest import Counts, SourceIn
 from .outbox import (
     Outbox,
     change_position,
@@ -39,6 +40,7 @@ from .outbox import (
     insert_evidence,
     insert_version,
     lock_keys,
+    upsert_sources,
 )
 from .store import KnowledgeStore, bounded_count
 
@@ -264,8 +266,8 @@ class CurationStore:
             else:
                 if current is not None:
                     await close_version(conn, current["version_id"])
-                # A proposal carries no valid times or code anchors: only its statement
-                # travels into the shared project.
+                # An agent's proposal carries no valid times or code anchors, a bulk
+                # proposal (a harvest) its file's: whatever it has travels with it.
                 target_version = await insert_version(
                     conn,
                     copy_of=row["version_id"],
@@ -276,26 +278,33 @@ class CurationStore:
                     authority=req.authority,
                     created_by=req.curator_id,
                 )
+            # The proposer's evidence, now reviewed by the curator, travels with the
+            # assertion; a bulk proposal's (a harvest's) locator and source with it.
+            reviewed = await conn.fetch(
+                """SELECT e.text, e.locator, s.source_id, s.source_type, s.title, s.uri,
+                          s.observed_at
+                   FROM assertions a
+                   JOIN evidence e ON e.assertion_id = a.assertion_id
+                   LEFT JOIN sources s ON s.source_pk = a.source_pk
+                   WHERE a.fact_key = $1 AND a.status = 'pending'
+                   ORDER BY e.recorded_at, e.evidence_id""",
+                req.fact_key,
+            )
+            source_pk = await self._carry_source(conn, req, reviewed, outbox)
             assertion_id = await insert_assertion(
                 conn,
                 fact_key=target_key,
                 scope_id=req.scope_id,
-                source_pk=None,
+                source_pk=source_pk,
                 trust_tier=req.trust_tier,
                 authority=req.authority,
                 status="verified",
                 asserted_by=req.curator_id,
             )
-            # The agent's evidence, now reviewed by the curator, travels with the assertion.
-            reviewed = await conn.fetch(
-                """SELECT e.text FROM assertions a
-                   JOIN evidence e ON e.assertion_id = a.assertion_id
-                   WHERE a.fact_key = $1 AND a.status = 'pending'
-                   ORDER BY e.recorded_at, e.evidence_id""",
-                req.fact_key,
-            )
             locator = curation.review_locator(req.fact_key)
-            await insert_evidence(conn, assertion_id, [(r["text"], locator) for r in reviewed])
+            await insert_evidence(
+                conn, assertion_id, [(r["text"], r["locator"] or locator) for r in reviewed]
+            )
             closed = await _close_into(
                 conn, row["version_id"], FactState.SUPERSEDED, superseded_by=target_key
             )
@@ -308,6 +317,20 @@ class CurationStore:
             await outbox.flush(conn)
             position = await change_position(conn)
         return VerifyResult(fact, proposal, already_active, position)
+
+    async def _carry_source(
+        self, conn: asyncpg.Connection, req: VerifyIn, reviewed: list, outbox: Outbox
+    ) -> uuid.UUID | None:
+        """The project's copy of the source a bulk proposal cited (recorded, or refreshed,
+        as ingest records one); None for an agent's proposal, which cites none."""
+        cited = next((r for r in reviewed if r["source_id"] is not None), None)
+        if cited is None:
+            return None
+        source = SourceIn(cited["source_id"], cited["source_type"], cited["title"],
+                          cited["uri"], cited["observed_at"])
+        source_pks: dict[str, uuid.UUID] = {}
+        await upsert_sources(conn, req.scope_id, (source,), source_pks, Counts(), outbox)
+        return source_pks.get(source.source_id)
 
     async def reject(self, req: RejectIn) -> RejectResult:
         outbox = Outbox(actor_id=req.curator_id)

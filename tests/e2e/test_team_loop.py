@@ -305,6 +305,17 @@ async def test_a_curator_harvests_a_repository_into_the_team_project(
         lambda: vera_as(team_stack, developer, *harvest[:-1], "--data-dir",
                         str(tmp_path / "dev")))
     assert refused.returncode == 2 and "unauthorized" in refused.stderr
+    # Without --publish a member files the harvest for the curators' review.
+    repo.commit({"compose.yaml": "services:\n  db:\n    image: postgres:16\n"})
+    proposing = ("harvest", str(repo.root), "--project", "shop", "--api-url", base,
+                 "--data-dir", str(tmp_path / "dev"), "--json")
+    proposed = await anyio.to_thread.run_sync(lambda: vera_as(team_stack, developer, *proposing))
+    assert proposed.returncode == 0, proposed.stderr
+    assert json.loads(proposed.stdout)["commits"][0]["proposed"] == {
+        "created": 1, "deduplicated": 2}
+    listed = vera_as(team_stack, curator, "curate", "--api-url", base, "--json", "list", "shop")
+    assert listed.returncode == 0, listed.stderr
+    assert [p["object"] for p in json.loads(listed.stdout)["proposals"]] == ["postgres:16"]
 
     token = await anyio.to_thread.run_sync(mcp_token, base, developer)
     async with mcp(team_stack, token) as client:

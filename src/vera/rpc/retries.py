@@ -57,6 +57,7 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "ListPendingProposals",
         "ListConflictedAttempts",
         "ListSources",
+        "ListCitedLines",
         "ListRankingFeedback",
         "ListCitedLines",
     ),

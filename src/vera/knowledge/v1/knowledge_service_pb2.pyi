@@ -1026,3 +1026,31 @@ class RecordCitationDriftResponse(_message.Message):
     marked: int
     cleared: int
     def __init__(self, marked: _Optional[int] = ..., cleared: _Optional[int] = ...) -> None: ...
+
+class ProposeFactsRequest(_message.Message):
+    __slots__ = ("principal_id", "personal_scope_id", "target_scope_id", "sources", "facts")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PERSONAL_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    personal_scope_id: str
+    target_scope_id: str
+    sources: _containers.RepeatedCompositeFieldContainer[SourceInput]
+    facts: _containers.RepeatedCompositeFieldContainer[FactInput]
+    def __init__(self, principal_id: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., target_scope_id: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[SourceInput, _Mapping]]] = ..., facts: _Optional[_Iterable[_Union[FactInput, _Mapping]]] = ...) -> None: ...
+
+class ProposeFactsResponse(_message.Message):
+    __slots__ = ("fact_keys", "created", "deduplicated", "unknown_predicates", "change_position")
+    FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    DEDUPLICATED_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    fact_keys: _containers.RepeatedScalarFieldContainer[str]
+    created: int
+    deduplicated: int
+    unknown_predicates: _containers.RepeatedScalarFieldContainer[str]
+    change_position: int
+    def __init__(self, fact_keys: _Optional[_Iterable[str]] = ..., created: _Optional[int] = ..., deduplicated: _Optional[int] = ..., unknown_predicates: _Optional[_Iterable[str]] = ..., change_position: _Optional[int] = ...) -> None: ...

@@ -60,6 +60,11 @@ class KnowledgeServiceStub:
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactRequest.SerializeToString,
                 response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactResponse.FromString,
                 _registered_method=True)
+        self.ProposeFacts = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/ProposeFacts',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactsRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactsResponse.FromString,
+                _registered_method=True)
         self.RetractProposal = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/RetractProposal',
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractProposalRequest.SerializeToString,
@@ -229,6 +234,16 @@ class KnowledgeServiceServicer:
 
     def ProposeFact(self, request, context):
         """Proposes a fact into the caller's personal scope and records the attempt.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ProposeFacts(self, request, context):
+        """Proposes a batch of sourced facts (a harvest of a repository) into the caller's
+        personal scope, addressed to one shared project for its curators: each keeps its
+        source, locator, evidence, valid times and code binding through verification. Not an
+        agent's task, so the per-task cap of ProposeFact does not apply; bounded like ingest.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -467,6 +482,11 @@ def add_KnowledgeServiceServicer_to_server(servicer, server):
                     servicer.ProposeFact,
                     request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactRequest.FromString,
                     response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactResponse.SerializeToString,
+            ),
+            'ProposeFacts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ProposeFacts,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactsRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactsResponse.SerializeToString,
             ),
             'RetractProposal': grpc.unary_unary_rpc_method_handler(
                     servicer.RetractProposal,
@@ -718,6 +738,33 @@ class KnowledgeService:
             '/vera.knowledge.v1.KnowledgeService/ProposeFact',
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactRequest.SerializeToString,
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProposeFacts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/ProposeFacts',
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactsRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactsResponse.FromString,
             options,
             channel_credentials,
             insecure,
