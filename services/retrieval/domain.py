@@ -68,6 +68,7 @@ class Citation:
     source_type: str = ""
     observed_at: datetime | None = None
     stale: bool = False  # knowledge's mark: observed longer ago than its threshold
+    stale_reason: str = ""  # source_stale, or lines_changed / lines_vanished (drift)
 
 
 @dataclass(frozen=True)

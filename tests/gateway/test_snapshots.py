@@ -11,7 +11,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from harness import serve_service
+from harness import serve_service, without_ids
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from snapshot_harness import (
@@ -330,7 +330,7 @@ async def test_expired_pack_is_swept_without_other_writes_then_reads_expired(pg_
 
         error = await refused(url, "knowledge_get_context_pack", {"pack_id": pack_id})
         assert error.code == -32006
-        assert error.data == {"code": "expired_context_pack"}
+        assert without_ids(error.data) == {"code": "expired_context_pack"}
 
 
 async def test_pack_storage_quota_per_scope(pg_dsn):

@@ -261,6 +261,15 @@ async def test_stale_sources_warn_once_per_fact_and_source():
     ] == [("a", "adr-7", "source_stale", old)]
 
 
+async def test_drifted_cited_lines_warn_with_the_drift_reason():
+    drifted = Citation(source_id="github.com/acme/shop/pyproject.toml", locator="L6",
+                       observed_at=NOW, stale=True, stale_reason="lines_changed")
+    h = harness([fact("a", citations=(drifted,))], dense={"a": 0.9})
+    outcome = await h.retriever.search([SCOPE], "q", 10, Filters())
+    assert [(w.source_id, w.reason) for w in outcome.freshness_warnings] == [
+        ("github.com/acme/shop/pyproject.toml", "lines_changed")]
+
+
 async def test_empty_reasons():
     empty = harness([], dense={})
     empty.lexical.in_scope = False
