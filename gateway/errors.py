@@ -55,6 +55,8 @@ def _message(slug: str, data: dict[str, Any]) -> str:
     suggestions = [c for c in data.get("candidates") or [] if _named(c)]
     if suggestions:
         message += f"; did you mean: {', '.join(suggestions)}"
+    if _named(data.get("setting")) is not None:
+        message += f"; the setting {data['setting']} admits it"
     return message
 
 
