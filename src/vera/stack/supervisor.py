@@ -484,6 +484,8 @@ async def run_stack(
         dsn = await pg.ensure_database()
         await admit_profile(settings, data_dir, dsn, allow_change=allow_profile_change)
         addresses = {name: f"127.0.0.1:{free_port()}" for name in SERVICES}
+        # Each service's own metrics listener, on loopback (vera.observability.service_metrics).
+        metrics_ports = {name: free_port() for name in SERVICES}
         rpc_key = secrets.token_urlsafe(32)
         write_key_file(data_dir, rpc_key)
         console_token = secrets.token_urlsafe(32)
@@ -503,7 +505,11 @@ async def run_stack(
             Child(
                 name,
                 [sys.executable, "-m", "vera.cli", "serve", name, "--address", addresses[name]],
-                env,
+                {
+                    **env,
+                    "VERA_OBSERVABILITY__SERVICE_METRICS_HOST": "127.0.0.1",
+                    "VERA_OBSERVABILITY__SERVICE_METRICS_PORT": str(metrics_ports[name]),
+                },
                 grpc_ready(addresses[name]),
                 [_service_listener(addresses[name])],
             )
@@ -551,6 +557,10 @@ async def run_stack(
                     "services": addresses,
                     "metrics": f"http://{settings.observability.mcp_metrics_host}:"
                     f"{settings.observability.mcp_metrics_port}/metrics",
+                    "service_metrics": {
+                        name: f"http://127.0.0.1:{port}/metrics"
+                        for name, port in metrics_ports.items()
+                    },
                     "pids": {child.name: child.pid for child in supervised},
                     "restarts": restarts,
                 },
