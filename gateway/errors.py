@@ -104,7 +104,8 @@ def _argument(field: str) -> str:
 
 def _invalid(err: VeraError) -> dict[str, Any]:
     field = getattr(err, "field", None) or err.metadata.get("field") or ""
-    data = {"field": _argument(field) or None, "reason": err.metadata.get("reason")}
+    data: dict[str, Any] = {"field": _argument(field) or None,
+                            "reason": err.metadata.get("reason")}
     if "candidates" in err.metadata:  # did-you-mean, e.g. an unknown proposal predicate
         data["candidates"] = _split(err.metadata["candidates"])
     if "candidates_json" in err.metadata:  # an ambiguous entity or source: structured
