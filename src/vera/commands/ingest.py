@@ -156,7 +156,18 @@ _REFUSED_RECORD = re.compile(r"^records\[(?P<index>\d+)\]\.?(?P<field>.*)$")
 
 def load(api: ApiClient, project: str, records: list[Record],
          progress: Callable[[str, int, int], None]) -> Summary:
+    """Sends the records, then waits until retrieval has indexed them."""
     started = time.monotonic()
+    summary, position = send(api, project, records, progress)
+    wait_until_indexed(api, project, position, progress)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def send(api: ApiClient, project: str, records: list[Record],
+         progress: Callable[[str, int, int], None]) -> tuple[Summary, int]:
+    """Sends the records in batches within the route's bounds: the summary so far and
+    the change-log position the last batch reached."""
     summary = Summary(project_slug=project)
     position = 0
     done = 0
@@ -195,9 +206,7 @@ def load(api: ApiClient, project: str, records: list[Record],
         position = max(position, reply["change_position"])
         done += len(batch)
         progress("load", done, len(records))
-    wait_until_indexed(api, project, position, progress)
-    summary.seconds = time.monotonic() - started
-    return summary
+    return summary, position
 
 
 def wait_until_indexed(api: ApiClient, project: str, position: int,
