@@ -113,6 +113,8 @@ async def test_curator_verifies_and_rejects_through_the_queue(
         ("payments-api", 0, 0.9)]
     feed = await console.get(f"/console/projects/{world.project_id}/changes")
     assert feed.status_code == 200 and 'data-change="published"' in feed.text
+    # A label a curator reads, not the feed's code (issue 41).
+    assert "<td>Published</td>" in feed.text and "<td>published</td>" not in feed.text
 
 
 async def test_conflicting_fact_is_shown_beside_the_proposal(
