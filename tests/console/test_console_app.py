@@ -139,6 +139,8 @@ async def test_curator_verifies_and_rejects_through_the_queue(
     # Beside each actor's name, the stable handle no other principal carries.
     handle = world.curator.principal_id.replace("-", "")[:8]
     assert f'data-handle title="the principal\'s stable handle">{handle}<' in feed.text
+    # A label a curator reads, not the feed's code (issue 41).
+    assert "<td>Published</td>" in feed.text and "<td>published</td>" not in feed.text
 
 
 async def test_conflicting_fact_is_shown_beside_the_proposal(
