@@ -11,6 +11,7 @@ from vera.config import Settings
 from vera.db.notify import ChannelWatch
 from vera.db.pool import open_service_database, service_dsn
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
+from vera.observability import audit_head
 from vera.observability.service_metrics import ServiceMetrics
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 
@@ -52,6 +53,8 @@ async def create(settings: Settings, address: str) -> HostedService:
             [ServiceBinding(SERVICE_NAME, servicer, register)], address, settings
         )
         running.metrics.pool(SCHEMA, pool)
+        stop_audit = audit_head.start_exporting(
+            pool, running.metrics, settings.observability.audit_head_seconds)
         queue_poll = None
         if settings.observability.service_metrics_port is not None:
             queue_poll = asyncio.create_task(
@@ -63,6 +66,7 @@ async def create(settings: Settings, address: str) -> HostedService:
         raise
 
     async def aclose() -> None:
+        await stop_audit()
         if queue_poll is not None:
             queue_poll.cancel()
             with contextlib.suppress(asyncio.CancelledError):

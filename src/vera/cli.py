@@ -29,6 +29,7 @@ COMMANDS = {
     "disconnect": "vera.integrations.commands",
     "doctor": "vera.integrations.commands",
     "admin": "vera.commands.admin",
+    "audit": "vera.commands.audit",
 }
 
 
