@@ -440,6 +440,8 @@ def test_only_the_gateway_and_the_api_take_ingress_from_outside(name) -> None:
             if "from" in rule and all("podSelector" in peer and len(peer) == 1
                                       for peer in rule["from"]):
                 continue  # in-namespace pods only
+            if "from" in rule and rule["ports"] == [{"port": 9101, "protocol": "TCP"}]:
+                continue  # the scrapers, on the metrics port alone (the metrics test)
             selected = {
                 component(w) for w in workloads(objects)
                 if selects(policy["spec"]["podSelector"], pod_labels(w))
@@ -462,6 +464,8 @@ def test_only_the_fronts_and_the_documented_callers_reach_each_grpc_service(name
             if not selects(policy["spec"]["podSelector"], labels):
                 continue
             for rule in policy["spec"].get("ingress", []):
+                if rule["ports"] == [{"port": 9101, "protocol": "TCP"}]:
+                    continue  # the scrapers, on the metrics port alone (the metrics test)
                 for peer in rule["from"]:
                     allowed |= {
                         c for c, w in by_name.items() if selects(peer["podSelector"], pod_labels(w))
