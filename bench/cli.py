@@ -23,6 +23,8 @@ BENCHES = {
     "sparse-scale": ("bench.sparse_scale:cli", "Qdrant sparse vectors against in-process BM25"),
     "console": ("bench.console:main", "the console's review queue page"),
     "secret-screen": ("bench.secret_screen:main", "the credential screen per proposal"),
+    "bulk-ingest": ("bench.bulk_ingest:cli", "`vera ingest` of 100k facts into a team stack"),
+    "harvest": ("bench.harvest:main", "vera harvest of a 10,000-file repository to facts filed"),
     "load": ("bench.load.__main__:main", "open-loop load, knee and soak (scripts/load)"),
 }
 

@@ -32,6 +32,7 @@ from vera.config import (
 from vera.gateway.app import build_app
 from vera.identity.v1 import identity_pb2_grpc
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
+from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import ServiceBinding, create_server, mark_serving
 from vera.services.knowledge import server as knowledge_server
@@ -203,6 +204,54 @@ def port_held(port: int, *, answering: bool) -> Iterator[None]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _AllIndexed(retrieval_pb2_grpc.RetrievalServiceServicer):
+    """Retrieval's index status only, reporting everything indexed."""
+
+    async def GetIndexStatus(self, request: Any, context: Any) -> Any:
+        return retrieval_pb2.GetIndexStatusResponse(indexed_position=2**62, head_position=0)
+
+
+@contextlib.asynccontextmanager
+async def local_api_stack(pg_dsn: str, data_dir: Path) -> AsyncIterator[Path]:
+    """The data dir of a (partly stand-in) running local-dev stack, as `vera ingest
+    --data-dir` and `vera harvest --data-dir` find one: its secret and its stack.json,
+    naming the real REST API over real identity and knowledge services; retrieval is a
+    stand-in that reports everything indexed (the commands wait for indexing)."""
+    import json
+    import os
+
+    from vera.api.app import build_app as build_api
+    from vera.config import ApiSettings
+    from vera.local_secret import ensure_secret
+    from vera.services.identity import server as identity_server
+
+    service_settings = Settings(database=DatabaseSettings(dsn=pg_dsn, pool_max_size=4))
+    retrieval = create_server(
+        [ServiceBinding("vera.retrieval.v1.RetrievalService", _AllIndexed(),
+                        retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server)],
+        "127.0.0.1:0",
+    )
+    async with (
+        serve_service(identity_server, service_settings) as identity,
+        serve_service(knowledge_server, service_settings) as knowledge,
+    ):
+        await retrieval.server.start()
+        await mark_serving(retrieval)
+        stand_in = f"127.0.0.1:{retrieval.port}"
+        api = build_api(Settings(
+            environment="local", api=ApiSettings(local_secret=ensure_secret(data_dir)),
+            services=ServiceAddresses(identity=identity, knowledge=knowledge,
+                                      retrieval=stand_in, snapshot=stand_in)))
+        try:
+            async with serve_app(api) as url:
+                (data_dir / "run").mkdir()
+                (data_dir / "run" / "stack.json").write_text(
+                    json.dumps({"pid": os.getpid(), "api_url": url}))
+                yield data_dir
+        finally:
+            await retrieval.stop(0)
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""`vera`: the front door. up | serve | api | migrate | ingest | curate | rank | admin |
+"""`vera`: the front door. up | serve | api | migrate | ingest | harvest | curate | rank |
+admin | backup | restore |
 connect | disconnect | doctor."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ COMMANDS = {
     "api": "vera.commands.api",
     "migrate": "vera.commands.migrate",
     "ingest": "vera.commands.ingest",
+    "harvest": "vera.commands.harvest",
     "curate": "vera.commands.curate",
     "rank": "vera.commands.rank",
     "connect": "vera.integrations.commands",
@@ -30,6 +32,8 @@ COMMANDS = {
     "doctor": "vera.integrations.commands",
     "admin": "vera.commands.admin",
     "audit": "vera.commands.audit",
+    "backup": "vera.commands.backup",
+    "restore": "vera.commands.backup",
 }
 
 

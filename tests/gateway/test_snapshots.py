@@ -30,7 +30,7 @@ from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.timestamps import from_timestamp
 from vera.services.retrieval import server as retrieval_server
-from vera.services.retrieval.vectors.embedding import MiniLMEmbedder
+from vera.services.retrieval.models.embedding import MiniLMEmbedder
 from vera.snapshot.v1 import snapshot_pb2
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)  # the harness clock's start

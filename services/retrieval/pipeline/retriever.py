@@ -41,9 +41,8 @@ from vera.services.retrieval.domain import (
 from vera.services.retrieval.ports import (
     Embedder,
     FactSource,
-    FeatureSource,
-    LexicalIndex,
     Reranker,
+    SearchIndex,
     VectorIndex,
 )
 from vera.services.retrieval.rank import learned as learned_rank
@@ -226,7 +225,7 @@ def freshness_warnings(results: Sequence[Result]) -> list[FreshnessWarning]:
                 FreshnessWarning(
                     fact_key=result.fact.fact_key,
                     source_id=citation.source_id,
-                    reason=REASON_SOURCE_STALE,
+                    reason=citation.stale_reason or REASON_SOURCE_STALE,
                     observed_at=citation.observed_at,
                 )
             )
@@ -303,12 +302,11 @@ class Retriever:
         self,
         embedder: Embedder,
         vectors: VectorIndex,
-        lexical: LexicalIndex,
+        index: SearchIndex,
         facts: FactSource,
         *,
         candidate_pool: int,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        features: FeatureSource | None = None,
         reranker: Reranker | None = None,
         stages: Stages = Stages(),
         assembler_version: str,
@@ -321,11 +319,10 @@ class Retriever:
         contract version."""
         self._embedder = embedder
         self._vectors = vectors
-        self._lexical = lexical
+        self._index = index
         self._facts = facts
         self._pool = candidate_pool
         self._clock = clock
-        self._features = features
         self._reranker = reranker
         self.stages = stages
         self.assembler_version = assembler_version
@@ -452,13 +449,9 @@ class Retriever:
             self._dense_leg(query, index_query),
             self._lexical_leg(query, index_query),
         )
-        features: Mapping[str, CandidateFeatures] = {}
-        if self._features is not None:
-            versions = list(dict.fromkeys(c.version_id for c in [*dense, *lexical]))
-            with span("retrieval features", **{STAGE: "features", CANDIDATES: len(versions)}):
-                features = await self._features.features(
-                    scopes, versions, vector, query, index_query
-                )
+        versions = list(dict.fromkeys(c.version_id for c in [*dense, *lexical]))
+        with span("retrieval features", **{STAGE: "features", CANDIDATES: len(versions)}):
+            features = await self._index.features(scopes, versions, vector, query, index_query)
         fused = fuse(dense, lexical, features, self.stages)
         keys = sorted(fused, key=lambda k: (-fused[k][2], k))
         # Re-read a short list: what can make the limit after filters, not every candidate.
@@ -571,7 +564,7 @@ class Retriever:
 
     async def _lexical_leg(self, query: str, index_query: IndexQuery) -> list[Candidate]:
         with span("retrieval lexical", **{STAGE: "lexical"}) as leg:
-            found = await self._lexical.search(query, index_query, self._pool)
+            found = await self._index.search(query, index_query, self._pool)
             _counted(leg, found)
             return found
 
@@ -605,9 +598,9 @@ class Retriever:
         return vector, dense, RetrievalMode.HYBRID
 
     async def _why_nothing(self, query: IndexQuery) -> str:
-        if not await self._lexical.has_documents(query, with_attributes=False):
+        if not await self._index.has_documents(query, with_attributes=False):
             return EMPTY_NO_FACTS_IN_SCOPE
-        if query.has_attribute_filters and not await self._lexical.has_documents(
+        if query.has_attribute_filters and not await self._index.has_documents(
             query, with_attributes=True
         ):
             return EMPTY_FILTERED_OUT

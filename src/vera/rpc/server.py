@@ -194,6 +194,20 @@ class RunningServer:
         await self.server.stop(0)
 
 
+# A client learns of replicas only when it resolves its target again, which gRPC does when
+# a connection ends: ending each one after a while lets callers find a scaled-out or rolled
+# replica (the chart's headless Services). The grace covers the longest call in flight.
+MAX_CONNECTION_AGE_SECONDS = 300
+MAX_CONNECTION_AGE_GRACE_SECONDS = 60
+SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
+    # gRPC shares a port with SO_REUSEPORT by default, so a second server on it binds and
+    # gets half the calls; without it a taken port fails the bind, as everywhere else.
+    ("grpc.so_reuseport", 0),
+    ("grpc.max_connection_age_ms", MAX_CONNECTION_AGE_SECONDS * 1000),
+    ("grpc.max_connection_age_grace_ms", MAX_CONNECTION_AGE_GRACE_SECONDS * 1000),
+)
+
+
 def create_server(
     bindings: Sequence[ServiceBinding],
     address: str,
@@ -216,9 +230,7 @@ def create_server(
     # refusals of the internal assertion and of a stopping server included.
     metrics = ServiceMetrics()
     interceptors[:0] = [*tracing.grpc_server_interceptors(), CallOutcome(metrics)]
-    # gRPC shares a port with SO_REUSEPORT by default, so a second server on it binds and
-    # gets half the calls; without it a taken port fails the bind, as everywhere else.
-    server = grpc.aio.server(interceptors=interceptors, options=[("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(interceptors=interceptors, options=SERVER_OPTIONS)
     names = tuple(binding.full_name for binding in bindings)
     for binding in bindings:
         binding.register(binding.servicer, server)

@@ -41,6 +41,7 @@ from vera.local_secret import ensure_secret
 from vera.rpc.retries import RECONNECT_OPTIONS
 from vera.stack import StackError
 from vera.stack.ports import free_port
+from vera.stack.profile import admit_profile
 from vera.stack.run_files import (
     key_file,
     read_stack_file,
@@ -405,9 +406,12 @@ def client_snippet(mcp_url: str) -> str:
     return json.dumps({"mcpServers": {"vera": {"type": "http", "url": mcp_url}}}, indent=2)
 
 
-async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
+async def run_stack(
+    settings: Settings, data_dir: Path, port: int, *, allow_profile_change: bool = False
+) -> int:
     """Runs until signalled, or until a child crashed more often than the restart policy
-    allows; returns the process exit code."""
+    allows; returns the process exit code. ``allow_profile_change``: serve a data dir that
+    held an authenticated deployment in local mode all the same (vera.stack.profile)."""
     data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     if (running := read_stack_file(data_dir)) is not None:
@@ -435,6 +439,7 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
         log.info("starting embedded PostgreSQL in %s", pg.pgdata)
         await asyncio.to_thread(pg.start)
         dsn = await pg.ensure_database()
+        await admit_profile(settings, data_dir, dsn, allow_change=allow_profile_change)
         addresses = {name: f"127.0.0.1:{free_port()}" for name in SERVICES}
         # Each service's own metrics listener, on loopback (vera.observability.service_metrics).
         metrics_ports = {name: free_port() for name in SERVICES}
