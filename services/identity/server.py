@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from vera.config import Settings
+from vera.db.audit import AuditTrail
 from vera.db.pool import open_service_database
 from vera.identity.v1 import identity_pb2_grpc
 from vera.observability import audit_head
@@ -29,7 +30,8 @@ async def create(settings: Settings, address: str) -> HostedService:
                 ServiceBinding(
                     SERVICE_NAME,
                     IdentityApi(service, AccountService(accounts, store),
-                                local_dev=settings.auth_profile == "local-dev"),
+                                local_dev=settings.auth_profile == "local-dev",
+                                audit=AuditTrail(pool)),
                     identity_pb2_grpc.add_IdentityServiceServicer_to_server,
                 )
             ],

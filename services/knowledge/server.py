@@ -8,6 +8,7 @@ import logging
 from datetime import UTC, datetime
 
 from vera.config import Settings
+from vera.db.audit import AuditTrail
 from vera.db.notify import ChannelWatch
 from vera.db.pool import open_service_database, service_dsn
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
@@ -47,6 +48,7 @@ async def create(settings: Settings, address: str) -> HostedService:
             changes=changes,
             stale_source_days=stale_days,
             refresh_seconds=settings.knowledge.community_refresh_seconds,
+            audit=AuditTrail(pool),
         )
         register = knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server
         running = create_server(

@@ -8,6 +8,7 @@ import logging
 from datetime import timedelta
 
 from vera.config import Settings
+from vera.db.audit import AuditTrail
 from vera.db.pool import open_service_database
 from vera.observability import audit_head
 from vera.rpc.client import open_channel
@@ -74,7 +75,8 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
             [
                 ServiceBinding(
                     SERVICE_NAME,
-                    SnapshotApi(service, catalog, keys, PgPrincipalErasure(pool)),
+                    SnapshotApi(service, catalog, keys, PgPrincipalErasure(pool),
+                                audit=AuditTrail(pool)),
                     snapshot_pb2_grpc.add_SnapshotServiceServicer_to_server,
                 )
             ],

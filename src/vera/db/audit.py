@@ -67,3 +67,29 @@ async def verify(conn: asyncpg.Connection) -> tuple[Head, Broken | None]:
         if len(rows) < VERIFY_PAGE:
             return Head(expected - 1, previous.hex()), None
         after = expected - 1
+
+
+class AuditTrail:
+    """A service's chain, read a page at a time (ListAuditRecords)."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def page(
+        self, after: int, limit: int, action: str
+    ) -> tuple[list[dict[str, Any]], Head]:
+        """Records numbered after ``after`` (of ``action`` only, unless empty), oldest
+        first, and the chain's head."""
+        async with self._pool.acquire() as conn, conn.transaction(
+                isolation="repeatable_read", readonly=True):
+            rows = await conn.fetch(
+                """SELECT seq, at, actor, action, targets, hash FROM audit_log
+                   WHERE seq > $1 AND ($2 = '' OR action = $2) ORDER BY seq LIMIT $3""",
+                after, action, limit)
+            top = await head(conn)
+        return [
+            {"seq": int(r["seq"]), "at": r["at"], "actor": r["actor"], "action": r["action"],
+             "targets": {k: str(v) for k, v in dict(r["targets"]).items()},
+             "hash": bytes(r["hash"]).hex()}
+            for r in rows
+        ], top

@@ -43,13 +43,15 @@ METHODS_BY_CALLER: Mapping[str, Mapping[str, frozenset[str]]] = {
             "CreateUser", "CreateApiKey", "ListApiKeys", "RevokeApiKey",
             "CreateWorkspace", "SetWorkspaceMember", "RemoveWorkspaceMember",
             "ListWorkspaceMembers", "AttachProject", "ListInvitations", "AcceptInvitation",
-            "DeclineInvitation", "AuthorizeCurator", "EnsureProject", "MapRepository"}),
+            "DeclineInvitation", "AuthorizeCurator", "EnsureProject", "MapRepository",
+            "ListAuditRecords"}),
         KNOWLEDGE: frozenset({
             "BatchGetFacts", "ListPendingProposals", "VerifyProposal", "RejectProposal",
             "ListConflictedAttempts", "RetractSource", "ListSources", "ListScopeChanges",
-            "ErasePrincipalData", "GetSource", "IngestKnowledge", "CorrectFact"}),
+            "ErasePrincipalData", "GetSource", "IngestKnowledge", "CorrectFact",
+            "ListAuditRecords"}),
         RETRIEVAL: frozenset({"GetIndexStatus"}),
-        SNAPSHOT: frozenset({"ErasePrincipalData"}),
+        SNAPSHOT: frozenset({"ErasePrincipalData", "ListAuditRecords"}),
     },
     "retrieval": {
         KNOWLEDGE: frozenset({"ListChanges", "BatchGetFacts", "ListRankingFeedback"}),
