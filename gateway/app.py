@@ -343,7 +343,7 @@ def build_app(
             else BearerAuthenticator(settings)
         )
     specs = tools_for_profile(settings.mcp.tool_profile)
-    metrics = ToolMetrics(spec.name for spec in specs)
+    metrics = ToolMetrics((spec.name for spec in specs), (spec.bucket for spec in specs))
     clock_kwargs = {"clock": clock} if clock is not None else {}
     quota = QuotaPolicy(
         limits_from_settings(settings.mcp),

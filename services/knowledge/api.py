@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 
 from vera.db.notify import ChannelWatch
+from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.knowledge.v1 import knowledge_service_pb2_grpc
+from vera.rpc.audit import AuditPages, list_audit_records
 
 from .bulk_proposal_store import BulkProposalStore
 from .community_store import CommunityStore
@@ -42,7 +44,9 @@ class KnowledgeServicer(
         changes: ChannelWatch,
         stale_source_days: int,
         refresh_seconds: float = 0.0,
+        audit: AuditPages | None = None,
     ) -> None:
+        self._audit = audit
         # The stores share the fact reads' pool, one per responsibility.
         self._store = store
         self._ingest = IngestStore(store)
@@ -61,3 +65,6 @@ class KnowledgeServicer(
         self._stale_days = stale_source_days
         self._refresh_seconds = refresh_seconds
         self._refresher: asyncio.Task[None] | None = None
+
+    async def ListAuditRecords(self, request, context):
+        return await list_audit_records(self._audit, request, pb)

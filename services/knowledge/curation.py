@@ -51,6 +51,9 @@ HUMAN_TIERS = range(0, 4)
 PENDING_PAGE_DEFAULT, PENDING_PAGE_MAX = 50, 100
 MAX_REASON = 2048
 AUDIT_SOURCE_RETRACTED = "source_retracted"
+# A curator's decision on a proposal, in the audit trail (vera.db.audit).
+AUDIT_PROPOSAL_VERIFIED = "proposal.verified"
+AUDIT_PROPOSAL_REJECTED = "proposal.rejected"
 
 
 def proposal_targets(proposal: Proposal) -> tuple[uuid.UUID, ...]:

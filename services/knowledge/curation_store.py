@@ -13,6 +13,7 @@ from datetime import datetime
 import asyncpg
 
 from vera import page_tokens
+from vera.db import audit
 from vera.errors import InvalidInput
 
 from . import curation, domain
@@ -376,6 +377,11 @@ class CurationStore:
             scope_id,
             target_key,
         )
+        await audit.append(
+            conn, str(curator_id),
+            curation.AUDIT_PROPOSAL_VERIFIED if decision == "verified"
+            else curation.AUDIT_PROPOSAL_REJECTED,
+            {"fact_key": fact_key, "scope_id": str(scope_id)})
 
     # --- source retraction ----------------------------------------------------------------
 

@@ -172,6 +172,9 @@ class ObservabilitySettings(BaseModel):
     # json: one object per line (time, level, component, logger, message, trace_id or
     # request_id, exception) for a log pipeline; text: one readable line.
     log_format: Literal["text", "json"] = "text"
+    # How often each service logs its audit chain's head (count and hash) and updates
+    # vera_audit_records, and writes the authentication failures it counted meanwhile.
+    audit_head_seconds: float = Field(60.0, gt=0)
 
 
 class DatabaseSettings(BaseModel):

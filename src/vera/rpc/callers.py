@@ -44,15 +44,15 @@ METHODS_BY_CALLER: Mapping[str, Mapping[str, frozenset[str]]] = {
             "CreateWorkspace", "SetWorkspaceMember", "RemoveWorkspaceMember",
             "ListWorkspaceMembers", "AttachProject", "ListInvitations", "AcceptInvitation",
             "DeclineInvitation", "AuthorizeCurator", "EnsureProject", "MapRepository",
-            "ResolveProject"}),
+            "ResolveProject", "ListAuditRecords"}),
         KNOWLEDGE: frozenset({
             "BatchGetFacts", "ListPendingProposals", "VerifyProposal", "RejectProposal",
             "GetCurationSettings", "SetCurationSettings",
             "ListConflictedAttempts", "RetractSource", "ListSources", "ListScopeChanges",
             "ErasePrincipalData", "GetSource", "IngestKnowledge", "CorrectFact",
-            "ProposeFacts", "ListCitedLines", "RecordCitationDrift"}),
+            "ProposeFacts", "ListCitedLines", "RecordCitationDrift", "ListAuditRecords"}),
         RETRIEVAL: frozenset({"GetIndexStatus"}),
-        SNAPSHOT: frozenset({"ErasePrincipalData"}),
+        SNAPSHOT: frozenset({"ErasePrincipalData", "ListAuditRecords"}),
     },
     "retrieval": {
         KNOWLEDGE: frozenset({"ListChanges", "BatchGetFacts", "ListRankingFeedback"}),

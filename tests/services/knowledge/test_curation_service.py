@@ -256,6 +256,10 @@ async def test_reject_requires_a_reason_and_closes_the_proposal(stub, db) -> Non
     assert rejected.proposal.state == pb.FACT_STATE_RETRACTED
     assert rejected.change_position == await head(stub) == before + 1
     assert await db.fetchval("SELECT reason FROM proposal_reviews") == "not durable"
+    # The audit chain: who decided what on which proposal, never the reason's text.
+    chained = await db.fetchrow("SELECT actor, action, targets FROM audit_log")
+    assert (chained["actor"], chained["action"]) == (CURATOR, "proposal.rejected")
+    assert json.loads(chained["targets"]) == {"fact_key": key, "scope_id": PROJECT}
     assert (await pending(stub)).total == 0
     report = await stub.GetProposalReport(pb.GetProposalReportRequest(
         principal_id=AGENT, context=pb.TaskContext(task_ref="t-1")))
@@ -294,6 +298,10 @@ async def test_retract_source_withdraws_retracts_and_audits(stub, db) -> None:
         "source_retracted", "adr-7", "superseded")
     assert str(audit["actor_id"]) == CURATOR and str(audit["scope_id"]) == PROJECT
     details = json.loads(audit["details"])  # a JSON object, not a JSON-encoded string
+    chained = await db.fetchrow("SELECT actor, action, targets FROM audit_log")
+    assert (chained["actor"], chained["action"]) == (CURATOR, "source_retracted")
+    assert json.loads(chained["targets"]) == {
+        "event_id": result.audit_event_id, "scope_id": PROJECT, "target": "adr-7"}
     assert details["retracted_fact_keys"] == list(result.retracted_fact_keys)
 
     again = await stub.RetractSource(pb.RetractSourceRequest(
