@@ -13,6 +13,7 @@ from typing import ClassVar
 
 import pytest
 
+from vera.integrations import approvals
 from vera.integrations.ownership import MINTED_FOR_PATH, RECORD_PATH, TOKEN_PATH
 from vera.integrations.runtimes.claude_code import HEADERS_HELPER
 
@@ -66,9 +67,13 @@ class _Capture(BaseHTTPRequestHandler):
 
 
 @pytest.mark.parametrize("runtime", ["opencode", "claude-code"])
-def test_a_committed_endpoint_change_gets_no_token(repo, vera, runtime, tmp_path):
+def test_a_committed_endpoint_change_gets_no_token(repo, vera, runtime, tmp_path, home_env,
+                                                   monkeypatch):
     """The user's untracked state says where the token was minted; the tracked record and
     the runtime config now name the attacker's server. doctor says so and sends nothing."""
+    monkeypatch.setenv("XDG_STATE_HOME", home_env["XDG_STATE_HOME"])
+    approvals.save(repo, runtime, approvals.Approval(
+        "https://vera.example.org", "https://vera.example.org/mcp", {}, f"file:{TOKEN_PATH}"))
     server = HTTPServer(("127.0.0.1", 0), _Capture)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     evil = f"http://127.0.0.1:{server.server_port}/mcp"
@@ -97,12 +102,16 @@ def test_a_committed_endpoint_change_gets_no_token(repo, vera, runtime, tmp_path
         server.shutdown()
     assert done.returncode == 1
     assert "TODO mcp endpoint" in done.stdout
+    assert "TODO vera record matches your approval" in done.stdout
     assert _Capture.seen == []
     assert not calls.exists()
 
 
-def test_doctor_never_switches_a_trust_gate_off(repo, vera, tmp_path):
+def test_doctor_never_switches_a_trust_gate_off(repo, vera, tmp_path, home_env, monkeypatch):
     """doctor asks Claude Code as the user's settings stand: no --settings override."""
+    monkeypatch.setenv("XDG_STATE_HOME", home_env["XDG_STATE_HOME"])
+    approvals.save(repo, "claude-code", approvals.Approval(
+        "http://127.0.0.1:9", "http://127.0.0.1:9/mcp", {}, "none"))
     _record(repo, [], runtime="claude-code")
     (repo / TOKEN_PATH).unlink(missing_ok=True)
     bin_dir = tmp_path / "bin"

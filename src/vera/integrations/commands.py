@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from vera.errors import InvalidInput
-from vera.integrations import endpoints
+from vera.integrations import approvals, endpoints
 from vera.integrations.artifacts import RUNTIMES
 from vera.integrations.connect import Plan, plan_connect, store_token
 from vera.integrations.contract import SAVE_MODES, apply_overrides, load_contract, save_mode
@@ -162,6 +162,8 @@ def run_connect(args: argparse.Namespace) -> int:
         print(f"parse-back failed: {failure}", file=sys.stderr)
     if failures:
         return 1
+    approvals.save(root, args.runtime, approvals.Approval(
+        api_url, mcp_url, plan.connection.overrides, credential))
     print(f"VERA setup completed for {args.runtime}")
     print("changed files:\n" + "".join(f"  {rel}\n" for rel in changed), end="")
     for step in [*steps, f"restart {args.runtime}, then run `vera doctor {args.runtime}`"]:
@@ -183,6 +185,7 @@ def run_disconnect(args: argparse.Namespace) -> int:
     if not _approved(args, "Remove VERA's setup?"):
         return 1
     changed = ws.apply()
+    approvals.forget(root, args.runtime)
     print(f"VERA disconnected from {args.runtime}")
     print("changed files:\n" + "".join(f"  {rel}\n" for rel in changed), end="")
     return 3 if removal.conflicts else 0
