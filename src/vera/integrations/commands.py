@@ -13,15 +13,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from vera.api_client import in_clear
 from vera.errors import InvalidInput
-from vera.integrations import approvals, endpoints
+from vera.integrations import approvals, endpoints, workspace
 from vera.integrations.artifacts import RUNTIMES
 from vera.integrations.connect import Plan, plan_connect, store_token
 from vera.integrations.contract import SAVE_MODES, apply_overrides, load_contract, save_mode
 from vera.integrations.disconnect import plan_disconnect
 from vera.integrations.doctor import diagnose
 from vera.integrations.editors import UnsafeEdit
-from vera.integrations.ownership import TOKEN_PATH, BadRecord, read_record
+from vera.integrations.ownership import CREDENTIAL_FILES, TOKEN_PATH, BadRecord, read_record
 from vera.integrations.runtimes import ADAPTERS, profile_line
 from vera.integrations.workspace import Workspace, parse_back
 
@@ -53,6 +54,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     connect.add_argument("--api-key-stdin", action="store_true",
                          help="read the API key for the MCP token exchange from stdin "
                          "(otherwise it is asked for on a terminal)")
+    connect.add_argument("--allow-plain-http", action="store_true",
+                         help="send the API key and the MCP token over http:// to a "
+                         "non-loopback host")
     disconnect = commands.add_parser("disconnect", help="remove VERA's unchanged setup")
     disconnect.add_argument("runtime", choices=RUNTIMES)
     doctor = commands.add_parser("doctor", help="check a connected runtime sees VERA")
@@ -98,6 +102,10 @@ def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url:
     steps = [] if ADAPTERS[args.runtime].READS_SECRET_FROM_FILE else [
         f"{args.runtime} reads the token only from its environment: add this line to your "
         f"shell profile, then open a new shell:\n      {profile_line(root)}"]
+    tracked = workspace.tracked(root, sorted(CREDENTIAL_FILES))
+    if tracked:
+        raise UnsafeEdit(f"{', '.join(tracked)} is tracked by Git, so the MCP token would be "
+                         "committed: untrack it (git rm --cached) and connect again")
     if args.api_key_stdin:
         key = sys.stdin.readline().strip()
     elif sys.stdin.isatty():
@@ -132,6 +140,11 @@ def _blocked(plan: Plan) -> int:
 def run_connect(args: argparse.Namespace) -> int:
     api_url = endpoints.validate_url("api_url", args.api_url).rstrip("/")
     mcp_url = endpoints.validate_url("mcp_url", args.mcp_url)
+    for field, url in (("api_url", api_url), ("mcp_url", mcp_url)):
+        if in_clear(url) and not args.allow_plain_http:
+            raise InvalidInput(field, f"{field} is plain http:// to a host other than this "
+                               "machine: use https, or --allow-plain-http if this network is "
+                               "trusted")
     root = repository_root(args.project_dir)
     checked = endpoints.check(api_url, mcp_url)
     for line in checked.checks:

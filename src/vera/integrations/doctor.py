@@ -29,7 +29,7 @@ from typing import Any
 
 import jwt
 
-from vera.integrations import approvals, editors
+from vera.integrations import approvals, editors, workspace
 from vera.integrations.approvals import Approval
 from vera.integrations.artifacts import HOOK_SCRIPT, HOOK_TIMEOUT_S, SERVER_NAME, WRITE_TOOLS
 from vera.integrations.connect import Rendering, render_setup
@@ -202,12 +202,6 @@ def _configured_url(root: Path, name: str) -> object:
     return server.get("url") if isinstance(server, dict) else None
 
 
-def _tracked(root: Path, rels: list[str]) -> list[str]:
-    listed = subprocess.run(["git", "ls-files", "--", *rels], cwd=root, capture_output=True,
-                            text=True)
-    return listed.stdout.split()
-
-
 def _credential_findings(root: Path, name: str, approval: Approval,
                          env: dict[str, str]) -> tuple[list[Finding], str | None]:
     """The static token's state; the token is returned only when it may be sent."""
@@ -215,7 +209,7 @@ def _credential_findings(root: Path, name: str, approval: Approval,
     if token is None or minted_for is None:
         return [Finding("mcp token", False, f"no token in {TOKEN_PATH}: run `vera connect "
                         f"{name}` and give the API key")], None
-    tracked = _tracked(root, sorted(CREDENTIAL_FILES))
+    tracked = workspace.tracked(root, sorted(CREDENTIAL_FILES))
     if tracked:
         return [Finding("mcp token private", False, f"{', '.join(tracked)} is tracked by Git: "
                         "remove it from Git (git rm --cached), revoke the token and connect "
