@@ -346,3 +346,20 @@ def test_codex_without_managed_requirements_reports_none(repo, vera, home_env, r
     report = doctor_under_policy(repo, home_env, runtime_bin, managed_etc, "codex")
     assert finding(report.stdout, "codex managed policy") == (
         "ok   codex managed policy: none blocks vera")
+
+
+@pytest.mark.parametrize(("mode", "scopes", "ok"), [
+    ("off", "memory:read", True),
+    ("off", "memory:read memory:snapshot memory:feedback", False),  # an old off token
+    ("suggest", "memory:read memory:snapshot memory:feedback", False),  # cannot propose
+    ("suggest", "memory:read memory:snapshot memory:feedback memory:propose", True)])
+def test_doctor_checks_the_token_holds_exactly_its_modes_scopes(vera, mode, scopes,
+                                                                 ok) -> None:
+    presented = token(scope=scopes)
+    with StandIn(auth=presented) as standin:
+        done = connect(vera, standin, "opencode", "--save-mode", mode, "--api-key-stdin",
+                       stdin=API_KEY + "\n")
+        report = vera("doctor", "opencode")
+    assert done.returncode == 0, done.stderr
+    line = next(ln.strip() for ln in report.stdout.splitlines() if "mcp token scopes" in ln)
+    assert line.startswith("ok" if ok else "TODO")

@@ -18,7 +18,13 @@ from vera.errors import InvalidInput
 from vera.integrations import approvals, endpoints, workspace
 from vera.integrations.artifacts import RUNTIMES
 from vera.integrations.connect import Plan, plan_connect, store_token
-from vera.integrations.contract import SAVE_MODES, apply_overrides, load_contract, save_mode
+from vera.integrations.contract import (
+    SAVE_MODE_SCOPES,
+    SAVE_MODES,
+    apply_overrides,
+    load_contract,
+    save_mode,
+)
 from vera.integrations.disconnect import plan_disconnect
 from vera.integrations.doctor import diagnose
 from vera.integrations.editors import UnsafeEdit
@@ -26,13 +32,6 @@ from vera.integrations.ownership import CREDENTIAL_FILES, TOKEN_PATH, BadRecord,
 from vera.integrations.runtimes import ADAPTERS, profile_line
 from vera.integrations.workspace import Workspace, parse_back
 
-# What each save mode's token may do: retrieval, persisted packs and exact feedback always;
-# proposals only where the mode proposes, so `off` holds a token the server refuses them.
-SAVE_MODE_SCOPES = {
-    "off": ("memory:read", "memory:snapshot", "memory:feedback"),
-    "suggest": ("memory:read", "memory:snapshot", "memory:feedback", "memory:propose"),
-    "auto-propose": ("memory:read", "memory:snapshot", "memory:feedback", "memory:propose"),
-}
 # The record's label for a static MCP token kept in the user's untracked credential files.
 STATIC_CREDENTIAL = f"file:{TOKEN_PATH}"
 OAUTH_STEP = {

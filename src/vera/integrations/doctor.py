@@ -33,7 +33,12 @@ from vera.integrations import approvals, editors, workspace
 from vera.integrations.approvals import Approval
 from vera.integrations.artifacts import HOOK_SCRIPT, HOOK_TIMEOUT_S, SERVER_NAME, WRITE_TOOLS
 from vera.integrations.connect import Rendering, render_setup
-from vera.integrations.contract import apply_overrides, load_contract
+from vera.integrations.contract import (
+    SAVE_MODE_SCOPES,
+    apply_overrides,
+    load_contract,
+    save_mode,
+)
 from vera.integrations.endpoints import credential_refusal
 from vera.integrations.ownership import (
     CREDENTIAL_FILES,
@@ -46,8 +51,6 @@ from vera.integrations.ownership import (
 from vera.integrations.runtimes import ADAPTERS, TOKEN_ENV_VAR, Finding, profile_line, run_cli
 
 TOOLS_TIMEOUT_SECONDS = 10.0
-# The reads every save mode's token carries (commands.SAVE_MODE_SCOPES).
-NEEDED_SCOPES = ("memory:read", "memory:snapshot", "memory:feedback")
 
 
 def _read(root: Path, rel: str) -> str | None:
@@ -202,7 +205,7 @@ def _configured_url(root: Path, name: str) -> object:
     return server.get("url") if isinstance(server, dict) else None
 
 
-def _credential_findings(root: Path, name: str, approval: Approval,
+def _credential_findings(root: Path, name: str, approval: Approval, mode: str,
                          env: dict[str, str]) -> tuple[list[Finding], str | None]:
     """The static token's state; the token is returned only when it may be sent."""
     token, minted_for = _read(root, TOKEN_PATH), _read(root, MINTED_FOR_PATH)
@@ -238,10 +241,13 @@ def _credential_findings(root: Path, name: str, approval: Approval,
                             else f"expires {time.strftime('%Y-%m-%d', time.gmtime(expiry))}"))
     raw = claims.get("scope", claims.get("scp", ""))
     granted = set(raw.split() if isinstance(raw, str) else raw or ())
-    missing = [scope for scope in NEEDED_SCOPES if scope not in granted]
-    findings.append(Finding("mcp token scopes", not missing, " ".join(sorted(granted)) if not
-                            missing else f"lacks {' '.join(missing)}: run `vera connect "
-                            f"{name}` again"))
+    wanted = set(SAVE_MODE_SCOPES[mode])
+    missing, beyond = sorted(wanted - granted), sorted(granted - wanted)
+    detail = " ".join(sorted(granted)) if not (missing or beyond) else "; ".join(
+        [f"lacks {' '.join(missing)}"] * bool(missing)
+        + [f"grants {' '.join(beyond)}, more than save mode {mode} allows"] * bool(beyond))
+    findings.append(Finding("mcp token scopes", not (missing or beyond), detail if not (
+        missing or beyond) else f"{detail}: run `vera connect {name}` again"))
     if not ADAPTERS[name].READS_SECRET_FROM_FILE:
         seen = env.get(TOKEN_ENV_VAR) == token
         findings.append(Finding(f"{name} sees the token", seen, f"{TOKEN_ENV_VAR} is exported"
@@ -280,7 +286,8 @@ def diagnose(root: Path, runtime: str | None, env: dict[str, str] | None = None
         findings.append(Finding("vera approval", True, ADAPTERS[name].APPROVAL))
         token = None
         if approval.authenticated:
-            credential, token = _credential_findings(root, name, approval, env)
+            credential, token = _credential_findings(root, name, approval,
+                                                     save_mode(effective), env)
             findings += credential
             if token is None:  # the runtime would send it where a tracked file says
                 report[name] = findings
