@@ -152,8 +152,15 @@ def run_connect(args: argparse.Namespace) -> int:
         print("VERA is not reachable at the given URLs; nothing was written", file=sys.stderr)
         return 1
     print(f"auth profile: {checked.profile}")
-    overrides = {"defaults.save_mode": args.save_mode} if args.save_mode else {}
+    previous = approvals.load(root).get(args.runtime)
+    kept = not args.save_mode and previous is not None and bool(previous.overrides)
+    # A reconnect keeps what this user reviewed; only a flag changes it (never the tracked
+    # record, which anyone may commit).
+    overrides = ({"defaults.save_mode": args.save_mode} if args.save_mode
+                 else dict(previous.overrides) if previous else {})
     mode = save_mode(apply_overrides(load_contract(), overrides)[0])
+    print(f"save mode: {mode}" + (" (kept from your last connect; --save-mode changes it)"
+                                  if kept else ""))
     static, credential, token, steps = _credential(args, checked, api_url, root, mode)
     try:
         plan = plan_connect(root, args.runtime, api_url, mcp_url, authenticated=static,
