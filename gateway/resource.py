@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from vera.config import Settings
 from vera.errors import VeraError
 from vera.gateway.auth import CALLER_STATE_KEY, AuthFailure, Caller, scope_names
-from vera.gateway.errors import ERROR_CODES, from_vera_error, internal_error
+from vera.gateway.errors import from_vera_error, internal_error, jsonrpc_error
 from vera.rpc.backends import Backends
 
 log = logging.getLogger(__name__)
@@ -36,25 +36,16 @@ def metadata_url(request: Request) -> str:
     return str(request.base_url).rstrip("/") + METADATA_PATH
 
 
-def _jsonrpc_error(slug: str, **data: Any) -> dict[str, Any]:
-    code, message = ERROR_CODES[slug]
-    return {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": code, "message": message, "data": {"code": slug, **data}},
-    }
-
-
 def challenge(request: Request, failure: AuthFailure) -> Response:
     params = [f'resource_metadata="{metadata_url(request)}"']
     if failure.status == 403:
         params += ['error="insufficient_scope"', f'scope="{failure.required_scope}"']
-        body = _jsonrpc_error("unauthorized", required_scope=failure.required_scope)
+        body = jsonrpc_error("unauthorized", None, required_scope=failure.required_scope)
     else:
         if failure.token_presented:
             # RFC 6750 §3.1: no error code when the request carried no credential at all.
             params.append('error="invalid_token"')
-        body = _jsonrpc_error("unauthenticated")
+        body = jsonrpc_error("unauthenticated", None)
     return JSONResponse(
         body,
         status_code=failure.status,

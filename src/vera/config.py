@@ -120,6 +120,10 @@ class ApiSettings(HttpListenerSettings):
     port: int = Field(8081, ge=0, le=65535)
     # POST /identity/register: anyone may create a (non-admin) account. Off by default.
     open_registration: bool = False
+    # How REST answers spell enum values: "mcp" as MCP does ("active"), or "protobuf", the
+    # spelling before REST version 2 ("FACT_STATE_ACTIVE"), kept for one release so that a
+    # script reading the old spelling keeps working while it moves (docs/rest-api.md).
+    value_spelling: Literal["mcp", "protobuf"] = "protobuf"
     # Rate limits, per process (vera.api.rate_limits): every request but the probes per
     # client address and per credential presented; registrations per address and in total.
     requests_per_minute_per_address: int = Field(600, ge=1)
@@ -146,13 +150,24 @@ class ApiSettings(HttpListenerSettings):
     # None: the MCP server of this machine's settings (http://127.0.0.1:<VERA_MCP__PORT>/mcp,
     # what `vera up` runs); a deployment names its gateway's address.
     console_mcp_url: str | None = None
+    # Ingest bodies (up to 2 MiB each, read only for a curator of the project) the process
+    # reads and handles at once; one more is refused 429 unread (vera.api.requests).
+    large_bodies_in_flight: int = Field(4, ge=1)
 
 
 class ObservabilitySettings(BaseModel):
     mcp_metrics_enabled: bool = True
     mcp_metrics_host: str = "127.0.0.1"
     mcp_metrics_port: int = Field(9101, ge=0, le=65535)
+    # A gRPC service's own listener (vera.observability.service_metrics), beside its gRPC
+    # port; unset, `vera serve` serves none. `vera up` gives each service a free port
+    # (stack.json's service_metrics), the chart the pod's metrics port.
+    service_metrics_host: str = "127.0.0.1"
+    service_metrics_port: int | None = Field(None, ge=0, le=65535)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # json: one object per line (time, level, component, logger, message, trace_id or
+    # request_id, exception) for a log pipeline; text: one readable line.
+    log_format: Literal["text", "json"] = "text"
 
 
 class DatabaseSettings(BaseModel):
@@ -280,7 +295,7 @@ class RetrievalSettings(BaseModel):
     # memory's thread while it pickles (queries wait) for about 0.3 s per 100k facts.
     memory_snapshot_seconds: float = Field(600.0, ge=0)
     # Whether the index writer also copies each snapshot it writes into PostgreSQL
-    # (services/retrieval/snapshots/shared.py), so a replica that starts with an empty data
+    # (services/retrieval/memory/snapshot_shared.py), so a replica that starts with an empty data
     # directory (a new pod) copies it instead of refilling from every document. Costs a
     # write of the whole file (1.1 KB a fact; about twice that in WAL) at each snapshot.
     # Needs snapshot_signing_key, held by the retrieval replicas alone: a copy's body is a
@@ -289,7 +304,7 @@ class RetrievalSettings(BaseModel):
     snapshot_signing_key: SecretStr | None = Field(None, min_length=32)
     candidate_pool: int = Field(50, ge=1)
     # A local cross-encoder directory (transformers format) for the rerank stage; None: late
-    # interaction over MiniLM's static token vectors (services/retrieval/pipeline/rerank.py). Only
+    # interaction over MiniLM's static token vectors (services/retrieval/models/rerankers.py). Only
     # the top rerank_limit fused candidates are re-scored.
     reranker_path: Path | None = None
     rerank_limit: int = Field(20, ge=1)

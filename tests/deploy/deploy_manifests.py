@@ -50,6 +50,20 @@ def value_set(name: str) -> dict[str, Any]:
     return yaml.safe_load((CHART / "ci" / f"{name}-values.yaml").read_text())
 
 
+# The Secret each service reads with database.logins perService (the default) when the
+# values name none.
+SERVICE_DSNS = {svc: {"name": f"vera-database-{svc}", "key": "dsn"}
+                for svc in ("identity", "knowledge", "retrieval", "snapshot")}
+
+
+def service_logins(name: str) -> dict[str, dict[str, str]]:
+    """The value set's Secret per service, or {} when it chose the one shared login."""
+    database = value_set(name).get("database", {})
+    if database.get("logins", "perService") == "shared":
+        return {}
+    return {**SERVICE_DSNS, **database.get("serviceDsnSecrets", {})}
+
+
 def render_files(values: dict[str, Any]) -> dict[str, str]:
     return helm_python.Chart.load(str(CHART)).render(
         values, name=RELEASE, namespace=NAMESPACE, is_install=True
@@ -91,12 +105,25 @@ def by_component(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str
     return {component(obj): obj for obj in of_kind(objects, kind)}
 
 
+def pod_template(workload: dict[str, Any]) -> dict[str, Any]:
+    """The pod a Deployment or Job makes (its template), or a bare Pod itself."""
+    if workload["kind"] == "Pod":
+        return {"metadata": workload["metadata"], "spec": workload["spec"]}
+    return workload["spec"]["template"]
+
+
+def helm_test_pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Pods `helm test` runs."""
+    return [pod for pod in of_kind(objects, "Pod")
+            if pod["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
+
+
 def pod_labels(workload: dict[str, Any]) -> dict[str, str]:
-    return workload["spec"]["template"]["metadata"]["labels"]
+    return pod_template(workload)["metadata"]["labels"]
 
 
 def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
-    return workload["spec"]["template"]["spec"]["containers"]
+    return pod_template(workload)["spec"]["containers"]
 
 
 def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:

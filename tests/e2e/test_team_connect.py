@@ -18,6 +18,7 @@ import anyio
 import httpx
 import pytest
 import test_runtime_handshake as handshake
+from harness import without_ids
 from mcp import Client, MCPError
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from team import (
@@ -107,7 +108,8 @@ async def test_each_save_modes_token_fits_it_and_the_server_holds_off(
         for tool, arguments, scope in writes:
             with pytest.raises(MCPError) as refused:
                 await session.call_tool(tool, arguments)
-            assert refused.value.data == {"code": "unauthorized", "required_scope": scope}
+            assert without_ids(refused.value.data) == {"code": "unauthorized",
+                                                    "required_scope": scope}
 
 
 # The real runtimes' rows ---------------------------------------------------------------------

