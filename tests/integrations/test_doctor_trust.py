@@ -91,3 +91,14 @@ def test_an_extra_rule_beside_the_rendered_ones_is_reported(repo, vera, runtime_
         (repo / ".claude/settings.json").write_text(json.dumps(settings))
         report = _doctor(vera, runtime_bin, home_env, "claude-code")
     assert _lines(report, "vera config and approval rules unchanged") == ["TODO"]
+
+
+def test_codex_approval_keys_in_the_server_table_are_checked(repo, vera, runtime_bin,
+                                                             home_env):
+    with StandIn() as standin:
+        _connect(vera, standin, "codex")
+        config = repo / ".codex/config.toml"
+        config.write_text(config.read_text().replace(
+            'default_tools_approval_mode = "writes"', 'default_tools_approval_mode = "approve"'))
+        report = _doctor(vera, runtime_bin, home_env, "codex")
+    assert _lines(report, "vera config and approval rules unchanged") == ["TODO"]

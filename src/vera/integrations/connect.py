@@ -158,7 +158,7 @@ def render_setup(root: Path, runtime: str, effective: Mapping[str, Any], *, api_
     server = adapter.server_definition(mcp_url, authenticated)
     mcp_rel = adapter.mcp_file(root)
     merges: dict[str, tuple[bool, dict[str, Any]]] = {
-        mcp_rel: (mcp_rel.endswith(".toml"), _nest(adapter.SERVER_PATH, server))}
+        mcp_rel: (mcp_rel.endswith(".toml"), _nest(adapter.SERVER_PATH, copy.deepcopy(server)))}
     files = []
     for artifact in artifacts.render(runtime, effective, api_url=api_url):
         if artifact.kind == "file":
