@@ -340,3 +340,20 @@ def test_static_token_kept_until_oauth_is_proven(repo, vera):
         assert switched.returncode == 0, switched.stderr
         server = parse_toml((repo / ".codex/config.toml").read_text())["mcp_servers"]["vera"]
         assert "bearer_token_env_var" not in server
+
+
+def test_a_reconnect_without_flags_keeps_the_reviewed_save_mode(repo, vera):
+    def connect_opencode(standin, *extra):
+        done = vera("connect", "opencode", "--api-url", standin.url, "--mcp-url",
+                    standin.mcp_url, "--yes", *extra)
+        assert done.returncode == 0, done.stderr
+        record = json.loads((repo / ".vera/integrations.json").read_text())["runtimes"]
+        rules = json.loads((repo / "opencode.json").read_text())["permission"]
+        return record["opencode"]["overrides"], rules["vera_knowledge_propose"]
+
+    with StandIn() as standin:
+        first = connect_opencode(standin, "--save-mode", "off")
+        again = connect_opencode(standin)
+        changed = connect_opencode(standin, "--save-mode", "suggest")
+    assert first == again == ({"defaults.save_mode": "off"}, "deny")
+    assert changed == ({}, "ask")
