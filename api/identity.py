@@ -22,19 +22,18 @@ what (administrators, workspace owners). Errors carry the same stable codes as M
     POST   /identity/workspaces/{id}/projects         attach a shared project (owner, admin);
                                                       a slug no project holds creates it (201),
                                                       owned by the caller
-    POST   /identity/mcp-token                        a non-expiring MCP JWT for the caller
+    POST   /identity/mcp-token                        an MCP JWT for the caller, naming the API
+                                                      key it was minted from and ending after
+                                                      VERA_MCP__TOKEN_TTL_SECONDS
     DELETE /identity/users/{pid}/personal-knowledge   admin: erase a principal's personal
                                                       knowledge (see erase_personal_knowledge)
 """
 
 from __future__ import annotations
 
-import secrets
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import jwt
 from google.protobuf import json_format
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -48,6 +47,7 @@ from vera.config import Settings
 from vera.errors import InvalidInput, Unauthorized, Unavailable, VeraError
 from vera.identity.v1 import identity_pb2 as pb
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
+from vera.mcp_tokens import MintedToken, mint, minting_key
 from vera.rpc.backends import Backends
 from vera.snapshot.v1 import snapshot_pb2
 
@@ -367,26 +367,23 @@ def mcp_scope_names(settings: Settings) -> list[str]:
 
 
 def mint_mcp_token(
-    settings: Settings, principal_id: str, scopes: list[str], lifetime_seconds: int | None = None
-) -> str:
-    """A built-in MCP JWT, by default with no ``exp``: intentionally non-expiring (rotate the
-    secret to invalidate); ``lifetime_seconds`` bounds one made for a single use. Raises
-    ``Unavailable`` when issuance is not configured."""
-    mcp = settings.mcp
-    if mcp.jwt_secret is None or not mcp.auth_issuer or not mcp.auth_audience:
+    settings: Settings,
+    principal_id: str,
+    scopes: list[str],
+    *,
+    key_id: str,
+    lifetime_seconds: int | None = None,
+) -> MintedToken:
+    """A built-in MCP JWT minted from the credential ``key_id``, ending after
+    ``VERA_MCP__TOKEN_TTL_SECONDS`` (``lifetime_seconds`` bounds one made for a single use).
+    Raises ``Unavailable`` when issuance is not configured."""
+    key = minting_key(settings)
+    if key is None or not key_id:
         raise Unavailable()
-    issued_at = int(time.time())
-    claims: dict[str, object] = {
-        "sub": principal_id,
-        "iss": mcp.auth_issuer,
-        "aud": mcp.auth_audience,
-        "scope": " ".join(scopes),
-        "iat": issued_at,
-        "jti": secrets.token_hex(16),
-    }
+    lifetime = settings.mcp.token_ttl_seconds
     if lifetime_seconds is not None:
-        claims["exp"] = issued_at + lifetime_seconds
-    return jwt.encode(claims, mcp.jwt_secret.get_secret_value(), algorithm=mcp.jwt_algorithm)
+        lifetime = min(lifetime, lifetime_seconds)
+    return mint(key, principal_id, scopes, key_id=key_id, lifetime_seconds=lifetime)
 
 
 async def mcp_token(request: Request, caller: RestCaller, body: dict[str, Any]) -> Response:
@@ -399,11 +396,13 @@ async def mcp_token(request: Request, caller: RestCaller, body: dict[str, Any]) 
             or not all(isinstance(s, str) and s in allowed for s in requested)):
         raise InvalidInput("scopes")
     scopes = [s for s in allowed if s in requested]  # canonical order, no duplicates
-    token = mint_mcp_token(settings, caller.principal_id, scopes)
+    minted = mint_mcp_token(settings, caller.principal_id, scopes, key_id=caller.key_id)
     return JSONResponse({
-        "access_token": token,
+        "token": minted.token,
+        "access_token": minted.token,
         "token_type": "Bearer",
-        "expires_in": None,
+        "expires_at": minted.expires_at.isoformat().replace("+00:00", "Z"),
+        "expires_in": settings.mcp.token_ttl_seconds,
         "scope": " ".join(scopes),
         "principal_id": caller.principal_id,
     }, headers=NO_STORE)

@@ -5,7 +5,8 @@ Who may do what:
   only on open deployments). The very first administrator may be created with no actor
   (``vera admin create-user --admin``); after that only an administrator creates one.
 - An API key belongs to one principal. Its secret is shown once; only a SHA-256 digest of
-  the whole key is stored, compared in constant time.
+  the whole key is stored, compared in constant time. An MCP token minted with a key names
+  it, and stands only while the key does (``check_credential``).
 - An administrator creating a user may record a verified email for it, valid for one
   issuer: the administrator vouches for it, so an external identity of that issuer
   asserting that email links to the user. Self-registration records none: anyone could
@@ -32,6 +33,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from typing import Protocol
 
 from vera.errors import InvalidInput, NotFound, ProjectOutOfScope, Unauthenticated, Unauthorized
@@ -54,6 +56,7 @@ from vera.services.identity.domain import (
 
 API_KEY_PREFIX = "vera_"
 _API_KEY = re.compile(r"^vera_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+_KEY_ID = re.compile(r"^[0-9a-f]{16}$")
 MAX_LABEL = 200
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
@@ -104,6 +107,14 @@ class ApiKeyRecord:
     key: ApiKey
     principal_id: uuid.UUID
     secret_sha256: bytes
+
+
+class CredentialState(Enum):
+    """Whether the API key an MCP token was minted from still stands."""
+
+    ACTIVE = "active"
+    KEY_REVOKED = "key_revoked"
+    PRINCIPAL_DISABLED = "principal_disabled"
 
 
 class AccountStore(Protocol):
@@ -286,7 +297,8 @@ class AccountService:
             principal.principal_id, key_id, _digest(api_key), label)
         return key, api_key
 
-    async def authenticate_api_key(self, api_key: str) -> Principal:
+    async def authenticate_api_key(self, api_key: str) -> tuple[Principal, str]:
+        """The key's principal and the key's id."""
         match = _API_KEY.match(api_key.strip())
         if match is None:
             raise Unauthenticated()
@@ -301,7 +313,19 @@ class AccountService:
         principal = await self._identity.get_principal(record.principal_id)
         if principal is None:
             raise Unauthenticated()
-        return principal
+        return principal, record.key.key_id
+
+    async def check_credential(self, principal_id: str, key_id: str
+                               ) -> tuple[CredentialState, Principal]:
+        """Whether ``key_id`` is an unrevoked key of the principal's. A key id that is
+        unknown or another principal's reads as revoked: the token naming it stands on no
+        key. An unknown principal is INVALID_INPUT (``not_found``)."""
+        principal = await self._principal(principal_id)
+        pid = principal.principal_id
+        record = await self._store.get_api_key(key_id) if _KEY_ID.match(key_id) else None
+        if record is None or record.principal_id != pid or record.key.revoked_at:
+            return CredentialState.KEY_REVOKED, principal
+        return CredentialState.ACTIVE, principal
 
     async def list_api_keys(self, principal_id: str, size: int, token: str
                             ) -> tuple[list[ApiKey], str]:

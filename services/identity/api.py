@@ -9,6 +9,7 @@ from vera.rpc.timestamps import to_timestamp
 from vera.services.identity.accounts import (
     AccountService,
     ApiKey,
+    CredentialState,
     Invitation,
     Workspace,
     WorkspaceMember,
@@ -53,6 +54,13 @@ def project_to_proto(project: Project) -> pb.Project:
         owner_principal_id=str(project.owner_principal_id),
         workspace_id=str(project.workspace_id) if project.workspace_id else "",
     )
+
+
+_CREDENTIAL_STATES = {
+    CredentialState.ACTIVE: pb.CREDENTIAL_STATE_ACTIVE,
+    CredentialState.KEY_REVOKED: pb.CREDENTIAL_STATE_KEY_REVOKED,
+    CredentialState.PRINCIPAL_DISABLED: pb.CREDENTIAL_STATE_PRINCIPAL_DISABLED,
+}
 
 
 class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
@@ -147,8 +155,20 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
         return pb.CreateApiKeyResponse(key=api_key_to_proto(key), api_key=secret)
 
     async def AuthenticateApiKey(self, request, context):
-        principal = await self._accounts.authenticate_api_key(request.api_key)
-        return pb.AuthenticateApiKeyResponse(principal=principal_to_proto(principal))
+        principal, key_id = await self._accounts.authenticate_api_key(request.api_key)
+        return pb.AuthenticateApiKeyResponse(
+            principal=principal_to_proto(principal), key_id=key_id
+        )
+
+    async def CheckCredential(self, request, context):
+        state, principal = await self._accounts.check_credential(
+            request.principal_id, request.key_id
+        )
+        active = state is CredentialState.ACTIVE
+        return pb.CheckCredentialResponse(
+            state=_CREDENTIAL_STATES[state],
+            principal=principal_to_proto(principal) if active else None,
+        )
 
     async def ListApiKeys(self, request, context):
         keys, token = await self._accounts.list_api_keys(

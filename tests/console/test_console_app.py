@@ -277,9 +277,11 @@ def test_the_agent_previews_token_expires() -> None:
     settings = Settings(environment="dev", mcp={
         "jwt_secret": "preview-secret-0123456789abcdef0123456789",
         "auth_issuer": "https://auth.example", "auth_audience": "https://mcp.example"})
-    token = mint_mcp_token(settings, "p-1", ["memory:read"], lifetime_seconds=60)
-    claims = jwt.decode(token, options={"verify_signature": False})
+    minted = mint_mcp_token(settings, "p-1", ["memory:read"], key_id="0123456789abcdef",
+                            lifetime_seconds=60)
+    claims = jwt.decode(minted.token, options={"verify_signature": False})
     assert claims["exp"] - claims["iat"] == 60 and claims["scope"] == "memory:read"
+    assert claims["vera_key_id"] == "0123456789abcdef"
 
 
 async def test_the_queue_pages_through_every_proposal(

@@ -3,10 +3,15 @@ register -> API key -> POST /identity/mcp-token -> MCP call with the bearer toke
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from datetime import datetime
 
 import httpx
+import jwt
 import pytest
+from conftest import AUTH_AUDIENCE, AUTH_ISSUER, AUTH_SECRET
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -54,8 +59,13 @@ async def documented_flow(auth_stack, http: httpx.AsyncClient) -> None:
                            headers={"authorization": f"Bearer {api_key}"},
                            json={"scopes": ALL_SCOPES})
     assert exchanged.status_code == 200
-    assert exchanged.json()["expires_in"] is None
-    token = exchanged.json()["access_token"]
+    answer = exchanged.json()
+    token = answer["token"]
+    assert answer["access_token"] == token
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert claims["exp"] - claims["iat"] == answer["expires_in"] == 86400
+    assert datetime.fromisoformat(answer["expires_at"]).timestamp() == claims["exp"]
+    assert claims["vera_key_id"] == account["key_id"]
 
     async with mcp_client(auth_stack, token) as client:
         result = await client.call_tool("knowledge_bootstrap", {})
@@ -74,6 +84,58 @@ async def documented_flow(auth_stack, http: httpx.AsyncClient) -> None:
     async with mcp_client(auth_stack, read_only) as client:
         boot = (await client.call_tool("knowledge_bootstrap", {})).structured_content
     assert {c["class"] for c in boot["capabilities"] if c["granted"]} == {"READ"}
+
+
+async def test_revoking_the_key_stops_its_mcp_token_within_seconds(auth_stack) -> None:
+    async with httpx.AsyncClient(base_url=api_url(auth_stack)) as http:
+        account = (await http.post("/identity/register", json={"display_name": "leaver"})).json()
+        owner = {"authorization": f"Bearer {account['api_key']}"}
+        second = await http.post("/identity/api-keys", headers=owner, json={"label": "laptop"})
+        assert second.status_code == 201
+        kept = (await http.post("/identity/mcp-token", headers=owner)).json()["token"]
+        doomed = (await http.post(
+            "/identity/mcp-token",
+            headers={"authorization": f"Bearer {second.json()['api_key']}"})).json()["token"]
+        for token in (kept, doomed):
+            async with mcp_client(auth_stack, token) as client:
+                assert not (await client.call_tool("knowledge_bootstrap", {})).is_error
+
+        revoked = await http.delete(f"/identity/api-keys/{second.json()['key_id']}",
+                                    headers=owner)
+        assert revoked.json() == {"revoked": True}
+        # Within VERA_MCP__REVOCATION_CACHE_SECONDS (5 s): polled, bounded well above it.
+        give_up = time.monotonic() + 30
+        while (refused := await apost_mcp(http, auth_stack, doomed)).status_code != 401:
+            assert time.monotonic() < give_up, refused.status_code
+            await asyncio.sleep(0.5)
+    assert refused.json()["error"]["data"] == {
+        "code": "unauthenticated", "reason": "key_revoked", "fix": "vera connect"}
+    # The token of the key that stands goes on working.
+    async with mcp_client(auth_stack, kept) as client:
+        assert not (await client.call_tool("knowledge_bootstrap", {})).is_error
+
+
+async def apost_mcp(http: httpx.AsyncClient, stack, token: str) -> httpx.Response:
+    """``post_mcp``'s initialize with a bearer token, from async code."""
+    return await http.post(stack.mcp_url, headers={
+        "accept": "application/json, text/event-stream", "content-type": "application/json",
+        "authorization": f"Bearer {token}"}, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "e2e", "version": "0"}}})
+
+
+def test_a_token_minted_before_expiry_and_key_ids_is_refused_as_outdated(auth_stack) -> None:
+    base = api_url(auth_stack)
+    account = httpx.post(f"{base}/identity/register", json={"display_name": "old"}).json()
+    # What POST /identity/mcp-token minted before tokens named their key and expired.
+    old = jwt.encode({"sub": account["principal_id"], "iss": AUTH_ISSUER, "aud": AUTH_AUDIENCE,
+                      "scope": "memory:read", "iat": int(time.time())},
+                     AUTH_SECRET, algorithm="HS256")
+    refused = post_mcp(auth_stack, f"Bearer {old}")
+    assert refused.status_code == 401
+    assert refused.json()["error"]["data"] == {
+        "code": "unauthenticated", "reason": "token_outdated", "fix": "vera connect"}
 
 
 def test_credentials_do_not_cross_over(auth_stack) -> None:

@@ -25,8 +25,8 @@ _LOCAL_PRINCIPAL = "EnsureLocalPrincipal"  # both fronts' local-dev profile
 METHODS_BY_CALLER: Mapping[str, Mapping[str, frozenset[str]]] = {
     "gateway": {
         IDENTITY: frozenset({
-            _LOCAL_PRINCIPAL, "EnsureExternalPrincipal", "GetPrincipal", "ResolveScopes",
-            "ResolveProject", "ResolveRepository", "ChargeQuota"}),
+            _LOCAL_PRINCIPAL, "EnsureExternalPrincipal", "CheckCredential",
+            "ResolveScopes", "ResolveProject", "ResolveRepository", "ChargeQuota"}),
         KNOWLEDGE: frozenset({
             "ExplainFact", "ProposeFact", "RetractProposal", "GetProposalReport",
             "RecordFeedback", "GetFact", "GetEntity", "GetSource", "ExploreGraph",

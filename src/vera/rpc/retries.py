@@ -26,6 +26,7 @@ RETRYABLE_STATUS_CODES = ("UNAVAILABLE",)
 READ_METHODS: dict[str, tuple[str, ...]] = {
     "vera.identity.v1.IdentityService": (
         "GetPrincipal",
+        "CheckCredential",
         "ResolveScopes",
         "ResolveProject",
         "ResolveRepository",

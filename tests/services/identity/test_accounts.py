@@ -367,3 +367,39 @@ async def test_the_curator_rule_owner_or_workspace_owner_or_curator(identity) ->
         await identity.stub.MapRepository(pb.MapRepositoryRequest(
             principal_id=dev.principal_id, project_id=project.project_id,
             repository="git@github.com:acme/payments.git"))
+
+
+async def test_a_credential_stands_while_its_key_is_the_principals_and_unrevoked(
+        identity) -> None:
+    root = await admin(identity)
+    alice, bob = await user(identity, root, "alice"), await user(identity, root, "bob")
+    key = (await identity.stub.CreateApiKey(pb.CreateApiKeyRequest(
+        principal_id=alice.principal_id))).key
+
+    async def state(who: pb.Principal, key_id: str) -> int:
+        return (await identity.stub.CheckCredential(pb.CheckCredentialRequest(
+            principal_id=who.principal_id, key_id=key_id))).state
+
+    checked = await identity.stub.CheckCredential(pb.CheckCredentialRequest(
+        principal_id=alice.principal_id, key_id=key.key_id))
+    assert checked.state == pb.CREDENTIAL_STATE_ACTIVE
+    assert checked.principal.principal_id == alice.principal_id
+    # Another principal's key, an unknown one, a malformed one: none stands.
+    assert await state(bob, key.key_id) == pb.CREDENTIAL_STATE_KEY_REVOKED
+    for unknown in ("0" * 16, "local", "", "x" * 300):
+        assert await state(alice, unknown) == pb.CREDENTIAL_STATE_KEY_REVOKED
+    await identity.stub.RevokeApiKey(pb.RevokeApiKeyRequest(
+        principal_id=alice.principal_id, key_id=key.key_id))
+    assert await state(alice, key.key_id) == pb.CREDENTIAL_STATE_KEY_REVOKED
+    with pytest.raises(InvalidInput):
+        await identity.stub.CheckCredential(pb.CheckCredentialRequest(
+            principal_id=str(uuid.uuid4()), key_id=key.key_id))
+
+
+async def test_authenticating_an_api_key_names_its_id(identity) -> None:
+    root = await admin(identity)
+    created = await identity.stub.CreateApiKey(pb.CreateApiKeyRequest(
+        principal_id=root.principal_id))
+    reply = await identity.stub.AuthenticateApiKey(pb.AuthenticateApiKeyRequest(
+        api_key=created.api_key))
+    assert reply.key_id == created.key.key_id

@@ -10,6 +10,13 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class CredentialState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CREDENTIAL_STATE_UNSPECIFIED: _ClassVar[CredentialState]
+    CREDENTIAL_STATE_ACTIVE: _ClassVar[CredentialState]
+    CREDENTIAL_STATE_KEY_REVOKED: _ClassVar[CredentialState]
+    CREDENTIAL_STATE_PRINCIPAL_DISABLED: _ClassVar[CredentialState]
+
 class ProjectKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PROJECT_KIND_UNSPECIFIED: _ClassVar[ProjectKind]
@@ -31,6 +38,10 @@ class WorkspaceRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WORKSPACE_ROLE_OWNER: _ClassVar[WorkspaceRole]
     WORKSPACE_ROLE_CURATOR: _ClassVar[WorkspaceRole]
     WORKSPACE_ROLE_MEMBER: _ClassVar[WorkspaceRole]
+CREDENTIAL_STATE_UNSPECIFIED: CredentialState
+CREDENTIAL_STATE_ACTIVE: CredentialState
+CREDENTIAL_STATE_KEY_REVOKED: CredentialState
+CREDENTIAL_STATE_PRINCIPAL_DISABLED: CredentialState
 PROJECT_KIND_UNSPECIFIED: ProjectKind
 PROJECT_KIND_PERSONAL: ProjectKind
 PROJECT_KIND_SHARED: ProjectKind
@@ -270,10 +281,12 @@ class AuthenticateApiKeyRequest(_message.Message):
     def __init__(self, api_key: _Optional[str] = ...) -> None: ...
 
 class AuthenticateApiKeyResponse(_message.Message):
-    __slots__ = ("principal",)
+    __slots__ = ("principal", "key_id")
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
     principal: Principal
-    def __init__(self, principal: _Optional[_Union[Principal, _Mapping]] = ...) -> None: ...
+    key_id: str
+    def __init__(self, principal: _Optional[_Union[Principal, _Mapping]] = ..., key_id: _Optional[str] = ...) -> None: ...
 
 class ListApiKeysRequest(_message.Message):
     __slots__ = ("principal_id", "page_size", "page_token")
@@ -498,3 +511,19 @@ class ChargeQuotaResponse(_message.Message):
     ALLOWED_FIELD_NUMBER: _ClassVar[int]
     allowed: bool
     def __init__(self, allowed: _Optional[bool] = ...) -> None: ...
+
+class CheckCredentialRequest(_message.Message):
+    __slots__ = ("principal_id", "key_id")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    key_id: str
+    def __init__(self, principal_id: _Optional[str] = ..., key_id: _Optional[str] = ...) -> None: ...
+
+class CheckCredentialResponse(_message.Message):
+    __slots__ = ("state", "principal")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    state: CredentialState
+    principal: Principal
+    def __init__(self, state: _Optional[_Union[CredentialState, str]] = ..., principal: _Optional[_Union[Principal, _Mapping]] = ...) -> None: ...

@@ -152,6 +152,11 @@ class IdentityServiceStub:
                 request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaRequest.SerializeToString,
                 response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaResponse.FromString,
                 _registered_method=True)
+        self.CheckCredential = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/CheckCredential',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.CheckCredentialRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.CheckCredentialResponse.FromString,
+                _registered_method=True)
 
 
 class IdentityServiceServicer:
@@ -337,6 +342,16 @@ class IdentityServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CheckCredential(self, request, context):
+        """Whether a built-in MCP token's credential still stands: the API key it was minted from
+        is the principal's and not revoked, and the principal is active. The gateway asks,
+        and caches the answer for VERA_MCP__REVOCATION_CACHE_SECONDS. An unknown principal is
+        NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IdentityServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -454,6 +469,11 @@ def add_IdentityServiceServicer_to_server(servicer, server):
                     servicer.ChargeQuota,
                     request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaRequest.FromString,
                     response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaResponse.SerializeToString,
+            ),
+            'CheckCredential': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckCredential,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.CheckCredentialRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.CheckCredentialResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1080,6 +1100,33 @@ class IdentityService:
             '/vera.identity.v1.IdentityService/ChargeQuota',
             vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaRequest.SerializeToString,
             vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckCredential(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/CheckCredential',
+            vera_dot_identity_dot_v1_dot_identity__pb2.CheckCredentialRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.CheckCredentialResponse.FromString,
             options,
             channel_credentials,
             insecure,
