@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from vera.api.auth import RestAuthenticator, default_authenticator
 from vera.api.console.pages import console_mount
-from vera.api.console.sessions import SessionStore
+from vera.api.console.sessions import SessionKeyCheck, SessionStore
 from vera.api.curation import routes as curation_routes
 from vera.api.identity import routes as identity_routes
 from vera.api.rate_limits import RateLimit, api_quota
@@ -82,12 +82,14 @@ def build_app(
     app = Starlette(routes=routes, lifespan=lifespan,
                     middleware=[Middleware(RateLimit, quota=rate_limits),
                                 Middleware(RequestGuard, security=security,
-                                           body_timeout=settings.api.body_timeout_seconds)])
+                                           body_timeout=settings.api.body_timeout_seconds),
+                                Middleware(SessionKeyCheck)])
     app.state.settings = settings
     app.state.rate_limits = rate_limits
     app.state.authenticator = authenticator or default_authenticator(settings)
-    app.state.console_sessions = SessionStore(settings.api.console_idle_seconds,
-                                              settings.api.console_session_seconds)
+    app.state.console_sessions = SessionStore(
+        settings.api.console_idle_seconds, settings.api.console_session_seconds,
+        recheck_seconds=settings.mcp.revocation_cache_seconds)
     token = settings.api.console_sign_in_token
     app.state.console_sign_in_token = token.get_secret_value() if token else None
     return app

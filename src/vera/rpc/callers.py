@@ -39,7 +39,8 @@ METHODS_BY_CALLER: Mapping[str, Mapping[str, frozenset[str]]] = {
     },
     "api": {
         IDENTITY: frozenset({
-            _LOCAL_PRINCIPAL, "AuthenticateApiKey", "GetPrincipal", "ResolveScopes",
+            _LOCAL_PRINCIPAL, "AuthenticateApiKey", "CheckCredential", "GetPrincipal",
+            "ResolveScopes",
             "CreateUser", "CreateApiKey", "ListApiKeys", "RevokeApiKey",
             "CreateWorkspace", "SetWorkspaceMember", "RemoveWorkspaceMember",
             "ListWorkspaceMembers", "AttachProject", "ListInvitations", "AcceptInvitation",
