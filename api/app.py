@@ -1,7 +1,10 @@
-"""The REST API ASGI app: liveness, readiness, and the route modules, behind the rate
-limits (``vera.api.rate_limits``) and the request guard (``vera.api.requests``): a
-request's address and credential are charged, then Host, Origin, content type and body
-size are checked, before any route, authenticator or service sees it."""
+"""The REST API ASGI app: liveness, readiness, the declared route modules (identity,
+curation; ``vera.api.routing``) and the console, behind the rate limits
+(``vera.api.rate_limits``) and the request guard (``vera.api.requests``): a request's
+address and credential are charged, then Host, Origin, content type and body size are
+checked, before any route, authenticator or service sees it.
+
+The routes' models are the API's description: OpenAPI 3.1 at ``/openapi.json``."""
 
 from __future__ import annotations
 
@@ -9,22 +12,23 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Literal
 
+from fastapi import FastAPI
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.applications import Starlette
+from pydantic import Field
 from starlette.middleware import Middleware
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
+from vera import SERVER_VERSION
+from vera.api import curation, errors, identity
 from vera.api.auth import RestAuthenticator, default_authenticator
 from vera.api.console.pages import console_mount
 from vera.api.console.sessions import SessionKeyCheck, SessionStore
-from vera.api.curation import routes as curation_routes
-from vera.api.identity import routes as identity_routes
 from vera.api.rate_limits import RateLimit, api_quota
 from vera.api.requests import RequestGuard
+from vera.api.routing import ResponseBody, Services, new_router
 from vera.config import Settings
 from vera.rpc.backends import Backends
 
@@ -33,13 +37,23 @@ log = logging.getLogger(__name__)
 READINESS_TIMEOUT_SECONDS = 2.0
 
 
-async def livez(request: Request) -> Response:
-    return JSONResponse({"status": "ok"})
+probes = new_router(tags=["probes"])
 
 
-async def readyz(request: Request) -> Response:
+class Health(ResponseBody):
+    status: Literal["ok", "unavailable"]
+    failing: list[str] = Field(default_factory=list)
+
+
+@probes.get("/livez")
+async def livez() -> Health:
+    return Health(status="ok")
+
+
+@probes.get("/readyz", response_model=Health,
+            responses={503: {"model": Health, "description": "a service is not serving"}})
+async def readyz(backends: Services) -> Response:
     """Ready when every service this process calls answers its gRPC health check."""
-    backends: Backends = request.app.state.backends
     failing = []
     for name, channel in zip(("identity", "knowledge", "retrieval", "snapshot"),
                              backends.channels, strict=True):
@@ -52,7 +66,7 @@ async def readyz(request: Request) -> Response:
             failing.append(name)
     if failing:
         return JSONResponse({"status": "unavailable", "failing": failing}, status_code=503)
-    return JSONResponse({"status": "ok"})
+    return JSONResponse({"status": "ok", "failing": []})
 
 
 def build_app(
@@ -60,13 +74,11 @@ def build_app(
     *,
     authenticator: RestAuthenticator | None = None,
     clock: Callable[[], float] = time.time,
-) -> Starlette:
+) -> FastAPI:
     """The REST app; ``clock`` times its rate-limit windows."""
-    routes = [Route("/livez", livez), Route("/readyz", readyz), *identity_routes,
-              *curation_routes, console_mount()]
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.backends = Backends.open(settings, caller="api")
         try:
             yield
@@ -79,11 +91,20 @@ def build_app(
         allowed_origins=list(settings.api.allowed_origins or ()),
     )
     rate_limits = api_quota(settings.api, clock)
-    app = Starlette(routes=routes, lifespan=lifespan,
-                    middleware=[Middleware(RateLimit, quota=rate_limits),
-                                Middleware(RequestGuard, security=security,
-                                           body_timeout=settings.api.body_timeout_seconds),
-                                Middleware(SessionKeyCheck)])
+    app = FastAPI(
+        title="VERA REST API", version=SERVER_VERSION, lifespan=lifespan,
+        summary="Identity administration and curation of VERA's verified memory.",
+        openapi_url="/openapi.json", docs_url=None, redoc_url=None,
+        middleware=[Middleware(RateLimit, quota=rate_limits),
+                    Middleware(RequestGuard, security=security,
+                               body_timeout=settings.api.body_timeout_seconds,
+                               admit_large_body=curation.admit_ingest_body,
+                               large_bodies_in_flight=settings.api.large_bodies_in_flight),
+                    Middleware(SessionKeyCheck)])
+    errors.install(app)
+    for router in (probes, identity.router, curation.router):
+        app.include_router(router)
+    app.routes.append(console_mount())
     app.state.settings = settings
     app.state.rate_limits = rate_limits
     app.state.authenticator = authenticator or default_authenticator(settings)

@@ -1,10 +1,27 @@
-"""VeraError -> HTTP status and a JSON body with the same stable codes as MCP."""
+"""The one way a REST error leaves the API: ``{"error": {"code", "message", ...}}`` with
+the same stable codes as MCP.
+
+A route raises a ``vera.errors.VeraError`` (or lets one from a service propagate); a body,
+query or path value its declared model refuses becomes ``invalid_input`` naming the field
+(``records[3].subject``, ``trust_tier``; ``vera.fields``), never FastAPI's 422 shape; an
+unknown path is ``not_found``, a method the path does not take is ``invalid_input`` naming
+``method``; anything else is a bare ``internal_error``. ``install`` registers all of it on
+the app.
+"""
 
 from __future__ import annotations
 
-from starlette.responses import JSONResponse
+from typing import Any
 
-from vera.errors import VeraError
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from vera import fields
+from vera.errors import InvalidInput, NotFound, VeraError
 
 HTTP_STATUS = {
     "INVALID_INPUT": 400,
@@ -17,6 +34,34 @@ HTTP_STATUS = {
     "UNSUPPORTED_VERSION": 409,
     "QUOTA_EXCEEDED": 429,
     "UNAVAILABLE": 503,
+}
+# Where a value of the request sits: pydantic's first location step, not part of its name.
+_PLACES = frozenset({"body", "query", "path", "header", "cookie"})
+
+
+class ErrorDetail(BaseModel):
+    """``code`` is stable (``invalid_input``, ``unauthenticated``, ``unauthorized``,
+    ``project_out_of_scope``, ``not_found``, ``quota_exceeded``, ``unavailable``,
+    ``internal_error``, ...); ``field`` and ``reason`` name what an ``invalid_input``
+    refused; other keys are the error's details, as text. ``message`` is for people."""
+
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+    message: str | None = None
+    field: str | None = None
+    reason: str | None = None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+# Every route may answer these (the guard and the rate limits answer 408, 413, 415, 421
+# and 429 before any route): declared once for the OpenAPI document.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": ErrorBody, "description": "refused: `error.code` says why"},
+    "5XX": {"model": ErrorBody, "description": "`unavailable` (a service), `internal_error`"},
 }
 
 
@@ -33,4 +78,52 @@ def error_response(error: VeraError, status: int | None = None) -> JSONResponse:
     headers = {}
     if status == 429 and "retry_after_seconds" in error.metadata:
         headers["Retry-After"] = error.metadata["retry_after_seconds"]
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="vera-api"'
     return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def invalid_input(refused: RequestValidationError) -> InvalidInput:
+    """The first value the declared models refused, as ``invalid_input`` naming it."""
+    error = fields.first_error(refused.errors())
+    place, *location = error["loc"] or ("body",)
+    if place not in _PLACES:  # a location without its place: the body's own
+        place, location = "body", list(error["loc"])
+    if error["type"] == "json_invalid":
+        location = []
+    document = refused.body if place == "body" else None
+    name = fields.error_field(error, document, location) or str(place)
+    return InvalidInput(name, error["msg"], reason=fields.reason(error))
+
+
+async def _vera_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, VeraError)
+    return error_response(error)
+
+
+async def _validation_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, RequestValidationError)
+    return error_response(invalid_input(error))
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, HTTPException)
+    if error.status_code == 404:
+        return error_response(NotFound("no such route"))
+    if error.status_code == 405:
+        refused = error_response(InvalidInput("method", reason="not_allowed"), 405)
+        refused.headers.update(error.headers or {})
+        return refused
+    return error_response(InvalidInput("request", str(error.detail)), error.status_code)
+
+
+async def _internal_error(request: Request, error: Exception) -> Response:
+    # The server logs the exception itself (Starlette re-raises it after this answer).
+    return error_response(VeraError())
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(VeraError, _vera_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal_error)

@@ -1,6 +1,6 @@
 """Rate limits on the REST API, counted per process in fixed windows (``vera.quota``).
 
-Every request but the probes is charged to its client address and, when it presents a
+Every request but liveness is charged to its client address and, when it presents a
 credential, to that credential (a hash of its Authorization header, verified or not, so a
 flood of bad keys still spends its address's budget). Registration is also charged to its
 address and to a total for the process, so open registration cannot mint unbounded
@@ -19,7 +19,6 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from vera.api.errors import error_response
-from vera.api.requests import PROBE_PATHS
 from vera.config import ApiSettings
 from vera.errors import QuotaExceeded
 from vera.quota import BucketLimit, InMemoryQuotaStore, QuotaPolicy, Refusal
@@ -29,6 +28,8 @@ KEY_BUCKET = "key"
 REGISTRATION_BUCKET = "registration"
 REGISTRATION_TOTAL_BUCKET = "registration_total"
 _EVERYONE = "all callers"
+# Liveness reads nothing and calls nothing; readiness calls every service, so it is charged.
+UNCHARGED_PATHS = frozenset({"/livez"})
 
 
 def api_quota(api: ApiSettings, clock: Callable[[], float] = time.time) -> QuotaPolicy:
@@ -69,7 +70,7 @@ class RateLimit:
         self._quota = quota
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PROBE_PATHS:
+        if scope["type"] != "http" or scope["path"] in UNCHARGED_PATHS:
             await self._app(scope, receive, send)
             return
         refusal = await self._quota.charge(_address(scope), ADDRESS_BUCKET)

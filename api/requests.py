@@ -18,40 +18,52 @@ visits must not be able to drive the API:
   unread on its Content-Length, and cut off while it streams in, before anything else
   reads it. It must have arrived whole
   within ``body_timeout`` seconds (408), so a client trickling it in holds nothing for long.
+- A body allowed past ``MAX_BODY_BYTES`` is read only for a caller its headers prove may
+  send it (``admit_large_body``: the key and the curator's right, 401/403 unread), and
+  only ``large_bodies_in_flight`` of them at once (429 ``quota_exceeded``, bucket
+  ``large_bodies``, unread): anyone may make the process hold 16 KiB per connection,
+  nobody but a few curators 2 MiB.
 
 Each refusal is ``invalid_input`` naming the header or the body (one that leaves the body
-unread closes the connection: ``vera.entrypoints.unread_body``). Liveness and readiness are
-exempt: probes dial the pod address, and they read nothing.
+unread closes the connection: ``vera.entrypoints.unread_body``). Liveness and readiness read
+no body; their Host may also be an address (``vera.addresses``), since the kubelet dials
+the pod's, but never a name that is not served.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import re
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from vera.addresses import is_address_host_header
 from vera.api.errors import error_response
-from vera.errors import InvalidInput
+from vera.errors import InvalidInput, QuotaExceeded, VeraError
 
 MAX_BODY_BYTES = 16 * 1024
 INGEST_MAX_BODY_BYTES = 2 * 1024 * 1024
-INGEST_PATH = re.compile(r"^/curation/projects/[^/]+/ingest$")
+INGEST_PATH = re.compile(r"^/curation/projects/(?P<project>[^/]+)/ingest$")
+LARGE_BODIES_BUCKET = "large_bodies"
+LARGE_BODY_RETRY_SECONDS = 1
 PROBE_PATHS = frozenset({"/livez", "/readyz"})
 CONSOLE_PREFIX = "/console/"
-INT32_MAX = 2**31 - 1
 
 # The status the SDK's check answers -> the header it refused.
 _REFUSED_HEADER = {421: "host", 403: "origin"}
 
 
+# Raises VeraError unless the request's headers show a caller who may send a large body.
+AdmitLargeBody = Callable[[Request], Awaitable[None]]
+
+
 class _Refused(Exception):
-    def __init__(self, error: InvalidInput, status: int) -> None:
+    def __init__(self, error: VeraError, status: int | None = None) -> None:
         self.error = error
         self.status = status
 
@@ -61,31 +73,72 @@ class RequestGuard:
     and hands the app a replay of it."""
 
     def __init__(
-        self, app: ASGIApp, security: TransportSecuritySettings, body_timeout: float
+        self, app: ASGIApp, security: TransportSecuritySettings, body_timeout: float,
+        admit_large_body: AdmitLargeBody, large_bodies_in_flight: int,
     ) -> None:
         self._app = app
         self._security = TransportSecurityMiddleware(security)
         self._body_timeout = body_timeout
+        self._admit_large_body = admit_large_body
+        self._large_bodies_in_flight = large_bodies_in_flight
+        self._large_bodies = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PROBE_PATHS:
+        if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        try:
-            await self._admit(Request(scope))
-            if _carries_body(Headers(scope=scope)):
-                try:
-                    async with asyncio.timeout(self._body_timeout):
-                        body = await _read_bounded(receive, body_limit(scope["path"]))
-                except TimeoutError:
-                    raise _Refused(InvalidInput("body", reason="timeout"), 408) from None
-                if body is None:  # the client went away mid-body: nobody to answer
-                    return
-                receive = _replay(body, receive)
-        except _Refused as refused:
-            await error_response(refused.error, refused.status)(scope, receive, send)
+        if scope["path"] in PROBE_PATHS:
+            await self._probe(scope, receive, send)
             return
+        with contextlib.ExitStack() as held:
+            try:
+                request = Request(scope)
+                await self._admit(request)
+                if _carries_body(request.headers):
+                    limit = body_limit(scope["path"])
+                    if limit > MAX_BODY_BYTES:
+                        await self._take_large_body_slot(request)
+                        held.callback(self._release_large_body_slot)
+                    try:
+                        async with asyncio.timeout(self._body_timeout):
+                            body = await _read_bounded(receive, limit)
+                    except TimeoutError:
+                        raise _Refused(InvalidInput("body", reason="timeout"), 408) from None
+                    if body is None:  # the client went away mid-body: nobody to answer
+                        return
+                    receive = _replay(body, receive)
+            except _Refused as refused:
+                response = error_response(refused.error, refused.status)
+                if response.status_code == 401:
+                    response.headers["WWW-Authenticate"] = 'Bearer realm="vera-api"'
+                await response(scope, receive, send)
+                return
+            await self._app(scope, receive, send)
+
+    async def _probe(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A probe reads no body; its Host is the pod's address (kubelet) or one served."""
+        request = Request(scope)
+        if not is_address_host_header(request.headers.get("host", "")):
+            try:
+                await self._admit(request)
+            except _Refused as refused:
+                await error_response(refused.error, refused.status)(scope, receive, send)
+                return
         await self._app(scope, receive, send)
+
+    async def _take_large_body_slot(self, request: Request) -> None:
+        try:
+            await self._admit_large_body(request)
+        except VeraError as refused:
+            raise _Refused(refused) from None
+        if self._large_bodies >= self._large_bodies_in_flight:
+            raise _Refused(QuotaExceeded("too many large bodies in flight",
+                                         bucket=LARGE_BODIES_BUCKET,
+                                         retry_after_seconds=LARGE_BODY_RETRY_SECONDS))
+        self._large_bodies += 1
+
+    def _release_large_body_slot(self) -> None:
+        self._large_bodies -= 1
 
     async def _admit(self, request: Request) -> None:
         refusal = await self._security.validate_request(request, is_post=False)
@@ -116,6 +169,12 @@ def _acceptable_body(path: str, content_type: str | None) -> bool:
     if media_type == "application/json":
         return True
     return path.startswith(CONSOLE_PREFIX) and media_type == "application/x-www-form-urlencoded"
+
+
+def ingest_project(path: str) -> str | None:
+    """The project slug of an ingest route's path; None for any other path."""
+    match = INGEST_PATH.match(path)
+    return match["project"] if match else None
 
 
 def body_limit(path: str) -> int:
@@ -149,38 +208,3 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return pending.pop() if pending else await receive()
 
     return replayed
-
-
-async def json_body(request: Request) -> dict[str, Any]:
-    """The body as a JSON object ({} when empty); anything else is invalid_input "body"."""
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidInput("body", reason="malformed") from None
-    if not isinstance(value, dict):
-        raise InvalidInput("body", reason="malformed")
-    return value
-
-
-def only_fields(body: dict[str, Any], *allowed: str) -> None:
-    """Refuses a field the route does not know, naming it."""
-    for name in body:
-        if name not in allowed:
-            raise InvalidInput(name, reason="unknown_field")
-
-
-def page_query(request: Request) -> tuple[int, str]:
-    """A list route's ``page_size`` (0: the service's default) and ``page_token``.
-
-    The size travels as an int32: anything else is refused here, naming it, rather than
-    failing to encode."""
-    try:
-        size = int(request.query_params.get("page_size", "0"))
-    except ValueError:
-        raise InvalidInput("page_size", reason="malformed") from None
-    if not 0 <= size <= INT32_MAX:
-        raise InvalidInput("page_size", f"must be 0..{INT32_MAX}", reason="out_of_range")
-    return size, request.query_params.get("page_token", "")

@@ -48,11 +48,12 @@ from vera.gateway.auth import (
 )
 from vera.gateway.errors import jsonrpc_error
 from vera.gateway.guard import RECEIVED_AT_STATE_KEY, Guard
-from vera.gateway.metrics import MetricsListener, ToolMetrics, start_listener
+from vera.gateway.metrics import ToolMetrics
 from vera.gateway.profiles import handlers_for_profile, tools_for_profile
 from vera.gateway.quota import limits_from_settings
 from vera.gateway.resource import METADATA_PATH, BearerAuthMiddleware, metadata_endpoint
 from vera.gateway.shared_quota import IdentityQuotaStore
+from vera.observability.metrics_listener import MetricsListener, start_listener
 from vera.quota import BucketLimit, InMemoryQuotaStore, QuotaPolicy, QuotaStore
 from vera.rpc.backends import Backends
 
@@ -386,7 +387,7 @@ def build_app(
             obs = settings.observability
             if obs.mcp_metrics_enabled:
                 state.metrics_listener = start_listener(
-                    metrics, obs.mcp_metrics_host, obs.mcp_metrics_port
+                    metrics.registry, obs.mcp_metrics_host, obs.mcp_metrics_port
                 )
                 app.state.metrics_port = state.metrics_listener.port
             async with sessions.run():

@@ -1,4 +1,5 @@
-"""Bounded Prometheus metrics for tool calls, served on their own listener.
+"""Bounded Prometheus metrics for tool calls, served on their own listener
+(``vera.observability.metrics_listener``).
 
 Labels are the registered tool name and success/error, nothing else: no principal,
 project, query or unknown requested name ever becomes a label. Degraded answers (a
@@ -8,18 +9,11 @@ process-local, so run one ASGI worker per process while metrics are enabled.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
-from threading import Thread
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from vera.gateway.schemas import DEGRADED_MODE
-
-log = logging.getLogger(__name__)
 
 OUTCOMES = ("success", "error")
 
@@ -70,25 +64,3 @@ class ToolMetrics:
         if counter is not None and isinstance(data, dict):
             if data.get("retrieval_mode") == DEGRADED_MODE:
                 counter.inc()
-
-
-@dataclass
-class MetricsListener:
-    server: WSGIServer
-    thread: Thread
-
-    @property
-    def port(self) -> int:
-        return self.server.server_port
-
-    async def stop(self) -> None:
-        await asyncio.to_thread(self.server.shutdown)
-        self.server.server_close()
-
-
-def start_listener(metrics: ToolMetrics, host: str, port: int) -> MetricsListener:
-    """Serves ``metrics.registry`` on a dedicated scrape-only listener (port 0 picks one)."""
-    server, thread = start_http_server(port, addr=host, registry=metrics.registry)
-    listener = MetricsListener(server, thread)
-    log.info("metrics listener on %s:%d", host, listener.port)
-    return listener

@@ -1,10 +1,11 @@
 """The console's routes: sign-in and sign-out, then per project the review queue, the
 sources, the change feed and what an agent would be served.
 
-Every project page first runs the REST API's curator check (``authorize_curator``): a
-project the caller may not curate is refused exactly as on ``/curation/...``. Every action
-is the knowledge RPC that route makes, with the session's principal as the curator, so it
-lands in the change log and audit events as ``vera curate`` does. Forms post back and are
+Every project page and action goes through the curation layer the REST routes call
+(``vera.api.curating``): its one permission check (``curator_of``), so a project the caller
+may not curate is refused exactly as on ``/curation/...``, and its decisions, each form read
+as the route's declared body, with the session's principal as the curator, so it lands in
+the change log and audit events as ``vera curate`` does. Forms post back and are
 answered with a redirect (303) to the page they came from, so reloading never repeats one.
 """
 
@@ -25,7 +26,7 @@ from vera.api.console import agent_preview, sessions, views
 from vera.api.console.security import ConsoleHeaders, CsrfRefused, form_fields, require_csrf
 from vera.api.console.sessions import Session, SessionStore
 from vera.api.console.templates import render
-from vera.api.curation import actor_names, authorize_curator
+from vera.api.curating import Curator, ReasonBody, VerifyBody, actor_names, curator_of
 from vera.api.errors import HTTP_STATUS
 from vera.config import Settings
 from vera.errors import Unauthenticated, VeraError
@@ -43,7 +44,7 @@ SIGN_IN_COOKIE = "vera_console_sign_in"
 # Outcomes named in a redirect's query; the page words them.
 DONE = frozenset({"verified", "rejected", "retracted", "already_retracted"})
 
-ProjectPage = Callable[[Request, Session, ipb.Project], Awaitable[Response]]
+ProjectPage = Callable[[Request, Session, Curator], Awaitable[Response]]
 
 
 def _backends(request: Request) -> Backends:
@@ -159,7 +160,7 @@ async def home(request: Request) -> Response:
             if candidate.kind != ipb.PROJECT_KIND_SHARED:
                 continue
             try:
-                project = await authorize_curator(backends, caller, candidate.project_id)
+                project = (await curator_of(backends, caller, candidate.project_id)).project
             except VeraError:
                 continue  # readable, not curated by the caller: not listed
             projects.append((project, await views.counts(backends, project.project_id)))
@@ -176,9 +177,9 @@ def _project_page(page: ProjectPage) -> Callable[[Request], Awaitable[Response]]
         if session is None:
             return _see_other("/console/sign-in")
         try:
-            project = await authorize_curator(
+            curator = await curator_of(
                 _backends(request), session.caller, request.path_params["project"])
-            return await page(request, session, project)
+            return await page(request, session, curator)
         except VeraError as error:
             return _error_page(request, error, session)
 
@@ -186,7 +187,7 @@ def _project_page(page: ProjectPage) -> Callable[[Request], Awaitable[Response]]
 
 
 def _project_action(
-    action: Callable[[Request, Session, ipb.Project, dict[str, str]], Awaitable[str]],
+    action: Callable[[Request, Curator, dict[str, str]], Awaitable[str]],
 ) -> Callable[[Request], Awaitable[Response]]:
     """A form post on one project: session and CSRF token first, then the curator check,
     then the action, answered with a redirect to the URL it returns."""
@@ -196,9 +197,9 @@ def _project_action(
         try:
             fields = await form_fields(request)
             session = require_csrf(sessions.session_of(request), fields)
-            project = await authorize_curator(
+            curator = await curator_of(
                 _backends(request), session.caller, request.path_params["project"])
-            return _see_other(await action(request, session, project, fields))
+            return _see_other(await action(request, curator, fields))
         except CsrfRefused:
             return _page(request, "error.html", 403, code="csrf", session=None)
         except VeraError as error:
@@ -207,8 +208,8 @@ def _project_action(
     return endpoint
 
 
-async def queue(request: Request, session: Session, project: ipb.Project) -> Response:
-    backends = _backends(request)
+async def queue(request: Request, session: Session, curator: Curator) -> Response:
+    backends, project = curator.backends, curator.project
     pending = await backends.knowledge.ListPendingProposals(kpb.ListPendingProposalsRequest(
         scope_id=project.project_id, page_size=QUEUE_PAGE,
         page_token=request.query_params.get("page_token", "")))
@@ -239,29 +240,19 @@ def _next_page_url(request: Request, name: str, token: str) -> str | None:
     return f"{request.url.path}?{urlencode(query)}"
 
 
-async def verify(
-    request: Request, session: Session, project: ipb.Project, fields: dict[str, str]
-) -> str:
-    message = kpb.VerifyProposalRequest(
-        curator_principal_id=session.caller.principal_id, scope_id=project.project_id,
-        fact_key=request.path_params["fact_key"], note=fields.get("note", ""))
-    message.trust_tier = views.parse_int("trust_tier", fields.get("trust_tier", ""))
-    message.authority = views.parse_float("authority", fields.get("authority", ""))
-    await _backends(request).knowledge.VerifyProposal(message)
-    return _project_url(project.project_id) + "?done=verified"
+async def verify(request: Request, curator: Curator, fields: dict[str, str]) -> str:
+    await curator.verify(request.path_params["fact_key"], views.form_body(VerifyBody, fields))
+    return _project_url(curator.project.project_id) + "?done=verified"
 
 
-async def reject(
-    request: Request, session: Session, project: ipb.Project, fields: dict[str, str]
-) -> str:
-    await _backends(request).knowledge.RejectProposal(kpb.RejectProposalRequest(
-        curator_principal_id=session.caller.principal_id, scope_id=project.project_id,
-        fact_key=request.path_params["fact_key"], reason=fields.get("reason", "")))
-    return _project_url(project.project_id) + "?done=rejected"
+async def reject(request: Request, curator: Curator, fields: dict[str, str]) -> str:
+    await curator.reject(request.path_params["fact_key"], views.form_body(ReasonBody, fields))
+    return _project_url(curator.project.project_id) + "?done=rejected"
 
 
-async def sources(request: Request, session: Session, project: ipb.Project) -> Response:
-    reply = await _backends(request).knowledge.ListSources(kpb.ListSourcesRequest(
+async def sources(request: Request, session: Session, curator: Curator) -> Response:
+    project = curator.project
+    reply = await curator.backends.knowledge.ListSources(kpb.ListSourcesRequest(
         scope_id=project.project_id, page_size=QUEUE_PAGE,
         page_token=request.query_params.get("page_token", "")))
     done = request.query_params.get("done")
@@ -270,35 +261,30 @@ async def sources(request: Request, session: Session, project: ipb.Project) -> R
                  next_url=_next_page_url(request, "page_token", reply.next_page_token))
 
 
-async def retract_preview(request: Request, session: Session, project: ipb.Project) -> Response:
-    """What retracting the source would do, computed by the retraction itself
-    (``validate_only``) and written nowhere, with the form that does it."""
-    backends = _backends(request)
+async def retract_preview(request: Request, session: Session, curator: Curator) -> Response:
+    """What retracting the source would do, written nowhere, with the form that does it."""
+    project = curator.project
     source_id = request.path_params["source_id"]
-    preview = await backends.knowledge.RetractSource(kpb.RetractSourceRequest(
-        curator_principal_id=session.caller.principal_id, scope_id=project.project_id,
-        source_id=source_id, validate_only=True))
+    preview = await curator.preview_retraction(source_id)
     facts = await views.facts_by_key(
-        backends, project.project_id,
+        curator.backends, project.project_id,
         [*preview.retracted_fact_keys, *preview.still_supported_fact_keys])
     already = preview.status == kpb.RETRACTION_STATUS_ALREADY_RETRACTED
     return _page(request, "retract.html", session=session, project=project,
                  source_id=source_id, preview=preview, facts=facts, already=already)
 
 
-async def retract(
-    request: Request, session: Session, project: ipb.Project, fields: dict[str, str]
-) -> str:
-    reply = await _backends(request).knowledge.RetractSource(kpb.RetractSourceRequest(
-        curator_principal_id=session.caller.principal_id, scope_id=project.project_id,
-        source_id=request.path_params["source_id"], reason=fields.get("reason", "")))
+async def retract(request: Request, curator: Curator, fields: dict[str, str]) -> str:
+    reply = await curator.retract(request.path_params["source_id"],
+                                  views.form_body(ReasonBody, fields))
     outcome = "already_retracted" if reply.status == kpb.RETRACTION_STATUS_ALREADY_RETRACTED \
         else "retracted"
-    return _project_url(project.project_id, "sources") + f"?done={outcome}"
+    return _project_url(curator.project.project_id, "sources") + f"?done={outcome}"
 
 
-async def preview(request: Request, session: Session, project: ipb.Project) -> Response:
+async def preview(request: Request, session: Session, curator: Curator) -> Response:
     """Type a task, see what knowledge_get_context serves an agent for it in this project."""
+    project = curator.project
     task = request.query_params.get("task", "")
     served = None
     if task:
@@ -308,7 +294,8 @@ async def preview(request: Request, session: Session, project: ipb.Project) -> R
                  served=served)
 
 
-async def changes(request: Request, session: Session, project: ipb.Project) -> Response:
+async def changes(request: Request, session: Session, curator: Curator) -> Response:
+    project = curator.project
     reply = await _backends(request).knowledge.ListScopeChanges(kpb.ListScopeChangesRequest(
         scope_ids=[project.project_id], page_size=CHANGES_PAGE, newest_first=True,
         page_token=request.query_params.get("page_token", "")))

@@ -1,12 +1,16 @@
 """What the pages read besides the queue itself: per-project counts, the facts a proposal
-names (the active fact it would contradict, the one it duplicates), and form numbers."""
+names (the active fact it would contradict, the one it duplicates), and a decision's form
+read as its declared body."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
+from pydantic import BaseModel, ValidationError
+
+from vera import fields as vera_fields
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_resources_pb2 as rpb
 from vera.knowledge.v1 import knowledge_service_pb2 as kpb
@@ -14,6 +18,8 @@ from vera.rpc.backends import Backends
 
 # The tiers a curator may choose (the knowledge service enforces 0..3; 1 is its default).
 HUMAN_TIERS = (0, 1, 2, 3)
+
+B = TypeVar("B", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -45,18 +51,15 @@ async def facts_by_key(
     return {fact.fact_key: fact for fact in reply.facts}
 
 
-def parse_int(name: str, text: str) -> int:
+def form_body(model: type[B], fields: dict[str, str]) -> B:
+    """A decision's form as the body the REST route takes (``vera.api.curating``): the
+    model's own fields (an empty one left unset), text converted as the model declares;
+    a refused value is ``invalid_input`` naming it."""
+    values = {name: text for name, text in fields.items()
+              if name in model.model_fields and text != ""}
     try:
-        return int(text)
-    except ValueError:
-        raise InvalidInput(name, reason="malformed") from None
-
-
-def parse_float(name: str, text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise InvalidInput(name, reason="malformed") from None
-    if not math.isfinite(value):
-        raise InvalidInput(name, reason="malformed")
-    return value
+        return model.model_validate(values, strict=False)
+    except ValidationError as refused:
+        error = vera_fields.first_error(refused.errors())
+        name = vera_fields.error_field(error, values, error["loc"]) or "form"
+        raise InvalidInput(name, error["msg"], reason=vera_fields.reason(error)) from None

@@ -7,12 +7,15 @@
 # data directory from before per-service roles, run it by hand, and it hands each schema
 # and its tables and functions to the service's role (docs/deploy.md):
 #   docker compose exec postgres sh /docker-entrypoint-initdb.d/10-vera-roles.sh
+# A password never goes on psql's command line (any user of the host reads argv in ps):
+# psql reads it from its environment (\getenv), which only its owner may read.
 set -e
 for service in identity knowledge retrieval snapshot; do
-  password=$(printenv "DB_PASSWORD_$(echo "$service" | tr '[:lower:]' '[:upper:]')")
-  [ -n "$password" ] || { echo "DB_PASSWORD_$service is not set" >&2; exit 1; }
+  variable="DB_PASSWORD_$(echo "$service" | tr '[:lower:]' '[:upper:]')"
+  [ -n "$(printenv "$variable")" ] || { echo "$variable is not set" >&2; exit 1; }
   psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet --username "$POSTGRES_USER" --dbname "$POSTGRES_DB" \
-    -v role="vera_$service" -v schema="$service" -v password="$password" <<'SQL'
+    -v role="vera_$service" -v schema="$service" -v password_variable="$variable" <<'SQL'
+\getenv password :password_variable
 SELECT format('CREATE ROLE %I LOGIN', :'role')
   WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'role') \gexec
 ALTER ROLE :"role" PASSWORD :'password';

@@ -34,6 +34,7 @@ async def create(settings: Settings, address: str) -> HostedService:
             address,
             settings,
         )
+        running.metrics.pool(SCHEMA, pool)
     except BaseException:
         await pool.close()
         raise

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 import asyncpg
 
@@ -73,6 +74,14 @@ class CurationStore:
         return views[0]
 
     # --- pending proposals ----------------------------------------------------------------
+
+    async def queue(self) -> tuple[int, datetime | None]:
+        """Proposals awaiting review in every project, and when the oldest was proposed."""
+        row = await self._pool.fetchrow(
+            """SELECT count(*) AS size, min(recorded_at) AS oldest FROM facts
+               WHERE superseded_at IS NULL AND state = 'PROPOSED'"""
+        )
+        return int(row["size"]), row["oldest"]
 
     async def list_pending(self, scope_id: uuid.UUID, page_size: int, after: int) -> PendingPage:
         pending = """

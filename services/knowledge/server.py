@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+from datetime import UTC, datetime
+
 from vera.config import Settings
 from vera.db.notify import ChannelWatch
 from vera.db.pool import open_service_database, service_dsn
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
+from vera.observability.service_metrics import ServiceMetrics
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 
 from .api import KnowledgeServicer
+from .curation_store import CurationStore
 from .domain import load_ontology
 from .graph import ExtractiveSummarizer
 from .store import KnowledgeStore
 
 SERVICE_NAME = "vera.knowledge.v1.KnowledgeService"
 SCHEMA = "knowledge"
+# How often the metrics' view of the review queue is read again.
+QUEUE_POLL_SECONDS = 15.0
+
+log = logging.getLogger(__name__)
 
 
 async def create(settings: Settings, address: str) -> HostedService:
@@ -40,6 +51,11 @@ async def create(settings: Settings, address: str) -> HostedService:
         running = create_server(
             [ServiceBinding(SERVICE_NAME, servicer, register)], address, settings
         )
+        running.metrics.pool(SCHEMA, pool)
+        queue_poll = None
+        if settings.observability.service_metrics_port is not None:
+            queue_poll = asyncio.create_task(
+                _watch_queue(CurationStore(store), running.metrics), name="knowledge-queue")
         servicer.start_refresher()
         changes.start()
     except BaseException:
@@ -47,8 +63,38 @@ async def create(settings: Settings, address: str) -> HostedService:
         raise
 
     async def aclose() -> None:
+        if queue_poll is not None:
+            queue_poll.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await queue_poll
         await changes.aclose()
         await servicer.stop_refresher()
         await pool.close()
 
     return HostedService(running=running, aclose=aclose)
+
+
+async def _watch_queue(curation: CurationStore, metrics: ServiceMetrics) -> None:
+    """Keeps the review queue's size and oldest age current for the metrics."""
+    seen: dict[str, float | None] = {"size": None, "oldest": None}
+
+    def age() -> float | None:
+        if seen["size"] is None:
+            return None
+        oldest = seen["oldest"]
+        return 0.0 if oldest is None else max(0.0, datetime.now(UTC).timestamp() - oldest)
+
+    metrics.gauge(
+        "vera_knowledge_proposals_pending", "Proposals awaiting review, every project.",
+        lambda: seen["size"])
+    metrics.gauge(
+        "vera_knowledge_proposal_oldest_age_seconds",
+        "How long the oldest proposal awaiting review has waited (0: none waits).", age)
+    while True:
+        try:
+            size, oldest = await curation.queue()
+            seen["size"] = float(size)
+            seen["oldest"] = oldest.timestamp() if oldest is not None else None
+        except Exception:
+            log.warning("the review queue's metrics were not read", exc_info=True)
+        await asyncio.sleep(QUEUE_POLL_SECONDS)

@@ -13,6 +13,7 @@ import asyncpg
 
 from vera.config import ConfigError, Settings
 from vera.db.pool import open_service_database, service_dsn
+from vera.observability.service_metrics import ServiceMetrics
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import HostedService, ServiceBinding, create_server
@@ -183,6 +184,7 @@ async def create(
             address,
             settings,
         )
+        _report(running.metrics, pool, indexer, ranking)
         tailer = asyncio.create_task(indexer.run(), name="retrieval-indexer")
 
         async def stop_tailer() -> None:
@@ -201,6 +203,24 @@ async def create(
         await close_all()
         raise
     return HostedService(running=running, aclose=close_all)
+
+
+def _report(
+    metrics: ServiceMetrics, pool: asyncpg.Pool, indexer: ChangeIndexer, ranking: Ranking
+) -> None:
+    metrics.pool(SCHEMA, pool)
+
+    def lag() -> float | None:
+        indexed = indexer.indexed_position
+        return None if indexed is None else float(max(0, indexer.head_position - indexed))
+
+    metrics.gauge(
+        "vera_retrieval_index_lag_changes",
+        "Changes of knowledge's change log this replica has not indexed yet.", lag)
+    metrics.counter(
+        "vera_retrieval_rank_switch_offs",
+        "Learned ranking models the serving check switched off (behind the hand-set order).",
+        lambda: float(ranking.switch_offs))
 
 
 async def _ready(value: T) -> T:

@@ -80,6 +80,7 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
             address,
             settings,
         )
+        running.metrics.pool(SCHEMA, pool)
     except BaseException:
         await knowledge.close()
         await pool.close()

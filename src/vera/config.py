@@ -129,6 +129,10 @@ class ApiSettings(HttpListenerSettings):
     port: int = Field(8081, ge=0, le=65535)
     # POST /identity/register: anyone may create a (non-admin) account. Off by default.
     open_registration: bool = False
+    # How REST answers spell enum values: "mcp" as MCP does ("active"), or "protobuf", the
+    # spelling before REST version 2 ("FACT_STATE_ACTIVE"), kept for one release so that a
+    # script reading the old spelling keeps working while it moves (docs/rest-api.md).
+    value_spelling: Literal["mcp", "protobuf"] = "protobuf"
     # Rate limits, per process (vera.api.rate_limits): every request but the probes per
     # client address and per credential presented; registrations per address and in total.
     requests_per_minute_per_address: int = Field(600, ge=1)
@@ -155,12 +159,20 @@ class ApiSettings(HttpListenerSettings):
     # None: the MCP server of this machine's settings (http://127.0.0.1:<VERA_MCP__PORT>/mcp,
     # what `vera up` runs); a deployment names its gateway's address.
     console_mcp_url: str | None = None
+    # Ingest bodies (up to 2 MiB each, read only for a curator of the project) the process
+    # reads and handles at once; one more is refused 429 unread (vera.api.requests).
+    large_bodies_in_flight: int = Field(4, ge=1)
 
 
 class ObservabilitySettings(BaseModel):
     mcp_metrics_enabled: bool = True
     mcp_metrics_host: str = "127.0.0.1"
     mcp_metrics_port: int = Field(9101, ge=0, le=65535)
+    # A gRPC service's own listener (vera.observability.service_metrics), beside its gRPC
+    # port; unset, `vera serve` serves none. `vera up` gives each service a free port
+    # (stack.json's service_metrics), the chart the pod's metrics port.
+    service_metrics_host: str = "127.0.0.1"
+    service_metrics_port: int | None = Field(None, ge=0, le=65535)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 

@@ -338,8 +338,8 @@ async def test_ingest_refuses_a_bad_record_naming_it_and_writes_nothing(world: W
                                    json={"records": records}, headers=world.curator.auth)
     assert refused.status_code == 400
     error = refused.json()["error"]
-    assert (error["field"], error["reason"], error["index"]) == ("records[2]", "invalid_record",
-                                                                 "2")
+    assert (error["code"], error["field"], error["reason"]) == (
+        "invalid_input", "records[2].trust_tier", "out_of_range")
     for body, field in (({"records": []}, "records"), ({"rows": []}, "rows"),
                         ({"records": [{}] * 2001}, "records")):
         response = await world.api.post("/curation/projects/payments/ingest", json=body,

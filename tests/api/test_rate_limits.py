@@ -84,6 +84,17 @@ async def test_an_address_over_its_rate_is_refused_and_no_other(
         assert (await flooder.get("/identity/me", headers=key)).status_code == 200
 
 
+async def test_readiness_is_charged_to_its_address(make_app) -> None:
+    """Readiness calls every service: a flood of it is refused like any other request."""
+    async with make_app(requests_per_minute_per_address=2) as apps:
+        flooder, kubelet = await apps.at("203.0.113.7"), await apps.at("10.0.0.1")
+        for _ in range(2):
+            assert (await flooder.get("/readyz")).status_code in (200, 503)
+        _refused(await flooder.get("/readyz"), "address")
+        assert (await kubelet.get("/readyz")).status_code in (200, 503)
+        assert (await flooder.get("/livez")).status_code == 200
+
+
 async def test_a_key_over_its_rate_is_refused_from_every_address(
     make_app, new_admin_key
 ) -> None:

@@ -3,7 +3,11 @@ knowledge service, the curator rule, CSRF and the security headers."""
 
 from __future__ import annotations
 
+import http.server
+import threading
+
 import httpx
+import pytest
 from conftest import BASE, ConsoleWorld, sign_in
 
 from vera.api.app import build_app
@@ -90,6 +94,11 @@ async def test_curator_verifies_and_rejects_through_the_queue(
     no_reason = await console.post(f"{base}/{second}/reject",
                                    data={"csrf_token": token, "reason": ""})
     assert no_reason.status_code == 400
+    # The REST route's own body and rules (vera.api.curating): what it refuses is refused.
+    for bad in ({"authority": "2"}, {"authority": "nan"}, {"trust_tier": "one"}):
+        refused = await console.post(f"{base}/{second}/verify", data={"csrf_token": token,
+                                                                        **bad})
+        assert refused.status_code == 400 and 'data-code="invalid_input"' in refused.text, bad
     rejected = await console.post(f"{base}/{second}/reject",
                                   data={"csrf_token": token, "reason": "not durable"})
     assert rejected.status_code == 303
@@ -268,19 +277,43 @@ async def test_source_retraction_is_previewed_then_confirmed(
     assert [c.fact.fact_key for c in feed.changes] == [uses]
 
 
-def test_the_agent_previews_token_expires() -> None:
+async def test_the_agent_preview_sends_a_read_only_token_that_expires() -> None:
+    """The preview's own request, caught by a loopback listener standing in for the MCP
+    server: it carries a read-only token that ends after PREVIEW_TOKEN_SECONDS."""
     import jwt
 
-    from vera.api.identity import mint_mcp_token
+    from vera.api.auth import RestCaller
+    from vera.api.console.agent_preview import PREVIEW_TOKEN_SECONDS, served_context
     from vera.config import Settings
+    from vera.errors import Unavailable
 
-    settings = Settings(environment="dev", mcp={
-        "jwt_secret": "preview-secret-0123456789abcdef0123456789",
-        "auth_issuer": "https://auth.example", "auth_audience": "https://mcp.example"})
-    minted = mint_mcp_token(settings, "p-1", ["memory:read"], key_id="0123456789abcdef",
-                            lifetime_seconds=60)
-    claims = jwt.decode(minted.token, options={"verify_signature": False})
-    assert claims["exp"] - claims["iat"] == 60 and claims["scope"] == "memory:read"
+    seen: list[str] = []
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append(self.headers.get("authorization", ""))
+            self.send_error(503)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    listener = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=listener.serve_forever, daemon=True).start()
+    try:
+        settings = Settings(environment="dev", mcp={
+            "jwt_secret": "preview-secret-0123456789abcdef0123456789",
+            "auth_issuer": "https://auth.example", "auth_audience": "https://mcp.example"},
+            api={"console_mcp_url": f"http://127.0.0.1:{listener.server_port}/mcp"})
+        with pytest.raises(Unavailable):
+            await served_context(settings, RestCaller("p-1", "dev", key_id="0123456789abcdef"),
+                                 "project-1", "a task")
+    finally:
+        listener.shutdown()
+        listener.server_close()
+    assert seen and seen[0].startswith("Bearer ")
+    claims = jwt.decode(seen[0].removeprefix("Bearer "), options={"verify_signature": False})
+    assert claims["exp"] - claims["iat"] == PREVIEW_TOKEN_SECONDS
+    assert claims["scope"] == "memory:read" and claims["sub"] == "p-1"
     assert claims["vera_key_id"] == "0123456789abcdef"
 
 

@@ -42,6 +42,9 @@ BASE_IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 IMAGE_VENV = "/opt/vera/venv"
 IMAGE_MODELS = "/opt/vera/data/models"
 WILDCARD = "0.0.0.0"
+# Where a checkout that a container's own mount would hide waits, inside the namespace's
+# private /opt, until it is bound back at its path.
+CHECKOUT_STASH = "/opt/.vera-checkout"
 
 
 def image_config(dockerfile: Path = ROOT / "Dockerfile", stage: str = "runtime",
@@ -145,9 +148,14 @@ class ContainerProcess:
 class ContainerHost:
     """Starts :class:`ContainerProcess` es in their namespaces, against one hosts file."""
 
-    def __init__(self, hosts_file: Path, model_dir: Path | None) -> None:
+    def __init__(self, hosts_file: Path, model_dir: Path | None, *, checkout: Path = ROOT,
+                 ) -> None:
         self.hosts_file = hosts_file
         self.model_dir = model_dir
+        # Stands in for the image's installed code: the venv at /opt/vera/venv is the
+        # checkout's editable one, so its sources (and its scripts' interpreter) must stay
+        # visible at their own path.
+        self.checkout = checkout
 
     def write_hosts(self, names: dict[str, list[str]]) -> None:
         """``names``: address -> the names that resolve to it."""
@@ -156,7 +164,7 @@ class ContainerHost:
         self.hosts_file.write_text("\n".join(lines) + "\n")
 
     def _mount_script(self, container: ContainerProcess) -> str:
-        binds = {IMAGE_VENV: ROOT / ".venv", **container.mounts}
+        binds = {IMAGE_VENV: self.checkout / ".venv", **container.mounts}
         if self.model_dir is not None:
             binds[IMAGE_MODELS] = self.model_dir
         lines = ["set -e", f"mount --bind {shlex.quote(str(self.hosts_file))} /etc/hosts",
@@ -166,9 +174,18 @@ class ContainerHost:
         def covers_a_source(target: str) -> bool:  # e.g. the container's /tmp over our workdir
             return any(source.startswith(target.rstrip("/") + "/") for source in sources)
 
-        for target, source in sorted(binds.items(), key=lambda b: covers_a_source(b[0])):
+        def bind(source: str, target: str) -> str:
             quoted = shlex.quote(target)
-            lines.append(f"mkdir -p {quoted} && mount --bind {shlex.quote(str(source))} {quoted}")
+            return f"mkdir -p {quoted} && mount --bind {shlex.quote(source)} {quoted}"
+
+        hidden_checkout = any(str(self.checkout).startswith(target.rstrip("/") + "/")
+                              for target in container.mounts)
+        if hidden_checkout:  # e.g. a checkout under /tmp, and the container's own /tmp
+            lines.append(bind(str(self.checkout), CHECKOUT_STASH))
+        for target, source in sorted(binds.items(), key=lambda b: covers_a_source(b[0])):
+            lines.append(bind(str(source), target))
+        if hidden_checkout:
+            lines.append(bind(CHECKOUT_STASH, str(self.checkout)))
         lines.append(f"cd {shlex.quote(image_config()[1])}")
         # sh adds PWD and OLDPWD; the container's environment is exactly the computed one.
         lines.append('exec /usr/bin/env -u PWD -u OLDPWD "$@"')

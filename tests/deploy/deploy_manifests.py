@@ -91,12 +91,25 @@ def by_component(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str
     return {component(obj): obj for obj in of_kind(objects, kind)}
 
 
+def pod_template(workload: dict[str, Any]) -> dict[str, Any]:
+    """The pod a Deployment or Job makes (its template), or a bare Pod itself."""
+    if workload["kind"] == "Pod":
+        return {"metadata": workload["metadata"], "spec": workload["spec"]}
+    return workload["spec"]["template"]
+
+
+def helm_test_pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Pods `helm test` runs."""
+    return [pod for pod in of_kind(objects, "Pod")
+            if pod["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
+
+
 def pod_labels(workload: dict[str, Any]) -> dict[str, str]:
-    return workload["spec"]["template"]["metadata"]["labels"]
+    return pod_template(workload)["metadata"]["labels"]
 
 
 def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
-    return workload["spec"]["template"]["spec"]["containers"]
+    return pod_template(workload)["spec"]["containers"]
 
 
 def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:

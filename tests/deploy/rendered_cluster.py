@@ -14,10 +14,14 @@ compose runner, is container_processes.py):
   CreateContainerConfigError does.
 - Every pod has a loopback address of its own and every Service a virtual address of its
   own (``127.a.b.n``), with a TCP forwarder to the Service's *ready* endpoints, round
-  robin per connection (kube-proxy).
+  robin per connection (kube-proxy). A headless Service (``clusterIP: None``) has no
+  address and no forwarder: its name resolves to each ready endpoint's address (every
+  selected pod's with ``publishNotReadyAddresses``), as the cluster DNS answers.
 - Names resolve as in a pod: the private ``/etc/hosts`` of each process maps every Service
   name (``svc``, ``svc.ns``, ``svc.ns.svc``, ``svc.ns.svc.cluster.local``) to its address,
-  as the kubelet mounts a managed ``/etc/hosts`` into each pod.
+  or to its ready endpoints' addresses, rewritten in place (one inode, so every
+  namespace's bind mount sees it) whenever a pod's readiness changes; a process reads it
+  again when it resolves a name again.
 - Volumes: each ``emptyDir`` is a fresh directory bind-mounted at its ``mountPath``.
 - The hook Job runs first, to completion (``backoffLimit`` retries within
   ``activeDeadlineSeconds``); then every Deployment's pods start at once and are probed
@@ -60,7 +64,7 @@ from container_processes import (
     bind_to,
     image_config,
 )
-from deploy_manifests import containers, of_kind, selects
+from deploy_manifests import containers, helm_test_pods, of_kind, pod_labels, pod_template, selects
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 CLUSTER_DOMAIN = "cluster.local"
@@ -84,7 +88,7 @@ class Pod(ContainerProcess):
 
     @property
     def labels(self) -> dict[str, str]:
-        return self.workload["spec"]["template"]["metadata"]["labels"]
+        return pod_labels(self.workload)
 
 
 class RenderedCluster:
@@ -115,7 +119,7 @@ class RenderedCluster:
         self.configmaps = {c["metadata"]["name"]: c.get("data", {})
                            for c in of_kind(objects, "ConfigMap")}
         self._addresses = address_block()
-        self.services = {s["metadata"]["name"]: (s, next(self._addresses))
+        self.services = {s["metadata"]["name"]: (s, None if _headless(s) else next(self._addresses))
                          for s in of_kind(objects, "Service")}
         self.host = ContainerHost(workdir / "hosts", model_dir)
         self.pods: list[Pod] = []
@@ -126,12 +130,23 @@ class RenderedCluster:
 
     def _write_hosts(self) -> None:
         ns, domain = self.namespace, CLUSTER_DOMAIN
-        self.host.write_hosts({
-            address: [name, f"{name}.{ns}", f"{name}.{ns}.svc", f"{name}.{ns}.svc.{domain}"]
-            for name, (_, address) in self.services.items()})
+        names: dict[str, list[str]] = {}
+        for name, (service, address) in self.services.items():
+            aliases = [name, f"{name}.{ns}", f"{name}.{ns}.svc", f"{name}.{ns}.svc.{domain}"]
+            if address is not None:
+                names.setdefault(address, []).extend(aliases)
+                continue
+            every_pod = service["spec"].get("publishNotReadyAddresses", False)
+            for pod in self.deployment_pods():
+                if ((pod.ready or every_pod)
+                        and selects({"matchLabels": service["spec"]["selector"]}, pod.labels)):
+                    names.setdefault(pod.address, []).extend(aliases)
+        self.host.write_hosts(names)
 
     def service_address(self, name: str) -> str:
-        return self.services[name][1]
+        address = self.services[name][1]
+        assert address is not None, f"{name} is headless"
+        return address
 
     def ingress_url(self, host: str) -> str:
         """The backend of the Ingress rule for ``host`` at path ``/`` (no TLS, no controller:
@@ -143,9 +158,9 @@ class RenderedCluster:
                 for path in rule["http"]["paths"]:
                     if path["path"] == "/":
                         backend = path["backend"]["service"]
-                        service, address = self.services[backend["name"]]
+                        service, _ = self.services[backend["name"]]
                         port = _service_port(service, backend["port"])
-                        return f"http://{address}:{port['port']}"
+                        return f"http://{self.service_address(backend['name'])}:{port['port']}"
         raise KeyError(host)
 
     # --- pods -------------------------------------------------------------------------
@@ -181,7 +196,7 @@ class RenderedCluster:
                 [*container.get("command", []), *container.get("args", [])]]
         env = {k: self._bind(v, address) for k, v in self._env(container, name).items()}
         env.update(self.overrides)
-        volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
+        volumes = {v["name"]: v for v in pod_template(workload)["spec"]["volumes"]}
         mounts = {}
         for mount in container.get("volumeMounts", []):
             assert "emptyDir" in volumes[mount["name"]], mount  # the only kind rendered
@@ -220,6 +235,18 @@ class RenderedCluster:
             else:
                 raise AssertionError(f"job {job['metadata']['name']} failed:\n{pod.log_tail()}")
 
+    def run_test_hooks(self, timeout: float = 120.0) -> list[Pod]:
+        """`helm test`: each test-hook Pod run to its end (its exit code on the Pod)."""
+        ran = []
+        for hook in helm_test_pods(self.objects):
+            pod = self._pod(hook, 0)
+            self.pods.append(pod)
+            self._start(pod)
+            assert pod.process is not None
+            pod.process.wait(timeout=timeout)
+            ran.append(pod)
+        return ran
+
     # --- Deployments, Services, probes ---------------------------------------------------
 
     def _replica_count(self, deployment: dict[str, Any]) -> int:
@@ -234,16 +261,17 @@ class RenderedCluster:
         return min(wanted, cap)
 
     def start(self) -> None:
+        # Pods get their addresses first: a headless Service's name resolves to them.
+        for deployment in of_kind(self.objects, "Deployment"):
+            for index in range(self._replica_count(deployment)):
+                self.pods.append(self._pod(deployment, index))
         self._write_hosts()
         self.background.start()
         self._listen()
         self.run_jobs()
-        for deployment in of_kind(self.objects, "Deployment"):
-            for index in range(self._replica_count(deployment)):
-                pod = self._pod(deployment, index)
-                self.pods.append(pod)
-                self._start(pod)
-                self.background.submit(self._probe(pod))
+        for pod in self.deployment_pods():
+            self._start(pod)
+            self.background.submit(self._probe(pod))
 
     def deployment_pods(self) -> list[Pod]:
         return [p for p in self.pods if p.workload["kind"] == "Deployment"]
@@ -263,6 +291,8 @@ class RenderedCluster:
 
     def _listen(self) -> None:
         for name, (service, address) in self.services.items():
+            if address is None:
+                continue
             for port in service["spec"]["ports"]:
                 self.background.listen(address, port["port"],
                                        lambda n=name, p=port: self._connect(n, p))
@@ -318,12 +348,17 @@ class RenderedCluster:
 
     async def _readiness(self, pod: Pod, probe: dict[str, Any] | None, generation: int) -> None:
         while self._running(pod, generation):
-            pod.ready = probe is None or await self._check(pod, probe)
+            ready = probe is None or await self._check(pod, probe)
+            if ready != pod.ready:
+                pod.ready = ready
+                self._write_hosts()
             # Before the first success, sooner than its period, so a test does not wait a
             # whole period for what the kubelet would see at its next tick.
             period = probe.get("periodSeconds", 10) if probe else 10
             await asyncio.sleep(period if pod.ready else 0.5)
-        pod.ready = False
+        if pod.ready:
+            pod.ready = False
+            self._write_hosts()
 
     async def _liveness(self, pod: Pod, probe: dict[str, Any] | None, generation: int) -> None:
         failures = 0
@@ -391,6 +426,10 @@ class RenderedCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _headless(service: dict[str, Any]) -> bool:
+    return service["spec"].get("clusterIP") == "None"
 
 
 def _container_port(container: dict[str, Any], port: int | str) -> int:

@@ -19,9 +19,11 @@ from deploy_manifests import (
     by_component,
     component,
     containers,
+    helm_test_pods,
     manifests,
     of_kind,
     pod_labels,
+    pod_template,
     render_files,
     rendered,
     selects,
@@ -137,20 +139,47 @@ def test_every_rendered_object_validates_against_kubernetes(name) -> None:
 
 
 @pytest.mark.parametrize("name", VALUE_SETS)
-def test_the_metrics_port_is_declared_on_the_gateway_pod_and_on_no_service(name) -> None:
+def test_the_metrics_port_is_declared_on_every_serving_pod_and_on_no_service(name) -> None:
+    """The gateway's listener and each gRPC service's (maintenance singletons included):
+    on the pod, reachable by the scrapers' NetworkPolicy, never on a Service."""
     objects = rendered(name)
     metrics_port = 9101
     for service in of_kind(objects, "Service"):
         for port in service["spec"]["ports"]:
             assert metrics_port not in (port["port"], port.get("targetPort"))
             assert port.get("targetPort") != "metrics" and port.get("name") != "metrics"
-    gateway = by_component(objects, "Deployment")["gateway"]
-    [container] = containers(gateway)
-    assert {"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"} in container[
-        "ports"
-    ]
-    env = _container_env(objects, gateway)
-    assert env["VERA_OBSERVABILITY__MCP_METRICS_PORT"] == str(metrics_port)
+    deployments = by_component(objects, "Deployment")
+    for name_ in ("gateway", *GRPC, *(s for s in SINGLETONS if s in deployments)):
+        [container] = containers(deployments[name_])
+        assert {"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"} in (
+            container["ports"]
+        ), name_
+        env = _container_env(objects, deployments[name_])
+        variable = "MCP" if name_ == "gateway" else "SERVICE"
+        assert env[f"VERA_OBSERVABILITY__{variable}_METRICS_PORT"] == str(metrics_port)
+        assert _settings_from(env).observability.service_metrics_port == metrics_port
+    policies = of_kind(objects, "NetworkPolicy")
+    if policies:
+        scrape = [
+            rule for policy in policies for rule in policy["spec"].get("ingress", [])
+            if {"port": metrics_port, "protocol": "TCP"} in rule.get("ports", [])
+        ]
+        assert scrape and all(rule.get("from") for rule in scrape)
+        for deployment in deployments.values():
+            if any(p.get("name") == "metrics" for p in containers(deployment)[0]["ports"]):
+                assert any(
+                    selects(policy["spec"]["podSelector"], pod_labels(deployment)) and any(
+                        rule in scrape for rule in policy["spec"].get("ingress", []))
+                    for policy in policies
+                ), component(deployment)
+
+
+def test_the_pod_monitor_scrapes_every_pod_of_the_release() -> None:
+    objects = manifests({"metrics": {"podMonitor": {"enabled": True}}})
+    [monitor] = of_kind(objects, "PodMonitor")
+    assert monitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    for deployment in of_kind(objects, "Deployment"):
+        assert selects(monitor["spec"]["selector"], pod_labels(deployment)), component(deployment)
 
 
 @pytest.mark.parametrize("name", VALUE_SETS)
@@ -163,7 +192,8 @@ def test_the_ingress_routes_only_to_the_gateway_and_the_api(name) -> None:
                 backend = path["backend"]["service"]
                 assert component(services[backend["name"]]) in FRONTS
                 assert backend["port"] == {"name": "http"}
-    assert all(s["spec"]["type"] == "ClusterIP" for s in services.values())
+    # No NodePort or LoadBalancer: ClusterIP is also the type of a headless Service.
+    assert all(s["spec"].get("type", "ClusterIP") == "ClusterIP" for s in services.values())
 
 
 # --- pods -------------------------------------------------------------------------------
@@ -184,8 +214,9 @@ def test_every_deployment_container_has_probes_of_its_kind(name) -> None:
 
 @pytest.mark.parametrize("name", VALUE_SETS)
 def test_every_container_has_limits_and_a_locked_down_security_context(name) -> None:
-    for workload in workloads(rendered(name)):
-        pod = workload["spec"]["template"]["spec"]
+    objects = rendered(name)
+    for workload in [*workloads(objects), *helm_test_pods(objects)]:
+        pod = pod_template(workload)["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["runAsUser"] > 0
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -277,27 +308,58 @@ def test_every_container_runs_a_command_the_test_suite_runs(name) -> None:
             )
 
 
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_helm_test_runs_the_release_check_from_outside_every_policy(name) -> None:
+    """`helm test`'s pod (tests/deploy/test_rendered_chart_runs.py runs it): the release
+    check, from a pod no NetworkPolicy selects (so the policies treat it as any other pod),
+    asked to find every gRPC Service unreachable when the chart's policies are on."""
+    objects = rendered(name)
+    [hook] = helm_test_pods(objects)
+    policies = of_kind(objects, "NetworkPolicy")
+    assert not any(selects(p["spec"]["podSelector"], pod_labels(hook)) for p in policies)
+    [container] = containers(hook)
+    command = container["command"]
+    assert command[:3] == ["python", "-m", "vera.entrypoints.release_check"]
+    isolated = [command[i + 1] for i, arg in enumerate(command) if arg == "--isolated"]
+    services = {component(s): s for s in of_kind(objects, "Service")
+                if s["spec"].get("clusterIP") != "None"}
+    expected = [f"{s['metadata']['name']}:{s['spec']['ports'][0]['port']}"
+                for name_, s in sorted(services.items()) if name_ in SERVICE_NAMES]
+    enforced = value_set(name).get("networkPolicy", {}).get("enabled", True)
+    assert sorted(isolated) == (sorted(expected) if enforced else [])
+
+
 # --- components ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", VALUE_SETS)
 def test_each_component_has_a_deployment_and_a_service_on_its_port(name) -> None:
+    """A gRPC component has two Services on its port: a ClusterIP one (load tests,
+    port-forwards) and a headless one that internal callers dial as `dns:///`, which lists
+    every replica (ready or not: callers watch each one's gRPC health), so a caller's
+    round_robin channel spreads its calls over them."""
     objects = rendered(name)
     deployments = by_component(objects, "Deployment")
-    services = by_component(objects, "Service")
+    services = of_kind(objects, "Service")
+    headless = {component(s): s for s in services if s["spec"].get("clusterIP") == "None"}
+    cluster_ip = {component(s): s for s in services if s["spec"].get("clusterIP") != "None"}
     assert set(deployments) == {*FRONTS, *GRPC, *SINGLETONS}
-    assert set(services) == {*FRONTS, *GRPC}  # the singletons take no requests
+    assert set(cluster_ip) == {*FRONTS, *GRPC}  # the singletons take no requests
+    assert set(headless) == set(GRPC)
     env = _container_env(objects, deployments["gateway"])
     for svc in GRPC:
-        service = services[svc]
-        [port] = service["spec"]["ports"]
-        assert selects({"matchLabels": service["spec"]["selector"]}, pod_labels(deployments[svc]))
+        for service in (cluster_ip[svc], headless[svc]):
+            [port] = service["spec"]["ports"]
+            assert port["port"] == int(env[f"VERA_SERVICES__{svc.upper()}"].rsplit(":", 1)[1])
+            assert selects({"matchLabels": service["spec"]["selector"]},
+                           pod_labels(deployments[svc]))
+            for singleton in SINGLETONS:
+                labels = pod_labels(deployments[singleton])
+                assert not selects({"matchLabels": service["spec"]["selector"]}, labels)
+        assert headless[svc]["spec"]["publishNotReadyAddresses"] is True
+        [port] = headless[svc]["spec"]["ports"]
         assert env[f"VERA_SERVICES__{svc.upper()}"] == (
-            f"{service['metadata']['name']}:{port['port']}"
-        )
-        for singleton in SINGLETONS:
-            labels = pod_labels(deployments[singleton])
-            assert not selects({"matchLabels": service["spec"]["selector"]}, labels)
+            f"dns:///{headless[svc]['metadata']['name']}:{port['port']}")
 
 
 @pytest.mark.parametrize("name", VALUE_SETS)

@@ -286,3 +286,38 @@ async def test_the_roles_script_hands_an_older_database_to_the_service_roles(
     finally:
         background.stop()
         postgres.stop()
+
+
+async def test_the_roles_script_keeps_passwords_off_psqls_command_line(tmp_path: Path) -> None:
+    """Any user of the host reads a process's argv (ps): psql, run by the roles script,
+    is given no password there, and every role still signs in with its own."""
+    write_documented_credentials(tmp_path)
+    compose = load_compose(env={})
+    stage_project(tmp_path, compose)
+    env = service_environment(compose["services"]["postgres"], tmp_path, {})
+    argv_log = tmp_path / "psql-argv"
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    (shims / "psql").write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$@" >> "{argv_log}"\nexec "{PG_BIN / "psql"}" "$@"\n')
+    (shims / "psql").chmod(0o755)
+    postgres, background = PostgresImage(), Background()
+    background.start()
+    try:
+        await asyncio.to_thread(postgres.start, background, next(address_block()), env, {})
+        postgres.script_env["PATH"] = f"{shims}:{postgres.script_env['PATH']}"
+        [script] = [Path(source) for source in (
+            v.split(":")[0] for v in compose["services"]["postgres"]["volumes"])
+            if source.endswith(".sh")]
+        await asyncio.to_thread(postgres.run_script, tmp_path / script)
+
+        passwords = {name: env[f"DB_PASSWORD_{name.upper()}"] for name in SERVICE_NAMES}
+        argv = argv_log.read_text()
+        assert argv.count("--username") == len(SERVICE_NAMES)  # one psql per service, seen
+        assert not [name for name, password in passwords.items() if password in argv]
+        for name, password in passwords.items():
+            conn = await asyncpg.connect(postgres.dsn(f"vera_{name}", password))
+            await conn.close()
+    finally:
+        background.stop()
+        postgres.stop()

@@ -27,6 +27,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
+import httpx
 import pytest
 from container_processes import baked_models, embedded_postgres
 from deploy_manifests import NAMESPACE, ROOT, of_kind, rendered, value_set
@@ -170,6 +171,24 @@ def test_every_workload_of_the_ha_values_becomes_ready(ha: RenderedCluster) -> N
     assert all(p.process is not None and p.process.returncode == 0 for p in jobs)
 
 
+async def test_prometheus_scrapes_the_gateway_pods_address_and_a_name_is_refused(
+        ha: RenderedCluster) -> None:
+    """issue 39 item 8: the metrics listener checks the Host; a scrape of the pod's address,
+    as the chart's annotations point Prometheus at it, still answers (the kubelet's probes
+    of the pod's address are the readiness above)."""
+    gateway = next(p for p in ha.deployment_pods()
+                   if p.workload["metadata"]["name"] == "vera-gateway")
+    annotations = gateway.workload["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    url = (f"http://{gateway.address}:{annotations['prometheus.io/port']}"
+           f"{annotations['prometheus.io/path']}")
+    async with httpx.AsyncClient(timeout=10) as http:
+        scraped = await http.get(url)
+        refused = await http.get(url, headers={"host": "attacker.example"})
+    assert scraped.status_code == 200 and "vera_mcp_tool_calls" in scraped.text
+    assert refused.status_code == 421
+
+
 async def test_each_service_signs_in_as_its_own_role_and_reaches_only_its_schema(
         ha: RenderedCluster, database: str, logins: dict[str, str]) -> None:
     """issue 34, finding 7, on the HA value set (database.serviceDsnSecrets): every session
@@ -234,6 +253,21 @@ async def test_the_team_loop_through_the_rendered_gateway_and_api(ha: RenderedCl
     # The Service forwards each connection to either retrieval replica: both must serve
     # the verified version (the follower from the writer's stored vectors).
     LOOP.append(await team_loop(front(ha), field(created.stdout, "api_key"), connections=4))
+
+
+def test_helm_test_finds_what_these_machines_do_not_enforce(ha: RenderedCluster) -> None:
+    """The chart's `helm test` pod against the running release: the API is Ready and the
+    gateway refuses a caller without a token; no CNI enforces NetworkPolicy here, so the
+    hook's pod reaches every gRPC Service and the hook fails on exactly those checks (on a
+    cluster whose CNI enforces the chart's policies, it passes)."""
+    [pod] = ha.run_test_hooks()
+    assert pod.process is not None
+    findings = {line[5:].split(":")[0]: line.split()[0]
+                for line in pod.log_tail().splitlines() if line.startswith(("ok  ", "FAIL"))}
+    assert findings == {"api_ready": "ok", "gateway_requires_credentials": "ok",
+                        **{f"grpc_isolated vera-{s}": "FAIL" for s in SERVICE_NAMES}}, \
+        pod.log_tail()
+    assert pod.process.returncode == 1
 
 
 async def test_a_restored_backup_serves_the_same_knowledge(

@@ -3,7 +3,6 @@ recording stand-ins for Tilt's builtins, then checked against the chart it deplo
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import types
 from pathlib import Path
@@ -58,10 +57,6 @@ def _run(embedded: bool) -> _Tilt:
 @pytest.fixture(scope="module")
 def dev_objects() -> list[dict]:
     return manifests(yaml.safe_load((CHART / "dev-values.yaml").read_text()))
-
-
-def test_the_tiltfile_parses() -> None:
-    ast.parse(TILTFILE.read_text(), str(TILTFILE))
 
 
 def test_every_resource_it_names_exists_and_every_workload_is_named(dev_objects) -> None:

@@ -114,8 +114,10 @@ async def test_this_commits_migrations_keep_what_the_previous_release_wrote(
     finally:
         pg.stop()
 
-    # This commit's stack serves it all.
-    with launch(data_dir) as new:
+    # This commit's stack serves it all. The old release made an account in local mode,
+    # which is how a data dir from before the profile record looks like a team's
+    # (vera.stack.profile): it stays in local mode here on purpose.
+    with launch(data_dir, up_args=("--allow-profile-change",)) as new:
         # The key authenticates with identity (local mode's REST API takes only the data
         # dir's secret, so identity is asked as the REST API asks it for a deployment).
         backends = Backends.open(stack_client_settings(load_settings(), data_dir), caller="cli")

@@ -4,6 +4,7 @@ change that would carry the colleague's MCP token elsewhere."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -17,38 +18,43 @@ from vera.integrations.ownership import MINTED_FOR_PATH, RECORD_PATH, TOKEN_PATH
 from vera.integrations.runtimes.claude_code import HEADERS_HELPER
 
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1In0.c2lnbmF0dXJl"
+VICTIM = b"{}"
 
 
 def _record(repo: Path, files: list[str], runtime: str = "opencode",
             mcp_url: str = "http://127.0.0.1:9/mcp") -> None:
-    entries = [{"file": f, "kind": "file", "sha256": "0" * 64, "path": []} for f in files]
+    """A record claiming ``files`` as VERA's own, created by connect and unchanged since
+    (their hash is the victim's), so that only the path check stands between disconnect
+    and deleting them."""
+    digest = hashlib.sha256(VICTIM).hexdigest()
+    entries = [{"file": f, "kind": "file", "sha256": digest, "path": []} for f in files]
     (repo / ".vera").mkdir(exist_ok=True)
     (repo / RECORD_PATH).write_text(json.dumps({"runtimes": {runtime: {
         "api_url": "http://127.0.0.1:9", "mcp_url": mcp_url, "contract": {},
         "overrides": {}, "credential": f"file:{TOKEN_PATH}", "entries": entries,
-        "created_files": []}}}))
+        "created_files": files}}}))
 
 
 @pytest.mark.parametrize("bad", ["../victim.json", "/dev/stdin", "sub/../../victim.json"])
 def test_a_record_naming_a_path_outside_the_repository_is_refused(repo, vera, bad):
     victim = repo.parent / "victim.json"
-    victim.write_text("{}")
+    victim.write_bytes(VICTIM)
     _record(repo, [bad])
     for command in (["disconnect", "opencode", "--yes"], ["doctor", "opencode"]):
         done = vera(*command)  # the fixture's timeout turns a hang into a failure
         assert done.returncode == 2, done.stderr
-    assert victim.read_text() == "{}"
+    assert victim.read_bytes() == VICTIM
 
 
 def test_a_record_reaching_through_a_symbolic_link_is_refused(repo, vera):
     outside = repo.parent / "outside"
     outside.mkdir()
-    (outside / "victim.json").write_text("{}")
+    (outside / "victim.json").write_bytes(VICTIM)
     os.symlink(outside, repo / "link")
     _record(repo, ["link/victim.json"])
     done = vera("disconnect", "opencode", "--yes")
     assert done.returncode == 3, done.stderr
-    assert (outside / "victim.json").read_text() == "{}"
+    assert (outside / "victim.json").read_bytes() == VICTIM
 
 
 class _Capture(BaseHTTPRequestHandler):

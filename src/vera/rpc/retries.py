@@ -91,6 +91,13 @@ def service_config() -> dict[str, Any]:
         # Each failure spends a token and each success returns a tenth of one; below half
         # of the ten, no call is retried, so an outage is not multiplied by retries.
         "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
+        # Calls, not connections, are spread over every address the target resolves to: a
+        # `dns:///` name of a headless Service lists each replica (the chart), where one
+        # long-lived channel through a ClusterIP would reach a single replica for its life.
+        # Only replicas whose standard health service says SERVING get calls, so one that
+        # is still loading or already draining is passed over (vera.rpc.server).
+        "loadBalancingConfig": [{"round_robin": {}}],
+        "healthCheckConfig": {"serviceName": ""},
     }
 
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from grpc_reflection.v1alpha import reflection
 from vera.config import RpcSettings, Settings
 from vera.db.pool import STATEMENT_TIMEOUTS, database_unreachable
 from vera.errors import Unavailable, VeraError
+from vera.observability.service_metrics import ServiceMetrics
 from vera.rpc.auth import (
     EXEMPT_PREFIX,
     AssertionVerifier,
@@ -126,6 +128,49 @@ class CallGate(grpc.aio.ServerInterceptor):
                 await asyncio.wait_for(self._idle.wait(), grace)
 
 
+def _outcome(context: Any, raised: BaseException | None) -> grpc.StatusCode:
+    """The status a finished call ends with: the one it was aborted with or set, else OK;
+    cancelled when it was, unknown when it raised past every interceptor."""
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return code
+    if isinstance(raised, asyncio.CancelledError):
+        return grpc.StatusCode.CANCELLED
+    if raised is not None and not isinstance(raised, grpc.aio.AbortError):
+        return grpc.StatusCode.UNKNOWN
+    return grpc.StatusCode.OK
+
+
+class CallOutcome(grpc.aio.ServerInterceptor):
+    """Records how every call of a registered method (health excepted) ended: its method,
+    status and duration in the service's metrics."""
+
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self._metrics = metrics
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if (handler is None or handler.unary_unary is None
+                or handler_call_details.method.startswith(EXEMPT_PREFIX)):
+            return handler
+        inner = handler.unary_unary
+        method = handler_call_details.method
+
+        async def recorded(request, context):
+            started = time.perf_counter()
+            raised: BaseException | None = None
+            try:
+                return await inner(request, context)
+            except BaseException as exc:
+                raised = exc
+                raise
+            finally:
+                code = _outcome(context, raised)
+                self._metrics.observe(method, code.name, time.perf_counter() - started)
+
+        return handler._replace(unary_unary=recorded)
+
+
 @dataclass
 class RunningServer:
     """A bound (not yet started) server with its health servicer."""
@@ -135,6 +180,8 @@ class RunningServer:
     health: health.aio.HealthServicer
     service_names: tuple[str, ...]
     gate: CallGate
+    # What the service's listener serves (vera serve starts it); a service adds its gauges.
+    metrics: ServiceMetrics
 
     async def stop(self, grace: float) -> None:
         """Health turns NOT_SERVING, new calls are refused while calls in flight get up
@@ -144,8 +191,24 @@ class RunningServer:
         await self.server.stop(0)
 
 
+# A client learns of replicas only when it resolves its target again, which gRPC does when
+# a connection ends: ending each one after a while lets callers find a scaled-out or rolled
+# replica (the chart's headless Services). The grace covers the longest call in flight.
+MAX_CONNECTION_AGE_SECONDS = 300
+MAX_CONNECTION_AGE_GRACE_SECONDS = 60
+SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
+    # gRPC shares a port with SO_REUSEPORT by default, so a second server on it binds and
+    # gets half the calls; without it a taken port fails the bind, as everywhere else.
+    ("grpc.so_reuseport", 0),
+    ("grpc.max_connection_age_ms", MAX_CONNECTION_AGE_SECONDS * 1000),
+    ("grpc.max_connection_age_grace_ms", MAX_CONNECTION_AGE_GRACE_SECONDS * 1000),
+)
+
+
 def create_server(
-    bindings: Sequence[ServiceBinding], address: str, settings: Settings | None = None
+    bindings: Sequence[ServiceBinding],
+    address: str,
+    settings: Settings | None = None,
 ) -> RunningServer:
     """Builds a server for the bindings and binds it; call ``await server.start()``.
 
@@ -160,9 +223,11 @@ def create_server(
     interceptors: list[grpc.aio.ServerInterceptor] = [gate, DomainErrorInterceptor()]
     if key is not None:
         interceptors.insert(0, InternalAuthInterceptor(AssertionVerifier(rpc.accepted_keys)))
-    # gRPC shares a port with SO_REUSEPORT by default, so a second server on it binds and
-    # gets half the calls; without it a taken port fails the bind, as everywhere else.
-    server = grpc.aio.server(interceptors=interceptors, options=[("grpc.so_reuseport", 0)])
+    # Outermost: the outcome of everything inside it, refusals of the internal assertion
+    # and of a stopping server included.
+    metrics = ServiceMetrics()
+    interceptors.insert(0, CallOutcome(metrics))
+    server = grpc.aio.server(interceptors=interceptors, options=SERVER_OPTIONS)
     names = tuple(binding.full_name for binding in bindings)
     for binding in bindings:
         binding.register(binding.servicer, server)
@@ -177,7 +242,7 @@ def create_server(
     port = server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"could not bind gRPC server to {address}")
-    return RunningServer(server, port, health_servicer, names, gate)
+    return RunningServer(server, port, health_servicer, names, gate, metrics)
 
 
 async def mark_serving(running: RunningServer) -> None:

@@ -48,6 +48,8 @@ class LaunchedStack:
     log_path: Path
     cwd: Path | None = None
     ready_timeout: float = READY_TIMEOUT_SECONDS
+    # More of `vera up`'s options (--allow-profile-change).
+    up_args: tuple[str, ...] = ()
     process: subprocess.Popen | None = None
 
     @property
@@ -68,6 +70,7 @@ class LaunchedStack:
                     str(self.data_dir),
                     "--port",
                     str(self.port),
+                    *self.up_args,
                 ],
                 env=self.env,
                 stdout=log,
@@ -128,10 +131,11 @@ def launch(
     log_path: Path | None = None,
     cwd: Path | None = None,
     ready_timeout: float = READY_TIMEOUT_SECONDS,
+    up_args: tuple[str, ...] = (),
 ) -> Iterator[LaunchedStack]:
-    """Runs `vera up` on ``data_dir`` (environment ``env``, by default ``launch_env``) on a
-    free port until the block ends; the log goes to ``log_path`` (default: ``stack.log``
-    beside the data dir)."""
+    """Runs `vera up` on ``data_dir`` (environment ``env``, by default ``launch_env``;
+    ``up_args``: more of its options) on a free port until the block ends; the log goes to
+    ``log_path`` (default: ``stack.log`` beside the data dir)."""
     stack = LaunchedStack(
         data_dir=data_dir,
         port=free_port(),
@@ -139,6 +143,7 @@ def launch(
         log_path=log_path or data_dir.parent / "stack.log",
         cwd=cwd,
         ready_timeout=ready_timeout,
+        up_args=up_args,
     )
     try:
         stack.start()

@@ -41,6 +41,7 @@ from vera.local_secret import ensure_secret
 from vera.rpc.retries import RECONNECT_OPTIONS
 from vera.stack import StackError
 from vera.stack.ports import free_port
+from vera.stack.profile import admit_profile
 from vera.stack.run_files import (
     key_file,
     read_stack_file,
@@ -405,9 +406,12 @@ def client_snippet(mcp_url: str) -> str:
     return json.dumps({"mcpServers": {"vera": {"type": "http", "url": mcp_url}}}, indent=2)
 
 
-async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
+async def run_stack(
+    settings: Settings, data_dir: Path, port: int, *, allow_profile_change: bool = False
+) -> int:
     """Runs until signalled, or until a child crashed more often than the restart policy
-    allows; returns the process exit code."""
+    allows; returns the process exit code. ``allow_profile_change``: serve a data dir that
+    held an authenticated deployment in local mode all the same (vera.stack.profile)."""
     data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     if (running := read_stack_file(data_dir)) is not None:
@@ -435,7 +439,10 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
         log.info("starting embedded PostgreSQL in %s", pg.pgdata)
         await asyncio.to_thread(pg.start)
         dsn = await pg.ensure_database()
+        await admit_profile(settings, data_dir, dsn, allow_change=allow_profile_change)
         addresses = {name: f"127.0.0.1:{free_port()}" for name in SERVICES}
+        # Each service's own metrics listener, on loopback (vera.observability.service_metrics).
+        metrics_ports = {name: free_port() for name in SERVICES}
         rpc_key = secrets.token_urlsafe(32)
         write_key_file(data_dir, rpc_key)
         console_token = secrets.token_urlsafe(32)
@@ -455,7 +462,11 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
             Child(
                 name,
                 [sys.executable, "-m", "vera.cli", "serve", name, "--address", addresses[name]],
-                env,
+                {
+                    **env,
+                    "VERA_OBSERVABILITY__SERVICE_METRICS_HOST": "127.0.0.1",
+                    "VERA_OBSERVABILITY__SERVICE_METRICS_PORT": str(metrics_ports[name]),
+                },
                 grpc_ready(addresses[name]),
                 [_service_listener(addresses[name])],
             )
@@ -503,6 +514,10 @@ async def run_stack(settings: Settings, data_dir: Path, port: int) -> int:
                     "services": addresses,
                     "metrics": f"http://{settings.observability.mcp_metrics_host}:"
                     f"{settings.observability.mcp_metrics_port}/metrics",
+                    "service_metrics": {
+                        name: f"http://127.0.0.1:{port}/metrics"
+                        for name, port in metrics_ports.items()
+                    },
                     "pids": {child.name: child.pid for child in supervised},
                     "restarts": restarts,
                 },

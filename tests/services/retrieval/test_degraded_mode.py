@@ -2,7 +2,7 @@
 pipeline answers from the lexical leg and says so; a failing lexical leg still fails.
 
 Fault injection over fakes of the ports; the real services with a really closed vector index
-are tests/isolation/test_degraded_and_fail_closed.py."""
+are tests/isolation/test_degraded_mode_real.py."""
 
 from __future__ import annotations
 

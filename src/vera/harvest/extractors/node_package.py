@@ -1,0 +1,68 @@
+"""``package.json``: a Node package's name, version, licence, ``engines``, dependencies
+(``dependencies``, ``devDependencies``, ``peerDependencies``, ``optionalDependencies``)
+and ``scripts``.
+
+The subject is the package's ``name``; a file naming none speaks for its folder. Files
+under ``node_modules/`` are someone else's packages and are never read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from vera.harvest.facts import BUILD, DEPENDENCIES, LICENSE, RUNTIME, Document, Fact
+from vera.harvest.locate import json_member_line, json_object_lines
+from vera.harvest.roles import dependency_facts
+
+PREDICATES = frozenset({
+    "version", "license", "uses_runtime", "depends_on", "built_with", "uses_database_driver",
+    "uses_test_runner", "defines_script"
+})
+
+GROUPS = {"dependencies": "", "devDependencies": "dev", "peerDependencies": "peer",
+          "optionalDependencies": "optional"}
+
+
+def wants(path: str) -> bool:
+    return path.rsplit("/", 1)[-1] == "package.json" and "node_modules/" not in f"/{path}"
+
+
+def extract(doc: Document) -> Iterator[Fact]:
+    try:
+        data = json.loads(doc.text)
+    except ValueError:
+        return
+    if not isinstance(data, dict):
+        return
+    name = data.get("name")
+    subject = name if isinstance(name, str) and name else doc.subject_for_directory()
+    for key, predicate, document_type in (("version", "version", DEPENDENCIES),
+                                          ("license", "license", LICENSE)):
+        value = data.get(key)
+        if isinstance(value, str) and value and (line := json_member_line(doc.lines, key, value)):
+            yield doc.fact(subject, predicate, value, line, slot=key, document_type=document_type)
+    for key, group in GROUPS.items():
+        for member, value, line in _members(doc, data, key):
+            yield from dependency_facts(doc, subject, "node", member, f"{member} {value}", line,
+                                        group=group)
+    for member, value, line in _members(doc, data, "engines"):
+        yield doc.fact(subject, "uses_runtime", f"{member} {value}", line, slot=member,
+                       document_type=RUNTIME, quote=value)
+    for member, value, line in _members(doc, data, "scripts"):
+        yield doc.fact(subject, "defines_script",
+                       f"{member}: {value}", line, slot=member, document_type=BUILD, quote=value)
+
+
+def _members(doc: Document, data: dict[str, Any], key: str) -> Iterator[tuple[str, str, int]]:
+    """(name, string value, line) of each member of the top-level object ``key``."""
+    members = data.get(key)
+    span = json_object_lines(doc.lines, key) if isinstance(members, dict) else None
+    if span is None or not isinstance(members, dict):
+        return
+    for member, value in members.items():
+        if isinstance(value, str):
+            line = json_member_line(doc.lines, member, value, span[0], span[1])
+            if line is not None:
+                yield member, value, line

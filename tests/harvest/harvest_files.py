@@ -1,0 +1,271 @@
+"""One file of every kind the extractors read, as a fixture repository holds them."""
+
+from __future__ import annotations
+
+FILES: dict[str, str] = {
+    ".github/CODEOWNERS": (
+        "# owners\n"
+        "*       @acme/core\n"
+        "/services/payments/ @acme/payments @alice  # the team\n"
+        "/docs/\n"
+    ),
+    ".python-version": "3.11.9\n",
+    ".nvmrc": "20\n",
+    ".tool-versions": "nodejs 20.11.1\ngolang 1.22.3\n",
+    "rust-toolchain.toml": "[toolchain]\nchannel = \"1.78.0\"\ncomponents = [\"clippy\"]\n",
+    "pyproject.toml": (
+        "[build-system]\n"
+        "requires = [\"setuptools\"]\n"
+        "\n"
+        "[project]\n"
+        "name = \"payments-api\"\n"
+        "version = \"1.4.2\"\n"
+        "license = {text = \"Apache-2.0\"}\n"
+        "requires-python = \">=3.11\"\n"
+        "dependencies = [\n"
+        "  \"fastapi>=0.110\",\n"
+        "  \"asyncpg==0.29.0\",\n"
+        "]\n"
+        "\n"
+        "[project.optional-dependencies]\n"
+        "test = [\"pytest>=8\"]\n"
+    ),
+    "services/worker/requirements.txt": (
+        "# pinned\n"
+        "celery==5.3.6  # tasks\n"
+        "redis>=5 \\\n"
+        "    --hash=sha256:abc\n"
+        "-r base.txt\n"
+        "--index-url https://pypi.example.org/simple\n"
+    ),
+    "web/package.json": (
+        "{\n"
+        "  \"name\": \"shop-web\",\n"
+        "  \"version\": \"2.0.0\",\n"
+        "  \"license\": \"MIT\",\n"
+        "  \"engines\": {\n"
+        "    \"node\": \">=18\"\n"
+        "  },\n"
+        "  \"scripts\": {\n"
+        "    \"test\": \"vitest run\",\n"
+        "    \"build\": \"next build\"\n"
+        "  },\n"
+        "  \"dependencies\": {\n"
+        "    \"next\": \"14.1.0\",\n"
+        "    \"pg\": \"^8.11.0\"\n"
+        "  },\n"
+        "  \"devDependencies\": {\n"
+        "    \"vitest\": \"^1.2.0\"\n"
+        "  }\n"
+        "}\n"
+    ),
+    "gateway/go.mod": (
+        "module github.com/acme/shop/gateway\n"
+        "\n"
+        "go 1.22\n"
+        "\n"
+        "toolchain go1.22.3\n"
+        "\n"
+        "require (\n"
+        "\tgithub.com/gin-gonic/gin v1.9.1\n"
+        "\tgithub.com/jackc/pgx/v5 v5.5.0\n"
+        "\tgolang.org/x/net v0.20.0 // indirect\n"
+        ")\n"
+        "\n"
+        "require github.com/stretchr/testify v1.8.4\n"
+    ),
+    "engine/Cargo.toml": (
+        "[package]\n"
+        "name = \"shop-engine\"\n"
+        "version = \"0.3.0\"\n"
+        "edition = \"2021\"\n"
+        "rust-version = \"1.74\"\n"
+        "license = \"MIT OR Apache-2.0\"\n"
+        "\n"
+        "[dependencies]\n"
+        "axum = \"0.7\"\n"
+        "sqlx = { version = \"0.7\", features = [\"postgres\"] }\n"
+        "\n"
+        "[dependencies.serde]\n"
+        "version = \"1.0\"\n"
+        "features = [\"derive\"]\n"
+        "\n"
+        "[dev-dependencies]\n"
+        "rstest = \"0.18\"\n"
+    ),
+    "compose.yaml": (
+        "services:\n"
+        "  api:\n"
+        "    build: .\n"
+        "    ports:\n"
+        "      - \"8080:8080\"\n"
+        "    depends_on:\n"
+        "      - db\n"
+        "    environment:\n"
+        "      DATABASE_URL: postgres://app@db/app\n"
+        "  db:\n"
+        "    image: postgres:16\n"
+        "    ports:\n"
+        "      - target: 5432\n"
+        "        published: 5433\n"
+    ),
+    "services/payments/Dockerfile": (
+        "FROM python:3.11-slim AS build\n"
+        "RUN pip install build\n"
+        "FROM build AS test\n"
+        "FROM gcr.io/distroless/python3\n"
+        "EXPOSE 8000 9101\n"
+    ),
+    "deploy/payments.yaml": (
+        "apiVersion: apps/v1\n"
+        "kind: Deployment\n"
+        "metadata:\n"
+        "  name: payments\n"
+        "spec:\n"
+        "  template:\n"
+        "    spec:\n"
+        "      containers:\n"
+        "        - name: api\n"
+        "          image: ghcr.io/acme/payments:1.4.2\n"
+        "          ports:\n"
+        "            - containerPort: 8000\n"
+        "---\n"
+        "apiVersion: v1\n"
+        "kind: Service\n"
+        "metadata:\n"
+        "  name: payments\n"
+        "spec:\n"
+        "  ports:\n"
+        "    - port: 80\n"
+        "      targetPort: 8000\n"
+    ),
+    "charts/shop/Chart.yaml": (
+        "apiVersion: v2\n"
+        "name: shop\n"
+        "version: 0.5.0\n"
+        "dependencies:\n"
+        "  - name: redis\n"
+        "    version: 18.6.1\n"
+        "    repository: https://charts.bitnami.com/bitnami\n"
+    ),
+    "charts/shop/values.yaml": (
+        "image:\n"
+        "  repository: ghcr.io/acme/shop\n"
+        "  tag: \"2.0.0\"\n"
+        "  pullPolicy: IfNotPresent\n"
+        "service:\n"
+        "  type: ClusterIP\n"
+        "  port: 8080\n"
+    ),
+    "infra/main.tf": (
+        "resource \"aws_db_instance\" \"payments\" {\n"
+        "  engine = \"postgres\"\n"
+        "}\n"
+        "\n"
+        "resource \"aws_sqs_queue\" \"orders\" {\n"
+        "  name = \"orders\"\n"
+        "}\n"
+        "\n"
+        "module \"vpc\" {\n"
+        "  source = \"terraform-aws-modules/vpc/aws\"\n"
+        "}\n"
+    ),
+    ".github/workflows/ci.yml": (
+        "name: CI\n"
+        "on: [push]\n"
+        "jobs:\n"
+        "  test:\n"
+        "    runs-on: ubuntu-latest\n"
+        "    steps:\n"
+        "      - uses: actions/checkout@v4\n"
+        "      - name: Unit tests\n"
+        "        run: |\n"
+        "          pip install -e .[dev]\n"
+        "          pytest -q\n"
+    ),
+    ".gitlab-ci.yml": (
+        "stages: [test]\n"
+        ".template:\n"
+        "  script: [echo hidden]\n"
+        "lint:\n"
+        "  image: python:3.11\n"
+        "  script:\n"
+        "    - ruff check .\n"
+    ),
+    "Makefile": (
+        "BIN := shop\n"
+        ".PHONY: test build\n"
+        "\n"
+        "test:\n"
+        "\tpytest -q\n"
+        "\n"
+        "build: test\n"
+        "\tdocker build -t $(BIN) .\n"
+        "%.o: %.c\n"
+    ),
+    "justfile": (
+        "set shell := [\"bash\", \"-c\"]\n"
+        "\n"
+        "lint:\n"
+        "    ruff check .\n"
+    ),
+    "tox.ini": (
+        "[tox]\n"
+        "envlist = py311\n"
+        "\n"
+        "[testenv:lint]\n"
+        "commands = ruff check .\n"
+    ),
+    "noxfile.py": (
+        "import nox\n"
+        "\n"
+        "@nox.session(python=\"3.11\")\n"
+        "def tests(session):\n"
+        "    session.run(\"pytest\")\n"
+        "\n"
+        "@nox.session(name=\"type-check\")\n"
+        "def mypy(session):\n"
+        "    session.run(\"mypy\")\n"
+    ),
+    "docs/adr/0001-use-postgresql.md": (
+        "# 1. Use PostgreSQL\n"
+        "\n"
+        "Date: 2025-03-01\n"
+        "\n"
+        "## Status\n"
+        "\n"
+        "Superseded by [2. Use CockroachDB](0002-use-cockroachdb.md)\n"
+        "\n"
+        "## Decision\n"
+        "\n"
+        "We will store orders in PostgreSQL.\n"
+    ),
+    "docs/adr/0002-use-cockroachdb.md": (
+        "---\n"
+        "status: accepted\n"
+        "date: 2025-09-01\n"
+        "---\n"
+        "# Use CockroachDB for orders\n"
+        "\n"
+        "## Decision Outcome\n"
+        "\n"
+        "Chosen option: \"CockroachDB\", because it replicates across regions.\n"
+    ),
+    "api/openapi.yaml": (
+        "openapi: 3.0.3\n"
+        "info:\n"
+        "  title: Payments API\n"
+        "  version: 1.0.0\n"
+        "paths:\n"
+        "  /payments/{id}:\n"
+        "    get:\n"
+        "      operationId: getPayment\n"
+        "    delete:\n"
+        "      operationId: cancelPayment\n"
+    ),
+    "LICENSE": (
+        "\n"
+        "                                 Apache License\n"
+        "                           Version 2.0, January 2004\n"
+    ),
+}
