@@ -6,6 +6,12 @@ what (administrators, workspace owners). Bodies and answers are the models below
 
     POST   /identity/register                         open deployments only -> principal + API key
     POST   /identity/users                            admin: create a user (+ its first API key)
+    GET    /identity/users                            admin: users (names, active), paged
+    POST   /identity/users/{pid}/disable              admin: stop the user's keys, tokens and
+                                                      console sessions
+    POST   /identity/users/{pid}/enable               admin: undo it
+    GET    /identity/users/{pid}/api-keys             admin: the user's keys, paged
+    DELETE /identity/users/{pid}/api-keys/{key_id}    admin: revoke one of the user's keys
     GET    /identity/me                               the caller
     POST   /identity/api-keys                         a new API key for the caller (shown once)
     GET    /identity/api-keys                         the caller's keys (never secrets), paged
@@ -183,6 +189,7 @@ class Workspace(ResponseBody):
 class Member(ResponseBody):
     principal_id: str
     role: Role
+    display_name: str
 
 
 class MembersPage(ResponseBody):
@@ -220,6 +227,19 @@ class Project(ResponseBody):
     slug: str
     display_name: str
     workspace_id: str | None
+
+
+class User(ResponseBody):
+    principal_id: str
+    display_name: str
+    admin: bool
+    # False while an administrator has the user disabled.
+    active: bool
+
+
+class UsersPage(ResponseBody):
+    users: list[User]
+    next_page_token: str | None
 
 
 class Erased(ResponseBody):
@@ -301,6 +321,64 @@ async def me(caller: Caller, services: Services) -> Me:
               auth_profile=caller.auth_profile)
 
 
+def _user(principal: pb.Principal) -> User:
+    return User(principal_id=principal.principal_id, display_name=principal.display_name,
+                admin=principal.admin, active=not principal.disabled)
+
+
+@router.get("/users")
+async def list_users(page: Page, caller: Caller, services: Services) -> UsersPage:
+    """Administrators: every user, oldest first, with whether it is active."""
+    reply = await services.identity.ListUsers(pb.ListUsersRequest(
+        actor_principal_id=caller.principal_id, page_size=page.page_size,
+        page_token=page.page_token))
+    return UsersPage(users=[_user(u) for u in reply.users],
+                     next_page_token=reply.next_page_token or None)
+
+
+async def _set_disabled(caller: Caller, services: Services, principal_id: str,
+                        disabled: bool) -> User:
+    reply = await services.identity.SetUserDisabled(pb.SetUserDisabledRequest(
+        actor_principal_id=caller.principal_id, principal_id=principal_id, disabled=disabled))
+    return _user(reply.principal)
+
+
+@router.post("/users/{principal_id}/disable")
+async def disable_user(principal_id: Id, caller: Caller, services: Services,
+                       body: EmptyBody | None = None) -> User:
+    """Administrators (never themselves): the user's API keys authenticate nothing, its MCP
+    tokens are refused (``principal_disabled``) and its console sessions end, within
+    VERA_MCP__REVOCATION_CACHE_SECONDS. Nothing it wrote changes."""
+    return await _set_disabled(caller, services, principal_id, True)
+
+
+@router.post("/users/{principal_id}/enable")
+async def enable_user(principal_id: Id, caller: Caller, services: Services,
+                      body: EmptyBody | None = None) -> User:
+    """Administrators: the user's unrevoked keys work again."""
+    return await _set_disabled(caller, services, principal_id, False)
+
+
+@router.get("/users/{principal_id}/api-keys")
+async def list_user_api_keys(principal_id: Id, page: Page, caller: Caller,
+                             services: Services) -> ApiKeysPage:
+    """Administrators (or the user itself): the user's keys, never their secrets."""
+    reply = await services.identity.ListApiKeys(pb.ListApiKeysRequest(
+        principal_id=principal_id, actor_principal_id=caller.principal_id,
+        page_size=page.page_size, page_token=page.page_token))
+    return ApiKeysPage(keys=[ApiKey(**_key(k)) for k in reply.keys],
+                       next_page_token=reply.next_page_token or None)
+
+
+@router.delete("/users/{principal_id}/api-keys/{key_id}")
+async def revoke_user_api_key(principal_id: Id, key_id: Id, caller: Caller,
+                              services: Services) -> Revoked:
+    """Administrators (or the user itself): revokes one of the user's keys."""
+    reply = await services.identity.RevokeApiKey(pb.RevokeApiKeyRequest(
+        principal_id=principal_id, key_id=key_id, actor_principal_id=caller.principal_id))
+    return Revoked(revoked=reply.revoked)
+
+
 # API keys ------------------------------------------------------------------------------------
 
 
@@ -351,7 +429,8 @@ async def list_members(workspace_id: Id, page: Page, caller: Caller,
         actor_principal_id=caller.principal_id, workspace_id=workspace_id,
         page_size=page.page_size, page_token=page.page_token))
     return MembersPage(
-        members=[Member(principal_id=m.principal_id, role=_ROLE_NAMES[m.role])
+        members=[Member(principal_id=m.principal_id, role=_ROLE_NAMES[m.role],
+                        display_name=m.display_name)
                  for m in reply.members],
         next_page_token=reply.next_page_token or None)
 
@@ -370,7 +449,8 @@ async def set_member(workspace_id: Id, principal_id: Id, caller: Caller, service
         # Not a member until the invitee accepts: nothing of the workspace is readable yet.
         return JSONResponse(_invitation(reply.invitation).model_dump(mode="json"),
                             status_code=202)
-    return Member(principal_id=reply.member.principal_id, role=_ROLE_NAMES[reply.member.role])
+    return Member(principal_id=reply.member.principal_id, role=_ROLE_NAMES[reply.member.role],
+                  display_name=reply.member.display_name)
 
 
 @router.delete("/workspaces/{workspace_id}/members/{principal_id}")

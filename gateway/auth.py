@@ -22,7 +22,7 @@ from starlette.requests import Request
 
 from vera.config import Settings
 from vera.errors import VeraError
-from vera.gateway.credentials import CredentialCheck, CredentialRefused
+from vera.gateway.credentials import PRINCIPAL_DISABLED, CredentialCheck, CredentialRefused
 from vera.gateway.errors import tool_error
 from vera.gateway.tokens import TokenRejected, TokenVerifier, VerifiedToken
 from vera.identity.v1 import identity_pb2
@@ -219,6 +219,9 @@ class BearerAuthenticator:
             if exc.reason in ("INVALID_INPUT", "NOT_FOUND"):
                 log.info("bearer token refused: unknown_principal")
                 raise AuthFailure(401, "unknown_principal", token_presented=True) from None
+            if exc.reason == "UNAUTHENTICATED":  # identity refuses a disabled user's login
+                log.info("bearer token refused: %s", PRINCIPAL_DISABLED)
+                raise AuthFailure(401, PRINCIPAL_DISABLED, token_presented=True) from None
             raise
         return response.principal.principal_id
 

@@ -74,6 +74,7 @@ class Workspace:
 class WorkspaceMember:
     principal_id: uuid.UUID
     role: WorkspaceRole
+    display_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,14 @@ class AccountStore(Protocol):
 
     async def revoke_api_key(self, principal_id: uuid.UUID, key_id: str) -> bool | None:
         """True when revoked now, False when already revoked, None when not the principal's."""
+        ...
+
+    async def list_users(self, offset: int, limit: int) -> list[Principal]:
+        """Users (not the local principal), oldest first."""
+        ...
+
+    async def set_disabled(self, principal_id: uuid.UUID, disabled: bool) -> bool:
+        """Disables or re-enables a user; False when it already was so (or is no user)."""
         ...
 
     async def create_workspace_unique(
@@ -311,7 +320,7 @@ class AccountService:
         if not hmac.compare_digest(presented, record.secret_sha256) or record.key.revoked_at:
             raise Unauthenticated()
         principal = await self._identity.get_principal(record.principal_id)
-        if principal is None:
+        if principal is None or principal.disabled:
             raise Unauthenticated()
         return principal, record.key.key_id
 
@@ -321,26 +330,58 @@ class AccountService:
         unknown or another principal's reads as revoked: the token naming it stands on no
         key. An unknown principal is INVALID_INPUT (``not_found``)."""
         principal = await self._principal(principal_id)
+        if principal.disabled:
+            return CredentialState.PRINCIPAL_DISABLED, principal
         pid = principal.principal_id
         record = await self._store.get_api_key(key_id) if _KEY_ID.match(key_id) else None
         if record is None or record.principal_id != pid or record.key.revoked_at:
             return CredentialState.KEY_REVOKED, principal
         return CredentialState.ACTIVE, principal
 
-    async def list_api_keys(self, principal_id: str, size: int, token: str
-                            ) -> tuple[list[ApiKey], str]:
+    async def _owner_or_admin(self, principal_id: str, actor_principal_id: str) -> Principal:
+        """The key owner, when the actor is the owner itself (or unnamed) or an administrator."""
         principal = await self._principal(principal_id)
+        actor = actor_principal_id.strip()
+        if actor and _uuid_or_none(actor) != principal.principal_id:
+            await self._admin(actor)
+        return principal
+
+    async def list_api_keys(self, principal_id: str, size: int, token: str,
+                            actor_principal_id: str = "") -> tuple[list[ApiKey], str]:
+        principal = await self._owner_or_admin(principal_id, actor_principal_id)
         limit, offset = page_size(size), decode_offset(token)
         rows = await self._store.list_api_keys(principal.principal_id, offset, limit + 1)
         next_token = encode_offset(offset + limit) if len(rows) > limit else ""
         return rows[:limit], next_token
 
-    async def revoke_api_key(self, principal_id: str, key_id: str) -> bool:
-        principal = await self._principal(principal_id)
+    async def revoke_api_key(self, principal_id: str, key_id: str,
+                             actor_principal_id: str = "") -> bool:
+        principal = await self._owner_or_admin(principal_id, actor_principal_id)
         revoked = await self._store.revoke_api_key(principal.principal_id, key_id.strip())
         if revoked is None:
             raise NotFound()
         return revoked
+
+    # People leaving -----------------------------------------------------------------------
+
+    async def list_users(self, actor_principal_id: str, size: int, token: str
+                         ) -> tuple[list[Principal], str]:
+        await self._admin(actor_principal_id)
+        limit, offset = page_size(size), decode_offset(token)
+        rows = await self._store.list_users(offset, limit + 1)
+        next_token = encode_offset(offset + limit) if len(rows) > limit else ""
+        return rows[:limit], next_token
+
+    async def set_user_disabled(self, actor_principal_id: str, principal_id: str,
+                                disabled: bool) -> tuple[Principal, bool]:
+        """An administrator disables (or re-enables) a user; never itself, so a deployment
+        cannot lock its last administrator out by mistake."""
+        actor = await self._admin(actor_principal_id)
+        principal = await self._principal(principal_id)
+        if principal.principal_id == actor.principal_id:
+            raise InvalidInput("principal_id", reason="self")
+        changed = await self._store.set_disabled(principal.principal_id, disabled)
+        return await self._principal(principal_id), changed
 
     # Workspaces -------------------------------------------------------------------------
 
@@ -397,7 +438,7 @@ class AccountService:
                 workspace.workspace_id, member.principal_id, role.value, actor.principal_id)
         await self._store.add_workspace_member(
             workspace.workspace_id, member.principal_id, role.value)
-        return WorkspaceMember(member.principal_id, role)
+        return WorkspaceMember(member.principal_id, role, member.display_name)
 
     async def list_invitations(self, actor_principal_id: str, size: int, token: str
                                ) -> tuple[list[Invitation], str]:

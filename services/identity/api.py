@@ -42,6 +42,7 @@ def principal_to_proto(principal: Principal) -> pb.Principal:
         display_name=principal.display_name,
         personal_scope_id=str(principal.personal_scope_id),
         admin=principal.admin,
+        disabled=principal.disabled,
     )
 
 
@@ -160,6 +161,22 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
             principal=principal_to_proto(principal), key_id=key_id
         )
 
+    async def ListUsers(self, request, context):
+        users, token = await self._accounts.list_users(
+            request.actor_principal_id, request.page_size, request.page_token
+        )
+        return pb.ListUsersResponse(
+            users=[principal_to_proto(u) for u in users], next_page_token=token
+        )
+
+    async def SetUserDisabled(self, request, context):
+        principal, changed = await self._accounts.set_user_disabled(
+            request.actor_principal_id, request.principal_id, request.disabled
+        )
+        return pb.SetUserDisabledResponse(
+            principal=principal_to_proto(principal), changed=changed
+        )
+
     async def CheckCredential(self, request, context):
         state, principal = await self._accounts.check_credential(
             request.principal_id, request.key_id
@@ -172,14 +189,17 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
 
     async def ListApiKeys(self, request, context):
         keys, token = await self._accounts.list_api_keys(
-            request.principal_id, request.page_size, request.page_token
+            request.principal_id, request.page_size, request.page_token,
+            request.actor_principal_id,
         )
         return pb.ListApiKeysResponse(
             keys=[api_key_to_proto(k) for k in keys], next_page_token=token
         )
 
     async def RevokeApiKey(self, request, context):
-        revoked = await self._accounts.revoke_api_key(request.principal_id, request.key_id)
+        revoked = await self._accounts.revoke_api_key(
+            request.principal_id, request.key_id, request.actor_principal_id
+        )
         return pb.RevokeApiKeyResponse(revoked=revoked)
 
     async def CreateWorkspace(self, request, context):
@@ -274,7 +294,11 @@ def workspace_to_proto(workspace: Workspace) -> pb.Workspace:
 
 
 def member_to_proto(member: WorkspaceMember) -> pb.WorkspaceMember:
-    return pb.WorkspaceMember(principal_id=str(member.principal_id), role=_ROLES[member.role])
+    return pb.WorkspaceMember(
+        principal_id=str(member.principal_id),
+        role=_ROLES[member.role],
+        display_name=member.display_name,
+    )
 
 
 def invitation_to_proto(invitation: Invitation) -> pb.Invitation:

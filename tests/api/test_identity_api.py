@@ -313,15 +313,16 @@ async def test_membership_is_an_invitation_the_invitee_accepts(api, identity_add
     assert joined.status_code == 200
     members = await api.get(f"/identity/workspaces/{wid}/members",
                             headers=bearer(invitee["api_key"]))
-    assert {m["principal_id"] for m in members.json()["members"]} == {
-        owner["principal_id"], invitee["principal_id"]}
+    assert {(m["principal_id"], m["display_name"]) for m in members.json()["members"]} == {
+        (owner["principal_id"], "o"), (invitee["principal_id"], "i")}
 
     # An administrator adds directly.
     _, admin_key = await first_admin(identity_address)
     direct = await api.put(f"/identity/workspaces/{wid}/members/{other['principal_id']}",
                            headers=bearer(admin_key), json={"role": "curator"})
     assert direct.status_code == 200
-    assert direct.json() == {"principal_id": other["principal_id"], "role": "curator"}
+    assert direct.json() == {"principal_id": other["principal_id"], "role": "curator",
+                             "display_name": "x"}
 
 
 async def test_an_administrator_records_a_users_verified_email(api, identity_address,

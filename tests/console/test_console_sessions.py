@@ -13,6 +13,9 @@ from starlette.applications import Starlette
 from vera.api.app import build_app
 from vera.api.console.sessions import MAX_SESSIONS_PER_PRINCIPAL
 from vera.config import Settings
+from vera.identity.v1 import identity_pb2 as ipb
+from vera.identity.v1.identity_pb2_grpc import IdentityServiceStub
+from vera.rpc.client import open_channel
 
 
 def app_for(world: ConsoleWorld, recheck_seconds: float) -> Starlette:
@@ -90,3 +93,23 @@ async def test_sign_ins_evict_only_the_same_principals_oldest_session(
         assert await signed_in(owner)
         assert [await signed_in(b) for b in curators] == [False] + [True] * (
             MAX_SESSIONS_PER_PRINCIPAL)
+
+
+async def test_disabling_the_user_ends_their_console_sessions(world: ConsoleWorld) -> None:
+    app = app_for(world, recheck_seconds=0)
+    channel = open_channel(world.identity_address, 10.0)
+    identity = IdentityServiceStub(channel)
+    try:
+        root = (await identity.CreateUser(ipb.CreateUserRequest(
+            display_name="root", admin=True))).principal
+        async with browsers(app) as new:
+            curator, owner = await new(), await new()
+            await sign_in(curator, world.curator.api_key)
+            await sign_in(owner, world.owner.api_key)
+            await identity.SetUserDisabled(ipb.SetUserDisabledRequest(
+                actor_principal_id=root.principal_id,
+                principal_id=world.curator.principal_id, disabled=True))
+            assert not await signed_in(curator)
+            assert await signed_in(owner)
+    finally:
+        await channel.close()

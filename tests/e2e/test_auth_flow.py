@@ -154,14 +154,21 @@ def test_credentials_do_not_cross_over(auth_stack) -> None:
     assert me.status_code == 401
 
 
-def test_first_admin_from_the_cli_then_users_over_rest(auth_stack) -> None:
-    base = api_url(auth_stack)
+@pytest.fixture(scope="module")
+def first_admin(auth_stack) -> dict[str, str]:
+    """The deployment's first administrator, made with `vera admin create-user --admin`
+    (what it printed, by field)."""
     created = auth_stack.vera("admin", "create-user", "--name", "root", "--admin",
                               "--data-dir", str(auth_stack.data_dir))
     assert created.returncode == 0, created.stderr
     fields = dict(line.split(":", 1) for line in created.stdout.splitlines() if ":" in line)
-    admin_key = fields["api_key"].strip()
-    assert fields["admin"].strip() == "true"
+    return {name: value.strip() for name, value in fields.items()}
+
+
+def test_first_admin_from_the_cli_then_users_over_rest(auth_stack, first_admin) -> None:
+    base = api_url(auth_stack)
+    admin_key = first_admin["api_key"]
+    assert first_admin["admin"] == "true"
     again = auth_stack.vera("admin", "create-user", "--name", "root2", "--admin",
                             "--data-dir", str(auth_stack.data_dir))
     assert again.returncode == 1
@@ -169,3 +176,61 @@ def test_first_admin_from_the_cli_then_users_over_rest(auth_stack) -> None:
                       json={"display_name": "carol"})
     assert user.status_code == 201
     assert user.json()["admin"] is False
+
+
+async def test_someone_leaves_an_administrator_disables_them_and_every_credential_stops(
+        auth_stack, first_admin) -> None:
+    admin = {"authorization": f"Bearer {first_admin['api_key']}"}
+    async with httpx.AsyncClient(base_url=api_url(auth_stack)) as http:
+        made = await http.post("/identity/users", headers=admin, json={"display_name": "leaver"})
+        assert made.status_code == 201
+        leaver = made.json()
+        own = {"authorization": f"Bearer {leaver['api_key']}"}
+        token = (await http.post("/identity/mcp-token", headers=own)).json()["token"]
+        async with mcp_client(auth_stack, token) as client:
+            assert not (await client.call_tool("knowledge_bootstrap", {})).is_error
+
+        async def listed() -> dict:
+            users, page = {}, None
+            while True:
+                answer = (await http.get("/identity/users", headers=admin,
+                                         params={"page_token": page} if page else {})).json()
+                users.update({u["principal_id"]: u for u in answer["users"]})
+                if not (page := answer["next_page_token"]):
+                    return users[leaver["principal_id"]]
+
+        assert await listed() == {"principal_id": leaver["principal_id"],
+                                  "display_name": "leaver", "admin": False, "active": True}
+        # Not a member's right, and not one's own.
+        assert (await http.post(f"/identity/users/{first_admin['principal_id']}/disable",
+                                headers=own)).json()["error"]["code"] == "unauthorized"
+        disabled = await http.post(f"/identity/users/{leaver['principal_id']}/disable",
+                                   headers=admin)
+        assert disabled.status_code == 200 and disabled.json()["active"] is False
+        assert (await listed())["active"] is False
+        assert (await http.get("/identity/me", headers=own)).status_code == 401
+        give_up = time.monotonic() + 30
+        while (refused := await apost_mcp(http, auth_stack, token)).status_code != 401:
+            assert time.monotonic() < give_up, refused.status_code
+            await asyncio.sleep(0.5)
+        assert refused.json()["error"]["data"] == {
+            "code": "unauthenticated", "reason": "principal_disabled", "fix": "vera connect"}
+
+        # Back again: the same key and token work once more.
+        enabled = await http.post(f"/identity/users/{leaver['principal_id']}/enable",
+                                  headers=admin)
+        assert enabled.json()["active"] is True
+        assert (await http.get("/identity/me", headers=own)).status_code == 200
+        while (answer := await apost_mcp(http, auth_stack, token)).status_code != 200:
+            assert time.monotonic() < give_up + 30, answer.status_code
+            await asyncio.sleep(0.5)
+
+        # A lost laptop: the administrator revokes that one key, found in the user's list.
+        keys = (await http.get(f"/identity/users/{leaver['principal_id']}/api-keys",
+                               headers=admin)).json()["keys"]
+        assert leaver["key_id"] in {k["key_id"] for k in keys}
+        revoked = await http.delete(
+            f"/identity/users/{leaver['principal_id']}/api-keys/{leaver['key_id']}",
+            headers=admin)
+        assert revoked.json() == {"revoked": True}
+        assert (await http.get("/identity/me", headers=own)).status_code == 401

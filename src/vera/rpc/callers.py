@@ -44,7 +44,8 @@ METHODS_BY_CALLER: Mapping[str, Mapping[str, frozenset[str]]] = {
             "CreateUser", "CreateApiKey", "ListApiKeys", "RevokeApiKey",
             "CreateWorkspace", "SetWorkspaceMember", "RemoveWorkspaceMember",
             "ListWorkspaceMembers", "AttachProject", "ListInvitations", "AcceptInvitation",
-            "DeclineInvitation", "AuthorizeCurator", "EnsureProject", "MapRepository"}),
+            "DeclineInvitation", "AuthorizeCurator", "EnsureProject", "MapRepository",
+            "ListUsers", "SetUserDisabled"}),
         KNOWLEDGE: frozenset({
             "BatchGetFacts", "ListPendingProposals", "VerifyProposal", "RejectProposal",
             "ListConflictedAttempts", "RetractSource", "ListSources", "ListScopeChanges",

@@ -34,6 +34,7 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "AuthenticateApiKey",
         "ListApiKeys",
         "ListWorkspaceMembers",
+        "ListUsers",
         "ListInvitations",
     ),
     "vera.knowledge.v1.KnowledgeService": (
