@@ -113,3 +113,22 @@ async def test_disabling_the_user_ends_their_console_sessions(world: ConsoleWorl
             assert await signed_in(owner)
     finally:
         await channel.close()
+
+
+async def test_owners_see_the_workspaces_members_and_roles(world: ConsoleWorld) -> None:
+    app = app_for(world, recheck_seconds=300)
+    async with browsers(app) as new:
+        owner, curator = await new(), await new()
+        await sign_in(owner, world.owner.api_key)
+        await sign_in(curator, world.curator.api_key)
+        page = await owner.get(f"/console/projects/{world.project_id}/members")
+        assert page.status_code == 200
+        for user, role in ((world.owner, "owner"), (world.curator, "curator"),
+                           (world.member, "member")):
+            row = page.text.split(f'data-principal-id="{user.principal_id}"')[1].split("</tr>")[0]
+            assert f'data-role="{role}"' in row
+            assert f'<th scope="row">{role}</th>' in row  # the world names users by role
+        assert world.outsider.principal_id not in page.text
+        # A curator reviews proposals; who belongs is the owners' to see and decide.
+        refused = await curator.get(f"/console/projects/{world.project_id}/members")
+        assert refused.status_code == 403
