@@ -45,7 +45,7 @@ ENV PATH=/opt/vera/venv/bin:$PATH \
 # The ONNX model built from the shipped MiniLM weights and its int8 quantization (the
 # default precision), checked against it, into the data dir's model cache, where
 # retrieval finds them (read-only at run time).
-RUN python -c "from concurrent.futures import ThreadPoolExecutor; from pathlib import Path; from vera.config import RetrievalSettings; from vera.services.retrieval.vectors.embedding import load_onnx_sync; load_onnx_sync(None, 1, Path('/opt/vera/data/models'), ThreadPoolExecutor(1), RetrievalSettings().embedding_precision)" \
+RUN python -c "from concurrent.futures import ThreadPoolExecutor; from pathlib import Path; from vera.config import RetrievalSettings; from vera.services.retrieval.models.embedding import load_onnx_sync; load_onnx_sync(None, 1, Path('/opt/vera/data/models'), ThreadPoolExecutor(1), RetrievalSettings().embedding_precision)" \
     && test -n "$(ls /opt/vera/data/models/*-int8.onnx)" \
     && install -d -o 10001 -g 10001 /opt/vera/data/memory
 # Retrieval's memory snapshot goes to /opt/vera/data/memory: the chart and compose.yaml mount

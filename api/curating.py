@@ -10,6 +10,7 @@ curated ``unauthorized``. What a decision writes is the knowledge service's to d
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -97,11 +98,29 @@ class Curator:
             curator_principal_id=self.caller.principal_id, scope_id=self._scope,
             source_id=source_id, validate_only=True))
 
+    async def _check_whole(self, parsed: ParsedFile) -> None:
+        """The request, checked whole by knowledge before its first write (repository
+        mappings, then facts in several calls, then corrections), so that a refused request
+        writes nothing; a refusal names the record (``records[i]``)."""
+        try:
+            await self.backends.knowledge.IngestKnowledge(
+                kpb.IngestKnowledgeRequest(
+                    principal_id=self.caller.principal_id, scope_id=self._scope,
+                    sources=parsed.sources, entities=parsed.entities,
+                    facts=[*parsed.facts,
+                           *(replacement for _, replacement, _ in parsed.corrections)],
+                    validate_only=True,
+                    corrected_fact_keys=[corrects for corrects, _, _ in parsed.corrections]),
+                timeout=INGEST_CALL_SECONDS)
+        except InvalidInput as refused:
+            raise _naming_record(refused, parsed) from None
+
     async def ingest(self, parsed: ParsedFile) -> IngestOutcome:
         """Loads validated records as this curator: repositories mapped to the project, then
         sources, entities and facts, then corrections. Idempotent: a batch sent again
         creates nothing, so a load cut off half-way is finished by sending it again."""
         backends = self.backends
+        await self._check_whole(parsed)
         for repository in sorted(parsed.repositories):
             await backends.identity.MapRepository(ipb.MapRepositoryRequest(
                 principal_id=self.caller.principal_id, project_id=self._scope,
@@ -143,6 +162,29 @@ class Curator:
             corrections=(corrections[0], corrections[1]), fact_keys=fact_keys,
             correction_fact_keys=replacement_keys, warnings=warnings,
             change_position=position)
+
+
+_CHECKED_FIELD = re.compile(r"^(facts|corrected_fact_keys)\[(\d+)\]")
+
+
+def _naming_record(refused: InvalidInput, parsed: ParsedFile) -> InvalidInput:
+    """``refused`` with its field the record it came from: the check's facts are the
+    file's facts, then its corrections' replacements."""
+    match = _CHECKED_FIELD.match(refused.field)
+    if match is None:
+        return refused
+    index = int(match[2])
+    if match[1] == "facts" and index < len(parsed.facts):
+        line = parsed.fact_lines[index]
+    else:
+        index -= len(parsed.facts) if match[1] == "facts" else 0
+        if not 0 <= index < len(parsed.correction_lines):
+            return refused
+        line = parsed.correction_lines[index]
+    detail = refused.field[match.end():].lstrip(".")
+    return InvalidInput(f"records[{line}]", refused.message, reason="invalid_record",
+                        index=line, detail=f"{detail or 'record'}: "
+                        f"{refused.metadata.get('reason', 'invalid')}")
 
 
 def _warning(warning: kpb.IngestWarning, fact_records: list[int], first: int) -> dict[str, Any]:

@@ -11,6 +11,7 @@ the app.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI
@@ -22,6 +23,9 @@ from starlette.responses import JSONResponse, Response
 
 from vera import fields
 from vera.errors import InvalidInput, NotFound, VeraError
+from vera.observability import correlation
+
+log = logging.getLogger(__name__)
 
 HTTP_STATUS = {
     "INVALID_INPUT": 400,
@@ -65,6 +69,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+UNAVAILABLE_RETRY_AFTER_SECONDS = 2
+
+
 def error_response(error: VeraError, status: int | None = None) -> JSONResponse:
     """``status`` overrides the reason's usual one where HTTP has a more exact answer to a
     refused request: a Host not served is 421, an Origin not allowed 403, a body that is
@@ -75,11 +82,18 @@ def error_response(error: VeraError, status: int | None = None) -> JSONResponse:
     if status != 500:
         body.update(error.metadata)
         body["message"] = error.message
+    # The request's id, which the log line below carries too.
+    body.update(correlation.error_fields())
+    log.info("answered %s (%d)", body["code"], status)
     headers = {}
     if status == 429 and "retry_after_seconds" in error.metadata:
         headers["Retry-After"] = error.metadata["retry_after_seconds"]
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="vera-api"'
+    elif status == 503:
+        # A service or the database is away (a restart heals it in seconds): nothing was
+        # done, so a client may send the request again (vera.api_client does).
+        headers["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER_SECONDS)
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 

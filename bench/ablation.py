@@ -95,11 +95,12 @@ async def index_conversations(conversations: list[locomo.Conversation], embedder
 
 async def run(conversations: list[locomo.Conversation]) -> dict:
     from vera.config import RetrievalSettings
+    from vera.services.retrieval.documents.index import DocumentIndex
     from vera.services.retrieval.domain import Filters
-    from vera.services.retrieval.lexical.index import CONTEXT_WEIGHT, PgLexicalIndex
-    from vera.services.retrieval.pipeline.rerank import StaticTokenVectors, load_reranker
+    from vera.services.retrieval.memory.facts import CONTEXT_WEIGHT
+    from vera.services.retrieval.models.embedding import load_embedder
+    from vera.services.retrieval.models.rerankers import StaticTokenVectors, load_reranker
     from vera.services.retrieval.pipeline.retriever import Retriever, Stages
-    from vera.services.retrieval.vectors.embedding import load_embedder
 
     report: dict = {"timings": {}}
     t0 = time.perf_counter()
@@ -118,10 +119,9 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
         latencies: list[float] = []
         embed_ms: list[float] = []
         for name, (context_weight, stage_flags) in CONFIGS.items():
-            lexical = PgLexicalIndex(None, memory, context_weight=CONTEXT_WEIGHT
+            lexical = DocumentIndex(None, memory, context_weight=CONTEXT_WEIGHT
                                      if context_weight is None else context_weight)
             retriever = Retriever(embedder, vectors, lexical, source, candidate_pool=50,
-                                  features=lexical,
                                   reranker=reranker, stages=Stages(**stage_flags),
                                   assembler_version="bench-ablation")
             tally = Tally()
@@ -143,12 +143,12 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
             results[name] = {**tally.summary(), "by_category": tally.by_category()}
         rows, report["rerank"] = await rerank_rows(
             conversations, embedder, vectors,
-            lambda: PgLexicalIndex(None, memory, context_weight=CONTEXT_WEIGHT),
+            lambda: DocumentIndex(None, memory, context_weight=CONTEXT_WEIGHT),
             source, facts, label=" (contextual token vectors)")
         results.update(rows)
         rows, report["rerank_static"] = await rerank_rows(
             conversations, embedder, vectors,
-            lambda: PgLexicalIndex(None, memory, context_weight=CONTEXT_WEIGHT),
+            lambda: DocumentIndex(None, memory, context_weight=CONTEXT_WEIGHT),
             source, facts, StaticTokenVectors.load_sync(), " (static token vectors)")
         results.update(rows)
         await vectors.close()
@@ -218,7 +218,7 @@ async def rerank_rows(conversations, embedder, vectors, lexical_factory, source,
     embedder's contextual token vectors) in place of the default stage: the naive fixed
     weight and the weight calibrated on one fold of conversations and scored on the
     other."""
-    from vera.services.retrieval.pipeline.rerank import (
+    from vera.services.retrieval.models.rerankers import (
         LATE_INTERACTION_WEIGHT,
         LateInteractionReranker,
     )
@@ -228,7 +228,7 @@ async def rerank_rows(conversations, embedder, vectors, lexical_factory, source,
                                                           weight=LATE_INTERACTION_WEIGHT))
     lexical = lexical_factory()
     retriever = Retriever(embedder, vectors, lexical, source, candidate_pool=50,
-                          features=lexical, reranker=recorder,
+                          reranker=recorder,
                           assembler_version="bench-ablation")
     from vera.services.retrieval.domain import Filters
 

@@ -16,12 +16,15 @@ BENCHES = {
     "lexical-ablation": ("bench.lexical_ablation:cli", "the lexical leg in Qdrant, in process"),
     "hops": ("bench.hops:main", "each hop of knowledge_get_context"),
     "gateway-overhead": ("bench.gateway_overhead:main", "the gateway's own cost per call"),
+    "tracing-overhead": ("bench.tracing_overhead:main", "get_context with tracing off and on"),
     "retrieval-start": ("bench.retrieval_start:cli", "a retrieval replica's start"),
     "memory-scale": ("bench.memory_scale:cli", "the in-process BM25 leg at scale"),
     "vector-scale": ("bench.vector_scale:main", "the embedded vector shard at scale"),
     "sparse-scale": ("bench.sparse_scale:cli", "Qdrant sparse vectors against in-process BM25"),
     "console": ("bench.console:main", "the console's review queue page"),
     "secret-screen": ("bench.secret_screen:main", "the credential screen per proposal"),
+    "bulk-ingest": ("bench.bulk_ingest:cli", "`vera ingest` of 100k facts into a team stack"),
+    "harvest": ("bench.harvest:main", "vera harvest of a 10,000-file repository to facts filed"),
     "load": ("bench.load.__main__:main", "open-loop load, knee and soak (scripts/load)"),
 }
 

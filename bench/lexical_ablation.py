@@ -103,7 +103,7 @@ class Fields:
 
 class QdrantLexical:
     """One formulation of the lexical leg over a qdrant-edge shard; ``search`` as
-    ports.LexicalIndex, the rest delegated to today's leg (``fallback``)."""
+    ports.SearchIndex's, the rest delegated to today's leg (``fallback``)."""
 
     def __init__(
         self,
@@ -194,6 +194,9 @@ class QdrantLexical:
     async def has_documents(self, query, *, with_attributes: bool) -> bool:
         return await self._fallback.has_documents(query, with_attributes=with_attributes)
 
+    async def features(self, scope_ids, version_ids, vector, query_text, query=None):
+        return await self._fallback.features(scope_ids, version_ids, vector, query_text, query)
+
 
 def new_shard(path: Path, mode: str):
     import qdrant_edge as edge
@@ -278,14 +281,14 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
     import qdrant_edge as edge
 
     from vera.config import RetrievalSettings
+    from vera.services.retrieval.documents.index import DocumentIndex
     from vera.services.retrieval.domain import Filters, IndexQuery
     from vera.services.retrieval.indexing.indexer import embedding_text
-    from vera.services.retrieval.lexical.index import CONTEXT_WEIGHT, PgLexicalIndex
-    from vera.services.retrieval.memory.facts import FactMemory
-    from vera.services.retrieval.pipeline.rerank import load_reranker
+    from vera.services.retrieval.memory.facts import CONTEXT_WEIGHT, FactMemory
+    from vera.services.retrieval.models.embedding import load_embedder
+    from vera.services.retrieval.models.rerankers import load_reranker
     from vera.services.retrieval.pipeline.retriever import Retriever
     from vera.services.retrieval.vectors.edge import EdgeVectorIndex
-    from vera.services.retrieval.vectors.embedding import load_embedder
 
     report: dict[str, Any] = {"machine": machine_info(), "rows": {}}
     with tempfile.TemporaryDirectory(prefix="vera-lexical-ablation-") as tmp:
@@ -305,7 +308,7 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
             ordered += batch
         await vectors.optimize()
         fields = Fields(memory, facts)
-        today = PgLexicalIndex(None, memory, context_weight=CONTEXT_WEIGHT)
+        today = DocumentIndex(None, memory, context_weight=CONTEXT_WEIGHT)
         averages = {
             name: sum(len(getattr(fields, name)[f.version_id]) for f in ordered) / len(ordered)
             for name in ("own", "context")
@@ -345,7 +348,6 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
                 lexical,
                 DictFacts(facts),
                 candidate_pool=POOL,
-                features=today,
                 reranker=reranker,
                 assembler_version="bench-lexical-ablation",
             )

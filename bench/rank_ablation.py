@@ -70,7 +70,7 @@ from bench.harness import (
 )
 from bench.metrics import METRIC_NAMES, Tally
 from vera.services.retrieval.domain import Fact, Result
-from vera.services.retrieval.pipeline.rerank import STATIC_LATE_INTERACTION_WEIGHT
+from vera.services.retrieval.models.rerankers import STATIC_LATE_INTERACTION_WEIGHT
 from vera.services.retrieval.rank import learned as learned_rank
 
 DEFAULT_OUT = ROOT / "bench-results" / "rank_ablation.json"

@@ -32,7 +32,6 @@ import sys
 import time
 from pathlib import Path
 
-STEPS = ("open_service_database", "load_embedder", "open_vector_index", "load_reranker")
 KINDS = ("refill", "restart", "new pod")
 LOADED_FROM = {"refill": "documents", "restart": "snapshot", "new pod": "shared snapshot"}
 SETTLE_SECONDS = 3.0  # a killed run serves this long first, as a replica would
@@ -48,45 +47,35 @@ def _child(kill: bool) -> None:
     cli_s = time.perf_counter() - t
     t = time.perf_counter()
     from vera.services.retrieval import server
-    from vera.services.retrieval.lexical import index as lexical
-    from vera.services.retrieval.rank import lifecycle as ranking
 
     import_s = time.perf_counter() - t
     from vera.config import load_settings
 
-    spans: dict[str, tuple[float, float]] = {}
     origin = [0.0]
 
-    def timed(name, fn):
-        async def wrapper(*args, **kwargs):
+    class Timed(server.StartHook):
+        """Times each loading step of the start, and keeps the parts it built."""
+
+        def __init__(self) -> None:
+            self.spans: dict[str, tuple[float, float]] = {}
+            self.parts: server.Parts | None = None
+
+        async def step(self, name, load):
             start = time.perf_counter()
             try:
-                return await fn(*args, **kwargs)
+                return await load()
             finally:
-                spans[name] = (start - origin[0], time.perf_counter() - origin[0])
+                self.spans[name] = (start - origin[0], time.perf_counter() - origin[0])
 
-        return wrapper
+        def built(self, parts: server.Parts) -> None:
+            self.parts = parts
 
-    for name in STEPS:
-        setattr(server, name, timed(name, getattr(server, name)))
-    # This child times the service's own steps by wrapping them in place.
-    lexical.PgLexicalIndex.load = timed(  # type: ignore[method-assign]
-        "memory load", lexical.PgLexicalIndex.load)
-    loaded: list[lexical.PgLexicalIndex] = []
-    real_init = lexical.PgLexicalIndex.__init__
-
-    def remembered(self, *args, **kwargs):
-        real_init(self, *args, **kwargs)
-        loaded.append(self)
-
-    lexical.PgLexicalIndex.__init__ = remembered  # type: ignore[method-assign]
-    ranking.Ranking.refresh = timed(  # type: ignore[method-assign]
-        "ranking refresh", ranking.Ranking.refresh)
+    hook = Timed()
 
     async def start() -> dict:
         settings = load_settings()
         origin[0] = time.perf_counter()
-        hosted = await server.create(settings, "127.0.0.1:0")
+        hosted = await server.create(settings, "127.0.0.1:0", hook=hook)
         await hosted.running.server.start()
         create_s = time.perf_counter() - origin[0]
         report = {
@@ -96,8 +85,8 @@ def _child(kill: bool) -> None:
             "create_s": create_s,
             "to_serving_s": time.time() - t_exec,
             "peak_rss_mib": _peak_rss_mib(),
-            "loaded_from": loaded[0].loaded_from,
-            "steps": {k: [round(v, 3) for v in span] for k, span in spans.items()},
+            "loaded_from": hook.parts.index.loaded_from if hook.parts else "",
+            "steps": {k: [round(v, 3) for v in span] for k, span in hook.spans.items()},
         }
         print(json.dumps(report), flush=True)
         if kill:
@@ -121,14 +110,14 @@ async def _publish(env: dict[str, str], path: Path) -> float:
     """Publishes the local snapshot as the index's writer would (claiming the index);
     returns the seconds the copy took."""
     from vera.db.pool import create_pool
-    from vera.services.retrieval.lexical.index import PgLexicalIndex
+    from vera.services.retrieval.documents.index import DocumentIndex
     from vera.services.retrieval.memory.facts import FactMemory
-    from vera.services.retrieval.snapshots.local import MemorySnapshot
-    from vera.services.retrieval.snapshots.shared import SharedSnapshot, purge
+    from vera.services.retrieval.memory.snapshot_file import MemorySnapshot
+    from vera.services.retrieval.memory.snapshot_shared import SharedSnapshot, purge
 
     pool = await create_pool(env["VERA_DATABASE__DSN"], "retrieval", min_size=1, max_size=2)
     try:
-        index = PgLexicalIndex(
+        index = DocumentIndex(
             pool, FactMemory(1), snapshot=MemorySnapshot(path, ""),
             shared=SharedSnapshot(pool, env["VERA_RETRIEVAL__SNAPSHOT_SIGNING_KEY"].encode()))
         await index.claim_writer()

@@ -474,13 +474,13 @@ async def in_process_pipeline(data_dir: Path, stack_pid: int,
     service does on start) and a copy of its qdrant-edge shard; no gateway, no gRPC."""
     from bench.ablation import DictFacts
     from vera.db.pool import create_pool
-    from vera.services.retrieval.lexical.index import PgLexicalIndex
+    from vera.services.retrieval.documents.index import DocumentIndex
     from vera.services.retrieval.memory.facts import FactMemory
+    from vera.services.retrieval.models.embedding import load_embedder
+    from vera.services.retrieval.models.rerankers import load_reranker
     from vera.services.retrieval.pipeline.contract import assembler_version
-    from vera.services.retrieval.pipeline.rerank import load_reranker
     from vera.services.retrieval.pipeline.retriever import Retriever
     from vera.services.retrieval.vectors.edge import EdgeVectorIndex
-    from vera.services.retrieval.vectors.embedding import load_embedder
 
     settings, _ = _settings(data_dir)
     rs = settings.retrieval
@@ -507,14 +507,13 @@ async def in_process_pipeline(data_dir: Path, stack_pid: int,
             facts.update({f.fact_key: f for f in batch})
             super().upsert(batch, vectors, position)
 
-    lexical = PgLexicalIndex(pool, KeepingMemory(embedder.dimensions))
+    lexical = DocumentIndex(pool, KeepingMemory(embedder.dimensions))
     reranker = await load_reranker(rs.reranker_path, rs.model_path, limit=rs.rerank_limit)
     try:
         await lexical.load()
         setup["setup_s"] = time.perf_counter() - t0
         retriever = Retriever(embedder, vectors, lexical, DictFacts(facts),
                               candidate_pool=rs.candidate_pool,
-                              features=lexical,
                               reranker=reranker, assembler_version=assembler_version(rs))
         yield InProcessPipeline(retriever, embedder, setup, facts)
     finally:

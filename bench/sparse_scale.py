@@ -64,8 +64,7 @@ def _parity(found: list[Any], expected: list[Any]) -> tuple[float, float]:
 
 def measure(small_n: int, large_n: int, prefetches: list[int], rounds: int, seed: int) -> dict:
     from vera.services.retrieval.domain import IndexQuery
-    from vera.services.retrieval.lexical.index import CONTEXT_WEIGHT
-    from vera.services.retrieval.memory.facts import FactMemory
+    from vera.services.retrieval.memory.facts import CONTEXT_WEIGHT, FactMemory
 
     rng = np.random.default_rng(seed)
     memory = FactMemory(memory_scale.DIMENSIONS)

@@ -324,11 +324,11 @@ async def locomo_quality() -> dict:
     from bench.harness import DEFAULT_DATA
     from bench.metrics import Tally
     from vera.config import RetrievalSettings
+    from vera.services.retrieval.documents.index import DocumentIndex
     from vera.services.retrieval.domain import Filters
-    from vera.services.retrieval.lexical.index import PgLexicalIndex
-    from vera.services.retrieval.pipeline.rerank import load_reranker
+    from vera.services.retrieval.models.embedding import load_embedder
+    from vera.services.retrieval.models.rerankers import load_reranker
     from vera.services.retrieval.pipeline.retriever import Retriever
-    from vera.services.retrieval.vectors.embedding import load_embedder
 
     conversations = locomo.load(DEFAULT_DATA)
     with tempfile.TemporaryDirectory(prefix="vera-vector-scale-") as tmp:
@@ -336,14 +336,13 @@ async def locomo_quality() -> dict:
         vectors, memory, facts = await index_conversations(
             conversations, embedder, Path(tmp), "index"
         )
-        lexical = PgLexicalIndex(None, memory)
+        lexical = DocumentIndex(None, memory)
         retriever = Retriever(
             embedder,
             vectors,
             lexical,
             DictFacts(facts),
             candidate_pool=POOL,
-            features=lexical,
             reranker=await load_reranker(None, None),
             assembler_version="bench-vector-scale",
         )

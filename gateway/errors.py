@@ -10,13 +10,17 @@ exception text.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
 
 from vera.errors import VeraError
+from vera.observability import correlation
 from vera.text import untrusted
+
+log = logging.getLogger(__name__)
 
 # data.code -> (JSON-RPC integer code, fixed message); GUIDE §Structured Error Contract.
 ERROR_CODES: dict[str, tuple[int, str]] = {
@@ -58,10 +62,20 @@ def _message(slug: str, data: dict[str, Any]) -> str:
     return message
 
 
+def _correlated(slug: str) -> dict[str, str]:
+    """The request's id for an error's ``data``, and the log line that carries the same
+    (the handler's context adds it to every line)."""
+    ids = correlation.error_fields()
+    log.info("answered %s", slug)
+    return ids
+
+
 def tool_error(slug: str, **data: Any) -> MCPError:
     """The top-level JSON-RPC error for ``slug`` with extra context in ``data``."""
     kept = {k: v for k, v in data.items() if v is not None}
-    return MCPError(ERROR_CODES[slug][0], _message(slug, kept), {"code": slug, **kept})
+    return MCPError(
+        ERROR_CODES[slug][0], _message(slug, kept),
+        {"code": slug, **kept, **_correlated(slug)})
 
 
 def jsonrpc_error(slug: str, request_id: str | int | None, **data: Any) -> dict[str, Any]:
@@ -72,7 +86,7 @@ def jsonrpc_error(slug: str, request_id: str | int | None, **data: Any) -> dict[
         "error": {
             "code": ERROR_CODES[slug][0],
             "message": _message(slug, data),
-            "data": {"code": slug, **data},
+            "data": {"code": slug, **data, **_correlated(slug)},
         },
     }
 

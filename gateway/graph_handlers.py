@@ -32,7 +32,7 @@ def _freshness(facts: list[pb.Fact]) -> list[dict[str, Any]]:
                     {
                         "fact_key": f.fact_key,
                         "source_id": c.source_id,
-                        "reason": "source_stale",
+                        "reason": c.stale_reason or "source_stale",
                         "observed_at": views.ts(c, "observed_at"),
                     }
                 )

@@ -27,7 +27,7 @@ from vera.config import Settings
 from vera.errors import VeraError
 from vera.gateway.auth import CALLER_STATE_KEY, AuthFailure, Caller, scope_names
 from vera.gateway.credentials import KEY_REVOKED, PRINCIPAL_DISABLED
-from vera.gateway.errors import ERROR_CODES, from_vera_error, internal_error
+from vera.gateway.errors import from_vera_error, internal_error, jsonrpc_error
 from vera.gateway.tokens import TOKEN_EXPIRED, TOKEN_OUTDATED
 from vera.rpc.backends import Backends
 
@@ -43,15 +43,6 @@ def metadata_url(request: Request) -> str:
     return str(request.base_url).rstrip("/") + METADATA_PATH
 
 
-def _jsonrpc_error(slug: str, **data: Any) -> dict[str, Any]:
-    code, message = ERROR_CODES[slug]
-    return {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": code, "message": message, "data": {"code": slug, **data}},
-    }
-
-
 def refusal_data(reason: str) -> dict[str, str]:
     """What the client is told of a refused built-in token that minting a new one fixes;
     nothing for any other refusal (a forged or foreign token learns nothing)."""
@@ -64,12 +55,12 @@ def challenge(request: Request, failure: AuthFailure) -> Response:
     params = [f'resource_metadata="{metadata_url(request)}"']
     if failure.status == 403:
         params += ['error="insufficient_scope"', f'scope="{failure.required_scope}"']
-        body = _jsonrpc_error("unauthorized", required_scope=failure.required_scope)
+        body = jsonrpc_error("unauthorized", None, required_scope=failure.required_scope)
     else:
         if failure.token_presented:
             # RFC 6750 §3.1: no error code when the request carried no credential at all.
             params.append('error="invalid_token"')
-        body = _jsonrpc_error("unauthenticated", **refusal_data(failure.reason))
+        body = jsonrpc_error("unauthenticated", None, **refusal_data(failure.reason))
     return JSONResponse(
         body,
         status_code=failure.status,

@@ -36,7 +36,9 @@ FRESHNESS_NOTE = (
     "A source_stale warning (or stale source) means the cited source was last observed "
     f"more than {STALE_SOURCE_DAYS_DEFAULT} days ago (VERA_KNOWLEDGE__STALE_SOURCE_DAYS, "
     "default); a curator refreshes it by ingesting the same source id with a newer "
-    "observed_at, which updates it in place."
+    "observed_at, which updates it in place. A lines_changed or lines_vanished warning means "
+    "the lines the fact cites from a repository file changed at a later commit: check the "
+    "file before relying on it."
 )
 _NOTES = (
     (frozenset({"trust_tier"}), TRUST_TIER_NOTE),

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Literal
 
 import uvicorn
@@ -28,6 +31,7 @@ from vera.config import (
 from vera.gateway.app import build_app
 from vera.identity.v1 import identity_pb2_grpc
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
+from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import ServiceBinding, create_server, mark_serving
 from vera.services.knowledge import server as knowledge_server
@@ -199,3 +203,147 @@ def port_held(port: int, *, answering: bool) -> Iterator[None]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _AllIndexed(retrieval_pb2_grpc.RetrievalServiceServicer):
+    """Retrieval's index status only, reporting everything indexed."""
+
+    async def GetIndexStatus(self, request: Any, context: Any) -> Any:
+        return retrieval_pb2.GetIndexStatusResponse(indexed_position=2**62, head_position=0)
+
+
+@contextlib.asynccontextmanager
+async def local_api_stack(pg_dsn: str, data_dir: Path) -> AsyncIterator[Path]:
+    """The data dir of a (partly stand-in) running local-dev stack, as `vera ingest
+    --data-dir` and `vera harvest --data-dir` find one: its secret and its stack.json,
+    naming the real REST API over real identity and knowledge services; retrieval is a
+    stand-in that reports everything indexed (the commands wait for indexing)."""
+    import json
+    import os
+
+    from vera.api.app import build_app as build_api
+    from vera.config import ApiSettings
+    from vera.local_secret import ensure_secret
+    from vera.services.identity import server as identity_server
+
+    service_settings = Settings(database=DatabaseSettings(dsn=pg_dsn, pool_max_size=4))
+    retrieval = create_server(
+        [ServiceBinding("vera.retrieval.v1.RetrievalService", _AllIndexed(),
+                        retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server)],
+        "127.0.0.1:0",
+    )
+    async with (
+        serve_service(identity_server, service_settings) as identity,
+        serve_service(knowledge_server, service_settings) as knowledge,
+    ):
+        await retrieval.server.start()
+        await mark_serving(retrieval)
+        stand_in = f"127.0.0.1:{retrieval.port}"
+        api = build_api(Settings(
+            environment="local", api=ApiSettings(local_secret=ensure_secret(data_dir)),
+            services=ServiceAddresses(identity=identity, knowledge=knowledge,
+                                      retrieval=stand_in, snapshot=stand_in)))
+        try:
+            async with serve_app(api) as url:
+                (data_dir / "run").mkdir()
+                (data_dir / "run" / "stack.json").write_text(
+                    json.dumps({"pid": os.getpid(), "api_url": url}))
+                yield data_dir
+        finally:
+            await retrieval.stop(0)
+
+
+@dataclass
+class ExportedSpan:
+    service: str  # the exporting process's service.name
+    trace_id: str
+    span_id: str
+    parent_id: str
+    name: str
+    kind: int
+    attributes: dict[str, Any]
+
+
+class OtlpReceiver:
+    """A loopback OTLP/HTTP trace receiver: what every process of a stack exports, kept as
+    the raw request bodies (for content scans) and decoded with opentelemetry-proto."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                with receiver._lock:
+                    receiver.bodies.append(body)
+                self.send_response(200 if self.path == "/v1/traces" else 404)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_port}"
+
+    def __enter__(self) -> OtlpReceiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def env(self) -> dict[str, str]:
+        """The standard variables that send a process's every span here, at once."""
+        return {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": self.endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_TRACES_SAMPLER": "parentbased_always_on",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+
+    def spans(self) -> list[ExportedSpan]:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        with self._lock:
+            bodies = list(self.bodies)
+        found = []
+        for body in bodies:
+            request = ExportTraceServiceRequest.FromString(body)
+            for resource_spans in request.resource_spans:
+                resource = {a.key: a.value.string_value
+                            for a in resource_spans.resource.attributes}
+                for scope_spans in resource_spans.scope_spans:
+                    for span in scope_spans.spans:
+                        found.append(ExportedSpan(
+                            service=resource.get("service.name", ""),
+                            trace_id=span.trace_id.hex(),
+                            span_id=span.span_id.hex(),
+                            parent_id=span.parent_span_id.hex(),
+                            name=span.name,
+                            kind=span.kind,
+                            attributes={a.key: _any_value(a.value) for a in span.attributes},
+                        ))
+        return found
+
+
+def _any_value(value: Any) -> Any:
+    return getattr(value, value.WhichOneof("value")) if value.WhichOneof("value") else None
+
+
+def without_ids(data: dict[str, Any]) -> dict[str, Any]:
+    """An error's ``data`` without its correlation id (a trace or request id, different on
+    every call; tests/gateway/test_correlation.py checks it), for equality checks."""
+    return {k: v for k, v in data.items() if k not in ("trace_id", "request_id")}

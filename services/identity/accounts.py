@@ -53,6 +53,7 @@ from vera.services.identity.domain import (
     personal_slugs,
     verified_email,
 )
+from vera.text import codepoint, first_hidden
 
 API_KEY_PREFIX = "vera_"
 _API_KEY = re.compile(r"^vera_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
@@ -249,9 +250,14 @@ def _vouched_email(email: str, issuer: str) -> VerifiedEmail | None:
 
 
 def _display_name(value: str, field: str = "display_name") -> str:
+    """A name others read beside this principal's actions: hidden characters (bidi
+    overrides, zero-width joiners, blank glyphs) would let it pass for another's."""
     name = value.strip()
     if not name or len(name) > MAX_DISPLAY_NAME:
         raise InvalidInput(field)
+    hidden = first_hidden(name)
+    if hidden is not None:
+        raise InvalidInput(field, reason="hidden_character", codepoint=codepoint(hidden))
     return name
 
 

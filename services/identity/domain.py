@@ -22,6 +22,7 @@ from vera.errors import (
     Unauthorized,
 )
 from vera.repository_identity import canonicalize
+from vera.text import escape_hidden
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 # Personal scopes are named by the system; nobody may create a shared project that squats one.
@@ -226,7 +227,8 @@ class IdentityService:
         if not subject or len(subject) > MAX_EXTERNAL_CLAIM:
             raise InvalidInput("subject")
         linking_email = verified_email(email) if email_verified and email.strip() else None
-        display_name = (linking_email or subject)[:MAX_DISPLAY_NAME]
+        # An issuer's subject is not screened as a typed name is: shown, never hidden.
+        display_name = escape_hidden(linking_email or subject)[:MAX_DISPLAY_NAME]
         pid, created = await self._store.ensure_external_principal(
             issuer, subject, linking_email, uuid.uuid4(), display_name
         )

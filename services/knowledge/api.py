@@ -12,6 +12,7 @@ from .community_store import CommunityStore
 from .correction_store import CorrectionStore
 from .curation_api import CurationRpcs
 from .curation_store import CurationStore
+from .drift_store import DriftStore
 from .erasure import ErasureRpcs
 from .facts_api import FactRpcs
 from .feed_store import FeedStore
@@ -54,6 +55,7 @@ class KnowledgeServicer(
         )
         self._changes = changes
         self._curation = CurationStore(store, max_counted_rows=max_counted_rows)
+        self._drift = DriftStore(store)
         self._stale_days = stale_source_days
         self._refresh_seconds = refresh_seconds
         self._refresher: asyncio.Task[None] | None = None

@@ -111,6 +111,7 @@ def fact_to_proto(view: FactView) -> pb.Fact:
                 source_type=c.source_type,
                 observed_at=to_timestamp(c.observed_at),
                 stale=c.stale,
+                stale_reason=c.stale_reason,
             )
             for c in view.citations
         ],

@@ -9,16 +9,64 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from vera import page_tokens
+from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import to_timestamp
 
 from . import convert, curation, domain, graph
 from .curation_store import CurationStore
+from .drift_store import DRIFT_REASONS, MAX_MARKS, PAGE_DEFAULT, PAGE_MAX, DriftMark, DriftStore
 
 
 class CurationRpcs:
     _curation: CurationStore
+    _drift: DriftStore
     _stale_days: int
+
+    async def ListCitedLines(
+        self, request: pb.ListCitedLinesRequest, context
+    ) -> pb.ListCitedLinesResponse:
+        scope = domain.parse_uuid("scope_id", request.scope_id)
+        assert scope is not None
+        prefix = domain.require_text("source_id_prefix", request.source_id_prefix, domain.MAX_ID)
+        size = domain.page_size("page_size", request.page_size, PAGE_DEFAULT, PAGE_MAX)
+        offset = page_tokens.decode_position(request.page_token)
+        rows, next_token = await self._drift.cited_lines(
+            scope, prefix, request.drifted_only, size, offset
+        )
+        return pb.ListCitedLinesResponse(
+            cited=[
+                pb.CitedLines(
+                    fact_key=r.fact_key, source_id=r.source_id, locator=r.locator,
+                    evidence=r.evidence, subject=r.subject, predicate=r.predicate,
+                    object=r.object, drift_reason=r.drift_reason, drift_commit=r.drift_commit,
+                    drift_detected_at=to_timestamp(r.drift_detected_at),
+                )
+                for r in rows
+            ],
+            next_page_token=next_token,
+        )  # fmt: skip
+
+    async def RecordCitationDrift(
+        self, request: pb.RecordCitationDriftRequest, context
+    ) -> pb.RecordCitationDriftResponse:
+        curator = domain.parse_uuid("curator_principal_id", request.curator_principal_id)
+        scope = domain.parse_uuid("scope_id", request.scope_id)
+        assert curator is not None and scope is not None
+        commit = domain.require_text("commit", request.commit, domain.MAX_ID)
+        if not 1 <= len(request.drift) <= MAX_MARKS:
+            raise InvalidInput("drift", f"1..{MAX_MARKS} citations", reason="out_of_range")
+        marks = []
+        for i, d in enumerate(request.drift):
+            if d.reason and d.reason not in DRIFT_REASONS:
+                raise InvalidInput(f"drift[{i}].reason", "lines_changed, lines_vanished or "
+                                   "empty", reason="invalid")
+            marks.append(DriftMark(
+                domain.require_text(f"drift[{i}].fact_key", d.fact_key, domain.MAX_ID),
+                domain.require_text(f"drift[{i}].source_id", d.source_id, domain.MAX_ID),
+                d.reason))
+        marked, cleared = await self._drift.record(curator, scope, commit, marks)
+        return pb.RecordCitationDriftResponse(marked=marked, cleared=cleared)  # fmt: skip
 
     async def ListPendingProposals(
         self, request: pb.ListPendingProposalsRequest, context

@@ -298,6 +298,8 @@ class AssertionView:
     source: SourceView | None
     evidence: tuple[EvidenceView, ...]
     recorded_at: datetime
+    # lines_changed / lines_vanished: the cited lines drifted (vera harvest); "" when not.
+    drift_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -311,6 +313,7 @@ class CitationView:
     source_type: str
     observed_at: datetime | None
     stale: bool = False
+    stale_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -375,6 +378,9 @@ def answer_after_replacement(view: FactView) -> FactView | None:
     return dataclasses.replace(view, state=FactState.SUPERSEDED)
 
 
+SOURCE_STALE = "source_stale"
+
+
 def source_stale(observed_at: datetime | None, now: datetime, stale_after_days: int) -> bool:
     """The one staleness rule: observed longer ago than the threshold. A source never
     observed is not stale (staleness needs an observation time)."""
@@ -385,6 +391,7 @@ def citation_of(assertion: AssertionView, now: datetime, stale_after_days: int) 
     first = assertion.evidence[0] if assertion.evidence else None
     source = assertion.source
     observed_at = source.observed_at if source else None
+    aged = source_stale(observed_at, now, stale_after_days)
     return CitationView(
         source_id=source.source_id if source else "",
         locator=first.locator if first else "",
@@ -394,7 +401,9 @@ def citation_of(assertion: AssertionView, now: datetime, stale_after_days: int) 
         verification=assertion.verification,
         source_type=source.source_type if source else "",
         observed_at=observed_at,
-        stale=source_stale(observed_at, now, stale_after_days),
+        stale=aged or bool(assertion.drift_reason),
+        # Drifted lines say more than age: the cited text itself is no longer there.
+        stale_reason=assertion.drift_reason or (SOURCE_STALE if aged else ""),
     )
 
 

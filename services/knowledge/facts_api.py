@@ -69,6 +69,14 @@ class FactRpcs:
             convert.fact_input(i, scope, f, f"facts[{i}]") for i, f in enumerate(request.facts)
         )
         batch = ingest.IngestBatch(principal, scope, sources, entities, facts)
+        if request.validate_only:
+            if len(request.corrected_fact_keys) > domain.MAX_BATCH:
+                raise InvalidInput("corrected_fact_keys", f"at most {domain.MAX_BATCH}",
+                                   reason="too_many")
+            await self._ingest.check(batch, [
+                domain.require_text(f"corrected_fact_keys[{i}]", key, domain.MAX_ID)
+                for i, key in enumerate(request.corrected_fact_keys)])
+            return pb.IngestKnowledgeResponse()
         result = await self._ingest.ingest(batch)
         return pb.IngestKnowledgeResponse(
             sources=pb.IngestCounts(

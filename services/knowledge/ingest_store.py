@@ -5,8 +5,11 @@ written in one transaction through the write kernel (``outbox``).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 import asyncpg
+
+from vera.errors import InvalidInput
 
 from . import ingest
 from .domain import ChangeKind, FactState
@@ -39,24 +42,10 @@ class IngestStore:
     async def ingest(self, batch: IngestBatch) -> IngestResult:
         result = IngestResult()
         outbox = Outbox(actor_id=batch.principal_id)
-        scope = batch.scope_id
         async with self._pool.acquire() as conn:
             async with conn.transaction():
                 await lock_keys(conn, [f.fact_key for f in batch.facts])
-                referenced = sorted(batch.referenced_source_ids())
-                known = (
-                    {
-                        r["source_id"]: r["source_pk"]
-                        for r in await conn.fetch(
-                            """SELECT source_id, source_pk FROM sources
-                           WHERE scope_id = $1 AND source_id = ANY($2::text[])""",
-                            scope,
-                            referenced,
-                        )
-                    }
-                    if referenced
-                    else {}
-                )
+                known = await _known_sources(conn, batch)
                 ingest.check_batch(batch, set(known))
                 source_pks = dict(known)
                 await self._ingest_sources(conn, batch, source_pks, result.sources, outbox)
@@ -65,6 +54,28 @@ class IngestStore:
                 await outbox.flush(conn)
             result.change_position = await change_position(conn)
         return result
+
+    async def check(self, batch: IngestBatch, corrected_fact_keys: Sequence[str]) -> None:
+        """Refuses what ``ingest`` would refuse, writing nothing; and a fact key a later
+        correction names that is neither a current fact of the scope nor one of the
+        batch's (``corrected_fact_keys[i]``, not_found)."""
+        async with self._pool.acquire() as conn:
+            ingest.check_batch(batch, set(await _known_sources(conn, batch)))
+            own = {f.fact_key for f in batch.facts}
+            wanted = sorted(set(corrected_fact_keys) - own)
+            current = {
+                r["fact_key"]
+                for r in await conn.fetch(
+                    """SELECT fact_key FROM facts WHERE scope_id = $1
+                       AND fact_key = ANY($2::text[]) AND superseded_at IS NULL""",
+                    batch.scope_id,
+                    wanted,
+                )
+            } if wanted else set()
+        for i, key in enumerate(corrected_fact_keys):
+            if key not in own and key not in current:
+                raise InvalidInput(f"corrected_fact_keys[{i}]", "no such fact in scope",
+                                   reason="not_found")
 
     async def _ingest_sources(
         self,
@@ -247,3 +258,19 @@ class IngestStore:
                 or ""
             )
         return types[source_id]
+
+
+async def _known_sources(conn: asyncpg.Connection, batch: IngestBatch) -> dict[str, uuid.UUID]:
+    """The scope's stored sources that the batch's facts cite and it does not carry."""
+    referenced = sorted(batch.referenced_source_ids())
+    if not referenced:
+        return {}
+    return {
+        r["source_id"]: r["source_pk"]
+        for r in await conn.fetch(
+            """SELECT source_id, source_pk FROM sources
+               WHERE scope_id = $1 AND source_id = ANY($2::text[])""",
+            batch.scope_id,
+            referenced,
+        )
+    }

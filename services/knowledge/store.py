@@ -421,6 +421,7 @@ class KnowledgeStore:
             f"""SELECT a.assertion_id, a.fact_key, a.supports, a.trust_tier, a.authority,
                        a.status, a.status_before_withdrawal, a.withdrawn_at, a.recorded_at,
                        s.source_id, s.source_type, s.title, s.uri, s.observed_at,
+                       a.drift_reason, a.drift_detected_at,
                        e.evidence_id, e.text, e.locator
                 FROM assertions a
                 LEFT JOIN sources s ON s.source_pk = a.source_pk
@@ -461,6 +462,7 @@ class KnowledgeStore:
                     source=source,
                     evidence=tuple(evidence),
                     recorded_at=r["recorded_at"],
+                    drift_reason=_drift_known(r, known_as_of),
                 )
             )
         return out
@@ -501,3 +503,11 @@ class KnowledgeStore:
 
 def _cites(assertion: AssertionView) -> bool:
     return assertion.supports and assertion.verification is not domain.Verification.WITHDRAWN
+
+
+def _drift_known(r: asyncpg.Record, known_as_of: datetime | None) -> str:
+    """The assertion's drift mark as known at ``known_as_of`` (none before it was found)."""
+    found = r["drift_detected_at"]
+    if known_as_of is None or (found is not None and found <= known_as_of):
+        return str(r["drift_reason"])
+    return ""

@@ -68,6 +68,7 @@ class Citation:
     source_type: str = ""
     observed_at: datetime | None = None
     stale: bool = False  # knowledge's mark: observed longer ago than its threshold
+    stale_reason: str = ""  # source_stale, or lines_changed / lines_vanished (drift)
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class CandidateFeatures:
-    """Per-version signals beyond the two legs' own scores (see FeatureSource)."""
+    """Per-version signals beyond the two legs' own scores (see ports.SearchIndex.features)."""
 
     dense: float
     dense_context: float = 0.0

@@ -1,9 +1,10 @@
 """The ports the retrieval domain depends on; adapters implement them.
 
-vectors.embedding.MiniLMEmbedder -> Embedder; vectors.edge.EdgeVectorIndex and
-vectors.qdrant.QdrantVectorIndex -> VectorIndex; lexical.index.PgLexicalIndex -> LexicalIndex
-and FeatureSource; pipeline.rerank's rerankers -> Reranker; sources.knowledge.KnowledgeFactSource
--> FactSource; indexing.leadership.PgWriterLease -> WriterLease.
+models.embedding.MiniLMEmbedder -> Embedder; vectors.edge.EdgeVectorIndex and
+vectors.qdrant.QdrantVectorIndex -> VectorIndex; documents.index.DocumentIndex -> SearchIndex
+(the pipeline's reads) and IndexWriter (the tailer's writes), one object handed to each;
+models.rerankers -> Reranker; sources.knowledge.KnowledgeFactSource -> FactSource;
+indexing.leadership.PgWriterLease -> WriterLease.
 """
 
 from __future__ import annotations
@@ -51,15 +52,36 @@ class VectorIndex(Protocol):
     async def close(self) -> None: ...
 
 
-class LexicalIndex(Protocol):
+class SearchIndex(Protocol):
+    """What the pipeline reads of the indexed facts: the lexical leg, the candidates'
+    features and whether a scope holds anything (documents.index.DocumentIndex)."""
+
     async def search(self, text: str, query: IndexQuery, limit: int) -> list[Candidate]:
         """Full-text hits within the same filters; the score is the raw full-text score (> 0)."""
+        ...
+
+    async def features(
+        self,
+        scope_ids: Sequence[str],
+        version_ids: Sequence[str],
+        vector: Sequence[float],
+        query_text: str,
+        query: IndexQuery | None = None,
+    ) -> Mapping[str, CandidateFeatures]:
+        """Per known version: exact dense cosine, the neighbourhood's cosine and whether the
+        query names the fact's subject (the in-process memory; none without one); with
+        ``query``, a snapshot replay's neighbourhood is its visible one."""
         ...
 
     async def has_documents(self, query: IndexQuery, *, with_attributes: bool) -> bool:
         """Whether any live version is indexed in the query's scopes (and, when
         ``with_attributes``, also matches its attribute filters)."""
         ...
+
+
+class IndexWriter(Protocol):
+    """What the change-log tailer writes: the documents, the cursor and its writer fence,
+    and the in-process memory (documents.index.DocumentIndex)."""
 
     async def apply(
         self,
@@ -71,18 +93,32 @@ class LexicalIndex(Protocol):
         cursor in one transaction."""
         ...
 
+    async def remember(
+        self,
+        facts: Sequence[Fact],
+        position: int,
+        vectors: Sequence[Sequence[float] | None] | None = None,
+    ) -> None:
+        """A follower's apply: the in-process memory only (the writer stored the documents)."""
+        ...
+
+    async def delete(self, version_ids: Sequence[str]) -> None:
+        """Removes the versions' documents (and their in-memory entries) for erasure."""
+        ...
+
+    async def forget(self, version_ids: Sequence[str]) -> None:
+        """A follower's erasure: the in-process memory only."""
+        ...
+
+    async def stored_vectors(
+        self, version_ids: Sequence[str]
+    ) -> Mapping[str, Sequence[float] | None]:
+        """The vector stored with each version's document (None: stored without one);
+        versions without a document (never written, or erased since) are absent."""
+        ...
+
     async def cursor(self) -> int:
         """The last change-log position applied."""
-        ...
-
-    async def claim_writer(self) -> None:
-        """Makes this process the index's writer: from now on every ``apply`` and
-        ``restart_for_embedding`` of a process that claimed before raises WriterFenced."""
-        ...
-
-    async def check_writer(self) -> None:
-        """Raises WriterFenced when another process has claimed the index since this one
-        did (before writes that the cursor's transaction cannot cover: the vectors)."""
         ...
 
     async def indexed_embedding(self) -> str | None:
@@ -94,43 +130,14 @@ class LexicalIndex(Protocol):
         tailer replays (and re-embeds) every version."""
         ...
 
-    async def delete(self, version_ids: Sequence[str]) -> None:
-        """Removes the versions' documents (and their in-memory entries) for erasure."""
+    async def claim_writer(self) -> None:
+        """Makes this process the index's writer: from now on every ``apply`` and
+        ``restart_for_embedding`` of a process that claimed before raises WriterFenced."""
         ...
 
-    async def stored_vectors(
-        self, version_ids: Sequence[str]
-    ) -> Mapping[str, Sequence[float] | None]:
-        """The vector stored with each version's document (None: stored without one);
-        versions without a document (never written, or erased since) are absent."""
-        ...
-
-    async def remember(
-        self,
-        facts: Sequence[Fact],
-        position: int,
-        vectors: Sequence[Sequence[float] | None] | None = None,
-    ) -> None:
-        """A follower's apply: the in-process memory only (the writer stored the documents)."""
-        ...
-
-    async def forget(self, version_ids: Sequence[str]) -> None:
-        """A follower's erasure: the in-process memory only."""
-        ...
-
-
-class FeatureSource(Protocol):
-    async def features(
-        self,
-        scope_ids: Sequence[str],
-        version_ids: Sequence[str],
-        vector: Sequence[float],
-        query_text: str,
-        query: IndexQuery | None = None,
-    ) -> Mapping[str, CandidateFeatures]:
-        """Per known version: exact dense cosine, the neighbourhood's cosine and whether the
-        query names the fact's subject (memory.FactMemory via the lexical adapter); with
-        ``query``, a snapshot replay's neighbourhood is its visible one."""
+    async def check_writer(self) -> None:
+        """Raises WriterFenced when another process has claimed the index since this one
+        did (before writes that the cursor's transaction cannot cover: the vectors)."""
         ...
 
 

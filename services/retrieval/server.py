@@ -1,12 +1,17 @@
 """Wires the retrieval service: migrations, pool, knowledge channel, embedder, vector
-index, the change-log tailer (writer or follower, by the writer lease) and the gRPC server."""
+index, the indexed facts, the change-log tailer (writer or follower, by the writer lease),
+the ranking and the gRPC server; every part that needs closing goes on one exit stack.
+
+A ``StartHook`` watches a start without patching it: the benches time each loading step
+and read where the memory came from, tests stage the steps."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import asyncpg
@@ -16,13 +21,16 @@ from vera.db.pool import open_service_database, service_dsn
 from vera.observability.service_metrics import ServiceMetrics
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
-from vera.rpc.server import HostedService, ServiceBinding, create_server
+from vera.rpc.server import HostedService, RunningServer, ServiceBinding, create_server
+from vera.services.retrieval.documents.index import DocumentIndex
 from vera.services.retrieval.indexing.indexer import ChangeIndexer
 from vera.services.retrieval.indexing.leadership import PgWriterLease
-from vera.services.retrieval.lexical.index import PgLexicalIndex
 from vera.services.retrieval.memory.facts import FactMemory
+from vera.services.retrieval.memory.snapshot_file import MemorySnapshot
+from vera.services.retrieval.memory.snapshot_shared import SharedSnapshot
+from vera.services.retrieval.models.embedding import DIMENSIONS, load_embedder
+from vera.services.retrieval.models.rerankers import load_reranker
 from vera.services.retrieval.pipeline.contract import assembler_version, embedding_version
-from vera.services.retrieval.pipeline.rerank import load_reranker
 from vera.services.retrieval.pipeline.retriever import Retriever
 from vera.services.retrieval.ports import Embedder, Reranker, VectorIndex
 from vera.services.retrieval.rank.feedback_source import KnowledgeFeedbackSource
@@ -30,11 +38,8 @@ from vera.services.retrieval.rank.learned import ActiveModels, FitPolicy
 from vera.services.retrieval.rank.lifecycle import Ranking, RankingOptions
 from vera.services.retrieval.rank.store import RankStore
 from vera.services.retrieval.serving.api import RetrievalApi
-from vera.services.retrieval.snapshots.local import MemorySnapshot
-from vera.services.retrieval.snapshots.shared import SharedSnapshot
 from vera.services.retrieval.sources.knowledge import KnowledgeFactSource
 from vera.services.retrieval.vectors.edge import EdgeVectorIndex
-from vera.services.retrieval.vectors.embedding import DIMENSIONS, load_embedder
 from vera.services.retrieval.vectors.payload import MEMORY_LOCATION
 
 log = logging.getLogger(__name__)
@@ -45,164 +50,204 @@ PACKAGE = "vera.services.retrieval"
 # Under the data directory, beside the shard: the memory a restart reloads first.
 MEMORY_SNAPSHOT = "memory/facts.snapshot"
 SERVICE_NAME = retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"].full_name
+# The loading steps a StartHook sees, by name; the middle four run at once.
+STEPS = ("database", "embedder", "vectors", "reranker", "memory", "ranking")
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The wired service, for a StartHook (what a bench reads, what a test reaches)."""
+
+    index: DocumentIndex
+    embedder: Embedder
+    vectors: VectorIndex
+    retriever: Retriever
+    indexer: ChangeIndexer
+    ranking: Ranking
+
+
+class StartHook:
+    """Watches a start. ``step`` runs each loading step of STEPS (the default just runs
+    it); ``built`` sees the parts once wired, before anything serves."""
+
+    async def step(self, name: str, load: Callable[[], Awaitable[T]]) -> T:
+        return await load()
+
+    def built(self, parts: Parts) -> None:
+        """Nothing by default."""
 
 
 async def create(
-    settings: Settings, address: str, *, embedder: Embedder | None = None
+    settings: Settings,
+    address: str,
+    *,
+    embedder: Embedder | None = None,
+    hook: StartHook | None = None,
 ) -> HostedService:
     """Builds the bound (not yet started) service. ``embedder`` lets tests share one model
     across services; when given, the caller owns it."""
-    rs = settings.retrieval
-    cleanups: list[Callable[[], Awaitable[None]]] = []
+    hook = hook or StartHook()
+    exits = contextlib.AsyncExitStack()
+    try:
+        running = await _build(settings, address, embedder, hook, exits)
+    except BaseException:
+        await exits.aclose()
+        raise
+    return HostedService(running=running, aclose=exits.aclose)
 
-    async def close_all() -> None:
-        for cleanup in reversed(cleanups):
+
+async def _build(
+    settings: Settings,
+    address: str,
+    embedder: Embedder | None,
+    hook: StartHook,
+    exits: contextlib.AsyncExitStack,
+) -> RunningServer:
+    rs = settings.retrieval
+
+    def closing(cleanup: Callable[[], Any]) -> None:
+        """Runs ``cleanup`` (sync or async) at close, last in first out; a failing one is
+        logged and the others still run."""
+
+        async def run() -> None:
             try:
-                await cleanup()
+                done = cleanup()
+                if asyncio.iscoroutine(done):
+                    await done
             except Exception:
                 log.exception("retrieval cleanup failed")
 
-    try:
-        pool = await open_service_database(settings, SCHEMA, PACKAGE)
-        cleanups.append(pool.close)
-        channel = open_channel(
-            settings.services.knowledge, settings.rpc.deadline_seconds,
-            auth_key=settings.rpc.auth_key, caller="retrieval")
-        cleanups.append(channel.close)
+        exits.push_async_callback(run)
 
-        dimensions = DIMENSIONS if embedder is None else embedder.dimensions
-        embedding = embedding_version(rs)
-        lexical = PgLexicalIndex(
-            pool,
-            FactMemory(dimensions),
-            snapshot=MemorySnapshot(settings.data_dir / MEMORY_SNAPSHOT, embedding),
-            shared=_shared_snapshot(settings, pool),
+    async def open_database() -> asyncpg.Pool:
+        return await open_service_database(settings, SCHEMA, PACKAGE)
+
+    pool = await hook.step("database", open_database)
+    closing(pool.close)
+    channel = open_channel(
+        settings.services.knowledge, settings.rpc.deadline_seconds,
+        auth_key=settings.rpc.auth_key, caller="retrieval")
+    closing(channel.close)
+
+    dimensions = DIMENSIONS if embedder is None else embedder.dimensions
+    embedding = embedding_version(rs)
+    index = DocumentIndex(
+        pool,
+        FactMemory(dimensions),
+        snapshot=MemorySnapshot(settings.data_dir / MEMORY_SNAPSHOT, embedding),
+        shared=_shared_snapshot(settings, pool),
+    )
+    closing(index.close)
+
+    async def load_own_embedder() -> Embedder:
+        owned = await load_embedder(
+            rs.model_path, rs.embed_threads, settings.model_cache_dir, rs.embedding_precision
         )
-        cleanups.append(lexical.close)
+        closing(owned.close)
+        return owned
 
-        async def load_own_embedder() -> Embedder:
-            owned = await load_embedder(
-                rs.model_path, rs.embed_threads, settings.model_cache_dir,
-                rs.embedding_precision,
+    async def given_embedder() -> Embedder:
+        assert embedder is not None
+        return embedder
+
+    async def open_vectors() -> VectorIndex:
+        vectors = await open_vector_index(settings, dimensions)
+        closing(vectors.close)
+        return vectors
+
+    async def open_reranker() -> Reranker:
+        reranker = await load_reranker(rs.reranker_path, rs.model_path, limit=rs.rerank_limit)
+        closing(reranker.close)
+        return reranker
+
+    async def load_memory() -> int:
+        # Where the memory stands once loaded (the load reads the cursor in its
+        # snapshot); 0 when the stored vectors are another model's.
+        position = await index.load()
+        return position if await index.indexed_embedding() == embedding else 0
+
+    # At once: the model and the shard load in native code (the GIL released) while
+    # the memory refills from PostgreSQL, so a start takes about the longest of them.
+    loaded_embedder, vectors, reranker, loaded_position = await _all_or_none(
+        hook.step("embedder", load_own_embedder if embedder is None else given_embedder),
+        hook.step("vectors", open_vectors),
+        hook.step("reranker", open_reranker),
+        hook.step("memory", load_memory),
+    )
+    source = KnowledgeFactSource(channel, settings.rpc.deadline_seconds)
+    lease = PgWriterLease(service_dsn(settings), retry_seconds=rs.writer_retry_seconds)
+    closing(lease.release)
+    indexer = ChangeIndexer(
+        source,
+        loaded_embedder,
+        vectors,
+        index,
+        embedding=embedding,
+        poll_seconds=rs.index_poll_seconds,
+        lease=lease,
+        shared_vectors=_qdrant_server(settings),
+        loaded_position=loaded_position,
+    )
+    learned = ActiveModels()
+    retriever = Retriever(
+        loaded_embedder,
+        vectors,
+        index,
+        source,
+        candidate_pool=rs.candidate_pool,
+        reranker=reranker,
+        assembler_version=assembler_version(rs),
+        learned=learned,
+    )
+    ranking = Ranking(
+        RankStore(pool),
+        KnowledgeFeedbackSource(channel, max_rows_per_principal=rs.rank.max_rows_per_principal),
+        retriever,
+        learned,
+        RankingOptions(
+            policy=FitPolicy(
+                min_rows=rs.rank.min_feedback_rows,
+                min_packs=rs.rank.min_packs,
+                min_gain=rs.rank.min_gain,
+            ),
+            max_training_rows=rs.rank.max_training_rows,
+            poll_seconds=rs.rank.poll_seconds,
+            auto_fit_new_feedback=rs.rank.auto_fit_new_feedback,
+            auto_fit_check_seconds=rs.rank.auto_fit_check_seconds,
+            replay_queries=rs.rank.replay_queries,
+            guard_check_seconds=rs.rank.guard_check_seconds,
+            guard_min_queries=rs.rank.guard_min_queries,
+            guard_max_queries=rs.rank.guard_max_queries,
+            guard_margin=rs.rank.guard_margin,
+        ),
+        version_for=lambda model_id: assembler_version(rs, rank_model=model_id),
+    )
+    await hook.step("ranking", ranking.refresh)
+    hook.built(Parts(index, loaded_embedder, vectors, retriever, indexer, ranking))
+    running = create_server(
+        [
+            ServiceBinding(
+                SERVICE_NAME,
+                RetrievalApi(retriever, indexer, ranking),
+                retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server,
             )
+        ],
+        address,
+        settings,
+    )
+    _report(running.metrics, pool, indexer, ranking)
 
-            async def close_embedder() -> None:
-                owned.close()
+    def background(loop: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(loop, name=name)
+        closing(lambda: _stop(task))
 
-            cleanups.append(close_embedder)
-            return owned
-
-        async def open_vectors() -> VectorIndex:
-            vectors = await open_vector_index(settings, dimensions)
-            cleanups.append(vectors.close)
-            return vectors
-
-        async def open_reranker() -> Reranker:
-            reranker = await load_reranker(rs.reranker_path, rs.model_path, limit=rs.rerank_limit)
-
-            async def close_reranker() -> None:
-                reranker.close()
-
-            cleanups.append(close_reranker)
-            return reranker
-
-        async def load_memory() -> int:
-            # Where the memory stands once loaded (the load reads the cursor in its
-            # snapshot); 0 when the stored vectors are another model's.
-            position = await lexical.load()
-            return position if await lexical.indexed_embedding() == embedding else 0
-
-        # At once: the model and the shard load in native code (the GIL released) while
-        # the memory refills from PostgreSQL, so a start takes about the longest of them.
-        loaded_embedder, vectors, reranker, loaded_position = await _all_or_none(
-            load_own_embedder() if embedder is None else _ready(embedder),
-            open_vectors(),
-            open_reranker(),
-            load_memory(),
-        )
-        embedder = loaded_embedder
-        source = KnowledgeFactSource(channel, settings.rpc.deadline_seconds)
-        lease = PgWriterLease(service_dsn(settings), retry_seconds=rs.writer_retry_seconds)
-        cleanups.append(lease.release)
-        indexer = ChangeIndexer(
-            source,
-            embedder,
-            vectors,
-            lexical,
-            embedding=embedding,
-            poll_seconds=rs.index_poll_seconds,
-            lease=lease,
-            shared_vectors=_qdrant_server(settings),
-            loaded_position=loaded_position,
-        )
-        learned = ActiveModels()
-        retriever = Retriever(
-            embedder,
-            vectors,
-            lexical,
-            source,
-            candidate_pool=rs.candidate_pool,
-            features=lexical,
-            reranker=reranker,
-            assembler_version=assembler_version(rs),
-            learned=learned,
-        )
-        ranking = Ranking(
-            RankStore(pool),
-            KnowledgeFeedbackSource(
-                channel, max_rows_per_principal=rs.rank.max_rows_per_principal
-            ),
-            retriever,
-            learned,
-            RankingOptions(
-                policy=FitPolicy(
-                    min_rows=rs.rank.min_feedback_rows,
-                    min_packs=rs.rank.min_packs,
-                    min_gain=rs.rank.min_gain,
-                ),
-                max_training_rows=rs.rank.max_training_rows,
-                poll_seconds=rs.rank.poll_seconds,
-                auto_fit_new_feedback=rs.rank.auto_fit_new_feedback,
-                auto_fit_check_seconds=rs.rank.auto_fit_check_seconds,
-                replay_queries=rs.rank.replay_queries,
-                guard_check_seconds=rs.rank.guard_check_seconds,
-                guard_min_queries=rs.rank.guard_min_queries,
-                guard_max_queries=rs.rank.guard_max_queries,
-                guard_margin=rs.rank.guard_margin,
-            ),
-            version_for=lambda model_id: assembler_version(rs, rank_model=model_id),
-        )
-        await ranking.refresh()
-        running = create_server(
-            [
-                ServiceBinding(
-                    SERVICE_NAME,
-                    RetrievalApi(retriever, indexer, ranking),
-                    retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server,
-                )
-            ],
-            address,
-            settings,
-        )
-        _report(running.metrics, pool, indexer, ranking)
-        tailer = asyncio.create_task(indexer.run(), name="retrieval-indexer")
-
-        async def stop_tailer() -> None:
-            tailer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await tailer
-
-        cleanups.append(stop_tailer)
-        in_charge = lambda: indexer.writing  # noqa: E731
-        for loop in (ranking.watch(), ranking.auto_fit(in_charge), ranking.guard(in_charge)):
-            cleanups.append(_stopper(asyncio.create_task(loop, name="retrieval-ranking")))
-        if rs.memory_snapshot_seconds > 0:
-            snapshots = lexical.keep_snapshots(rs.memory_snapshot_seconds)
-            cleanups.append(_stopper(asyncio.create_task(snapshots, name="retrieval-snapshot")))
-    except BaseException:
-        await close_all()
-        raise
-    return HostedService(running=running, aclose=close_all)
+    background(indexer.run(), "retrieval-indexer")
+    in_charge = lambda: indexer.writing  # noqa: E731
+    for loop in (ranking.watch(), ranking.auto_fit(in_charge), ranking.guard(in_charge)):
+        background(loop, "retrieval-ranking")
+    if rs.memory_snapshot_seconds > 0:
+        background(index.keep_snapshots(rs.memory_snapshot_seconds), "retrieval-snapshot")
+    return running
 
 
 def _report(
@@ -223,10 +268,6 @@ def _report(
         lambda: float(ranking.switch_offs))
 
 
-async def _ready(value: T) -> T:
-    return value
-
-
 async def _all_or_none(*steps: Awaitable[Any]) -> list[Any]:
     """Runs the start-up steps concurrently and raises the first failure as itself once
     every step has ended. The others are not cancelled: a step cancelled while its worker
@@ -239,13 +280,10 @@ async def _all_or_none(*steps: Awaitable[Any]) -> list[Any]:
     return results
 
 
-def _stopper(task: asyncio.Task) -> Callable[[], Awaitable[None]]:
-    async def stop() -> None:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    return stop
+async def _stop(task: asyncio.Task) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def _shared_snapshot(settings: Settings, pool: asyncpg.Pool) -> SharedSnapshot | None:

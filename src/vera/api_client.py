@@ -11,6 +11,11 @@ the API key and the refusals, shared by `vera curate` and `vera ingest`.
   (``vera.local_secret``), which its local-dev profile asks for.
 - A key is never sent over plain ``http://`` to a host other than this machine's loopback,
   unless ``--allow-plain-http`` says so on purpose.
+- When the API asks the caller to come back later (429 or 503 with ``Retry-After``: the
+  request was not served), the command waits as asked and sends it again, up to
+  ``RETRY_BUDGET_SECONDS`` of waiting in all; a command that polls paces itself with
+  ``poll_delays``. A bulk load then finishes within the API's per-key budget instead of
+  stopping with ``quota_exceeded``.
 """
 
 from __future__ import annotations
@@ -20,7 +25,11 @@ import getpass
 import ipaddress
 import os
 import sys
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,6 +42,45 @@ from vera.local_secret import read_secret
 TIMEOUT_SECONDS = 60.0
 # Exit codes every API command shares: done, the API could not be reached, refused.
 EXIT_OK, EXIT_UNREACHABLE, EXIT_REFUSED = 0, 1, 2
+# Answers that mean "not served, come back after Retry-After": the rate limits
+# (api.rate_limits) and a draining replica (vera.entrypoints.draining).
+RETRIED_STATUSES = (429, 503)
+# Waiting the API asked for, in all, before a command gives up and reports the refusal;
+# while the API says it is unavailable (503), this long in a row.
+RETRY_BUDGET_SECONDS = 900.0
+UNAVAILABLE_BUDGET_SECONDS = 120.0
+# One wait at most, whatever a proxy in front of the API says.
+RETRY_AFTER_CAP_SECONDS = 120.0
+# Waits of a polling loop: quick at first, then no more often than the API's per-key
+# budget (300 a minute by default) can take beside the work itself.
+POLL_FIRST_SECONDS, POLL_MOST_SECONDS = 0.25, 2.0
+
+
+def poll_delays(first: float = POLL_FIRST_SECONDS, most: float = POLL_MOST_SECONDS
+                ) -> Iterator[float]:
+    """The waits between a command's polls: doubling from ``first`` up to ``most``."""
+    delay = first
+    while True:
+        yield delay
+        delay = min(delay * 2, most)
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Seconds the API asked the caller to wait before sending the request again (RFC 9110
+    ``Retry-After``: seconds or a date), capped; None when it did not ask."""
+    if response.status_code not in RETRIED_STATUSES:
+        return None
+    value = response.headers.get("retry-after", "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds()
+        except (TypeError, ValueError):
+            return None
+    return min(max(seconds, 0.0), RETRY_AFTER_CAP_SECONDS)
 
 
 class ClientStop(Exception):
@@ -63,15 +111,21 @@ class ApiRefused(Exception):
         return f"refused ({self.code})" + (f": {detail}" if detail else "")
 
 
-def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+def add_connection_arguments(parser: argparse.ArgumentParser, *, repeated: bool = False
+                             ) -> None:
+    """The options that find the API and the key. ``repeated``: a subcommand's copy of its
+    parent's, so they may follow the subcommand as well as precede it (a value given
+    there wins; none given leaves the parent's)."""
+    keep: dict[str, Any] = {"default": argparse.SUPPRESS} if repeated else {}
     parser.add_argument("--api-url", help="REST API base URL (default: the running stack's "
-                        "api_url in <data-dir>/run/stack.json)")
+                        "api_url in <data-dir>/run/stack.json)", **keep)
     parser.add_argument("--api-key-stdin", action="store_true",
                         help="read the API key from standard input (default: VERA_API_KEY, "
-                             "else a prompt when the API asks for one; none in local-dev)")
+                             "else a prompt when the API asks for one; none in local-dev)",
+                        **keep)
     parser.add_argument("--allow-plain-http", action="store_true",
-                        help="send the API key over http:// to a non-loopback host")
-    parser.add_argument("--data-dir", type=Path, help="data dir of the running stack")
+                        help="send the API key over http:// to a non-loopback host", **keep)
+    parser.add_argument("--data-dir", type=Path, help="data dir of the running stack", **keep)
 
 
 def _loopback(host: str) -> bool:
@@ -118,7 +172,10 @@ class ApiClient:
     api_key: str = ""
     allow_plain_http: bool = False
     transport: Any = None
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     _client: httpx.Client | None = field(default=None, repr=False)
+    _waited: float = field(default=0.0, repr=False)
+    _unavailable: float = field(default=0.0, repr=False)
 
     def __enter__(self) -> ApiClient:
         self._client = httpx.Client(base_url=self.base_url, timeout=TIMEOUT_SECONDS,
@@ -143,20 +200,35 @@ class ApiClient:
     def call(self, method: str, path: str, *, json: Any = None,
              params: dict[str, Any] | None = None) -> dict[str, Any]:
         """The answer's JSON; raises ApiRefused for an error answer, ClientStop when the
-        API cannot be reached. A 401 with a terminal attached asks for the key once."""
+        API cannot be reached. A 401 with a terminal attached asks for the key once; an
+        answer asking to come back later is sent again after the wait it names."""
         assert self._client is not None, "use ApiClient as a context manager"
-        for attempt in range(2):
+        prompted = False
+        while True:
             try:
                 response = self._client.request(method, path, json=json, params=params,
-                                                 headers=self._headers())
+                                                headers=self._headers())
             except httpx.HTTPError as exc:
                 raise ClientStop(
                     f"cannot reach the REST API at {self.base_url} ({type(exc).__name__}); "
                     "is the stack running?", EXIT_UNREACHABLE) from None
-            if response.status_code == 401 and attempt == 0 and _can_prompt():
+            if response.status_code == 401 and not prompted and _can_prompt():
+                prompted = True
                 self.api_key = getpass.getpass(f"API key for {self.base_url}: ").strip()
                 continue
-            break
+            wait = retry_after(response)
+            unavailable = response.status_code == 503
+            if wait is None or self._waited + wait > RETRY_BUDGET_SECONDS or (
+                    unavailable and self._unavailable + wait > UNAVAILABLE_BUDGET_SECONDS):
+                break
+            self._unavailable = self._unavailable + wait if unavailable else 0.0
+            if wait >= 5:
+                print(f"vera: the API asked to wait {wait:.0f} s "
+                      f"(HTTP {response.status_code}); waiting", file=sys.stderr)
+            self._waited += wait
+            self.sleep(wait)
+        if response.status_code != 503:
+            self._unavailable = 0.0
         data = response.json() if response.content else {}
         if response.status_code >= 400:
             error = data.get("error") if isinstance(data, dict) else None

@@ -1,4 +1,5 @@
-"""`vera`: the front door. up | serve | api | migrate | ingest | curate | rank | admin |
+"""`vera`: the front door. up | serve | api | migrate | ingest | harvest | curate | rank |
+admin | backup | restore |
 connect | disconnect | doctor."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 from vera.config import ConfigError, load_settings
 from vera.local_secret import LocalSecretError
 from vera.logs import configure_logging
+from vera.observability import correlation
 
 SERVER_EXTRA = "server"
 log = logging.getLogger("vera.cli")
@@ -22,12 +24,15 @@ COMMANDS = {
     "api": "vera.commands.api",
     "migrate": "vera.commands.migrate",
     "ingest": "vera.commands.ingest",
+    "harvest": "vera.commands.harvest",
     "curate": "vera.commands.curate",
     "rank": "vera.commands.rank",
     "connect": "vera.integrations.commands",
     "disconnect": "vera.integrations.commands",
     "doctor": "vera.integrations.commands",
     "admin": "vera.commands.admin",
+    "backup": "vera.commands.backup",
+    "restore": "vera.commands.backup",
 }
 
 
@@ -44,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings()
         component = args.service if args.command == "serve" else args.command
-        configure_logging(settings.observability.log_level, component)
+        configure_logging(settings.observability.log_level, component,
+                          settings.observability.log_format, correlation.log_fields)
         return importlib.import_module(COMMANDS[args.command]).main(args)
     except ModuleNotFoundError as exc:
         # Every library the client install declares is there, so a missing one belongs to

@@ -174,6 +174,9 @@ class ObservabilitySettings(BaseModel):
     service_metrics_host: str = "127.0.0.1"
     service_metrics_port: int | None = Field(None, ge=0, le=65535)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # json: one object per line (time, level, component, logger, message, trace_id or
+    # request_id, exception) for a log pipeline; text: one readable line.
+    log_format: Literal["text", "json"] = "text"
 
 
 class DatabaseSettings(BaseModel):
@@ -301,7 +304,7 @@ class RetrievalSettings(BaseModel):
     # memory's thread while it pickles (queries wait) for about 0.3 s per 100k facts.
     memory_snapshot_seconds: float = Field(600.0, ge=0)
     # Whether the index writer also copies each snapshot it writes into PostgreSQL
-    # (services/retrieval/snapshots/shared.py), so a replica that starts with an empty data
+    # (services/retrieval/memory/snapshot_shared.py), so a replica that starts with an empty data
     # directory (a new pod) copies it instead of refilling from every document. Costs a
     # write of the whole file (1.1 KB a fact; about twice that in WAL) at each snapshot.
     # Needs snapshot_signing_key, held by the retrieval replicas alone: a copy's body is a
@@ -310,7 +313,7 @@ class RetrievalSettings(BaseModel):
     snapshot_signing_key: SecretStr | None = Field(None, min_length=32)
     candidate_pool: int = Field(50, ge=1)
     # A local cross-encoder directory (transformers format) for the rerank stage; None: late
-    # interaction over MiniLM's static token vectors (services/retrieval/pipeline/rerank.py). Only
+    # interaction over MiniLM's static token vectors (services/retrieval/models/rerankers.py). Only
     # the top rerank_limit fused candidates are re-scored.
     reranker_path: Path | None = None
     rerank_limit: int = Field(20, ge=1)

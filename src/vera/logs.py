@@ -3,10 +3,13 @@ no tokens, prompts, queries, fact text or principal ids."""
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import traceback
+from collections.abc import Callable, Mapping
 from types import TracebackType
+from typing import Literal
 
 from vera.errors import VeraError
 
@@ -55,11 +58,59 @@ def _withheld(kind: type[BaseException] | None) -> str:
     return f"{name}: message withheld\n"
 
 
-def configure_logging(level: str, component: str) -> None:
+LogFormat = Literal["text", "json"]
+Context = Callable[[], Mapping[str, str]]
+
+
+class _WithContext(logging.Filter):
+    """Puts ``context()`` (a request's correlation id) on every record of the handler."""
+
+    def __init__(self, context: Context | None) -> None:
+        super().__init__()
+        self._context = context
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        fields = dict(self._context()) if self._context is not None else {}
+        record.vera_context = fields
+        record.vera_context_text = "".join(f" {k}={v}" for k, v in fields.items())
+        return True
+
+
+class JsonFormatter(ContentFreeFormatter):
+    """One JSON object per line: time, level, component, logger, message, the request's
+    correlation id when there is one, and a content-free traceback."""
+
+    def __init__(self, component: str) -> None:
+        super().__init__()
+        self._component = component
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "component": self._component,
+            "logger": record.name,
+            "message": record.getMessage(),
+            **getattr(record, "vera_context", {}),
+        }
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+def configure_logging(
+    level: str, component: str, log_format: LogFormat = "text", context: Context | None = None
+) -> None:
+    """``context``: the fields every line carries while they apply (a request's id,
+    ``vera.observability.correlation.log_fields``)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        ContentFreeFormatter(f"%(asctime)s {component} %(levelname)s %(name)s: %(message)s")
-    )
+    handler.addFilter(_WithContext(context))
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter(component))
+    else:
+        handler.setFormatter(ContentFreeFormatter(
+            f"%(asctime)s {component} %(levelname)s %(name)s: %(message)s"
+            "%(vera_context_text)s"))
     logging.basicConfig(level=level, handlers=[handler], force=True)
     # Third-party loggers that would echo request details at INFO (the MCP SDK's stateless
     # transport logs "Terminating session: None" after every handshake-era request).

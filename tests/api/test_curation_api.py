@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import asyncpg
 import httpx
 import pytest
 from harness import serve_service
@@ -356,3 +357,44 @@ async def test_an_ingest_body_has_its_own_limit(world: World) -> None:
                                     headers=world.curator.auth)
     assert response.status_code == 413
     assert response.json()["error"]["field"] == "body"
+
+
+async def test_a_refused_ingest_writes_nothing_not_even_its_repository_mappings(
+        world: World, pg_dsn: str) -> None:
+    """issue 39 item 12: every record, cited source and correction target is checked before
+    the first write (the repository mappings, then the facts in calls of 500)."""
+
+    async def stored() -> tuple[int, ...]:
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            return tuple([await conn.fetchval(f"SELECT count(*) FROM {table}") for table in (
+                "identity.repository_mappings", "knowledge.facts", "knowledge.sources",
+                "knowledge.entities")])
+        finally:
+            await conn.close()
+
+    mapped = [{"type": "source", "id": "adr-7"}, {"type": "entity", "name": "ledger"},
+              {"type": "fact", "subject": "ledger", "predicate": "depends_on",
+               "object": "kafka", "source": "adr-7", "repository": "github.com/acme/ledger"}]
+    many = [{"type": "fact", "subject": "ledger", "predicate": "depends_on",
+             "object": f"queue-{i}"} for i in range(600)]
+    unknown_source = {"type": "fact", "subject": "ledger", "predicate": "depends_on",
+                      "object": "redis", "source": "adr-404"}
+    unknown_target = {"type": "correction", "corrects": "no-such-fact-key",
+                      "subject": "ledger", "predicate": "depends_on", "object": "pulsar"}
+    before = await stored()
+    for records, line in (([*mapped, unknown_source], 3),
+                          ([*mapped, *many, unknown_source], 603),
+                          ([*mapped, *many, unknown_target], 603)):
+        refused = await world.api.post("/curation/projects/payments/ingest",
+                                       json={"records": records}, headers=world.curator.auth)
+        assert refused.status_code == 400, refused.text
+        assert await stored() == before
+        error = refused.json()["error"]
+        assert (error["code"], error["field"], error["index"]) == (
+            "invalid_input", f"records[{line}]", str(line))
+    loaded = await world.api.post("/curation/projects/payments/ingest",
+                                  json={"records": [*mapped, *many]},
+                                  headers=world.curator.auth)
+    assert loaded.status_code == 200, loaded.text
+    assert (await stored())[:2] == (before[0] + 1, before[1] + 601)

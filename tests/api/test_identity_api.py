@@ -410,3 +410,25 @@ async def test_local_dev_administration_needs_the_data_dirs_secret(
                 assert refused.status_code == 401, (headers, path)
                 assert refused.json()["error"]["code"] == "unauthenticated"
         assert await identity_rows() == before
+
+
+@pytest.mark.parametrize("hidden", ["\u202e", "\u200b", "\u2066", "\u3164", "\U000e0041"])
+async def test_a_display_name_with_a_hidden_character_is_refused(api, identity_address, hidden,
+                                                                 pg_dsn) -> None:
+    """issue 39 item 11: a name that could pass for another's in the change feed (a bidi
+    override, a zero-width or blank character) is refused, by registration and by an
+    administrator alike, and no account is made."""
+    _, admin = await first_admin(identity_address)
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        before = await conn.fetchval("SELECT count(*) FROM identity.principals")
+        for path, headers in (("/identity/register", {}), ("/identity/users", bearer(admin))):
+            response = await api.post(path, headers=headers,
+                                      json={"display_name": f"Ali{hidden}ce"})
+            assert response.status_code == 400
+            error = response.json()["error"]
+            assert (error["code"], error["field"], error["reason"]) == (
+                "invalid_input", "display_name", "hidden_character")
+        assert await conn.fetchval("SELECT count(*) FROM identity.principals") == before
+    finally:
+        await conn.close()

@@ -21,8 +21,7 @@ if str(ROOT) not in sys.path:  # bench/ is a top-level folder, not part of the p
 
 from bench import lexical_ablation  # noqa: E402
 from vera.services.retrieval.domain import Citation, Fact, IndexQuery  # noqa: E402
-from vera.services.retrieval.lexical.index import CONTEXT_WEIGHT  # noqa: E402
-from vera.services.retrieval.memory.facts import FactMemory  # noqa: E402
+from vera.services.retrieval.memory.facts import CONTEXT_WEIGHT, FactMemory  # noqa: E402
 
 _SCOPES = {
     "proj-a": [

@@ -50,6 +50,20 @@ def value_set(name: str) -> dict[str, Any]:
     return yaml.safe_load((CHART / "ci" / f"{name}-values.yaml").read_text())
 
 
+# The Secret each service reads with database.logins perService (the default) when the
+# values name none.
+SERVICE_DSNS = {svc: {"name": f"vera-database-{svc}", "key": "dsn"}
+                for svc in ("identity", "knowledge", "retrieval", "snapshot")}
+
+
+def service_logins(name: str) -> dict[str, dict[str, str]]:
+    """The value set's Secret per service, or {} when it chose the one shared login."""
+    database = value_set(name).get("database", {})
+    if database.get("logins", "perService") == "shared":
+        return {}
+    return {**SERVICE_DSNS, **database.get("serviceDsnSecrets", {})}
+
+
 def render_files(values: dict[str, Any]) -> dict[str, str]:
     return helm_python.Chart.load(str(CHART)).render(
         values, name=RELEASE, namespace=NAMESPACE, is_install=True

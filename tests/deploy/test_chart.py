@@ -15,6 +15,7 @@ from deploy_manifests import (
     KUBE_VERSION,
     ROOT,
     SECRET_VARIABLES,
+    SERVICE_DSNS,
     VALUE_SETS,
     by_component,
     component,
@@ -27,6 +28,7 @@ from deploy_manifests import (
     render_files,
     rendered,
     selects,
+    service_logins,
     value_set,
     workloads,
 )
@@ -174,6 +176,23 @@ def test_the_metrics_port_is_declared_on_every_serving_pod_and_on_no_service(nam
                 ), component(deployment)
 
 
+def test_tracing_is_off_by_default_and_every_pod_exports_when_an_endpoint_is_set() -> None:
+    for deployment in of_kind(rendered("default"), "Deployment"):
+        env = _container_env(rendered("default"), deployment)
+        assert not any(name.startswith("OTEL_") for name in env), component(deployment)
+    endpoint = "http://otel-collector.monitoring:4318"
+    objects = manifests({"tracing": {"endpoint": endpoint, "collectorPeers": [
+        {"namespaceSelector": {"matchLabels": {"vera.dev/monitoring": "true"}}}]}})
+    [egress] = [p for p in of_kind(objects, "NetworkPolicy")
+                if p["metadata"]["name"].endswith("-tracing-egress")]
+    assert egress["spec"]["egress"][0]["ports"] == [{"port": 4318, "protocol": "TCP"}]
+    for deployment in of_kind(objects, "Deployment"):
+        env = _container_env(objects, deployment)
+        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == endpoint
+        assert env["OTEL_TRACES_SAMPLER"] == "parentbased_traceidratio"
+        assert selects(egress["spec"]["podSelector"], pod_labels(deployment))
+
+
 def test_the_pod_monitor_scrapes_every_pod_of_the_release() -> None:
     objects = manifests({"metrics": {"podMonitor": {"enabled": True}}})
     [monitor] = of_kind(objects, "PodMonitor")
@@ -234,7 +253,8 @@ def test_every_container_has_limits_and_a_locked_down_security_context(name) -> 
 def test_requests_cover_the_measured_peak_rss() -> None:
     # docs/benchmarks.md, Scale: peak RSS at 10k facts (MiB); a request below it evicts at rest.
     peak_mib = {"retrieval": 490, "knowledge": 129, "gateway": 96, "api": 69,
-                "identity": 64, "snapshot": 65, "migrations": 69}
+                "identity": 64, "snapshot": 65,
+                **{f"migrations-{svc}": 69 for svc in GRPC}}
     deployments = {component(w): w for w in workloads(rendered("default"))}
     for name, peak in peak_mib.items():
         [container] = containers(deployments[name])
@@ -411,7 +431,7 @@ def test_migrations_run_once_per_release_as_a_hook_before_the_services(name) -> 
         # A hook runs before the release's ConfigMap exists: the Job must not read it.
         assert "envFrom" not in container
         commands.append(container["command"])
-    if value_set(name).get("database", {}).get("serviceDsnSecrets"):
+    if service_logins(name):
         assert sorted(commands) == [["vera", "migrate", svc] for svc in GRPC]
     else:
         assert commands == [["vera", "migrate"]]
@@ -506,8 +526,9 @@ def test_only_processes_that_own_a_schema_reach_postgresql(name) -> None:
 
 # --- database logins ----------------------------------------------------------------------
 
+
 SHARED_DSN = {"name": "vera-database", "key": "dsn"}
-SERVICE_DSNS = {svc: {"name": f"vera-database-{svc}", "key": "dsn"} for svc in GRPC}
+SHARED = {"database": {"logins": "shared"}}
 
 
 def _dsn_refs(objects) -> dict[str, tuple[str, list[dict]]]:
@@ -527,14 +548,29 @@ def _dsn_refs(objects) -> dict[str, tuple[str, list[dict]]]:
 
 @pytest.mark.parametrize("name", VALUE_SETS)
 def test_each_schema_owner_is_given_its_own_login_or_the_shared_one(name) -> None:
-    """issue 34, finding 7: with database.serviceDsnSecrets every pod that owns a schema
-    (its serving replicas, its maintenance singleton, its migrations Job) reads only its
-    own service's login, and no pod the shared one; without, the one shared login."""
-    own = value_set(name).get("database", {}).get("serviceDsnSecrets")
+    """issue 34, finding 7: with a login per service every pod that owns a schema (its
+    serving replicas, its maintenance singleton, its migrations Job) reads only its own
+    service's login, and no pod the shared one; with database.logins shared, the one."""
+    own = service_logins(name)
     given = _dsn_refs(rendered(name))
     assert {service for service, _ in given.values()} == (set(GRPC) if own else {*GRPC, ""})
     for workload, (service, refs) in given.items():
         assert refs == [own[service] if own else SHARED_DSN], workload
+
+
+def test_a_login_per_service_is_the_default() -> None:
+    """issue 39 item 7: without a choice every schema owner signs in as its own service's
+    role (vera-database-<service>); the one login owning every schema is an explicit
+    choice (database.logins shared) for installs from before, and nothing else."""
+    assert _dsn_refs(manifests({})) == _dsn_refs(
+        manifests({"database": {"serviceDsnSecrets": SERVICE_DSNS}}))
+    assert {tuple(map(str, ref.values())) for _, refs in _dsn_refs(manifests({})).values()
+            for ref in refs} == {(d["name"], d["key"]) for d in SERVICE_DSNS.values()}
+    shared = _dsn_refs(manifests(SHARED))
+    assert {service for service, _ in shared.values()} == {*GRPC, ""}
+    assert all(refs == [SHARED_DSN] for _, refs in shared.values())
+    with pytest.raises(helm_python.HelmValuesError, match="/database/logins"):
+        manifests({"database": {"logins": "one"}})
 
 
 def test_a_login_per_service_reaches_only_that_services_pods() -> None:

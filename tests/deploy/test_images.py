@@ -14,7 +14,7 @@ from dockerfile_parse import DockerfileParser
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from vera.services.retrieval.vectors import embedding
+from vera.services.retrieval.models import embedding
 
 DOCKERFILE = ROOT / "Dockerfile"
 

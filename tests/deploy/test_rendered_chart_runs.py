@@ -30,7 +30,7 @@ import asyncpg
 import httpx
 import pytest
 from container_processes import baked_models, embedded_postgres
-from deploy_manifests import NAMESPACE, ROOT, of_kind, rendered, value_set
+from deploy_manifests import NAMESPACE, ROOT, of_kind, rendered, service_logins, value_set
 from rendered_cluster import RenderedCluster
 from service_roles import assert_each_role_reads_only_its_schema, assert_each_schema_is_its_roles
 from team_loop import (
@@ -94,9 +94,9 @@ def create_service_roles(admin_dsn: str, passwords: dict[str, str]) -> dict[str,
 
 
 def database_secrets(name: str, dsn: str, logins: dict[str, str]) -> dict[str, dict[str, str]]:
-    """The Secrets holding the value set's DSNs: a login per service where it names them
-    (database.serviceDsnSecrets), else the one shared login (the chart's default Secret)."""
-    own = value_set(name).get("database", {}).get("serviceDsnSecrets")
+    """The Secrets holding the value set's DSNs: a login per service (the chart's default),
+    else the one shared login (database.logins shared)."""
+    own = service_logins(name)
     if not own:
         return {"vera-database": {"dsn": dsn}}
     return {ref["name"]: {ref["key"]: logins[service]} for service, ref in own.items()}
@@ -148,8 +148,10 @@ def test_every_workload_of_the_oidc_values_becomes_ready(
     does not stand up: the loop runs on the HA value set."""
     with embedded_postgres() as pg:
         dsn = asyncio.run(pg.ensure_database("vera"))
+        logins = create_service_roles(
+            dsn, {service: secrets.token_hex(24) for service in SERVICE_NAMES})
         workdir = tmp_path_factory.mktemp("oidc")
-        with run_value_set("oidc", request, dsn, {}, workdir) as cluster:
+        with run_value_set("oidc", request, dsn, logins, workdir) as cluster:
             cluster.wait_ready(READY_TIMEOUT)
             pods = cluster.deployment_pods()
             assert all(p.ready and p.restarts == 0 for p in pods)

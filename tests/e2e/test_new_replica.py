@@ -1,5 +1,5 @@
 """A retrieval replica that starts with an empty data directory (a new pod) copies the
-index writer's memory snapshot from PostgreSQL (services/retrieval/snapshots/shared.py)
+index writer's memory snapshot from PostgreSQL (services/retrieval/memory/snapshot_shared.py)
 instead of refilling: the real `vera up`, its PostgreSQL and the official `mcp` client."""
 
 from __future__ import annotations

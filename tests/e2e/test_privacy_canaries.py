@@ -1,19 +1,23 @@
 """Privacy canaries: a scenario through the real authenticated stack with marker strings in
 every caller-supplied field (credentials, queries, evidence, repository URLs with a password,
-session and task refs), then every stack log line, every metrics sample and every error the
-stack returned is scanned for them. Only the caller's own data in a successful result may
-echo a marker; credentials may not appear anywhere."""
+session and task refs), then every stack log line, every metrics sample, every error the
+stack returned and every span each process exported over OTLP to a loopback receiver (which
+also shows one MCP call as one trace across the processes) is scanned for them. Only the
+caller's own data in a successful result may echo a marker; credentials may not appear
+anywhere."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import secrets
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import httpx
 import pytest
+from harness import ExportedSpan, OtlpReceiver
 from mcp import Client, MCPError
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -45,10 +49,19 @@ class Scenario:
 
 
 @pytest.fixture(scope="module")
-def privacy_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LaunchedStack]:
+def receiver() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def privacy_stack(
+    tmp_path_factory: pytest.TempPathFactory, receiver: OtlpReceiver
+) -> Iterator[LaunchedStack]:
     data_dir = tmp_path_factory.mktemp("privacy-stack") / "data"
     env = launch_env(
         data_dir,
+        **receiver.env(),
         VERA_API__OPEN_REGISTRATION="true",
         VERA_MCP__JWT_SECRET="privacy-canary-mcp-signing-secret-0123456789",
         VERA_MCP__AUTH_ISSUER="https://auth.vera.privacy",
@@ -182,3 +195,91 @@ def test_results_never_return_credentials(scenario):
                                 "read_only_token")}
     assert leaks(json.dumps(scenario.results), credentials) == []
 
+
+
+# --- traces -------------------------------------------------------------------------------
+
+# The caller's own trace: the MCP call continues it (params._meta.traceparent).
+CALLER_TRACE = secrets.token_hex(16)
+CALLER_SPAN = secrets.token_hex(8)
+TRACED = ("vera-gateway", "vera-retrieval", "vera-knowledge")
+
+
+@pytest.fixture(scope="module")
+def trace(scenario: Scenario, receiver: OtlpReceiver) -> list[ExportedSpan]:
+    """The spans of one knowledge_get_context whose caller sent a traceparent, once every
+    process named in TRACED exported its part (the scenario's spans arrive meanwhile)."""
+
+    async def call() -> None:
+        async with mcp_client(scenario.stack, scenario.secrets["token"]) as client:
+            result = await client.call_tool(
+                "knowledge_get_context", {"query": f"who owns {MARKERS['query']}?"},
+                meta={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})
+            assert not result.is_error, result.content
+
+    asyncio.run(call())
+    deadline = time.monotonic() + 60
+    while True:
+        spans = [s for s in receiver.spans() if s.trace_id == CALLER_TRACE]
+        # The MCP span ends (and is exported) last.
+        complete = {s.service for s in spans} >= set(TRACED) and any(
+            s.parent_id == CALLER_SPAN for s in spans)
+        if complete or time.monotonic() > deadline:
+            return spans
+        time.sleep(0.2)
+
+
+def test_one_tool_call_is_one_trace_through_the_gateway_and_the_services(trace):
+    assert {s.service for s in trace} >= set(TRACED)
+    by_id = {s.span_id: s for s in trace}
+    [mcp] = [s for s in trace if s.name == "tools/call knowledge_get_context"]
+    assert mcp.service == "vera-gateway" and mcp.parent_id == CALLER_SPAN
+    assert mcp.attributes["mcp.method.name"] == "tools/call"
+    assert mcp.attributes["gen_ai.tool.name"] == "knowledge_get_context"
+    # Every other span descends from the MCP span: one tree, not spans that share an id.
+    for span in trace:
+        ancestor = span
+        while ancestor.parent_id in by_id:
+            ancestor = by_id[ancestor.parent_id]
+        assert ancestor is mcp, span
+    servers = {(s.service, s.attributes.get("rpc.service")) for s in trace if s.kind == 2}
+    assert ("vera-retrieval", "vera.retrieval.v1.RetrievalService") in servers
+    assert ("vera-knowledge", "vera.knowledge.v1.KnowledgeService") in servers
+    stages = {s.attributes["vera.retrieval.stage"]: s for s in trace
+              if "vera.retrieval.stage" in s.attributes}
+    assert {"dense", "lexical", "order"} <= set(stages)
+    assert all(isinstance(s.attributes.get("vera.retrieval.candidates",
+                                           s.attributes.get("vera.retrieval.results")), int)
+               for s in stages.values())
+    statements = [s for s in trace if s.attributes.get("db.system") == "postgresql"]
+    assert {s.service for s in statements} >= {"vera-knowledge"}
+
+
+def test_probes_start_no_trace(trace, receiver):
+    names = {s.name for s in receiver.spans()}
+    assert not any("Health" in name or "healthz" in name or "readyz" in name
+                   for name in names), names
+
+
+def test_traces_carry_no_canary(scenario, receiver, trace):
+    """Every byte every process exported: span names, attributes, events, resources."""
+    assert trace  # the scan below covers the scenario's calls and a traced one
+    exported = b"".join(receiver.bodies).decode("latin-1")
+    assert leaks(exported, scenario.everything_secret()) == []
+
+
+def test_every_error_carries_the_trace_id_its_log_line_carries(scenario):
+    """Tracing on: each structured error names its trace, and a log line of the process
+    that answered it carries the same id."""
+    log = scenario.stack.log_path.read_text(errors="replace")
+    ids = []
+    for error in scenario.errors:
+        if "data" in error:
+            ids.append(error["data"]["trace_id"])
+        elif "rest" in error:
+            ids.append(json.loads(error["rest"])["error"]["trace_id"])
+        else:
+            ids.append(json.loads(error["mcp"])["error"]["data"]["trace_id"])
+    assert len(set(ids)) == len(ids) == len(scenario.errors)
+    for trace_id in ids:
+        assert f" trace_id={trace_id}" in log, trace_id

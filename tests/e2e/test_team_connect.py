@@ -18,6 +18,7 @@ import anyio
 import httpx
 import pytest
 import test_runtime_handshake as handshake
+from harness import without_ids
 from mcp import Client, MCPError
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from team import (
@@ -95,7 +96,9 @@ async def test_each_save_modes_token_fits_it_and_the_server_holds_off(
         assert await granted(session) == {"READ", "FEEDBACK", "SNAPSHOT"}
         with pytest.raises(MCPError) as refused:
             await session.call_tool("knowledge_propose", {**PROPOSAL, "task_ref": "task-8"})
-        assert refused.value.data == {"code": "unauthorized", "required_scope": "memory:propose"}
+        assert without_ids(refused.value.data) == {
+            "code": "unauthorized", "required_scope": "memory:propose",
+        }
         persisted = await session.call_tool("knowledge_get_context", {
             "query": "how is payments-api deployed?", "persist": True})
         assert not persisted.is_error, persisted.content

@@ -22,6 +22,7 @@ import anyio
 import httpx
 import pytest
 from conftest import AUTH_AUDIENCE, AUTH_ISSUER, AUTH_SECRET
+from git_fixtures import FixtureRepo
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from team import bearer
@@ -79,26 +80,39 @@ async def call(client: Client, tool: str, **arguments) -> dict:
     return result.structured_content
 
 
-def set_up_team(team_stack: LaunchedStack, base: str) -> tuple[str, str]:
+_ADMINISTRATORS: dict[Path, str] = {}
+
+
+def first_administrator(team_stack: LaunchedStack) -> str:
+    """The platform team's first administrator, made once per deployment from the machine
+    that runs the stack; their API key."""
+    if team_stack.data_dir not in _ADMINISTRATORS:
+        created = team_stack.vera("admin", "create-user", "--name", "root", "--admin",
+                                  "--data-dir", str(team_stack.data_dir))
+        assert created.returncode == 0, created.stderr
+        fields = dict(line.split(":", 1) for line in created.stdout.splitlines() if ":" in line)
+        _ADMINISTRATORS[team_stack.data_dir] = fields["api_key"].strip()
+    return _ADMINISTRATORS[team_stack.data_dir]
+
+
+def set_up_team(team_stack: LaunchedStack, base: str, workspace_slug: str = "acme",
+                project_slug: str = PROJECT) -> tuple[str, str]:
     """The platform team's part; the curator's and the developer's API keys."""
     api = httpx.Client(base_url=base, timeout=60)
 
-    # The platform team: the first administrator, from the machine that runs the stack.
-    created = team_stack.vera("admin", "create-user", "--name", "root", "--admin",
-                              "--data-dir", str(team_stack.data_dir))
-    assert created.returncode == 0, created.stderr
-    fields = dict(line.split(":", 1) for line in created.stdout.splitlines() if ":" in line)
-    root = fields["api_key"].strip()
+    root = first_administrator(team_stack)
     # Nobody registers themselves on a team deployment.
     assert api.post("/identity/register", json={"display_name": "x"}).status_code == 403
 
     # The administrator: people, a workspace with their roles, and the team's project.
     people = {}
     for name in ("carol", "dev"):
-        user = api.post("/identity/users", headers=bearer(root), json={"display_name": name})
+        user = api.post("/identity/users", headers=bearer(root),
+                        json={"display_name": f"{name}-{workspace_slug}"})
         assert user.status_code == 201, user.text
         people[name] = user.json()
-    workspace = api.post("/identity/workspaces", headers=bearer(root), json={"slug": "acme"})
+    workspace = api.post("/identity/workspaces", headers=bearer(root),
+                         json={"slug": workspace_slug})
     assert workspace.status_code == 201, workspace.text
     workspace_id = workspace.json()["workspace_id"]
     for name, role in (("carol", "curator"), ("dev", "member")):
@@ -107,7 +121,7 @@ def set_up_team(team_stack: LaunchedStack, base: str) -> tuple[str, str]:
                          json={"role": role})
         assert member.status_code == 200, member.text
     project = api.post(f"/identity/workspaces/{workspace_id}/projects", headers=bearer(root),
-                       json={"project": PROJECT})
+                       json={"project": project_slug})
     assert project.status_code == 201, project.text
     return people["carol"]["api_key"], people["dev"]["api_key"]
 
@@ -180,3 +194,41 @@ async def test_the_team_loop_on_an_authenticated_deployment(team_stack, tmp_path
                 await anyio.sleep(0.2)
     assert served[0]["object"] == "three times with backoff"
     assert served[0]["citations"][0]["verification"] == "verified"
+
+
+async def test_a_curator_harvests_a_repository_into_the_team_project(
+        team_stack, tmp_path: Path) -> None:
+    """`vera harvest` against the deployment over REST with the curator's API key: the
+    repository's facts published with their files as sources, a rerun adds nothing, a
+    developer may not publish, and an agent bound to the repository is served them."""
+    base = api_url(team_stack)
+    curator, developer = await anyio.to_thread.run_sync(
+        set_up_team, team_stack, base, "harvesters", "shop")
+    repo = FixtureRepo(tmp_path / "shop", remote="git@github.com:acme/shop.git")
+    repo.commit({"pyproject.toml": '[project]\nname = "shop-api"\ndependencies = [\n'
+                                   '  "asyncpg==0.29.0",\n]\n'})
+    harvest = ("harvest", str(repo.root), "--project", "shop", "--api-url", base,
+               "--data-dir", str(tmp_path / "client"), "--publish", "--json")
+    done = await anyio.to_thread.run_sync(lambda: vera_as(team_stack, curator, *harvest))
+    assert done.returncode == 0, done.stderr
+    (outcome,) = json.loads(done.stdout)["commits"]
+    assert outcome["loaded"]["created"] == 2
+    again = await anyio.to_thread.run_sync(lambda: vera_as(team_stack, curator, *harvest))
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["commits"][0]["loaded"] == {
+        "created": 0, "deduplicated": 2, "corrections_applied": 0,
+        "corrections_already_recorded": 0}
+    refused = await anyio.to_thread.run_sync(
+        lambda: vera_as(team_stack, developer, *harvest[:-1], "--data-dir",
+                        str(tmp_path / "dev")))
+    assert refused.returncode == 2 and "unauthorized" in refused.stderr
+
+    token = await anyio.to_thread.run_sync(mcp_token, base, developer)
+    async with mcp(team_stack, token) as client:
+        context = await call(client, "knowledge_get_context", project="shop",
+                             query="which database driver does shop-api use?",
+                             repository="git@github.com:acme/shop.git")
+        top = next(r for r in context["results"] if r["predicate"] == "uses_database_driver")
+        assert top["object"] == "asyncpg"
+        assert top["citations"][0]["source_id"] == "github.com/acme/shop/pyproject.toml"
+        assert top["citations"][0]["locator"] == "L4"

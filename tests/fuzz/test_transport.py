@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from fuzz_stack import api_url, mcp_session, serving
+from harness import without_ids
 
 from vera.stack.launcher import LaunchedStack
 
@@ -157,7 +158,7 @@ def test_a_body_that_is_not_json_by_its_content_type_is_415_naming_it(
     task_ref = ref()
     response = post(stack.mcp_url, tool_call(task_ref), {"content-type": content_type})
     assert response.status_code == 415
-    assert response.json()["error"]["data"] == {
+    assert without_ids(response.json()["error"]["data"]) == {
         "code": "invalid_input",
         "field": "content-type",
         "reason": "unsupported_media_type",
@@ -224,7 +225,7 @@ def test_a_streamed_body_past_the_limit_is_413_while_it_streams(stack: LaunchedS
 
     response = httpx.post(stack.mcp_url, content=chunks(), headers=JSON_HEADERS, timeout=30)
     assert response.status_code == 413
-    assert response.json()["error"]["data"] == {
+    assert without_ids(response.json()["error"]["data"]) == {
         "code": "invalid_input",
         "field": "body",
         "reason": "too_large",

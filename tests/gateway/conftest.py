@@ -29,6 +29,7 @@ from vera.errors import (
     InvalidInput,
     NotFound,
     ProjectOutOfScope,
+    Unauthenticated,
 )
 from vera.gateway.app import build_app
 from vera.identity.v1 import identity_pb2, identity_pb2_grpc
@@ -157,6 +158,8 @@ class FakeIdentity(identity_pb2_grpc.IdentityServiceServicer):
 
     async def EnsureExternalPrincipal(self, request, context):
         self.rec.saw("EnsureExternalPrincipal", request)
+        if request.subject in self.disabled:
+            raise Unauthenticated()  # as identity refuses a disabled user's external login
         # Deterministic issuer|subject mapping; the real one is tested against identity.
         mapped = uuid.uuid5(uuid.NAMESPACE_URL, f"{request.issuer}|{request.subject}")
         return identity_pb2.EnsureExternalPrincipalResponse(

@@ -28,7 +28,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from harness import serve_app
+from harness import serve_app, without_ids
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -261,7 +261,7 @@ def assert_unauthenticated(
     error = response.json()["error"]
     assert error["code"] == -32001
     renew = {"reason": reason, "fix": "vera connect"} if reason else {}
-    assert error["data"] == {"code": "unauthenticated", **renew}
+    assert without_ids(error["data"]) == {"code": "unauthenticated", **renew}
 
 
 async def assert_refused(gw: Any, rec: Any, token: str, reason: str | None = None) -> None:
@@ -486,6 +486,18 @@ async def test_a_disabled_principal_is_refused_principal_disabled(auth_gateway, 
         fakes.identity.disabled.discard(other)
 
 
+async def test_a_disabled_users_external_token_is_refused_principal_disabled(
+    auth_gateway, fakes, idp
+):
+    fakes.identity.disabled.add("left-the-company")
+    try:
+        async with auth_gateway(oauth_issuer=OIDC_ISSUER, oauth_jwks_url=idp.jwks_url) as gw:
+            refused = await post_tool(gw.url, f"Bearer {idp.token(sub='left-the-company')}")
+            assert_unauthenticated(gw, refused, reason="principal_disabled")
+    finally:
+        fakes.identity.disabled.discard("left-the-company")
+
+
 async def test_identity_is_asked_once_per_key_and_window(auth_gateway, fakes):
     async with auth_gateway(revocation_cache_seconds=300) as gw:
         before = counts(fakes.rec)
@@ -557,7 +569,7 @@ async def test_missing_required_scope_is_403_insufficient_scope(auth_gateway, fa
     assert "/.well-known/oauth-protected-resource" in challenge
     error = response.json()["error"]
     assert error["code"] == -32002
-    assert error["data"] == {"code": "unauthorized", "required_scope": "memory:read"}
+    assert without_ids(error["data"]) == {"code": "unauthorized", "required_scope": "memory:read"}
 
 
 async def test_read_only_token_can_never_write(auth_gateway, fakes, call_error):
@@ -575,7 +587,7 @@ async def test_read_only_token_can_never_write(auth_gateway, fakes, call_error):
             before = counts(fakes.rec)
             error = await call_error(client, tool, arguments)
             assert error.code == -32002
-            assert error.data == {"code": "unauthorized", "required_scope": scope}
+            assert without_ids(error.data) == {"code": "unauthorized", "required_scope": scope}
             # Refused before the tool ran: at most the credential check happened.
             assert new_calls(fakes.rec, before) <= {"CheckCredential"}
         # The same token still reads.
@@ -675,7 +687,7 @@ async def test_guard_refuses_a_request_that_bypassed_the_http_boundary(fakes):
     with pytest.raises(MCPError) as caught:
         await authenticator.authenticate(None, None)  # type: ignore[arg-type]
     assert caught.value.code == -32001
-    assert caught.value.data == {"code": "unauthenticated"}
+    assert without_ids(caught.value.data) == {"code": "unauthenticated"}
 
 
 @pytest.mark.parametrize(
@@ -750,7 +762,7 @@ async def test_one_caller_spending_its_discovery_budget_locks_no_one_else_out(au
         body = refused.json()
         assert body["id"] == 41
         assert body["error"]["code"] == -32003
-        assert body["error"]["data"] == {
+        assert without_ids(body["error"]["data"]) == {
             "code": "quota_exceeded",
             "bucket": "discovery",
             "retry_after_seconds": int(refused.headers["retry-after"]),
@@ -810,7 +822,7 @@ async def test_an_oversized_body_is_413_before_any_lookup(auth_gateway, fakes):
         async with httpx.AsyncClient(timeout=10) as http:
             response = await http.post(gw.url, headers=headers, content=body)
         assert response.status_code == 413
-        assert response.json()["error"]["data"] == {
+        assert without_ids(response.json()["error"]["data"]) == {
             "code": "invalid_input",
             "field": "body",
             "reason": "too_large",

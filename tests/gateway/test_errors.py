@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from harness import without_ids
 from mcp import Client
 
 from vera.config import RpcSettings
@@ -14,26 +15,28 @@ async def test_ambiguous_project_carries_candidates(gateway, call_error):
             client, "knowledge_get_context", {"query": "q", "project": "ambiguous"}
         )
     assert error.code == -32004
-    assert error.data == {"code": "ambiguous_project", "candidates": ["acme", "globex"]}
+    assert without_ids(error.data) == {
+        "code": "ambiguous_project", "candidates": ["acme", "globex"],
+    }
 
 
 async def test_project_out_of_scope(gateway, call_error):
     async with Client(gateway.url) as client:
         error = await call_error(client, "knowledge_search", {"query": "q", "project": "forbidden"})
     assert error.code == -32005
-    assert error.data == {"code": "project_out_of_scope"}
+    assert without_ids(error.data) == {"code": "project_out_of_scope"}
 
 
 async def test_missing_pack_is_expired_context_pack(gateway, call_error):
     async with Client(gateway.url) as client:
         error = await call_error(client, "knowledge_get_context_pack", {"pack_id": "nope"})
-        assert (error.code, error.data) == (-32006, {"code": "expired_context_pack"})
+        assert (error.code, without_ids(error.data)) == (-32006, {"code": "expired_context_pack"})
         error = await call_error(
             client,
             "knowledge_feedback",
             {"context_pack_id": "nope", "result_ref": "r", "signal": "up"},
         )
-        assert error.data == {"code": "expired_context_pack"}
+        assert without_ids(error.data) == {"code": "expired_context_pack"}
 
 
 async def test_service_invalid_input_keeps_field_and_reason(gateway, call_error):
@@ -42,7 +45,9 @@ async def test_service_invalid_input_keeps_field_and_reason(gateway, call_error)
             client, "knowledge_proposal_report", {"task_ref": "t", "cursor": "bad-cursor"}
         )
     assert error.code == -32602
-    assert error.data == {"code": "invalid_input", "field": "cursor", "reason": "bad_cursor"}
+    assert without_ids(error.data) == {
+        "code": "invalid_input", "field": "cursor", "reason": "bad_cursor",
+    }
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -54,7 +59,7 @@ async def test_unexpected_failure_is_redacted_internal_error(gateway, fakes, cal
     finally:
         fakes.rec.boom.discard("Search")
     assert error.code == -32603
-    assert error.data == {"code": "internal_error"}
+    assert without_ids(error.data) == {"code": "internal_error"}
     assert "secret" not in error.message and "Search" not in error.message
 
 
@@ -63,7 +68,9 @@ async def test_errors_are_protocol_errors_on_both_protocol_eras(gateway, call_er
     async with Client(gateway.url, mode=mode) as client:
         error = await call_error(client, "knowledge_get_context", {"query": "q", "limit": 0})
     assert error.code == -32602
-    assert error.data == {"code": "invalid_input", "field": "limit", "reason": "below_minimum"}
+    assert without_ids(error.data) == {
+        "code": "invalid_input", "field": "limit", "reason": "below_minimum",
+    }
 
 
 async def test_unknown_and_hidden_tools_are_refused_alike(gateway, call_error):
@@ -71,7 +78,7 @@ async def test_unknown_and_hidden_tools_are_refused_alike(gateway, call_error):
         for name in ("no_such_tool", "knowledge_create_snapshot", "memory_search"):
             error = await call_error(client, name, {"query": "q"})
             assert error.code == -32602
-            assert error.data == {
+            assert without_ids(error.data) == {
                 "code": "invalid_input",
                 "field": "name",
                 "reason": "unknown_tool",
@@ -83,4 +90,4 @@ async def test_unreachable_service_is_internal_error_unavailable(start_gateway, 
     async with start_gateway(address="127.0.0.1:9", rpc=rpc) as gw, Client(gw.url) as client:
         error = await call_error(client, "knowledge_search", {"query": "q"})
     assert error.code == -32603
-    assert error.data == {"code": "internal_error", "reason": "unavailable"}
+    assert without_ids(error.data) == {"code": "internal_error", "reason": "unavailable"}

@@ -3,6 +3,7 @@ no quota, quotas are per bucket, and every failure is a structured protocol erro
 
 from __future__ import annotations
 
+from harness import without_ids
 from mcp import Client
 
 from vera.gateway.auth import AuthClass, Caller
@@ -88,7 +89,7 @@ async def test_read_only_credential_cannot_write_and_refusals_use_no_quota(
         for tool, (arguments, scope) in refused.items():
             error = await call_error(client, tool, arguments)
             assert error.code == -32002
-            assert error.data == {"code": "unauthorized", "required_scope": scope}
+            assert without_ids(error.data) == {"code": "unauthorized", "required_scope": scope}
         # Authorization runs before bounds: an out-of-range write is still unauthorized.
         error = await call_error(client, "knowledge_propose", {"subject": ""})
         assert error.data["code"] == "unauthorized"

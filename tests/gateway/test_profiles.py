@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from harness import without_ids
 from mcp import Client
 
 CODING = {
@@ -122,7 +123,9 @@ async def test_a_hidden_tool_is_refused_like_an_unknown_one(start_gateway, call_
         async with Client(gw.url) as client:
             error = await call_error(client, name, {"query": "q"})
     assert error.code == -32602
-    assert error.data == {"code": "invalid_input", "field": "name", "reason": "unknown_tool"}
+    assert without_ids(error.data) == {
+        "code": "invalid_input", "field": "name", "reason": "unknown_tool",
+    }
 
 
 async def test_search_aliases_are_searches_with_their_limits(start_gateway, fakes):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from harness import serve_service
+from harness import serve_service, without_ids
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from snapshot_harness import (
@@ -30,7 +30,7 @@ from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.timestamps import from_timestamp
 from vera.services.retrieval import server as retrieval_server
-from vera.services.retrieval.vectors.embedding import MiniLMEmbedder
+from vera.services.retrieval.models.embedding import MiniLMEmbedder
 from vera.snapshot.v1 import snapshot_pb2
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)  # the harness clock's start
@@ -330,7 +330,7 @@ async def test_expired_pack_is_swept_without_other_writes_then_reads_expired(pg_
 
         error = await refused(url, "knowledge_get_context_pack", {"pack_id": pack_id})
         assert error.code == -32006
-        assert error.data == {"code": "expired_context_pack"}
+        assert without_ids(error.data) == {"code": "expired_context_pack"}
 
 
 async def test_pack_storage_quota_per_scope(pg_dsn):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from harness import without_ids
 from mcp import Client
 
 from vera.retrieval.v1 import retrieval_pb2
@@ -193,7 +194,9 @@ async def test_feedback_on_a_result_not_in_the_pack_is_invalid(gateway, call_err
             {"context_pack_id": pack["pack_id"], "result_ref": "ref-99", "signal": "up"},
         )
     assert error.code == -32602
-    assert error.data == {"code": "invalid_input", "field": "result_ref", "reason": "not_in_pack"}
+    assert without_ids(error.data) == {
+        "code": "invalid_input", "field": "result_ref", "reason": "not_in_pack",
+    }
 
 
 async def test_search_spans_readable_scopes_or_one_project(gateway, fakes):
@@ -213,7 +216,7 @@ async def test_unknown_fact_key_is_invalid_input(gateway, call_error):
         for tool in ("knowledge_explain_fact", "knowledge_get_evidence"):
             for key in ("missing", "gone"):
                 error = await call_error(client, tool, {"fact_key": key})
-                assert error.data == {
+                assert without_ids(error.data) == {
                     "code": "invalid_input",
                     "field": "fact_key",
                     "reason": "not_found",
@@ -266,7 +269,9 @@ async def test_proposal_lifecycle(gateway, fakes, call_error):
     assert (first["status"], again["status"]) == ("retracted", "already_retracted")
     async with Client(gateway.url) as client:
         error = await call_error(client, "knowledge_retract_proposal", {"fact_key": "missing"})
-    assert error.data == {"code": "invalid_input", "field": "fact_key", "reason": "not_found"}
+    assert without_ids(error.data) == {
+        "code": "invalid_input", "field": "fact_key", "reason": "not_found",
+    }
 
     report = await call(gateway, "knowledge_proposal_report", {"task_ref": "T-1", "limit": 5})
     assert report["counts"] == {"created": 1, "deduplicated": 2}

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from git_fixtures import IDENTITY, FixtureRepo
 from harvest_files import FILES
-from harvest_repos import IDENTITY, FixtureRepo
 
 from vera.harvest import extractors
 from vera.harvest.git import GitError

@@ -8,7 +8,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 async def embedder():
-    from vera.services.retrieval.vectors.embedding import MiniLMEmbedder
+    from vera.services.retrieval.models.embedding import MiniLMEmbedder
 
     model = await MiniLMEmbedder.load(None, threads=2)
     yield model

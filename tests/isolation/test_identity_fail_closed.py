@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from harness import serve_service
+from harness import serve_service, without_ids
 from isolation_stack import full_stack
 from mcp.shared.exceptions import MCPError
 
@@ -97,7 +97,7 @@ async def test_identity_unavailable_fails_every_tool_closed(pg_dsn, tmp_path, em
                     with pytest.raises(MCPError) as raised:
                         await client.call_tool(name, arguments)
                 error = raised.value.error
-                assert (error.code, error.data) == UNAVAILABLE, name
+                assert (error.code, without_ids(error.data)) == UNAVAILABLE, name
 
     conn = await asyncpg.connect(pg_dsn)
     try:

@@ -147,3 +147,97 @@ def test_a_secret_others_may_read_stops_the_command_naming_the_file(tmp_path: Pa
     (tmp_path / "local.secret").chmod(0o640)
     assert main(["curate", "--data-dir", str(tmp_path), "list", "p"]) == 2
     assert "local.secret" in capsys.readouterr().err
+
+
+def _asking_to_wait(answers: list[httpx.Response], seen: list[httpx.Request]
+                    ) -> httpx.MockTransport:
+    """Answers each request with the next of ``answers``, the last one for ever after."""
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return answers[min(len(seen), len(answers)) - 1]
+
+    return httpx.MockTransport(handle)
+
+
+def _quota_exceeded(retry_after: str | None) -> httpx.Response:
+    headers = {"retry-after": retry_after} if retry_after is not None else {}
+    return httpx.Response(429, headers=headers,
+                          json={"error": {"code": "quota_exceeded", "bucket": "api_key"}})
+
+
+def test_an_answer_asking_to_come_back_is_sent_again_after_the_wait_it_names() -> None:
+    seen: list[httpx.Request] = []
+    slept: list[float] = []
+    answers = [_quota_exceeded("7"), httpx.Response(503, headers={"retry-after": "1"}),
+               httpx.Response(200, json={"ok": True})]
+    client = api_client.ApiClient("http://127.0.0.1:1", transport=_asking_to_wait(answers, seen),
+                                  sleep=slept.append)
+    with client:
+        assert client.call("POST", "/curation/projects/p/ingest", json={"records": []}) == {
+            "ok": True}
+    assert slept == [7.0, 1.0]
+    assert len(seen) == 3 and all(r.method == "POST" for r in seen)
+
+
+def test_a_refusal_without_retry_after_is_not_sent_again() -> None:
+    seen: list[httpx.Request] = []
+    slept: list[float] = []
+    client = api_client.ApiClient("http://127.0.0.1:1", sleep=slept.append,
+                                  transport=_asking_to_wait([_quota_exceeded(None)], seen))
+    with client, pytest.raises(ApiRefused) as refused:
+        client.call("GET", "/x")
+    assert refused.value.code == "quota_exceeded"
+    assert (len(seen), slept) == (1, [])
+
+
+def test_waiting_stops_at_the_budget_and_reports_the_refusal() -> None:
+    seen: list[httpx.Request] = []
+    slept: list[float] = []
+    client = api_client.ApiClient("http://127.0.0.1:1", sleep=slept.append,
+                                  transport=_asking_to_wait([_quota_exceeded("60")], seen))
+    with client, pytest.raises(ApiRefused) as refused:
+        client.call("GET", "/x")
+    assert refused.value.status == 429
+    assert sum(slept) <= api_client.RETRY_BUDGET_SECONDS
+    assert sum(slept) + 60 > api_client.RETRY_BUDGET_SECONDS  # it waited as long as it may
+    assert len(seen) == len(slept) + 1
+
+
+@pytest.mark.parametrize(("header", "expected"), [
+    ("3", 3.0), ("0", 0.0), ("100000", api_client.RETRY_AFTER_CAP_SECONDS),
+    ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0), ("soon", None)])
+def test_retry_after_reads_seconds_and_dates_within_the_cap(header: str,
+                                                            expected: float | None) -> None:
+    assert api_client.retry_after(httpx.Response(429, headers={"retry-after": header})) \
+        == expected
+
+
+def test_polls_start_quick_and_settle_at_the_paced_interval() -> None:
+    delays = api_client.poll_delays()
+    assert [next(delays) for _ in range(6)] == [0.25, 0.5, 1.0, 2.0, 2.0, 2.0]
+
+
+def test_an_unavailable_api_is_waited_for_a_while_then_reported() -> None:
+    seen: list[httpx.Request] = []
+    slept: list[float] = []
+    away = httpx.Response(503, headers={"retry-after": "2"},
+                          json={"error": {"code": "unavailable", "reason": "database_unreachable"}})
+    client = api_client.ApiClient("http://127.0.0.1:1", sleep=slept.append,
+                                  transport=_asking_to_wait([away], seen))
+    with client, pytest.raises(ApiRefused) as refused:
+        client.call("GET", "/x")
+    assert refused.value.code == "unavailable"
+    assert sum(slept) <= api_client.UNAVAILABLE_BUDGET_SECONDS < sum(slept) + 2
+
+
+def test_a_stack_restarting_its_database_is_ridden_through() -> None:
+    seen: list[httpx.Request] = []
+    slept: list[float] = []
+    away = httpx.Response(503, headers={"retry-after": "2"},
+                          json={"error": {"code": "unavailable"}})
+    client = api_client.ApiClient("http://127.0.0.1:1", sleep=slept.append,
+                                  transport=_asking_to_wait([away] * 3 + [
+                                      httpx.Response(200, json={"indexed_position": 7})], seen))
+    with client:
+        assert client.call("GET", "/x") == {"indexed_position": 7}
+    assert slept == [2.0, 2.0, 2.0]

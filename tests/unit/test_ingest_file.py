@@ -155,3 +155,30 @@ def test_without_a_running_stack_or_api_url_ingest_stops(tmp_path: Path, capsys)
                         "--data-dir", str(tmp_path / "no-stack"))
     assert ingest.run(args, Settings()) == 1
     assert "--api-url" in capsys.readouterr().err
+
+
+def test_waiting_for_the_index_is_paced_and_outlasts_a_slow_index():
+    """Indexing that keeps moving is waited for however long it takes, polled no more
+    often than ``poll_delays`` allows; one that stops moving ends the wait."""
+    import httpx
+
+    from vera.api_client import POLL_MOST_SECONDS, ApiClient, ClientStop
+    from vera.commands import ingest
+
+    positions = iter(range(0, 2001, 100))  # 21 polls, each a step further
+
+    def api(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"indexed_position": next(positions, 2000)})
+
+    slept: list[float] = []
+    with ApiClient("http://127.0.0.1:9", transport=httpx.MockTransport(api),
+                   sleep=slept.append) as client:
+        ingest.wait_until_indexed(client, "payments", 2000, lambda *_: None, stall=1e9)
+    assert len(slept) == 20 and max(slept) == POLL_MOST_SECONDS
+    assert slept == sorted(slept)
+
+    stuck = ApiClient("http://127.0.0.1:9", sleep=lambda _: None, transport=httpx.MockTransport(
+        lambda r: httpx.Response(200, json={"indexed_position": 5})))
+    with stuck, pytest.raises(ClientStop) as stop:
+        ingest.wait_until_indexed(stuck, "payments", 10, lambda *_: None, stall=0.0)
+    assert stop.value.exit_code == 1

@@ -52,18 +52,19 @@ identity knowledge retrieval snapshot
 {{ toYaml .Values.containerSecurityContext }}
 {{- end -}}
 
-{{/* "true" when database.serviceDsnSecrets gives each service a login of its own (the
-schema requires all four or none); empty: the one shared database.dsnSecret. */}}
+{{/* "true" when each service signs in with a login of its own (database.logins
+perService, the default); empty: the one shared database.dsnSecret. */}}
 {{- define "vera.serviceRoles" -}}
-{{- if .Values.database.serviceDsnSecrets }}true{{ end -}}
+{{- if eq .Values.database.logins "perService" }}true{{ end -}}
 {{- end -}}
 
 {{/* Secrets by reference. The DSN reaches only the processes that own a schema, each its
-own service's login when there is one. Args: root, service (the schema's service). */}}
+own service's login unless the install chose the shared one. Args: root, service (the
+schema's service). */}}
 {{- define "vera.databaseEnv" -}}
 {{- $ref := .root.Values.database.dsnSecret -}}
 {{- if include "vera.serviceRoles" .root -}}
-{{- $ref = index .root.Values.database.serviceDsnSecrets .service -}}
+{{- $ref = index .root.Values.database.serviceDsnSecrets .service | default (dict "name" (printf "vera-database-%s" .service) "key" "dsn") -}}
 {{- end -}}
 - name: VERA_DATABASE__DSN
   valueFrom:

@@ -24,7 +24,7 @@ from vera.services.retrieval.domain import Change, ChangeKind, Fact, IndexStatus
 from vera.services.retrieval.ports import (
     Embedder,
     FactSource,
-    LexicalIndex,
+    IndexWriter,
     VectorIndex,
     WriterLease,
 )
@@ -80,7 +80,7 @@ class ChangeIndexer:
         source: FactSource,
         embedder: Embedder,
         vectors: VectorIndex,
-        lexical: LexicalIndex,
+        index: IndexWriter,
         *,
         embedding: str,
         poll_seconds: float,
@@ -95,7 +95,7 @@ class ChangeIndexer:
         self._source = source
         self._embedder = embedder
         self._vectors = vectors
-        self._lexical = lexical
+        self._index = index
         self._embedding = embedding  # contract.embedding_version: what ``embedder`` makes
         self._poll = poll_seconds
         self._page_size = page_size
@@ -122,7 +122,7 @@ class ChangeIndexer:
         if indexed is None and self._lease is not None:
             indexed = self._follow_from  # not started yet: what a follower would vouch for
         if indexed is None:
-            indexed = await self._lexical.cursor()
+            indexed = await self._index.cursor()
         return IndexStatus(
             indexed_position=indexed,
             head_position=max(self.head_position, indexed),
@@ -130,14 +130,14 @@ class ChangeIndexer:
         )
 
     async def _start_position(self) -> int:
-        cursor = await self._lexical.cursor()
-        if await self._lexical.indexed_embedding() != self._embedding:
+        cursor = await self._index.cursor()
+        if await self._index.indexed_embedding() != self._embedding:
             # Vectors of another model or precision do not compare with this one's: replay
             # the log and re-embed every version (queries are served meanwhile). An index
             # from before the embedding was recorded is replayed once too.
             if cursor > 0:
                 log.info("the index holds other vectors; re-embedding the change log")
-            await self._lexical.restart_for_embedding(self._embedding)
+            await self._index.restart_for_embedding(self._embedding)
             return 0
         if cursor > 0 and await self._vectors.count() == 0:
             # The vector store was dropped or is in memory: rebuild it from the log
@@ -166,11 +166,11 @@ class ChangeIndexer:
         if self._lease is not None:
             # The cursor's transaction refuses a fenced writer, but the vector index is
             # written before it: ask first (a stale writer could re-add an erased point).
-            await self._lexical.check_writer()
+            await self._index.check_writer()
         if erased:
             # Before the cursor moves: a crash here replays the deletes (idempotent).
             await self._vectors.delete(erased)
-            await self._lexical.delete(erased)
+            await self._index.delete(erased)
             self.indexed_facts = await self._vectors.count()
         vectors: list[list[float]] | None = None
         if facts:
@@ -178,7 +178,7 @@ class ChangeIndexer:
             await self._vectors.upsert(facts, vectors)
             self.indexed_facts = await self._vectors.count()
         position = changes[-1].position
-        await self._lexical.apply(facts, position, vectors=vectors)
+        await self._index.apply(facts, position, vectors=vectors)
         self.indexed_position = position
         self.head_position = max(self.head_position, position)
         return position >= head
@@ -211,8 +211,8 @@ class ChangeIndexer:
         if erased:
             if not self._shared_vectors:
                 await self._vectors.delete(erased)
-            await self._lexical.forget(erased)
-        stored = await self._lexical.stored_vectors([f.version_id for f in facts])
+            await self._index.forget(erased)
+        stored = await self._index.stored_vectors([f.version_id for f in facts])
         # A version without a document was erased later, by a change the writer applied.
         facts = [f for f in facts if f.version_id in stored]
         vectors = [stored[f.version_id] for f in facts]
@@ -225,23 +225,23 @@ class ChangeIndexer:
         if facts or erased:
             self.indexed_facts = await self._vectors.count()
         position = ready[-1].position
-        await self._lexical.remember(facts, position, vectors)
+        await self._index.remember(facts, position, vectors)
         self.indexed_position = position
         return position >= head
 
     async def _written_position(self) -> int | None:
         """The writer's cursor; None while the stored vectors are not this process's
         embedding."""
-        if await self._lexical.indexed_embedding() != self._embedding:
+        if await self._index.indexed_embedding() != self._embedding:
             return None
-        return await self._lexical.cursor()
+        return await self._index.cursor()
 
     async def _writer_step(self, wait_seconds: float) -> bool:
         """``step`` under the lease. A process that followed before first catches up to the
         shared cursor from what the previous writer stored (nothing is embedded twice)."""
         if self._settle:
             assert self.indexed_position is not None
-            await self._lexical.claim_writer()  # fences off a predecessor still writing
+            await self._index.claim_writer()  # fences off a predecessor still writing
             self.indexed_facts = await self._vectors.count()
             start = await self._start_position()
             if start < self.indexed_position:

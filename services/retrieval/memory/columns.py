@@ -39,7 +39,7 @@ class Growable:
     def view(self) -> np.ndarray:
         return self.data[: self.n]
 
-    # Pickled as its filled part (snapshots/local.py); it grows again on the next append.
+    # Pickled as its filled part (memory/snapshot_file.py); it grows again on the next append.
     def __getstate__(self) -> np.ndarray:
         return self.view()
 

@@ -4,8 +4,8 @@ stored vectors (for exact dense scores of every candidate and a neighbourhood ve
 the subjects in scope (for entity mentions in a query).
 
 It is filled by the change-log tailer and, on start, from ``retrieval.documents``; nothing
-here is authoritative. All calls are synchronous and fast; the lexical adapter runs them on
-one worker thread (lexical/memory_worker.py) so the event loop never waits on the arithmetic.
+here is authoritative. All calls are synchronous and fast; documents/index.py runs them on
+one worker thread (worker.py) so the event loop never waits on the arithmetic.
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ from vera.services.retrieval.memory.columns import (
 
 K1 = 1.2
 B = 0.75
-# Neighbours on each side of a fact in its source's order form its context field.
+# Neighbours on each side of a fact in its source's order form its context field, which
+# a search weighs at CONTEXT_WEIGHT next to the fact's own text.
 CONTEXT_WINDOW = 2
+CONTEXT_WEIGHT = 0.7
 # A term in more than this share of a scope's facts only adds to facts that rarer query
 # terms already matched: it costs the most and separates the least (the candidate cap).
 COMMON_TERM_SHARE = 0.5
@@ -138,7 +140,7 @@ class _Scope:
             new[: self.n] = old[: self.n]
             setattr(self, name, new)
 
-    # Pickled (snapshots/local.py) as the filled slots of each column, without the read
+    # Pickled (memory/snapshot_file.py) as the filled slots of each column, without the read
     # caches. Loaded, the columns are the pickle's own buffers (a copy into more capacity
     # would double the peak while the unpickler still holds them); the next insert grows.
     # The postings and sources travel as one array each with their lengths: thousands of

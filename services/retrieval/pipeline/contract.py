@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from vera.config import RetrievalSettings
-from vera.services.retrieval.lexical import index as lexical
 from vera.services.retrieval.memory import facts as memory
-from vera.services.retrieval.pipeline import rerank, retriever
+from vera.services.retrieval.models import embedding, rerankers
+from vera.services.retrieval.pipeline import retriever
 from vera.services.retrieval.rank import learned as learned_rank
-from vera.services.retrieval.vectors import embedding
 from vera.services.retrieval.vectors.payload import MEMORY_LOCATION
 
 GENERATION = "assembler-2"
@@ -55,12 +54,12 @@ def _order_inputs(settings: RetrievalSettings, stages: retriever.Stages) -> dict
         reranker: dict[str, Any] = {
             "kind": "cross-encoder",
             "path": _path(settings.reranker_path),
-            "max_tokens": rerank.MAX_TOKENS,
+            "max_tokens": rerankers.MAX_TOKENS,
         }
     else:
         reranker = {
             "kind": "static-late-interaction",
-            "weight": rerank.STATIC_LATE_INTERACTION_WEIGHT,
+            "weight": rerankers.STATIC_LATE_INTERACTION_WEIGHT,
         }
     reranker["limit"] = settings.rerank_limit
     return {
@@ -82,7 +81,7 @@ def _order_inputs(settings: RetrievalSettings, stages: retriever.Stages) -> dict
             "k1": memory.K1,
             "b": memory.B,
             "context_window": memory.CONTEXT_WINDOW,
-            "context_weight": lexical.CONTEXT_WEIGHT,
+            "context_weight": memory.CONTEXT_WEIGHT,
             "common_term_share": memory.COMMON_TERM_SHARE,
             "common_term_min_facts": memory.COMMON_TERM_MIN_FACTS,
         },

@@ -17,9 +17,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from vera import limits
 from vera.errors import InvalidInput
+from vera.observability.tracing import span
 from vera.services.retrieval.domain import (
     Candidate,
     CandidateFeatures,
@@ -39,15 +41,19 @@ from vera.services.retrieval.domain import (
 from vera.services.retrieval.ports import (
     Embedder,
     FactSource,
-    FeatureSource,
-    LexicalIndex,
     Reranker,
+    SearchIndex,
     VectorIndex,
 )
 from vera.services.retrieval.rank import learned as learned_rank
 from vera.services.retrieval.rank.learned import ActiveModels
 
 log = logging.getLogger(__name__)
+# Each stage's span (vera.observability.tracing): counts and scores only, never text.
+STAGE = "vera.retrieval.stage"
+CANDIDATES = "vera.retrieval.candidates"
+RESULTS = "vera.retrieval.results"
+TOP_SCORE = "vera.retrieval.top_score"
 
 # Calibrated fusion: lexical BM25 / the query's best BM25 (0..1) and dense cosine (already
 # on a fixed scale), equally weighted; the cosine of the fact's neighbourhood (its source
@@ -219,7 +225,7 @@ def freshness_warnings(results: Sequence[Result]) -> list[FreshnessWarning]:
                 FreshnessWarning(
                     fact_key=result.fact.fact_key,
                     source_id=citation.source_id,
-                    reason=REASON_SOURCE_STALE,
+                    reason=citation.stale_reason or REASON_SOURCE_STALE,
                     observed_at=citation.observed_at,
                 )
             )
@@ -280,6 +286,13 @@ def _omissions(keys: Sequence[str], reason: str) -> list[Omission]:
     return [Omission(fact_key=key, reason=reason) for key in keys]
 
 
+def _counted(leg: Any, found: Sequence[Candidate]) -> None:
+    """A leg's span: how many candidates it found and the best raw score, never text."""
+    leg.set_attribute(RESULTS, len(found))
+    if found:
+        leg.set_attribute(TOP_SCORE, max(c.score for c in found))
+
+
 def _numbered(results: Sequence[Result]) -> list[Result]:
     return [replace(r, position=n) for n, r in enumerate(results, start=1)]
 
@@ -289,12 +302,11 @@ class Retriever:
         self,
         embedder: Embedder,
         vectors: VectorIndex,
-        lexical: LexicalIndex,
+        index: SearchIndex,
         facts: FactSource,
         *,
         candidate_pool: int,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        features: FeatureSource | None = None,
         reranker: Reranker | None = None,
         stages: Stages = Stages(),
         assembler_version: str,
@@ -307,11 +319,10 @@ class Retriever:
         contract version."""
         self._embedder = embedder
         self._vectors = vectors
-        self._lexical = lexical
+        self._index = index
         self._facts = facts
         self._pool = candidate_pool
         self._clock = clock
-        self._features = features
         self._reranker = reranker
         self.stages = stages
         self.assembler_version = assembler_version
@@ -436,14 +447,11 @@ class Retriever:
 
         (vector, dense, mode), lexical = await asyncio.gather(
             self._dense_leg(query, index_query),
-            self._lexical.search(query, index_query, self._pool),
+            self._lexical_leg(query, index_query),
         )
-        features: Mapping[str, CandidateFeatures] = {}
-        if self._features is not None:
-            versions = list(dict.fromkeys(c.version_id for c in [*dense, *lexical]))
-            features = await self._features.features(
-                scopes, versions, vector, query, index_query
-            )
+        versions = list(dict.fromkeys(c.version_id for c in [*dense, *lexical]))
+        with span("retrieval features", **{STAGE: "features", CANDIDATES: len(versions)}):
+            features = await self._index.features(scopes, versions, vector, query, index_query)
         fused = fuse(dense, lexical, features, self.stages)
         keys = sorted(fused, key=lambda k: (-fused[k][2], k))
         # Re-read a short list: what can make the limit after filters, not every candidate.
@@ -451,11 +459,12 @@ class Retriever:
         if not filters_need_more(filters):
             cut = max(REREAD_MIN, 2 * limit)
             keys, unread = keys[:cut], keys[cut:]
-        facts = (
-            await self._facts.batch_get_facts(scopes, keys, filters.as_of, filters.known_as_of)
-            if keys
-            else []
-        )
+        facts = []
+        if keys:
+            with span("retrieval reread", **{STAGE: "reread", CANDIDATES: len(keys)}) as read:
+                facts = await self._facts.batch_get_facts(
+                    scopes, keys, filters.as_of, filters.known_as_of)
+                read.set_attribute(RESULTS, len(facts))
         # Defence in depth: knowledge already re-checks scopes; so do we.
         authoritative = {
             f.fact_key: f
@@ -468,7 +477,11 @@ class Retriever:
         reranked: dict[str, float] = {}
         if self._reranker is not None and self.stages.rerank and authoritative:
             texts = {k: rerank_text(authoritative[k]) for k in keys if k in authoritative}
-            reranked = await self._reranker.rerank(query, list(texts), fused, texts)
+            with span("retrieval rerank", **{STAGE: "rerank", CANDIDATES: len(texts)}) as rank:
+                reranked = await self._reranker.rerank(query, list(texts), fused, texts)
+                rank.set_attribute(RESULTS, len(reranked))
+                if reranked:
+                    rank.set_attribute(TOP_SCORE, max(reranked.values()))
 
         ordering = _Ordering(
             unread=unread, retrieval_mode=mode, assembler_version=self.assembler_version
@@ -536,6 +549,12 @@ class Retriever:
             # Reorders what was found here and nothing else (learned_rank.reorder).
             ordering.ordered = learned_rank.reorder(ordering.ordered, served.ranker)
             ordering.assembler_version = served.assembler_version
+        with span("retrieval order", **{STAGE: "order", CANDIDATES: len(keys)}) as ordered:
+            ordered.set_attribute(RESULTS, len(ordering.ordered))
+            ordered.set_attribute("vera.retrieval.filtered_out", filtered_out)
+            ordered.set_attribute("vera.retrieval.learned", served is not None)
+            if ordering.ordered:
+                ordered.set_attribute(TOP_SCORE, ordering.ordered[0].score)
         if not ordering.ordered:
             if filtered_out or ordering.conflict_omitted:
                 ordering.empty_reason = EMPTY_FILTERED_OUT
@@ -543,7 +562,22 @@ class Retriever:
                 ordering.empty_reason = await self._why_nothing(index_query)
         return ordering
 
+    async def _lexical_leg(self, query: str, index_query: IndexQuery) -> list[Candidate]:
+        with span("retrieval lexical", **{STAGE: "lexical"}) as leg:
+            found = await self._index.search(query, index_query, self._pool)
+            _counted(leg, found)
+            return found
+
     async def _dense_leg(
+        self, query: str, index_query: IndexQuery
+    ) -> tuple[list[float], list[Candidate], RetrievalMode]:
+        with span("retrieval dense", **{STAGE: "dense"}) as leg:
+            vector, found, mode = await self._dense_candidates(query, index_query)
+            _counted(leg, found)
+            leg.set_attribute("vera.retrieval.mode", mode.value)
+            return vector, found, mode
+
+    async def _dense_candidates(
         self, query: str, index_query: IndexQuery
     ) -> tuple[list[float], list[Candidate], RetrievalMode]:
         """The query's vector and the dense candidates. Any failure here (a model error, a
@@ -564,9 +598,9 @@ class Retriever:
         return vector, dense, RetrievalMode.HYBRID
 
     async def _why_nothing(self, query: IndexQuery) -> str:
-        if not await self._lexical.has_documents(query, with_attributes=False):
+        if not await self._index.has_documents(query, with_attributes=False):
             return EMPTY_NO_FACTS_IN_SCOPE
-        if query.has_attribute_filters and not await self._lexical.has_documents(
+        if query.has_attribute_filters and not await self._index.has_documents(
             query, with_attributes=True
         ):
             return EMPTY_FILTERED_OUT

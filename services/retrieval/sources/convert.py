@@ -26,6 +26,7 @@ def citation_from_proto(msg: knowledge_pb2.Citation) -> Citation:
         source_type=msg.source_type,
         observed_at=from_timestamp(msg, "observed_at"),
         stale=msg.stale,
+        stale_reason=msg.stale_reason,
     )
 
 
@@ -40,6 +41,7 @@ def citation_to_proto(citation: Citation) -> knowledge_pb2.Citation:
         source_type=citation.source_type,
         observed_at=to_timestamp(citation.observed_at),
         stale=citation.stale,
+        stale_reason=citation.stale_reason,
     )
 
 

@@ -1,1 +1,1 @@
-"""Embeddings and the vector indexes (qdrant-edge in process, or a Qdrant server)."""
+"""The vector indexes: qdrant-edge in process, or a Qdrant server."""

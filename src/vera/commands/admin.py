@@ -26,10 +26,17 @@ def main(args: argparse.Namespace) -> int:
     from vera.errors import VeraError
     from vera.identity.v1 import identity_pb2
     from vera.rpc.backends import Backends
-    from vera.stack.run_files import stack_client_settings
+    from vera.stack.run_files import read_stack_file, stack_client_settings
 
     settings = settings_at(args.data_dir)
-    settings = stack_client_settings(settings, settings.data_dir)
+    data_dir = settings.data_dir.expanduser().resolve()
+    if read_stack_file(data_dir) is None:
+        # Operator commands talk to the stack of one data dir, never to a guessed address.
+        print(f"vera admin: no running VERA stack in {data_dir} (no run/stack.json): pass "
+              "the data dir the stack runs on with --data-dir (or VERA_DATA_DIR), or start "
+              "it with `vera up`", file=sys.stderr)
+        return 1
+    settings = stack_client_settings(settings, data_dir)
 
     async def create() -> tuple[identity_pb2.Principal, str]:
         backends = Backends.open(settings, caller="cli")

@@ -49,6 +49,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     retract.add_argument("source_id")
     retract.add_argument("--reason", required=True)
 
+    # `vera curate list payments --api-url URL` reads as `vera ingest` does.
+    for command in (listing, verify, reject, retract):
+        add_connection_arguments(command, repeated=True)
+        command.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                             help="print the raw JSON response")
+
 
 def _request(args: argparse.Namespace) -> tuple[str, str, dict[str, Any] | None, dict]:
     base = f"/curation/projects/{args.project}"

@@ -38,6 +38,7 @@ from vera.api_client import (
     ClientStop,
     add_connection_arguments,
     open_client,
+    poll_delays,
 )
 from vera.commands import settings_at
 from vera.config import Settings
@@ -46,8 +47,9 @@ from vera.ingest_records import MAX_REPORTED_ERRORS, IngestFileError
 # A batch stays well under the ingest route's body limit and record count.
 BATCH_BYTES = 768 * 1024
 BATCH_RECORDS = 1000
-INDEX_POLL_SECONDS = 0.1
-INDEX_TIMEOUT_SECONDS = 600.0
+# Indexing a large load takes as long as it takes; the command gives up only when it
+# stops moving for this long.
+INDEX_STALL_SECONDS = 600.0
 PROGRESS_FROM = 200  # short files finish before a bar would help
 LISTED_KEYS = 50
 
@@ -154,7 +156,18 @@ _REFUSED_RECORD = re.compile(r"^records\[(?P<index>\d+)\]\.?(?P<field>.*)$")
 
 def load(api: ApiClient, project: str, records: list[Record],
          progress: Callable[[str, int, int], None]) -> Summary:
+    """Sends the records, then waits until retrieval has indexed them."""
     started = time.monotonic()
+    summary, position = send(api, project, records, progress)
+    wait_until_indexed(api, project, position, progress)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def send(api: ApiClient, project: str, records: list[Record],
+         progress: Callable[[str, int, int], None]) -> tuple[Summary, int]:
+    """Sends the records in batches within the route's bounds: the summary so far and
+    the change-log position the last batch reached."""
     summary = Summary(project_slug=project)
     position = 0
     done = 0
@@ -193,27 +206,31 @@ def load(api: ApiClient, project: str, records: list[Record],
         position = max(position, reply["change_position"])
         done += len(batch)
         progress("load", done, len(records))
-    wait_until_indexed(api, project, position, progress)
-    summary.seconds = time.monotonic() - started
-    return summary
+    return summary, position
 
 
 def wait_until_indexed(api: ApiClient, project: str, position: int,
                        progress: Callable[[str, int, int], None],
-                       timeout: float = INDEX_TIMEOUT_SECONDS) -> None:
+                       stall: float = INDEX_STALL_SECONDS) -> None:
+    """Polls the project's index status, paced (``poll_delays``), until it reaches
+    ``position``; ClientStop when it has not moved for ``stall`` seconds."""
     path = f"{_project_path(project)}/index-status"
     indexed = api.call("GET", path)["indexed_position"]
     start = min(indexed, position)
-    give_up = time.monotonic() + timeout
+    delays = poll_delays()
+    moved = time.monotonic()
     while indexed < position:
         progress("index", indexed - start, position - start)
-        if time.monotonic() > give_up:
+        if time.monotonic() - moved > stall:
             raise ClientStop(
-                f"facts were stored but indexing has not caught up after {timeout:.0f} s; "
+                f"facts were stored but indexing has not moved for {stall:.0f} s; "
                 "they become searchable when the retrieval service catches up",
                 EXIT_UNREACHABLE)
-        time.sleep(INDEX_POLL_SECONDS)
-        indexed = api.call("GET", path)["indexed_position"]
+        api.sleep(next(delays))
+        now = api.call("GET", path)["indexed_position"]
+        if now > indexed:
+            moved = time.monotonic()
+        indexed = now
     progress("index", position - start, position - start)
 
 

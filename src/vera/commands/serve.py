@@ -17,10 +17,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from vera.observability import tracing
     from vera.observability.metrics_listener import start_listener
     from vera.rpc.server import serve_until_signalled
 
     settings = load_settings()
+    # Before the pool opens: every statement the service runs is a span (tracing on).
+    if tracing.configure_tracing(args.service):
+        tracing.instrument_database()
     address = args.address or getattr(settings.services, args.service)
     module = importlib.import_module(f"vera.services.{args.service}.server")
 

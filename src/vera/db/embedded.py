@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 DATABASE = "vera"
 RESTART_TIMEOUT_SECONDS = 10.0
+DUMP_TIMEOUT_SECONDS = 3600.0
 ROLE = "postgres"
 # The whole file: the server listens on a Unix socket only (loopback on Windows).
 PG_HBA = """\
@@ -128,6 +129,35 @@ class EmbeddedPostgres:
             input=sql, text=True, check=True, capture_output=True, timeout=30,
             env={**os.environ, "PGPASSWORD": self._password},
         )
+
+    def _tool(self, name: str, *args: str, timeout: float) -> None:
+        """Runs the wheel's own ``name`` (the system's pg_dump refuses a newer server) as
+        the superuser, the password through the environment, never argv."""
+        assert self._server is not None, "start() first"
+        done = subprocess.run(
+            [str(_commands.POSTGRES_BIN_PATH / name), *args],
+            text=True, capture_output=True, timeout=timeout,
+            env={**os.environ, "PGPASSWORD": self._password},
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{name}: {done.stderr.strip()[-2000:]}")
+
+    def dump(self, path: Path, database: str = DATABASE,
+             timeout: float = DUMP_TIMEOUT_SECONDS) -> None:
+        """A consistent copy of ``database`` (pg_dump reads one snapshot while the stack
+        keeps writing) in pg_dump's custom format at ``path``."""
+        assert self._server is not None, "start() first"
+        self._tool("pg_dump", "--format=custom", f"--file={path}",
+                   self._server.get_uri(database=database), timeout=timeout)
+
+    def restore(self, path: Path, database: str = DATABASE,
+                timeout: float = DUMP_TIMEOUT_SECONDS) -> None:
+        """Loads a ``dump`` into ``database``, which must be empty; stops at the first
+        error."""
+        assert self._server is not None, "start() first"
+        self._tool("pg_restore", "--exit-on-error", "--single-transaction",
+                   f"--dbname={self._server.get_uri(database=database)}", str(path),
+                   timeout=timeout)
 
     def _lock(self) -> None:
         """Locks a server that still trusts local connections: the role gets the password,

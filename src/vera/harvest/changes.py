@@ -35,21 +35,21 @@ STATE_FORMAT = 1
 
 @dataclass(frozen=True)
 class Known:
-    """One fact the last harvest loaded."""
+    """One fact the last harvest loaded: its identity, the key knowledge gave it and the
+    fact record it was loaded from (``vera.harvest.records``)."""
 
     path: str
-    subject: str
-    predicate: str
     slot: str
-    object: str
-    locator: str
-    evidence: str
     fact_key: str
-    valid_from: str
+    record: dict[str, Any]
 
     @property
     def identity(self) -> tuple[str, str, str, str]:
-        return (self.path, self.subject, self.predicate, self.slot)
+        return (self.path, self.record["subject"], self.record["predicate"], self.slot)
+
+    @property
+    def object(self) -> str:
+        return str(self.record["object"])
 
 
 @dataclass

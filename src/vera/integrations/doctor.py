@@ -56,13 +56,35 @@ async def _tools(url: str, token: str | None) -> list[str]:
         return [tool.name for tool in (await client.list_tools()).tools]
 
 
+def _root_causes(exc: BaseException) -> list[BaseException]:
+    """The errors under the MCP client's task groups (an ExceptionGroup names none)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [cause for inner in exc.exceptions for cause in _root_causes(inner)]
+    return [exc]
+
+
+# The MCP client's transport errors for "nothing answers there" (its HTTP library is not
+# always the httpx this package imports, so they are told by name).
+UNREACHABLE_ERRORS = ("ConnectError", "ConnectTimeout")
+
+
 def _tools_finding(url: str, token: str | None) -> Finding:
     try:
         names = asyncio.run(asyncio.wait_for(_tools(url, token), TOOLS_TIMEOUT_SECONDS))
     except Exception as exc:  # any transport or protocol failure is the finding itself
+        causes = _root_causes(exc)
+        if any(type(c).__name__ in UNREACHABLE_ERRORS or isinstance(c, ConnectionError)
+               for c in causes):
+            return Finding("vera tools visible", False, f"cannot list tools: cannot reach "
+                           f"{url}: the stack is "
+                           "down; start it with `vera up` (or ask whoever runs your team's "
+                           "deployment), then run `vera doctor` again")
         refusal = credential_refusal(url, token)
+        if refusal is not None:  # a rotated key, an expired or revoked token...
+            return Finding("vera tools visible", False, f"cannot list tools: {refusal}; "
+                           "`vera connect` obtains a new one")
         return Finding("vera tools visible", False,
-                       f"cannot list tools: {refusal or type(exc).__name__}")
+                       f"cannot list tools: {type(causes[0]).__name__}")
     return Finding("vera tools visible", bool(names), f"{len(names)} tools")
 
 

@@ -29,6 +29,7 @@ from opentelemetry import trace
 from vera.config import ConfigError
 
 PROTOCOLS = ("http/protobuf", "grpc")
+PROBES = "healthz,readyz,livez"
 _TRUE = "true"
 
 # Set once by configure_tracing; None: tracing is off and every helper is a no-op.
@@ -132,30 +133,34 @@ def grpc_server_interceptors() -> list[Any]:
     """The server span of every call (continuing the caller's trace from its metadata)."""
     if _provider is None:
         return []
-    from opentelemetry.instrumentation.grpc import aio_server_interceptor
+    from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
-    return [aio_server_interceptor(tracer_provider=_provider)]
+    return [aio_server_interceptor(
+        tracer_provider=_provider, filter_=filters.negate(filters.health_check()))]
 
 
 def grpc_client_interceptors() -> list[Any]:
     """The client span of every call; the trace context travels in its metadata."""
     if _provider is None:
         return []
-    from opentelemetry.instrumentation.grpc import aio_client_interceptors
+    from opentelemetry.instrumentation.grpc import aio_client_interceptors, filters
 
-    return list(aio_client_interceptors(tracer_provider=_provider))
+    return list(aio_client_interceptors(
+        tracer_provider=_provider, filter_=filters.negate(filters.health_check())))
 
 
 RouteOf = Callable[[Mapping[str, Any]], str | None]
 
 
-def traced_asgi(app: Any, route_of: RouteOf) -> Any:
-    """``app`` inside the ASGI server span (continuing a ``traceparent`` header). The span
-    is named by the route's template (``route_of``: the scope's template, or None), never
-    by the path a client sent, which may carry ids."""
+def traced_starlette(app: Any) -> Any:
+    """``app`` (Starlette) inside the ASGI server span (continuing a ``traceparent``
+    header), named by the route template it matched, never by the path a client sent,
+    which may carry ids. Probes start no trace."""
     if _provider is None:
         return app
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
+    route_of = starlette_routes(app.routes)
 
     def details(scope: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
         method = str(scope.get("method") or "HTTP")
@@ -164,12 +169,14 @@ def traced_asgi(app: Any, route_of: RouteOf) -> Any:
             return method, {}
         return f"{method} {route}", {"http.route": route}
 
-    return OpenTelemetryMiddleware(
-        app,
+    app.add_middleware(
+        OpenTelemetryMiddleware,
+        excluded_urls=PROBES,
         default_span_details=details,
         exclude_spans=["receive", "send"],
         tracer_provider=_provider,
     )
+    return app
 
 
 def starlette_routes(routes: Sequence[Any]) -> RouteOf:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import grpc
 from pydantic import SecretStr
 
+from vera.observability import tracing
 from vera.rpc.auth import METADATA_KEY, AssertionSigner, audience_of
 from vera.rpc.errors import from_rpc_error
 from vera.rpc.retries import CHANNEL_OPTIONS
@@ -49,5 +50,6 @@ def open_channel(
     return grpc.aio.insecure_channel(
         address,
         options=CHANNEL_OPTIONS,
-        interceptors=[_CallPolicy(deadline_seconds, signer)],
+        # The client span (tracing on) inside the policy: it sees the call's own status.
+        interceptors=[_CallPolicy(deadline_seconds, signer), *tracing.grpc_client_interceptors()],
     )

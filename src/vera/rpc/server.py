@@ -25,6 +25,7 @@ from grpc_reflection.v1alpha import reflection
 from vera.config import RpcSettings, Settings
 from vera.db.pool import STATEMENT_TIMEOUTS, database_unreachable
 from vera.errors import Unavailable, VeraError
+from vera.observability import tracing
 from vera.observability.service_metrics import ServiceMetrics
 from vera.rpc.auth import (
     EXEMPT_PREFIX,
@@ -142,8 +143,9 @@ def _outcome(context: Any, raised: BaseException | None) -> grpc.StatusCode:
 
 
 class CallOutcome(grpc.aio.ServerInterceptor):
-    """Records how every call of a registered method (health excepted) ended: its method,
-    status and duration in the service's metrics."""
+    """Records how every call of a registered method (health excepted) ended: its gRPC
+    status on the server span (the instrumentation cannot see ``abort_with_status``), and
+    its method, status and duration in the service's metrics."""
 
     def __init__(self, metrics: ServiceMetrics) -> None:
         self._metrics = metrics
@@ -166,6 +168,7 @@ class CallOutcome(grpc.aio.ServerInterceptor):
                 raise
             finally:
                 code = _outcome(context, raised)
+                tracing.mark_rpc_status(code.value[0], code.name)
                 self._metrics.observe(method, code.name, time.perf_counter() - started)
 
         return handler._replace(unary_unary=recorded)
@@ -223,10 +226,10 @@ def create_server(
     interceptors: list[grpc.aio.ServerInterceptor] = [gate, DomainErrorInterceptor()]
     if key is not None:
         interceptors.insert(0, InternalAuthInterceptor(AssertionVerifier(rpc.accepted_keys)))
-    # Outermost: the outcome of everything inside it, refusals of the internal assertion
-    # and of a stopping server included.
+    # Outermost: the server span (tracing on), then the outcome of everything inside it,
+    # refusals of the internal assertion and of a stopping server included.
     metrics = ServiceMetrics()
-    interceptors.insert(0, CallOutcome(metrics))
+    interceptors[:0] = [*tracing.grpc_server_interceptors(), CallOutcome(metrics)]
     server = grpc.aio.server(interceptors=interceptors, options=SERVER_OPTIONS)
     names = tuple(binding.full_name for binding in bindings)
     for binding in bindings:

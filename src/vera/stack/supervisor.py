@@ -446,8 +446,11 @@ async def run_stack(
         rpc_key = secrets.token_urlsafe(32)
         write_key_file(data_dir, rpc_key)
         console_token = secrets.token_urlsafe(32)
+        # Tracing (OTEL_*) passes on as set, but each child names itself (vera-<child>):
+        # one OTEL_SERVICE_NAME for six processes would merge them in the trace store.
+        inherited = {k: v for k, v in os.environ.items() if k != "OTEL_SERVICE_NAME"}
         env = {
-            **os.environ,
+            **inherited,
             "VERA_DATA_DIR": str(data_dir),
             "VERA_DATABASE__DSN": dsn,
             "VERA_RPC__AUTH_KEY": rpc_key,

@@ -10,63 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
 import pytest
-from harness import serve_app, serve_service
+from harness import local_api_stack
 
 from vera import cli
-from vera.api.app import build_app
-from vera.config import ApiSettings, DatabaseSettings, ServiceAddresses, Settings
-from vera.local_secret import ensure_secret
-from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
-from vera.rpc.server import ServiceBinding, create_server, mark_serving
-from vera.services.identity import server as identity_server
-from vera.services.knowledge import server as knowledge_server
-
-
-class _Indexed(retrieval_pb2_grpc.RetrievalServiceServicer):
-    async def GetIndexStatus(self, request, context):
-        return retrieval_pb2.GetIndexStatusResponse(indexed_position=2**62, head_position=0)
 
 
 @pytest.fixture
 async def stack_dir(pg_dsn: str, tmp_path: Path) -> AsyncIterator[Path]:
-    """The data dir of a (partly stand-in) running stack: its secret and its stack.json."""
-    data_dir = tmp_path / "data"
-    service_settings = Settings(database=DatabaseSettings(dsn=pg_dsn, pool_max_size=4))
-    retrieval = create_server(
-        [
-            ServiceBinding(
-                "vera.retrieval.v1.RetrievalService",
-                _Indexed(),
-                retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server,
-            )
-        ],
-        "127.0.0.1:0",
-    )
-    async with (
-        serve_service(identity_server, service_settings) as identity,
-        serve_service(knowledge_server, service_settings) as knowledge,
-    ):
-        await retrieval.server.start()
-        await mark_serving(retrieval)
-        fake = f"127.0.0.1:{retrieval.port}"
-        api = build_app(Settings(
-            environment="local", api=ApiSettings(local_secret=ensure_secret(data_dir)),
-            services=ServiceAddresses(
-                identity=identity, knowledge=knowledge, retrieval=fake, snapshot=fake)))
-        try:
-            async with serve_app(api) as url:
-                (data_dir / "run").mkdir()
-                (data_dir / "run" / "stack.json").write_text(
-                    json.dumps({"pid": os.getpid(), "api_url": url}))
-                yield data_dir
-        finally:
-            await retrieval.stop(0)
+    async with local_api_stack(pg_dsn, tmp_path / "data") as data_dir:
+        yield data_dir
 
 
 async def _ingest(stack_dir: Path, path: Path, project: str, *more: str) -> int:

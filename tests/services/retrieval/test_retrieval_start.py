@@ -15,8 +15,8 @@ import pytest
 
 from vera.config import Settings
 from vera.services.retrieval import server
-from vera.services.retrieval.lexical.index import PgLexicalIndex
-from vera.services.retrieval.pipeline.rerank import RerankerUnavailable
+from vera.services.retrieval.models.rerankers import RerankerUnavailable
+from vera.services.retrieval.vectors.edge import EdgeVectorIndex
 
 STEP_WAIT_SECONDS = 10.0
 
@@ -38,72 +38,71 @@ def _settings(pg_dsn: str, data_dir: Path) -> Settings:
     )
 
 
-async def test_the_model_shard_reranker_and_memory_load_at_once(
-    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each step waits until all four have started: one after another, the first never
-    returns (and times out)."""
-    started = {name: asyncio.Event() for name in ("model", "shard", "reranker", "memory")}
+class Staged(server.StartHook):
+    """Each of the four loading steps waits until all four have started: run one after
+    another, the first never returns (and times out)."""
 
-    def step(name: str, load):
-        async def waiting(*args, **kwargs):
-            started[name].set()
+    AT_ONCE = ("embedder", "vectors", "reranker", "memory")
+
+    def __init__(self) -> None:
+        self.started = {name: asyncio.Event() for name in self.AT_ONCE}
+
+    async def step(self, name, load):
+        if name in self.started:
+            self.started[name].set()
             await asyncio.wait_for(
-                asyncio.gather(*(e.wait() for e in started.values())), STEP_WAIT_SECONDS
+                asyncio.gather(*(e.wait() for e in self.started.values())), STEP_WAIT_SECONDS
             )
-            return await load(*args, **kwargs)
+        return await load()
 
-        return waiting
 
-    async def load_model(*args, **kwargs):
-        return StandInEmbedder()
-
-    monkeypatch.setattr(server, "load_embedder", step("model", load_model))
-    monkeypatch.setattr(server, "open_vector_index", step("shard", server.open_vector_index))
-    monkeypatch.setattr(server, "load_reranker", step("reranker", server.load_reranker))
-    monkeypatch.setattr(PgLexicalIndex, "load", step("memory", PgLexicalIndex.load))
-
-    hosted = await server.create(_settings(pg_dsn, tmp_path), "127.0.0.1:0")
+async def test_the_model_shard_reranker_and_memory_load_at_once(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    staged = Staged()
+    hosted = await server.create(
+        _settings(pg_dsn, tmp_path), "127.0.0.1:0", embedder=StandInEmbedder(), hook=staged
+    )
     await hosted.running.server.stop(0)
     await hosted.aclose()
-    assert all(e.is_set() for e in started.values())
+    assert all(e.is_set() for e in staged.started.values())
+
+
+class FailingReranker(server.StartHook):
+    """The reranker's step fails; the shard's opens before or after that failure."""
+
+    def __init__(self, shard_opens: str) -> None:
+        self.shard_opens = shard_opens
+        self.opened, self.failed = asyncio.Event(), asyncio.Event()
+        self.shard: EdgeVectorIndex | None = None
+
+    async def step(self, name, load):
+        if name == "vectors":
+            if self.shard_opens == "after the failure":
+                await asyncio.wait_for(self.failed.wait(), STEP_WAIT_SECONDS)
+            self.shard = await load()
+            self.opened.set()
+            return self.shard
+        if name == "reranker":
+            if self.shard_opens == "before the failure":
+                await asyncio.wait_for(self.opened.wait(), STEP_WAIT_SECONDS)
+            self.failed.set()
+            raise RerankerUnavailable("VERA_RETRIEVAL__RERANKER_PATH: not a model directory")
+        return await load()
 
 
 @pytest.mark.parametrize("shard_opens", ["before the failure", "after the failure"])
 async def test_a_failed_step_is_raised_as_itself_and_the_opened_shard_is_closed(
-    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shard_opens: str
+    pg_dsn: str, tmp_path: Path, shard_opens: str
 ) -> None:
     """Also when the shard opens only after a sibling step failed: a worker thread cannot
     be cancelled, so the start waits for every step before raising."""
-    opened, failed = asyncio.Event(), asyncio.Event()
-    closed: list[str] = []
-    open_vector_index = server.open_vector_index
-
-    async def open_and_record(*args, **kwargs):
-        if shard_opens == "after the failure":
-            await asyncio.wait_for(failed.wait(), STEP_WAIT_SECONDS)
-        index = await open_vector_index(*args, **kwargs)
-        close = index.close
-
-        async def recording_close() -> None:
-            closed.append("shard")
-            await close()
-
-        index.close = recording_close
-        opened.set()
-        return index
-
-    async def failing_reranker(*args, **kwargs):
-        if shard_opens == "before the failure":
-            await asyncio.wait_for(opened.wait(), STEP_WAIT_SECONDS)
-        failed.set()
-        raise RerankerUnavailable("VERA_RETRIEVAL__RERANKER_PATH: not a model directory")
-
-    monkeypatch.setattr(server, "open_vector_index", open_and_record)
-    monkeypatch.setattr(server, "load_reranker", failing_reranker)
+    hook = FailingReranker(shard_opens)
     with pytest.raises(RerankerUnavailable):
-        await server.create(_settings(pg_dsn, tmp_path), "127.0.0.1:0", embedder=StandInEmbedder())
-    assert closed == ["shard"]
+        await server.create(
+            _settings(pg_dsn, tmp_path), "127.0.0.1:0", embedder=StandInEmbedder(), hook=hook
+        )
+    assert hook.shard is not None and hook.shard._closed
 
 
 def test_the_start_path_imports_no_training_model_or_client_library() -> None:

@@ -21,6 +21,7 @@ from vera.config import ConfigError, Settings, load_settings
 from vera.entrypoints.draining import serve
 from vera.entrypoints.loopback import refuse_unauthenticated_non_loopback
 from vera.logs import configure_logging
+from vera.observability import correlation, tracing
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
@@ -31,13 +32,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
             "VERA_API__LOCAL_SECRET: required in local-dev (the data dir's local.secret; "
             "vera up and vera api pass it)")
     refuse_unauthenticated_non_loopback(settings, "api")
-    return build_app(settings)
+    tracing.configure_tracing("api")
+    app = build_app(settings)
+    app.add_middleware(correlation.RequestIds)
+    return tracing.traced_starlette(app)
 
 
 def main() -> int:
     try:
         settings = load_settings()
-        configure_logging(settings.observability.log_level, "api")
+        configure_logging(settings.observability.log_level, "api",
+                          settings.observability.log_format, correlation.log_fields)
         app = create_app(settings)
     except ConfigError as exc:
         print(f"vera api: {exc}", file=sys.stderr)

@@ -25,6 +25,7 @@ from vera.entrypoints.loopback import UnsupportedAuthProfile, refuse_unauthentic
 from vera.gateway.app import build_app
 from vera.gateway.tokens import check_settings, verification_configured
 from vera.logs import configure_logging
+from vera.observability import correlation, tracing
 
 
 def check_startup(settings: Settings) -> None:
@@ -50,13 +51,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
     """
     settings = settings if settings is not None else load_settings()
     check_startup(settings)
-    return build_app(settings)
+    tracing.configure_tracing("gateway")
+    app = build_app(settings)
+    app.add_middleware(correlation.RequestIds)
+    return tracing.traced_starlette(app)
 
 
 def main() -> int:
     try:
         settings = load_settings()
-        configure_logging(settings.observability.log_level, "mcp")
+        configure_logging(settings.observability.log_level, "mcp",
+                          settings.observability.log_format, correlation.log_fields)
         app = create_app(settings)
     except ConfigError as exc:
         print(f"vera mcp: {exc}", file=sys.stderr)

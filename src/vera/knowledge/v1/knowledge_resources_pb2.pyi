@@ -79,7 +79,7 @@ class Source(_message.Message):
     def __init__(self, source_id: _Optional[str] = ..., source_type: _Optional[str] = ..., title: _Optional[str] = ..., uri: _Optional[str] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Citation(_message.Message):
-    __slots__ = ("source_id", "locator", "title", "uri", "excerpt", "verification", "source_type", "observed_at", "stale")
+    __slots__ = ("source_id", "locator", "title", "uri", "excerpt", "verification", "source_type", "observed_at", "stale", "stale_reason")
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     LOCATOR_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
@@ -89,6 +89,7 @@ class Citation(_message.Message):
     SOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
     OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
     STALE_FIELD_NUMBER: _ClassVar[int]
+    STALE_REASON_FIELD_NUMBER: _ClassVar[int]
     source_id: str
     locator: str
     title: str
@@ -98,7 +99,8 @@ class Citation(_message.Message):
     source_type: str
     observed_at: _timestamp_pb2.Timestamp
     stale: bool
-    def __init__(self, source_id: _Optional[str] = ..., locator: _Optional[str] = ..., title: _Optional[str] = ..., uri: _Optional[str] = ..., excerpt: _Optional[str] = ..., verification: _Optional[_Union[VerificationState, str]] = ..., source_type: _Optional[str] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., stale: _Optional[bool] = ...) -> None: ...
+    stale_reason: str
+    def __init__(self, source_id: _Optional[str] = ..., locator: _Optional[str] = ..., title: _Optional[str] = ..., uri: _Optional[str] = ..., excerpt: _Optional[str] = ..., verification: _Optional[_Union[VerificationState, str]] = ..., source_type: _Optional[str] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., stale: _Optional[bool] = ..., stale_reason: _Optional[str] = ...) -> None: ...
 
 class Fact(_message.Message):
     __slots__ = ("fact_key", "version_id", "scope_id", "subject", "predicate", "object", "state", "trust_tier", "authority", "valid_from", "valid_to", "recorded_at", "superseded_at", "repository", "branch", "code_path", "document_type", "source_type", "citations", "conflicting_fact_keys", "superseded_by", "corrects")

@@ -152,18 +152,22 @@ class IngestCounts(_message.Message):
     def __init__(self, created: _Optional[int] = ..., deduplicated: _Optional[int] = ...) -> None: ...
 
 class IngestKnowledgeRequest(_message.Message):
-    __slots__ = ("principal_id", "scope_id", "sources", "entities", "facts")
+    __slots__ = ("principal_id", "scope_id", "sources", "entities", "facts", "validate_only", "corrected_fact_keys")
     PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     FACTS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    CORRECTED_FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
     principal_id: str
     scope_id: str
     sources: _containers.RepeatedCompositeFieldContainer[SourceInput]
     entities: _containers.RepeatedCompositeFieldContainer[EntityInput]
     facts: _containers.RepeatedCompositeFieldContainer[FactInput]
-    def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[SourceInput, _Mapping]]] = ..., entities: _Optional[_Iterable[_Union[EntityInput, _Mapping]]] = ..., facts: _Optional[_Iterable[_Union[FactInput, _Mapping]]] = ...) -> None: ...
+    validate_only: bool
+    corrected_fact_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[SourceInput, _Mapping]]] = ..., entities: _Optional[_Iterable[_Union[EntityInput, _Mapping]]] = ..., facts: _Optional[_Iterable[_Union[FactInput, _Mapping]]] = ..., validate_only: _Optional[bool] = ..., corrected_fact_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class IngestKnowledgeResponse(_message.Message):
     __slots__ = ("sources", "entities", "facts", "change_position", "warnings", "fact_keys")
@@ -912,3 +916,79 @@ class ErasePrincipalDataResponse(_message.Message):
     audit_event_id: str
     change_position: int
     def __init__(self, counts: _Optional[_Mapping[str, int]] = ..., audit_event_id: _Optional[str] = ..., change_position: _Optional[int] = ...) -> None: ...
+
+class ListCitedLinesRequest(_message.Message):
+    __slots__ = ("scope_id", "source_id_prefix", "drifted_only", "page_size", "page_token")
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DRIFTED_ONLY_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    scope_id: str
+    source_id_prefix: str
+    drifted_only: bool
+    page_size: int
+    page_token: str
+    def __init__(self, scope_id: _Optional[str] = ..., source_id_prefix: _Optional[str] = ..., drifted_only: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class CitedLines(_message.Message):
+    __slots__ = ("fact_key", "source_id", "locator", "evidence", "subject", "predicate", "object", "drift_reason", "drift_commit", "drift_detected_at")
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LOCATOR_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_REASON_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_DETECTED_AT_FIELD_NUMBER: _ClassVar[int]
+    fact_key: str
+    source_id: str
+    locator: str
+    evidence: str
+    subject: str
+    predicate: str
+    object: str
+    drift_reason: str
+    drift_commit: str
+    drift_detected_at: _timestamp_pb2.Timestamp
+    def __init__(self, fact_key: _Optional[str] = ..., source_id: _Optional[str] = ..., locator: _Optional[str] = ..., evidence: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., drift_reason: _Optional[str] = ..., drift_commit: _Optional[str] = ..., drift_detected_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListCitedLinesResponse(_message.Message):
+    __slots__ = ("cited", "next_page_token")
+    CITED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    cited: _containers.RepeatedCompositeFieldContainer[CitedLines]
+    next_page_token: str
+    def __init__(self, cited: _Optional[_Iterable[_Union[CitedLines, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class CitationDrift(_message.Message):
+    __slots__ = ("fact_key", "source_id", "reason")
+    FACT_KEY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    fact_key: str
+    source_id: str
+    reason: str
+    def __init__(self, fact_key: _Optional[str] = ..., source_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RecordCitationDriftRequest(_message.Message):
+    __slots__ = ("curator_principal_id", "scope_id", "commit", "drift")
+    CURATOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_FIELD_NUMBER: _ClassVar[int]
+    curator_principal_id: str
+    scope_id: str
+    commit: str
+    drift: _containers.RepeatedCompositeFieldContainer[CitationDrift]
+    def __init__(self, curator_principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., commit: _Optional[str] = ..., drift: _Optional[_Iterable[_Union[CitationDrift, _Mapping]]] = ...) -> None: ...
+
+class RecordCitationDriftResponse(_message.Message):
+    __slots__ = ("marked", "cleared")
+    MARKED_FIELD_NUMBER: _ClassVar[int]
+    CLEARED_FIELD_NUMBER: _ClassVar[int]
+    marked: int
+    cleared: int
+    def __init__(self, marked: _Optional[int] = ..., cleared: _Optional[int] = ...) -> None: ...

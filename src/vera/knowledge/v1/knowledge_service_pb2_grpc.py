@@ -170,6 +170,16 @@ class KnowledgeServiceStub:
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListSourcesRequest.SerializeToString,
                 response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListSourcesResponse.FromString,
                 _registered_method=True)
+        self.ListCitedLines = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/ListCitedLines',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListCitedLinesRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListCitedLinesResponse.FromString,
+                _registered_method=True)
+        self.RecordCitationDrift = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/RecordCitationDrift',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordCitationDriftRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordCitationDriftResponse.FromString,
+                _registered_method=True)
         self.ErasePrincipalData = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/ErasePrincipalData',
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ErasePrincipalDataRequest.SerializeToString,
@@ -380,6 +390,24 @@ class KnowledgeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListCitedLines(self, request, context):
+        """Lists the cited lines (fact, source, locator, evidence) of one shared project's
+        sources whose id starts with a prefix, such as a repository's files
+        ("github.com/acme/shop/"), by source id and fact key: what `vera harvest` compares
+        with the files at a later commit. drifted_only lists those marked drifted, for curators.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordCitationDrift(self, request, context):
+        """Marks cited lines that changed or vanished at a commit (or clears the mark): their
+        citations are served stale with the drift's reason until cleared or corrected.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ErasePrincipalData(self, request, context):
         """--- Erasure (administrators, via the REST API; never reachable from MCP) ---
 
@@ -524,6 +552,16 @@ def add_KnowledgeServiceServicer_to_server(servicer, server):
                     servicer.ListSources,
                     request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListSourcesRequest.FromString,
                     response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListSourcesResponse.SerializeToString,
+            ),
+            'ListCitedLines': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCitedLines,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListCitedLinesRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListCitedLinesResponse.SerializeToString,
+            ),
+            'RecordCitationDrift': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordCitationDrift,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordCitationDriftRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordCitationDriftResponse.SerializeToString,
             ),
             'ErasePrincipalData': grpc.unary_unary_rpc_method_handler(
                     servicer.ErasePrincipalData,
@@ -1239,6 +1277,60 @@ class KnowledgeService:
             '/vera.knowledge.v1.KnowledgeService/ListSources',
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListSourcesRequest.SerializeToString,
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListSourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCitedLines(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/ListCitedLines',
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListCitedLinesRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListCitedLinesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordCitationDrift(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/RecordCitationDrift',
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordCitationDriftRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RecordCitationDriftResponse.FromString,
             options,
             channel_credentials,
             insecure,

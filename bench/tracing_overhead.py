@@ -1,0 +1,109 @@
+"""What tracing costs a knowledge_get_context call: the same questions against the same
+data with the SDK installed but off (no OTEL_* variables), then on with every trace
+sampled (``always_on``) and exported over OTLP/HTTP to a loopback sink.
+
+    scripts/bench tracing-overhead [--conversations N] [--questions N] [--rounds N]
+
+Starts ``vera up`` in a temporary data dir, ingests the first N LoCoMo conversations, times
+get_context off, restarts the same data dir with tracing on and times it again; prints
+p50/p95 of each and the on/off ratios. A diagnostic: run it once, on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from bench import locomo
+from bench.harness import DEFAULT_DATA, LIMIT, TOKEN_BUDGET, ingest_all, running_stack
+from bench.metrics import percentile
+
+
+@contextmanager
+def otlp_sink() -> Iterator[tuple[str, list[int]]]:
+    """A loopback OTLP/HTTP endpoint that accepts and drops every export (sizes kept)."""
+    sizes: list[int] = []
+
+    class Sink(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            sizes.append(len(self.rfile.read(int(self.headers.get("Content-Length", 0)))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", sizes
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def measure(url: str, conversations: list[locomo.Conversation], questions: int,
+                  rounds: int) -> list[float]:
+    from mcp import Client
+
+    samples: list[float] = []
+    async with Client(url) as client:
+        for _ in range(3):  # one-off costs (connections, caches, the first exports)
+            await client.call_tool("knowledge_get_context", {
+                "query": "warm up", "project": conversations[0].project})
+        for _ in range(rounds):
+            for conv in conversations:
+                for q in conv.questions[:questions]:
+                    args = {"query": q.question, "project": conv.project, "limit": LIMIT,
+                            "token_budget": TOKEN_BUDGET}
+                    t0 = time.perf_counter()
+                    result = await client.call_tool("knowledge_get_context", args)
+                    samples.append((time.perf_counter() - t0) * 1000)
+                    assert not result.is_error, result.content
+    return samples
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/bench tracing-overhead", description=__doc__)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--conversations", type=int, default=1)
+    parser.add_argument("--questions", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    conversations = locomo.load(args.data)[: args.conversations]
+    results: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="vera-tracing-") as tmp, otlp_sink() as (sink, sizes):
+        root = Path(tmp)
+        with running_stack(root) as (url, data_dir, env):
+            ingest_all(conversations, root, data_dir, env, [])
+            results["off"] = asyncio.run(
+                measure(url, conversations, args.questions, args.rounds))
+        traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": sink, "OTEL_EXPORTER_OTLP_PROTOCOL":
+                  "http/protobuf", "OTEL_TRACES_SAMPLER": "always_on"}
+        with running_stack(root, **traced) as (url, _, _):
+            results["on"] = asyncio.run(
+                measure(url, conversations, args.questions, args.rounds))
+    print("| tracing | n | p50 ms | p95 ms |\n|---|---|---|---|")
+    for name, values in results.items():
+        print(f"| {name} | {len(values)} | {percentile(values, 50):.1f} | "
+              f"{percentile(values, 95):.1f} |")
+    for q in (50, 95):
+        ratio = percentile(results["on"], q) / percentile(results["off"], q)
+        print(f"p{q} on/off: {ratio:.2f}x")
+    print(f"exports received: {len(sizes)} ({sum(sizes) / 1e6:.1f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,1 +1,0 @@
-"""Snapshots of the in-process memory: on local disk, and the writer's copy in PostgreSQL."""
