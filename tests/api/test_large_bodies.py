@@ -112,5 +112,5 @@ async def test_large_bodies_in_flight_are_bounded(make_rest) -> None:
                 ingest, content=after, headers={**after.headers, **api.credentials})
             assert response.status_code == 400
             assert (error_of(response)["code"], error_of(response)["field"]) == (
-                "invalid_input", "records")
+                "invalid_input", "body")  # read whole, and not JSON
             assert after.sent == after.size

@@ -55,6 +55,7 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "ListConflictedAttempts",
         "ListSources",
         "ListRankingFeedback",
+        "ListCitedLines",
     ),
     "vera.retrieval.v1.RetrievalService": (
         "Search",
