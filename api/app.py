@@ -25,7 +25,7 @@ from vera import SERVER_VERSION
 from vera.api import audit, curation, errors, identity, proposing
 from vera.api.auth import RestAuthenticator, default_authenticator
 from vera.api.console.pages import console_mount
-from vera.api.console.sessions import SessionStore
+from vera.api.console.sessions import SessionKeyCheck, SessionStore
 from vera.api.rate_limits import RateLimit, api_quota
 from vera.api.requests import RequestGuard
 from vera.api.routing import ResponseBody, Services, new_router
@@ -103,7 +103,8 @@ def build_app(
                     Middleware(RequestGuard, security=security,
                                body_timeout=settings.api.body_timeout_seconds,
                                admit_large_body=curation.admit_ingest_body,
-                               large_bodies_in_flight=settings.api.large_bodies_in_flight)])
+                               large_bodies_in_flight=settings.api.large_bodies_in_flight),
+                    Middleware(SessionKeyCheck)])
     errors.install(app)
     for router in (probes, identity.router, curation.router, proposing.router, audit.router):
         app.include_router(router)
@@ -111,8 +112,9 @@ def build_app(
     app.state.settings = settings
     app.state.rate_limits = rate_limits
     app.state.authenticator = authenticator or default_authenticator(settings)
-    app.state.console_sessions = SessionStore(settings.api.console_idle_seconds,
-                                              settings.api.console_session_seconds)
+    app.state.console_sessions = SessionStore(
+        settings.api.console_idle_seconds, settings.api.console_session_seconds,
+        recheck_seconds=settings.mcp.revocation_cache_seconds)
     token = settings.api.console_sign_in_token
     app.state.console_sign_in_token = token.get_secret_value() if token else None
     return app

@@ -25,6 +25,7 @@ from vera.config import Settings
 from vera.errors import Unauthenticated
 from vera.identity.v1 import identity_pb2
 from vera.local_principal import LocalPrincipal
+from vera.mcp_tokens import LOCAL_KEY_ID
 from vera.rpc.backends import Backends
 
 API_KEY_PREFIX = "vera_"
@@ -36,6 +37,9 @@ class RestCaller:
     principal_id: str
     auth_profile: str
     admin: bool = False
+    # The credential the caller showed: its API key's id, or ``mcp_tokens.LOCAL_KEY_ID`` for
+    # the data dir's secret. MCP tokens minted for the caller name it (``vera_key_id``).
+    key_id: str = ""
 
 
 class RestAuthenticator(Protocol):
@@ -48,7 +52,9 @@ class LocalDevRestAuthenticator:
 
     def __init__(self, settings: Settings) -> None:
         self._local = LocalPrincipal(settings)
-        self._caller = RestCaller(self._local.principal_id, "local-dev", admin=True)
+        self._caller = RestCaller(
+            self._local.principal_id, "local-dev", admin=True, key_id=LOCAL_KEY_ID
+        )
         secret = settings.api.local_secret
         self._secret = secret.get_secret_value().encode() if secret is not None else None
 
@@ -98,7 +104,10 @@ async def api_key_caller(backends: Backends, credential: str | None) -> RestCall
         identity_pb2.AuthenticateApiKeyRequest(api_key=credential)
     )
     return RestCaller(
-        reply.principal.principal_id, "remote-authenticated", admin=reply.principal.admin
+        reply.principal.principal_id,
+        "remote-authenticated",
+        admin=reply.principal.admin,
+        key_id=reply.key_id,
     )
 
 

@@ -6,6 +6,12 @@ what (administrators, workspace owners). Bodies and answers are the models below
 
     POST   /identity/register                         open deployments only -> principal + API key
     POST   /identity/users                            admin: create a user (+ its first API key)
+    GET    /identity/users                            admin: users (names, active), paged
+    POST   /identity/users/{pid}/disable              admin: stop the user's keys, tokens and
+                                                      console sessions
+    POST   /identity/users/{pid}/enable               admin: undo it
+    GET    /identity/users/{pid}/api-keys             admin: the user's keys, paged
+    DELETE /identity/users/{pid}/api-keys/{key_id}    admin: revoke one of the user's keys
     GET    /identity/me                               the caller
     POST   /identity/api-keys                         a new API key for the caller (shown once)
     GET    /identity/api-keys                         the caller's keys (never secrets), paged
@@ -23,19 +29,18 @@ what (administrators, workspace owners). Bodies and answers are the models below
     POST   /identity/workspaces/{id}/projects         attach a shared project (owner, admin);
                                                       a slug no project holds creates it (201),
                                                       owned by the caller
-    POST   /identity/mcp-token                        a non-expiring MCP JWT for the caller
+    POST   /identity/mcp-token                        an MCP JWT for the caller, naming the API
+                                                      key it was minted from and ending after
+                                                      VERA_MCP__TOKEN_TTL_SECONDS
     DELETE /identity/users/{pid}/personal-knowledge   admin: erase a principal's personal
                                                       knowledge (see erase_personal_knowledge)
 """
 
 from __future__ import annotations
 
-import secrets
-import time
 from datetime import datetime
 from typing import Annotated, Literal
 
-import jwt
 from fastapi import Depends, Path
 from pydantic import Field
 from starlette.requests import Request
@@ -58,6 +63,7 @@ from vera.config import Settings
 from vera.errors import InvalidInput, Unauthorized, Unavailable
 from vera.identity.v1 import identity_pb2 as pb
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
+from vera.mcp_tokens import MintedToken, mint, minting_key
 from vera.rpc.backends import Backends
 from vera.snapshot.v1 import snapshot_pb2
 
@@ -183,6 +189,7 @@ class Workspace(ResponseBody):
 class Member(ResponseBody):
     principal_id: str
     role: Role
+    display_name: str
 
 
 class MembersPage(ResponseBody):
@@ -220,6 +227,19 @@ class Project(ResponseBody):
     slug: str
     display_name: str
     workspace_id: str | None
+
+
+class User(ResponseBody):
+    principal_id: str
+    display_name: str
+    admin: bool
+    # False while an administrator has the user disabled.
+    active: bool
+
+
+class UsersPage(ResponseBody):
+    users: list[User]
+    next_page_token: str | None
 
 
 class Erased(ResponseBody):
@@ -301,6 +321,64 @@ async def me(caller: Caller, services: Services) -> Me:
               auth_profile=caller.auth_profile)
 
 
+def _user(principal: pb.Principal) -> User:
+    return User(principal_id=principal.principal_id, display_name=principal.display_name,
+                admin=principal.admin, active=not principal.disabled)
+
+
+@router.get("/users")
+async def list_users(page: Page, caller: Caller, services: Services) -> UsersPage:
+    """Administrators: every user, oldest first, with whether it is active."""
+    reply = await services.identity.ListUsers(pb.ListUsersRequest(
+        actor_principal_id=caller.principal_id, page_size=page.page_size,
+        page_token=page.page_token))
+    return UsersPage(users=[_user(u) for u in reply.users],
+                     next_page_token=reply.next_page_token or None)
+
+
+async def _set_disabled(caller: Caller, services: Services, principal_id: str,
+                        disabled: bool) -> User:
+    reply = await services.identity.SetUserDisabled(pb.SetUserDisabledRequest(
+        actor_principal_id=caller.principal_id, principal_id=principal_id, disabled=disabled))
+    return _user(reply.principal)
+
+
+@router.post("/users/{principal_id}/disable")
+async def disable_user(principal_id: Id, caller: Caller, services: Services,
+                       body: EmptyBody | None = None) -> User:
+    """Administrators (never themselves): the user's API keys authenticate nothing, its MCP
+    tokens are refused (``principal_disabled``) and its console sessions end, within
+    VERA_MCP__REVOCATION_CACHE_SECONDS. Nothing it wrote changes."""
+    return await _set_disabled(caller, services, principal_id, True)
+
+
+@router.post("/users/{principal_id}/enable")
+async def enable_user(principal_id: Id, caller: Caller, services: Services,
+                      body: EmptyBody | None = None) -> User:
+    """Administrators: the user's unrevoked keys work again."""
+    return await _set_disabled(caller, services, principal_id, False)
+
+
+@router.get("/users/{principal_id}/api-keys")
+async def list_user_api_keys(principal_id: Id, page: Page, caller: Caller,
+                             services: Services) -> ApiKeysPage:
+    """Administrators (or the user itself): the user's keys, never their secrets."""
+    reply = await services.identity.ListApiKeys(pb.ListApiKeysRequest(
+        principal_id=principal_id, actor_principal_id=caller.principal_id,
+        page_size=page.page_size, page_token=page.page_token))
+    return ApiKeysPage(keys=[ApiKey(**_key(k)) for k in reply.keys],
+                       next_page_token=reply.next_page_token or None)
+
+
+@router.delete("/users/{principal_id}/api-keys/{key_id}")
+async def revoke_user_api_key(principal_id: Id, key_id: Id, caller: Caller,
+                              services: Services) -> Revoked:
+    """Administrators (or the user itself): revokes one of the user's keys."""
+    reply = await services.identity.RevokeApiKey(pb.RevokeApiKeyRequest(
+        principal_id=principal_id, key_id=key_id, actor_principal_id=caller.principal_id))
+    return Revoked(revoked=reply.revoked)
+
+
 # API keys ------------------------------------------------------------------------------------
 
 
@@ -351,7 +429,8 @@ async def list_members(workspace_id: Id, page: Page, caller: Caller,
         actor_principal_id=caller.principal_id, workspace_id=workspace_id,
         page_size=page.page_size, page_token=page.page_token))
     return MembersPage(
-        members=[Member(principal_id=m.principal_id, role=_ROLE_NAMES[m.role])
+        members=[Member(principal_id=m.principal_id, role=_ROLE_NAMES[m.role],
+                        display_name=m.display_name)
                  for m in reply.members],
         next_page_token=reply.next_page_token or None)
 
@@ -370,7 +449,8 @@ async def set_member(workspace_id: Id, principal_id: Id, caller: Caller, service
         # Not a member until the invitee accepts: nothing of the workspace is readable yet.
         return JSONResponse(_invitation(reply.invitation).model_dump(mode="json"),
                             status_code=202)
-    return Member(principal_id=reply.member.principal_id, role=_ROLE_NAMES[reply.member.role])
+    return Member(principal_id=reply.member.principal_id, role=_ROLE_NAMES[reply.member.role],
+                  display_name=reply.member.display_name)
 
 
 @router.delete("/workspaces/{workspace_id}/members/{principal_id}")
@@ -466,26 +546,23 @@ def mcp_scope_names(settings: Settings) -> list[str]:
 
 
 def mint_mcp_token(
-    settings: Settings, principal_id: str, scopes: list[str], lifetime_seconds: int | None = None
-) -> str:
-    """A built-in MCP JWT, by default with no ``exp``: intentionally non-expiring (rotate the
-    secret to invalidate); ``lifetime_seconds`` bounds one made for a single use. Raises
-    ``Unavailable`` when issuance is not configured."""
-    mcp = settings.mcp
-    if mcp.jwt_secret is None or not mcp.auth_issuer or not mcp.auth_audience:
+    settings: Settings,
+    principal_id: str,
+    scopes: list[str],
+    *,
+    key_id: str,
+    lifetime_seconds: int | None = None,
+) -> MintedToken:
+    """A built-in MCP JWT minted from the credential ``key_id``, ending after
+    ``VERA_MCP__TOKEN_TTL_SECONDS`` (``lifetime_seconds`` bounds one made for a single use).
+    Raises ``Unavailable`` when issuance is not configured."""
+    key = minting_key(settings)
+    if key is None or not key_id:
         raise Unavailable()
-    issued_at = int(time.time())
-    claims: dict[str, object] = {
-        "sub": principal_id,
-        "iss": mcp.auth_issuer,
-        "aud": mcp.auth_audience,
-        "scope": " ".join(scopes),
-        "iat": issued_at,
-        "jti": secrets.token_hex(16),
-    }
+    lifetime = settings.mcp.token_ttl_seconds
     if lifetime_seconds is not None:
-        claims["exp"] = issued_at + lifetime_seconds
-    return jwt.encode(claims, mcp.jwt_secret.get_secret_value(), algorithm=mcp.jwt_algorithm)
+        lifetime = min(lifetime, lifetime_seconds)
+    return mint(key, principal_id, scopes, key_id=key_id, lifetime_seconds=lifetime)
 
 
 class McpTokenBody(RequestBody):
@@ -497,9 +574,12 @@ class McpTokenBody(RequestBody):
 
 
 class McpToken(ResponseBody):
+    token: str
+    # The same token, under OAuth's name (clients of earlier releases read it).
     access_token: str
     token_type: Literal["Bearer"]
-    expires_in: int | None
+    expires_at: datetime
+    expires_in: int
     scope: str
     principal_id: str
 
@@ -507,13 +587,16 @@ class McpToken(ResponseBody):
 @router.post("/mcp-token", response_model=McpToken)
 async def mcp_token(caller: Caller, settings: AppSettings,
                     body: McpTokenBody | None = None) -> Response:
-    """A non-expiring MCP JWT for the caller (503 where issuance is not configured)."""
+    """An MCP JWT for the caller, naming the API key it was minted from and ending after
+    VERA_MCP__TOKEN_TTL_SECONDS (503 where issuance is not configured)."""
     allowed = mcp_scope_names(settings)
     requested = (body.scopes if body else None) or [settings.mcp.scope_read]
     unknown = next((i for i, s in enumerate(requested) if s not in allowed), None)
     if unknown is not None:
         raise InvalidInput(f"scopes[{unknown}]", reason="not_allowed")
     scopes = [s for s in allowed if s in requested]  # canonical order, no duplicates
-    token = mint_mcp_token(settings, caller.principal_id, scopes)
-    return _no_store(McpToken(access_token=token, token_type="Bearer", expires_in=None,
-                              scope=" ".join(scopes), principal_id=caller.principal_id))
+    minted = mint_mcp_token(settings, caller.principal_id, scopes, key_id=caller.key_id)
+    return _no_store(McpToken(
+        token=minted.token, access_token=minted.token, token_type="Bearer",
+        expires_at=minted.expires_at, expires_in=settings.mcp.token_ttl_seconds,
+        scope=" ".join(scopes), principal_id=caller.principal_id))

@@ -385,7 +385,7 @@ def build_app(
         )
         mcp_endpoint = BearerAuthMiddleware(
             _ByMethod(tool_calls, discovery, settings.mcp.body_timeout_seconds),
-            DiscoveryAuthenticator(settings, authenticator.verifier),
+            DiscoveryAuthenticator(settings, authenticator.verifier, authenticator.credentials),
             state.require_backends,
             security,
         )

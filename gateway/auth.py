@@ -22,6 +22,7 @@ from starlette.requests import Request
 
 from vera.config import Settings
 from vera.errors import VeraError
+from vera.gateway.credentials import PRINCIPAL_DISABLED, CredentialCheck, CredentialRefused
 from vera.gateway.errors import tool_error
 from vera.gateway.tokens import TokenRejected, TokenVerifier, VerifiedToken
 from vera.identity.v1 import identity_pb2
@@ -117,7 +118,12 @@ def bearer_token(authorization: str | None) -> str | None:
 class BearerAuthenticator:
     """remote-authenticated: a verified bearer JWT, mapped to a real principal."""
 
-    def __init__(self, settings: Settings, verifier: TokenVerifier | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        verifier: TokenVerifier | None = None,
+        credentials: CredentialCheck | None = None,
+    ) -> None:
         self._verifier = verifier if verifier is not None else TokenVerifier(settings)
         self._required = tuple(settings.mcp.required_scopes)
         self._classes = scope_names(settings)
@@ -126,10 +132,19 @@ class BearerAuthenticator:
         self._lookup_seconds = min(
             settings.rpc.deadline_seconds, settings.mcp.request_budget_seconds
         )
+        self._credentials = (
+            credentials
+            if credentials is not None
+            else CredentialCheck(settings, deadline_seconds=self._lookup_seconds)
+        )
 
     @property
     def verifier(self) -> TokenVerifier:
         return self._verifier
+
+    @property
+    def credentials(self) -> CredentialCheck:
+        return self._credentials
 
     async def resolve(self, request: Request, backends: Backends) -> Caller:
         """The caller acting as its principal; the token the boundary already verified
@@ -170,31 +185,43 @@ class BearerAuthenticator:
             )
         return verified
 
-    async def _principal(self, verified: VerifiedToken, backends: Backends) -> str:
+    async def _builtin_principal(self, verified: VerifiedToken, backends: Backends) -> str:
+        """The principal a built-in token acts as, while the key it names stands."""
         try:
-            if verified.kind == "builtin":
-                try:
-                    principal_id = str(uuid.UUID(verified.subject))
-                except ValueError:
-                    raise AuthFailure(401, "subject", token_presented=True) from None
-                response = await backends.identity.GetPrincipal(
-                    identity_pb2.GetPrincipalRequest(principal_id=principal_id),
-                    timeout=self._lookup_seconds,
-                )
-            else:
-                response = await backends.identity.EnsureExternalPrincipal(
-                    identity_pb2.EnsureExternalPrincipalRequest(
-                        issuer=verified.issuer,
-                        subject=verified.subject,
-                        email=verified.email,
-                        email_verified=verified.email_verified,
-                    ),
-                    timeout=self._lookup_seconds,
-                )
+            principal_id = str(uuid.UUID(verified.subject))
+        except ValueError:
+            raise AuthFailure(401, "subject", token_presented=True) from None
+        try:
+            return await self._credentials.principal(principal_id, verified.key_id, backends)
+        except CredentialRefused as refused:
+            log.info("bearer token refused: %s", refused.reason)
+            raise AuthFailure(401, refused.reason, token_presented=True) from None
         except VeraError as exc:
             if exc.reason in ("INVALID_INPUT", "NOT_FOUND"):
                 log.info("bearer token refused: unknown_principal")
                 raise AuthFailure(401, "unknown_principal", token_presented=True) from None
+            raise
+
+    async def _principal(self, verified: VerifiedToken, backends: Backends) -> str:
+        if verified.kind == "builtin":
+            return await self._builtin_principal(verified, backends)
+        try:
+            response = await backends.identity.EnsureExternalPrincipal(
+                identity_pb2.EnsureExternalPrincipalRequest(
+                    issuer=verified.issuer,
+                    subject=verified.subject,
+                    email=verified.email,
+                    email_verified=verified.email_verified,
+                ),
+                timeout=self._lookup_seconds,
+            )
+        except VeraError as exc:
+            if exc.reason in ("INVALID_INPUT", "NOT_FOUND"):
+                log.info("bearer token refused: unknown_principal")
+                raise AuthFailure(401, "unknown_principal", token_presented=True) from None
+            if exc.reason == "UNAUTHENTICATED":  # identity refuses a disabled user's login
+                log.info("bearer token refused: %s", PRINCIPAL_DISABLED)
+                raise AuthFailure(401, PRINCIPAL_DISABLED, token_presented=True) from None
             raise
         return response.principal.principal_id
 
@@ -209,12 +236,17 @@ class BearerAuthenticator:
 class DiscoveryAuthenticator(BearerAuthenticator):
     """The HTTP boundary every POST passes before its body is read, and all that messages
     running no tool (initialize, tools/list, ping, notifications) pass: the token must
-    verify and carry the required scopes, but no principal is looked up in identity, since
-    such a message acts as no one. The caller it leaves
+    verify and carry the required scopes, and a built-in token's key must stand (a cached
+    verdict, ``vera.gateway.credentials``), but no external principal is looked up in
+    identity, since such a message acts as no one. The caller it leaves
     has no principal and no class, so it could authorize nothing even if it were asked."""
 
     async def resolve(self, request: Request, backends: Backends) -> Caller:
         verified = await self.verify(request.headers.get("authorization"))
+        if verified.kind == "builtin":
+            # A revoked key's token lists no tools either (the verdict is cached, so the
+            # tool call that follows asks identity no second time).
+            await self._builtin_principal(verified, backends)
         return Caller(
             principal_id="", granted=frozenset(), auth_profile=REMOTE_PROFILE, token=verified
         )

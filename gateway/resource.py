@@ -5,7 +5,9 @@ Origin are checked, then the bearer token is verified and mapped to a principal.
 bad token gets HTTP 401 with ``WWW-Authenticate: Bearer resource_metadata="…"``; a valid
 token without the server-wide required scopes gets 403 ``insufficient_scope``. The body
 is the seed's JSON-RPC error (``unauthenticated`` -32001 / ``unauthorized`` -32002), so a
-client branches on ``data.code`` as for any other failure. A backend failure while
+client branches on ``data.code`` as for any other failure. A built-in token that is
+outdated, expired, or whose key is revoked or principal disabled also says which
+(``data.reason``) and how to get a new one (``data.fix``). A backend failure while
 resolving the principal is 503 with the mapped error (``internal_error`` with ``data.reason``
 ``unavailable`` when identity cannot be reached) and no internal text.
 """
@@ -24,16 +26,29 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from vera.config import Settings
 from vera.errors import VeraError
 from vera.gateway.auth import CALLER_STATE_KEY, AuthFailure, Caller, scope_names
+from vera.gateway.credentials import KEY_REVOKED, PRINCIPAL_DISABLED
 from vera.gateway.errors import from_vera_error, internal_error, jsonrpc_error
+from vera.gateway.tokens import TOKEN_EXPIRED, TOKEN_OUTDATED
 from vera.rpc.backends import Backends
 
 log = logging.getLogger(__name__)
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
+# A built-in token refused for one of these is renewed by running the fix.
+RENEWABLE = frozenset({TOKEN_OUTDATED, TOKEN_EXPIRED, KEY_REVOKED, PRINCIPAL_DISABLED})
+RENEW_FIX = "vera connect"
 
 
 def metadata_url(request: Request) -> str:
     return str(request.base_url).rstrip("/") + METADATA_PATH
+
+
+def refusal_data(reason: str) -> dict[str, str]:
+    """What the client is told of a refused built-in token that minting a new one fixes;
+    nothing for any other refusal (a forged or foreign token learns nothing)."""
+    if reason in RENEWABLE:
+        return {"reason": reason, "fix": RENEW_FIX}
+    return {}
 
 
 def challenge(request: Request, failure: AuthFailure) -> Response:
@@ -45,7 +60,7 @@ def challenge(request: Request, failure: AuthFailure) -> Response:
         if failure.token_presented:
             # RFC 6750 §3.1: no error code when the request carried no credential at all.
             params.append('error="invalid_token"')
-        body = jsonrpc_error("unauthenticated", None)
+        body = jsonrpc_error("unauthenticated", None, **refusal_data(failure.reason))
     return JSONResponse(
         body,
         status_code=failure.status,

@@ -2,9 +2,12 @@
 
 Two token kinds may be valid at once:
 
-- built-in: HMAC-signed with ``VERA_MCP__JWT_SECRET`` (``JWT_ALGORITHM``, HS256 by default),
-  issuer ``AUTH_ISSUER``, audience ``AUTH_AUDIENCE``; ``sub`` is a VERA principal id. These
-  may be non-expiring (the REST exchange mints them so); ``exp`` is checked when present.
+- built-in (``vera.mcp_tokens``): HMAC-signed with ``VERA_MCP__JWT_SECRET`` (``JWT_ALGORITHM``,
+  HS256 by default), issuer ``AUTH_ISSUER``, audience ``AUTH_AUDIENCE`` (local-dev: with the
+  key derived from the data dir's secret); ``sub`` is a VERA principal id. They must carry
+  ``exp`` and ``vera_key_id`` (``token_outdated`` otherwise: minted before either existed);
+  past ``exp`` they are ``token_expired``. Whether their key still stands is the
+  authenticator's question (``vera.gateway.credentials``), not this module's.
 - external: signed by the OIDC provider with one of ``OAUTH_ALGORITHMS`` (asymmetric only),
   verified against the JWKS at ``OAUTH_JWKS_URL`` and/or the static ``OAUTH_SIGNING_KEY``,
   issuer ``OAUTH_ISSUER``, audience ``AUTH_AUDIENCE``, and a required ``exp``.
@@ -31,6 +34,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from vera.addresses import is_loopback_host
 from vera.config import ConfigError, Settings
 from vera.gateway.jwks import JwksCache, key_fits
+from vera.mcp_tokens import KEY_ID_CLAIM, TokenKey, verifying_key
 
 MAX_TOKEN_BYTES = 16 * 1024
 # Seconds since the epoch a time claim may name: 1970-01-01 .. 9999-12-31T23:59:59Z.
@@ -68,6 +72,12 @@ class TokenRejected(Exception):
         self.reason = reason
 
 
+# Refusals of a built-in token that `vera connect` fixes by minting a new one; the gateway
+# tells the client which (data.reason), every other refusal stays a bare invalid_token.
+TOKEN_OUTDATED = "token_outdated"
+TOKEN_EXPIRED = "token_expired"
+
+
 @dataclass(frozen=True)
 class VerifiedToken:
     kind: Literal["builtin", "external"]
@@ -76,16 +86,25 @@ class VerifiedToken:
     scopes: frozenset[str]
     email: str = ""
     email_verified: bool = False
+    # built-in: the API key it was minted from (``vera_key_id``).
+    key_id: str = ""
 
 
 def verification_configured(settings: Settings) -> bool:
     mcp = settings.mcp
-    return bool(mcp.jwt_secret or mcp.oauth_jwks_url or mcp.oauth_signing_key)
+    return bool(verifying_key(settings) or mcp.oauth_jwks_url or mcp.oauth_signing_key)
 
 
 def check_settings(settings: Settings) -> None:
     """Refuses a verification setup that cannot check every claim; one line per problem."""
     mcp = settings.mcp
+    if settings.auth_profile == "local-dev":
+        if mcp.local_token_key is None:
+            raise ConfigError(
+                "VERA_MCP__LOCAL_TOKEN_KEY: a local-dev gateway verifies local MCP tokens with "
+                "the key `vera up` derives from the data dir's secret"
+            )
+        return
     if not mcp.auth_audience:
         raise ConfigError(
             "VERA_MCP__AUTH_AUDIENCE: token verification needs this resource server's audience"
@@ -176,9 +195,7 @@ class TokenVerifier:
         self._clock = clock
         self._audience = mcp.auth_audience
         self._leeway = mcp.oauth_leeway_seconds
-        self._secret = mcp.jwt_secret.get_secret_value() if mcp.jwt_secret else None
-        self._builtin_alg = mcp.jwt_algorithm
-        self._builtin_issuer = mcp.auth_issuer
+        self._builtin: TokenKey | None = verifying_key(settings)
         self._external = bool(mcp.oauth_jwks_url or mcp.oauth_signing_key)
         self._external_issuer = mcp.oauth_issuer
         self._external_algs = frozenset(mcp.oauth_algorithms) if self._external else frozenset()
@@ -210,13 +227,19 @@ class TokenVerifier:
         if any(name in header for name in FORBIDDEN_HEADERS):
             raise TokenRejected("forbidden_header")
         alg = header.get("alg")
-        if self._secret is not None and alg == self._builtin_alg:
-            claims = self._decode(token, self._secret, alg, self._builtin_issuer)
-            self._check_times(claims, require_exp=False)
-            return VerifiedToken("builtin", claims["iss"], self._subject(claims), _scopes(claims))
+        builtin = self._builtin
+        if builtin is not None and alg == builtin.algorithm:
+            claims = self._decode(token, builtin.secret, alg, builtin.issuer, builtin.audience)
+            key_id = claims.get(KEY_ID_CLAIM)
+            if "exp" not in claims or not isinstance(key_id, str) or not key_id:
+                raise TokenRejected(TOKEN_OUTDATED)
+            self._check_times(claims, require_exp=True, expired=TOKEN_EXPIRED)
+            return VerifiedToken(
+                "builtin", claims["iss"], self._subject(claims), _scopes(claims), key_id=key_id
+            )
         if isinstance(alg, str) and alg in self._external_algs:
             key = await self._external_key(header, alg)
-            claims = self._decode(token, key, alg, self._external_issuer)
+            claims = self._decode(token, key, alg, self._external_issuer, self._audience)
             self._check_times(claims, require_exp=True)
             email = claims.get("email")
             return VerifiedToken(
@@ -241,13 +264,15 @@ class TokenVerifier:
             return self._static_key
         raise TokenRejected("unknown_key")
 
-    def _decode(self, token: str, key: Any, alg: str, issuer: str | None) -> dict[str, Any]:
+    def _decode(
+        self, token: str, key: Any, alg: str, issuer: str | None, audience: str | None
+    ) -> dict[str, Any]:
         try:
             return jwt.decode(
                 token,
                 key,
                 algorithms=[alg],
-                audience=self._audience,
+                audience=audience,
                 issuer=issuer,
                 options={
                     "require": ["iss", "sub", "aud"],
@@ -265,14 +290,16 @@ class TokenVerifier:
         except jwt.PyJWTError:
             raise TokenRejected("invalid") from None
 
-    def _check_times(self, claims: dict[str, Any], *, require_exp: bool) -> None:
+    def _check_times(
+        self, claims: dict[str, Any], *, require_exp: bool, expired: str = "expired"
+    ) -> None:
         now = self._clock()
         exp = _number(claims, "exp")
         nbf = _number(claims, "nbf")
         if exp is None and require_exp:
             raise TokenRejected("missing_exp")
         if exp is not None and now > exp + self._leeway:
-            raise TokenRejected("expired")
+            raise TokenRejected(expired)
         if nbf is not None and now < nbf - self._leeway:
             raise TokenRejected("not_yet_valid")
 

@@ -2,9 +2,10 @@
 for one project, through the official MCP client, as the signed-in curator.
 
 The answer is the gateway's own (the same guard, scope resolution, quota and rendering an
-agent meets), not a re-creation of it here. In authenticated deployments the call carries a
-read-only MCP token minted for the curator that expires after one use's time; deployments
-that do not issue built-in tokens cannot preview (``unavailable``).
+agent meets), not a re-creation of it here. The call carries a read-only MCP token minted
+for the curator from the credential the session signed in with (so it stops with that key)
+that expires after one use's time; deployments that do not issue built-in tokens cannot
+preview (``unavailable``).
 """
 
 from __future__ import annotations
@@ -41,11 +42,9 @@ async def served_context(
     task = task.strip()
     if not task or len(task) > MAX_TASK:
         raise InvalidInput("task", reason="malformed")
-    headers = {}
-    if settings.auth_profile != "local-dev":
-        token = mint_mcp_token(settings, caller.principal_id, [settings.mcp.scope_read],
-                               lifetime_seconds=PREVIEW_TOKEN_SECONDS)
-        headers["authorization"] = f"Bearer {token}"
+    minted = mint_mcp_token(settings, caller.principal_id, [settings.mcp.scope_read],
+                            key_id=caller.key_id, lifetime_seconds=PREVIEW_TOKEN_SECONDS)
+    headers = {"authorization": f"Bearer {minted.token}"}
     budget = settings.mcp.request_budget_seconds + 5
     http = create_mcp_http_client(headers=headers, timeout=httpx2.Timeout(budget))
     try:

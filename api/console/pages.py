@@ -36,7 +36,7 @@ from vera.api.curating import (
 )
 from vera.api.errors import HTTP_STATUS
 from vera.config import Settings
-from vera.errors import InvalidInput, Unauthenticated, VeraError
+from vera.errors import InvalidInput, Unauthenticated, Unauthorized, VeraError
 from vera.identity.v1 import identity_pb2 as ipb
 from vera.knowledge.v1 import knowledge_service_pb2 as kpb
 from vera.rpc.backends import Backends
@@ -315,6 +315,30 @@ async def preview(request: Request, session: Session, curator: Curator) -> Respo
                  served=served)
 
 
+MEMBERS_PAGE = 100
+_ROLE_LABELS = {ipb.WORKSPACE_ROLE_OWNER: "owner", ipb.WORKSPACE_ROLE_CURATOR: "curator",
+                ipb.WORKSPACE_ROLE_MEMBER: "member"}
+
+
+async def members(request: Request, session: Session, curator: Curator) -> Response:
+    """Who is in the project's workspace, with their roles: for its owners (and
+    administrators), who decide who joins and leaves."""
+    project, caller = curator.project, session.caller
+    if not project.workspace_id:
+        return _page(request, "members.html", session=session, project=project, members=[],
+                     next_url=None)
+    reply = await curator.backends.identity.ListWorkspaceMembers(
+        ipb.ListWorkspaceMembersRequest(
+            actor_principal_id=caller.principal_id, workspace_id=project.workspace_id,
+            page_size=MEMBERS_PAGE, page_token=request.query_params.get("page_token", "")))
+    roles = {m.principal_id: m.role for m in reply.members}
+    if not caller.admin and roles.get(caller.principal_id) != ipb.WORKSPACE_ROLE_OWNER:
+        raise Unauthorized()
+    shown = [(m.display_name, m.principal_id, _ROLE_LABELS[m.role]) for m in reply.members]
+    return _page(request, "members.html", session=session, project=project, members=shown,
+                 next_url=_next_page_url(request, "page_token", reply.next_page_token))
+
+
 async def changes(request: Request, session: Session, curator: Curator) -> Response:
     project = curator.project
     reply = await _backends(request).knowledge.ListScopeChanges(kpb.ListScopeChangesRequest(
@@ -336,6 +360,7 @@ routes: list[Route | Mount] = [
     Route("/projects/{project}/changes", _project_page(changes), methods=["GET"]),
     Route("/projects/{project}/sources", _project_page(sources), methods=["GET"]),
     Route("/projects/{project}/preview", _project_page(preview), methods=["GET"]),
+    Route("/projects/{project}/members", _project_page(members), methods=["GET"]),
     # A source id may hold "/": the links carry it encoded as one segment (``segment``).
     Route("/projects/{project}/sources/{source_id:path}/retract",
           _project_page(retract_preview), methods=["GET"]),

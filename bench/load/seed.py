@@ -159,7 +159,13 @@ async def seed(
             scopes_of = await backends.identity.ResolveScopes(
                 identity_pb2.ResolveScopesRequest(principal_id=pid), timeout=SEED_TIMEOUT_S
             )
-            token = mint_mcp_token(settings, pid, scopes) if mint else None
+            token = None
+            if mint:
+                key = await backends.identity.CreateApiKey(
+                    identity_pb2.CreateApiKeyRequest(principal_id=pid, label="load"),
+                    timeout=SEED_TIMEOUT_S,
+                )
+                token = mint_mcp_token(settings, pid, scopes, key_id=key.key.key_id).token
             out.append(Principal(pid, token, scopes_of.personal_scope_id, mine))
     await wait_indexed(backends, position)
     for principal in out:

@@ -165,6 +165,33 @@ class PgAccountStore:
         )
         return [_api_key(row) for row in rows]
 
+    async def list_users(self, offset: int, limit: int) -> list[Principal]:
+        rows = await self._pool.fetch(
+            "SELECT p.principal_id, p.display_name, s.project_id AS personal_scope_id,"
+            "       p.admin, p.disabled_at IS NOT NULL AS disabled"
+            " FROM principals p JOIN projects s"
+            "   ON s.owner_principal_id = p.principal_id AND s.kind = 'personal'"
+            " WHERE p.kind = 'user'"
+            " ORDER BY p.created_at, p.principal_id OFFSET $1 LIMIT $2",
+            offset,
+            limit,
+        )
+        return [
+            Principal(r["principal_id"], r["display_name"], r["personal_scope_id"], r["admin"],
+                      r["disabled"])
+            for r in rows
+        ]
+
+    async def set_disabled(self, principal_id: uuid.UUID, disabled: bool) -> bool:
+        changed = await self._pool.fetchval(
+            "UPDATE principals SET disabled_at = CASE WHEN $2 THEN now() END"
+            " WHERE principal_id = $1 AND kind = 'user' AND (disabled_at IS NOT NULL) <> $2"
+            " RETURNING principal_id",
+            principal_id,
+            disabled,
+        )
+        return changed is not None
+
     async def revoke_api_key(self, principal_id: uuid.UUID, key_id: str) -> bool | None:
         async with self._pool.acquire() as conn, conn.transaction():
             revoked_at = await conn.fetchrow(
@@ -291,7 +318,10 @@ class PgAccountStore:
                 " WHERE workspace_id = $1",
                 row["workspace_id"],
             )
-        return _workspace(workspace), WorkspaceMember(principal_id, WorkspaceRole(role))
+            name = await conn.fetchval(
+                "SELECT display_name FROM principals WHERE principal_id = $1", principal_id
+            )
+        return _workspace(workspace), WorkspaceMember(principal_id, WorkspaceRole(role), name)
 
     async def decline_invitation(
         self, principal_id: uuid.UUID, invitation_id: uuid.UUID
@@ -309,13 +339,18 @@ class PgAccountStore:
         self, workspace_id: uuid.UUID, offset: int, limit: int
     ) -> list[WorkspaceMember]:
         rows = await self._pool.fetch(
-            "SELECT principal_id, role FROM workspace_members WHERE workspace_id = $1"
-            " ORDER BY principal_id OFFSET $2 LIMIT $3",
+            "SELECT m.principal_id, m.role, p.display_name"
+            " FROM workspace_members m JOIN principals p USING (principal_id)"
+            " WHERE m.workspace_id = $1"
+            " ORDER BY m.principal_id OFFSET $2 LIMIT $3",
             workspace_id,
             offset,
             limit,
         )
-        return [WorkspaceMember(row["principal_id"], WorkspaceRole(row["role"])) for row in rows]
+        return [
+            WorkspaceMember(row["principal_id"], WorkspaceRole(row["role"]), row["display_name"])
+            for row in rows
+        ]
 
 
 _INVITATION_COLUMNS = (

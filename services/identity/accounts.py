@@ -5,7 +5,8 @@ Who may do what:
   only on open deployments). The very first administrator may be created with no actor
   (``vera admin create-user --admin``); after that only an administrator creates one.
 - An API key belongs to one principal. Its secret is shown once; only a SHA-256 digest of
-  the whole key is stored, compared in constant time.
+  the whole key is stored, compared in constant time. An MCP token minted with a key names
+  it, and stands only while the key does (``check_credential``).
 - An administrator creating a user may record a verified email for it, valid for one
   issuer: the administrator vouches for it, so an external identity of that issuer
   asserting that email links to the user. Self-registration records none: anyone could
@@ -32,6 +33,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from typing import Protocol
 
 from vera.errors import InvalidInput, NotFound, ProjectOutOfScope, Unauthenticated, Unauthorized
@@ -55,6 +57,7 @@ from vera.text import codepoint, first_hidden
 
 API_KEY_PREFIX = "vera_"
 _API_KEY = re.compile(r"^vera_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+_KEY_ID = re.compile(r"^[0-9a-f]{16}$")
 MAX_LABEL = 200
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
@@ -81,6 +84,7 @@ class Workspace:
 class WorkspaceMember:
     principal_id: uuid.UUID
     role: WorkspaceRole
+    display_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,14 @@ class ApiKeyRecord:
     secret_sha256: bytes
 
 
+class CredentialState(Enum):
+    """Whether the API key an MCP token was minted from still stands."""
+
+    ACTIVE = "active"
+    KEY_REVOKED = "key_revoked"
+    PRINCIPAL_DISABLED = "principal_disabled"
+
+
 class AccountStore(Protocol):
     async def audit(self, actor: str, action: str, targets: Mapping[str, str]) -> None: ...
 
@@ -149,6 +161,14 @@ class AccountStore(Protocol):
 
     async def revoke_api_key(self, principal_id: uuid.UUID, key_id: str) -> bool | None:
         """True when revoked now, False when already revoked, None when not the principal's."""
+        ...
+
+    async def list_users(self, offset: int, limit: int) -> list[Principal]:
+        """Users (not the local principal), oldest first."""
+        ...
+
+    async def set_disabled(self, principal_id: uuid.UUID, disabled: bool) -> bool:
+        """Disables or re-enables a user; False when it already was so (or is no user)."""
         ...
 
     async def create_workspace_unique(
@@ -311,7 +331,8 @@ class AccountService:
         await self._store.audit(str(principal.principal_id), API_KEY_MINTED, {"key_id": key_id})
         return key, api_key
 
-    async def authenticate_api_key(self, api_key: str) -> Principal:
+    async def authenticate_api_key(self, api_key: str) -> tuple[Principal, str]:
+        """The key's principal and the key's id."""
         match = _API_KEY.match(api_key.strip())
         if match is None:
             self._store.count_auth_failure("malformed")
@@ -330,20 +351,43 @@ class AccountService:
             self._store.count_auth_failure("key_revoked")
             raise Unauthenticated()
         principal = await self._identity.get_principal(record.principal_id)
-        if principal is None:
+        if principal is None or principal.disabled:
             raise Unauthenticated()
+        return principal, record.key.key_id
+
+    async def check_credential(self, principal_id: str, key_id: str
+                               ) -> tuple[CredentialState, Principal]:
+        """Whether ``key_id`` is an unrevoked key of the principal's. A key id that is
+        unknown or another principal's reads as revoked: the token naming it stands on no
+        key. An unknown principal is INVALID_INPUT (``not_found``)."""
+        principal = await self._principal(principal_id)
+        if principal.disabled:
+            return CredentialState.PRINCIPAL_DISABLED, principal
+        pid = principal.principal_id
+        record = await self._store.get_api_key(key_id) if _KEY_ID.match(key_id) else None
+        if record is None or record.principal_id != pid or record.key.revoked_at:
+            return CredentialState.KEY_REVOKED, principal
+        return CredentialState.ACTIVE, principal
+
+    async def _owner_or_admin(self, principal_id: str, actor_principal_id: str) -> Principal:
+        """The key owner, when the actor is the owner itself (or unnamed) or an administrator."""
+        principal = await self._principal(principal_id)
+        actor = actor_principal_id.strip()
+        if actor and _uuid_or_none(actor) != principal.principal_id:
+            await self._admin(actor)
         return principal
 
-    async def list_api_keys(self, principal_id: str, size: int, token: str
-                            ) -> tuple[list[ApiKey], str]:
-        principal = await self._principal(principal_id)
+    async def list_api_keys(self, principal_id: str, size: int, token: str,
+                            actor_principal_id: str = "") -> tuple[list[ApiKey], str]:
+        principal = await self._owner_or_admin(principal_id, actor_principal_id)
         limit, offset = page_size(size), decode_offset(token)
         rows = await self._store.list_api_keys(principal.principal_id, offset, limit + 1)
         next_token = encode_offset(offset + limit) if len(rows) > limit else ""
         return rows[:limit], next_token
 
-    async def revoke_api_key(self, principal_id: str, key_id: str) -> bool:
-        principal = await self._principal(principal_id)
+    async def revoke_api_key(self, principal_id: str, key_id: str,
+                             actor_principal_id: str = "") -> bool:
+        principal = await self._owner_or_admin(principal_id, actor_principal_id)
         revoked = await self._store.revoke_api_key(principal.principal_id, key_id.strip())
         if revoked is None:
             raise NotFound()
@@ -351,6 +395,27 @@ class AccountService:
             await self._store.audit(
                 str(principal.principal_id), API_KEY_REVOKED, {"key_id": key_id.strip()})
         return revoked
+
+    # People leaving -----------------------------------------------------------------------
+
+    async def list_users(self, actor_principal_id: str, size: int, token: str
+                         ) -> tuple[list[Principal], str]:
+        await self._admin(actor_principal_id)
+        limit, offset = page_size(size), decode_offset(token)
+        rows = await self._store.list_users(offset, limit + 1)
+        next_token = encode_offset(offset + limit) if len(rows) > limit else ""
+        return rows[:limit], next_token
+
+    async def set_user_disabled(self, actor_principal_id: str, principal_id: str,
+                                disabled: bool) -> tuple[Principal, bool]:
+        """An administrator disables (or re-enables) a user; never itself, so a deployment
+        cannot lock its last administrator out by mistake."""
+        actor = await self._admin(actor_principal_id)
+        principal = await self._principal(principal_id)
+        if principal.principal_id == actor.principal_id:
+            raise InvalidInput("principal_id", reason="self")
+        changed = await self._store.set_disabled(principal.principal_id, disabled)
+        return await self._principal(principal_id), changed
 
     # Workspaces -------------------------------------------------------------------------
 
@@ -410,7 +475,7 @@ class AccountService:
         await self._store.audit(str(actor.principal_id), MEMBER_SET, {
             "workspace_id": str(workspace.workspace_id),
             "principal_id": str(member.principal_id), "role": role.value})
-        return WorkspaceMember(member.principal_id, role)
+        return WorkspaceMember(member.principal_id, role, member.display_name)
 
     async def list_invitations(self, actor_principal_id: str, size: int, token: str
                                ) -> tuple[list[Invitation], str]:

@@ -10,6 +10,7 @@ from vera.rpc.timestamps import to_timestamp
 from vera.services.identity.accounts import (
     AccountService,
     ApiKey,
+    CredentialState,
     Invitation,
     Workspace,
     WorkspaceMember,
@@ -42,6 +43,7 @@ def principal_to_proto(principal: Principal) -> pb.Principal:
         display_name=principal.display_name,
         personal_scope_id=str(principal.personal_scope_id),
         admin=principal.admin,
+        disabled=principal.disabled,
     )
 
 
@@ -54,6 +56,13 @@ def project_to_proto(project: Project) -> pb.Project:
         owner_principal_id=str(project.owner_principal_id),
         workspace_id=str(project.workspace_id) if project.workspace_id else "",
     )
+
+
+_CREDENTIAL_STATES = {
+    CredentialState.ACTIVE: pb.CREDENTIAL_STATE_ACTIVE,
+    CredentialState.KEY_REVOKED: pb.CREDENTIAL_STATE_KEY_REVOKED,
+    CredentialState.PRINCIPAL_DISABLED: pb.CREDENTIAL_STATE_PRINCIPAL_DISABLED,
+}
 
 
 class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
@@ -153,19 +162,50 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
         return pb.CreateApiKeyResponse(key=api_key_to_proto(key), api_key=secret)
 
     async def AuthenticateApiKey(self, request, context):
-        principal = await self._accounts.authenticate_api_key(request.api_key)
-        return pb.AuthenticateApiKeyResponse(principal=principal_to_proto(principal))
+        principal, key_id = await self._accounts.authenticate_api_key(request.api_key)
+        return pb.AuthenticateApiKeyResponse(
+            principal=principal_to_proto(principal), key_id=key_id
+        )
+
+    async def ListUsers(self, request, context):
+        users, token = await self._accounts.list_users(
+            request.actor_principal_id, request.page_size, request.page_token
+        )
+        return pb.ListUsersResponse(
+            users=[principal_to_proto(u) for u in users], next_page_token=token
+        )
+
+    async def SetUserDisabled(self, request, context):
+        principal, changed = await self._accounts.set_user_disabled(
+            request.actor_principal_id, request.principal_id, request.disabled
+        )
+        return pb.SetUserDisabledResponse(
+            principal=principal_to_proto(principal), changed=changed
+        )
+
+    async def CheckCredential(self, request, context):
+        state, principal = await self._accounts.check_credential(
+            request.principal_id, request.key_id
+        )
+        active = state is CredentialState.ACTIVE
+        return pb.CheckCredentialResponse(
+            state=_CREDENTIAL_STATES[state],
+            principal=principal_to_proto(principal) if active else None,
+        )
 
     async def ListApiKeys(self, request, context):
         keys, token = await self._accounts.list_api_keys(
-            request.principal_id, request.page_size, request.page_token
+            request.principal_id, request.page_size, request.page_token,
+            request.actor_principal_id,
         )
         return pb.ListApiKeysResponse(
             keys=[api_key_to_proto(k) for k in keys], next_page_token=token
         )
 
     async def RevokeApiKey(self, request, context):
-        revoked = await self._accounts.revoke_api_key(request.principal_id, request.key_id)
+        revoked = await self._accounts.revoke_api_key(
+            request.principal_id, request.key_id, request.actor_principal_id
+        )
         return pb.RevokeApiKeyResponse(revoked=revoked)
 
     async def CreateWorkspace(self, request, context):
@@ -260,7 +300,11 @@ def workspace_to_proto(workspace: Workspace) -> pb.Workspace:
 
 
 def member_to_proto(member: WorkspaceMember) -> pb.WorkspaceMember:
-    return pb.WorkspaceMember(principal_id=str(member.principal_id), role=_ROLES[member.role])
+    return pb.WorkspaceMember(
+        principal_id=str(member.principal_id),
+        role=_ROLES[member.role],
+        display_name=member.display_name,
+    )
 
 
 def invitation_to_proto(invitation: Invitation) -> pb.Invitation:

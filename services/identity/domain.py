@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from vera.errors import AmbiguousProject, InvalidInput, ProjectOutOfScope, Unauthorized
+from vera.errors import (
+    AmbiguousProject,
+    InvalidInput,
+    ProjectOutOfScope,
+    Unauthenticated,
+    Unauthorized,
+)
 from vera.repository_identity import canonicalize
 from vera.text import escape_hidden
 
@@ -61,6 +67,8 @@ class Principal:
     personal_scope_id: uuid.UUID
     # Administrators manage users and workspaces. The local-dev principal counts as one.
     admin: bool = False
+    # An administrator disabled the user: none of its credentials stands until re-enabled.
+    disabled: bool = False
 
 
 @dataclass(frozen=True)
@@ -224,7 +232,10 @@ class IdentityService:
         pid, created = await self._store.ensure_external_principal(
             issuer, subject, linking_email, uuid.uuid4(), display_name
         )
-        return await self.get_principal(str(pid)), created
+        principal = await self.get_principal(str(pid))
+        if principal.disabled:
+            raise Unauthenticated()  # a disabled user's external logins stand no more
+        return principal, created
 
     async def charge_quota(self, key: str, window_start: int, limit: int) -> bool:
         if not key or len(key) > MAX_EXTERNAL_CLAIM:

@@ -96,7 +96,7 @@ class PgIdentityStore:
     async def get_principal(self, principal_id: uuid.UUID) -> Principal | None:
         row = await self._pool.fetchrow(
             "SELECT p.principal_id, p.display_name, s.project_id AS personal_scope_id,"
-            "       (p.admin OR p.kind = 'local') AS admin"
+            "       (p.admin OR p.kind = 'local') AS admin, p.disabled_at IS NOT NULL AS disabled"
             " FROM principals p JOIN projects s"
             "   ON s.owner_principal_id = p.principal_id AND s.kind = 'personal'"
             " WHERE p.principal_id = $1",
@@ -105,7 +105,11 @@ class PgIdentityStore:
         if row is None:
             return None
         return Principal(
-            row["principal_id"], row["display_name"], row["personal_scope_id"], row["admin"]
+            row["principal_id"],
+            row["display_name"],
+            row["personal_scope_id"],
+            row["admin"],
+            row["disabled"],
         )
 
     async def readable_projects(self, principal_id: uuid.UUID) -> list[Project]:

@@ -92,6 +92,15 @@ class McpSettings(HttpListenerSettings):
     oauth_jwks_fetch_seconds: float = Field(5.0, gt=0, le=60)
     # The JWKS URL must be https; plain http on a loopback host only with this (tests).
     oauth_jwks_allow_insecure_loopback: bool = False
+    # Built-in tokens (the REST API mints them, the gateway verifies them) end this long
+    # after they are minted; a client mints again (`vera connect`'s refresh).
+    token_ttl_seconds: int = Field(86400, ge=60, le=30 * 86400)
+    # A revoked API key, or a disabled user, stops the tokens minted from it within this
+    # long: the gateway reuses identity's verdict on a credential for this many seconds.
+    revocation_cache_seconds: float = Field(5.0, ge=0, le=300)
+    # local-dev: the key local MCP tokens are signed with, derived from the data dir's
+    # secret (vera.local_secret.local_token_key; `vera up` passes it), never the secret.
+    local_token_key: SecretStr | None = Field(None, min_length=32)
     scope_read: str = "memory:read"
     scope_propose: str = "memory:propose"
     scope_feedback: str = "memory:feedback"

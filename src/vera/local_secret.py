@@ -5,17 +5,22 @@ One owner-only file (0600), ``<data-dir>/local.secret``, made on first use (`ver
 `vera migrate`). It is the password of the embedded PostgreSQL (scram, never trust:
 ``vera.db.embedded``) and the REST API's credential in the local-dev profile (``Bearer``,
 ``vera.api.auth``); `vera` commands read it themselves (``vera.api_client``), so the
-developer never types it.
+developer never types it. The MCP gateway never holds it: local MCP tokens are signed with
+a key derived from it (``local_token_key``), which `vera up` passes to the gateway alone.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import secrets
 import stat
 from pathlib import Path
 
 FILE_NAME = "local.secret"
+# HKDF's info: what the derived key is for, so no other use of the secret shares it.
+TOKEN_KEY_INFO = b"vera local mcp token key v1"
 
 
 class LocalSecretError(Exception):
@@ -69,3 +74,11 @@ def ensure_secret(data_dir: Path) -> str:
     secret = read_secret(data_dir)
     assert secret is not None
     return secret
+
+
+def local_token_key(secret: str) -> str:
+    """The key local MCP tokens are signed with (hex): HKDF-SHA256 (RFC 5869) of the data
+    dir's secret, no salt, ``TOKEN_KEY_INFO``, 32 bytes. The gateway verifies with it and
+    cannot recover the secret (the database's superuser password) from it."""
+    pseudo_random_key = hmac.new(bytes(32), secret.encode(), hashlib.sha256).digest()
+    return hmac.new(pseudo_random_key, TOKEN_KEY_INFO + b"\x01", hashlib.sha256).hexdigest()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from datetime import datetime
 
 import asyncpg
 import jwt
@@ -12,6 +13,8 @@ from harness import LOCAL_SECRET
 
 from vera.identity.v1 import identity_pb2 as pb
 from vera.identity.v1 import identity_pb2_grpc
+from vera.local_secret import local_token_key
+from vera.mcp_tokens import LOCAL_AUDIENCE, LOCAL_ISSUER, LOCAL_KEY_ID
 from vera.rpc.client import open_channel
 
 # The same values tests/api/conftest.py configures the app with.
@@ -130,17 +133,19 @@ async def test_an_mcp_jwt_is_never_a_rest_credential(api) -> None:
     assert response.status_code == 401
 
 
-async def test_mcp_token_defaults_to_read_only_and_never_expires(api) -> None:
+async def test_mcp_token_defaults_to_read_only_expires_and_names_its_key(api) -> None:
     account = await register(api)
     response = await api.post("/identity/mcp-token", headers=bearer(account["api_key"]))
     assert response.status_code == 200
     body = response.json()
-    assert body["expires_in"] is None
+    assert body["token"] == body["access_token"]
     assert body["token_type"] == "Bearer"
     claims = decode(body["access_token"])
     assert claims["sub"] == account["principal_id"]
     assert claims["scope"] == "memory:read"
-    assert "exp" not in claims
+    assert claims["vera_key_id"] == account["key_id"]
+    assert claims["exp"] - claims["iat"] == body["expires_in"] == 86400
+    assert datetime.fromisoformat(body["expires_at"]).timestamp() == claims["exp"]
     assert jwt.get_unverified_header(body["access_token"])["alg"] == "HS256"
 
 
@@ -308,15 +313,16 @@ async def test_membership_is_an_invitation_the_invitee_accepts(api, identity_add
     assert joined.status_code == 200
     members = await api.get(f"/identity/workspaces/{wid}/members",
                             headers=bearer(invitee["api_key"]))
-    assert {m["principal_id"] for m in members.json()["members"]} == {
-        owner["principal_id"], invitee["principal_id"]}
+    assert {(m["principal_id"], m["display_name"]) for m in members.json()["members"]} == {
+        (owner["principal_id"], "o"), (invitee["principal_id"], "i")}
 
     # An administrator adds directly.
     _, admin_key = await first_admin(identity_address)
     direct = await api.put(f"/identity/workspaces/{wid}/members/{other['principal_id']}",
                            headers=bearer(admin_key), json={"role": "curator"})
     assert direct.status_code == 200
-    assert direct.json() == {"principal_id": other["principal_id"], "role": "curator"}
+    assert direct.json() == {"principal_id": other["principal_id"], "role": "curator",
+                             "display_name": "x"}
 
 
 async def test_an_administrator_records_a_users_verified_email(api, identity_address,
@@ -375,8 +381,19 @@ async def test_local_dev_rest_profile_acts_as_the_local_admin(make_api) -> None:
         assert me.status_code == 200
         assert me.json()["auth_profile"] == "local-dev"
         assert me.json()["admin"] is True
-        token = await api.post("/identity/mcp-token", headers=bearer(LOCAL_SECRET))
-        assert token.status_code == 503
+        token = await api.post("/identity/mcp-token", headers=bearer(LOCAL_SECRET),
+                               json={"scopes": ALL_SCOPES})
+        assert token.status_code == 200
+    # A local MCP token: signed with the key derived from the data dir's secret (the
+    # gateway holds that key, never the secret), naming the secret as its credential.
+    claims = jwt.decode(token.json()["token"], local_token_key(LOCAL_SECRET),
+                        algorithms=["HS256"], audience=LOCAL_AUDIENCE, issuer=LOCAL_ISSUER)
+    assert claims["vera_key_id"] == LOCAL_KEY_ID
+    assert claims["sub"] == me.json()["principal_id"]
+    assert claims["scope"] == " ".join(ALL_SCOPES)
+    with pytest.raises(jwt.InvalidSignatureError):
+        jwt.decode(token.json()["token"], LOCAL_SECRET, algorithms=["HS256"],
+                   audience=LOCAL_AUDIENCE)
 
 
 async def test_local_dev_administration_needs_the_data_dirs_secret(

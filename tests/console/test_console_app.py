@@ -333,7 +333,8 @@ async def test_the_agent_preview_sends_a_read_only_token_that_expires() -> None:
             "auth_issuer": "https://auth.example", "auth_audience": "https://mcp.example"},
             api={"console_mcp_url": f"http://127.0.0.1:{listener.server_port}/mcp"})
         with pytest.raises(Unavailable):
-            await served_context(settings, RestCaller("p-1", "dev"), "project-1", "a task")
+            await served_context(settings, RestCaller("p-1", "dev", key_id="0123456789abcdef"),
+                                 "project-1", "a task")
     finally:
         listener.shutdown()
         listener.server_close()
@@ -341,6 +342,7 @@ async def test_the_agent_preview_sends_a_read_only_token_that_expires() -> None:
     claims = jwt.decode(seen[0].removeprefix("Bearer "), options={"verify_signature": False})
     assert claims["exp"] - claims["iat"] == PREVIEW_TOKEN_SECONDS
     assert claims["scope"] == "memory:read" and claims["sub"] == "p-1"
+    assert claims["vera_key_id"] == "0123456789abcdef"
 
 
 async def test_the_queue_pages_through_every_proposal(

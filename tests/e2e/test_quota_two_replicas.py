@@ -102,6 +102,9 @@ async def new_principal(stack) -> str:
         user = await backends.identity.CreateUser(
             identity_pb2.CreateUserRequest(display_name="quota burst")
         )
+        key = await backends.identity.CreateApiKey(
+            identity_pb2.CreateApiKeyRequest(principal_id=user.principal.principal_id)
+        )
     finally:
         await backends.close()
     # Signed as the stack's gateways verify: its issuer settings are in its environment.
@@ -112,7 +115,9 @@ async def new_principal(stack) -> str:
             "auth_audience": stack.env["VERA_MCP__AUTH_AUDIENCE"],
         }
     )
-    return mint_mcp_token(issuer, user.principal.principal_id, ["memory:read"])
+    return mint_mcp_token(
+        issuer, user.principal.principal_id, ["memory:read"], key_id=key.key.key_id
+    ).token
 
 
 async def search(http: httpx.AsyncClient, url: str, token: str) -> tuple[str, str | None]:

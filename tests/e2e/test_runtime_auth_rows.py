@@ -35,11 +35,14 @@ def test_doctor_names_expired_wrong_audience_and_insufficient_scope(auth_stack, 
                     auth_stack.mcp_url, "--yes", "--api-key-stdin", stdin=api_key + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
     stored = (repo / TOKEN_PATH).read_text()
-    subject = jwt.decode(stored, options={"verify_signature": False})["sub"]
+    minted = jwt.decode(stored, options={"verify_signature": False})
 
     def token(**claims: object) -> str:
-        return jwt.encode({"iss": AUTH_ISSUER, "sub": subject, "aud": AUTH_AUDIENCE,
-                           "scope": "memory:read", **claims}, AUTH_SECRET, algorithm="HS256")
+        # As the API mints them (an expiry, the key it came from), each case changing one claim.
+        return jwt.encode({"iss": AUTH_ISSUER, "sub": minted["sub"], "aud": AUTH_AUDIENCE,
+                           "scope": "memory:read", "exp": minted["exp"],
+                           "vera_key_id": minted["vera_key_id"], **claims},
+                          AUTH_SECRET, algorithm="HS256")
 
     cases = {
         "expired": token(exp=int(time.time()) - 3600),

@@ -29,6 +29,7 @@ from vera.errors import (
     InvalidInput,
     NotFound,
     ProjectOutOfScope,
+    Unauthenticated,
 )
 from vera.gateway.app import build_app
 from vera.identity.v1 import identity_pb2, identity_pb2_grpc
@@ -114,6 +115,28 @@ def retrieved(rank: int) -> retrieval_pb2.RetrievedFact:
 class FakeIdentity(identity_pb2_grpc.IdentityServiceServicer):
     def __init__(self, rec: Recorder) -> None:
         self.rec = rec
+        # Principals built-in tokens may name, API key ids revoked, principals disabled:
+        # knobs a test turns (CheckCredential).
+        self.known: set[str] = {REGISTERED_PRINCIPAL}
+        self.revoked_keys: set[str] = set()
+        self.disabled: set[str] = set()
+
+    async def CheckCredential(self, request, context):
+        self.rec.saw("CheckCredential", request)
+        if request.principal_id not in self.known:
+            raise InvalidInput("principal_id", reason="not_found")
+        if request.principal_id in self.disabled:
+            state = identity_pb2.CREDENTIAL_STATE_PRINCIPAL_DISABLED
+        elif request.key_id in self.revoked_keys:
+            state = identity_pb2.CREDENTIAL_STATE_KEY_REVOKED
+        else:
+            return identity_pb2.CheckCredentialResponse(
+                state=identity_pb2.CREDENTIAL_STATE_ACTIVE,
+                principal=identity_pb2.Principal(
+                    principal_id=request.principal_id, personal_scope_id=PERSONAL.project_id
+                ),
+            )
+        return identity_pb2.CheckCredentialResponse(state=state)
 
     async def EnsureLocalPrincipal(self, request, context):
         self.rec.saw("EnsureLocalPrincipal", request)
@@ -135,6 +158,8 @@ class FakeIdentity(identity_pb2_grpc.IdentityServiceServicer):
 
     async def EnsureExternalPrincipal(self, request, context):
         self.rec.saw("EnsureExternalPrincipal", request)
+        if request.subject in self.disabled:
+            raise Unauthenticated()  # as identity refuses a disabled user's external login
         # Deterministic issuer|subject mapping; the real one is tested against identity.
         mapped = uuid.uuid5(uuid.NAMESPACE_URL, f"{request.issuer}|{request.subject}")
         return identity_pb2.EnsureExternalPrincipalResponse(
@@ -357,17 +382,18 @@ class Fakes:
     rec: Recorder
     knowledge: FakeKnowledge
     snapshot: FakeSnapshot
+    identity: FakeIdentity
 
 
 @pytest.fixture(scope="session")
 async def fakes() -> AsyncIterator[Fakes]:
     rec = Recorder()
-    knowledge, snapshot = FakeKnowledge(rec), FakeSnapshot(rec)
+    knowledge, snapshot, identity = FakeKnowledge(rec), FakeSnapshot(rec), FakeIdentity(rec)
     running = create_server(
         [
             ServiceBinding(
                 "vera.identity.v1.IdentityService",
-                FakeIdentity(rec),
+                identity,
                 identity_pb2_grpc.add_IdentityServiceServicer_to_server,
             ),
             ServiceBinding(
@@ -390,7 +416,7 @@ async def fakes() -> AsyncIterator[Fakes]:
     )
     await running.server.start()
     await mark_serving(running)
-    yield Fakes(f"127.0.0.1:{running.port}", rec, knowledge, snapshot)
+    yield Fakes(f"127.0.0.1:{running.port}", rec, knowledge, snapshot, identity)
     await running.stop(0)
 
 

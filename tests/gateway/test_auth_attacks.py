@@ -41,6 +41,7 @@ from vera.config import McpSettings, ObservabilitySettings, ServiceAddresses, Se
 from vera.gateway.auth import BearerAuthenticator
 from vera.gateway.jwks import JwksCache
 from vera.gateway.tokens import TokenVerifier
+from vera.mcp_tokens import KEY_ID_CLAIM
 from vera.quota import InMemoryQuotaStore
 
 SECRET = "built-in-test-secret-0123456789abcdef"
@@ -48,6 +49,7 @@ ISSUER = "https://auth.vera.test"
 AUDIENCE = "https://mcp.vera.test"
 OIDC_ISSUER = "https://login.idp.test"
 PRINCIPAL = "22222222-2222-4222-8222-222222222222"  # the fake identity's REGISTERED_PRINCIPAL
+KEY_ID = "0123456789abcdef"  # the API key built-in tokens name
 ALL_SCOPES = "memory:read memory:propose memory:feedback memory:snapshot"
 NOW = 1_700_000_010.0
 WRITES = {"ProposeFact", "RetractProposal", "RecordFeedback", "CreateContextPack"}
@@ -82,7 +84,17 @@ def b64(data: bytes) -> str:
 
 
 def builtin(secret: str = SECRET, headers: dict[str, Any] | None = None, **claims: Any) -> str:
-    payload = {"sub": PRINCIPAL, "iss": ISSUER, "aud": AUDIENCE, "scope": ALL_SCOPES, **claims}
+    """A built-in token as the REST API mints it (``vera.mcp_tokens``): with an expiry and
+    the API key it came from; a claim given as None is left out."""
+    payload = {
+        "sub": PRINCIPAL,
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "scope": ALL_SCOPES,
+        "exp": int(NOW) + 600,
+        KEY_ID_CLAIM: KEY_ID,
+        **claims,
+    }
     payload = {k: v for k, v in payload.items() if v is not None}
     return jwt.encode(payload, secret, algorithm="HS256", headers=headers)
 
@@ -236,7 +248,11 @@ async def post_tool(
         return await http.post(url, headers=headers, json=body)
 
 
-def assert_unauthenticated(gw: Any, response: httpx.Response, *, presented: bool = True) -> None:
+def assert_unauthenticated(
+    gw: Any, response: httpx.Response, *, presented: bool = True, reason: str | None = None
+) -> None:
+    """401 with the metadata pointer; a renewable refusal (``reason``) names itself and the
+    fix, any other says nothing more."""
     assert response.status_code == 401
     challenge = response.headers["www-authenticate"]
     assert challenge.startswith("Bearer ")
@@ -244,13 +260,14 @@ def assert_unauthenticated(gw: Any, response: httpx.Response, *, presented: bool
     assert ('error="invalid_token"' in challenge) is presented
     error = response.json()["error"]
     assert error["code"] == -32001
-    assert without_ids(error["data"]) == {"code": "unauthenticated"}
+    renew = {"reason": reason, "fix": "vera connect"} if reason else {}
+    assert without_ids(error["data"]) == {"code": "unauthenticated", **renew}
 
 
-async def assert_refused(gw: Any, rec: Any, token: str) -> None:
+async def assert_refused(gw: Any, rec: Any, token: str, reason: str | None = None) -> None:
     """401 for ``token``, and not a single RPC reached any service."""
     before = counts(rec)
-    assert_unauthenticated(gw, await post_tool(gw.url, f"Bearer {token}"))
+    assert_unauthenticated(gw, await post_tool(gw.url, f"Bearer {token}"), reason=reason)
     assert new_calls(rec, before) == set()
 
 
@@ -403,13 +420,91 @@ async def test_external_token_expiry_with_small_leeway(auth_gateway, fakes, idp)
         await assert_refused(gw, fakes.rec, idp.token(exp="tomorrow"))
 
 
-async def test_expired_builtin_token_is_401_and_no_exp_is_allowed(auth_gateway, fakes):
+async def test_an_expired_builtin_token_is_token_expired(auth_gateway, fakes):
     clock = Clock()
     async with auth_gateway(clock=clock) as gw:
-        await assert_refused(gw, fakes.rec, builtin(exp=int(NOW) - 3600))
-        # The REST exchange mints non-expiring built-in tokens on purpose.
-        async with bearer_client(gw.url, builtin()) as client:
+        await assert_refused(gw, fakes.rec, builtin(exp=int(NOW) - 3600), "token_expired")
+        async with bearer_client(gw.url, builtin(exp=int(NOW) + 60)) as client:
             assert not (await client.call_tool("knowledge_search", {"query": "q"})).is_error
+            clock.now += 61 + 60  # past the expiry and the leeway
+            with pytest.raises(MCPError):
+                await client.call_tool("knowledge_search", {"query": "q"})
+        assert_unauthenticated(
+            gw,
+            await post_tool(gw.url, f"Bearer {builtin(exp=int(NOW) + 60)}"),
+            reason="token_expired",
+        )
+
+
+async def test_a_token_minted_before_expiry_and_key_ids_is_token_outdated(auth_gateway, fakes):
+    async with auth_gateway() as gw:
+        for outdated in (builtin(exp=None), builtin(**{KEY_ID_CLAIM: None}),
+                         builtin(exp=None, **{KEY_ID_CLAIM: None}), builtin(**{KEY_ID_CLAIM: 7})):
+            await assert_refused(gw, fakes.rec, outdated, "token_outdated")
+            assert_unauthenticated(
+                gw, await post_message(gw.url, f"Bearer {outdated}", "tools/list"),
+                reason="token_outdated",
+            )
+
+
+async def test_a_revoked_key_stops_its_tokens_within_the_cache_window(auth_gateway, fakes):
+    revoked_key = "feedfacefeedface"
+    token = builtin(**{KEY_ID_CLAIM: revoked_key})
+    try:
+        async with auth_gateway(revocation_cache_seconds=0) as gw:
+            async with bearer_client(gw.url, token) as client:
+                assert not (await client.call_tool("knowledge_search", {"query": "q"})).is_error
+                fakes.identity.revoked_keys.add(revoked_key)
+                before = counts(fakes.rec)
+                with pytest.raises(MCPError):
+                    await client.call_tool("knowledge_search", {"query": "q"})
+                assert new_calls(fakes.rec, before) == {"CheckCredential"}
+            for message in ("tools/list", "tools/call"):
+                assert_unauthenticated(
+                    gw, await post_message(gw.url, f"Bearer {token}", message),
+                    reason="key_revoked",
+                )
+            # Another key of the same principal goes on working.
+            async with bearer_client(gw.url, builtin()) as client:
+                assert not (await client.call_tool("knowledge_search", {"query": "q"})).is_error
+    finally:
+        fakes.identity.revoked_keys.discard(revoked_key)
+
+
+async def test_a_disabled_principal_is_refused_principal_disabled(auth_gateway, fakes):
+    other = "33333333-3333-4333-8333-333333333333"
+    fakes.identity.known.add(other)
+    fakes.identity.disabled.add(other)
+    try:
+        async with auth_gateway() as gw:
+            assert_unauthenticated(
+                gw, await post_message(gw.url, f"Bearer {builtin(sub=other)}", "tools/list"),
+                reason="principal_disabled",
+            )
+    finally:
+        fakes.identity.known.discard(other)
+        fakes.identity.disabled.discard(other)
+
+
+async def test_a_disabled_users_external_token_is_refused_principal_disabled(
+    auth_gateway, fakes, idp
+):
+    fakes.identity.disabled.add("left-the-company")
+    try:
+        async with auth_gateway(oauth_issuer=OIDC_ISSUER, oauth_jwks_url=idp.jwks_url) as gw:
+            refused = await post_tool(gw.url, f"Bearer {idp.token(sub='left-the-company')}")
+            assert_unauthenticated(gw, refused, reason="principal_disabled")
+    finally:
+        fakes.identity.disabled.discard("left-the-company")
+
+
+async def test_identity_is_asked_once_per_key_and_window(auth_gateway, fakes):
+    async with auth_gateway(revocation_cache_seconds=300) as gw:
+        before = counts(fakes.rec)
+        async with bearer_client(gw.url, builtin()) as client:
+            for _ in range(5):
+                assert not (await client.call_tool("knowledge_search", {"query": "q"})).is_error
+        assert counts(fakes.rec).get("CheckCredential", 0) - before.get("CheckCredential", 0) == 1
 
 
 async def test_not_yet_valid_is_401(auth_gateway, fakes, idp):
@@ -457,8 +552,8 @@ async def test_builtin_sub_must_be_a_real_principal(auth_gateway, fakes):
         for sub in ("not-a-uuid", str(uuid.uuid4()), ""):
             before = counts(fakes.rec)
             assert_unauthenticated(gw, await post_tool(gw.url, f"Bearer {builtin(sub=sub)}"))
-            # At most the principal lookup ran; no tool RPC did.
-            assert new_calls(fakes.rec, before) <= {"GetPrincipal"}
+            # At most the credential check ran; no tool RPC did.
+            assert new_calls(fakes.rec, before) <= {"CheckCredential"}
 
 
 async def test_missing_required_scope_is_403_insufficient_scope(auth_gateway, fakes):
@@ -493,8 +588,8 @@ async def test_read_only_token_can_never_write(auth_gateway, fakes, call_error):
             error = await call_error(client, tool, arguments)
             assert error.code == -32002
             assert without_ids(error.data) == {"code": "unauthorized", "required_scope": scope}
-            # Refused before the tool ran: only the principal lookup happened.
-            assert new_calls(fakes.rec, before) == {"GetPrincipal"}
+            # Refused before the tool ran: at most the credential check happened.
+            assert new_calls(fakes.rec, before) <= {"CheckCredential"}
         # The same token still reads.
         assert not (await client.call_tool("knowledge_get_context", {"query": "q"})).is_error
 
@@ -629,18 +724,21 @@ async def post_message(
         return await http.post(url, headers=headers, json=body)
 
 
-PRINCIPAL_LOOKUPS = {"GetPrincipal", "EnsureExternalPrincipal"}
+PRINCIPAL_LOOKUPS = {"CheckCredential", "EnsureExternalPrincipal"}
 
 
-async def test_discovery_verifies_the_token_but_never_asks_identity(auth_gateway, fakes, idp):
-    async with auth_gateway(oauth_issuer=OIDC_ISSUER, oauth_jwks_url=idp.jwks_url) as gw:
-        for token in (builtin(), idp.token()):
+async def test_discovery_asks_identity_only_whether_a_builtin_key_stands(auth_gateway, fakes, idp):
+    async with auth_gateway(
+        oauth_issuer=OIDC_ISSUER, oauth_jwks_url=idp.jwks_url, revocation_cache_seconds=300
+    ) as gw:
+        # (token, lookups during discovery): an external token acts as no one until a tool
+        # runs; a built-in one's key is checked once, and the tool call reuses that verdict.
+        for token, discovery_lookups in ((builtin(), {"CheckCredential"}), (idp.token(), set())):
             before = counts(fakes.rec)
             async with bearer_client(gw.url, token) as client:  # the handshake
                 for _ in range(5):
                     assert (await client.list_tools()).tools
-                assert new_calls(fakes.rec, before) == set()
-                # A tool call acts as the principal: exactly one lookup.
+                assert new_calls(fakes.rec, before) == discovery_lookups
                 assert not (await client.call_tool("knowledge_search", {"query": "q"})).is_error
             after = counts(fakes.rec)
             lookups = sum(after.get(m, 0) - before.get(m, 0) for m in PRINCIPAL_LOOKUPS)
@@ -670,7 +768,9 @@ async def test_one_caller_spending_its_discovery_budget_locks_no_one_else_out(au
             "retry_after_seconds": int(refused.headers["retry-after"]),
         }
         # Another token holder sets up its session through the official client as usual.
-        other = builtin(sub=str(uuid.uuid4()))
+        other_principal = str(uuid.uuid4())
+        fakes.identity.known.add(other_principal)
+        other = builtin(sub=other_principal)
         async with bearer_client(gw.url, other) as client:
             assert (await client.list_tools()).tools
         # The limit is discovery's alone: the flooder's tool calls go on.
@@ -681,7 +781,9 @@ async def test_one_caller_spending_its_discovery_budget_locks_no_one_else_out(au
 
 async def test_discovery_has_a_process_ceiling_above_one_callers_limit(auth_gateway, fakes):
     async with auth_gateway(discovery_per_minute=3, discovery_ceiling_per_minute=4) as gw:
-        first, second, third = (f"Bearer {builtin(sub=str(uuid.uuid4()))}" for _ in range(3))
+        principals = [str(uuid.uuid4()) for _ in range(3)]
+        fakes.identity.known.update(principals)
+        first, second, third = (f"Bearer {builtin(sub=p)}" for p in principals)
         for _ in range(3):
             assert (await post_message(gw.url, first, "tools/list")).status_code == 200
         assert (await post_message(gw.url, second, "tools/list")).status_code == 200
@@ -725,7 +827,8 @@ async def test_an_oversized_body_is_413_before_any_lookup(auth_gateway, fakes):
             "field": "body",
             "reason": "too_large",
         }
-        assert new_calls(fakes.rec, before) == set()
+        # Only the token's key was checked (before the body, like the signature).
+        assert new_calls(fakes.rec, before) == {"CheckCredential"}
 
 
 async def open_post(url: str, authorization: str | None) -> tuple[Any, Any]:

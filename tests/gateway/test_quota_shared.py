@@ -4,12 +4,10 @@ principal draw from one budget kept by the real identity service in PostgreSQL."
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import asyncpg
-import jwt
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
@@ -19,6 +17,7 @@ from vera.config import McpSettings, ObservabilitySettings, ServiceAddresses, Se
 from vera.errors import InvalidInput
 from vera.identity.v1 import identity_pb2 as pb
 from vera.identity.v1 import identity_pb2_grpc
+from vera.mcp_tokens import TokenKey, mint
 from vera.rpc.client import open_channel
 from vera.services.identity import server
 
@@ -100,15 +99,16 @@ async def search(c: Client) -> MCPError | None:
 
 
 async def test_two_replicas_share_one_principals_budget(real_identity, fakes, serve):
-    principal = str(uuid.uuid4())
-    await real_identity.stub.EnsureLocalPrincipal(
-        pb.EnsureLocalPrincipalRequest(principal_id=principal)
-    )
-    token = jwt.encode(
-        {"sub": principal, "iss": ISSUER, "aud": AUDIENCE, "scope": "memory:read"},
-        SECRET,
-        algorithm="HS256",
-    )
+    user = await real_identity.stub.CreateUser(pb.CreateUserRequest(display_name="quota"))
+    principal = user.principal.principal_id
+    key = await real_identity.stub.CreateApiKey(pb.CreateApiKeyRequest(principal_id=principal))
+    token = mint(
+        TokenKey(SECRET, "HS256", ISSUER, AUDIENCE),
+        principal,
+        ["memory:read"],
+        key_id=key.key.key_id,
+        lifetime_seconds=3600,
+    ).token
     clock = Clock()
     settings = replica_settings(real_identity.address, fakes.address)
     # No quota_store: the default store is the shared one.

@@ -25,8 +25,8 @@ _LOCAL_PRINCIPAL = "EnsureLocalPrincipal"  # both fronts' local-dev profile
 METHODS_BY_CALLER: Mapping[str, Mapping[str, frozenset[str]]] = {
     "gateway": {
         IDENTITY: frozenset({
-            _LOCAL_PRINCIPAL, "EnsureExternalPrincipal", "GetPrincipal", "ResolveScopes",
-            "ResolveProject", "ResolveRepository", "ChargeQuota"}),
+            _LOCAL_PRINCIPAL, "EnsureExternalPrincipal", "CheckCredential",
+            "ResolveScopes", "ResolveProject", "ResolveRepository", "ChargeQuota"}),
         KNOWLEDGE: frozenset({
             "ExplainFact", "ProposeFact", "RetractProposal", "GetProposalReport",
             "RecordFeedback", "GetFact", "GetEntity", "GetSource", "ExploreGraph",
@@ -39,12 +39,13 @@ METHODS_BY_CALLER: Mapping[str, Mapping[str, frozenset[str]]] = {
     },
     "api": {
         IDENTITY: frozenset({
-            _LOCAL_PRINCIPAL, "AuthenticateApiKey", "GetPrincipal", "ResolveScopes",
+            _LOCAL_PRINCIPAL, "AuthenticateApiKey", "CheckCredential", "GetPrincipal",
+            "ResolveScopes",
             "CreateUser", "CreateApiKey", "ListApiKeys", "RevokeApiKey",
             "CreateWorkspace", "SetWorkspaceMember", "RemoveWorkspaceMember",
             "ListWorkspaceMembers", "AttachProject", "ListInvitations", "AcceptInvitation",
             "DeclineInvitation", "AuthorizeCurator", "EnsureProject", "MapRepository",
-            "ResolveProject", "ListAuditRecords"}),
+            "ResolveProject", "ListAuditRecords", "ListUsers", "SetUserDisabled"}),
         KNOWLEDGE: frozenset({
             "BatchGetFacts", "ListPendingProposals", "VerifyProposal", "RejectProposal",
             "GetCurationSettings", "SetCurationSettings",

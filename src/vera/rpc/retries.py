@@ -31,6 +31,7 @@ RETRYABLE_STATUS_CODES = ("UNAVAILABLE",)
 READ_METHODS: dict[str, tuple[str, ...]] = {
     "vera.identity.v1.IdentityService": (
         "GetPrincipal",
+        "CheckCredential",
         "ResolveScopes",
         "ResolveProject",
         "ResolveRepository",
@@ -38,6 +39,7 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "AuthenticateApiKey",
         "ListApiKeys",
         "ListWorkspaceMembers",
+        "ListUsers",
         "ListInvitations",
     ),
     "vera.knowledge.v1.KnowledgeService": (

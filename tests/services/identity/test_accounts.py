@@ -8,7 +8,14 @@ import uuid
 import asyncpg
 import pytest
 
-from vera.errors import AmbiguousProject, InvalidInput, NotFound, ProjectOutOfScope, Unauthorized
+from vera.errors import (
+    AmbiguousProject,
+    InvalidInput,
+    NotFound,
+    ProjectOutOfScope,
+    Unauthenticated,
+    Unauthorized,
+)
 from vera.identity.v1 import identity_pb2 as pb
 
 IDP = "https://login.idp.test"
@@ -367,3 +374,140 @@ async def test_the_curator_rule_owner_or_workspace_owner_or_curator(identity) ->
         await identity.stub.MapRepository(pb.MapRepositoryRequest(
             principal_id=dev.principal_id, project_id=project.project_id,
             repository="git@github.com:acme/payments.git"))
+
+
+async def test_a_credential_stands_while_its_key_is_the_principals_and_unrevoked(
+        identity) -> None:
+    root = await admin(identity)
+    alice, bob = await user(identity, root, "alice"), await user(identity, root, "bob")
+    key = (await identity.stub.CreateApiKey(pb.CreateApiKeyRequest(
+        principal_id=alice.principal_id))).key
+
+    async def state(who: pb.Principal, key_id: str) -> int:
+        return (await identity.stub.CheckCredential(pb.CheckCredentialRequest(
+            principal_id=who.principal_id, key_id=key_id))).state
+
+    checked = await identity.stub.CheckCredential(pb.CheckCredentialRequest(
+        principal_id=alice.principal_id, key_id=key.key_id))
+    assert checked.state == pb.CREDENTIAL_STATE_ACTIVE
+    assert checked.principal.principal_id == alice.principal_id
+    # Another principal's key, an unknown one, a malformed one: none stands.
+    assert await state(bob, key.key_id) == pb.CREDENTIAL_STATE_KEY_REVOKED
+    for unknown in ("0" * 16, "local", "", "x" * 300):
+        assert await state(alice, unknown) == pb.CREDENTIAL_STATE_KEY_REVOKED
+    await identity.stub.RevokeApiKey(pb.RevokeApiKeyRequest(
+        principal_id=alice.principal_id, key_id=key.key_id))
+    assert await state(alice, key.key_id) == pb.CREDENTIAL_STATE_KEY_REVOKED
+    with pytest.raises(InvalidInput):
+        await identity.stub.CheckCredential(pb.CheckCredentialRequest(
+            principal_id=str(uuid.uuid4()), key_id=key.key_id))
+
+
+async def test_authenticating_an_api_key_names_its_id(identity) -> None:
+    root = await admin(identity)
+    created = await identity.stub.CreateApiKey(pb.CreateApiKeyRequest(
+        principal_id=root.principal_id))
+    reply = await identity.stub.AuthenticateApiKey(pb.AuthenticateApiKeyRequest(
+        api_key=created.api_key))
+    assert reply.key_id == created.key.key_id
+
+
+async def test_an_administrator_disables_and_re_enables_a_user(identity) -> None:
+    root = await admin(identity)
+    alice, bob = await user(identity, root, "alice"), await user(identity, root, "bob")
+    key = await identity.stub.CreateApiKey(pb.CreateApiKeyRequest(
+        principal_id=alice.principal_id))
+
+    async def state() -> int:
+        return (await identity.stub.CheckCredential(pb.CheckCredentialRequest(
+            principal_id=alice.principal_id, key_id=key.key.key_id))).state
+
+    async def set_disabled(actor: pb.Principal, who: pb.Principal, disabled: bool):
+        return await identity.stub.SetUserDisabled(pb.SetUserDisabledRequest(
+            actor_principal_id=actor.principal_id, principal_id=who.principal_id,
+            disabled=disabled))
+
+    # Only an administrator, and never itself (a deployment keeps its administrator).
+    with pytest.raises(Unauthorized):
+        await set_disabled(bob, alice, True)
+    with pytest.raises(InvalidInput):
+        await set_disabled(root, root, True)
+
+    disabled = await set_disabled(root, alice, True)
+    assert (disabled.changed, disabled.principal.disabled) == (True, True)
+    assert (await set_disabled(root, alice, True)).changed is False
+    assert await state() == pb.CREDENTIAL_STATE_PRINCIPAL_DISABLED
+    with pytest.raises(Unauthenticated):
+        await identity.stub.AuthenticateApiKey(pb.AuthenticateApiKeyRequest(
+            api_key=key.api_key))
+    listed = await identity.stub.ListUsers(pb.ListUsersRequest(
+        actor_principal_id=root.principal_id, page_size=100))
+    by_id = {u.principal_id: u for u in listed.users}
+    assert by_id[alice.principal_id].disabled and not by_id[bob.principal_id].disabled
+    assert by_id[alice.principal_id].display_name == "alice"
+
+    enabled = await set_disabled(root, alice, False)
+    assert (enabled.changed, enabled.principal.disabled) == (True, False)
+    assert await state() == pb.CREDENTIAL_STATE_ACTIVE
+    assert (await identity.stub.AuthenticateApiKey(pb.AuthenticateApiKeyRequest(
+        api_key=key.api_key))).principal.principal_id == alice.principal_id
+
+
+async def test_users_are_listed_to_administrators_only_and_paged(identity) -> None:
+    root = await admin(identity)
+    made = [await user(identity, root, f"user-{i}") for i in range(3)]
+    with pytest.raises(Unauthorized):
+        await identity.stub.ListUsers(pb.ListUsersRequest(actor_principal_id=made[0].principal_id))
+    seen, token = [], ""
+    while True:
+        page = await identity.stub.ListUsers(pb.ListUsersRequest(
+            actor_principal_id=root.principal_id, page_size=2, page_token=token))
+        assert len(page.users) <= 2
+        seen += [u.principal_id for u in page.users]
+        if not (token := page.next_page_token):
+            break
+    assert seen[-4:] == [root.principal_id, *(u.principal_id for u in made)]
+    assert len(seen) == len(set(seen))
+
+
+async def test_an_administrator_revokes_anyones_key_and_no_one_else_does(identity) -> None:
+    root = await admin(identity)
+    alice, bob = await user(identity, root, "alice"), await user(identity, root, "bob")
+    key = (await identity.stub.CreateApiKey(pb.CreateApiKeyRequest(
+        principal_id=alice.principal_id))).key
+    with pytest.raises(Unauthorized):
+        await identity.stub.RevokeApiKey(pb.RevokeApiKeyRequest(
+            principal_id=alice.principal_id, key_id=key.key_id,
+            actor_principal_id=bob.principal_id))
+    with pytest.raises(Unauthorized):
+        await identity.stub.ListApiKeys(pb.ListApiKeysRequest(
+            principal_id=alice.principal_id, actor_principal_id=bob.principal_id))
+    keys = await identity.stub.ListApiKeys(pb.ListApiKeysRequest(
+        principal_id=alice.principal_id, actor_principal_id=root.principal_id))
+    assert key.key_id in {k.key_id for k in keys.keys}
+    revoked = await identity.stub.RevokeApiKey(pb.RevokeApiKeyRequest(
+        principal_id=alice.principal_id, key_id=key.key_id,
+        actor_principal_id=root.principal_id))
+    assert revoked.revoked is True
+
+
+async def test_a_disabled_users_external_login_is_refused(identity) -> None:
+    first = await identity.stub.EnsureExternalPrincipal(pb.EnsureExternalPrincipalRequest(
+        issuer=IDP, subject="carol"))
+    root = await admin(identity)
+    await identity.stub.SetUserDisabled(pb.SetUserDisabledRequest(
+        actor_principal_id=root.principal_id, principal_id=first.principal.principal_id,
+        disabled=True))
+    with pytest.raises(Unauthenticated):
+        await identity.stub.EnsureExternalPrincipal(pb.EnsureExternalPrincipalRequest(
+            issuer=IDP, subject="carol"))
+
+
+async def test_member_lists_name_the_members(identity) -> None:
+    root = await admin(identity)
+    owner = await user(identity, root, "Olive Owner")
+    workspace, _ = await tenant(identity, owner, "names")
+    page = await identity.stub.ListWorkspaceMembers(pb.ListWorkspaceMembersRequest(
+        actor_principal_id=owner.principal_id, workspace_id=workspace.workspace_id))
+    assert [(m.principal_id, m.display_name) for m in page.members] == [
+        (owner.principal_id, "Olive Owner")]

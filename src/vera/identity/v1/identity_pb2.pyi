@@ -10,6 +10,13 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class CredentialState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CREDENTIAL_STATE_UNSPECIFIED: _ClassVar[CredentialState]
+    CREDENTIAL_STATE_ACTIVE: _ClassVar[CredentialState]
+    CREDENTIAL_STATE_KEY_REVOKED: _ClassVar[CredentialState]
+    CREDENTIAL_STATE_PRINCIPAL_DISABLED: _ClassVar[CredentialState]
+
 class ProjectKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PROJECT_KIND_UNSPECIFIED: _ClassVar[ProjectKind]
@@ -31,6 +38,10 @@ class WorkspaceRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WORKSPACE_ROLE_OWNER: _ClassVar[WorkspaceRole]
     WORKSPACE_ROLE_CURATOR: _ClassVar[WorkspaceRole]
     WORKSPACE_ROLE_MEMBER: _ClassVar[WorkspaceRole]
+CREDENTIAL_STATE_UNSPECIFIED: CredentialState
+CREDENTIAL_STATE_ACTIVE: CredentialState
+CREDENTIAL_STATE_KEY_REVOKED: CredentialState
+CREDENTIAL_STATE_PRINCIPAL_DISABLED: CredentialState
 PROJECT_KIND_UNSPECIFIED: ProjectKind
 PROJECT_KIND_PERSONAL: ProjectKind
 PROJECT_KIND_SHARED: ProjectKind
@@ -46,16 +57,18 @@ WORKSPACE_ROLE_CURATOR: WorkspaceRole
 WORKSPACE_ROLE_MEMBER: WorkspaceRole
 
 class Principal(_message.Message):
-    __slots__ = ("principal_id", "display_name", "personal_scope_id", "admin")
+    __slots__ = ("principal_id", "display_name", "personal_scope_id", "admin", "disabled")
     PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
     PERSONAL_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     ADMIN_FIELD_NUMBER: _ClassVar[int]
+    DISABLED_FIELD_NUMBER: _ClassVar[int]
     principal_id: str
     display_name: str
     personal_scope_id: str
     admin: bool
-    def __init__(self, principal_id: _Optional[str] = ..., display_name: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., admin: _Optional[bool] = ...) -> None: ...
+    disabled: bool
+    def __init__(self, principal_id: _Optional[str] = ..., display_name: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., admin: _Optional[bool] = ..., disabled: _Optional[bool] = ...) -> None: ...
 
 class Project(_message.Message):
     __slots__ = ("project_id", "slug", "display_name", "kind", "owner_principal_id", "workspace_id")
@@ -208,12 +221,14 @@ class Workspace(_message.Message):
     def __init__(self, workspace_id: _Optional[str] = ..., slug: _Optional[str] = ..., display_name: _Optional[str] = ..., owner_principal_id: _Optional[str] = ...) -> None: ...
 
 class WorkspaceMember(_message.Message):
-    __slots__ = ("principal_id", "role")
+    __slots__ = ("principal_id", "role", "display_name")
     PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
     principal_id: str
     role: WorkspaceRole
-    def __init__(self, principal_id: _Optional[str] = ..., role: _Optional[_Union[WorkspaceRole, str]] = ...) -> None: ...
+    display_name: str
+    def __init__(self, principal_id: _Optional[str] = ..., role: _Optional[_Union[WorkspaceRole, str]] = ..., display_name: _Optional[str] = ...) -> None: ...
 
 class ApiKey(_message.Message):
     __slots__ = ("key_id", "label", "create_time", "revoke_time")
@@ -270,20 +285,24 @@ class AuthenticateApiKeyRequest(_message.Message):
     def __init__(self, api_key: _Optional[str] = ...) -> None: ...
 
 class AuthenticateApiKeyResponse(_message.Message):
-    __slots__ = ("principal",)
+    __slots__ = ("principal", "key_id")
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
     principal: Principal
-    def __init__(self, principal: _Optional[_Union[Principal, _Mapping]] = ...) -> None: ...
+    key_id: str
+    def __init__(self, principal: _Optional[_Union[Principal, _Mapping]] = ..., key_id: _Optional[str] = ...) -> None: ...
 
 class ListApiKeysRequest(_message.Message):
-    __slots__ = ("principal_id", "page_size", "page_token")
+    __slots__ = ("principal_id", "page_size", "page_token", "actor_principal_id")
     PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     principal_id: str
     page_size: int
     page_token: str
-    def __init__(self, principal_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    actor_principal_id: str
+    def __init__(self, principal_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., actor_principal_id: _Optional[str] = ...) -> None: ...
 
 class ListApiKeysResponse(_message.Message):
     __slots__ = ("keys", "next_page_token")
@@ -294,12 +313,14 @@ class ListApiKeysResponse(_message.Message):
     def __init__(self, keys: _Optional[_Iterable[_Union[ApiKey, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class RevokeApiKeyRequest(_message.Message):
-    __slots__ = ("principal_id", "key_id")
+    __slots__ = ("principal_id", "key_id", "actor_principal_id")
     PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
     principal_id: str
     key_id: str
-    def __init__(self, principal_id: _Optional[str] = ..., key_id: _Optional[str] = ...) -> None: ...
+    actor_principal_id: str
+    def __init__(self, principal_id: _Optional[str] = ..., key_id: _Optional[str] = ..., actor_principal_id: _Optional[str] = ...) -> None: ...
 
 class RevokeApiKeyResponse(_message.Message):
     __slots__ = ("revoked",)
@@ -541,3 +562,55 @@ class ListAuditRecordsResponse(_message.Message):
     head_seq: int
     head_hash: str
     def __init__(self, records: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ..., head_seq: _Optional[int] = ..., head_hash: _Optional[str] = ...) -> None: ...
+
+class CheckCredentialRequest(_message.Message):
+    __slots__ = ("principal_id", "key_id")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    key_id: str
+    def __init__(self, principal_id: _Optional[str] = ..., key_id: _Optional[str] = ...) -> None: ...
+
+class CheckCredentialResponse(_message.Message):
+    __slots__ = ("state", "principal")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    state: CredentialState
+    principal: Principal
+    def __init__(self, state: _Optional[_Union[CredentialState, str]] = ..., principal: _Optional[_Union[Principal, _Mapping]] = ...) -> None: ...
+
+class ListUsersRequest(_message.Message):
+    __slots__ = ("actor_principal_id", "page_size", "page_token")
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    actor_principal_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, actor_principal_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListUsersResponse(_message.Message):
+    __slots__ = ("users", "next_page_token")
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    users: _containers.RepeatedCompositeFieldContainer[Principal]
+    next_page_token: str
+    def __init__(self, users: _Optional[_Iterable[_Union[Principal, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class SetUserDisabledRequest(_message.Message):
+    __slots__ = ("actor_principal_id", "principal_id", "disabled")
+    ACTOR_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    DISABLED_FIELD_NUMBER: _ClassVar[int]
+    actor_principal_id: str
+    principal_id: str
+    disabled: bool
+    def __init__(self, actor_principal_id: _Optional[str] = ..., principal_id: _Optional[str] = ..., disabled: _Optional[bool] = ...) -> None: ...
+
+class SetUserDisabledResponse(_message.Message):
+    __slots__ = ("principal", "changed")
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    principal: Principal
+    changed: bool
+    def __init__(self, principal: _Optional[_Union[Principal, _Mapping]] = ..., changed: _Optional[bool] = ...) -> None: ...

@@ -157,6 +157,21 @@ class IdentityServiceStub:
                 request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListAuditRecordsRequest.SerializeToString,
                 response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListAuditRecordsResponse.FromString,
                 _registered_method=True)
+        self.CheckCredential = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/CheckCredential',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.CheckCredentialRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.CheckCredentialResponse.FromString,
+                _registered_method=True)
+        self.ListUsers = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/ListUsers',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListUsersRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListUsersResponse.FromString,
+                _registered_method=True)
+        self.SetUserDisabled = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/SetUserDisabled',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.SetUserDisabledRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.SetUserDisabledResponse.FromString,
+                _registered_method=True)
 
 
 class IdentityServiceServicer:
@@ -351,6 +366,31 @@ class IdentityServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CheckCredential(self, request, context):
+        """Whether a built-in MCP token's credential still stands: the API key it was minted from
+        is the principal's and not revoked, and the principal is active. The gateway asks,
+        and caches the answer for VERA_MCP__REVOCATION_CACHE_SECONDS. An unknown principal is
+        NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListUsers(self, request, context):
+        """Lists the users (administrators only), oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetUserDisabled(self, request, context):
+        """Disables or re-enables a user (administrators only; never the actor itself). A disabled
+        user's keys, tokens and console sessions stop; nothing it wrote changes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IdentityServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -473,6 +513,21 @@ def add_IdentityServiceServicer_to_server(servicer, server):
                     servicer.ListAuditRecords,
                     request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListAuditRecordsRequest.FromString,
                     response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListAuditRecordsResponse.SerializeToString,
+            ),
+            'CheckCredential': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckCredential,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.CheckCredentialRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.CheckCredentialResponse.SerializeToString,
+            ),
+            'ListUsers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListUsers,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListUsersRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListUsersResponse.SerializeToString,
+            ),
+            'SetUserDisabled': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetUserDisabled,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.SetUserDisabledRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.SetUserDisabledResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1126,6 +1181,87 @@ class IdentityService:
             '/vera.identity.v1.IdentityService/ListAuditRecords',
             vera_dot_identity_dot_v1_dot_identity__pb2.ListAuditRecordsRequest.SerializeToString,
             vera_dot_identity_dot_v1_dot_identity__pb2.ListAuditRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckCredential(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/CheckCredential',
+            vera_dot_identity_dot_v1_dot_identity__pb2.CheckCredentialRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.CheckCredentialResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListUsers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/ListUsers',
+            vera_dot_identity_dot_v1_dot_identity__pb2.ListUsersRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.ListUsersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetUserDisabled(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/SetUserDisabled',
+            vera_dot_identity_dot_v1_dot_identity__pb2.SetUserDisabledRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.SetUserDisabledResponse.FromString,
             options,
             channel_credentials,
             insecure,
