@@ -22,7 +22,7 @@ from starlette.middleware import Middleware
 from starlette.responses import JSONResponse, Response
 
 from vera import SERVER_VERSION
-from vera.api import curation, errors, identity
+from vera.api import audit, curation, errors, identity, proposing
 from vera.api.auth import RestAuthenticator, default_authenticator
 from vera.api.console.pages import console_mount
 from vera.api.console.sessions import SessionStore
@@ -35,6 +35,9 @@ from vera.rpc.backends import Backends
 log = logging.getLogger(__name__)
 
 READINESS_TIMEOUT_SECONDS = 2.0
+# The REST contract's version (docs/rest-api.md, "Value spellings"): 2 spells enum values
+# as MCP does; version 1's spelling lasts one release behind VERA_API__VALUE_SPELLING.
+REST_API_VERSION = "2"
 
 
 probes = new_router(tags=["probes"])
@@ -92,8 +95,9 @@ def build_app(
     )
     rate_limits = api_quota(settings.api, clock)
     app = FastAPI(
-        title="VERA REST API", version=SERVER_VERSION, lifespan=lifespan,
+        title="VERA REST API", version=REST_API_VERSION, lifespan=lifespan,
         summary="Identity administration and curation of VERA's verified memory.",
+        description=f"VERA server {SERVER_VERSION}.",
         openapi_url="/openapi.json", docs_url=None, redoc_url=None,
         middleware=[Middleware(RateLimit, quota=rate_limits),
                     Middleware(RequestGuard, security=security,
@@ -101,7 +105,7 @@ def build_app(
                                admit_large_body=curation.admit_ingest_body,
                                large_bodies_in_flight=settings.api.large_bodies_in_flight)])
     errors.install(app)
-    for router in (probes, identity.router, curation.router):
+    for router in (probes, identity.router, curation.router, proposing.router, audit.router):
         app.include_router(router)
     app.routes.append(console_mount())
     app.state.settings = settings

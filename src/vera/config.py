@@ -120,10 +120,10 @@ class ApiSettings(HttpListenerSettings):
     port: int = Field(8081, ge=0, le=65535)
     # POST /identity/register: anyone may create a (non-admin) account. Off by default.
     open_registration: bool = False
-    # How REST answers spell enum values: "mcp" as MCP does ("active"), or "protobuf", the
-    # spelling before REST version 2 ("FACT_STATE_ACTIVE"), kept for one release so that a
+    # How REST answers spell enum values: "mcp" as MCP does ("active", REST version 2), or
+    # "protobuf", REST version 1's ("FACT_STATE_ACTIVE"), kept for one release so that a
     # script reading the old spelling keeps working while it moves (docs/rest-api.md).
-    value_spelling: Literal["mcp", "protobuf"] = "protobuf"
+    value_spelling: Literal["mcp", "protobuf"] = "mcp"
     # Rate limits, per process (vera.api.rate_limits): every request but the probes per
     # client address and per credential presented; registrations per address and in total.
     requests_per_minute_per_address: int = Field(600, ge=1)
@@ -150,6 +150,10 @@ class ApiSettings(HttpListenerSettings):
     # None: the MCP server of this machine's settings (http://127.0.0.1:<VERA_MCP__PORT>/mcp,
     # what `vera up` runs); a deployment names its gateway's address.
     console_mcp_url: str | None = None
+    # The console's public address is https though this process sees plain http (TLS ends
+    # at an Ingress or proxy in front): its cookies are always Secure. The chart sets it
+    # whenever its Ingress is enabled.
+    secure_cookies: bool = False
     # Ingest bodies (up to 2 MiB each, read only for a curator of the project) the process
     # reads and handles at once; one more is refused 429 unread (vera.api.requests).
     large_bodies_in_flight: int = Field(4, ge=1)
@@ -168,6 +172,9 @@ class ObservabilitySettings(BaseModel):
     # json: one object per line (time, level, component, logger, message, trace_id or
     # request_id, exception) for a log pipeline; text: one readable line.
     log_format: Literal["text", "json"] = "text"
+    # How often each service logs its audit chain's head (count and hash) and updates
+    # vera_audit_records, and writes the authentication failures it counted meanwhile.
+    audit_head_seconds: float = Field(60.0, gt=0)
 
 
 class DatabaseSettings(BaseModel):

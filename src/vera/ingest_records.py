@@ -59,7 +59,8 @@ def _text(most: int, least: int = 0) -> Any:
     return Field(min_length=least, max_length=most)
 
 
-Id = Annotated[str, _text(limits.ID_LIKE[1], 1)]
+SourceId = Annotated[str, Field(min_length=limits.SOURCE_ID[0], max_length=limits.SOURCE_ID[1],
+                                pattern=limits.SOURCE_ID_PATTERN)]
 OptionalText = str | None
 TimeText = Annotated[str, Field(max_length=limits.TIMESTAMP[1]), AfterValidator(_timestamp)]
 
@@ -73,7 +74,7 @@ class SourceRecord(_Record):
     curator's, unique in the project."""
 
     type: Literal["source"]
-    id: Id
+    id: SourceId
     source_type: Annotated[OptionalText, _text(limits.TYPE_NAME[1])] = None
     title: Annotated[OptionalText, _text(1024)] = None
     uri: Annotated[OptionalText, _text(2048)] = None
@@ -99,7 +100,7 @@ class FactRecord(_Record):
     subject: Annotated[str, _text(limits.SUBJECT[1], 1)]
     predicate: Annotated[str, _text(limits.PREDICATE_OBJECT[1], 1)]
     object: Annotated[str, _text(limits.PREDICATE_OBJECT[1], 1)]
-    source: Annotated[OptionalText, _text(limits.ID_LIKE[1])] = None
+    source: SourceId | None = None
     evidence: Annotated[OptionalText, _text(limits.EVIDENCE_TEXT[1])] = None
     locator: Annotated[OptionalText, _text(1024)] = None
     valid_from: TimeText | None = None

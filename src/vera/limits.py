@@ -27,6 +27,12 @@ TASK_CONTEXT_FIELD = (1, 256)  # runtime, session_ref, task_ref, repository_ref
 ENTITY = (1, 1024)
 REPOSITORY_PATH_CURSOR = (1, 1024)  # repository, code_path, cursor
 ID_LIKE = (1, 512)  # project, branch, fact_key, pack_id, snapshot_id, result_ref, usage_ref...
+# A source id (a curator's "adr-7", a harvested file's "docs/adr/7.md"): any characters but
+# control characters, "/" included, 1..512 of them, as every id. In a URL it is one
+# percent-encoded path segment, and the routes taking one read "/" as part of it
+# (docs/rest-api.md, "Source ids").
+SOURCE_ID = ID_LIKE
+SOURCE_ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 TYPE_NAME = (1, 256)  # document_type, source_type
 TIMESTAMP = (1, 64)  # as_of, known_as_of
 AUTHORITY = (0.0, 1.0)  # min_authority

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import asyncpg
 import httpx
@@ -44,6 +45,8 @@ class World:
     outsider: User
     project_id: str
     workspace_id: str
+    identity: IdentityServiceStub
+    settings: Settings
 
 
 async def _user(identity: IdentityServiceStub, name: str) -> User:
@@ -90,7 +93,8 @@ async def world(pg_dsn: str) -> AsyncIterator[World]:
                 async with httpx.AsyncClient(transport=transport,
                                              base_url="http://127.0.0.1:8081") as client:
                     yield World(client, knowledge, owner, curator, member, outsider,
-                                project.project_id, workspace.workspace_id)
+                                project.project_id, workspace.workspace_id, identity,
+                                api_settings)
         finally:
             for channel in channels:
                 await channel.close()
@@ -134,19 +138,42 @@ async def test_curator_lists_verifies_and_rejects(world: World) -> None:
                                     headers=world.curator.auth)
     assert verified.status_code == 200, verified.text
     data = verified.json()
-    assert data["fact"]["state"] == "FACT_STATE_ACTIVE"
+    # Values spelt as MCP spells them (REST version 2).
+    assert data["fact"]["state"] == "active"
     assert data["fact"]["scope_id"] == world.project_id
-    assert data["proposal"]["state"] == "FACT_STATE_SUPERSEDED"
+    assert data["proposal"]["state"] == "superseded"
 
     rejected = await world.api.post(f"/curation/projects/payments/proposals/{second}/reject",
                                     json={"reason": "not durable"}, headers=world.owner.auth)
     assert rejected.status_code == 200
-    assert rejected.json()["proposal"]["state"] == "FACT_STATE_RETRACTED"
+    assert rejected.json()["proposal"]["state"] == "retracted"
     again = await world.api.post(f"/curation/projects/payments/proposals/{second}/reject",
                                  json={"reason": "x"}, headers=world.owner.auth)
     assert again.status_code == 400
     assert again.json()["error"]["code"] == "invalid_input"
     assert again.json()["error"]["field"] == "fact_key"
+
+
+async def test_the_old_spelling_is_kept_for_one_release_behind_a_setting(world: World) -> None:
+    """``VERA_API__VALUE_SPELLING=protobuf``: REST version 1's spelling, for scripts that
+    read it while they move (docs/rest-api.md, "Value spellings")."""
+    key = await _propose(world)
+    settings = world.settings.model_copy(update={
+        "api": world.settings.api.model_copy(update={"value_spelling": "protobuf"})})
+    app = build_app(settings)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8081") as old:
+        verified = await old.post(f"/curation/projects/payments/proposals/{key}/verify",
+                                  json={}, headers=world.curator.auth)
+        changes = await old.get("/curation/projects/payments/changes",
+                                headers=world.curator.auth)
+    assert verified.status_code == 200, verified.text
+    fact = verified.json()["fact"]
+    assert (fact["state"], verified.json()["proposal"]["state"]) == (
+        "FACT_STATE_ACTIVE", "FACT_STATE_SUPERSEDED")
+    assert {c["fact"]["state"] for c in changes.json()["changes"]} <= {
+        "FACT_STATE_ACTIVE", "FACT_STATE_PROPOSED", "FACT_STATE_SUPERSEDED"}
+    assert changes.json()["changes"][0]["fact"]["state"] == "FACT_STATE_ACTIVE"
 
 
 async def test_the_change_listing_names_who_changed_what(world: World) -> None:
@@ -164,7 +191,8 @@ async def test_the_change_listing_names_who_changed_what(world: World) -> None:
     [newest] = body["changes"]
     assert (newest["change"], newest["fact"]["object"]) == ("published", "ledger")
     assert newest["actor"] == {"principal_id": world.curator.principal_id,
-                               "display_name": "curator"}
+                               "display_name": "curator",
+                               "handle": world.curator.principal_id.replace("-", "")[:8]}
     older = await world.api.get("/curation/projects/payments/changes",
                                 params={"page_token": body["next_page_token"]},
                                 headers=world.curator.auth)
@@ -359,6 +387,34 @@ async def test_an_ingest_body_has_its_own_limit(world: World) -> None:
     assert response.json()["error"]["field"] == "body"
 
 
+async def test_every_source_route_takes_an_id_holding_slashes(world: World) -> None:
+    """Issue 39 item 10: a source id with "/" (a harvested file's path), stored or ingested,
+    is read and retracted over REST, sent as one encoded segment or as it is."""
+    ids = ["docs/adr/7.md", "../../other/x", "notes/retract"]
+    records = [{"type": "source", "id": i} for i in ids]
+    records += [{"type": "fact", "subject": "ledger", "predicate": "documented_in",
+                 "object": i, "source": i} for i in ids]
+    loaded = await world.api.post("/curation/projects/payments/ingest",
+                                  json={"records": records}, headers=world.curator.auth)
+    assert loaded.status_code == 200, loaded.text
+    base = "/curation/projects/payments/sources"
+    for source_id in ids:
+        got = await world.api.get(f"{base}/{quote(source_id, safe='')}",
+                                  headers=world.curator.auth)
+        assert got.status_code == 200, (source_id, got.text)
+        assert got.json()["source"]["source_id"] == source_id
+        retracted = await world.api.post(f"{base}/{quote(source_id, safe='')}/retract",
+                                         json={"reason": "moved"}, headers=world.curator.auth)
+        assert retracted.status_code == 200, (source_id, retracted.text)
+        assert retracted.json()["status"] == "retracted"
+    unencoded = await world.api.get(f"{base}/docs/adr/7.md", headers=world.curator.auth)
+    assert unencoded.status_code == 200 and unencoded.json()["source"]["source_id"] == ids[0]
+    control = await world.api.get(f"{base}/a%01b", headers=world.curator.auth)
+    assert control.status_code == 400
+    assert (control.json()["error"]["code"], control.json()["error"]["field"]) == (
+        "invalid_input", "source_id")
+
+
 async def test_a_refused_ingest_writes_nothing_not_even_its_repository_mappings(
         world: World, pg_dsn: str) -> None:
     """issue 39 item 12: every record, cited source and correction target is checked before
@@ -398,3 +454,111 @@ async def test_a_refused_ingest_writes_nothing_not_even_its_repository_mappings(
                                   headers=world.curator.auth)
     assert loaded.status_code == 200, loaded.text
     assert (await stored())[:2] == (before[0] + 1, before[1] + 601)
+
+
+async def test_two_principals_of_one_name_are_told_apart_in_the_change_feed(
+        world: World) -> None:
+    """issue 39 item 11: display names are not unique, so the feed shows each actor's
+    stable handle beside it; two actors named alike get different handles."""
+    twin = await _user(world.identity, "owner")  # the project owner's own display name
+    for principal in (world.owner.principal_id, twin.principal_id):
+        await world.knowledge.IngestKnowledge(kpb.IngestKnowledgeRequest(
+            principal_id=principal, scope_id=world.project_id,
+            facts=[kpb.FactInput(subject="payments-api", predicate="uses",
+                                 object=f"queue-{principal}")]))
+    listed = await world.api.get("/curation/projects/payments/changes",
+                                 headers=world.curator.auth)
+    actors = {(c["actor"]["principal_id"], c["actor"]["display_name"], c["actor"]["handle"])
+              for c in listed.json()["changes"]}
+    assert actors == {(p, "owner", p.replace("-", "")[:8])
+                      for p in (world.owner.principal_id, twin.principal_id)}
+    assert len({handle for _, _, handle in actors}) == 2
+
+
+async def test_two_person_verification_over_rest(world: World) -> None:
+    """issue 39 item 16: off by default; the project's owner switches it on (a curator may
+    not); then the curator who proposed (an agent acting as them) cannot verify it, another
+    curator can, and the curator's own ingest stays possible."""
+    settings = "/curation/projects/payments/settings"
+    read = await world.api.get(settings, headers=world.curator.auth)
+    assert read.status_code == 200
+    assert read.json() == {"project_id": world.project_id, "two_person_verification": False}
+    # Off: a curator verifies what they proposed themselves.
+    own = (await world.knowledge.ProposeFact(kpb.ProposeFactRequest(
+        principal_id=world.curator.principal_id,
+        personal_scope_id=world.curator.personal_scope_id,
+        readable_scope_ids=[world.curator.personal_scope_id, world.project_id],
+        target_scope_id=world.project_id, subject="ledger", predicate="depends_on",
+        object="kafka", evidence_text="seen"))).fact.fact_key
+    verified = await world.api.post(f"/curation/projects/payments/proposals/{own}/verify",
+                                    json={}, headers=world.curator.auth)
+    assert verified.status_code == 200
+
+    by_curator = await world.api.put(settings, json={"two_person_verification": True},
+                                     headers=world.curator.auth)
+    assert by_curator.status_code == 403
+    assert (by_curator.json()["error"]["code"],
+            by_curator.json()["error"]["required_role"]) == ("unauthorized", "owner")
+    by_member = await world.api.put(settings, json={"two_person_verification": True},
+                                    headers=world.member.auth)
+    assert by_member.status_code == 403
+    switched = await world.api.put(settings, json={"two_person_verification": True},
+                                   headers=world.owner.auth)
+    assert switched.status_code == 200 and switched.json()["two_person_verification"] is True
+    assert (await world.api.get(settings, headers=world.curator.auth)).json()[
+        "two_person_verification"] is True
+
+    second = (await world.knowledge.ProposeFact(kpb.ProposeFactRequest(
+        principal_id=world.curator.principal_id,
+        personal_scope_id=world.curator.personal_scope_id,
+        readable_scope_ids=[world.curator.personal_scope_id, world.project_id],
+        target_scope_id=world.project_id, subject="ledger", predicate="depends_on",
+        object="redis", evidence_text="seen"))).fact.fact_key
+    refused = await world.api.post(f"/curation/projects/payments/proposals/{second}/verify",
+                                   json={}, headers=world.curator.auth)
+    assert refused.status_code == 403
+    assert (refused.json()["error"]["code"], refused.json()["error"]["reason"]) == (
+        "unauthorized", "two_person_verification")
+    pending = await world.api.get("/curation/projects/payments/proposals",
+                                  headers=world.owner.auth)
+    assert [p["fact_key"] for p in pending.json()["proposals"]] == [second]
+    by_owner = await world.api.post(f"/curation/projects/payments/proposals/{second}/verify",
+                                    json={}, headers=world.owner.auth)
+    assert by_owner.status_code == 200
+    # Direct curation is not a proposal: the curator's ingest stays possible.
+    loaded = await world.api.post("/curation/projects/payments/ingest",
+                                  json={"records": _records("zookeeper")},
+                                  headers=world.curator.auth)
+    assert loaded.status_code == 200 and loaded.json()["facts"]["created"] == 1
+
+
+async def test_an_administrators_refused_ingest_creates_no_project(world: World,
+                                                                    pg_dsn: str) -> None:
+    """issue 39 item 12: an administrator's ingest into a missing project creates it, but
+    only once the request is found whole; a refused one leaves no project behind."""
+    root = (await world.identity.CreateUser(
+        ipb.CreateUserRequest(display_name="root", admin=True))).principal
+    key = (await world.identity.CreateApiKey(
+        ipb.CreateApiKeyRequest(principal_id=root.principal_id))).api_key
+    auth = {"Authorization": f"Bearer {key}"}
+
+    async def projects() -> int:
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            return await conn.fetchval("SELECT count(*) FROM identity.projects")
+        finally:
+            await conn.close()
+
+    before = await projects()
+    bad = [{"type": "fact", "subject": "ops-api", "predicate": "depends_on",
+            "object": "redis", "source": "adr-404", "repository": "github.com/acme/ops"}]
+    refused = await world.api.post("/curation/projects/ops/ingest", json={"records": bad},
+                                   headers=auth)
+    assert refused.status_code == 400
+    assert await projects() == before
+    assert refused.json()["error"]["field"] == "records[0]"
+    good = [{**bad[0], "source": ""}]
+    loaded = await world.api.post("/curation/projects/ops/ingest", json={"records": good},
+                                  headers=auth)
+    assert loaded.status_code == 200, loaded.text
+    assert await projects() == before + 1

@@ -34,7 +34,7 @@ async def test_the_document_is_served_and_valid_openapi_3_1(rest) -> None:
 def test_every_route_is_declared_with_its_bodies_and_errors() -> None:
     app = build_app(Settings())
     document = app.openapi()
-    served = {(method, route.path) for route in _routes(app.routes)
+    served = {(method, route.path.replace(":path}", "}")) for route in _routes(app.routes)
               for method in route.methods - {"HEAD"} if route.path not in NOT_DOCUMENTED}
     declared = {(method.upper(), path) for path, operations in document["paths"].items()
                 for method in operations}

@@ -76,3 +76,16 @@ def test_a_refused_listing_exits_2(capsys, failing: str) -> None:
     args = _args("list", "payments")
     assert curate.run(args, Settings(), transport=httpx.MockTransport(handle)) == 2
     assert "unauthorized" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("state", ["disputed", "FACT_STATE_DISPUTED"])
+def test_verify_says_the_state_the_fact_is_in_whichever_spelling_the_api_answers(
+        capsys, state: str) -> None:
+    """REST version 2 spells "disputed"; a deployment still on version 1's spelling
+    (VERA_API__VALUE_SPELLING=protobuf) answers "FACT_STATE_DISPUTED": the same words."""
+    verified = {"fact": {"fact_key": "fk-1", "scope_id": "p", "state": state},
+                "proposal": {"fact_key": "fk-0", "state": "superseded"},
+                "already_active": False, "change_position": 7}
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=verified))
+    assert curate.run(_args("verify", "payments", "fk-0"), Settings(), transport=transport) == 0
+    assert capsys.readouterr().out.strip() == "verified: fk-1 is disputed in project p"

@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from typing import Any
+from urllib.parse import quote
 
 from vera.api_client import EXIT_OK, ApiRefused, ClientStop, add_connection_arguments, open_client
 from vera.commands import settings_at
@@ -56,8 +57,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                              help="print the raw JSON response")
 
 
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
 def _request(args: argparse.Namespace) -> tuple[str, str, dict[str, Any] | None, dict]:
-    base = f"/curation/projects/{args.project}"
+    # Every value its own path segment, encoded: a source id may hold "/" (a file path),
+    # and "../" in one must not reach another route.
+    base = f"/curation/projects/{_segment(args.project)}"
     if args.curate_command == "list":
         params = {k: v for k, v in (("page_size", args.page_size),
                                     ("page_token", args.page_token)) if v}
@@ -68,10 +75,18 @@ def _request(args: argparse.Namespace) -> tuple[str, str, dict[str, Any] | None,
             body["trust_tier"] = args.trust_tier
         if args.authority is not None:
             body["authority"] = args.authority
-        return "POST", f"{base}/proposals/{args.fact_key}/verify", body, {}
+        return "POST", f"{base}/proposals/{_segment(args.fact_key)}/verify", body, {}
     if args.curate_command == "reject":
-        return "POST", f"{base}/proposals/{args.fact_key}/reject", {"reason": args.reason}, {}
-    return "POST", f"{base}/sources/{args.source_id}/retract", {"reason": args.reason}, {}
+        return ("POST", f"{base}/proposals/{_segment(args.fact_key)}/reject",
+                {"reason": args.reason}, {})
+    return ("POST", f"{base}/sources/{_segment(args.source_id)}/retract",
+            {"reason": args.reason}, {})
+
+
+def _state(fact: dict[str, Any]) -> str:
+    """A fact's state as MCP spells it, whichever spelling the API answers
+    (``VERA_API__VALUE_SPELLING``)."""
+    return str(fact.get("state", "")).removeprefix("FACT_STATE_").lower()
 
 
 def _total(data: dict[str, Any]) -> str:
@@ -104,7 +119,7 @@ def _summary(command: str, data: dict[str, Any]) -> str:
         return "\n".join(lines)
     if command == "verify":
         fact = data["fact"]
-        return f"verified: {fact['fact_key']} is active in project {fact['scope_id']}"
+        return f"verified: {fact['fact_key']} is {_state(fact)} in project {fact['scope_id']}"
     if command == "reject":
         return f"rejected: {data['proposal']['fact_key']}"
     return (f"{data['status']}: {data['assertions_withdrawn']} assertion(s) withdrawn, "
@@ -119,7 +134,7 @@ def run(args: argparse.Namespace, settings: Settings, transport: Any = None) -> 
             data = api.call(method, path, json=body, params=params)
             if args.curate_command == "list":
                 data["conflicted_attempts"] = api.call(
-                    "GET", f"/curation/projects/{args.project}/conflicted-attempts",
+                    "GET", f"/curation/projects/{_segment(args.project)}/conflicted-attempts",
                     params={k: v for k, v in (("page_size", args.page_size),
                                               ("page_token", args.conflicted_page_token)) if v})
     except ClientStop as stop:

@@ -181,7 +181,8 @@ def send(api: ApiClient, project: str, records: list[Record],
                     or int(record["index"]) >= len(batch):
                 raise
             line = batch[int(record["index"])].line
-            detail = f"{record['field'] or 'record'}: {refused.error.get('reason', 'invalid')}"
+            detail = str(refused.error.get("detail") or
+                         f"{record['field'] or 'record'}: {refused.error.get('reason')}")
             if done == 0:
                 raise IngestFileError([(line, detail)]) from None
             raise ClientStop(

@@ -28,17 +28,18 @@ from vera.integrations.contract import (
 from vera.integrations.disconnect import plan_disconnect
 from vera.integrations.doctor import diagnose
 from vera.integrations.editors import UnsafeEdit
-from vera.integrations.ownership import CREDENTIAL_FILES, TOKEN_PATH, BadRecord, read_record
-from vera.integrations.runtimes import ADAPTERS, profile_line
+from vera.integrations.ownership import (
+    CREDENTIAL_FILES,
+    RUNTIME_OAUTH,
+    TOKEN_PATH,
+    BadRecord,
+    read_record,
+)
+from vera.integrations.runtimes import ADAPTERS, OAUTH_STEP, profile_line
 from vera.integrations.workspace import Workspace, parse_back
 
 # The record's label for a static MCP token kept in the user's untracked credential files.
 STATIC_CREDENTIAL = f"file:{TOKEN_PATH}"
-OAUTH_STEP = {
-    "claude-code": "authenticate in Claude Code with /mcp (OAuth)",
-    "codex": "run `codex mcp login vera` (OAuth)",
-    "opencode": "run `opencode mcp auth vera` (OAuth)",
-}
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -97,7 +98,7 @@ def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url:
             return True, previous.credential, None, [
                 f"{OAUTH_STEP[args.runtime]}; once it works, delete {TOKEN_PATH} and run "
                 f"`vera connect {args.runtime}` again to drop the static token"]
-        return False, "runtime-oauth", None, [OAUTH_STEP[args.runtime]]
+        return False, RUNTIME_OAUTH, None, [OAUTH_STEP[args.runtime]]
     steps = [] if ADAPTERS[args.runtime].READS_SECRET_FROM_FILE else [
         f"{args.runtime} reads the token only from its environment: add this line to your "
         f"shell profile, then open a new shell:\n      {profile_line(root)}"]

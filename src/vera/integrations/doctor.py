@@ -27,9 +27,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import httpx
 import jwt
 
-from vera.integrations import approvals, editors, workspace
+from vera.integrations import approvals, editors, endpoints, workspace
 from vera.integrations.approvals import Approval
 from vera.integrations.artifacts import HOOK_SCRIPT, HOOK_TIMEOUT_S, SERVER_NAME, WRITE_TOOLS
 from vera.integrations.connect import Rendering, render_setup
@@ -44,11 +45,19 @@ from vera.integrations.ownership import (
     CREDENTIAL_FILES,
     MINTED_FOR_PATH,
     RECORD_PATH,
+    RUNTIME_OAUTH,
     TOKEN_PATH,
     Connection,
     read_record,
 )
-from vera.integrations.runtimes import ADAPTERS, TOKEN_ENV_VAR, Finding, profile_line, run_cli
+from vera.integrations.runtimes import (
+    ADAPTERS,
+    OAUTH_STEP,
+    TOKEN_ENV_VAR,
+    Finding,
+    profile_line,
+    run_cli,
+)
 
 TOOLS_TIMEOUT_SECONDS = 10.0
 
@@ -100,6 +109,26 @@ def _tools_finding(url: str, token: str | None) -> Finding:
         return Finding("vera tools visible", False,
                        f"cannot list tools: {type(causes[0]).__name__}")
     return Finding("vera tools visible", bool(names), f"{len(names)} tools")
+
+
+def _sign_in_finding(name: str, approval: Approval) -> Finding:
+    """The deployment still names an identity provider, and that provider answers."""
+    servers = endpoints.check(approval.api_url, approval.mcp_url).authorization_servers
+    if not servers:
+        return Finding("vera sign-in", False, "the deployment names no identity provider any "
+                       f"more: run `vera connect {name}` again")
+    issuer = servers[0].rstrip("/")
+    try:
+        answer = httpx.get(f"{issuer}/.well-known/openid-configuration",
+                           timeout=TOOLS_TIMEOUT_SECONDS, follow_redirects=False)
+        answered = answer.status_code == 200 and answer.json().get("issuer") == servers[0]
+    except (httpx.HTTPError, ValueError):
+        answered = False
+    if not answered:
+        return Finding("vera sign-in", False, f"the identity provider {issuer} does not answer "
+                       "as one; ask whoever runs your team's deployment")
+    return Finding("vera sign-in", True, f"through {issuer}: {OAUTH_STEP[name]}; the token "
+                   f"stays in {name}'s own store, which doctor does not read")
 
 
 def _drift(current: Any, wanted: Any, path: tuple[str, ...], rendering: Rendering,
@@ -319,6 +348,11 @@ def diagnose(root: Path, runtime: str | None, env: dict[str, str] | None = None
                 report[name] = findings
                 continue
         findings += ADAPTERS[name].probe(root, env, run_cli, Finding)
-        findings.append(_tools_finding(approval.mcp_url, token))
+        if approval.credential == RUNTIME_OAUTH:
+            # The token is in the runtime's own store, which doctor cannot read: what it can
+            # check is the identity provider the runtime signs in with.
+            findings.append(_sign_in_finding(name, approval))
+        else:
+            findings.append(_tools_finding(approval.mcp_url, token))
         report[name] = findings
     return report
