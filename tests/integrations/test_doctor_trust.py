@@ -83,14 +83,20 @@ def test_a_loosened_tracked_record_is_reported(repo, vera, runtime_bin, home_env
 
 def test_an_extra_rule_beside_the_rendered_ones_is_reported(repo, vera, runtime_bin,
                                                              home_env):
-    """Claude Code: an allow rule for a write tool added next to VERA's own rules."""
+    """Claude Code: an allow rule for a write tool added next to VERA's own rules is
+    reported; the user's own rule for a `vera` shell command is not VERA's business."""
+    def allow(rule):
+        settings = json.loads((repo / ".claude/settings.json").read_text())
+        settings["permissions"]["allow"].append(rule)
+        (repo / ".claude/settings.json").write_text(json.dumps(settings))
+        return _doctor(vera, runtime_bin, home_env, "claude-code")
+
     with StandIn() as standin:
         _connect(vera, standin, "claude-code")
-        settings = json.loads((repo / ".claude/settings.json").read_text())
-        settings["permissions"]["allow"].append("mcp__vera__knowledge_propose")
-        (repo / ".claude/settings.json").write_text(json.dumps(settings))
-        report = _doctor(vera, runtime_bin, home_env, "claude-code")
-    assert _lines(report, "vera config and approval rules unchanged") == ["TODO"]
+        own = allow("Bash(vera doctor)")
+        loosened = allow("mcp__vera__knowledge_propose")
+    assert _lines(own, "vera config and approval rules unchanged") == ["ok"]
+    assert _lines(loosened, "vera config and approval rules unchanged") == ["TODO"]
 
 
 def test_codex_approval_keys_in_the_server_table_are_checked(repo, vera, runtime_bin,

@@ -135,9 +135,9 @@ def _drift(current: Any, wanted: Any, path: tuple[str, ...], rendering: Renderin
            adapter: ModuleType) -> list[tuple[str, ...]]:
     """Where ``current`` falls short of what VERA renders at ``path``, or loosens it.
 
-    Everything rendered must be there as rendered; beside it, a key or item that names VERA
-    or one of its tools (``vera_*``, ``mcp__vera``, ``knowledge_propose``) is someone else's
-    rule about VERA, and so is a ``*tool*`` key added to VERA's server table.
+    Everything rendered must be there as rendered; beside it, a key or item that is a rule
+    for VERA's tools (:func:`_names_vera`) is someone else's rule about VERA, and so is a
+    ``*tool*`` key added to VERA's server table.
     """
     if path == adapter.SERVER_PATH:
         if not adapter.equivalent(current, rendering.server):
@@ -166,7 +166,11 @@ def _drift(current: Any, wanted: Any, path: tuple[str, ...], rendering: Renderin
 
 
 def _names_vera(text: object) -> bool:
-    return isinstance(text, str) and (SERVER_NAME in text or text in WRITE_TOOLS)
+    """A rule for VERA's tools in any runtime's spelling (``mcp__vera__x``, ``mcp__vera``,
+    ``vera_x``, ``vera*``, Codex's bare tool names); a user's ``Bash(vera doctor)`` is not."""
+    return isinstance(text, str) and (
+        text.startswith((f"mcp__{SERVER_NAME}", f"{SERVER_NAME}_", f"{SERVER_NAME}*"))
+        or text in WRITE_TOOLS)
 
 
 def _merged_drift(root: Path, rel: str, toml: bool, wanted: dict[str, Any],
