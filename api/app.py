@@ -22,7 +22,7 @@ from starlette.middleware import Middleware
 from starlette.responses import JSONResponse, Response
 
 from vera import SERVER_VERSION
-from vera.api import curation, errors, identity
+from vera.api import audit, curation, errors, identity, proposing
 from vera.api.auth import RestAuthenticator, default_authenticator
 from vera.api.console.pages import console_mount
 from vera.api.console.sessions import SessionStore
@@ -105,7 +105,7 @@ def build_app(
                                admit_large_body=curation.admit_ingest_body,
                                large_bodies_in_flight=settings.api.large_bodies_in_flight)])
     errors.install(app)
-    for router in (probes, identity.router, curation.router):
+    for router in (probes, identity.router, curation.router, proposing.router, audit.router):
         app.include_router(router)
     app.routes.append(console_mount())
     app.state.settings = settings

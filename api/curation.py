@@ -14,6 +14,10 @@ between ``sources/`` and the route's last segment as the id (``vera.limits.SOURC
     POST /curation/projects/{project}/ingest     load curated records (``vera.ingest_records``)
     GET  /curation/projects/{project}/index-status   how far retrieval has indexed changes
     GET  /curation/projects/{project}/changes    the change feed, newest first, paged
+    GET  /curation/projects/{project}/settings   curation settings (two-person verification)
+    PUT  /curation/projects/{project}/settings   the project's owner changes them
+    GET  /curation/projects/{project}/cited-lines   lines facts cite from sources by id prefix
+    POST /curation/projects/{project}/drift      mark (or clear) cited lines that changed
 
 Ingesting into a project that does not exist yet creates it when the caller is an
 administrator (``ingesting_curator``); in a team deployment projects are created through
@@ -27,14 +31,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import Path
+from fastapi import Path, Query
 from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
 
 from vera import limits
 from vera.api import curating
-from vera.api.curating import ReasonBody, VerifyBody
+from vera.api.curating import ReasonBody, SettingsBody, VerifyBody
 from vera.api.models import (
     Actor,
     Change,
@@ -52,6 +56,7 @@ from vera.api.routing import (
     AppSettings,
     Caller,
     Page,
+    PageQuery,
     RequestBody,
     ResponseBody,
     Services,
@@ -194,6 +199,14 @@ class IndexStatus(ResponseBody):
     indexed_position: int
 
 
+class CurationSettings(ResponseBody):
+    """Enforced by knowledge: with two_person_verification, verifying a proposal is
+    refused to its proposer (``unauthorized``, reason ``two_person_verification``)."""
+
+    project_id: str
+    two_person_verification: bool
+
+
 class ChangesPage(ResponseBody):
     """Newest first; ``actor`` is null for entries recorded before actors were."""
 
@@ -286,7 +299,7 @@ async def ingest(project: ProjectRef, body: IngestBody, caller: Caller,
         error = refused.record_errors[0]
         name = f"records[{error.position}]" + (f".{error.field}" if error.field else "")
         raise InvalidInput(name, error.message, reason=error.reason) from None
-    curator = await curating.ingesting_curator(services, caller, project)
+    curator = await curating.ingesting_curator(services, caller, project, parsed)
     outcome = await curator.ingest(parsed)
     return Ingested(
         project_id=curator.project.project_id, project_slug=curator.project.slug,
@@ -320,10 +333,105 @@ async def list_changes(project: ProjectRef, page: Page, caller: Caller, services
     changes = [
         from_proto(Change, change, actor=Actor(
             principal_id=change.actor_principal_id,
-            display_name=names[change.actor_principal_id])
+            display_name=names[change.actor_principal_id],
+            handle=curating.principal_handle(change.actor_principal_id))
             if change.actor_principal_id else None)
         for change in reply.changes
     ]
     return spelt(ChangesPage(project_id=project_id, changes=changes,
                              next_page_token=reply.next_page_token if reply.has_more else None),
                  settings.api.value_spelling)
+
+
+@router.get("/settings")
+async def get_settings(project: ProjectRef, caller: Caller,
+                       services: Services) -> CurationSettings:
+    curator = await curating.curator_of(services, caller, project)
+    settings = await curator.settings()
+    return CurationSettings(project_id=curator.project.project_id,
+                            two_person_verification=settings.two_person_verification)
+
+
+@router.put("/settings")
+async def put_settings(project: ProjectRef, body: SettingsBody, caller: Caller,
+                       services: Services) -> CurationSettings:
+    curator = await curating.curator_of(services, caller, project)
+    settings = await curator.change_settings(body)
+    return CurationSettings(project_id=curator.project.project_id,
+                            two_person_verification=settings.two_person_verification)
+
+
+class CitedLinesQuery(PageQuery):
+    source_id_prefix: Annotated[str, Field(min_length=1, max_length=limits.ID_LIKE[1])]
+    drifted_only: bool = False
+
+
+class CitedLines(ResponseBody):
+    """The lines one current fact cites from one source, and whether they drifted."""
+
+    fact_key: str
+    source_id: str
+    locator: str
+    evidence: str
+    subject: str
+    predicate: str
+    object: str
+    drift_reason: str | None
+    drift_commit: str | None
+
+
+class CitedLinesPage(ResponseBody):
+    project_id: str
+    cited: list[CitedLines]
+    next_page_token: str | None
+
+
+class DriftMark(RequestBody):
+    fact_key: Annotated[str, Field(min_length=1, max_length=limits.ID_LIKE[1])]
+    source_id: Annotated[str, Field(min_length=1, max_length=limits.ID_LIKE[1])]
+    # lines_changed, lines_vanished, or null to clear the mark.
+    reason: Literal["lines_changed", "lines_vanished"] | None
+
+
+class DriftBody(RequestBody):
+    commit: Annotated[str, Field(min_length=1, max_length=limits.ID_LIKE[1])]
+    drift: Annotated[list[DriftMark], Field(min_length=1, max_length=1000)]
+
+
+class DriftRecorded(ResponseBody):
+    marked: int
+    cleared: int
+
+
+@router.get("/cited-lines")
+async def cited_lines(project: ProjectRef, query: Annotated[CitedLinesQuery, Query()],
+                      caller: Caller, services: Services) -> CitedLinesPage:
+    """What the project's facts cite from sources whose id starts with the prefix (a
+    repository's files: ``github.com/acme/shop/``), by source id and fact key; with
+    ``drifted_only`` the citations whose lines changed at a later commit."""
+    curator = await curating.curator_of(services, caller, project)
+    project_id = curator.project.project_id
+    reply = await services.knowledge.ListCitedLines(kpb.ListCitedLinesRequest(
+        scope_id=project_id, source_id_prefix=query.source_id_prefix,
+        drifted_only=query.drifted_only, page_size=query.page_size,
+        page_token=query.page_token))
+    return CitedLinesPage(
+        project_id=project_id, next_page_token=reply.next_page_token or None,
+        cited=[CitedLines(fact_key=c.fact_key, source_id=c.source_id, locator=c.locator,
+                          evidence=c.evidence, subject=c.subject, predicate=c.predicate,
+                          object=c.object, drift_reason=c.drift_reason or None,
+                          drift_commit=c.drift_commit or None) for c in reply.cited])
+
+
+@router.post("/drift")
+async def record_drift(project: ProjectRef, body: DriftBody, caller: Caller,
+                       services: Services) -> DriftRecorded:
+    """Marks cited lines that changed or vanished at ``commit`` (served stale with that
+    reason until cleared or corrected); a null reason clears a mark."""
+    curator = await curating.curator_of(services, caller, project)
+    reply = await services.knowledge.RecordCitationDrift(kpb.RecordCitationDriftRequest(
+        curator_principal_id=caller.principal_id, scope_id=curator.project.project_id,
+        commit=body.commit,
+        drift=[kpb.CitationDrift(fact_key=d.fact_key, source_id=d.source_id,
+                                 reason=d.reason or "") for d in body.drift]))
+    return DriftRecorded(marked=reply.marked, cleared=reply.cleared)

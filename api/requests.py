@@ -54,8 +54,10 @@ LARGE_BODY_RETRY_SECONDS = 1
 PROBE_PATHS = frozenset({"/livez", "/readyz"})
 CONSOLE_PREFIX = "/console/"
 
-# The status the SDK's check answers -> the header it refused.
-_REFUSED_HEADER = {421: "host", 403: "origin"}
+# The status the SDK's check answers -> the header it refused and the setting that admits
+# it (a hostname or a reverse proxy in front of a deployment).
+_REFUSED_HEADER = {421: ("host", "VERA_API__ALLOWED_HOSTS"),
+                   403: ("origin", "VERA_API__ALLOWED_ORIGINS")}
 
 
 # Raises VeraError unless the request's headers show a caller who may send a large body.
@@ -143,8 +145,10 @@ class RequestGuard:
     async def _admit(self, request: Request) -> None:
         refusal = await self._security.validate_request(request, is_post=False)
         if refusal is not None:
-            header = _REFUSED_HEADER[refusal.status_code]
-            raise _Refused(InvalidInput(header, reason="not_allowed"), refusal.status_code)
+            header, setting = _REFUSED_HEADER[refusal.status_code]
+            raise _Refused(InvalidInput(header, f"{header} not allowed; the setting {setting} "
+                                        "admits it", reason="not_allowed", setting=setting),
+                           refusal.status_code)
         headers = request.headers
         if _carries_body(headers) and not _acceptable_body(request.url.path,
                                                            headers.get("content-type")):

@@ -141,6 +141,11 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
                     tally.add(ranking, q.evidence, category, ms)
             await lexical.close()
             results[name] = {**tally.summary(), "by_category": tally.by_category()}
+        rows, report["fusion"] = await fusion_rows(
+            conversations, embedder, vectors,
+            lambda: DocumentIndex(None, memory, context_weight=CONTEXT_WEIGHT),
+            source, reranker)
+        results.update(rows)
         rows, report["rerank"] = await rerank_rows(
             conversations, embedder, vectors,
             lambda: DocumentIndex(None, memory, context_weight=CONTEXT_WEIGHT),
@@ -272,6 +277,88 @@ async def rerank_rows(conversations, embedder, vectors, lexical_factory, source,
             "weights_chosen": {"fold A (scores B)": chosen[0], "fold B (scores A)": chosen[1]},
             "objective_grid": grid}
     return rows, info
+
+
+# The fusion study: how the legs are put on one scale and weighted, and the bonuses a
+# fact earns (pipeline.Fusion), each variant run over every question; then
+# leave-one-conversation-out: each conversation is scored by the variant that did best on
+# the other conversations.
+FUSION_VARIANTS: dict[str, dict] = {
+    "fusion: as served (best scale, dense weight 0.5, entity bonus 0.3, time bonus 0.2)": {},
+    **{f"fusion: {scale}, dense weight {w}": {"scale": scale, "dense_weight": w,
+                                             "lexical_weight": round(1.0 - w, 3)}
+       for scale, w in (("minmax", 0.4), ("minmax", 0.5), ("zscore", 0.5))},
+    "fusion: entity bonus 0.2 (before)": {"entity_bonus": 0.2},
+    **{f"fusion: time bonus {b}": {"time_bonus": b} for b in (0.0, 0.1)},
+}
+FUSION_LOCO = "fusion chosen leave-one-conversation-out"
+
+
+def _loco_objective(summary: dict) -> float:
+    return summary["hit@5"] + summary["recall@10"]
+
+
+async def fusion_rows(conversations, embedder, vectors, lexical_factory, source,
+                      reranker, variants: dict[str, dict] | None = None
+                      ) -> tuple[dict[str, dict], dict]:
+    """Every fusion variant's quality, and each conversation scored by the variant chosen
+    without it."""
+    from bench.metrics import percentile
+    from vera.services.retrieval.domain import Filters
+    from vera.services.retrieval.pipeline.retriever import Fusion, Retriever
+
+    # variant -> conversation -> [(ranking, evidence, category)]
+    answers: dict[str, dict[str, list[tuple]]] = {}
+    latencies: dict[str, list[float]] = {}
+    fusions = {name: Fusion(**kwargs)
+               for name, kwargs in (variants or FUSION_VARIANTS).items()}
+    lexical = lexical_factory()
+    for name, fusion in fusions.items():
+        retriever = Retriever(embedder, vectors, lexical, source, candidate_pool=50,
+                              reranker=reranker, fusion=fusion,
+                              assembler_version="bench-ablation")
+        answers[name] = {}
+        for conv in tqdm(conversations, desc=name, file=sys.stderr):
+            answered = answers[name].setdefault(conv.sample_id, [])
+            for q in conv.questions:
+                started = time.perf_counter()
+                outcome = await retriever.search([conv.project], q.question, LIMIT, Filters())
+                latencies.setdefault(name, []).append((time.perf_counter() - started) * 1000)
+                ranking = [[c.locator for c in r.fact.citations] for r in outcome.results]
+                answered.append((ranking, q.evidence,
+                                 locomo.CATEGORY_NAMES.get(q.category, str(q.category))))
+    await lexical.close()
+
+    def tally(picks: dict[str, str]) -> Tally:
+        t = Tally()
+        for conv in conversations:
+            for ranking, evidence, category in answers[picks[conv.sample_id]][conv.sample_id]:
+                t.add(ranking, evidence, category)
+        return t
+
+    rows: dict[str, dict] = {}
+    for name in fusions:
+        t = tally({c.sample_id: name for c in conversations})
+        # In-process latency per variant, in the same run (the cost of what a variant adds).
+        rows[name] = {**t.summary(), "by_category": t.by_category(),
+                      "p50_ms": percentile(latencies[name], 50)}
+    chosen: dict[str, str] = {}
+    order = {name: i for i, name in enumerate(fusions)}
+    for held_out in conversations:
+        others = [c for c in conversations if c is not held_out] or [held_out]
+        scores = {}
+        for name in fusions:
+            t = Tally()
+            for conv in others:
+                for ranking, evidence, category in answers[name][conv.sample_id]:
+                    t.add(ranking, evidence, category)
+            scores[name] = _loco_objective(t.summary())
+        # Ties go to the variant listed first (the service's own fusion).
+        chosen[held_out.sample_id] = max(fusions, key=lambda n: (scores[n], -order[n]))
+    t = tally(chosen)
+    rows[FUSION_LOCO] = {**t.summary(), "by_category": t.by_category()}
+    return rows, {"chosen": chosen, "objective": "hit@5 + recall@10 on the other conversations"}
+
 
 
 def main_sync(conversations: list[locomo.Conversation]) -> dict:

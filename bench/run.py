@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the in-process ablation of the ranking stages")
     parser.add_argument("--max-questions", type=int, default=0,
                         help="score only the first N questions of each conversation (smoke)")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
 
     wall = time.perf_counter()
@@ -301,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
 
     report = {
         "bench": "locomo-dev retrieval",
+        # What reproduces this run (scripts/gen-bench-docs prints it on the page).
+        "command": " ".join(["scripts/bench", "locomo", *argv]),
         "date": now.isoformat(timespec="seconds"),
         "machine": machine,
         "settings": {"limit": LIMIT, "token_budget": TOKEN_BUDGET, "bm25": {"k1": 1.2,

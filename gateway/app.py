@@ -144,6 +144,12 @@ def build_server(guard: Guard) -> Server[Any]:
     )
 
 
+# The status the SDK's Host and Origin check answers -> the header and the setting that
+# admits it.
+REFUSED_HEADERS = {421: ("host", "VERA_MCP__ALLOWED_HOSTS"),
+                   403: ("origin", "VERA_MCP__ALLOWED_ORIGINS")}
+
+
 class _PostOnly:
     """Checks Host and Origin before anything reads a body, then lets a JSON POST through
     to the MCP transport; any other method gets 405, and a POST of anything but
@@ -162,6 +168,13 @@ class _PostOnly:
         scope.setdefault("state", {})[RECEIVED_AT_STATE_KEY] = asyncio.get_running_loop().time()
         request = Request(scope, receive)
         refusal = await self._security.validate_request(request, is_post=False)
+        if refusal is not None and refusal.status_code in REFUSED_HEADERS:
+            # The SDK's answer is a bare "Invalid Host header": name the setting that
+            # admits it (a hostname or a reverse proxy in front of a deployment).
+            header, setting = REFUSED_HEADERS[refusal.status_code]
+            refusal = JSONResponse(jsonrpc_error("invalid_input", None, field=header,
+                                                 reason="not_allowed", setting=setting),
+                                   status_code=refusal.status_code)
         if refusal is None and scope["method"] != "POST":
             refusal = Response(status_code=405, headers={"Allow": "POST"})
         if refusal is None and not _is_json(request.headers.get("content-type")):
@@ -330,7 +343,7 @@ def build_app(
             else BearerAuthenticator(settings)
         )
     specs = tools_for_profile(settings.mcp.tool_profile)
-    metrics = ToolMetrics(spec.name for spec in specs)
+    metrics = ToolMetrics((spec.name for spec in specs), (spec.bucket for spec in specs))
     clock_kwargs = {"clock": clock} if clock is not None else {}
     quota = QuotaPolicy(
         limits_from_settings(settings.mcp),

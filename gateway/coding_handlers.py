@@ -350,28 +350,31 @@ async def feedback(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
 # Proposal lifecycle --------------------------------------------------------------------------
 
 
-async def _proposal_target(ctx: CallContext, args: dict[str, Any]) -> str:
-    """The shared project whose curators review a proposal: the explicit ``project``, else
-    the one project ``repository_ref`` maps to, else none (it stays personal only). Never
-    every readable project: joining a workspace must not route one's proposals to it."""
+async def _proposal_target(ctx: CallContext, args: dict[str, Any]) -> tuple[str, str]:
+    """The shared project whose curators review a proposal (its id and slug): the explicit
+    ``project``, else the one project ``repository_ref`` maps to, else none (it stays
+    personal only). Never every readable project: joining a workspace must not route
+    one's proposals to it."""
     if args.get("project"):
         project = await call_context.resolve_project(ctx, args["project"])
-        return project.project_id if project.kind == identity_pb2.PROJECT_KIND_SHARED else ""
+        if project.kind != identity_pb2.PROJECT_KIND_SHARED:
+            return "", ""
+        return project.project_id, project.slug
     if not args.get("repository_ref"):
-        return ""
+        return "", ""
     resolved = await ctx.backends.identity.ResolveRepository(
         identity_pb2.ResolveRepositoryRequest(
             principal_id=ctx.caller.principal_id, repository=args["repository_ref"]
         )
     )
     if resolved.resolution != identity_pb2.REPOSITORY_RESOLUTION_SELECTED:
-        return ""
-    return resolved.candidates[0].project_id
+        return "", ""
+    return resolved.candidates[0].project_id, resolved.candidates[0].slug
 
 
 async def propose(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
     scopes = await call_context.scopes(ctx)
-    target_scope_id = await _proposal_target(ctx, args)
+    target_scope_id, target_slug = await _proposal_target(ctx, args)
     response = await ctx.backends.knowledge.ProposeFact(
         knowledge_pb2.ProposeFactRequest(
             principal_id=ctx.caller.principal_id,
@@ -393,6 +396,9 @@ async def propose(ctx: CallContext, args: dict[str, Any]) -> dict[str, Any]:
         "attempt_id": response.attempt_id,
         "reason": response.reason or None,
         "conflicting_fact_keys": list(response.conflicting_fact_keys),
+        # Whose curators see it in their review queue; null: no shared project's (it
+        # stays in the caller's personal scope).
+        "review_project": target_slug or None,
     }
 
 
@@ -582,7 +588,11 @@ def render_propose(data: dict[str, Any]) -> str:
             f"{', '.join(data['conflicting_fact_keys'])}."
         )
     if outcome in ("created", "deduplicated"):
-        return text + ". It is personal and awaits human verification."
+        if data.get("review_project"):
+            return text + (f". It awaits verification by the curators of project "
+                           f"{data['review_project']}.")
+        return text + (". It is personal: no shared project's curators review it (name "
+                       "the project, or the repository_ref a project maps).")
     return text + ". Nothing was created."
 
 

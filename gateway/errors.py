@@ -59,6 +59,8 @@ def _message(slug: str, data: dict[str, Any]) -> str:
     suggestions = [c for c in data.get("candidates") or [] if _named(c)]
     if suggestions:
         message += f"; did you mean: {', '.join(suggestions)}"
+    if _named(data.get("setting")) is not None:
+        message += f"; the setting {data['setting']} admits it"
     return message
 
 
@@ -107,9 +109,17 @@ def _split(value: str | None) -> list[str]:
     return [item for item in (value or "").split(",") if item]
 
 
+def _argument(field: str) -> str:
+    """The tool argument a service-side field name stands for: the task context travels
+    as flat arguments (``task_ref``, not ``context.task_ref``)."""
+    field = field.removeprefix("context.")
+    return _FIELD_ALIASES.get(field, field)
+
+
 def _invalid(err: VeraError) -> dict[str, Any]:
     field = getattr(err, "field", None) or err.metadata.get("field") or ""
-    data = {"field": _FIELD_ALIASES.get(field, field) or None, "reason": err.metadata.get("reason")}
+    data: dict[str, Any] = {"field": _argument(field) or None,
+                            "reason": err.metadata.get("reason")}
     if "candidates" in err.metadata:  # did-you-mean, e.g. an unknown proposal predicate
         data["candidates"] = _split(err.metadata["candidates"])
     if "candidates_json" in err.metadata:  # an ambiguous entity or source: structured

@@ -153,6 +153,7 @@ class Guard:
             raise invalid_input(exc.field, exc.reason) from None
         refusal = await self._quota.charge(caller.principal_id, spec.bucket)
         if refusal is not None:
+            self._metrics.observe_refusal(refusal.bucket)
             raise tool_error(
                 "quota_exceeded",
                 bucket=refusal.bucket,

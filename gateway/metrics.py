@@ -19,7 +19,7 @@ OUTCOMES = ("success", "error")
 
 
 class ToolMetrics:
-    def __init__(self, tool_names: Iterable[str]) -> None:
+    def __init__(self, tool_names: Iterable[str], buckets: Iterable[str] = ()) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         calls = Counter(
             "vera_mcp_tool_calls",
@@ -40,6 +40,13 @@ class ToolMetrics:
             ("tool",),
             registry=self.registry,
         )
+        refusals = Counter(
+            "vera_mcp_quota_refusals",
+            "Tool calls refused because the caller's quota bucket was exhausted, by bucket.",
+            ("bucket",),
+            registry=self.registry,
+        )
+        self._refusals = {bucket: refusals.labels(bucket) for bucket in sorted(set(buckets))}
         names = tuple(tool_names)
         # Every series exists from the start, so a scrape shows all tools at once; a call
         # then updates its pair without looking the labels up again.
@@ -57,6 +64,11 @@ class ToolMetrics:
         calls, duration = series
         calls.inc()
         duration.observe(seconds)
+
+    def observe_refusal(self, bucket: str) -> None:
+        counter = self._refusals.get(bucket)
+        if counter is not None:
+            counter.inc()
 
     def observe_answer(self, tool: str, data: object) -> None:
         """Counts ``data`` (a tool's structured answer) when it says it was degraded."""

@@ -306,6 +306,7 @@ PROPOSE = obj(
         "attempt_id": STR,
         "reason": OPT_STR,
         "conflicting_fact_keys": STR_LIST,
+        "review_project": OPT_STR,
     }
 )
 

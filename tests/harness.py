@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import re
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -347,3 +348,11 @@ def without_ids(data: dict[str, Any]) -> dict[str, Any]:
     """An error's ``data`` without its correlation id (a trace or request id, different on
     every call; tests/gateway/test_correlation.py checks it), for equality checks."""
     return {k: v for k, v in data.items() if k not in ("trace_id", "request_id")}
+
+
+def chart_metric_names() -> set[str]:
+    """Every vera_* series the chart's alert rules and dashboards name (its files, as
+    written), for the check that a running stack exports each of them."""
+    files = Path(__file__).resolve().parent.parent / "charts" / "vera" / "files"
+    text = "".join(p.read_text() for p in sorted(files.rglob("*")) if p.is_file())
+    return set(re.findall(r"\bvera_[a-z0-9_]+", text))

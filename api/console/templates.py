@@ -11,6 +11,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from vera.api.curating import principal_handle
+
 
 def _when(stamp: Timestamp) -> str:
     if not stamp.seconds and not stamp.nanos:
@@ -29,6 +31,22 @@ def _total(reply: Any) -> str:
     return f"at least {reply.total}" if reply.total_is_lower_bound else str(reply.total)
 
 
+# The change feed's kinds (services/knowledge/graph.CHANGE_KINDS) as a curator reads them.
+CHANGE_LABELS = {
+    "published": "Published",
+    "correction": "Correction recorded",
+    "corrected": "Corrected by a newer version",
+    "retracted": "Retracted",
+    "proposed": "Proposed by an agent",
+    "evidence_added": "Evidence added",
+    "source_updated": "Source updated",
+}
+
+
+def _change_label(kind: str) -> str:
+    return CHANGE_LABELS.get(kind, kind.replace("_", " ").capitalize())
+
+
 _environment = Environment(
     loader=PackageLoader("vera.api.console", "templates"),
     autoescape=select_autoescape(default=True),
@@ -38,7 +56,9 @@ _environment = Environment(
 )
 _environment.filters["when"] = _when
 _environment.filters["total"] = _total
+_environment.filters["handle"] = principal_handle
 _environment.filters["segment"] = _segment
+_environment.filters["change_label"] = _change_label
 
 
 def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:

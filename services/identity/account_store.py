@@ -4,12 +4,15 @@ workspaces, memberships and invitations. ``accounts.py`` decides who may call th
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 
 import asyncpg
 
+from vera.db import audit
 from vera.errors import InvalidInput
 from vera.services.identity.accounts import (
+    AUTH_FAILED,
     ApiKey,
     ApiKeyRecord,
     Invitation,
@@ -24,6 +27,21 @@ from vera.services.identity.store import insert_personal_project
 class PgAccountStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+        # Authentication failures since the last flush, per reason (flush_auth_failures).
+        self._failures: Counter[str] = Counter()
+
+    async def audit(self, actor: str, action: str, targets: Mapping[str, str]) -> None:
+        await audit.append(self._pool, actor, action, targets)
+
+    def count_auth_failure(self, reason: str) -> None:
+        self._failures[reason] += 1
+
+    async def flush_auth_failures(self, window_seconds: float) -> None:
+        """One record per reason for the failures counted since the last flush."""
+        counted, self._failures = self._failures, Counter()
+        for reason, count in sorted(counted.items()):
+            await audit.append(self._pool, "-", AUTH_FAILED, {
+                "reason": reason, "count": str(count), "window_seconds": str(window_seconds)})
 
     # Tests also call the workspace writes directly, to set up workspaces without the
     # consent flow.

@@ -29,7 +29,7 @@ import hmac
 import re
 import secrets
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -58,6 +58,15 @@ _API_KEY = re.compile(r"^vera_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 MAX_LABEL = 200
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
+
+
+# What the audit trail records of these rules (vera.db.audit), one spelling each.
+API_KEY_MINTED = "api_key.minted"
+API_KEY_REVOKED = "api_key.revoked"
+USER_CREATED = "user.created"
+MEMBER_SET = "workspace_member.set"
+MEMBER_REMOVED = "workspace_member.removed"
+AUTH_FAILED = "authentication.failed"
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,13 @@ class ApiKeyRecord:
 
 
 class AccountStore(Protocol):
+    async def audit(self, actor: str, action: str, targets: Mapping[str, str]) -> None: ...
+
+    def count_auth_failure(self, reason: str) -> None:
+        """Counted, not written: a flood of failures becomes one record per reason and
+        interval."""
+        ...
+
     """The persistence port for accounts; ``account_store.PgAccountStore`` implements it.
     Principals and projects are read through identity's own port (``domain.IdentityStore``)."""
 
@@ -277,6 +293,8 @@ class AccountService:
             email=_vouched_email(email, email_issuer))
         if created is None:
             raise Unauthorized()
+        await self._store.audit(actor_principal_id.strip() or str(pid), USER_CREATED,
+                                {"principal_id": str(pid), "admin": str(admin).lower()})
         return created
 
     # API keys ---------------------------------------------------------------------------
@@ -290,19 +308,26 @@ class AccountService:
         api_key = f"{API_KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
         key = await self._store.insert_api_key(
             principal.principal_id, key_id, _digest(api_key), label)
+        await self._store.audit(str(principal.principal_id), API_KEY_MINTED, {"key_id": key_id})
         return key, api_key
 
     async def authenticate_api_key(self, api_key: str) -> Principal:
         match = _API_KEY.match(api_key.strip())
         if match is None:
+            self._store.count_auth_failure("malformed")
             raise Unauthenticated()
         record = await self._store.get_api_key(match.group(1))
         presented = _digest(api_key.strip())
         if record is None:
             # Same work either way, so timing does not tell a known key id from an unknown one.
             hmac.compare_digest(presented, bytes(32))
+            self._store.count_auth_failure("unknown_key")
             raise Unauthenticated()
-        if not hmac.compare_digest(presented, record.secret_sha256) or record.key.revoked_at:
+        if not hmac.compare_digest(presented, record.secret_sha256):
+            self._store.count_auth_failure("wrong_secret")
+            raise Unauthenticated()
+        if record.key.revoked_at:
+            self._store.count_auth_failure("key_revoked")
             raise Unauthenticated()
         principal = await self._identity.get_principal(record.principal_id)
         if principal is None:
@@ -322,6 +347,9 @@ class AccountService:
         revoked = await self._store.revoke_api_key(principal.principal_id, key_id.strip())
         if revoked is None:
             raise NotFound()
+        if revoked:
+            await self._store.audit(
+                str(principal.principal_id), API_KEY_REVOKED, {"key_id": key_id.strip()})
         return revoked
 
     # Workspaces -------------------------------------------------------------------------
@@ -379,6 +407,9 @@ class AccountService:
                 workspace.workspace_id, member.principal_id, role.value, actor.principal_id)
         await self._store.add_workspace_member(
             workspace.workspace_id, member.principal_id, role.value)
+        await self._store.audit(str(actor.principal_id), MEMBER_SET, {
+            "workspace_id": str(workspace.workspace_id),
+            "principal_id": str(member.principal_id), "role": role.value})
         return WorkspaceMember(member.principal_id, role)
 
     async def list_invitations(self, actor_principal_id: str, size: int, token: str
@@ -409,12 +440,16 @@ class AccountService:
 
     async def remove_workspace_member(self, actor_principal_id: str, workspace_id: str,
                                       principal_id: str) -> bool:
-        _, workspace = await self._managed_workspace(
+        actor, workspace = await self._managed_workspace(
             actor_principal_id, workspace_id, manage=True)
         pid = parse_principal_id(principal_id)
         if pid == workspace.owner_principal_id:
             raise InvalidInput("principal_id", reason="workspace_owner")
-        return await self._store.remove_workspace_member(workspace.workspace_id, pid)
+        removed = await self._store.remove_workspace_member(workspace.workspace_id, pid)
+        if removed:
+            await self._store.audit(str(actor.principal_id), MEMBER_REMOVED, {
+                "workspace_id": str(workspace.workspace_id), "principal_id": str(pid)})
+        return removed
 
     async def list_workspace_members(self, actor_principal_id: str, workspace_id: str,
                                      size: int, token: str

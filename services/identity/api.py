@@ -5,6 +5,7 @@ from __future__ import annotations
 from vera.errors import InvalidInput, Unauthorized
 from vera.identity.v1 import identity_pb2 as pb
 from vera.identity.v1 import identity_pb2_grpc
+from vera.rpc.audit import AuditPages, list_audit_records
 from vera.rpc.timestamps import to_timestamp
 from vera.services.identity.accounts import (
     AccountService,
@@ -62,10 +63,15 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
         accounts: AccountService,
         *,
         local_dev: bool = False,
+        audit: AuditPages | None = None,
     ) -> None:
         self._service = service
         self._accounts = accounts
         self._local_dev = local_dev
+        self._audit = audit
+
+    async def ListAuditRecords(self, request, context):
+        return await list_audit_records(self._audit, request, pb)
 
     async def EnsureLocalPrincipal(self, request, context):
         # The local principal reads as an administrator: only a local-dev identity

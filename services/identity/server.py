@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from vera.config import Settings
+from vera.db.audit import AuditTrail
 from vera.db.pool import open_service_database
 from vera.identity.v1 import identity_pb2_grpc
+from vera.observability import audit_head
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 from vera.services.identity.account_store import PgAccountStore
 from vera.services.identity.accounts import AccountService
@@ -21,13 +23,15 @@ async def create(settings: Settings, address: str) -> HostedService:
     pool = await open_service_database(settings, SCHEMA, "vera.services.identity")
     try:
         store = PgIdentityStore(pool)
+        accounts = PgAccountStore(pool)
         service = IdentityService(store)
         running = create_server(
             [
                 ServiceBinding(
                     SERVICE_NAME,
-                    IdentityApi(service, AccountService(PgAccountStore(pool), store),
-                                local_dev=settings.auth_profile == "local-dev"),
+                    IdentityApi(service, AccountService(accounts, store),
+                                local_dev=settings.auth_profile == "local-dev",
+                                audit=AuditTrail(pool)),
                     identity_pb2_grpc.add_IdentityServiceServicer_to_server,
                 )
             ],
@@ -35,11 +39,16 @@ async def create(settings: Settings, address: str) -> HostedService:
             settings,
         )
         running.metrics.pool(SCHEMA, pool)
+        interval = settings.observability.audit_head_seconds
+        stop_audit = audit_head.start_exporting(
+            pool, running.metrics, interval,
+            before=lambda: accounts.flush_auth_failures(interval))
     except BaseException:
         await pool.close()
         raise
 
     async def aclose() -> None:
+        await stop_audit()
         await pool.close()
 
     return HostedService(running, aclose)

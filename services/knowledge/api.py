@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 
 from vera.db.notify import ChannelWatch
+from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.knowledge.v1 import knowledge_service_pb2_grpc
+from vera.rpc.audit import AuditPages, list_audit_records
 
+from .bulk_proposal_store import BulkProposalStore
 from .community_store import CommunityStore
 from .correction_store import CorrectionStore
 from .curation_api import CurationRpcs
@@ -41,11 +44,14 @@ class KnowledgeServicer(
         changes: ChannelWatch,
         stale_source_days: int,
         refresh_seconds: float = 0.0,
+        audit: AuditPages | None = None,
     ) -> None:
+        self._audit = audit
         # The stores share the fact reads' pool, one per responsibility.
         self._store = store
         self._ingest = IngestStore(store)
         self._proposals = ProposalStore(store)
+        self._bulk_proposals = BulkProposalStore(store)
         self._feedback = FeedbackStore(store)
         self._graph = GraphStore(store, max_counted_rows=max_counted_rows)
         self._corrections = CorrectionStore(store)
@@ -59,3 +65,6 @@ class KnowledgeServicer(
         self._stale_days = stale_source_days
         self._refresh_seconds = refresh_seconds
         self._refresher: asyncio.Task[None] | None = None
+
+    async def ListAuditRecords(self, request, context):
+        return await list_audit_records(self._audit, request, pb)

@@ -13,6 +13,7 @@ from datetime import datetime
 import asyncpg
 
 from vera import page_tokens
+from vera.db import audit
 from vera.errors import InvalidInput
 
 from . import curation, domain
@@ -31,6 +32,7 @@ from .curation import (
     VerifyResult,
 )
 from .domain import ChangeKind, FactState, FactView, ProposalLocation, TaskContext
+from .ingest import Counts, SourceIn
 from .outbox import (
     Outbox,
     change_position,
@@ -39,6 +41,7 @@ from .outbox import (
     insert_evidence,
     insert_version,
     lock_keys,
+    upsert_sources,
 )
 from .store import KnowledgeStore, bounded_count
 
@@ -208,6 +211,7 @@ class CurationStore:
         """The current version of a proposal addressed to the project, still PROPOSED."""
         row = await conn.fetchrow(
             """SELECT f.version_id, f.scope_id, f.state, f.subject, f.predicate, f.object,
+                      f.created_by,
                       EXISTS (SELECT 1 FROM proposal_targets t
                               WHERE t.fact_key = f.fact_key AND t.scope_id = $2) AS addressed
                FROM facts f WHERE f.fact_key = $1 AND f.superseded_at IS NULL
@@ -221,6 +225,24 @@ class CurationStore:
             raise InvalidInput("fact_key", "already decided", reason="not_pending")
         return row
 
+    # --- settings ----------------------------------------------------------------------------
+
+    async def settings(self, scope_id: uuid.UUID) -> curation.CurationSettings:
+        async with self._pool.acquire() as conn:
+            return await _settings(conn, scope_id)
+
+    async def set_settings(self, principal_id: uuid.UUID, scope_id: uuid.UUID,
+                           settings: curation.CurationSettings) -> curation.CurationSettings:
+        async with self._pool.acquire() as conn:
+            await conn.execute(
+                """INSERT INTO curation_settings (scope_id, two_person_verification, changed_by)
+                   VALUES ($1, $2, $3)
+                   ON CONFLICT (scope_id) DO UPDATE SET
+                       two_person_verification = EXCLUDED.two_person_verification,
+                       changed_by = EXCLUDED.changed_by, changed_at = now()""",
+                scope_id, settings.two_person_verification, principal_id)
+            return await _settings(conn, scope_id)
+
     # --- verify / reject --------------------------------------------------------------------
 
     async def verify(self, req: VerifyIn) -> VerifyResult:
@@ -228,6 +250,8 @@ class CurationStore:
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_keys(conn, [req.fact_key])
             row = await self._pending(conn, req.scope_id, req.fact_key)
+            curation.check_verifier(await _settings(conn, req.scope_id), row["created_by"],
+                                    req.curator_id)
             target_key = domain.fact_key(
                 req.scope_id, row["subject"], row["predicate"], row["object"]
             )
@@ -243,8 +267,8 @@ class CurationStore:
             else:
                 if current is not None:
                     await close_version(conn, current["version_id"])
-                # A proposal carries no valid times or code anchors: only its statement
-                # travels into the shared project.
+                # An agent's proposal carries no valid times or code anchors, a bulk
+                # proposal (a harvest) its file's: whatever it has travels with it.
                 target_version = await insert_version(
                     conn,
                     copy_of=row["version_id"],
@@ -255,26 +279,33 @@ class CurationStore:
                     authority=req.authority,
                     created_by=req.curator_id,
                 )
+            # The proposer's evidence, now reviewed by the curator, travels with the
+            # assertion; a bulk proposal's (a harvest's) locator and source with it.
+            reviewed = await conn.fetch(
+                """SELECT e.text, e.locator, s.source_id, s.source_type, s.title, s.uri,
+                          s.observed_at
+                   FROM assertions a
+                   JOIN evidence e ON e.assertion_id = a.assertion_id
+                   LEFT JOIN sources s ON s.source_pk = a.source_pk
+                   WHERE a.fact_key = $1 AND a.status = 'pending'
+                   ORDER BY e.recorded_at, e.evidence_id""",
+                req.fact_key,
+            )
+            source_pk = await self._carry_source(conn, req, reviewed, outbox)
             assertion_id = await insert_assertion(
                 conn,
                 fact_key=target_key,
                 scope_id=req.scope_id,
-                source_pk=None,
+                source_pk=source_pk,
                 trust_tier=req.trust_tier,
                 authority=req.authority,
                 status="verified",
                 asserted_by=req.curator_id,
             )
-            # The agent's evidence, now reviewed by the curator, travels with the assertion.
-            reviewed = await conn.fetch(
-                """SELECT e.text FROM assertions a
-                   JOIN evidence e ON e.assertion_id = a.assertion_id
-                   WHERE a.fact_key = $1 AND a.status = 'pending'
-                   ORDER BY e.recorded_at, e.evidence_id""",
-                req.fact_key,
-            )
             locator = curation.review_locator(req.fact_key)
-            await insert_evidence(conn, assertion_id, [(r["text"], locator) for r in reviewed])
+            await insert_evidence(
+                conn, assertion_id, [(r["text"], r["locator"] or locator) for r in reviewed]
+            )
             closed = await _close_into(
                 conn, row["version_id"], FactState.SUPERSEDED, superseded_by=target_key
             )
@@ -287,6 +318,20 @@ class CurationStore:
             await outbox.flush(conn)
             position = await change_position(conn)
         return VerifyResult(fact, proposal, already_active, position)
+
+    async def _carry_source(
+        self, conn: asyncpg.Connection, req: VerifyIn, reviewed: list, outbox: Outbox
+    ) -> uuid.UUID | None:
+        """The project's copy of the source a bulk proposal cited (recorded, or refreshed,
+        as ingest records one); None for an agent's proposal, which cites none."""
+        cited = next((r for r in reviewed if r["source_id"] is not None), None)
+        if cited is None:
+            return None
+        source = SourceIn(cited["source_id"], cited["source_type"], cited["title"],
+                          cited["uri"], cited["observed_at"])
+        source_pks: dict[str, uuid.UUID] = {}
+        await upsert_sources(conn, req.scope_id, (source,), source_pks, Counts(), outbox)
+        return source_pks.get(source.source_id)
 
     async def reject(self, req: RejectIn) -> RejectResult:
         outbox = Outbox(actor_id=req.curator_id)
@@ -332,6 +377,11 @@ class CurationStore:
             scope_id,
             target_key,
         )
+        await audit.append(
+            conn, str(curator_id),
+            curation.AUDIT_PROPOSAL_VERIFIED if decision == "verified"
+            else curation.AUDIT_PROPOSAL_REJECTED,
+            {"fact_key": fact_key, "scope_id": str(scope_id)})
 
     # --- source retraction ----------------------------------------------------------------
 
@@ -456,3 +506,11 @@ class CurationStore:
                 retracted.append(r["fact_key"])
                 outbox.add(ChangeKind.FACT_UPSERTED, r["scope_id"], version_id=new_id)
         return tuple(retracted), tuple(supported)
+
+
+async def _settings(conn: asyncpg.Connection, scope_id: uuid.UUID) -> curation.CurationSettings:
+    row = await conn.fetchrow(
+        "SELECT two_person_verification FROM curation_settings WHERE scope_id = $1", scope_id)
+    if row is None:
+        return curation.CurationSettings()
+    return curation.CurationSettings(two_person_verification=row["two_person_verification"])

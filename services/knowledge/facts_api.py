@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from vera import page_tokens
+from vera import page_tokens, secret_screen
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 
 from . import convert, domain, feedback, ingest, proposals
+from .bulk_proposal_store import BulkProposalStore
 from .feedback_store import FeedbackStore
 from .ingest_store import IngestStore
 from .policy import policy_for
@@ -38,6 +39,7 @@ class FactRpcs:
 
     _store: KnowledgeStore
     _ingest: IngestStore
+    _bulk_proposals: BulkProposalStore
     _proposals: ProposalStore
     _feedback: FeedbackStore
     _changes: ChannelWatch
@@ -154,6 +156,42 @@ class FactRpcs:
             reason=result.decision.reason,
             conflicting_fact_keys=list(result.decision.conflicting_fact_keys),
         )
+
+    async def ProposeFacts(
+        self, request: pb.ProposeFactsRequest, context
+    ) -> pb.ProposeFactsResponse:
+        principal = domain.parse_uuid("principal_id", request.principal_id)
+        personal = domain.parse_uuid("personal_scope_id", request.personal_scope_id)
+        target = domain.parse_uuid("target_scope_id", request.target_scope_id)
+        assert principal is not None and personal is not None and target is not None
+        if not request.facts or len(request.sources) + len(request.facts) > domain.MAX_BATCH:
+            raise InvalidInput("facts", f"1..{domain.MAX_BATCH} records", reason="out_of_range")
+        sources = tuple(
+            ingest.validate_source(i, ingest.SourceIn(
+                source_id=s.source_id, source_type=s.source_type, title=s.title, uri=s.uri,
+                observed_at=from_timestamp(s, "observed_at", f"sources[{i}].observed_at")))
+            for i, s in enumerate(request.sources)
+        )  # fmt: skip
+        policy = policy_for(self._store.ontology)
+        facts: list[ingest.FactIn | None] = []
+        unknown: set[str] = set()
+        for i, message in enumerate(request.facts):
+            fact = convert.fact_input(i, personal, message, f"facts[{i}]")
+            if not policy.is_allowed(fact.predicate):
+                # Named and left out, never stated under another predicate.
+                unknown.add(fact.predicate)
+                facts.append(None)
+                continue
+            await asyncio.to_thread(secret_screen.screen, (
+                (f"facts[{i}].subject", fact.subject), (f"facts[{i}].object", fact.object),
+                (f"facts[{i}].evidence", fact.evidence)))  # fmt: skip
+            facts.append(fact)
+        result = await self._bulk_proposals.propose(principal, personal, target, sources, facts)
+        return pb.ProposeFactsResponse(
+            fact_keys=result.fact_keys, created=result.created,
+            deduplicated=result.deduplicated, unknown_predicates=sorted(unknown),
+            change_position=result.change_position,
+        )  # fmt: skip
 
     async def RetractProposal(
         self, request: pb.RetractProposalRequest, context

@@ -24,12 +24,9 @@ from .outbox import (
     insert_evidence,
     insert_version,
     lock_keys,
+    upsert_sources,
 )
 from .store import KnowledgeStore
-
-# A source line that leaves a field empty keeps its stored value, so a refresh line needs
-# only the id and the new observed_at (docs/knowledge-model.md, "Refreshing a source").
-_KEPT = "coalesce(nullif(EXCLUDED.{column}, ''), sources.{column})"
 
 
 class IngestStore:
@@ -48,7 +45,8 @@ class IngestStore:
                 known = await _known_sources(conn, batch)
                 ingest.check_batch(batch, set(known))
                 source_pks = dict(known)
-                await self._ingest_sources(conn, batch, source_pks, result.sources, outbox)
+                await upsert_sources(conn, batch.scope_id, batch.sources, source_pks,
+                                     result.sources, outbox)
                 await self._ingest_entities(conn, batch, result.entities)
                 await self._ingest_facts(conn, batch, source_pks, result.facts, outbox)
                 await outbox.flush(conn)
@@ -76,69 +74,6 @@ class IngestStore:
             if key not in own and key not in current:
                 raise InvalidInput(f"corrected_fact_keys[{i}]", "no such fact in scope",
                                    reason="not_found")
-
-    async def _ingest_sources(
-        self,
-        conn: asyncpg.Connection,
-        batch: IngestBatch,
-        source_pks: dict[str, uuid.UUID],
-        counts: Counts,
-        outbox: Outbox,
-    ) -> None:
-        seen: set[str] = set()
-        for s in batch.sources:
-            if s.source_id in seen:
-                counts.deduplicated += 1
-                continue
-            seen.add(s.source_id)
-            row = await conn.fetchrow(
-                f"""INSERT INTO sources
-                       (source_pk, scope_id, source_id, source_type, title, uri, observed_at)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7)
-                   ON CONFLICT (scope_id, source_id) DO UPDATE SET
-                       source_type = {_KEPT.format(column="source_type")},
-                       title = {_KEPT.format(column="title")},
-                       uri = {_KEPT.format(column="uri")},
-                       observed_at = coalesce(EXCLUDED.observed_at, sources.observed_at),
-                       updated_at = now()
-                   WHERE (sources.source_type, sources.title, sources.uri, sources.observed_at)
-                       IS DISTINCT FROM ({_KEPT.format(column="source_type")},
-                           {_KEPT.format(column="title")}, {_KEPT.format(column="uri")},
-                           coalesce(EXCLUDED.observed_at, sources.observed_at))
-                   RETURNING source_pk, (xmax = 0) AS inserted""",
-                uuid.uuid4(),
-                batch.scope_id,
-                s.source_id,
-                s.source_type,
-                s.title,
-                s.uri,
-                s.observed_at,
-            )
-            if row is None:  # identical to what is stored: nothing written
-                source_pks[s.source_id] = await conn.fetchval(
-                    "SELECT source_pk FROM sources WHERE scope_id = $1 AND source_id = $2",
-                    batch.scope_id,
-                    s.source_id,
-                )
-                counts.deduplicated += 1
-                continue
-            source_pks[s.source_id] = row["source_pk"]
-            # Every observed change of a source is a new artifact version.
-            await conn.execute(
-                """INSERT INTO source_versions
-                       (source_pk, version, source_type, title, uri, observed_at)
-                   SELECT s.source_pk,
-                          coalesce((SELECT max(version) FROM source_versions v
-                                    WHERE v.source_pk = s.source_pk), 0) + 1,
-                          s.source_type, s.title, s.uri, s.observed_at
-                   FROM sources s WHERE s.source_pk = $1""",
-                row["source_pk"],
-            )
-            if row["inserted"]:
-                counts.created += 1
-            else:
-                counts.deduplicated += 1
-            outbox.add(ChangeKind.SOURCE_UPSERTED, batch.scope_id, ref=s.source_id)
 
     async def _ingest_entities(
         self, conn: asyncpg.Connection, batch: IngestBatch, counts: Counts

@@ -17,7 +17,7 @@ import asyncpg
 
 from . import curation
 from .domain import ChangeKind, FactState
-from .ingest import FactIn
+from .ingest import Counts, FactIn, SourceIn
 from .proposals import Proposal
 
 # Any constant works; it only has to be the same for every writer of this schema.
@@ -191,3 +191,74 @@ async def record_proposal_targets(
             " ON CONFLICT DO NOTHING",
             [(version_id, proposal.fact_key, t) for t in targets],
         )
+
+
+# A source line that leaves a field empty keeps its stored value, so a refresh line needs
+# only the id and the new observed_at (docs/knowledge-model.md, "Refreshing a source").
+_KEPT = "coalesce(nullif(EXCLUDED.{column}, ''), sources.{column})"
+
+
+async def upsert_sources(
+    conn: asyncpg.Connection,
+    scope_id: uuid.UUID,
+    sources: Sequence[SourceIn],
+    source_pks: dict[str, uuid.UUID],
+    counts: Counts,
+    outbox: Outbox,
+) -> None:
+    """Records each source in the scope (a field left empty keeps its stored value), a new
+    artifact version for each observed change; ``source_pks`` gains each one's key."""
+    seen: set[str] = set()
+    for s in sources:
+        if s.source_id in seen:
+            counts.deduplicated += 1
+            continue
+        seen.add(s.source_id)
+        row = await conn.fetchrow(
+            f"""INSERT INTO sources
+                   (source_pk, scope_id, source_id, source_type, title, uri, observed_at)
+               VALUES ($1, $2, $3, $4, $5, $6, $7)
+               ON CONFLICT (scope_id, source_id) DO UPDATE SET
+                   source_type = {_KEPT.format(column="source_type")},
+                   title = {_KEPT.format(column="title")},
+                   uri = {_KEPT.format(column="uri")},
+                   observed_at = coalesce(EXCLUDED.observed_at, sources.observed_at),
+                   updated_at = now()
+               WHERE (sources.source_type, sources.title, sources.uri, sources.observed_at)
+                   IS DISTINCT FROM ({_KEPT.format(column="source_type")},
+                       {_KEPT.format(column="title")}, {_KEPT.format(column="uri")},
+                       coalesce(EXCLUDED.observed_at, sources.observed_at))
+               RETURNING source_pk, (xmax = 0) AS inserted""",
+            uuid.uuid4(),
+            scope_id,
+            s.source_id,
+            s.source_type,
+            s.title,
+            s.uri,
+            s.observed_at,
+        )
+        if row is None:  # identical to what is stored: nothing written
+            source_pks[s.source_id] = await conn.fetchval(
+                "SELECT source_pk FROM sources WHERE scope_id = $1 AND source_id = $2",
+                scope_id,
+                s.source_id,
+            )
+            counts.deduplicated += 1
+            continue
+        source_pks[s.source_id] = row["source_pk"]
+        # Every observed change of a source is a new artifact version.
+        await conn.execute(
+            """INSERT INTO source_versions
+                   (source_pk, version, source_type, title, uri, observed_at)
+               SELECT s.source_pk,
+                      coalesce((SELECT max(version) FROM source_versions v
+                                WHERE v.source_pk = s.source_pk), 0) + 1,
+                      s.source_type, s.title, s.uri, s.observed_at
+               FROM sources s WHERE s.source_pk = $1""",
+            row["source_pk"],
+        )
+        if row["inserted"]:
+            counts.created += 1
+        else:
+            counts.deduplicated += 1
+        outbox.add(ChangeKind.SOURCE_UPSERTED, scope_id, ref=s.source_id)

@@ -8,9 +8,11 @@ import logging
 from datetime import UTC, datetime
 
 from vera.config import Settings
+from vera.db.audit import AuditTrail
 from vera.db.notify import ChannelWatch
 from vera.db.pool import open_service_database, service_dsn
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
+from vera.observability import audit_head
 from vera.observability.service_metrics import ServiceMetrics
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 
@@ -46,12 +48,15 @@ async def create(settings: Settings, address: str) -> HostedService:
             changes=changes,
             stale_source_days=stale_days,
             refresh_seconds=settings.knowledge.community_refresh_seconds,
+            audit=AuditTrail(pool),
         )
         register = knowledge_pb2_grpc.add_KnowledgeServiceServicer_to_server
         running = create_server(
             [ServiceBinding(SERVICE_NAME, servicer, register)], address, settings
         )
         running.metrics.pool(SCHEMA, pool)
+        stop_audit = audit_head.start_exporting(
+            pool, running.metrics, settings.observability.audit_head_seconds)
         queue_poll = None
         if settings.observability.service_metrics_port is not None:
             queue_poll = asyncio.create_task(
@@ -63,6 +68,7 @@ async def create(settings: Settings, address: str) -> HostedService:
         raise
 
     async def aclose() -> None:
+        await stop_audit()
         if queue_poll is not None:
             queue_poll.cancel()
             with contextlib.suppress(asyncio.CancelledError):

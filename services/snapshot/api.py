@@ -7,6 +7,7 @@ from typing import Any
 
 from vera import secret_screen
 from vera.errors import InvalidInput, Unavailable
+from vera.rpc.audit import AuditPages, list_audit_records
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 from vera.services.snapshot.domain import ContextPack, PrincipalErasure, SnapshotService
 from vera.services.snapshot.idempotency import IdempotencyKeys, KeyState
@@ -73,11 +74,16 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
         catalog: SnapshotCatalog,
         idempotency: IdempotencyKeys,
         erasure: PrincipalErasure | None = None,
+        audit: AuditPages | None = None,
     ) -> None:
         self._service = service
         self._catalog = catalog
         self._idempotency = idempotency
         self._erasure = erasure
+        self._audit = audit
+
+    async def ListAuditRecords(self, request, context):
+        return await list_audit_records(self._audit, request, pb)
 
     async def CreateContextPack(self, request, context):
         canonical_request = json_object(request.canonical_request_json, "canonical_request_json")

@@ -12,8 +12,12 @@ import uuid
 
 import asyncpg
 
+from vera.db import audit
 from vera.errors import InvalidInput
 from vera.services.snapshot.store import release_pack_bytes
+
+# An erasure of a principal's packs and snapshots, in the audit trail (vera.db.audit).
+AUDIT_PACKS_ERASED = "principal_packs.erased"
 
 
 def _principal(value: str) -> uuid.UUID:
@@ -53,4 +57,6 @@ class PgPrincipalErasure:
                 ("idempotency_keys", "DELETE FROM idempotency_keys WHERE principal_id = $1"),
             ):
                 counts[name] = int((await conn.execute(sql, principal)).split()[-1])
+            # The administrator who asked is named in knowledge's record of the same erasure.
+            await audit.append(conn, "-", AUDIT_PACKS_ERASED, {"principal_id": str(principal)})
         return counts

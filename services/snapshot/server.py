@@ -8,7 +8,9 @@ import logging
 from datetime import timedelta
 
 from vera.config import Settings
+from vera.db.audit import AuditTrail
 from vera.db.pool import open_service_database
+from vera.observability import audit_head
 from vera.rpc.client import open_channel
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 from vera.services.snapshot.api import SnapshotApi
@@ -73,7 +75,8 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
             [
                 ServiceBinding(
                     SERVICE_NAME,
-                    SnapshotApi(service, catalog, keys, PgPrincipalErasure(pool)),
+                    SnapshotApi(service, catalog, keys, PgPrincipalErasure(pool),
+                                audit=AuditTrail(pool)),
                     snapshot_pb2_grpc.add_SnapshotServiceServicer_to_server,
                 )
             ],
@@ -81,6 +84,8 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
             settings,
         )
         running.metrics.pool(SCHEMA, pool)
+        stop_audit = audit_head.start_exporting(
+            pool, running.metrics, settings.observability.audit_head_seconds)
     except BaseException:
         await knowledge.close()
         await pool.close()
@@ -95,6 +100,7 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
     )
 
     async def aclose() -> None:
+        await stop_audit()
         if sweeper is not None:
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

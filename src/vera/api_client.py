@@ -137,6 +137,13 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def in_clear(url: str) -> bool:
+    """Whether a credential sent to ``url`` would cross a network unencrypted: plain
+    ``http://`` to a host other than this machine's loopback."""
+    parts = urlsplit(url)
+    return parts.scheme != "https" and not _loopback(parts.hostname or "")
+
+
 def _running_stack(settings: Settings, data_dir: Path | None) -> dict | None:
     """stack.json of the stack running on the data dir, if one runs there."""
     from vera.stack.run_files import read_stack_file
@@ -190,8 +197,7 @@ class ApiClient:
         if not self.api_key:
             return {}
         url = urlsplit(self.base_url)
-        if url.scheme != "https" and not _loopback(url.hostname or "") \
-                and not self.allow_plain_http:
+        if in_clear(self.base_url) and not self.allow_plain_http:
             raise ClientStop(
                 f"refusing to send an API key over plain {url.scheme}:// to {url.hostname}: "
                 "use https, or --allow-plain-http if this network is trusted", EXIT_REFUSED)

@@ -31,6 +31,7 @@ COMMANDS = {
     "disconnect": "vera.integrations.commands",
     "doctor": "vera.integrations.commands",
     "admin": "vera.commands.admin",
+    "audit": "vera.commands.audit",
     "backup": "vera.commands.backup",
     "restore": "vera.commands.backup",
 }

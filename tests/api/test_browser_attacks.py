@@ -76,6 +76,7 @@ async def test_reads_are_refused_on_a_rebound_name_too(rest) -> None:
             path, headers={**rest.credentials, "host": "attacker.example:8081"})
         assert response.status_code == 421
         assert response.json()["error"]["field"] == "host"
+        assert response.json()["error"]["setting"] == "VERA_API__ALLOWED_HOSTS"
     assert rest.authenticator.calls == 0
 
 

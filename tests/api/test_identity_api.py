@@ -415,3 +415,55 @@ async def test_a_display_name_with_a_hidden_character_is_refused(api, identity_a
         assert await conn.fetchval("SELECT count(*) FROM identity.principals") == before
     finally:
         await conn.close()
+
+
+async def every_page(api, path: str, key: str, items: str, id_field: str) -> list[str]:
+    """``path`` read a page of one at a time to its end: the ids of every item, in order."""
+    ids: list[str] = []
+    token = None
+    for _ in range(20):
+        params = {"page_size": 1, **({"page_token": token} if token else {})}
+        page = await api.get(path, headers=bearer(key), params=params)
+        assert page.status_code == 200, page.text
+        assert len(page.json()[items]) <= 1
+        ids += [item[id_field] for item in page.json()[items]]
+        token = page.json()["next_page_token"]
+        if token is None:
+            return ids
+    raise AssertionError(f"{path} never reached its last page")
+
+
+async def test_every_identity_list_pages_to_its_end_without_repeats(api) -> None:
+    """The three identity lists (the curation lists are paged in test_curation_api.py):
+    a page of one at a time reaches every item once."""
+    owner, invitee, *people = [await register(api, n) for n in ("o", "i", "a", "b", "c")]
+    for label in ("ci", "laptop"):
+        assert (await api.post("/identity/api-keys", headers=bearer(owner["api_key"]),
+                               json={"label": label})).status_code == 201
+    keys = await every_page(api, "/identity/api-keys", owner["api_key"], "keys", "key_id")
+    assert len(keys) == len(set(keys)) == 3
+
+    wid = (await api.post("/identity/workspaces", headers=bearer(owner["api_key"]),
+                          json={"slug": "paged"})).json()["workspace_id"]
+    for person in people:
+        invited = await api.put(f"/identity/workspaces/{wid}/members/{person['principal_id']}",
+                                headers=bearer(owner["api_key"]), json={})
+        accepted = await api.post(
+            f"/identity/invitations/{invited.json()['invitation_id']}/accept",
+            headers=bearer(person["api_key"]), json={})
+        assert accepted.status_code == 200, accepted.text
+    members = await every_page(api, f"/identity/workspaces/{wid}/members", owner["api_key"],
+                               "members", "principal_id")
+    assert sorted(members) == sorted(p["principal_id"] for p in [owner, *people])
+
+    invitations = []
+    for number, inviter in enumerate(people):
+        other = (await api.post("/identity/workspaces", headers=bearer(inviter["api_key"]),
+                                json={"slug": f"inviting-{number}"})).json()["workspace_id"]
+        invited = await api.put(f"/identity/workspaces/{other}/members/"
+                                f"{invitee['principal_id']}", headers=bearer(inviter["api_key"]),
+                                json={})
+        invitations.append(invited.json()["invitation_id"])
+    listed = await every_page(api, "/identity/invitations", invitee["api_key"], "invitations",
+                              "invitation_id")
+    assert sorted(listed) == sorted(invitations)

@@ -132,11 +132,11 @@ async def test_curator_works_the_queue_in_a_browser(
     proposal.find_element(By.XPATH, ".//button[normalize-space()='Verify']").click()
     wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "[data-outcome=verified]")))
 
-    # Reject from the keyboard: j to the first remaining proposal, r to its Reason.
+    # Reject from the keyboard: with nothing selected, r acts on the first proposal
+    # (issue 41), moving to its Reason.
     assert driver.find_elements(By.CSS_SELECTOR, "article.proposal")[0].get_attribute(
         "data-fact-key") == rejected_key
     body = driver.find_element(By.TAG_NAME, "body")
-    body.send_keys("j")
     body.send_keys("r")
     reason = driver.switch_to.active_element
     assert reason.get_attribute("name") == "reason"

@@ -31,6 +31,7 @@ import httpx
 import pytest
 from container_processes import baked_models, embedded_postgres
 from deploy_manifests import NAMESPACE, ROOT, of_kind, rendered, service_logins, value_set
+from prometheus_client.parser import text_string_to_metric_families
 from rendered_cluster import RenderedCluster
 from service_roles import assert_each_role_reads_only_its_schema, assert_each_schema_is_its_roles
 from team_loop import (
@@ -252,9 +253,34 @@ async def test_the_team_loop_through_the_rendered_gateway_and_api(ha: RenderedCl
     notes_command = _notes_admin_command()
     created = ha.exec(notes_command["deployment"], notes_command["argv"])
     assert created.returncode == 0, created.stderr
-    # The Service forwards each connection to either retrieval replica: both must serve
-    # the verified version (the follower from the writer's stored vectors).
+    # The gateway and the API balance each call over the retrieval replicas (the headless
+    # Service, round_robin): each replica serves calls, so both serve the verified version
+    # (the follower from the writer's stored vectors).
+    before = await retrieval_calls(ha)
     LOOP.append(await team_loop(front(ha), field(created.stdout, "api_key"), connections=4))
+    after = await retrieval_calls(ha)
+    assert len(after) == 2 and all(after[pod] > before[pod] for pod in after), (before, after)
+
+
+async def retrieval_calls(cluster: RenderedCluster) -> dict[str, float]:
+    """Calls each retrieval pod answered OK, from its own metrics listener (its address as
+    Prometheus scrapes it)."""
+    counts = {}
+    async with httpx.AsyncClient(timeout=10) as http:
+        for pod in cluster.deployment_pods():
+            if pod.workload["metadata"]["name"] != "vera-retrieval":
+                continue
+            port = next(p["containerPort"] for p in pod.container["ports"]
+                        if p["name"] == "metrics")
+            scraped = await http.get(f"http://{pod.address}:{port}/metrics")
+            assert scraped.status_code == 200
+            counts[pod.name] = sum(
+                sample.value for family in text_string_to_metric_families(scraped.text)
+                for sample in family.samples
+                if sample.name == "vera_grpc_server_handled_total"
+                and sample.labels["grpc_service"].startswith("vera.retrieval.")
+                and sample.labels["grpc_code"] == "OK")
+    return counts
 
 
 def test_helm_test_finds_what_these_machines_do_not_enforce(ha: RenderedCluster) -> None:

@@ -1,6 +1,9 @@
 """The real runtimes against the real gateway: after `vera connect`, Claude Code's own
-handshake (``server/discover`` on protocol 2026-07-28 first, then ``initialize``) and
-OpenCode's reach VERA, and `vera doctor` lists VERA's tools."""
+handshake (`claude mcp get vera`) reports the local stack Connected and `vera doctor` sees
+VERA's tools through it; Codex, connected to an authenticated stack with an API key
+exchanged for a token, sees them too, and neither secret is printed. The handshake's
+message order is the SDK's, not checked here; OpenCode's sessions are
+tests/e2e/test_team_connect.py's."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import json
 
 import httpx
 import pytest
+from harness import chart_metric_names
 from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -80,3 +81,13 @@ async def test_each_service_counts_its_calls_and_reports_its_state(stack, tmp_pa
         and s.labels["grpc_service"] == "vera.knowledge.v1.KnowledgeService"
         for s in knowledge
     )
+
+
+def test_every_metric_the_chart_alerts_and_dashboards_name_is_exported(stack):
+    """The rules and dashboards (charts/vera/files) read only series a stack serves."""
+    urls = [f"http://127.0.0.1:{stack.env['VERA_OBSERVABILITY__MCP_METRICS_PORT']}/metrics",
+            *read_stack_file(stack.data_dir)["service_metrics"].values()]
+    exported = {sample.name for url in urls for sample in samples(url)}
+    named = chart_metric_names()
+    assert "vera_grpc_server_handled_total" in named and "vera_audit_records" in named
+    assert named - exported == set()

@@ -93,22 +93,23 @@ async def test_each_save_modes_token_fits_it_and_the_server_holds_off(
 
     off = connect(auth_stack, repo, env, api_key, "opencode", "off")
     async with client(auth_stack, off) as session:
-        assert await granted(session) == {"READ", "FEEDBACK", "SNAPSHOT"}
-        with pytest.raises(MCPError) as refused:
-            await session.call_tool("knowledge_propose", {**PROPOSAL, "task_ref": "task-8"})
-        assert without_ids(refused.value.data) == {
-            "code": "unauthorized", "required_scope": "memory:propose",
-        }
-        persisted = await session.call_tool("knowledge_get_context", {
-            "query": "how is payments-api deployed?", "persist": True})
-        assert not persisted.is_error, persisted.content
-        pack = persisted.structured_content
-        assert pack["persisted"] is True and pack["pack_id"]
-        feedback = await session.call_tool("knowledge_feedback", {
-            "context_pack_id": pack["pack_id"], "result_ref": pack["results"][0]["result_ref"],
-            "signal": "up"})
-        assert not feedback.is_error, feedback.content
-        assert feedback.structured_content["created"] is True
+        assert await granted(session) == {"READ"}
+        grounded = await session.call_tool("knowledge_get_context", {
+            "query": "how is payments-api deployed?"})
+        assert not grounded.is_error, grounded.content
+        # Whatever the runtime or its permission mode decides, the server refuses each write.
+        writes = [
+            ("knowledge_propose", {**PROPOSAL, "task_ref": "task-8"}, "memory:propose"),
+            ("knowledge_get_context", {"query": "how is payments-api deployed?",
+                                       "persist": True}, "memory:snapshot"),
+            ("knowledge_feedback", {"context_pack_id": "pack-1", "result_ref": "r1",
+                                    "signal": "up"}, "memory:feedback"),
+        ]
+        for tool, arguments, scope in writes:
+            with pytest.raises(MCPError) as refused:
+                await session.call_tool(tool, arguments)
+            assert without_ids(refused.value.data) == {"code": "unauthorized",
+                                                    "required_scope": scope}
 
 
 # The real runtimes' rows ---------------------------------------------------------------------

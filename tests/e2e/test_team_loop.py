@@ -48,8 +48,10 @@ RECORDS = [
 def team_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LaunchedStack]:
     """A team deployment: authentication on, registration closed (the default)."""
     data_dir = tmp_path_factory.mktemp("team-stack") / "data"
+    # The advanced tool profile: the erasure test takes a snapshot after the erasure.
     env = launch_env(data_dir, VERA_MCP__JWT_SECRET=AUTH_SECRET,
-                     VERA_MCP__AUTH_ISSUER=AUTH_ISSUER, VERA_MCP__AUTH_AUDIENCE=AUTH_AUDIENCE)
+                     VERA_MCP__AUTH_ISSUER=AUTH_ISSUER, VERA_MCP__AUTH_AUDIENCE=AUTH_AUDIENCE,
+                     VERA_MCP__TOOL_PROFILE="advanced")
     with launch(data_dir, env) as running:
         yield running
 
@@ -196,6 +198,87 @@ async def test_the_team_loop_on_an_authenticated_deployment(team_stack, tmp_path
     assert served[0]["citations"][0]["verification"] == "verified"
 
 
+SECRET_OBJECT = "zanzibar-quokka-cluster"
+
+
+async def test_an_administrator_erases_personal_knowledge_and_keys_end_over_rest(
+        team_stack) -> None:
+    """On the same authenticated deployment, over its REST API: a person lists, pages and
+    revokes their API keys (a revoked key is refused at once); an administrator erases a
+    person's personal knowledge, and what was erased is gone from search, from context and
+    from a snapshot taken after it."""
+    base = api_url(team_stack)
+    api = httpx.AsyncClient(base_url=base, timeout=60)
+    root = await anyio.to_thread.run_sync(first_administrator, team_stack)
+    erin = (await api.post("/identity/users", headers=bearer(root),
+                           json={"display_name": "erin"})).json()
+
+    # Keys: a second one, listed a page at a time, revoked, refused from then on.
+    spare = await api.post("/identity/api-keys", headers=bearer(erin["api_key"]),
+                           json={"label": "ci"})
+    assert spare.status_code == 201, spare.text
+    first = (await api.get("/identity/api-keys", params={"page_size": 1},
+                           headers=bearer(erin["api_key"]))).json()
+    assert len(first["keys"]) == 1 and first["next_page_token"]
+    second = (await api.get("/identity/api-keys", headers=bearer(erin["api_key"]), params={
+        "page_size": 1, "page_token": first["next_page_token"]})).json()
+    listed = {k["key_id"]: k for k in first["keys"] + second["keys"]}
+    assert spare.json()["key_id"] in listed and len(listed) == 2
+    revoked = await api.delete(f"/identity/api-keys/{spare.json()['key_id']}",
+                               headers=bearer(erin["api_key"]))
+    assert revoked.status_code == 200 and revoked.json()["revoked"] is True
+    refused = await api.get("/identity/api-keys", headers=bearer(spare.json()["api_key"]))
+    assert refused.status_code == 401
+    assert refused.json()["error"]["code"] == "unauthenticated"
+    after = (await api.get("/identity/api-keys", headers=bearer(erin["api_key"]))).json()
+    assert {k["key_id"]: k["revoked_at"] is not None for k in after["keys"]}[
+        spare.json()["key_id"]] is True
+
+    # Personal knowledge: a proposal in erin's own scope, found before the erasure.
+    exchanged = await api.post("/identity/mcp-token", headers=bearer(erin["api_key"]), json={
+        "scopes": ["memory:read", "memory:propose", "memory:snapshot"]})
+    assert exchanged.status_code == 200, exchanged.text
+    token = exchanged.json()["access_token"]
+    async with mcp(team_stack, token) as client:
+        proposed = await call(client, "knowledge_propose", subject="billing-service",
+                              predicate="deploys_to", object=SECRET_OBJECT,
+                              evidence_text=f"runbook says {SECRET_OBJECT}", task_ref="t-1")
+        key = proposed["fact"]["fact_key"]
+        with anyio.fail_after(120):
+            while True:
+                found = await call(client, "knowledge_search", query=SECRET_OBJECT)
+                if any(r["fact_key"] == key for r in found["results"]):
+                    break
+                await anyio.sleep(0.2)
+
+    # Only an administrator erases.
+    path = f"/identity/users/{erin['principal_id']}/personal-knowledge"
+    denied = await api.delete(path, headers=bearer(erin["api_key"]))
+    assert denied.status_code == 403 and denied.json()["error"]["code"] == "unauthorized"
+    erased = await api.delete(path, headers=bearer(root))
+    assert erased.status_code == 200, erased.text
+    assert erased.json()["counts"]["facts"] >= 1
+
+    async with mcp(team_stack, token) as client:
+        with anyio.fail_after(120):
+            while True:  # retrieval drops erased versions as it follows the change log
+                found = await call(client, "knowledge_search", query=SECRET_OBJECT)
+                if all(r["fact_key"] != key for r in found["results"]):
+                    break
+                await anyio.sleep(0.2)
+        context = await call(client, "knowledge_get_context",
+                             query="where does billing-service deploy?")
+        assert all(r["fact_key"] != key for r in context["results"])
+        assert SECRET_OBJECT not in json.dumps(context)
+        snapshot = await call(client, "knowledge_create_snapshot",
+                              project=erin["personal_scope_id"])
+        replayed = await call(client, "knowledge_get_context",
+                              query="where does billing-service deploy?",
+                              snapshot_id=snapshot["snapshot_id"])
+        assert SECRET_OBJECT not in json.dumps(replayed)
+    await api.aclose()
+
+
 async def test_a_curator_harvests_a_repository_into_the_team_project(
         team_stack, tmp_path: Path) -> None:
     """`vera harvest` against the deployment over REST with the curator's API key: the
@@ -222,6 +305,17 @@ async def test_a_curator_harvests_a_repository_into_the_team_project(
         lambda: vera_as(team_stack, developer, *harvest[:-1], "--data-dir",
                         str(tmp_path / "dev")))
     assert refused.returncode == 2 and "unauthorized" in refused.stderr
+    # Without --publish a member files the harvest for the curators' review.
+    repo.commit({"compose.yaml": "services:\n  db:\n    image: postgres:16\n"})
+    proposing = ("harvest", str(repo.root), "--project", "shop", "--api-url", base,
+                 "--data-dir", str(tmp_path / "dev"), "--json")
+    proposed = await anyio.to_thread.run_sync(lambda: vera_as(team_stack, developer, *proposing))
+    assert proposed.returncode == 0, proposed.stderr
+    assert json.loads(proposed.stdout)["commits"][0]["proposed"] == {
+        "created": 1, "deduplicated": 2}
+    listed = vera_as(team_stack, curator, "curate", "--api-url", base, "--json", "list", "shop")
+    assert listed.returncode == 0, listed.stderr
+    assert [p["object"] for p in json.loads(listed.stdout)["proposals"]] == ["postgres:16"]
 
     token = await anyio.to_thread.run_sync(mcp_token, base, developer)
     async with mcp(team_stack, token) as client:

@@ -150,6 +150,8 @@ async def test_the_report_explains_refused_verified_and_conflicted_attempts(worl
         {"subject": "billing", "predicate": "uses", "object": "kafka", "project": "acme", **TASK},
     )
     assert proposed.data["outcome"] == "created"
+    # It says whose curators review it (issue 41).
+    assert proposed.data["review_project"] == "acme" and "acme" in proposed.text
     verified = await world.knowledge.VerifyProposal(
         pb.VerifyProposalRequest(
             curator_principal_id=CURATOR,

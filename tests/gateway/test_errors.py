@@ -91,3 +91,16 @@ async def test_unreachable_service_is_internal_error_unavailable(start_gateway, 
         error = await call_error(client, "knowledge_search", {"query": "q"})
     assert error.code == -32603
     assert without_ids(error.data) == {"code": "internal_error", "reason": "unavailable"}
+
+
+def test_a_task_context_field_is_named_as_the_tool_argument() -> None:
+    """knowledge_propose and knowledge_proposal_report take the task context flat
+    (``task_ref``); the service names it ``context.task_ref``: the error names what the
+    client sent (issue 41)."""
+    from gateway.errors import from_vera_error
+    from vera.errors import InvalidInput
+
+    error = from_vera_error(InvalidInput("context.task_ref", "too long", reason="too_long"))
+    assert without_ids(error.error.data) == {"code": "invalid_input", "field": "task_ref",
+                                             "reason": "too_long"}
+    assert "context." not in error.error.message

@@ -38,6 +38,10 @@ async def test_quota_counts_only_calls_that_pass_bounds(start_gateway, frozen_cl
         assert not (await client.call_tool("knowledge_get_context", {"query": "q"})).is_error
         error = await call_error(client, "knowledge_get_context", {"query": "q"})
         assert error.data["bucket"] == "context"
+        # Each refusal counted per bucket (the quota-refusal alert reads this series).
+        registry = gw.app.state.metrics.registry
+        assert [registry.get_sample_value("vera_mcp_quota_refusals_total", {"bucket": b})
+                for b in ("read", "context", "propose")] == [1, 1, 0]
         # propose and retract share the propose bucket, untouched so far.
         assert not (
             await client.call_tool(

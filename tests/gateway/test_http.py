@@ -28,6 +28,11 @@ async def test_disallowed_host_is_421_and_origin_403(gateway):
             gateway.url, json=INIT, headers={**JSON_HEADERS, "host": "evil.example"}
         )
         assert response.status_code == 421
+        # It names the setting that admits a hostname (a reverse proxy in front).
+        data = response.json()["error"]["data"]
+        assert (data["code"], data["field"], data["setting"]) == (
+            "invalid_input", "host", "VERA_MCP__ALLOWED_HOSTS")
+        assert "VERA_MCP__ALLOWED_HOSTS" in response.json()["error"]["message"]
         response = await http.post(
             gateway.url, json=INIT, headers={**JSON_HEADERS, "origin": "http://evil.example"}
         )

@@ -184,3 +184,59 @@ def test_check_reports_the_facts_whose_cited_lines_changed_and_writes_nothing(
                      (pyproject, "L6", "uses_database_driver", "lines_changed"),
                      (compose, "L3", "uses_image", "lines_vanished")}
     assert not (tmp_path / "none").exists()
+
+
+async def test_check_after_a_publish_compares_with_it_and_without_one_says_so(
+        stack_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    repo = FixtureRepo(tmp_path / "shop")
+    repo.commit({"compose.yaml": COMPOSE})
+    code, _ = await harvest(stack_dir, repo, capsys, "--check")
+    assert code == 2  # nothing harvested yet: refused, naming --since
+    assert (await harvest(stack_dir, repo, capsys, "--publish"))[0] == 0
+    repo.commit({"compose.yaml": COMPOSE.replace("16", "17")})
+    code, report = await harvest(stack_dir, repo, capsys, "--check")
+    assert code == 3
+    assert [(d["locator"], d["reason"]) for d in report["drift"]] == [("L3", "lines_changed")]
+
+
+async def test_without_publish_the_facts_are_proposed_for_the_curators_with_their_lines(
+        stack_dir: Path, tmp_path: Path, pg_dsn: str, capsys: pytest.CaptureFixture) -> None:
+    repo = FixtureRepo(tmp_path / "shop")
+    repo.commit({"compose.yaml": COMPOSE})
+    assert (await harvest(stack_dir, repo, capsys, "--publish"))[0] == 0  # makes the project
+    repo.commit({"services/api/pyproject.toml": PYPROJECT})
+    code, report = await harvest(stack_dir, repo, capsys)
+    assert code == 0, report
+    (outcome,) = report["commits"]
+    # The compose fact is the project's already; the five of pyproject.toml are proposed.
+    assert outcome["proposed"] == {"created": 5, "deduplicated": 1}
+    assert outcome["missing_predicates"] == []
+    pending = await rows(pg_dsn, """
+        SELECT f.object, e.locator, e.text FROM knowledge.facts f
+        JOIN knowledge.proposal_targets t ON t.version_id = f.version_id
+        JOIN knowledge.assertions a ON a.fact_key = f.fact_key AND a.status = 'pending'
+        JOIN knowledge.evidence e ON e.assertion_id = a.assertion_id
+        WHERE f.state = 'PROPOSED' AND f.superseded_at IS NULL ORDER BY f.object""")
+    assert ("asyncpg==0.29.0", "L6", '  "asyncpg==0.29.0",') in [tuple(r) for r in pending]
+    assert len(pending) == 5
+    code, again = await harvest(stack_dir, repo, capsys)
+    assert again["commits"][0]["proposed"] == {"created": 0, "deduplicated": 6}
+
+
+async def test_a_publish_marks_citations_whose_lines_moved_and_clears_them_when_back(
+        stack_dir: Path, tmp_path: Path, pg_dsn: str, capsys: pytest.CaptureFixture) -> None:
+    repo = FixtureRepo(tmp_path / "shop")
+    repo.commit({"compose.yaml": COMPOSE})
+    code, first = await harvest(stack_dir, repo, capsys, "--publish")
+    assert code == 0 and first["drift_marks"] == {"cited": 1, "marked": 0, "cleared": 0}
+    # A comment above moves the image's line: same fact, its cited line is now another.
+    repo.commit({"compose.yaml": "# db\n" + COMPOSE})
+    code, moved = await harvest(stack_dir, repo, capsys, "--publish")
+    assert code == 0 and moved["drift_marks"]["marked"] == 1
+    marks = await rows(pg_dsn, "SELECT drift_reason FROM knowledge.assertions "
+                               "WHERE drift_reason <> ''")
+    assert [r["drift_reason"] for r in marks] == ["lines_changed"]
+    repo.commit({"compose.yaml": COMPOSE})
+    code, back = await harvest(stack_dir, repo, capsys, "--publish")
+    assert code == 0 and back["drift_marks"]["cleared"] == 1
+    assert not await rows(pg_dsn, "SELECT 1 FROM knowledge.assertions WHERE drift_reason <> ''")

@@ -5,7 +5,9 @@ MCP endpoint) so connect, disconnect and the runtime CLIs can be driven without 
 endpoint accepts, handed out by POST /identity/mcp-token for API key ``API_KEY`` (or
 ``minted``, when the exchange should hand out another token). Like the gateway, any other
 bearer gets 401 ``invalid_token`` whatever the reason, and a bearer in ``short_of`` gets 403
-``insufficient_scope`` naming the scope it lacks.
+``insufficient_scope`` naming the scope it lacks; a bearer in ``renewable`` gets 401 with
+``data.reason`` (``token_expired``, ``key_revoked``...) and ``data.fix``, as the gateway
+answers a built-in token that a new ``vera connect`` renews.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ TOOLS = [
 
 class StandIn:
     def __init__(self, auth: str | None = None, oauth_issuer: str | None = None, *,
-                 minted: str | None = None, short_of: dict[str, str] | None = None) -> None:
+                 minted: str | None = None, short_of: dict[str, str] | None = None,
+                 renewable: dict[str, str] | None = None) -> None:
         self.auth, self.oauth_issuer = auth, oauth_issuer
         self.minted, self.short_of = minted or auth, short_of or {}
+        self.renewable = renewable or {}
         self.requests: list[dict] = []
         standin = self
 
@@ -85,9 +89,11 @@ class StandIn:
                         "data": {"code": "unauthorized", "required_scope": short}}},
                         f'Bearer {metadata}, error="insufficient_scope", scope="{short}"')
                 if standin.auth and bearer != f"Bearer {standin.auth}":
+                    reason = standin.renewable.get(bearer.removeprefix("Bearer "))
+                    renew = {"reason": reason, "fix": "vera connect"} if reason else {}
                     return self._send(401, {"jsonrpc": "2.0", "id": None, "error": {
                         "code": -32001, "message": "no credential",
-                        "data": {"code": "unauthenticated"}}},
+                        "data": {"code": "unauthenticated", **renew}}},
                         f"Bearer {metadata}" + (', error="invalid_token"' if bearer else ""))
                 if not isinstance(msg, dict) or "id" not in msg:
                     return self._send(202)

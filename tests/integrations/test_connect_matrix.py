@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import runtime_cli as cli
-from standin import API_KEY, StandIn
+from runtime_fakes import FakeResponses
+from standin import API_KEY, TOOLS, StandIn
 
 from vera.integrations.editors import parse_json, parse_toml
 from vera.integrations.ownership import CREDENTIAL_FILES, MINTED_FOR_PATH, TOKEN_PATH
@@ -48,9 +49,34 @@ def runtime_sees_vera(runtime_bin: Path, runtime: str, repo: Path, env: dict[str
         cli.trust_codex_project(repo, env)
         server = cli.codex_get(runtime_bin, repo, env)
         assert server is not None and server["transport"]["url"] == url
+        # `codex mcp get` only reads the config; a headless session connects, and the
+        # model is offered the stand-in's tools under Codex's `mcp__vera` namespace.
+        assert codex_session_tools(runtime_bin, repo, env) == {t["name"] for t in TOOLS}
     else:
         assert cli.opencode_config(runtime_bin, repo, env).returncode == 0
         assert "✓ vera" in cli.opencode_list(runtime_bin, repo, env)
+
+
+def codex_session_tools(runtime_bin: Path, repo: Path, env: dict[str, str]) -> set[str]:
+    """The MCP tools one `codex exec` offered its (scripted) model from the `vera` server."""
+    model = FakeResponses()
+    config = Path(env["CODEX_HOME"]) / "config.toml"
+    original = config.read_text()
+    config.write_text(f'model = "fake-model"\nmodel_provider = "fake"\n{original}\n'
+                      f'[model_providers.fake]\nname = "fake"\nbase_url = "{model.url}/v1"\n'
+                      'wire_api = "responses"\nenv_key = "FAKE_API_KEY"\n')
+    try:
+        done = subprocess.run(
+            [str(runtime_bin / "codex"), "exec", "--skip-git-repo-check",
+             "--dangerously-bypass-hook-trust", "list your tools"], cwd=repo,
+            env={**env, "FAKE_API_KEY": "x"}, capture_output=True, text=True, timeout=180,
+            stdin=subprocess.DEVNULL)
+    finally:
+        model.close()
+        config.write_text(original)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {tool.get("name") for body in model.bodies for namespace in body.get("tools", [])
+            if namespace.get("name") == "mcp__vera" for tool in namespace.get("tools", [])}
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
@@ -314,3 +340,20 @@ def test_static_token_kept_until_oauth_is_proven(repo, vera):
         assert switched.returncode == 0, switched.stderr
         server = parse_toml((repo / ".codex/config.toml").read_text())["mcp_servers"]["vera"]
         assert "bearer_token_env_var" not in server
+
+
+def test_a_reconnect_without_flags_keeps_the_reviewed_save_mode(repo, vera):
+    def connect_opencode(standin, *extra):
+        done = vera("connect", "opencode", "--api-url", standin.url, "--mcp-url",
+                    standin.mcp_url, "--yes", *extra)
+        assert done.returncode == 0, done.stderr
+        record = json.loads((repo / ".vera/integrations.json").read_text())["runtimes"]
+        rules = json.loads((repo / "opencode.json").read_text())["permission"]
+        return record["opencode"]["overrides"], rules["vera_knowledge_propose"]
+
+    with StandIn() as standin:
+        first = connect_opencode(standin, "--save-mode", "off")
+        again = connect_opencode(standin)
+        changed = connect_opencode(standin, "--save-mode", "suggest")
+    assert first == again == ({"defaults.save_mode": "off"}, "deny")
+    assert changed == ({}, "ask")

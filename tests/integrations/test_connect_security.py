@@ -7,13 +7,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from standin import API_KEY, StandIn
 
+from vera.integrations import approvals
 from vera.integrations.ownership import MINTED_FOR_PATH, RECORD_PATH, TOKEN_PATH
 from vera.integrations.runtimes.claude_code import HEADERS_HELPER
 
@@ -72,9 +75,13 @@ class _Capture(BaseHTTPRequestHandler):
 
 
 @pytest.mark.parametrize("runtime", ["opencode", "claude-code"])
-def test_a_committed_endpoint_change_gets_no_token(repo, vera, runtime, tmp_path):
+def test_a_committed_endpoint_change_gets_no_token(repo, vera, runtime, tmp_path, home_env,
+                                                   monkeypatch):
     """The user's untracked state says where the token was minted; the tracked record and
     the runtime config now name the attacker's server. doctor says so and sends nothing."""
+    monkeypatch.setenv("XDG_STATE_HOME", home_env["XDG_STATE_HOME"])
+    approvals.save(repo, runtime, approvals.Approval(
+        "https://vera.example.org", "https://vera.example.org/mcp", {}, f"file:{TOKEN_PATH}"))
     server = HTTPServer(("127.0.0.1", 0), _Capture)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     evil = f"http://127.0.0.1:{server.server_port}/mcp"
@@ -103,12 +110,16 @@ def test_a_committed_endpoint_change_gets_no_token(repo, vera, runtime, tmp_path
         server.shutdown()
     assert done.returncode == 1
     assert "TODO mcp endpoint" in done.stdout
+    assert "TODO vera record matches your approval" in done.stdout
     assert _Capture.seen == []
     assert not calls.exists()
 
 
-def test_doctor_never_switches_a_trust_gate_off(repo, vera, tmp_path):
+def test_doctor_never_switches_a_trust_gate_off(repo, vera, tmp_path, home_env, monkeypatch):
     """doctor asks Claude Code as the user's settings stand: no --settings override."""
+    monkeypatch.setenv("XDG_STATE_HOME", home_env["XDG_STATE_HOME"])
+    approvals.save(repo, "claude-code", approvals.Approval(
+        "http://127.0.0.1:9", "http://127.0.0.1:9/mcp", {}, "none"))
     _record(repo, [], runtime="claude-code")
     (repo / TOKEN_PATH).unlink(missing_ok=True)
     bin_dir = tmp_path / "bin"
@@ -123,3 +134,38 @@ def test_doctor_never_switches_a_trust_gate_off(repo, vera, tmp_path):
     invoked = calls.read_text()
     assert "mcp get vera" in invoked
     assert "enableAllProjectMcpServers" not in invoked and "--settings" not in invoked
+
+
+def _connect_args(api_url: str, mcp_url: str) -> list[str]:
+    return ["connect", "opencode", "--api-url", api_url, "--mcp-url", mcp_url, "--yes",
+            "--api-key-stdin"]
+
+
+def test_connect_sends_no_key_over_plain_http_to_another_host(repo, vera):
+    """0.0.0.0 reaches the loopback stand-in on Linux but is no loopback address: it stands
+    for a team's host reached over plain http://."""
+    with StandIn(auth=TOKEN) as standin:
+        api_url = standin.url.replace("127.0.0.1", "0.0.0.0")
+        mcp_url = standin.mcp_url.replace("127.0.0.1", "0.0.0.0")
+        refused = vera(*_connect_args(api_url, mcp_url), stdin=API_KEY + "\n")
+        seen, wrote = list(standin.requests), (repo / ".vera").exists()
+        allowed = vera(*_connect_args(api_url, mcp_url), "--allow-plain-http",
+                       stdin=API_KEY + "\n")
+    assert refused.returncode == 2
+    assert seen == [] and not wrote
+    assert allowed.returncode == 0, allowed.stderr
+    assert (repo / TOKEN_PATH).read_text() == TOKEN
+
+
+def test_connect_writes_no_token_into_a_tracked_file(repo, vera):
+    (repo / ".vera").mkdir()
+    (repo / TOKEN_PATH).write_text("placeholder\n")
+    subprocess.run(["git", "add", "-f", TOKEN_PATH], cwd=repo, check=True)
+    with StandIn(auth=TOKEN) as standin:
+        done = vera(*_connect_args(standin.url, standin.mcp_url), stdin=API_KEY + "\n")
+        exchanges = [r for r in standin.requests if r["path"] == "/identity/mcp-token"]
+    assert done.returncode == 3
+    assert TOKEN_PATH in done.stderr
+    assert exchanges == []  # the key was not even read, let alone sent
+    assert (repo / TOKEN_PATH).read_text() == "placeholder\n"
+    assert not (repo / "opencode.json").exists()

@@ -346,3 +346,37 @@ def test_codex_without_managed_requirements_reports_none(repo, vera, home_env, r
     report = doctor_under_policy(repo, home_env, runtime_bin, managed_etc, "codex")
     assert finding(report.stdout, "codex managed policy") == (
         "ok   codex managed policy: none blocks vera")
+
+
+@pytest.mark.parametrize(("mode", "scopes", "ok"), [
+    ("off", "memory:read", True),
+    ("off", "memory:read memory:snapshot memory:feedback", False),  # an old off token
+    ("suggest", "memory:read memory:snapshot memory:feedback", False),  # cannot propose
+    ("suggest", "memory:read memory:snapshot memory:feedback memory:propose", True)])
+def test_doctor_checks_the_token_holds_exactly_its_modes_scopes(vera, mode, scopes,
+                                                                 ok) -> None:
+    presented = token(scope=scopes)
+    with StandIn(auth=presented) as standin:
+        done = connect(vera, standin, "opencode", "--save-mode", mode, "--api-key-stdin",
+                       stdin=API_KEY + "\n")
+        report = vera("doctor", "opencode")
+    assert done.returncode == 0, done.stderr
+    line = next(ln.strip() for ln in report.stdout.splitlines() if "mcp token scopes" in ln)
+    assert line.startswith("ok" if ok else "TODO")
+
+
+@pytest.mark.parametrize("reason", ["token_expired", "key_revoked", "token_outdated",
+                                    "principal_disabled"])
+def test_doctor_names_a_token_the_server_wants_renewed(vera, repo, reason) -> None:
+    """The gateway says why it refuses a built-in token that a new connect fixes (issue 39
+    item 4); doctor passes the reason on with `vera connect` as the fix."""
+    stale = token(vera_key_id="k1")
+    with StandIn(auth=GOOD, renewable={stale: reason}) as standin:
+        assert connect(vera, standin, "opencode", "--api-key-stdin",
+                       stdin=API_KEY + "\n").returncode == 0
+        (repo / TOKEN_PATH).write_text(stale)
+        report = vera("doctor", "opencode")
+    assert report.returncode == 1
+    line = tools_line(report.stdout)
+    assert line.startswith(f"TODO vera tools visible: cannot list tools: {reason}: ")
+    assert "`vera connect`" in line and stale not in report.stdout

@@ -39,3 +39,18 @@ def test_doctor_names_vera_connect_when_the_token_is_refused(
                         lambda url, token: "rejected: the server refuses the token")
     finding = doctor._tools_finding("http://127.0.0.1:1/mcp", "t")
     assert not finding.ok and "vera connect" in finding.detail
+
+
+def test_the_mcp_clients_request_lines_stay_out_of_a_commands_output(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`vera doctor` lists tools with the official MCP client, whose HTTP library logs
+    every request at INFO: a person reads findings, not raw HTTP lines."""
+    import logging
+
+    from vera.logs import configure_logging
+
+    configure_logging("INFO", "doctor")
+    logging.getLogger("httpx2").info('HTTP Request: POST http://127.0.0.1:1/mcp "HTTP/1.1 200 OK"')
+    logging.getLogger("vera.integrations").info("kept")
+    said = capsys.readouterr().err
+    assert "HTTP Request" not in said and "kept" in said

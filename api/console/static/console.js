@@ -1,5 +1,6 @@
 // Keyboard shortcuts for the review queue: j / k move between proposals, v verifies the
-// current one with its form's choices, r moves to its Reason field (Enter then rejects).
+// current one (the first when none is selected) with its form's choices, r moves to its
+// Reason field (Enter then rejects).
 // Progressive enhancement only: every action is an ordinary form without this script.
 "use strict";
 (function () {
@@ -26,10 +27,12 @@
     if (!list.length) return;
     if (event.key === "j") { select(current + 1); }
     else if (event.key === "k") { select(current < 0 ? 0 : current - 1); }
-    else if (event.key === "v" && current >= 0) {
-      list[current].querySelector("form.verify").requestSubmit();
-    } else if (event.key === "r" && current >= 0) {
-      list[current].querySelector("form.reject input[name=reason]").focus();
+    else if (event.key === "v" || event.key === "r") {
+      // None selected yet: the first proposal, the one the queue shows first.
+      if (current < 0) select(0);
+      const item = list[current];
+      if (event.key === "v") item.querySelector("form.verify").requestSubmit();
+      else item.querySelector("form.reject input[name=reason]").focus();
     } else { return; }
     event.preventDefault();
   });

@@ -1,4 +1,4 @@
-"""Text normalization shared by the lexical index and entity matching.
+"""Text normalization shared by the lexical index, entity matching and the time match.
 
 BM25 terms: lowercase words (an inner apostrophe kept), the classic English stopword list
 dropped, possessive 's dropped, Snowball English stems. Entity names: lowercase words
@@ -85,3 +85,26 @@ def mentioned_names(text: str) -> set[str]:
                 break
             found.add(" ".join(words[start : start + size]))
     return found
+
+
+# A question about when (English, as the stopwords), and a text that says when: a date, a
+# year, a month or weekday, or a time relative to when it was said ("last week", "3 days
+# ago"). "May" counts only next to a number (otherwise it is mostly the verb).
+_ASKS_WHEN = re.compile(r"\bwhen\b|\bwhat (?:year|month|day|date|time)\b|\bhow long ago\b")
+_SAYS_WHEN = re.compile(
+    r"\b(?:(?:19|20)\d\d|january|february|march|april|june|july|august|september|october"
+    r"|november|december|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+    r"|yesterday|today|tonight|tomorrow|recently|ago"
+    r"|(?:last|next|this|past) (?:night|week|weekend|month|year|summer|winter|spring|fall"
+    r"|autumn)|\d+ may|may \d+|\d{1,4}[-/]\d{1,2}[-/]\d{1,4})\b"
+)
+
+
+def asks_when(text: str) -> bool:
+    """Whether ``text`` asks when something happened."""
+    return _ASKS_WHEN.search(_lower(text)) is not None
+
+
+def says_when(text: str) -> bool:
+    """Whether ``text`` carries a time expression."""
+    return _SAYS_WHEN.search(_lower(text)) is not None

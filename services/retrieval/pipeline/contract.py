@@ -1,7 +1,7 @@
 """The retrieval contract version a snapshot pins, derived from what decides the order.
 
 ``policy;embedding;index``, e.g.
-``assembler-2-5f0c9e1a2b3d;minilm-l6-v2-int8;index-edge-hnsw-int8``:
+``assembler-3-5f0c9e1a2b3d;minilm-l6-v2-int8;index-edge-hnsw-int8``:
 
 - policy: the pipeline's generation plus a short hash of every ordering input that is not
   the embedding or the index: the stage set, the fusion weights, boosts and floors, the
@@ -34,7 +34,7 @@ from vera.services.retrieval.pipeline import retriever
 from vera.services.retrieval.rank import learned as learned_rank
 from vera.services.retrieval.vectors.payload import MEMORY_LOCATION
 
-GENERATION = "assembler-2"
+GENERATION = "assembler-3"
 DEFAULT_EMBEDDING = "minilm-l6-v2"
 _HASH_CHARS = 12
 _EVERY_STAGE = retriever.Stages()
@@ -69,6 +69,8 @@ def _order_inputs(settings: RetrievalSettings, stages: retriever.Stages) -> dict
             "lexical": retriever.LEXICAL_WEIGHT,
             "dense_context": retriever.DENSE_CONTEXT_WEIGHT,
             "entity_bonus": retriever.ENTITY_BONUS,
+            "time_bonus": retriever.TIME_BONUS,
+            "scale": retriever.Fusion().scale,
             "min_dense_similarity": retriever.MIN_DENSE_SIMILARITY,
             "reread_min": retriever.REREAD_MIN,
         },

@@ -38,6 +38,7 @@ from vera.services.retrieval.domain import (
     RetrievalMode,
     SearchOutcome,
 )
+from vera.services.retrieval.memory.text import asks_when, says_when
 from vera.services.retrieval.ports import (
     Embedder,
     FactSource,
@@ -58,11 +59,14 @@ TOP_SCORE = "vera.retrieval.top_score"
 # Calibrated fusion: lexical BM25 / the query's best BM25 (0..1) and dense cosine (already
 # on a fixed scale), equally weighted; the cosine of the fact's neighbourhood (its source
 # context) adds at half weight and a fact whose subject the query names gains a fixed
-# bonus. Each part earns its place in the benchmark's ablation table (bench/ablation.py).
+# bonus; for a question that asks when, a re-read fact whose text says when gains one too.
+# Each part earns its place in the benchmark's ablation and fusion study (bench/ablation.py;
+# the bonuses chosen leave-one-conversation-out there).
 DENSE_WEIGHT = 0.5
 LEXICAL_WEIGHT = 0.5
 DENSE_CONTEXT_WEIGHT = 0.5
-ENTITY_BONUS = 0.2
+ENTITY_BONUS = 0.3
+TIME_BONUS = 0.2
 # Facts re-read from knowledge per call: enough for the limit after filters drop a few.
 REREAD_MIN = 30
 # A candidate with no lexical overlap must be at least this close in embedding space;
@@ -111,11 +115,49 @@ class Stages:
     rerank: bool = True
 
 
+# How the two legs' scores are put on one scale before they are weighted.
+SCALE_BEST = "best"  # lexical over the query's best, dense cosine as it is
+SCALE_MINMAX = "minmax"  # each leg over its candidates' span (0..1)
+SCALE_ZSCORE = "zscore"  # each leg in standard deviations from its candidates' mean
+SCALES = (SCALE_BEST, SCALE_MINMAX, SCALE_ZSCORE)
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How the legs are fused (the service's default; the benchmark's fusion study varies
+    it)."""
+
+    scale: str = SCALE_BEST
+    dense_weight: float = DENSE_WEIGHT
+    lexical_weight: float = LEXICAL_WEIGHT
+    entity_bonus: float = ENTITY_BONUS
+    # Added to a re-read fact whose text says when, for a question that asks when.
+    time_bonus: float = TIME_BONUS
+
+    def __post_init__(self) -> None:
+        if self.scale not in SCALES:
+            raise ValueError(f"fusion: unknown scale {self.scale!r}")
+
+
+def _scaled(values: Mapping[str, float], scale: str) -> dict[str, float]:
+    """``values`` (every candidate's, 0 where the leg missed it) on the fusion's scale."""
+    if scale == SCALE_BEST or not values:
+        return dict(values)
+    numbers = list(values.values())
+    if scale == SCALE_MINMAX:
+        low, span = min(numbers), max(numbers) - min(numbers)
+        return {k: (v - low) / span if span > 0 else 0.0 for k, v in values.items()}
+    mean = sum(numbers) / len(numbers)
+    std = math.sqrt(sum((v - mean) ** 2 for v in numbers) / len(numbers))
+    return {k: (v - mean) / std if std > 0 else 0.0 for k, v in values.items()}
+
+
 def fuse(
     dense: Sequence[Candidate],
     lexical: Sequence[Candidate],
     features: Mapping[str, CandidateFeatures] | None = None,
     stages: Stages = Stages(),
+    fusion: Fusion = Fusion(),
 ) -> dict[str, tuple[float, float, float]]:
     """fact_key -> (dense, normalized lexical, fused), best version per key, above the floor.
 
@@ -131,19 +173,30 @@ def fuse(
     best_lexical = max(lexical_by_version.values(), default=0.0)
     dense_by_version = {hit.version_id: max(hit.score, 0.0) for hit in dense}
     keys = {hit.version_id: hit.fact_key for hit in [*dense, *lexical]}
-    for version, key in keys.items():
+    cosines: dict[str, float] = {}
+    lexicals: dict[str, float] = {}
+    for version in keys:
         feature = features.get(version)
         d = feature.dense if feature is not None else dense_by_version.get(version, 0.0)
-        d = max(d, 0.0)
-        lex = lexical_by_version.get(version, 0.0) / best_lexical if best_lexical > 0 else 0.0
+        cosines[version] = max(d, 0.0)
+        lex = lexical_by_version.get(version, 0.0)
+        lexicals[version] = lex / best_lexical if best_lexical > 0 else 0.0
+    dense_scaled = _scaled(cosines, fusion.scale)
+    lexical_scaled = _scaled(lexicals, fusion.scale)
+    for version, key in keys.items():
+        feature = features.get(version)
+        d, lex = cosines[version], lexicals[version]
         if lex <= 0.0 and d < MIN_DENSE_SIMILARITY:
             continue
-        score = DENSE_WEIGHT * d + LEXICAL_WEIGHT * lex
+        score = (
+            fusion.dense_weight * dense_scaled[version]
+            + fusion.lexical_weight * lexical_scaled[version]
+        )
         if feature is not None:
             if stages.dense_context:
                 score += DENSE_WEIGHT * DENSE_CONTEXT_WEIGHT * max(feature.dense_context, 0.0)
             if stages.entities and feature.subject_mentioned:
-                score += ENTITY_BONUS
+                score += fusion.entity_bonus
         if key not in best or score > best[key][2]:
             best[key] = (d, lex, score)
     return best
@@ -309,6 +362,7 @@ class Retriever:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         reranker: Reranker | None = None,
         stages: Stages = Stages(),
+        fusion: Fusion = Fusion(),
         assembler_version: str,
         learned: ActiveModels | None = None,
     ) -> None:
@@ -325,6 +379,7 @@ class Retriever:
         self._clock = clock
         self._reranker = reranker
         self.stages = stages
+        self.fusion = fusion
         self.assembler_version = assembler_version
         self._learned = learned
 
@@ -452,7 +507,7 @@ class Retriever:
         versions = list(dict.fromkeys(c.version_id for c in [*dense, *lexical]))
         with span("retrieval features", **{STAGE: "features", CANDIDATES: len(versions)}):
             features = await self._index.features(scopes, versions, vector, query, index_query)
-        fused = fuse(dense, lexical, features, self.stages)
+        fused = fuse(dense, lexical, features, self.stages, self.fusion)
         keys = sorted(fused, key=lambda k: (-fused[k][2], k))
         # Re-read a short list: what can make the limit after filters, not every candidate.
         unread: list[str] = []
@@ -471,6 +526,13 @@ class Retriever:
             for f in facts
             if f.fact_key in fused and f.scope_id in scopes and f.state in index_query.states
         }
+
+        if self.fusion.time_bonus and authoritative and asks_when(query):
+            for key, reread in authoritative.items():
+                if says_when(reread.object):
+                    d, lex, score = fused[key]
+                    fused[key] = (d, lex, score + self.fusion.time_bonus)
+            keys.sort(key=lambda k: (-fused[k][2], k))
 
         # Rerank a short list of the re-read facts (the reranker bounds it); they stay above
         # the rest, which keep their fused order.

@@ -9,7 +9,11 @@ commit's time. The records travel through the REST API's ingest route in batches
 its bounds (``vera.commands.ingest``), as the calling curator, with a progress bar; a run
 interrupted half-way is finished by running it again (ingest is idempotent).
 
-``--publish`` publishes the facts as curated truth at ``--trust-tier`` (curators only).
+Without ``--publish`` the facts are filed as proposals for the project's curators
+(``POST /projects/{project}/proposals``, open to the project's members; each keeps its
+citation through verification; a predicate the deployment's ontology lacks is named and
+its facts left out). ``--publish`` publishes them as curated truth at ``--trust-tier``
+(curators only), kept current as described above.
 ``--since COMMIT`` walks the first-parent history after COMMIT up to the revision, one
 harvest per commit, so a new project is filled from its past. ``--check`` compares every
 harvested fact's cited lines with the revision and reports drift; it writes nothing.
@@ -74,8 +78,8 @@ class Report:
 
     repository: str = ""
     commits: list[dict[str, Any]] = field(default_factory=list)
-    missing_predicates: list[str] = field(default_factory=list)
     drift: list[dict[str, Any]] = field(default_factory=list)
+    drift_marks: dict[str, int] = field(default_factory=dict)
 
 
 def run(args: argparse.Namespace, settings: Settings, transport: Any = None) -> int:
@@ -83,10 +87,6 @@ def run(args: argparse.Namespace, settings: Settings, transport: Any = None) -> 
 
     if args.trust_tier is not None and not args.publish:
         print("vera harvest: --trust-tier: only with --publish", file=sys.stderr)
-        return EXIT_REFUSED
-    if not args.publish and not args.check:
-        print("vera harvest: filing proposals needs the bulk-proposal route, which this "
-              "version does not have yet; a curator can --publish", file=sys.stderr)
         return EXIT_REFUSED
     try:
         if args.check and args.since:
@@ -123,7 +123,7 @@ def _harvest(args: argparse.Namespace, settings: Settings, api: ApiClient) -> Re
     from vera.harvest import changes
     from vera.harvest.git import Checkout
     from vera.harvest.harvester import harvest_checkout
-    from vera.harvest.loading import load_harvest
+    from vera.harvest.loading import load_harvest, propose_harvest
 
     checkout = Checkout(args.path)
     repository = args.repository or checkout.remote_identity() or ""
@@ -134,7 +134,12 @@ def _harvest(args: argparse.Namespace, settings: Settings, api: ApiClient) -> Re
     if args.check:
         from vera.harvest.drift import check
 
-        report.drift = check(checkout, args.revision, changes.load_state(state_file))
+        state = changes.load_state(state_file)
+        if not state.commit:
+            raise ClientStop(f"--check: no earlier harvest of {repository or args.path} into "
+                             f"{args.project} on {api.base_url}; compare with a commit "
+                             "instead: --check --since BASE", EXIT_REFUSED)
+        report.drift = check(checkout, args.revision, state)
         return report
     revisions = [args.revision]
     if args.since:
@@ -145,12 +150,22 @@ def _harvest(args: argparse.Namespace, settings: Settings, api: ApiClient) -> Re
         for revision in revisions:
             harvest = harvest_checkout(args.path, revision, args.repository)
             harvest.branch = branch
-            outcome = load_harvest(api, args.project, harvest, state_file,
-                                   trust_tier=args.trust_tier, progress_from=PROGRESS_FROM)
+            if args.publish:
+                outcome = load_harvest(api, args.project, harvest, state_file,
+                                       trust_tier=args.trust_tier, progress_from=PROGRESS_FROM)
+            else:
+                outcome = propose_harvest(api, args.project, harvest, PROGRESS_FROM)
             report.commits.append(outcome)
             bar.update(1)
     finally:
         bar.close()
+    if args.publish and revisions:
+        from vera.harvest.drift import mark_drift
+
+        # Every citation of this repository's files, harvested or hand-written, compared
+        # with the harvested commit: stale ones served with a drift warning.
+        last = report.commits[-1]["commit"]
+        report.drift_marks = mark_drift(api, args.project, checkout, last, repository)
     return report
 
 
@@ -182,6 +197,15 @@ def _print(report: Report, args: argparse.Namespace) -> None:
                   f"{item['subject']} {item['predicate']} {item['object']}")
         return
     for outcome in report.commits:
+        if "proposed" in outcome:
+            print(f"{report.repository} @ {outcome['commit'][:12]} proposed to {args.project}: "
+                  f"{outcome['files_read']} files read, {outcome['facts']} facts "
+                  f"({outcome['proposed']['created']} new proposals, "
+                  f"{outcome['proposed']['deduplicated']} already pending or known)")
+            if outcome["missing_predicates"]:
+                print("  left out, the ontology lacks: "
+                      + ", ".join(outcome["missing_predicates"]))
+            continue
         plan = outcome["plan"]
         print(f"{report.repository} @ {outcome['commit'][:12]} into {args.project}: "
               f"{outcome['files_read']} files read, {outcome['facts']} facts "

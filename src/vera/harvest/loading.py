@@ -104,3 +104,75 @@ def load_harvest(api: ApiClient, project: str, harvest: Harvest, state_file: Pat
                    "corrections_already_recorded": summary.corrections[1]},
         "source_ids": sorted({source_id(harvest.repository, p) for p, _, _ in kept}),
     }
+
+
+# A proposals request stays under the REST API's plain body limit (16 KiB).
+PROPOSAL_BATCH_BYTES = 14 * 1024
+
+
+def proposal_batches(harvest: Harvest) -> list[list[dict[str, Any]]]:
+    """The harvest as proposal requests: each file's facts after its source, whole files
+    packed into a request while they fit, a larger file's facts spread over several (its
+    source repeated in each)."""
+    committed_at = harvest.commit.committed_at
+    by_path: dict[str, list[dict[str, Any]]] = {}
+    for fact in harvest.facts:
+        record = fact_record(fact, harvest.repository, harvest.branch, committed_at)
+        if record is None:
+            harvest.skipped["undated_superseded"] += 1
+            continue
+        by_path.setdefault(fact.path, []).append(record)
+    batches: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    size = 0
+    for path, records in sorted(by_path.items()):
+        source = source_record(harvest.repository, harvest.commit.id, committed_at, path)
+        source_size = len(json.dumps(source)) + 2
+        if current and size + source_size + len(json.dumps(records[0])) > PROPOSAL_BATCH_BYTES:
+            batches.append(current)
+            current, size = [], 0
+        current.append(source)
+        size += source_size
+        for record in records:
+            record_size = len(json.dumps(record)) + 2
+            if size + record_size > PROPOSAL_BATCH_BYTES:
+                batches.append(current)
+                current, size = [source], source_size
+            current.append(record)
+            size += record_size
+    if current:
+        batches.append(current)
+    return batches
+
+
+def propose_harvest(api: ApiClient, project: str, harvest: Harvest,
+                    progress_from: int = 200) -> dict[str, Any]:
+    """Files the harvest as proposals for the project's curators (members may)."""
+    from urllib.parse import quote
+
+    from tqdm import tqdm
+
+    batches = proposal_batches(harvest)
+    total = sum(len(b) for b in batches)
+    created = deduplicated = 0
+    unknown: set[str] = set()
+    bar = tqdm(total=total, desc="filing proposals", unit="record", file=sys.stderr,
+               disable=total < progress_from)
+    try:
+        for batch in batches:
+            reply = api.call("POST", f"/projects/{quote(project, safe='')}/proposals",
+                             json={"records": batch})
+            created += reply["created"]
+            deduplicated += reply["deduplicated"]
+            unknown.update(reply["unknown_predicates"])
+            bar.update(len(batch))
+    finally:
+        bar.close()
+    kept = sum(1 for b in batches for r in b if r["type"] == "fact")
+    return {
+        "commit": harvest.commit.id, "committed_at": harvest.commit.committed_at.isoformat(),
+        "files_listed": harvest.files_listed, "files_read": harvest.files_read,
+        "facts": kept, "skipped": dict(harvest.skipped), "seconds": harvest.seconds,
+        "proposed": {"created": created, "deduplicated": deduplicated},
+        "missing_predicates": sorted(unknown),
+    }

@@ -13,32 +13,33 @@ import subprocess
 import sys
 from pathlib import Path
 
+from vera.api_client import in_clear
 from vera.errors import InvalidInput
-from vera.integrations import endpoints
+from vera.integrations import approvals, endpoints, workspace
 from vera.integrations.artifacts import RUNTIMES
 from vera.integrations.connect import Plan, plan_connect, store_token
-from vera.integrations.contract import SAVE_MODES, apply_overrides, load_contract, save_mode
+from vera.integrations.contract import (
+    SAVE_MODE_SCOPES,
+    SAVE_MODES,
+    apply_overrides,
+    load_contract,
+    save_mode,
+)
 from vera.integrations.disconnect import plan_disconnect
 from vera.integrations.doctor import diagnose
 from vera.integrations.editors import UnsafeEdit
-from vera.integrations.ownership import TOKEN_PATH, BadRecord, read_record
-from vera.integrations.runtimes import ADAPTERS, profile_line
+from vera.integrations.ownership import (
+    CREDENTIAL_FILES,
+    RUNTIME_OAUTH,
+    TOKEN_PATH,
+    BadRecord,
+    read_record,
+)
+from vera.integrations.runtimes import ADAPTERS, OAUTH_STEP, profile_line
 from vera.integrations.workspace import Workspace, parse_back
 
-# What each save mode's token may do: retrieval, persisted packs and exact feedback always;
-# proposals only where the mode proposes, so `off` holds a token the server refuses them.
-SAVE_MODE_SCOPES = {
-    "off": ("memory:read", "memory:snapshot", "memory:feedback"),
-    "suggest": ("memory:read", "memory:snapshot", "memory:feedback", "memory:propose"),
-    "auto-propose": ("memory:read", "memory:snapshot", "memory:feedback", "memory:propose"),
-}
 # The record's label for a static MCP token kept in the user's untracked credential files.
 STATIC_CREDENTIAL = f"file:{TOKEN_PATH}"
-OAUTH_STEP = {
-    "claude-code": "authenticate in Claude Code with /mcp (OAuth)",
-    "codex": "run `codex mcp login vera` (OAuth)",
-    "opencode": "run `opencode mcp auth vera` (OAuth)",
-}
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -53,6 +54,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     connect.add_argument("--api-key-stdin", action="store_true",
                          help="read the API key for the MCP token exchange from stdin "
                          "(otherwise it is asked for on a terminal)")
+    connect.add_argument("--allow-plain-http", action="store_true",
+                         help="send the API key and the MCP token over http:// to a "
+                         "non-loopback host")
     disconnect = commands.add_parser("disconnect", help="remove VERA's unchanged setup")
     disconnect.add_argument("runtime", choices=RUNTIMES)
     doctor = commands.add_parser("doctor", help="check a connected runtime sees VERA")
@@ -94,10 +98,14 @@ def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url:
             return True, previous.credential, None, [
                 f"{OAUTH_STEP[args.runtime]}; once it works, delete {TOKEN_PATH} and run "
                 f"`vera connect {args.runtime}` again to drop the static token"]
-        return False, "runtime-oauth", None, [OAUTH_STEP[args.runtime]]
+        return False, RUNTIME_OAUTH, None, [OAUTH_STEP[args.runtime]]
     steps = [] if ADAPTERS[args.runtime].READS_SECRET_FROM_FILE else [
         f"{args.runtime} reads the token only from its environment: add this line to your "
         f"shell profile, then open a new shell:\n      {profile_line(root)}"]
+    tracked = workspace.tracked(root, sorted(CREDENTIAL_FILES))
+    if tracked:
+        raise UnsafeEdit(f"{', '.join(tracked)} is tracked by Git, so the MCP token would be "
+                         "committed: untrack it (git rm --cached) and connect again")
     if args.api_key_stdin:
         key = sys.stdin.readline().strip()
     elif sys.stdin.isatty():
@@ -132,6 +140,11 @@ def _blocked(plan: Plan) -> int:
 def run_connect(args: argparse.Namespace) -> int:
     api_url = endpoints.validate_url("api_url", args.api_url).rstrip("/")
     mcp_url = endpoints.validate_url("mcp_url", args.mcp_url)
+    for field, url in (("api_url", api_url), ("mcp_url", mcp_url)):
+        if in_clear(url) and not args.allow_plain_http:
+            raise InvalidInput(field, f"{field} is plain http:// to a host other than this "
+                               "machine: use https, or --allow-plain-http if this network is "
+                               "trusted")
     root = repository_root(args.project_dir)
     checked = endpoints.check(api_url, mcp_url)
     for line in checked.checks:
@@ -140,8 +153,15 @@ def run_connect(args: argparse.Namespace) -> int:
         print("VERA is not reachable at the given URLs; nothing was written", file=sys.stderr)
         return 1
     print(f"auth profile: {checked.profile}")
-    overrides = {"defaults.save_mode": args.save_mode} if args.save_mode else {}
+    previous = approvals.load(root).get(args.runtime)
+    kept = not args.save_mode and previous is not None and bool(previous.overrides)
+    # A reconnect keeps what this user reviewed; only a flag changes it (never the tracked
+    # record, which anyone may commit).
+    overrides = ({"defaults.save_mode": args.save_mode} if args.save_mode
+                 else dict(previous.overrides) if previous else {})
     mode = save_mode(apply_overrides(load_contract(), overrides)[0])
+    print(f"save mode: {mode}" + (" (kept from your last connect; --save-mode changes it)"
+                                  if kept else ""))
     static, credential, token, steps = _credential(args, checked, api_url, root, mode)
     try:
         plan = plan_connect(root, args.runtime, api_url, mcp_url, authenticated=static,
@@ -162,6 +182,8 @@ def run_connect(args: argparse.Namespace) -> int:
         print(f"parse-back failed: {failure}", file=sys.stderr)
     if failures:
         return 1
+    approvals.save(root, args.runtime, approvals.Approval(
+        api_url, mcp_url, plan.connection.overrides, credential))
     print(f"VERA setup completed for {args.runtime}")
     print("changed files:\n" + "".join(f"  {rel}\n" for rel in changed), end="")
     for step in [*steps, f"restart {args.runtime}, then run `vera doctor {args.runtime}`"]:
@@ -183,6 +205,7 @@ def run_disconnect(args: argparse.Namespace) -> int:
     if not _approved(args, "Remove VERA's setup?"):
         return 1
     changed = ws.apply()
+    approvals.forget(root, args.runtime)
     print(f"VERA disconnected from {args.runtime}")
     print("changed files:\n" + "".join(f"  {rel}\n" for rel in changed), end="")
     return 3 if removal.conflicts else 0

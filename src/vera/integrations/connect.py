@@ -140,6 +140,36 @@ def _file(plan: Plan, rel: str, content: str, connections: dict[str, Connection]
     plan.connection.entries.append(entry)
 
 
+@dataclass(frozen=True)
+class Rendering:
+    """What the installed VERA puts in a project for one runtime: whole files, and per
+    config file (``toml``, mapping) the mapping merged into it; ``server`` is the ``vera``
+    server definition at ``mcp_file``'s ``SERVER_PATH``."""
+
+    files: list[artifacts.Artifact]
+    merges: dict[str, tuple[bool, dict[str, Any]]]
+    mcp_file: str
+    server: dict[str, Any]
+
+
+def render_setup(root: Path, runtime: str, effective: Mapping[str, Any], *, api_url: str,
+                 mcp_url: str, authenticated: bool) -> Rendering:
+    adapter = ADAPTERS[runtime]
+    server = adapter.server_definition(mcp_url, authenticated)
+    mcp_rel = adapter.mcp_file(root)
+    merges: dict[str, tuple[bool, dict[str, Any]]] = {
+        mcp_rel: (mcp_rel.endswith(".toml"), _nest(adapter.SERVER_PATH, copy.deepcopy(server)))}
+    files = []
+    for artifact in artifacts.render(runtime, effective, api_url=api_url):
+        if artifact.kind == "file":
+            files.append(artifact)
+            continue
+        rel = mcp_rel if artifact.path in ("opencode.json", "opencode.jsonc") else artifact.path
+        _deep_merge(merges.setdefault(rel, (artifact.kind == "toml-merge", {}))[1],
+                    artifact.content)  # type: ignore[arg-type]
+    return Rendering(files, merges, mcp_rel, server)
+
+
 def plan_connect(root: Path, runtime: str, api_url: str, mcp_url: str, *,
                  authenticated: bool, credential: str,
                  overrides: Mapping[str, str]) -> Plan:
@@ -156,19 +186,14 @@ def plan_connect(root: Path, runtime: str, api_url: str, mcp_url: str, *,
             return plan
         connections = {n: c for n, c in connections.items() if n != runtime}
 
-    server = adapter.server_definition(mcp_url, authenticated)
-    wanted: dict[str, tuple[bool, dict[str, Any]]] = {}
-    mcp_rel = adapter.mcp_file(root)
-    wanted[mcp_rel] = (mcp_rel.endswith(".toml"),
-                       dict(adapter.NEW_FILE_KEYS) if ws.read(mcp_rel) is None else {})
-    _deep_merge(wanted[mcp_rel][1], _nest(adapter.SERVER_PATH, server))
-    for artifact in artifacts.render(runtime, effective, api_url=api_url):
-        if artifact.kind == "file":
-            _file(plan, artifact.path, str(artifact.content), connections)
-            continue
-        rel = mcp_rel if artifact.path in ("opencode.json", "opencode.jsonc") else artifact.path
-        _deep_merge(wanted.setdefault(rel, (artifact.kind == "toml-merge", {}))[1],
-                    artifact.content)  # type: ignore[arg-type]
+    rendering = render_setup(root, runtime, effective, api_url=api_url, mcp_url=mcp_url,
+                             authenticated=authenticated)
+    server, mcp_rel, wanted = rendering.server, rendering.mcp_file, rendering.merges
+    if ws.read(mcp_rel) is None:
+        toml, mapping = wanted[mcp_rel]
+        wanted[mcp_rel] = (toml, {**adapter.NEW_FILE_KEYS, **mapping})
+    for artifact in rendering.files:
+        _file(plan, artifact.path, str(artifact.content), connections)
     for rel, (toml, data) in wanted.items():
         created = ws.read(rel) is None
         try:

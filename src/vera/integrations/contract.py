@@ -17,6 +17,15 @@ from vera.errors import InvalidInput
 
 CONTRACT_VERSION_KEY = "vera_integration_contract"
 SAVE_MODES = ("off", "suggest", "auto-propose")
+# What each save mode's MCP token may do, and no more: `off` reads only, so the server itself
+# refuses every write (proposals, feedback, snapshots, persisted packs) whatever the runtime
+# or its permission mode decides; the other modes add exact feedback, persisted packs and
+# proposals.
+SAVE_MODE_SCOPES: Mapping[str, tuple[str, ...]] = {
+    "off": ("memory:read",),
+    "suggest": ("memory:read", "memory:snapshot", "memory:feedback", "memory:propose"),
+    "auto-propose": ("memory:read", "memory:snapshot", "memory:feedback", "memory:propose"),
+}
 
 # The defaults a reviewed override may change, and the values each may take. Everything
 # else (privacy, approval, shared promotion) is fixed by the GUIDE: an override there would

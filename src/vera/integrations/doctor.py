@@ -6,6 +6,11 @@ own settings: doctor never switches a trust gate off); VERA's tools are listed w
 official MCP client. The token goes only to the endpoint it was minted for, as the user's
 untracked state records it; a tracked file that names another endpoint is reported and
 nothing is sent.
+
+Doctor never executes a file from the repository, and trusts nothing the tracked
+``.vera/integrations.json`` says about itself: it compares the project with what the
+installed VERA renders for the setup this user approved (:mod:`vera.integrations.approvals`)
+and runs the hook only as its own rendering, when the repository's copy is that same text.
 """
 
 from __future__ import annotations
@@ -15,28 +20,46 @@ import json
 import os
 import stat
 import subprocess
+import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
+import httpx
 import jwt
 
-from vera.integrations import editors
-from vera.integrations.artifacts import HOOK_TIMEOUT_S
-from vera.integrations.editors import fingerprint, text_fingerprint
+from vera.integrations import approvals, editors, endpoints, workspace
+from vera.integrations.approvals import Approval
+from vera.integrations.artifacts import HOOK_SCRIPT, HOOK_TIMEOUT_S, SERVER_NAME, WRITE_TOOLS
+from vera.integrations.connect import Rendering, render_setup
+from vera.integrations.contract import (
+    SAVE_MODE_SCOPES,
+    apply_overrides,
+    load_contract,
+    save_mode,
+)
 from vera.integrations.endpoints import credential_refusal
 from vera.integrations.ownership import (
     CREDENTIAL_FILES,
     MINTED_FOR_PATH,
+    RECORD_PATH,
+    RUNTIME_OAUTH,
     TOKEN_PATH,
     Connection,
-    Entry,
     read_record,
 )
-from vera.integrations.runtimes import ADAPTERS, TOKEN_ENV_VAR, Finding, profile_line, run_cli
+from vera.integrations.runtimes import (
+    ADAPTERS,
+    OAUTH_STEP,
+    TOKEN_ENV_VAR,
+    Finding,
+    profile_line,
+    run_cli,
+)
 
 TOOLS_TIMEOUT_SECONDS = 10.0
-# The reads every save mode's token carries (commands.SAVE_MODE_SCOPES).
-NEEDED_SCOPES = ("memory:read", "memory:snapshot", "memory:feedback")
 
 
 def _read(root: Path, rel: str) -> str | None:
@@ -88,52 +111,136 @@ def _tools_finding(url: str, token: str | None) -> Finding:
     return Finding("vera tools visible", bool(names), f"{len(names)} tools")
 
 
-def _unchanged(root: Path, entry: Entry) -> bool:
-    """Whether what connect wrote (a whole file, or one key or item inside a config, such
-    as an approval rule) is still there as written."""
-    text = _read(root, entry.file)
-    if text is None:
-        return False
-    if entry.kind == "file":
-        return text_fingerprint((root / entry.file).read_text()) == entry.sha256
+def _sign_in_finding(name: str, approval: Approval) -> Finding:
+    """The deployment still names an identity provider, and that provider answers."""
+    servers = endpoints.check(approval.api_url, approval.mcp_url).authorization_servers
+    if not servers:
+        return Finding("vera sign-in", False, "the deployment names no identity provider any "
+                       f"more: run `vera connect {name}` again")
+    issuer = servers[0].rstrip("/")
     try:
-        parsed = editors.parse_toml(text) if entry.kind == "toml-key" else editors.parse_json(text)
+        answer = httpx.get(f"{issuer}/.well-known/openid-configuration",
+                           timeout=TOOLS_TIMEOUT_SECONDS, follow_redirects=False)
+        answered = answer.status_code == 200 and answer.json().get("issuer") == servers[0]
+    except (httpx.HTTPError, ValueError):
+        answered = False
+    if not answered:
+        return Finding("vera sign-in", False, f"the identity provider {issuer} does not answer "
+                       "as one; ask whoever runs your team's deployment")
+    return Finding("vera sign-in", True, f"through {issuer}: {OAUTH_STEP[name]}; the token "
+                   f"stays in {name}'s own store, which doctor does not read")
+
+
+def _drift(current: Any, wanted: Any, path: tuple[str, ...], rendering: Rendering,
+           adapter: ModuleType) -> list[tuple[str, ...]]:
+    """Where ``current`` falls short of what VERA renders at ``path``, or loosens it.
+
+    Everything rendered must be there as rendered; beside it, a key or item that names VERA
+    or one of its tools (``vera_*``, ``mcp__vera``, ``knowledge_propose``) is someone else's
+    rule about VERA, and so is a ``*tool*`` key added to VERA's server table.
+    """
+    if path == adapter.SERVER_PATH:
+        if not adapter.equivalent(current, rendering.server):
+            return [path]
+        extra = [(*path, key) for key in current
+                 if key not in wanted and "tool" in key]
+        rest = {k: v for k, v in wanted.items() if k not in rendering.server}
+        return extra + [d for key, value in rest.items()
+                        for d in _drift(current.get(key), value, (*path, key), rendering,
+                                        adapter)]
+    if isinstance(wanted, Mapping):
+        if not isinstance(current, Mapping):
+            return [path]
+        extra = [(*path, key) for key in current if key not in wanted and _names_vera(key)]
+        return extra + [d for key, value in wanted.items()
+                        for d in _drift(current.get(key), value, (*path, key), rendering,
+                                        adapter)]
+    if isinstance(wanted, list):
+        if not isinstance(current, list):
+            return [path]
+        short = any(item not in current for item in wanted)
+        loosened = any(isinstance(item, str) and item not in wanted and _names_vera(item)
+                       for item in current)
+        return [path] if short or loosened else []
+    return [] if current == wanted else [path]
+
+
+def _names_vera(text: object) -> bool:
+    return isinstance(text, str) and (SERVER_NAME in text or text in WRITE_TOOLS)
+
+
+def _merged_drift(root: Path, rel: str, toml: bool, wanted: dict[str, Any],
+                  rendering: Rendering, adapter: ModuleType) -> list[str]:
+    text = _read(root, rel)
+    try:
+        parsed = None if text is None else (editors.parse_toml(text) if toml
+                                            else editors.parse_json(text))
     except editors.UnsafeEdit:
-        return False
-    current = editors.get_path(parsed, entry.path)
-    if entry.kind == "json-item":
-        return isinstance(current, list) and any(fingerprint(i) == entry.sha256 for i in current)
-    return current is not None and fingerprint(current) == entry.sha256
+        parsed = None
+    if parsed is None:
+        return [rel]
+    return [f"{rel} {'.'.join(path)}".rstrip()
+            for path in _drift(parsed, wanted, (), rendering, adapter)]
 
 
-def _files(root: Path, connection: Connection) -> list[Finding]:
-    files = [e for e in connection.entries if e.kind == "file"]
-    rules = [e for e in connection.entries if e.kind != "file"]
-    changed = [e.describe() for e in files if not _unchanged(root, e)]
-    edited = [e.describe() for e in rules if not _unchanged(root, e)]
+def _files(root: Path, rendering: Rendering, adapter: ModuleType) -> list[Finding]:
+    changed = [a.path for a in rendering.files if _read_exact(root, a.path) != a.content]
+    edited = [d for rel, (toml, wanted) in rendering.merges.items()
+              for d in _merged_drift(root, rel, toml, wanted, rendering, adapter)]
     return [Finding("vera files unchanged", not changed,
-                    "as connect wrote them" if not changed else "changed since connect: "
-                    + ", ".join(changed) + "; restore them or connect again"),
+                    "as this VERA renders them" if not changed else "differ from what this "
+                    "VERA renders: " + ", ".join(changed) + "; restore them or connect again"),
             Finding("vera config and approval rules unchanged", not edited,
-                    "as connect wrote them" if not edited else "changed since connect: "
-                    + ", ".join(edited) + "; restore them or connect again")]
+                    "as this VERA renders them" if not edited else "differ from what this "
+                    "VERA renders: " + ", ".join(edited) + "; restore them or connect again")]
 
 
-def _hook_finding(root: Path, connection: Connection) -> list[Finding]:
-    """Runs the SessionStart hook the way the runtime does, offline."""
-    hooks = [e.file for e in connection.entries if e.file.endswith("/vera_hook.py")]
+def _read_exact(root: Path, rel: str) -> str | None:
+    path = root / rel
+    return path.read_text() if path.is_file() and not path.is_symlink() else None
+
+
+def _hook_finding(root: Path, rendering: Rendering) -> list[Finding]:
+    """Runs the SessionStart hook the way the runtime does, offline: the copy this VERA
+    renders, and only when the repository's copy is that same text. Doctor never runs a
+    file from the repository, whoever committed it."""
+    hooks = [a for a in rendering.files if a.path.endswith(f"/{HOOK_SCRIPT}")]
     if not hooks:
         return []
+    rel, source = hooks[0].path, str(hooks[0].content)
+    if _read_exact(root, rel) != source:
+        return [Finding("vera hook runs", False, f"{rel} is not the hook this VERA renders; "
+                        "doctor did not run it: review the change, then connect again")]
     try:
-        done = subprocess.run(["python3", str(root / hooks[0]), "session-start", "--runtime",
-                               "doctor"], cwd=root, input="{}", capture_output=True,
-                              text=True, timeout=HOOK_TIMEOUT_S)
+        with tempfile.TemporaryDirectory() as folder:
+            script = Path(folder) / HOOK_SCRIPT
+            script.write_text(source)
+            done = subprocess.run(["python3", str(script), "session-start", "--runtime",
+                                   "doctor"], cwd=root, input="{}", capture_output=True,
+                                  text=True, timeout=HOOK_TIMEOUT_S)
         output = json.loads(done.stdout)["hookSpecificOutput"]
         runs = output["hookEventName"] == "SessionStart" and bool(output["additionalContext"])
     except (OSError, ValueError, KeyError, TypeError, subprocess.TimeoutExpired):
         runs = False
-    return [Finding("vera hook runs", runs, f"{hooks[0]} answers" if runs else
-                    f"{hooks[0]} does not answer: check python3 is on PATH")]
+    return [Finding("vera hook runs", runs, f"{rel} answers" if runs else
+                    f"{rel} does not answer: check python3 is on PATH")]
+
+
+def _record_finding(name: str, connection: Connection, approval: Approval,
+                    effective: dict[str, Any]) -> Finding:
+    """The tracked record against what this user approved: a commit that loosens the
+    overrides or the contract, or moves the endpoints, is shown, never trusted."""
+    differs = [label for label, tracked, approved in (
+        ("overrides", connection.overrides, approval.overrides),
+        ("contract", connection.contract, effective),
+        ("api_url", connection.api_url, approval.api_url),
+        ("mcp_url", connection.mcp_url, approval.mcp_url),
+        ("credential", connection.credential, approval.credential)) if tracked != approved]
+    return Finding("vera record matches your approval", not differs,
+                   "contract, overrides and endpoints as you approved them" if not differs
+                   else f"{RECORD_PATH} records another {', '.join(differs)} than you "
+                   f"approved; review the commit that changed it, then run `vera connect "
+                   f"{name}`")
 
 
 def _configured_url(root: Path, name: str) -> object:
@@ -149,20 +256,14 @@ def _configured_url(root: Path, name: str) -> object:
     return server.get("url") if isinstance(server, dict) else None
 
 
-def _tracked(root: Path, rels: list[str]) -> list[str]:
-    listed = subprocess.run(["git", "ls-files", "--", *rels], cwd=root, capture_output=True,
-                            text=True)
-    return listed.stdout.split()
-
-
-def _credential_findings(root: Path, name: str, connection: Connection,
+def _credential_findings(root: Path, name: str, approval: Approval, mode: str,
                          env: dict[str, str]) -> tuple[list[Finding], str | None]:
     """The static token's state; the token is returned only when it may be sent."""
     token, minted_for = _read(root, TOKEN_PATH), _read(root, MINTED_FOR_PATH)
     if token is None or minted_for is None:
         return [Finding("mcp token", False, f"no token in {TOKEN_PATH}: run `vera connect "
                         f"{name}` and give the API key")], None
-    tracked = _tracked(root, sorted(CREDENTIAL_FILES))
+    tracked = workspace.tracked(root, sorted(CREDENTIAL_FILES))
     if tracked:
         return [Finding("mcp token private", False, f"{', '.join(tracked)} is tracked by Git: "
                         "remove it from Git (git rm --cached), revoke the token and connect "
@@ -171,7 +272,7 @@ def _credential_findings(root: Path, name: str, connection: Connection,
              and stat.S_IMODE((root / rel).stat().st_mode) != 0o600]
     findings = [Finding("mcp token private", not loose, "owner-only (0600)" if not loose else
                         f"{', '.join(loose)} readable by others: chmod 600 them")]
-    steered = {url for url in (connection.mcp_url, _configured_url(root, name))
+    steered = {url for url in (approval.mcp_url, _configured_url(root, name))
                if url != minted_for}
     if steered:
         findings.append(Finding("mcp endpoint", False, f"a tracked file now names "
@@ -191,10 +292,13 @@ def _credential_findings(root: Path, name: str, connection: Connection,
                             else f"expires {time.strftime('%Y-%m-%d', time.gmtime(expiry))}"))
     raw = claims.get("scope", claims.get("scp", ""))
     granted = set(raw.split() if isinstance(raw, str) else raw or ())
-    missing = [scope for scope in NEEDED_SCOPES if scope not in granted]
-    findings.append(Finding("mcp token scopes", not missing, " ".join(sorted(granted)) if not
-                            missing else f"lacks {' '.join(missing)}: run `vera connect "
-                            f"{name}` again"))
+    wanted = set(SAVE_MODE_SCOPES[mode])
+    missing, beyond = sorted(wanted - granted), sorted(granted - wanted)
+    detail = " ".join(sorted(granted)) if not (missing or beyond) else "; ".join(
+        [f"lacks {' '.join(missing)}"] * bool(missing)
+        + [f"grants {' '.join(beyond)}, more than save mode {mode} allows"] * bool(beyond))
+    findings.append(Finding("mcp token scopes", not (missing or beyond), detail if not (
+        missing or beyond) else f"{detail}: run `vera connect {name}` again"))
     if not ADAPTERS[name].READS_SECRET_FROM_FILE:
         seen = env.get(TOKEN_ENV_VAR) == token
         findings.append(Finding(f"{name} sees the token", seen, f"{TOKEN_ENV_VAR} is exported"
@@ -208,23 +312,43 @@ def diagnose(root: Path, runtime: str | None, env: dict[str, str] | None = None
              ) -> dict[str, list[Finding]]:
     env = dict(os.environ if env is None else env)
     connections = read_record(root)
-    names = [runtime] if runtime else sorted(connections)
+    approved = approvals.load(root)
+    names = [runtime] if runtime else sorted(set(connections) | set(approved))
     report: dict[str, list[Finding]] = {}
     for name in names:
         connection = connections.get(name)
         if connection is None:
             report[name] = [Finding("connected", False, f"run `vera connect {name}` first")]
             continue
-        findings = _files(root, connection) + _hook_finding(root, connection)
+        approval = approved.get(name)
+        if approval is None:
+            report[name] = [Finding("connected on this machine", False,
+                                    f"{RECORD_PATH} names {name}, but you never approved a "
+                                    f"setup in this checkout: review it with `vera connect "
+                                    f"{name}`")]
+            continue
+        effective, _ = apply_overrides(load_contract(), approval.overrides)
+        rendering = render_setup(root, name, effective, api_url=approval.api_url,
+                                 mcp_url=approval.mcp_url,
+                                 authenticated=approval.authenticated)
+        adapter = ADAPTERS[name]
+        findings = [_record_finding(name, connection, approval, effective),
+                    *_files(root, rendering, adapter), *_hook_finding(root, rendering)]
         findings.append(Finding("vera approval", True, ADAPTERS[name].APPROVAL))
         token = None
-        if connection.credential.startswith("file:"):
-            credential, token = _credential_findings(root, name, connection, env)
+        if approval.authenticated:
+            credential, token = _credential_findings(root, name, approval,
+                                                     save_mode(effective), env)
             findings += credential
             if token is None:  # the runtime would send it where a tracked file says
                 report[name] = findings
                 continue
         findings += ADAPTERS[name].probe(root, env, run_cli, Finding)
-        findings.append(_tools_finding(connection.mcp_url, token))
+        if approval.credential == RUNTIME_OAUTH:
+            # The token is in the runtime's own store, which doctor cannot read: what it can
+            # check is the identity provider the runtime signs in with.
+            findings.append(_sign_in_finding(name, approval))
+        else:
+            findings.append(_tools_finding(approval.mcp_url, token))
         report[name] = findings
     return report

@@ -20,6 +20,9 @@ from vera.errors import InvalidInput
 
 CHECK_TIMEOUT_SECONDS = 5.0
 PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource"
+# Why the gateway refuses a built-in token that minting a new one fixes (its 401 body's
+# ``data.reason``, next to ``data.fix``: ``vera connect``).
+RENEWABLE = frozenset({"token_outdated", "token_expired", "key_revoked", "principal_disabled"})
 AuthProfile = Literal["local-dev", "remote-authenticated", "unknown"]
 
 
@@ -121,13 +124,23 @@ def _challenge_param(header: str, name: str) -> str | None:
     return match.group(1) if match else None
 
 
+def _renewable_reason(response: httpx.Response) -> str | None:
+    try:
+        reason = response.json()["error"]["data"]["reason"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return reason if reason in RENEWABLE else None
+
+
 def credential_refusal(mcp_url: str, token: str | None) -> str | None:
     """Why the MCP endpoint refuses this bearer, as ``<reason>: <fix>``; None when it does not.
 
-    VERA answers every bad token alike (401 ``invalid_token``), so the token's own claims,
-    read unverified by the one who holds it, tell an expired token from one minted for
-    another audience (the protected-resource metadata names this server's). The reason is
-    one of ``missing``, ``expired``, ``wrong_audience``, ``rejected``, ``insufficient_scope``.
+    A built-in token refused for a reason that a new token fixes carries that reason in the
+    answer (one of :data:`RENEWABLE`), named with ``vera connect`` as the fix. Otherwise VERA
+    answers every bad token alike (401 ``invalid_token``), so the token's own claims, read
+    unverified by the one who holds it, tell an expired token from one minted for another
+    audience (the protected-resource metadata names this server's): ``missing``,
+    ``expired``, ``wrong_audience``, ``rejected``, ``insufficient_scope``.
     """
     headers = {"Accept": "application/json, text/event-stream"}
     if token:
@@ -147,6 +160,9 @@ def credential_refusal(mcp_url: str, token: str | None) -> str | None:
             return None
         if not token:
             return "missing: obtain an MCP token (`vera connect` asks for the API key)"
+        renewable = _renewable_reason(response)
+        if renewable:
+            return f"{renewable}: the server refuses this token; run `vera connect`"
         try:
             claims = jwt.decode(token, options={"verify_signature": False})
         except jwt.PyJWTError:

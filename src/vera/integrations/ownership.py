@@ -27,6 +27,11 @@ IGNORE_TEXT = ("# VERA keeps credentials here; never commit them.\n"
 EntryKind = Literal["file", "json-key", "json-item", "toml-key"]
 
 
+# The record's credential for a runtime that signs in through the deployment's identity
+# provider itself (its token stays in the runtime's own store).
+RUNTIME_OAUTH = "runtime-oauth"
+
+
 class BadRecord(ValueError):
     """The ownership record names a path outside the repository or is malformed."""
 

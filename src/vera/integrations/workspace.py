@@ -114,3 +114,10 @@ def parse_back(root: Path, rel: str) -> str | None:
     except (UnsafeEdit, SyntaxError) as exc:
         return str(exc)
     return None
+
+
+def tracked(root: Path, rels: list[str]) -> list[str]:
+    """Which of ``rels`` Git tracks in ``root``: a secret written there would be committed."""
+    listed = subprocess.run(["git", "ls-files", "--", *rels], cwd=root, capture_output=True,
+                            text=True)
+    return listed.stdout.split()

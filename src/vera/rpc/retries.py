@@ -8,6 +8,11 @@ caller must see that outcome rather than a second attempt's. gRPC itself spaces 
 (exponential backoff, each delay drawn at random up to the current bound, so callers that
 failed together do not retry together), keeps them inside the call's deadline, and stops
 retrying altogether while most calls on the channel fail (retry throttling).
+
+The same service config spreads calls: ``round_robin`` over every address the target
+resolves to (the chart's headless ``<name>-pods`` Services list each replica), skipping a
+replica whose gRPC health answers NOT_SERVING (client-side health checks), so each call,
+not each connection, picks a replica.
 """
 
 from __future__ import annotations
@@ -52,7 +57,9 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "ListPendingProposals",
         "ListConflictedAttempts",
         "ListSources",
+        "ListCitedLines",
         "ListRankingFeedback",
+        "ListCitedLines",
     ),
     "vera.retrieval.v1.RetrievalService": (
         "Search",

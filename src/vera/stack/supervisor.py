@@ -402,8 +402,51 @@ def console_address(api_url: str, sign_in_token: str, settings: Settings) -> str
     return f"{api_url}/console/"
 
 
-def client_snippet(mcp_url: str) -> str:
-    return json.dumps({"mcpServers": {"vera": {"type": "http", "url": mcp_url}}}, indent=2)
+# The variable `vera connect` exports a runtime's MCP token in (vera.integrations).
+MCP_TOKEN_VARIABLE = "VERA_MCP_TOKEN"
+
+
+def client_snippet(mcp_url: str, settings: Settings) -> str:
+    """The MCP client config a developer pastes; an authenticated deployment's carries the
+    bearer token every call needs, from the environment."""
+    server: dict = {"type": "http", "url": mcp_url}
+    if settings.auth_profile != "local-dev":
+        server["headers"] = {"Authorization": f"Bearer ${{{MCP_TOKEN_VARIABLE}}}"}
+    return json.dumps({"mcpServers": {"vera": server}}, indent=2)
+
+
+def _listening(host: str, port: int) -> str:
+    every = " (every interface)" if host in ("0.0.0.0", "::") else ""
+    return f"{host}:{port}{every}"
+
+
+def banner(settings: Settings, data_dir: Path, port: int, mcp_url: str, api_url: str,
+           console_url: str) -> str:
+    """What `vera up` prints when ready: the URLs on this machine, the addresses it really
+    listens on, the Host names it serves (and the settings that add more), and a client
+    config that works with the deployment's authentication."""
+    lines = [
+        "", "VERA is ready.",
+        f"  MCP endpoint: {mcp_url}", f"  REST API:     {api_url}",
+        f"  Console:      {console_url}", f"  Data dir:     {data_dir}",
+        f"  Listening:    MCP {_listening(settings.mcp_bind_host, port)}, REST API "
+        f"{_listening(settings.api_bind_host, settings.api.port)}, plain HTTP",
+    ]
+    if settings.auth_profile == "local-dev":
+        lines += ["", "MCP client config:", client_snippet(mcp_url, settings)]
+    else:
+        lines += [
+            f"  Hosts served: MCP {', '.join(settings.mcp.allowed_hosts)} "
+            "(VERA_MCP__ALLOWED_HOSTS); REST API "
+            f"{', '.join(settings.api.allowed_hosts)} (VERA_API__ALLOWED_HOSTS)",
+            "  Other machines reach it through TLS in front, at a name those settings list "
+            "(docs/deploy.md, One VM).",
+            "", "MCP client config (`vera connect <runtime>` writes it and the token; "
+            f"by hand: {MCP_TOKEN_VARIABLE} from POST {api_url}/identity/mcp-token with "
+            "your API key):",
+            client_snippet(mcp_url, settings),
+        ]
+    return "\n".join([*lines, "", "Press Ctrl-C to stop."])
 
 
 async def run_stack(
@@ -534,13 +577,7 @@ async def run_stack(
             return record
 
         record_children()
-        print(
-            f"\nVERA is ready.\n  MCP endpoint: {mcp_url}\n  REST API:     {api_url}\n"
-            f"  Console:      {console_url}\n"
-            f"  Data dir:     {data_dir}\n"
-            f"\nMCP client config:\n{client_snippet(mcp_url)}\n\nPress Ctrl-C to stop.",
-            flush=True,
-        )
+        print(banner(settings, data_dir, port, mcp_url, api_url, console_url), flush=True)
 
         keepers = [
             asyncio.create_task(

@@ -16,7 +16,7 @@ from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.server import RunningServer, ServiceBinding, create_server
 from vera.rpc.timestamps import to_timestamp
 from vera.services.retrieval.domain import Candidate, Fact, IndexQuery
-from vera.services.retrieval.pipeline.retriever import Retriever
+from vera.services.retrieval.pipeline.retriever import Fusion, Retriever
 
 # --- the pipeline's ports ----------------------------------------------------------------
 
@@ -104,6 +104,7 @@ def harness(
     facts: Sequence[Fact],
     dense: dict[str, float] | None = None,
     lexical: dict[str, float] | None = None,
+    fusion: Fusion | None = None,
 ) -> Harness:
     vectors = FakeVectors([Candidate(k, f"{k}-v1", s) for k, s in (dense or {}).items()])
     lex = FakeLexical([Candidate(k, f"{k}-v1", s) for k, s in (lexical or {}).items()])
@@ -115,6 +116,7 @@ def harness(
         source,
         candidate_pool=50,
         clock=lambda: NOW,
+        fusion=fusion or Fusion(),
         assembler_version=CONTRACT,
     )
     return Harness(vectors, lex, source, retriever)

@@ -152,6 +152,11 @@ class IdentityServiceStub:
                 request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaRequest.SerializeToString,
                 response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaResponse.FromString,
                 _registered_method=True)
+        self.ListAuditRecords = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/ListAuditRecords',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListAuditRecordsRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListAuditRecordsResponse.FromString,
+                _registered_method=True)
 
 
 class IdentityServiceServicer:
@@ -337,6 +342,15 @@ class IdentityServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAuditRecords(self, request, context):
+        """--- The audit trail (administrators, via the REST API; never reachable from MCP) ---
+
+        This service's audit records (vera.db.audit), oldest first, with the chain's head.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IdentityServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -454,6 +468,11 @@ def add_IdentityServiceServicer_to_server(servicer, server):
                     servicer.ChargeQuota,
                     request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaRequest.FromString,
                     response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaResponse.SerializeToString,
+            ),
+            'ListAuditRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditRecords,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListAuditRecordsRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.ListAuditRecordsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1080,6 +1099,33 @@ class IdentityService:
             '/vera.identity.v1.IdentityService/ChargeQuota',
             vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaRequest.SerializeToString,
             vera_dot_identity_dot_v1_dot_identity__pb2.ChargeQuotaResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/ListAuditRecords',
+            vera_dot_identity_dot_v1_dot_identity__pb2.ListAuditRecordsRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.ListAuditRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

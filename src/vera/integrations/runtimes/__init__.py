@@ -19,6 +19,13 @@ from vera.integrations.ownership import TOKEN_PATH
 from vera.integrations.runtimes import claude_code, codex, opencode
 
 TOKEN_ENV_VAR = codex.TOKEN_ENV_VAR
+# How a person signs each runtime in through the deployment's identity provider (its own
+# OAuth, in a browser): connect prints it, doctor names it.
+OAUTH_STEP = {
+    "claude-code": "authenticate in Claude Code with /mcp (OAuth)",
+    "codex": "run `codex mcp login vera` (OAuth)",
+    "opencode": "run `opencode mcp auth vera` (OAuth)",
+}
 
 
 def profile_line(root: Path) -> str:

@@ -785,6 +785,40 @@ class VerifyProposalRequest(_message.Message):
     note: str
     def __init__(self, curator_principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., fact_key: _Optional[str] = ..., trust_tier: _Optional[int] = ..., authority: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
 
+class CurationSettings(_message.Message):
+    __slots__ = ("two_person_verification",)
+    TWO_PERSON_VERIFICATION_FIELD_NUMBER: _ClassVar[int]
+    two_person_verification: bool
+    def __init__(self, two_person_verification: _Optional[bool] = ...) -> None: ...
+
+class GetCurationSettingsRequest(_message.Message):
+    __slots__ = ("scope_id",)
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    scope_id: str
+    def __init__(self, scope_id: _Optional[str] = ...) -> None: ...
+
+class GetCurationSettingsResponse(_message.Message):
+    __slots__ = ("settings",)
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: CurationSettings
+    def __init__(self, settings: _Optional[_Union[CurationSettings, _Mapping]] = ...) -> None: ...
+
+class SetCurationSettingsRequest(_message.Message):
+    __slots__ = ("principal_id", "scope_id", "settings")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    scope_id: str
+    settings: CurationSettings
+    def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., settings: _Optional[_Union[CurationSettings, _Mapping]] = ...) -> None: ...
+
+class SetCurationSettingsResponse(_message.Message):
+    __slots__ = ("settings",)
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: CurationSettings
+    def __init__(self, settings: _Optional[_Union[CurationSettings, _Mapping]] = ...) -> None: ...
+
 class VerifyProposalResponse(_message.Message):
     __slots__ = ("fact", "proposal", "already_active", "change_position")
     FACT_FIELD_NUMBER: _ClassVar[int]
@@ -992,3 +1026,74 @@ class RecordCitationDriftResponse(_message.Message):
     marked: int
     cleared: int
     def __init__(self, marked: _Optional[int] = ..., cleared: _Optional[int] = ...) -> None: ...
+
+class ProposeFactsRequest(_message.Message):
+    __slots__ = ("principal_id", "personal_scope_id", "target_scope_id", "sources", "facts")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PERSONAL_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    personal_scope_id: str
+    target_scope_id: str
+    sources: _containers.RepeatedCompositeFieldContainer[SourceInput]
+    facts: _containers.RepeatedCompositeFieldContainer[FactInput]
+    def __init__(self, principal_id: _Optional[str] = ..., personal_scope_id: _Optional[str] = ..., target_scope_id: _Optional[str] = ..., sources: _Optional[_Iterable[_Union[SourceInput, _Mapping]]] = ..., facts: _Optional[_Iterable[_Union[FactInput, _Mapping]]] = ...) -> None: ...
+
+class ProposeFactsResponse(_message.Message):
+    __slots__ = ("fact_keys", "created", "deduplicated", "unknown_predicates", "change_position")
+    FACT_KEYS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    DEDUPLICATED_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    fact_keys: _containers.RepeatedScalarFieldContainer[str]
+    created: int
+    deduplicated: int
+    unknown_predicates: _containers.RepeatedScalarFieldContainer[str]
+    change_position: int
+    def __init__(self, fact_keys: _Optional[_Iterable[str]] = ..., created: _Optional[int] = ..., deduplicated: _Optional[int] = ..., unknown_predicates: _Optional[_Iterable[str]] = ..., change_position: _Optional[int] = ...) -> None: ...
+
+class ListAuditRecordsRequest(_message.Message):
+    __slots__ = ("after_seq", "page_size", "action")
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    after_seq: int
+    page_size: int
+    action: str
+    def __init__(self, after_seq: _Optional[int] = ..., page_size: _Optional[int] = ..., action: _Optional[str] = ...) -> None: ...
+
+class AuditRecord(_message.Message):
+    __slots__ = ("seq", "recorded_at", "actor", "action", "targets", "hash")
+    class TargetsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    recorded_at: _timestamp_pb2.Timestamp
+    actor: str
+    action: str
+    targets: _containers.ScalarMap[str, str]
+    hash: str
+    def __init__(self, seq: _Optional[int] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., action: _Optional[str] = ..., targets: _Optional[_Mapping[str, str]] = ..., hash: _Optional[str] = ...) -> None: ...
+
+class ListAuditRecordsResponse(_message.Message):
+    __slots__ = ("records", "head_seq", "head_hash")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    HEAD_HASH_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[AuditRecord]
+    head_seq: int
+    head_hash: str
+    def __init__(self, records: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ..., head_seq: _Optional[int] = ..., head_hash: _Optional[str] = ...) -> None: ...

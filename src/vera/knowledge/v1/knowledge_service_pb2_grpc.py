@@ -60,6 +60,11 @@ class KnowledgeServiceStub:
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactRequest.SerializeToString,
                 response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactResponse.FromString,
                 _registered_method=True)
+        self.ProposeFacts = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/ProposeFacts',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactsRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactsResponse.FromString,
+                _registered_method=True)
         self.RetractProposal = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/RetractProposal',
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RetractProposalRequest.SerializeToString,
@@ -155,6 +160,16 @@ class KnowledgeServiceStub:
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalRequest.SerializeToString,
                 response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalResponse.FromString,
                 _registered_method=True)
+        self.GetCurationSettings = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/GetCurationSettings',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCurationSettingsRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCurationSettingsResponse.FromString,
+                _registered_method=True)
+        self.SetCurationSettings = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/SetCurationSettings',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SetCurationSettingsRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SetCurationSettingsResponse.FromString,
+                _registered_method=True)
         self.ListConflictedAttempts = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/ListConflictedAttempts',
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictedAttemptsRequest.SerializeToString,
@@ -184,6 +199,11 @@ class KnowledgeServiceStub:
                 '/vera.knowledge.v1.KnowledgeService/ErasePrincipalData',
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ErasePrincipalDataRequest.SerializeToString,
                 response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ErasePrincipalDataResponse.FromString,
+                _registered_method=True)
+        self.ListAuditRecords = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/ListAuditRecords',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListAuditRecordsRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListAuditRecordsResponse.FromString,
                 _registered_method=True)
 
 
@@ -219,6 +239,16 @@ class KnowledgeServiceServicer:
 
     def ProposeFact(self, request, context):
         """Proposes a fact into the caller's personal scope and records the attempt.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ProposeFacts(self, request, context):
+        """Proposes a batch of sourced facts (a harvest of a repository) into the caller's
+        personal scope, addressed to one shared project for its curators: each keeps its
+        source, locator, evidence, valid times and code binding through verification. Not an
+        agent's task, so the per-task cap of ProposeFact does not apply; bounded like ingest.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -366,6 +396,21 @@ class KnowledgeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCurationSettings(self, request, context):
+        """Returns a shared project's curation settings (the defaults when never set).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetCurationSettings(self, request, context):
+        """Replaces a shared project's curation settings; callers check that the principal owns
+        the project.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListConflictedAttempts(self, request, context):
         """Lists the proposal attempts refused as conflicted because they contradict an active
         fact of one shared project, newest first: proposed corrections a curator can act on.
@@ -420,6 +465,15 @@ class KnowledgeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAuditRecords(self, request, context):
+        """--- The audit trail (administrators, via the REST API; never reachable from MCP) ---
+
+        This service's audit records (vera.db.audit), oldest first, with the chain's head.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KnowledgeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -442,6 +496,11 @@ def add_KnowledgeServiceServicer_to_server(servicer, server):
                     servicer.ProposeFact,
                     request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactRequest.FromString,
                     response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactResponse.SerializeToString,
+            ),
+            'ProposeFacts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ProposeFacts,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactsRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactsResponse.SerializeToString,
             ),
             'RetractProposal': grpc.unary_unary_rpc_method_handler(
                     servicer.RetractProposal,
@@ -538,6 +597,16 @@ def add_KnowledgeServiceServicer_to_server(servicer, server):
                     request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalRequest.FromString,
                     response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalResponse.SerializeToString,
             ),
+            'GetCurationSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCurationSettings,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCurationSettingsRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCurationSettingsResponse.SerializeToString,
+            ),
+            'SetCurationSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetCurationSettings,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SetCurationSettingsRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SetCurationSettingsResponse.SerializeToString,
+            ),
             'ListConflictedAttempts': grpc.unary_unary_rpc_method_handler(
                     servicer.ListConflictedAttempts,
                     request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictedAttemptsRequest.FromString,
@@ -567,6 +636,11 @@ def add_KnowledgeServiceServicer_to_server(servicer, server):
                     servicer.ErasePrincipalData,
                     request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ErasePrincipalDataRequest.FromString,
                     response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ErasePrincipalDataResponse.SerializeToString,
+            ),
+            'ListAuditRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditRecords,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListAuditRecordsRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListAuditRecordsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -683,6 +757,33 @@ class KnowledgeService:
             '/vera.knowledge.v1.KnowledgeService/ProposeFact',
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactRequest.SerializeToString,
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProposeFacts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/ProposeFacts',
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactsRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ProposeFactsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1207,6 +1308,60 @@ class KnowledgeService:
             _registered_method=True)
 
     @staticmethod
+    def GetCurationSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/GetCurationSettings',
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCurationSettingsRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCurationSettingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetCurationSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/SetCurationSettings',
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SetCurationSettingsRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SetCurationSettingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def ListConflictedAttempts(request,
             target,
             options=(),
@@ -1358,6 +1513,33 @@ class KnowledgeService:
             '/vera.knowledge.v1.KnowledgeService/ErasePrincipalData',
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ErasePrincipalDataRequest.SerializeToString,
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ErasePrincipalDataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/ListAuditRecords',
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListAuditRecordsRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListAuditRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

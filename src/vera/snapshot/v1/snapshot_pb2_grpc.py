@@ -78,6 +78,11 @@ class SnapshotServiceStub:
                 request_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ErasePrincipalDataRequest.SerializeToString,
                 response_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ErasePrincipalDataResponse.FromString,
                 _registered_method=True)
+        self.ListAuditRecords = channel.unary_unary(
+                '/vera.snapshot.v1.SnapshotService/ListAuditRecords',
+                request_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ListAuditRecordsRequest.SerializeToString,
+                response_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ListAuditRecordsResponse.FromString,
+                _registered_method=True)
 
 
 class SnapshotServiceServicer:
@@ -148,6 +153,15 @@ class SnapshotServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAuditRecords(self, request, context):
+        """--- The audit trail (administrators, via the REST API; never reachable from MCP) ---
+
+        This service's audit records (vera.db.audit), oldest first, with the chain's head.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SnapshotServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -190,6 +204,11 @@ def add_SnapshotServiceServicer_to_server(servicer, server):
                     servicer.ErasePrincipalData,
                     request_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ErasePrincipalDataRequest.FromString,
                     response_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ErasePrincipalDataResponse.SerializeToString,
+            ),
+            'ListAuditRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditRecords,
+                    request_deserializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ListAuditRecordsRequest.FromString,
+                    response_serializer=vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ListAuditRecordsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -412,6 +431,33 @@ class SnapshotService:
             '/vera.snapshot.v1.SnapshotService/ErasePrincipalData',
             vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ErasePrincipalDataRequest.SerializeToString,
             vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ErasePrincipalDataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.snapshot.v1.SnapshotService/ListAuditRecords',
+            vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ListAuditRecordsRequest.SerializeToString,
+            vera_dot_snapshot_dot_v1_dot_snapshot__pb2.ListAuditRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

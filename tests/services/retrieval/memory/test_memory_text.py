@@ -1,5 +1,6 @@
 """BM25 terms: each distinct word is stemmed once (the memory refill at start stemmed every
-occurrence), and cached stems are a fresh Snowball stemmer's, whichever thread asks."""
+occurrence), and cached stems are a fresh Snowball stemmer's, whichever thread asks; a
+question that asks when, and a text that says when."""
 
 from __future__ import annotations
 
@@ -73,3 +74,24 @@ def test_long_words_are_stemmed_without_taking_a_cache_entry() -> None:
     assert text._cached_stem.cache_info().currsize == 0
     text.terms("deploys")
     assert text._cached_stem.cache_info().currsize == 1
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [("When did we move billing to Argo CD?", True), ("what year was the ADR written", True),
+     ("How long ago did payments-api change owner?", True),
+     ("Who owns payments-api?", False), ("What is the deploy window?", False)],
+)
+def test_a_question_that_asks_when(question: str, asks: bool) -> None:
+    assert text.asks_when(question) is asks
+
+
+@pytest.mark.parametrize(
+    ("fact_text", "says"),
+    [("moved to Argo CD last week", True), ("decided on 2024-03-01", True),
+     ("rotated the keys in March 2024", True), ("the outage was 3 days ago", True),
+     ("released on 7 May", True), ("we met yesterday", True),
+     ("the team may deploy on weekdays", False), ("payments-api is owned by Atlas", False)],
+)
+def test_a_text_that_says_when(fact_text: str, says: bool) -> None:
+    assert text.says_when(fact_text) is says

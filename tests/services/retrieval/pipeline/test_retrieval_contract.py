@@ -64,6 +64,7 @@ def test_turning_a_stage_off_changes_the_version(stage):
         (pipeline, "DENSE_WEIGHT"),
         (pipeline, "LEXICAL_WEIGHT"),
         (pipeline, "ENTITY_BONUS"),
+        (pipeline, "TIME_BONUS"),
         (pipeline, "REPOSITORY_BOOST"),
         (memory, "K1"),
         (memory, "B"),

@@ -20,6 +20,7 @@ from vera.services.retrieval.domain import (
 )
 from vera.services.retrieval.pipeline import retriever as pipeline
 from vera.services.retrieval.pipeline.retriever import (
+    Fusion,
     binding_boost,
     estimate_tokens,
     fuse,
@@ -36,6 +37,41 @@ def test_fuse_normalizes_each_leg_and_weights_them():
         (0.5, 1.0, pipeline.DENSE_WEIGHT * 0.5 + pipeline.LEXICAL_WEIGHT * 1.0)
     )
     assert fused["c"] == pytest.approx((0.0, 0.5, pipeline.LEXICAL_WEIGHT * 0.5))
+
+
+@pytest.mark.parametrize("scale", [pipeline.SCALE_MINMAX, pipeline.SCALE_ZSCORE])
+def test_a_fusion_scale_puts_each_leg_over_its_candidates(scale):
+    dense = [Candidate("a", "a1", 0.9), Candidate("b", "b1", 0.5), Candidate("c", "c1", 0.3)]
+    lexical = [Candidate("b", "b1", 4.0), Candidate("c", "c1", 2.0)]
+    fusion = Fusion(scale=scale, dense_weight=0.6, lexical_weight=0.4)
+    fused = fuse(dense, lexical, fusion=fusion)
+    # The legs' own scores are reported as they are; only the fused score is rescaled.
+    assert fused["b"][:2] == pytest.approx((0.5, 1.0))
+    if scale == pipeline.SCALE_MINMAX:
+        assert fused["a"][2] == pytest.approx(0.6 * 1.0 + 0.4 * 0.0)
+        assert fused["b"][2] == pytest.approx(0.6 * (0.2 / 0.6) + 0.4 * 1.0)
+        assert fused["c"][2] == pytest.approx(0.6 * 0.0 + 0.4 * 0.5)
+    else:
+        assert sum(v[2] for v in fused.values()) == pytest.approx(0.0, abs=1e-9)
+        assert fused["b"][2] > fused["a"][2] > fused["c"][2]
+
+
+def test_an_unknown_fusion_scale_is_refused():
+    with pytest.raises(ValueError, match="scale"):
+        Fusion(scale="rrf")
+
+
+@pytest.mark.parametrize(
+    ("query", "first"),
+    [("when did the team move to Argo CD?", "dated"), ("how does the team deploy?", "plain")],
+)
+async def test_the_time_bonus_lifts_a_fact_that_says_when_for_a_when_question(query, first):
+    facts = [fact("plain", object="deploys with Argo CD"),
+             fact("dated", object="moved to Argo CD last week")]
+    h = harness(facts, dense={"plain": 0.6, "dated": 0.55},
+                fusion=Fusion(time_bonus=0.1))
+    outcome = await h.retriever.search([SCOPE], query, 10, Filters())
+    assert keys(outcome)[0] == first
 
 
 def test_fuse_drops_dense_only_noise_below_the_floor():
