@@ -47,6 +47,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from vera import limits
+from vera.api.errors import ErrorBody
 from vera.api.models import timestamp
 from vera.api.rate_limits import charge_registration
 from vera.api.routing import (
@@ -584,7 +585,8 @@ class McpToken(ResponseBody):
     principal_id: str
 
 
-@router.post("/mcp-token", response_model=McpToken)
+@router.post("/mcp-token", response_model=McpToken, responses={
+    503: {"model": ErrorBody, "description": "`unavailable`: token issuance is not configured"}})
 async def mcp_token(caller: Caller, settings: AppSettings,
                     body: McpTokenBody | None = None) -> Response:
     """An MCP JWT for the caller, naming the API key it was minted from and ending after
