@@ -11,6 +11,7 @@ curated ``unauthorized``. What a decision writes is the knowledge service's to d
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -20,7 +21,7 @@ from pydantic import Field
 from vera import limits
 from vera.api.auth import RestCaller
 from vera.api.routing import RequestBody
-from vera.errors import InvalidInput, ProjectOutOfScope
+from vera.errors import InvalidInput, ProjectOutOfScope, Unauthorized
 from vera.identity.v1 import identity_pb2 as ipb
 from vera.ingest_records import FACTS_PER_CALL, ParsedFile
 from vera.knowledge.v1 import knowledge_service_pb2 as kpb
@@ -40,6 +41,13 @@ class VerifyBody(RequestBody):
     trust_tier: Annotated[int, Field(ge=0, le=limits.TRUST_TIER[1])] | None = None
     authority: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
     note: Annotated[str, Field(max_length=MAX_REASON)] = ""
+
+
+class SettingsBody(RequestBody):
+    """A project's curation settings, whole. two_person_verification: verifying a
+    proposal is refused to the principal that proposed it (off by default)."""
+
+    two_person_verification: bool
 
 
 class ReasonBody(RequestBody):
@@ -98,7 +106,25 @@ class Curator:
             curator_principal_id=self.caller.principal_id, scope_id=self._scope,
             source_id=source_id, validate_only=True))
 
-    async def _check_whole(self, parsed: ParsedFile) -> None:
+    async def settings(self) -> kpb.CurationSettings:
+        """The project's curation settings (two-person verification), which every curator
+        reads; knowledge enforces them."""
+        reply = await self.backends.knowledge.GetCurationSettings(
+            kpb.GetCurationSettingsRequest(scope_id=self._scope))
+        return reply.settings
+
+    async def change_settings(self, change: SettingsBody) -> kpb.CurationSettings:
+        """Only the project's owner changes its settings (``unauthorized``, required_role
+        ``owner``); curators read them."""
+        if self.project.owner_principal_id != self.caller.principal_id:
+            raise Unauthorized(required_role="owner")
+        reply = await self.backends.knowledge.SetCurationSettings(kpb.SetCurationSettingsRequest(
+            principal_id=self.caller.principal_id, scope_id=self._scope,
+            settings=kpb.CurationSettings(
+                two_person_verification=change.two_person_verification)))
+        return reply.settings
+
+    async def check_whole(self, parsed: ParsedFile) -> None:
         """The request, checked whole by knowledge before its first write (repository
         mappings, then facts in several calls, then corrections), so that a refused request
         writes nothing; a refusal names the record (``records[i]``)."""
@@ -120,7 +146,7 @@ class Curator:
         sources, entities and facts, then corrections. Idempotent: a batch sent again
         creates nothing, so a load cut off half-way is finished by sending it again."""
         backends = self.backends
-        await self._check_whole(parsed)
+        await self.check_whole(parsed)
         for repository in sorted(parsed.repositories):
             await backends.identity.MapRepository(ipb.MapRepositoryRequest(
                 principal_id=self.caller.principal_id, project_id=self._scope,
@@ -205,17 +231,31 @@ async def curator_of(backends: Backends, caller: RestCaller, project: str) -> Cu
     return Curator(backends, caller, reply.project)
 
 
-async def ingesting_curator(backends: Backends, caller: RestCaller, project: str) -> Curator:
+async def ingesting_curator(backends: Backends, caller: RestCaller, project: str,
+                            parsed: ParsedFile) -> Curator:
     """``curator_of``; an administrator's ingest into a slug no project holds yet creates
-    the project, owned by the administrator (so `vera ingest` on a laptop needs no setup)."""
+    the project, owned by the administrator (so `vera ingest` on a laptop needs no setup),
+    once ``parsed`` is found whole: checked as against a project that holds nothing, so a
+    refused request creates no project either."""
     try:
         return await curator_of(backends, caller, project)
     except ProjectOutOfScope:
         if not caller.admin:
             raise
+    await Curator(backends, caller, ipb.Project(project_id=str(uuid.uuid4()))).check_whole(parsed)
     await backends.identity.EnsureProject(
         ipb.EnsureProjectRequest(principal_id=caller.principal_id, slug=project))
     return await curator_of(backends, caller, project)
+
+
+HANDLE_LENGTH = 8
+
+
+def principal_handle(principal_id: str) -> str:
+    """The stable handle shown beside a principal's display name: the first hex digits of
+    its id. Names are neither unique nor fixed, so one can be copied; the id is chosen by
+    identity at random, so a handle cannot be picked to match another's."""
+    return principal_id.replace("-", "")[:HANDLE_LENGTH]
 
 
 async def actor_names(backends: Backends, principal_ids: Iterable[str]) -> dict[str, str]:

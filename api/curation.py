@@ -11,6 +11,8 @@ which the console calls too, after its one permission check.
     POST /curation/projects/{project}/ingest     load curated records (``vera.ingest_records``)
     GET  /curation/projects/{project}/index-status   how far retrieval has indexed changes
     GET  /curation/projects/{project}/changes    the change feed, newest first, paged
+    GET  /curation/projects/{project}/settings   curation settings (two-person verification)
+    PUT  /curation/projects/{project}/settings   the project's owner changes them
     GET  /curation/projects/{project}/cited-lines   lines facts cite from sources by id prefix
     POST /curation/projects/{project}/drift      mark (or clear) cited lines that changed
 
@@ -33,7 +35,7 @@ from starlette.responses import Response
 
 from vera import limits
 from vera.api import curating
-from vera.api.curating import ReasonBody, VerifyBody
+from vera.api.curating import ReasonBody, SettingsBody, VerifyBody
 from vera.api.models import (
     Actor,
     Change,
@@ -191,6 +193,14 @@ class IndexStatus(ResponseBody):
     indexed_position: int
 
 
+class CurationSettings(ResponseBody):
+    """Enforced by knowledge: with two_person_verification, verifying a proposal is
+    refused to its proposer (``unauthorized``, reason ``two_person_verification``)."""
+
+    project_id: str
+    two_person_verification: bool
+
+
 class ChangesPage(ResponseBody):
     """Newest first; ``actor`` is null for entries recorded before actors were."""
 
@@ -283,7 +293,7 @@ async def ingest(project: ProjectRef, body: IngestBody, caller: Caller,
         error = refused.record_errors[0]
         name = f"records[{error.position}]" + (f".{error.field}" if error.field else "")
         raise InvalidInput(name, error.message, reason=error.reason) from None
-    curator = await curating.ingesting_curator(services, caller, project)
+    curator = await curating.ingesting_curator(services, caller, project, parsed)
     outcome = await curator.ingest(parsed)
     return Ingested(
         project_id=curator.project.project_id, project_slug=curator.project.slug,
@@ -317,7 +327,8 @@ async def list_changes(project: ProjectRef, page: Page, caller: Caller, services
     changes = [
         from_proto(Change, change, actor=Actor(
             principal_id=change.actor_principal_id,
-            display_name=names[change.actor_principal_id])
+            display_name=names[change.actor_principal_id],
+            handle=curating.principal_handle(change.actor_principal_id))
             if change.actor_principal_id else None)
         for change in reply.changes
     ]
@@ -400,3 +411,19 @@ async def record_drift(project: ProjectRef, body: DriftBody, caller: Caller,
         drift=[kpb.CitationDrift(fact_key=d.fact_key, source_id=d.source_id,
                                  reason=d.reason or "") for d in body.drift]))
     return DriftRecorded(marked=reply.marked, cleared=reply.cleared)
+@router.get("/settings")
+async def get_settings(project: ProjectRef, caller: Caller,
+                       services: Services) -> CurationSettings:
+    curator = await curating.curator_of(services, caller, project)
+    settings = await curator.settings()
+    return CurationSettings(project_id=curator.project.project_id,
+                            two_person_verification=settings.two_person_verification)
+
+
+@router.put("/settings")
+async def put_settings(project: ProjectRef, body: SettingsBody, caller: Caller,
+                       services: Services) -> CurationSettings:
+    curator = await curating.curator_of(services, caller, project)
+    settings = await curator.change_settings(body)
+    return CurationSettings(project_id=curator.project.project_id,
+                            two_person_verification=settings.two_person_verification)

@@ -225,6 +225,8 @@ class SourceFreshness(ResponseBody):
 class Actor(ResponseBody):
     principal_id: str
     display_name: str
+    # Shown beside the name, which another principal may also carry (curating.principal_handle).
+    handle: str
 
 
 class Change(ResponseBody):

@@ -24,12 +24,19 @@ from starlette.staticfiles import StaticFiles
 from vera.api.auth import LocalDevRestAuthenticator, RestCaller, api_key_caller
 from vera.api.console import agent_preview, sessions, views
 from vera.api.console.security import ConsoleHeaders, CsrfRefused, form_fields, require_csrf
-from vera.api.console.sessions import Session, SessionStore
+from vera.api.console.sessions import Session, SessionStore, cookie_secure
 from vera.api.console.templates import render
-from vera.api.curating import Curator, ReasonBody, VerifyBody, actor_names, curator_of
+from vera.api.curating import (
+    Curator,
+    ReasonBody,
+    SettingsBody,
+    VerifyBody,
+    actor_names,
+    curator_of,
+)
 from vera.api.errors import HTTP_STATUS
 from vera.config import Settings
-from vera.errors import Unauthenticated, VeraError
+from vera.errors import InvalidInput, Unauthenticated, VeraError
 from vera.identity.v1 import identity_pb2 as ipb
 from vera.knowledge.v1 import knowledge_service_pb2 as kpb
 from vera.rpc.backends import Backends
@@ -42,7 +49,7 @@ PROJECTS_SHOWN = 50
 # The pre-session cookie that ties the sign-in form to the browser that loaded it.
 SIGN_IN_COOKIE = "vera_console_sign_in"
 # Outcomes named in a redirect's query; the page words them.
-DONE = frozenset({"verified", "rejected", "retracted", "already_retracted"})
+DONE = frozenset({"verified", "rejected", "retracted", "already_retracted", "settings"})
 
 ProjectPage = Callable[[Request, Session, Curator], Awaitable[Response]]
 
@@ -62,7 +69,9 @@ def _see_other(url: str) -> Response:
 def _error_page(request: Request, error: VeraError, session: Session | None) -> Response:
     status = HTTP_STATUS.get(error.reason, 500)
     code = error.reason.lower() if status != 500 else "internal_error"
-    return _page(request, "error.html", status, code=code, session=session)
+    return _page(request, "error.html", status, code=code,
+                 reason=error.metadata.get("reason", "") if status != 500 else "",
+                 session=session)
 
 
 def _project_url(project_id: str, page: str = "") -> str:
@@ -82,7 +91,8 @@ def _signed_in(request: Request, caller: RestCaller) -> Response:
     session_id, _ = store.start(caller)
     response = _see_other("/console/")
     sessions.set_session_cookie(response, request, session_id)
-    response.delete_cookie(SIGN_IN_COOKIE, path="/console/")
+    response.delete_cookie(SIGN_IN_COOKIE, path="/console/", httponly=True, samesite="strict",
+                           secure=cookie_secure(request))
     return response
 
 
@@ -96,7 +106,7 @@ async def sign_in_form(request: Request) -> Response:
     nonce = secrets.token_urlsafe(32)
     response = _page(request, "sign_in.html", local=False, failed=False, nonce=nonce)
     response.set_cookie(SIGN_IN_COOKIE, nonce, path="/console/", httponly=True,
-                        samesite="strict", secure=request.url.scheme == "https")
+                        samesite="strict", secure=cookie_secure(request))
     return response
 
 
@@ -125,7 +135,7 @@ async def sign_in(request: Request) -> Response:
         nonce = secrets.token_urlsafe(32)
         response = _page(request, "sign_in.html", 401, local=False, failed=True, nonce=nonce)
         response.set_cookie(SIGN_IN_COOKIE, nonce, path="/console/", httponly=True,
-                            samesite="strict", secure=request.url.scheme == "https")
+                            samesite="strict", secure=cookie_secure(request))
         return response
     return _signed_in(request, caller)
 
@@ -223,6 +233,8 @@ async def queue(request: Request, session: Session, curator: Curator) -> Respons
     done = request.query_params.get("done")
     return _page(
         request, "queue.html", session=session, project=project,
+        settings=await curator.settings(),
+        owner=project.owner_principal_id == session.caller.principal_id,
         pending=pending, conflicted=conflicted, facts=facts,
         done=done if done in DONE else None, tiers=views.HUMAN_TIERS,
         next_url=_next_page_url(request, "page_token", pending.next_page_token),
@@ -243,6 +255,15 @@ def _next_page_url(request: Request, name: str, token: str) -> str | None:
 async def verify(request: Request, curator: Curator, fields: dict[str, str]) -> str:
     await curator.verify(request.path_params["fact_key"], views.form_body(VerifyBody, fields))
     return _project_url(curator.project.project_id) + "?done=verified"
+
+
+async def change_settings(request: Request, curator: Curator, fields: dict[str, str]) -> str:
+    """The owner's switch: the form posts the setting it wants ("on" or "off")."""
+    wanted = fields.get("two_person_verification")
+    if wanted not in ("on", "off"):
+        raise InvalidInput("two_person_verification", reason="malformed")
+    await curator.change_settings(SettingsBody(two_person_verification=wanted == "on"))
+    return _project_url(curator.project.project_id) + "?done=settings"
 
 
 async def reject(request: Request, curator: Curator, fields: dict[str, str]) -> str:
@@ -321,6 +342,7 @@ routes: list[Route | Mount] = [
           methods=["POST"]),
     Route("/projects/{project}/proposals/{fact_key}/verify", _project_action(verify),
           methods=["POST"]),
+    Route("/projects/{project}/settings", _project_action(change_settings), methods=["POST"]),
     Route("/projects/{project}/proposals/{fact_key}/reject", _project_action(reject),
           methods=["POST"]),
     Mount("/static", StaticFiles(packages=[("vera.api.console", "static")])),

@@ -1,8 +1,8 @@
 """Console sessions, kept server-side in this process.
 
 A session is a random id in an HttpOnly, SameSite=Strict cookie (``Secure`` when the
-request came over https) naming who signed in and that session's CSRF token. Sign-out
-deletes it here, so a copied cookie stops working at once. Sessions end after
+public address is https: ``cookie_secure``) naming who signed in and that session's
+CSRF token. Sign-out deletes it here, so a copied cookie stops working at once. Sessions end after
 ``console_idle_seconds`` without a request and ``console_session_seconds`` after sign-in:
 the API key a session was made from is not re-checked on each request.
 
@@ -81,15 +81,22 @@ def csrf_matches(session: Session, sent: object) -> bool:
     return isinstance(sent, str) and hmac.compare_digest(session.csrf_token, sent)
 
 
+def cookie_secure(request: Request) -> bool:
+    """Whether the console's cookies are ``Secure``: the request came over https, or the
+    deployment says its public address is (``VERA_API__SECURE_COOKIES``: TLS ends at an
+    Ingress or proxy in front, so the API itself sees plain http)."""
+    return request.url.scheme == "https" or request.app.state.settings.api.secure_cookies
+
+
 def set_session_cookie(response: Response, request: Request, session_id: str) -> None:
     response.set_cookie(
         COOKIE, session_id, path="/console/", httponly=True, samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=cookie_secure(request),
     )
 
 
 def clear_session_cookie(response: Response, request: Request) -> None:
     response.delete_cookie(
         COOKIE, path="/console/", httponly=True, samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=cookie_secure(request),
     )

@@ -10,6 +10,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from vera.api.curating import principal_handle
+
 
 def _when(stamp: Timestamp) -> str:
     if not stamp.seconds and not stamp.nanos:
@@ -31,6 +33,7 @@ _environment = Environment(
 )
 _environment.filters["when"] = _when
 _environment.filters["total"] = _total
+_environment.filters["handle"] = principal_handle
 
 
 def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:

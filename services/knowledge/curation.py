@@ -10,6 +10,12 @@ asyncpg.
 - verify: the fact becomes ACTIVE shared truth in the project with a new assertion at a
   human tier (0..3; 4 stays reserved for unverified agent text), attributed to the
   curator. The personal proposal is closed as SUPERSEDED by the shared fact's key.
+- two-person verification (a project's setting, off by default and for every project
+  made before it existed, switched by the project's owner): verifying a proposal is
+  refused to the principal that proposed it (an agent acting as them included), with
+  ``unauthorized``, reason ``two_person_verification``. A curator's own direct curation
+  (ingest, corrections, a published harvest) is not a proposal and stays possible; its
+  change-log entries carry the curator as actor.
 - reject: the personal proposal is closed as RETRACTED; the reason is kept.
 - conflicted attempts: a proposal contradicting an active fact on a single-valued
   predicate is refused (``conflicted``) and creates no proposal, but the curators of the
@@ -26,7 +32,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from vera.errors import InvalidInput
+from vera.errors import InvalidInput, Unauthorized
 
 from .domain import (
     CURATED_AUTHORITY,
@@ -230,6 +236,24 @@ class RetractSourceResult:
     still_supported_fact_keys: tuple[str, ...]
     audit_event_id: uuid.UUID | None
     change_position: int
+
+
+@dataclass(frozen=True)
+class CurationSettings:
+    """A shared project's curation settings; a project that never set them has these."""
+
+    two_person_verification: bool = False
+
+
+TWO_PERSON_VERIFICATION = "two_person_verification"
+
+
+def check_verifier(settings: CurationSettings, proposer_id: uuid.UUID | None,
+                   curator_id: uuid.UUID) -> None:
+    """Four eyes: under two-person verification the proposer may not verify their own."""
+    if settings.two_person_verification and proposer_id == curator_id:
+        raise Unauthorized("a proposal is verified by someone other than its proposer",
+                           reason=TWO_PERSON_VERIFICATION)
 
 
 def not_pending() -> InvalidInput:

@@ -158,6 +158,25 @@ class CurationRpcs:
             change_position=result.change_position,
         )
 
+    async def GetCurationSettings(
+        self, request: pb.GetCurationSettingsRequest, context
+    ) -> pb.GetCurationSettingsResponse:
+        scope = domain.parse_uuid("scope_id", request.scope_id)
+        assert scope is not None
+        return pb.GetCurationSettingsResponse(
+            settings=_settings_to_proto(await self._curation.settings(scope)))
+
+    async def SetCurationSettings(
+        self, request: pb.SetCurationSettingsRequest, context
+    ) -> pb.SetCurationSettingsResponse:
+        principal = domain.parse_uuid("principal_id", request.principal_id)
+        scope = domain.parse_uuid("scope_id", request.scope_id)
+        assert principal is not None and scope is not None
+        settings = curation.CurationSettings(
+            two_person_verification=request.settings.two_person_verification)
+        return pb.SetCurationSettingsResponse(settings=_settings_to_proto(
+            await self._curation.set_settings(principal, scope, settings)))
+
     async def RejectProposal(
         self, request: pb.RejectProposalRequest, context
     ) -> pb.RejectProposalResponse:
@@ -239,3 +258,7 @@ class CurationRpcs:
             total=page.total.count,
             total_is_lower_bound=page.total.lower_bound,
         )
+
+
+def _settings_to_proto(settings: curation.CurationSettings) -> pb.CurationSettings:
+    return pb.CurationSettings(two_person_verification=settings.two_person_verification)

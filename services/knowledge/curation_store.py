@@ -210,6 +210,7 @@ class CurationStore:
         """The current version of a proposal addressed to the project, still PROPOSED."""
         row = await conn.fetchrow(
             """SELECT f.version_id, f.scope_id, f.state, f.subject, f.predicate, f.object,
+                      f.created_by,
                       EXISTS (SELECT 1 FROM proposal_targets t
                               WHERE t.fact_key = f.fact_key AND t.scope_id = $2) AS addressed
                FROM facts f WHERE f.fact_key = $1 AND f.superseded_at IS NULL
@@ -223,6 +224,24 @@ class CurationStore:
             raise InvalidInput("fact_key", "already decided", reason="not_pending")
         return row
 
+    # --- settings ----------------------------------------------------------------------------
+
+    async def settings(self, scope_id: uuid.UUID) -> curation.CurationSettings:
+        async with self._pool.acquire() as conn:
+            return await _settings(conn, scope_id)
+
+    async def set_settings(self, principal_id: uuid.UUID, scope_id: uuid.UUID,
+                           settings: curation.CurationSettings) -> curation.CurationSettings:
+        async with self._pool.acquire() as conn:
+            await conn.execute(
+                """INSERT INTO curation_settings (scope_id, two_person_verification, changed_by)
+                   VALUES ($1, $2, $3)
+                   ON CONFLICT (scope_id) DO UPDATE SET
+                       two_person_verification = EXCLUDED.two_person_verification,
+                       changed_by = EXCLUDED.changed_by, changed_at = now()""",
+                scope_id, settings.two_person_verification, principal_id)
+            return await _settings(conn, scope_id)
+
     # --- verify / reject --------------------------------------------------------------------
 
     async def verify(self, req: VerifyIn) -> VerifyResult:
@@ -230,6 +249,8 @@ class CurationStore:
         async with self._pool.acquire() as conn, conn.transaction():
             await lock_keys(conn, [req.fact_key])
             row = await self._pending(conn, req.scope_id, req.fact_key)
+            curation.check_verifier(await _settings(conn, req.scope_id), row["created_by"],
+                                    req.curator_id)
             target_key = domain.fact_key(
                 req.scope_id, row["subject"], row["predicate"], row["object"]
             )
@@ -479,3 +500,11 @@ class CurationStore:
                 retracted.append(r["fact_key"])
                 outbox.add(ChangeKind.FACT_UPSERTED, r["scope_id"], version_id=new_id)
         return tuple(retracted), tuple(supported)
+
+
+async def _settings(conn: asyncpg.Connection, scope_id: uuid.UUID) -> curation.CurationSettings:
+    row = await conn.fetchrow(
+        "SELECT two_person_verification FROM curation_settings WHERE scope_id = $1", scope_id)
+    if row is None:
+        return curation.CurationSettings()
+    return curation.CurationSettings(two_person_verification=row["two_person_verification"])

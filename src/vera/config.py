@@ -150,6 +150,10 @@ class ApiSettings(HttpListenerSettings):
     # None: the MCP server of this machine's settings (http://127.0.0.1:<VERA_MCP__PORT>/mcp,
     # what `vera up` runs); a deployment names its gateway's address.
     console_mcp_url: str | None = None
+    # The console's public address is https though this process sees plain http (TLS ends
+    # at an Ingress or proxy in front): its cookies are always Secure. The chart sets it
+    # whenever its Ingress is enabled.
+    secure_cookies: bool = False
     # Ingest bodies (up to 2 MiB each, read only for a curator of the project) the process
     # reads and handles at once; one more is refused 429 unread (vera.api.requests).
     large_bodies_in_flight: int = Field(4, ge=1)

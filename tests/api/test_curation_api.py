@@ -44,6 +44,7 @@ class World:
     outsider: User
     project_id: str
     workspace_id: str
+    identity: IdentityServiceStub
 
 
 async def _user(identity: IdentityServiceStub, name: str) -> User:
@@ -90,7 +91,7 @@ async def world(pg_dsn: str) -> AsyncIterator[World]:
                 async with httpx.AsyncClient(transport=transport,
                                              base_url="http://127.0.0.1:8081") as client:
                     yield World(client, knowledge, owner, curator, member, outsider,
-                                project.project_id, workspace.workspace_id)
+                                project.project_id, workspace.workspace_id, identity)
         finally:
             for channel in channels:
                 await channel.close()
@@ -164,7 +165,8 @@ async def test_the_change_listing_names_who_changed_what(world: World) -> None:
     [newest] = body["changes"]
     assert (newest["change"], newest["fact"]["object"]) == ("published", "ledger")
     assert newest["actor"] == {"principal_id": world.curator.principal_id,
-                               "display_name": "curator"}
+                               "display_name": "curator",
+                               "handle": world.curator.principal_id.replace("-", "")[:8]}
     older = await world.api.get("/curation/projects/payments/changes",
                                 params={"page_token": body["next_page_token"]},
                                 headers=world.curator.auth)
@@ -398,3 +400,111 @@ async def test_a_refused_ingest_writes_nothing_not_even_its_repository_mappings(
                                   headers=world.curator.auth)
     assert loaded.status_code == 200, loaded.text
     assert (await stored())[:2] == (before[0] + 1, before[1] + 601)
+
+
+async def test_two_principals_of_one_name_are_told_apart_in_the_change_feed(
+        world: World) -> None:
+    """issue 39 item 11: display names are not unique, so the feed shows each actor's
+    stable handle beside it; two actors named alike get different handles."""
+    twin = await _user(world.identity, "owner")  # the project owner's own display name
+    for principal in (world.owner.principal_id, twin.principal_id):
+        await world.knowledge.IngestKnowledge(kpb.IngestKnowledgeRequest(
+            principal_id=principal, scope_id=world.project_id,
+            facts=[kpb.FactInput(subject="payments-api", predicate="uses",
+                                 object=f"queue-{principal}")]))
+    listed = await world.api.get("/curation/projects/payments/changes",
+                                 headers=world.curator.auth)
+    actors = {(c["actor"]["principal_id"], c["actor"]["display_name"], c["actor"]["handle"])
+              for c in listed.json()["changes"]}
+    assert actors == {(p, "owner", p.replace("-", "")[:8])
+                      for p in (world.owner.principal_id, twin.principal_id)}
+    assert len({handle for _, _, handle in actors}) == 2
+
+
+async def test_two_person_verification_over_rest(world: World) -> None:
+    """issue 39 item 16: off by default; the project's owner switches it on (a curator may
+    not); then the curator who proposed (an agent acting as them) cannot verify it, another
+    curator can, and the curator's own ingest stays possible."""
+    settings = "/curation/projects/payments/settings"
+    read = await world.api.get(settings, headers=world.curator.auth)
+    assert read.status_code == 200
+    assert read.json() == {"project_id": world.project_id, "two_person_verification": False}
+    # Off: a curator verifies what they proposed themselves.
+    own = (await world.knowledge.ProposeFact(kpb.ProposeFactRequest(
+        principal_id=world.curator.principal_id,
+        personal_scope_id=world.curator.personal_scope_id,
+        readable_scope_ids=[world.curator.personal_scope_id, world.project_id],
+        target_scope_id=world.project_id, subject="ledger", predicate="depends_on",
+        object="kafka", evidence_text="seen"))).fact.fact_key
+    verified = await world.api.post(f"/curation/projects/payments/proposals/{own}/verify",
+                                    json={}, headers=world.curator.auth)
+    assert verified.status_code == 200
+
+    by_curator = await world.api.put(settings, json={"two_person_verification": True},
+                                     headers=world.curator.auth)
+    assert by_curator.status_code == 403
+    assert (by_curator.json()["error"]["code"],
+            by_curator.json()["error"]["required_role"]) == ("unauthorized", "owner")
+    by_member = await world.api.put(settings, json={"two_person_verification": True},
+                                    headers=world.member.auth)
+    assert by_member.status_code == 403
+    switched = await world.api.put(settings, json={"two_person_verification": True},
+                                   headers=world.owner.auth)
+    assert switched.status_code == 200 and switched.json()["two_person_verification"] is True
+    assert (await world.api.get(settings, headers=world.curator.auth)).json()[
+        "two_person_verification"] is True
+
+    second = (await world.knowledge.ProposeFact(kpb.ProposeFactRequest(
+        principal_id=world.curator.principal_id,
+        personal_scope_id=world.curator.personal_scope_id,
+        readable_scope_ids=[world.curator.personal_scope_id, world.project_id],
+        target_scope_id=world.project_id, subject="ledger", predicate="depends_on",
+        object="redis", evidence_text="seen"))).fact.fact_key
+    refused = await world.api.post(f"/curation/projects/payments/proposals/{second}/verify",
+                                   json={}, headers=world.curator.auth)
+    assert refused.status_code == 403
+    assert (refused.json()["error"]["code"], refused.json()["error"]["reason"]) == (
+        "unauthorized", "two_person_verification")
+    pending = await world.api.get("/curation/projects/payments/proposals",
+                                  headers=world.owner.auth)
+    assert [p["fact_key"] for p in pending.json()["proposals"]] == [second]
+    by_owner = await world.api.post(f"/curation/projects/payments/proposals/{second}/verify",
+                                    json={}, headers=world.owner.auth)
+    assert by_owner.status_code == 200
+    # Direct curation is not a proposal: the curator's ingest stays possible.
+    loaded = await world.api.post("/curation/projects/payments/ingest",
+                                  json={"records": _records("zookeeper")},
+                                  headers=world.curator.auth)
+    assert loaded.status_code == 200 and loaded.json()["facts"]["created"] == 1
+
+
+async def test_an_administrators_refused_ingest_creates_no_project(world: World,
+                                                                    pg_dsn: str) -> None:
+    """issue 39 item 12: an administrator's ingest into a missing project creates it, but
+    only once the request is found whole; a refused one leaves no project behind."""
+    root = (await world.identity.CreateUser(
+        ipb.CreateUserRequest(display_name="root", admin=True))).principal
+    key = (await world.identity.CreateApiKey(
+        ipb.CreateApiKeyRequest(principal_id=root.principal_id))).api_key
+    auth = {"Authorization": f"Bearer {key}"}
+
+    async def projects() -> int:
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            return await conn.fetchval("SELECT count(*) FROM identity.projects")
+        finally:
+            await conn.close()
+
+    before = await projects()
+    bad = [{"type": "fact", "subject": "ops-api", "predicate": "depends_on",
+            "object": "redis", "source": "adr-404", "repository": "github.com/acme/ops"}]
+    refused = await world.api.post("/curation/projects/ops/ingest", json={"records": bad},
+                                   headers=auth)
+    assert refused.status_code == 400
+    assert await projects() == before
+    assert refused.json()["error"]["field"] == "records[0]"
+    good = [{**bad[0], "source": ""}]
+    loaded = await world.api.post("/curation/projects/ops/ingest", json={"records": good},
+                                  headers=auth)
+    assert loaded.status_code == 200, loaded.text
+    assert await projects() == before + 1

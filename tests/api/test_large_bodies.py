@@ -106,11 +106,11 @@ async def test_large_bodies_in_flight_are_bounded(make_rest) -> None:
 
             first.cancel()
             await asyncio.gather(first, return_exceptions=True)
-            # The slot is free again: the next large body is read (and found empty).
+            # The slot is free again: the next large body is read (and found blank).
             after = Upload(size=CHUNK * 2)
             response = await api.client.post(
                 ingest, content=after, headers={**after.headers, **api.credentials})
             assert response.status_code == 400
             assert (error_of(response)["code"], error_of(response)["field"]) == (
-                "invalid_input", "records")
+                "invalid_input", "body")  # read whole, and not JSON
             assert after.sent == after.size

@@ -11,6 +11,7 @@ import pytest
 from conftest import BASE, ConsoleWorld, sign_in
 
 from vera.api.app import build_app
+from vera.api.console.pages import SIGN_IN_COOKIE
 from vera.api.console.sessions import COOKIE
 from vera.knowledge.v1 import knowledge_service_pb2 as kpb
 
@@ -66,6 +67,27 @@ async def test_session_cookie_is_secure_over_https(world: ConsoleWorld) -> None:
             assert "secure" in signed.headers["set-cookie"].lower()
 
 
+async def test_cookies_are_secure_behind_a_tls_terminating_ingress(world: ConsoleWorld) -> None:
+    """issue 39 item 13: TLS ends at the Ingress, so the API sees plain http; with the
+    chart's VERA_API__SECURE_COOKIES every console cookie is still Secure."""
+    app = build_app(world.settings(secure_cookies=True))
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://127.0.0.1:8081") as client:
+            form = await client.get("/console/sign-in")
+            assert form.status_code == 200
+            assert "secure" in form.headers["set-cookie"].lower()  # the sign-in nonce
+            nonce = form.text.split('name="nonce" value="')[1].split('"')[0]
+            # The browser speaks https to the Ingress, so it sends its Secure cookies back,
+            # which this client, speaking http, would not: sent by hand.
+            signed = await client.post(
+                "/console/sign-in", data={"nonce": nonce, "api_key": world.curator.api_key},
+                headers={"cookie": f"{SIGN_IN_COOKIE}={form.cookies[SIGN_IN_COOKIE]}"})
+            assert signed.status_code == 303
+            assert COOKIE in signed.headers["set-cookie"]
+            assert all("secure" in c.lower() for c in signed.headers.get_list("set-cookie"))
+
+
 async def test_sign_in_without_the_forms_nonce_is_refused(
     world: ConsoleWorld, console: httpx.AsyncClient
 ) -> None:
@@ -113,6 +135,9 @@ async def test_curator_verifies_and_rejects_through_the_queue(
         ("payments-api", 0, 0.9)]
     feed = await console.get(f"/console/projects/{world.project_id}/changes")
     assert feed.status_code == 200 and 'data-change="published"' in feed.text
+    # Beside each actor's name, the stable handle no other principal carries.
+    handle = world.curator.principal_id.replace("-", "")[:8]
+    assert f'data-handle title="the principal\'s stable handle">{handle}<' in feed.text
 
 
 async def test_conflicting_fact_is_shown_beside_the_proposal(
@@ -328,3 +353,43 @@ async def test_the_queue_pages_through_every_proposal(
     assert second.status_code == 200
     rest = [k for k in keys if f'data-fact-key="{k}"' in second.text]
     assert rest == keys[50:]
+
+
+async def test_two_person_verification_is_shown_switched_by_the_owner_and_enforced(
+        world: ConsoleWorld, console: httpx.AsyncClient) -> None:
+    """issue 39 item 16 in the console: every curator sees the setting, only the owner
+    has the switch, and with it on a curator's verify of their own proposal is refused
+    with its code and reason."""
+    own = (await world.knowledge.ProposeFact(kpb.ProposeFactRequest(
+        principal_id=world.curator.principal_id,
+        personal_scope_id=world.curator.personal_scope_id,
+        readable_scope_ids=[world.curator.personal_scope_id, world.project_id],
+        target_scope_id=world.project_id, subject="ledger", predicate="depends_on",
+        object="kafka", evidence_text="seen"))).fact.fact_key
+    project_page = f"/console/projects/{world.project_id}/"
+    token = await sign_in(console, world.curator.api_key)
+    page = await console.get(project_page)
+    assert 'data-setting="two_person_verification" data-value="off"' in page.text
+    assert 'data-action="two-person-verification"' not in page.text  # not the owner
+    refused = await console.post(f"/console/projects/{world.project_id}/settings",
+                                 data={"csrf_token": token, "two_person_verification": "on"})
+    assert refused.status_code == 403 and 'data-code="unauthorized"' in refused.text
+
+    token = await sign_in(console, world.owner.api_key)
+    page = await console.get(project_page)
+    assert 'data-action="two-person-verification"' in page.text
+    switched = await console.post(f"/console/projects/{world.project_id}/settings",
+                                  data={"csrf_token": token, "two_person_verification": "on"})
+    assert switched.status_code == 303 and switched.headers["location"].endswith("done=settings")
+
+    token = await sign_in(console, world.curator.api_key)
+    page = await console.get(project_page)
+    assert 'data-setting="two_person_verification" data-value="on"' in page.text
+    verify = await console.post(
+        f"/console/projects/{world.project_id}/proposals/{own}/verify",
+        data={"csrf_token": token})
+    assert verify.status_code == 403
+    assert 'data-code="unauthorized" data-reason="two_person_verification"' in verify.text
+    pending = await world.knowledge.ListPendingProposals(
+        kpb.ListPendingProposalsRequest(scope_id=world.project_id))
+    assert [p.fact_key for p in pending.proposals] == [own]

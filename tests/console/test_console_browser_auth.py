@@ -158,3 +158,90 @@ async def test_curator_signs_in_with_a_key_and_curates_only_its_project(
     assert not found.is_error, found.content
     assert [r["object"] for r in found.structured_content["results"]
             if r["predicate"] == "owned_by"] == ["the ledger team"]
+
+
+async def _four_eyes_team(stack: LaunchedStack) -> tuple[str, str, str]:
+    """A project "gamma" its owner created in a workspace where another user curates:
+    (owner's key, curator's key, project id)."""
+    settings = stack_client_settings(Settings(), stack.data_dir)
+    channel = open_channel(settings.services.identity, 30.0, auth_key=settings.rpc.auth_key)
+    try:
+        identity = IdentityServiceStub(channel)
+        keys = []
+        for name in ("gamma-owner", "gamma-curator"):
+            principal = (await identity.CreateUser(
+                ipb.CreateUserRequest(display_name=name))).principal
+            keys.append((principal.principal_id, (await identity.CreateApiKey(
+                ipb.CreateApiKeyRequest(principal_id=principal.principal_id,
+                                        label="console-e2e"))).api_key))
+        (owner, owner_key), (curator, curator_key) = keys
+        project = (await identity.EnsureProject(ipb.EnsureProjectRequest(
+            principal_id=owner, slug="gamma"))).project
+        workspace = (await identity.CreateWorkspace(ipb.CreateWorkspaceRequest(
+            actor_principal_id=owner, slug="ws-gamma"))).workspace
+        await identity.AttachProject(ipb.AttachProjectRequest(
+            actor_principal_id=owner, workspace_id=workspace.workspace_id,
+            project=project.project_id))
+        invited = await identity.SetWorkspaceMember(ipb.SetWorkspaceMemberRequest(
+            actor_principal_id=owner, workspace_id=workspace.workspace_id,
+            principal_id=curator, role=ipb.WORKSPACE_ROLE_CURATOR))
+        await identity.AcceptInvitation(ipb.AcceptInvitationRequest(
+            actor_principal_id=curator, invitation_id=invited.invitation.invitation_id))
+        return owner_key, curator_key, project.project_id
+    finally:
+        await channel.close()
+
+
+def _sign_in(driver: WebDriver, wait: WebDriverWait, console_url: str, api_key: str) -> None:
+    driver.delete_all_cookies()
+    driver.get(console_url)
+    wait.until(ready.url_contains("/console/sign-in"))
+    driver.find_element(By.ID, "api_key").send_keys(api_key)
+    driver.find_element(By.XPATH, "//button[normalize-space()='Sign in']").click()
+    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "[data-project]")))
+
+
+async def test_the_owner_switches_on_two_person_verification_and_the_proposer_cannot_verify(
+    authenticated_stack: LaunchedStack, driver: WebDriver
+) -> None:
+    """issue 39 item 16 in Chromium: the owner turns two-person verification on in the
+    console; the curator whose agent proposed a fact over MCP is then refused its verify,
+    with the code and reason on the page, and the proposal stays pending."""
+    owner_key, curator_key, project_id = await _four_eyes_team(authenticated_stack)
+    info = read_stack_file(authenticated_stack.data_dir)
+    assert info is not None
+    api_url = info["api_url"]
+    async with _agent(authenticated_stack, api_url, curator_key) as agent:
+        proposed = await agent.call_tool("knowledge_propose", {
+            "subject": "gamma-api", "predicate": "owned_by", "object": "the gamma team",
+            "task_ref": "task-four-eyes", "project": "gamma"})
+    assert not proposed.is_error, proposed.content
+    fact_key = proposed.structured_content["fact"]["fact_key"]
+    project_page = f"{api_url}/console/projects/{project_id}/"
+    wait = WebDriverWait(driver, 30)
+
+    _sign_in(driver, wait, info["console_url"], owner_key)
+    driver.get(project_page)
+    setting = wait.until(ready.presence_of_element_located(
+        (By.CSS_SELECTOR, "[data-setting=two_person_verification]")))
+    assert setting.get_attribute("data-value") == "off"
+    driver.find_element(By.CSS_SELECTOR, "[data-action=two-person-verification]").click()
+    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "[data-outcome=settings]")))
+    assert driver.find_element(By.CSS_SELECTOR, "[data-setting=two_person_verification]"
+                               ).get_attribute("data-value") == "on"
+    assert accessibility_violations(driver) == []
+
+    _sign_in(driver, wait, info["console_url"], curator_key)
+    driver.get(project_page)
+    assert not driver.find_elements(By.CSS_SELECTOR, "[data-action=two-person-verification]")
+    article = wait.until(ready.presence_of_element_located(
+        (By.CSS_SELECTOR, f"article.proposal[data-fact-key='{fact_key}']")))
+    article.find_element(By.XPATH, ".//button[normalize-space()='Verify']").click()
+    refused = wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "[data-code]")))
+    assert (refused.get_attribute("data-code"), refused.get_attribute("data-reason")) == (
+        "unauthorized", "two_person_verification")
+    keep_screenshot(driver, "four-eyes-refused")
+    async with httpx.AsyncClient(timeout=30) as http:
+        listed = await http.get(f"{api_url}/curation/projects/gamma/proposals",
+                                headers={"authorization": f"Bearer {owner_key}"})
+    assert [p["fact_key"] for p in listed.json()["proposals"]] == [fact_key]

@@ -453,6 +453,13 @@ def test_the_gateway_is_autoscaled_and_protected_from_disruption(name) -> None:
 # --- network policies ---------------------------------------------------------------------
 
 
+def _scrape_only(rule: dict, objects: list[dict]) -> bool:
+    """An ingress rule that opens the metrics port alone (Prometheus's scrapes)."""
+    [config] = of_kind(objects, "ConfigMap")
+    port = int(config["data"]["VERA_OBSERVABILITY__SERVICE_METRICS_PORT"])
+    return rule.get("ports") == [{"port": port, "protocol": "TCP"}]
+
+
 def _policies(objects):
     return of_kind(objects, "NetworkPolicy")
 
@@ -472,12 +479,15 @@ def test_network_policies_select_every_component(name) -> None:
 
 @pytest.mark.parametrize("name", VALUE_SETS)
 def test_only_the_gateway_and_the_api_take_ingress_from_outside(name) -> None:
+    """Apart from Prometheus's scrapes, which reach only the metrics port (pod only)."""
     objects = rendered(name)
     for policy in _policies(objects):
         for rule in policy["spec"].get("ingress", []):
             if "from" in rule and all("podSelector" in peer and len(peer) == 1
                                       for peer in rule["from"]):
                 continue  # in-namespace pods only
+            if _scrape_only(rule, objects):
+                continue
             selected = {
                 component(w) for w in workloads(objects)
                 if selects(policy["spec"]["podSelector"], pod_labels(w))
@@ -500,6 +510,8 @@ def test_only_the_fronts_and_the_documented_callers_reach_each_grpc_service(name
             if not selects(policy["spec"]["podSelector"], labels):
                 continue
             for rule in policy["spec"].get("ingress", []):
+                if _scrape_only(rule, objects):
+                    continue
                 for peer in rule["from"]:
                     allowed |= {
                         c for c, w in by_name.items() if selects(peer["podSelector"], pod_labels(w))
@@ -801,3 +813,16 @@ def _settings_from(env: dict[str, str]) -> Settings:
 def _mebibytes(quantity: str) -> float:
     units = {"Mi": 1, "Gi": 1024}
     return float(quantity[:-2]) * units[quantity[-2:]]
+
+
+@pytest.mark.parametrize("name", [*VALUE_SETS, "dev"])
+def test_console_cookies_are_secure_whenever_the_ingress_is_on(name) -> None:
+    """issue 39 item 13: TLS ends at the Ingress (or in front of it), so the API sees plain
+    http: the chart tells it its public address is https. Without an Ingress (the dev
+    values' port-forward) it does not."""
+    [config] = of_kind(rendered(name), "ConfigMap")
+    ingress = value_set(name).get("ingress", {}).get("enabled", True)
+    assert config["data"].get("VERA_API__SECURE_COOKIES") == ("true" if ingress else None)
+    settings = Settings(api={"secure_cookies": config["data"].get(
+        "VERA_API__SECURE_COOKIES", "false")})
+    assert settings.api.secure_cookies is ingress

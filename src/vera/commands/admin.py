@@ -30,8 +30,10 @@ def main(args: argparse.Namespace) -> int:
 
     settings = settings_at(args.data_dir)
     data_dir = settings.data_dir.expanduser().resolve()
-    if read_stack_file(data_dir) is None:
-        # Operator commands talk to the stack of one data dir, never to a guessed address.
+    configured = "identity" in settings.services.model_fields_set  # a pod's environment
+    if read_stack_file(data_dir) is None and not configured:
+        # Operator commands talk to the stack of one data dir, or to the identity address
+        # the environment names (a chart or compose pod), never to a guessed address.
         print(f"vera admin: no running VERA stack in {data_dir} (no run/stack.json): pass "
               "the data dir the stack runs on with --data-dir (or VERA_DATA_DIR), or start "
               "it with `vera up`", file=sys.stderr)

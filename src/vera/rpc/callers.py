@@ -47,6 +47,7 @@ METHODS_BY_CALLER: Mapping[str, Mapping[str, frozenset[str]]] = {
             "ResolveProject"}),
         KNOWLEDGE: frozenset({
             "BatchGetFacts", "ListPendingProposals", "VerifyProposal", "RejectProposal",
+            "GetCurationSettings", "SetCurationSettings",
             "ListConflictedAttempts", "RetractSource", "ListSources", "ListScopeChanges",
             "ErasePrincipalData", "GetSource", "IngestKnowledge", "CorrectFact",
             "ProposeFacts", "ListCitedLines", "RecordCitationDrift"}),

@@ -54,6 +54,7 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "ListSources",
         "ListCitedLines",
         "ListRankingFeedback",
+        "ListCitedLines",
     ),
     "vera.retrieval.v1.RetrievalService": (
         "Search",

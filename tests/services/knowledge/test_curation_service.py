@@ -13,7 +13,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from harness import knowledge_settings, knowledge_stub
 
 from vera.config import KnowledgeSettings
-from vera.errors import InvalidInput
+from vera.errors import InvalidInput, Unauthorized
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 
 CURATOR = str(uuid.uuid4())
@@ -443,3 +443,47 @@ async def test_curation_list_totals_stop_counting_at_the_limit(pg_dsn: str) -> N
         await propose(stub, "e", object_="ledger", readable=(OTHER,))
         exact = await pending(stub, OTHER)
         assert (exact.total, exact.total_is_lower_bound) == (2, False)
+
+
+async def test_two_person_verification_refuses_the_proposer_and_is_off_by_default(
+        stub, db) -> None:
+    """issue 39 item 16: a project's two-person verification setting, off by default; when
+    on, the principal that proposed (here AGENT, the proposer an agent acted as) may not
+    verify their own proposal, anyone else may, and direct curation stays possible."""
+    settings = await stub.GetCurationSettings(pb.GetCurationSettingsRequest(scope_id=PROJECT))
+    assert not settings.settings.two_person_verification
+    own = await propose(stub, "a", object_="x")
+    # Off: the proposer, also a curator of the project, may verify their own.
+    verified = await stub.VerifyProposal(pb.VerifyProposalRequest(
+        curator_principal_id=AGENT, scope_id=PROJECT, fact_key=own.fact.fact_key))
+    assert verified.fact.state == pb.FACT_STATE_ACTIVE
+
+    changed = await stub.SetCurationSettings(pb.SetCurationSettingsRequest(
+        principal_id=CURATOR, scope_id=PROJECT,
+        settings=pb.CurationSettings(two_person_verification=True)))
+    assert changed.settings.two_person_verification
+    assert (await stub.GetCurationSettings(pb.GetCurationSettingsRequest(
+        scope_id=PROJECT))).settings.two_person_verification
+    assert not (await stub.GetCurationSettings(pb.GetCurationSettingsRequest(
+        scope_id=OTHER))).settings.two_person_verification
+    row = await db.fetchrow("SELECT changed_by FROM curation_settings WHERE scope_id = $1",
+                            uuid.UUID(PROJECT))
+    assert str(row["changed_by"]) == CURATOR
+
+    second = await propose(stub, "b", object_="y")
+    with pytest.raises(Unauthorized) as refused:
+        await stub.VerifyProposal(pb.VerifyProposalRequest(
+            curator_principal_id=AGENT, scope_id=PROJECT, fact_key=second.fact.fact_key))
+    assert refused.value.metadata["reason"] == "two_person_verification"
+    assert [p.fact_key for p in (await pending(stub)).proposals] == [second.fact.fact_key]
+    # The proposer may still withdraw it by rejecting; another curator verifies it.
+    verified = await stub.VerifyProposal(pb.VerifyProposalRequest(
+        curator_principal_id=CURATOR, scope_id=PROJECT, fact_key=second.fact.fact_key))
+    assert verified.fact.state == pb.FACT_STATE_ACTIVE
+    # A curator's own direct curation is not a proposal: it stays possible, with its actor.
+    loaded = await ingest(stub, [("payments-api", "depends_on", "kafka", "adr-7")])
+    assert loaded.facts.created == 1
+    feed = await stub.ListScopeChanges(pb.ListScopeChangesRequest(
+        scope_ids=[PROJECT], page_size=50, newest_first=True))
+    latest = feed.changes[0]
+    assert (latest.change, latest.actor_principal_id) == ("published", CURATOR)

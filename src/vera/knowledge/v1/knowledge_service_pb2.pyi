@@ -785,6 +785,40 @@ class VerifyProposalRequest(_message.Message):
     note: str
     def __init__(self, curator_principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., fact_key: _Optional[str] = ..., trust_tier: _Optional[int] = ..., authority: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
 
+class CurationSettings(_message.Message):
+    __slots__ = ("two_person_verification",)
+    TWO_PERSON_VERIFICATION_FIELD_NUMBER: _ClassVar[int]
+    two_person_verification: bool
+    def __init__(self, two_person_verification: _Optional[bool] = ...) -> None: ...
+
+class GetCurationSettingsRequest(_message.Message):
+    __slots__ = ("scope_id",)
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    scope_id: str
+    def __init__(self, scope_id: _Optional[str] = ...) -> None: ...
+
+class GetCurationSettingsResponse(_message.Message):
+    __slots__ = ("settings",)
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: CurationSettings
+    def __init__(self, settings: _Optional[_Union[CurationSettings, _Mapping]] = ...) -> None: ...
+
+class SetCurationSettingsRequest(_message.Message):
+    __slots__ = ("principal_id", "scope_id", "settings")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    scope_id: str
+    settings: CurationSettings
+    def __init__(self, principal_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., settings: _Optional[_Union[CurationSettings, _Mapping]] = ...) -> None: ...
+
+class SetCurationSettingsResponse(_message.Message):
+    __slots__ = ("settings",)
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: CurationSettings
+    def __init__(self, settings: _Optional[_Union[CurationSettings, _Mapping]] = ...) -> None: ...
+
 class VerifyProposalResponse(_message.Message):
     __slots__ = ("fact", "proposal", "already_active", "change_position")
     FACT_FIELD_NUMBER: _ClassVar[int]

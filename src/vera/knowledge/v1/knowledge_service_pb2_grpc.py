@@ -160,6 +160,16 @@ class KnowledgeServiceStub:
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalRequest.SerializeToString,
                 response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalResponse.FromString,
                 _registered_method=True)
+        self.GetCurationSettings = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/GetCurationSettings',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCurationSettingsRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCurationSettingsResponse.FromString,
+                _registered_method=True)
+        self.SetCurationSettings = channel.unary_unary(
+                '/vera.knowledge.v1.KnowledgeService/SetCurationSettings',
+                request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SetCurationSettingsRequest.SerializeToString,
+                response_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SetCurationSettingsResponse.FromString,
+                _registered_method=True)
         self.ListConflictedAttempts = channel.unary_unary(
                 '/vera.knowledge.v1.KnowledgeService/ListConflictedAttempts',
                 request_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.ListConflictedAttemptsRequest.SerializeToString,
@@ -381,6 +391,21 @@ class KnowledgeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCurationSettings(self, request, context):
+        """Returns a shared project's curation settings (the defaults when never set).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetCurationSettings(self, request, context):
+        """Replaces a shared project's curation settings; callers check that the principal owns
+        the project.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListConflictedAttempts(self, request, context):
         """Lists the proposal attempts refused as conflicted because they contradict an active
         fact of one shared project, newest first: proposed corrections a curator can act on.
@@ -557,6 +582,16 @@ def add_KnowledgeServiceServicer_to_server(servicer, server):
                     servicer.RejectProposal,
                     request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalRequest.FromString,
                     response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalResponse.SerializeToString,
+            ),
+            'GetCurationSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCurationSettings,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCurationSettingsRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCurationSettingsResponse.SerializeToString,
+            ),
+            'SetCurationSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetCurationSettings,
+                    request_deserializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SetCurationSettingsRequest.FromString,
+                    response_serializer=vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SetCurationSettingsResponse.SerializeToString,
             ),
             'ListConflictedAttempts': grpc.unary_unary_rpc_method_handler(
                     servicer.ListConflictedAttempts,
@@ -1243,6 +1278,60 @@ class KnowledgeService:
             '/vera.knowledge.v1.KnowledgeService/RejectProposal',
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalRequest.SerializeToString,
             vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.RejectProposalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCurationSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/GetCurationSettings',
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCurationSettingsRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.GetCurationSettingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetCurationSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.knowledge.v1.KnowledgeService/SetCurationSettings',
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SetCurationSettingsRequest.SerializeToString,
+            vera_dot_knowledge_dot_v1_dot_knowledge__service__pb2.SetCurationSettingsResponse.FromString,
             options,
             channel_credentials,
             insecure,
