@@ -100,7 +100,8 @@ class FactRecord(_Record):
     subject: Annotated[str, _text(limits.SUBJECT[1], 1)]
     predicate: Annotated[str, _text(limits.PREDICATE_OBJECT[1], 1)]
     object: Annotated[str, _text(limits.PREDICATE_OBJECT[1], 1)]
-    source: SourceId | None = None
+    # Empty or null: the fact cites no source.
+    source: SourceId | Literal[""] | None = None
     evidence: Annotated[OptionalText, _text(limits.EVIDENCE_TEXT[1])] = None
     locator: Annotated[OptionalText, _text(1024)] = None
     valid_from: TimeText | None = None

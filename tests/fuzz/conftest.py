@@ -37,14 +37,17 @@ settings.register_profile(
 
 @pytest.fixture(scope="package")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LaunchedStack]:
-    """The widest tool profile (it serves every tool of every profile), quotas off so the
-    fuzzer's volume meets the tools rather than its buckets, and 1 s body and header timeouts on
+    """The widest tool profile (it serves every tool of every profile), quotas and the REST
+    API's rate limits out of reach so the fuzzer's volume meets the tools and routes rather
+    than their buckets, and 1 s body and header timeouts on
     both HTTP fronts so the slow-loris checks finish quickly."""
     data_dir = tmp_path_factory.mktemp("fuzz-stack") / "data"
     with running_stack(
         data_dir,
         VERA_MCP__TOOL_PROFILE="compatibility",
         VERA_MCP__QUOTA_ENABLED="false",
+        VERA_API__REQUESTS_PER_MINUTE_PER_KEY="1000000",
+        VERA_API__REQUESTS_PER_MINUTE_PER_ADDRESS="1000000",
         VERA_MCP__BODY_TIMEOUT_SECONDS="1",
         VERA_API__BODY_TIMEOUT_SECONDS="1",
         VERA_MCP__HEADER_TIMEOUT_SECONDS="1",

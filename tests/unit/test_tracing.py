@@ -85,3 +85,17 @@ def test_a_span_leaves_with_names_codes_and_numbers_only() -> None:
     assert [dict(e.attributes) for e in cleaned.events] == [{"exception.type": "ValueError"}]
     assert cleaned.status.status_code is StatusCode.ERROR
     assert cleaned.status.description is None
+
+
+def test_a_span_is_named_by_the_route_template_and_a_route_without_one_is_skipped() -> None:
+    from starlette.routing import Host, Route
+
+    async def endpoint(request):  # pragma: no cover - never called
+        raise AssertionError
+
+    routes = [Host("api.example", app=endpoint), Route("/items/{item_id}", endpoint)]
+    route_of = tracing.starlette_routes(routes)
+    scope = {"type": "http", "method": "GET", "path": "/items/42",
+             "headers": [(b"host", b"api.example")]}
+    assert route_of(scope) == "/items/{item_id}"
+    assert route_of({**scope, "path": "/nowhere"}) is None

@@ -186,8 +186,9 @@ def starlette_routes(routes: Sequence[Any]) -> RouteOf:
     def route_of(scope: Mapping[str, Any]) -> str | None:
         for route in routes:
             match, _ = route.matches(dict(scope))
-            if match is Match.FULL:
-                return str(route.path)
+            template = getattr(route, "path", None)  # a Host route has none
+            if match is Match.FULL and template is not None:
+                return str(template)
         return None
 
     return route_of
