@@ -45,7 +45,8 @@ def test_doctor_names_expired_wrong_audience_and_insufficient_scope(auth_stack, 
                           AUTH_SECRET, algorithm="HS256")
 
     cases = {
-        "expired": token(exp=int(time.time()) - 3600),
+        # The server names this refusal itself (data.reason), with `vera connect` as the fix.
+        "token_expired": token(exp=int(time.time()) - 3600),
         "wrong_audience": token(aud="https://another-service.example"),
         "insufficient_scope": token(scope="memory:propose"),
         "rejected": token(iss="https://someone-else.example"),

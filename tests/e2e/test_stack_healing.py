@@ -106,7 +106,7 @@ async def test_a_killed_service_comes_back_on_its_address_while_the_rest_serves(
 
     # Callers reconnect on their own: the same call now reaches the restarted service.
     give_up = time.monotonic() + 30
-    while (await _pack_error(healing.mcp_url)) != {"code": "expired_context_pack"}:
+    while without_ids(await _pack_error(healing.mcp_url)) != {"code": "expired_context_pack"}:
         assert time.monotonic() < give_up, healing.log_tail()
         await anyio.sleep(0.5)
 

@@ -1,7 +1,10 @@
 """A developer on a team connects their agent to the team's authenticated VERA with
 `vera connect` alone: the token it stores fits the save mode, the server (not only the
 client) holds the mode's line, and each real runtime, headless in a clone of the team's
-repository, is grounded in the fact the team's curator ingested into the shared project."""
+repository, is grounded in the fact the team's curator ingested into the shared project.
+Then the loop's second half with each runtime: in auto-propose its session proposes through
+the real gateway, the curator verifies the proposal in the console (Chromium), and a new
+session's model reads the verified fact, cited and marked verified."""
 
 from __future__ import annotations
 
@@ -354,3 +357,201 @@ async def test_opencode_headless_against_the_authenticated_gateway(
     assert asked == ["vera_knowledge_bootstrap", "vera_knowledge_search"]
     assert await nothing_proposed(auth_stack, team, token, "opencode") == {
         "conflicted": 0, "created": 0, "deduplicated": 0, "rejected": 0, "skipped": 0}
+
+
+# The second half of the loop ---------------------------------------------------------------
+
+LEARNED = {"subject": "payments-api", "predicate": "retry_policy",
+           "evidence_text": "handler.py retries", "branch": "main",
+           "code_path": "services/payments/handler.py"}
+QUESTION = "how does payments-api retry?"
+# A session: given the steps the scripted model takes (from the arguments the session-start
+# hook handed it), the tool results it read, as text, in order.
+Session = Callable[[Callable[[dict], list[tuple[str, dict]]]], list[str]]
+
+
+def learned(runtime: str) -> str:
+    """What each runtime's session learns (each its own, so one row's verified fact is not
+    another row's duplicate)."""
+    return f"five times with jitter, as {runtime} found"
+
+
+def _verify_in_console(stack, curator_key: str, fact_key: str, runtime: str) -> None:
+    """The curator, in Chromium: signs in, finds the runtime's proposal in the project's
+    queue with the runtime, repository, branch and path it came from, and verifies it."""
+    sys.path.append(str(Path(__file__).resolve().parents[1] / "console"))
+    from browser import chromium
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ready
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = chromium()
+    try:
+        wait = WebDriverWait(driver, 60)
+        driver.get(f"{api_url(stack)}/console/")
+        wait.until(ready.url_contains("/console/sign-in"))
+        driver.find_element(By.ID, "api_key").send_keys(curator_key)
+        driver.find_element(By.XPATH, "//button[normalize-space()='Sign in']").click()
+        row = (By.CSS_SELECTOR, f"[data-project={PROJECT}] a")
+        wait.until(ready.presence_of_element_located(row)).click()
+        article = wait.until(ready.presence_of_element_located(
+            (By.CSS_SELECTOR, f"article.proposal[data-fact-key='{fact_key}']")))
+        shown = {dd.get_attribute("data-context"): dd.text
+                 for dd in article.find_elements(By.CSS_SELECTOR, "dd[data-context]")}
+        assert shown == {"runtime": runtime, "repository": canonicalize(REPOSITORY),
+                         "branch": LEARNED["branch"], "path": LEARNED["code_path"]}, shown
+        article.find_element(By.XPATH, ".//button[normalize-space()='Verify']").click()
+        wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "[data-outcome=verified]")))
+    finally:
+        driver.quit()
+
+
+async def _second_half(stack, team: Team, runtime: str, session: Session,
+                       grounding: str) -> None:
+    """The runtime's session proposes what it learned (auto-propose: no prompt), the curator
+    verifies it in the console, and a new session grounds with ``grounding`` and its model
+    reads the verified fact, cited and marked verified."""
+    found = {**LEARNED, "object": learned(runtime)}
+
+    def learn(arguments: dict) -> list[tuple[str, dict]]:
+        return [("knowledge_bootstrap", arguments),
+                ("knowledge_propose", {**found, "task_ref": task(f"{runtime}-loop"),
+                                       "runtime": runtime,
+                                       "repository_ref": arguments.get("repository", "")})]
+
+    read = await anyio.to_thread.run_sync(session, learn)
+    assert len(read) == 2, read
+    async with httpx.AsyncClient(base_url=api_url(stack), timeout=60) as api:
+        queue = await api.get(f"/curation/projects/{PROJECT}/proposals",
+                              headers=bearer(team.curator_key))
+        exchanged = await api.post("/identity/mcp-token", headers=bearer(team.dev_key),
+                                   json={"scopes": ["memory:read"]})
+    [proposed] = [p for p in queue.json()["proposals"] if p["object"] == found["object"]]
+    await anyio.to_thread.run_sync(_verify_in_console, stack, team.curator_key,
+                                   proposed["fact_key"], runtime)
+
+    query = {"query": QUESTION, "project": PROJECT}
+    async with client(stack, exchanged.json()["access_token"]) as reader:
+        for _ in range(240):  # until retrieval has indexed the verified version
+            answer = (await reader.call_tool(grounding, query)).structured_content
+            served = [r for r in answer["results"] if r["object"] == found["object"]]
+            if served:
+                break
+            await anyio.sleep(0.5)
+    [fact] = served
+    assert fact["citations"][0]["verification"] == "verified"
+
+    def ground(arguments: dict) -> list[tuple[str, dict]]:
+        return [("knowledge_bootstrap", arguments), (grounding, {**query, **arguments})]
+
+    read = await anyio.to_thread.run_sync(session, ground)
+    assert all(part in read[1] for part in (fact["fact_key"], found["object"], "verified")), \
+        read[1]
+
+
+def _steps_plan(steps: Callable[[dict], list[tuple[str, dict]]],
+                bodies: Callable[[], list[dict]]) -> Plan:
+    def plan(results: list[str]) -> tuple[str, dict] | None:
+        chosen = steps(hook_arguments(bodies()[-1]))
+        return chosen[len(results)] if len(results) < len(chosen) else None
+
+    return plan
+
+
+async def test_claude_codes_proposal_is_verified_in_the_console_and_served_back(
+        auth_stack, team, runtime_bin, tmp_path) -> None:
+    """The loop's second half with Claude Code: connected in auto-propose, a headless
+    `claude -p` proposes through the real gateway without a prompt; the curator verifies it
+    in the console; a new session's model is served it by knowledge_get_context."""
+    repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
+    connect(auth_stack, repo, env, team.dev_key, "claude-code", "auto-propose")
+    handshake.approve_claude_server(repo, env)
+    clean = {"PATH": f"{runtime_bin}:/usr/bin:/bin", "HOME": env["HOME"],
+             "ANTHROPIC_API_KEY": "sk-ant-fake", "ENABLE_TOOL_SEARCH": "false",
+             "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+             "IS_SANDBOX": "1"}
+
+    def session(steps: Callable[[dict], list[tuple[str, dict]]]) -> list[str]:
+        model = FakeAnthropic(plan=_steps_plan(steps, lambda: model.bodies))
+        try:
+            done = subprocess.run(
+                ["claude", "-p", QUESTION, "--output-format", "json"], cwd=repo,
+                env={**clean, "ANTHROPIC_BASE_URL": model.url}, capture_output=True,
+                text=True, timeout=240, stdin=subprocess.DEVNULL)
+        finally:
+            model.close()
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert json.loads(done.stdout).get("permission_denials", []) == []
+        return [json.loads(r) for r in tool_results(model.bodies)]
+
+    await _second_half(auth_stack, team, "claude-code", session, "knowledge_get_context")
+
+
+async def test_codexs_proposal_is_verified_in_the_console_and_served_back(
+        auth_stack, team, runtime_bin, tmp_path) -> None:
+    """The same with `codex exec` (its token from the profile line connect printed; it
+    grounds with knowledge_search, since Codex asks for get_context per call)."""
+    repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
+    done = run_vera(repo, env, "connect", "codex", "--api-url", api_url(auth_stack),
+                    "--mcp-url", auth_stack.mcp_url, "--save-mode", "auto-propose", "--yes",
+                    "--api-key-stdin", stdin=team.dev_key + "\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    profile = next(ln.strip() for ln in done.stdout.splitlines() if ln.strip().startswith(
+        "export VERA_MCP_TOKEN="))
+    codex_home = Path(env["CODEX_HOME"])
+    clean = {"PATH": f"{runtime_bin}:/usr/bin:/bin", "HOME": env["HOME"],
+             "CODEX_HOME": str(codex_home), "FAKE_API_KEY": "x"}
+
+    def session(steps: Callable[[dict], list[tuple[str, dict]]]) -> list[str]:
+        model = FakeResponses(plan=_steps_plan(steps, lambda: model.bodies))
+        (codex_home / "config.toml").write_text(
+            f'model = "fake-model"\nmodel_provider = "fake"\n[model_providers.fake]\n'
+            f'name = "fake"\nbase_url = "{model.url}/v1"\nwire_api = "responses"\n'
+            f'env_key = "FAKE_API_KEY"\n[projects."{repo}"]\ntrust_level = "trusted"\n')
+        try:
+            ran = subprocess.run(
+                ["bash", "-c", f"{profile}\nexec codex exec --skip-git-repo-check "
+                 f"--dangerously-bypass-hook-trust '{QUESTION}'"], cwd=repo, env=clean,
+                capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+        finally:
+            model.close()
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        return [str(item.get("output")) for body in model.bodies[-1:]
+                for item in body.get("input", [])
+                if isinstance(item, dict) and item.get("type", "").endswith("call_output")]
+
+    await _second_half(auth_stack, team, "codex", session, "knowledge_search")
+
+
+async def test_opencodes_proposal_is_verified_in_the_console_and_served_back(
+        auth_stack, team, runtime_bin, tmp_path, opencode_home, opencode_plugin_sdk) -> None:
+    """The same with `opencode run` (it grounds with knowledge_search)."""
+    repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
+    connect(auth_stack, repo, env, team.dev_key, "opencode", "auto-propose")
+    for name in sessions.OPENCODE_OWNED:  # OpenCode's own plugin SDK, not VERA's
+        source = opencode_plugin_sdk / name
+        if source.is_dir():
+            (repo / ".opencode" / name).symlink_to(source, target_is_directory=True)
+        elif source.exists():
+            shutil.copy2(source, repo / ".opencode" / name)
+    connected = json.loads((repo / "opencode.json").read_text())
+    clean = {**sessions.opencode_env(opencode_home), "PATH": f"{runtime_bin}:/usr/bin:/bin"}
+
+    def session(steps: Callable[[dict], list[tuple[str, dict]]]) -> list[str]:
+        model = FakeChat(plan=_steps_plan(steps, lambda: model.bodies))
+        config = {**connected, "model": "fake/m", "provider": {"fake": {
+            "npm": "@ai-sdk/openai-compatible", "name": "Fake",
+            "options": {"baseURL": model.url + "/v1", "apiKey": "x"},
+            "models": {"m": {"name": "m", "tool_call": True}}}}}
+        (repo / "opencode.json").write_text(json.dumps(config, indent=2))
+        try:
+            ran = subprocess.run(["opencode", "run", QUESTION], cwd=repo, env=clean,
+                                 capture_output=True, text=True, timeout=240,
+                                 stdin=subprocess.DEVNULL)
+        finally:
+            model.close()
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        return [str(m.get("content")) for body in model.bodies[-1:]
+                for m in body.get("messages", []) if m.get("role") == "tool"]
+
+    await _second_half(auth_stack, team, "opencode", session, "knowledge_search")

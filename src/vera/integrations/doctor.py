@@ -104,8 +104,8 @@ def _tools_finding(url: str, token: str | None) -> Finding:
                            "deployment), then run `vera doctor` again")
         refusal = credential_refusal(url, token)
         if refusal is not None:  # a rotated key, an expired or revoked token...
-            return Finding("vera tools visible", False, f"cannot list tools: {refusal}; "
-                           "`vera connect` obtains a new one")
+            fix = "" if "vera connect" in refusal else "; `vera connect` obtains a new one"
+            return Finding("vera tools visible", False, f"cannot list tools: {refusal}{fix}")
         return Finding("vera tools visible", False,
                        f"cannot list tools: {type(causes[0]).__name__}")
     return Finding("vera tools visible", bool(names), f"{len(names)} tools")

@@ -3,6 +3,7 @@ embedder, and an in-process fake knowledge service serving the change log."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -18,12 +19,11 @@ from retrieval_fakes import (
     make_fact,
 )
 
-from vera.config import ConfigError, RetrievalSettings, Settings
+from vera.config import ConfigError, Settings
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
-from vera.services.retrieval.pipeline.contract import assembler_version
 from vera.services.retrieval.server import create
 
 
@@ -119,9 +119,7 @@ async def test_assemble_context_within_budget(stack: Stack):
     )
     response = await stack.retrieval.AssembleContext(request)
     assert response.results[0].fact.subject == "checkout-web"
-    # The contract derived from the settings the stack runs with (in-memory Qdrant).
-    expected = assembler_version(RetrievalSettings(qdrant_url=":memory:"))
-    assert response.assembler_version == expected
+    assert_runs_contract(response.assembler_version)
     assert 0 < response.token_estimate <= 2000
     assert response.results[0].fact.citations[0].excerpt == ""  # compact
 
@@ -131,11 +129,23 @@ async def test_assemble_context_within_budget(stack: Stack):
     assert response.omitted and {o.reason for o in response.omitted} == {"token_budget"}
 
 
+def assert_runs_contract(version: str) -> None:
+    """The contract of the stack's own settings, read from its parts rather than computed
+    by the code under test: this generation's ranking policy, int8 MiniLM vectors, and
+    qdrant-client's local index (tests/services/retrieval/pipeline/test_retrieval_contract.py
+    derives each part from what decides ranking)."""
+    policy, embedding, index = version.split(";")
+    assert re.fullmatch(r"assembler-3-[0-9a-f]+", policy), policy
+    assert (embedding, index) == ("minilm-l6-v2-int8", "index-qdrant-local")
+
+
 async def test_search_reports_the_contract_version_it_ranked_by(stack: Stack):
     await stack.wait_indexed()
     response = await search(stack, "what database does checkout use")
-    expected = assembler_version(RetrievalSettings(qdrant_url=":memory:"))
-    assert response.assembler_version == expected
+    assert_runs_contract(response.assembler_version)
+    assembled = await stack.retrieval.AssembleContext(retrieval_pb2.AssembleContextRequest(
+        scope_id=SCOPE_A, query="what database does checkout use", limit=3))
+    assert assembled.assembler_version == response.assembler_version
 
 
 async def test_empty_reasons_and_errors(stack: Stack):
