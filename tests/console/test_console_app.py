@@ -454,7 +454,7 @@ async def test_bulk_review_decides_a_harvests_files_a_group_at_a_time(
     for path in (API_FILE, COMPOSE_FILE):
         assert f'data-source-id="{HARVESTED}/{path}"' in page.text
     assert '<pre class="evidence">  db:\n    image: postgres:16</pre>' in page.text
-    assert "lines 3-4" in page.text
+    assert "<span class=\"meta\" data-locator>3-4</span>" in page.text
     assert agents not in page.text and 'data-count="uncited">1<' in page.text
     assert f'value="{" ".join(api_keys)}"' in page.text
 
