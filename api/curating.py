@@ -30,6 +30,9 @@ from vera.rpc.backends import Backends
 # IngestKnowledge writes a batch in one transaction: give it longer than a read.
 INGEST_CALL_SECONDS = 120.0
 MAX_REASON = 2048
+# Proposals decided by one group decision (a page of the console's bulk review,
+# ListPendingProposals' largest).
+MAX_GROUP = 100
 
 
 # What a curator sends with a decision: the REST body and the console's form alike.
@@ -93,6 +96,21 @@ class Curator:
         return await self.backends.knowledge.RejectProposal(kpb.RejectProposalRequest(
             curator_principal_id=self.caller.principal_id, scope_id=self._scope,
             fact_key=fact_key, reason=decision.reason))
+
+    async def verify_group(self, fact_keys: list[str], decision: VerifyBody) -> int:
+        """Bulk review: each proposal verified as ``verify`` does, with one decision for
+        all, in order; a refusal stops there (those before it stay verified, so sending the
+        group again verifies the rest). Answers how many were verified."""
+        for fact_key in _group(fact_keys):
+            await self.verify(fact_key, decision)
+        return len(fact_keys)
+
+    async def reject_group(self, fact_keys: list[str], decision: ReasonBody) -> int:
+        """Bulk review: each proposal rejected as ``reject`` does, with the one reason
+        (a refusal stops there, as in ``verify_group``)."""
+        for fact_key in _group(fact_keys):
+            await self.reject(fact_key, decision)
+        return len(fact_keys)
 
     async def retract(self, source_id: str, decision: ReasonBody) -> kpb.RetractSourceResponse:
         return await self.backends.knowledge.RetractSource(kpb.RetractSourceRequest(
@@ -188,6 +206,17 @@ class Curator:
             corrections=(corrections[0], corrections[1]), fact_keys=fact_keys,
             correction_fact_keys=replacement_keys, warnings=warnings,
             change_position=position)
+
+
+def _group(fact_keys: list[str]) -> list[str]:
+    """A group decision's keys, bounded before any is decided."""
+    if not fact_keys:
+        raise InvalidInput("fact_keys", "at least one proposal", reason="required")
+    if len(fact_keys) > MAX_GROUP:
+        raise InvalidInput("fact_keys", f"at most {MAX_GROUP}", reason="too_many")
+    if len(set(fact_keys)) != len(fact_keys):
+        raise InvalidInput("fact_keys", "each proposal once", reason="duplicate")
+    return fact_keys
 
 
 _CHECKED_FIELD = re.compile(r"^(facts|corrected_fact_keys)\[(\d+)\]")

@@ -166,7 +166,8 @@ class TaskContext(ResponseBody):
 
 
 class PendingProposal(ResponseBody):
-    """A proposal under review, with the proposer's task context, branch and code path."""
+    """A proposal under review, with the proposer's task context, branch and code path,
+    and the source it cites (a harvest's file and line range; empty for an agent's)."""
 
     fact_key: str
     version_id: str
@@ -181,6 +182,11 @@ class PendingProposal(ResponseBody):
     known_fact_key: str
     branch: str
     code_path: str
+    source_id: str
+    locator: str
+    source_uri: str
+    source_observed_at: datetime | None
+    repository: str
 
 
 class ConflictedAttempt(ResponseBody):

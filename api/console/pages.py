@@ -1,5 +1,6 @@
-"""The console's routes: sign-in and sign-out, then per project the review queue, the
-sources, the change feed and what an agent would be served.
+"""The console's routes: sign-in and sign-out, then per project the review queue, bulk
+review of harvested proposals, the sources, the change feed and what an agent would be
+served.
 
 Every project page and action goes through the curation layer the REST routes call
 (``vera.api.curating``): its one permission check (``curator_of``), so a project the caller
@@ -42,6 +43,8 @@ from vera.knowledge.v1 import knowledge_service_pb2 as kpb
 from vera.rpc.backends import Backends
 
 QUEUE_PAGE = 50
+# Bulk review's page: the most ListPendingProposals answers, and a group decision takes.
+HARVEST_PAGE = 100
 CONFLICTED_PAGE = 20
 CHANGES_PAGE = 50
 # Projects listed on the start page, each checked and counted with its own RPCs.
@@ -271,6 +274,32 @@ async def reject(request: Request, curator: Curator, fields: dict[str, str]) -> 
     return _project_url(curator.project.project_id) + "?done=rejected"
 
 
+async def harvests(request: Request, session: Session, curator: Curator) -> Response:
+    """Bulk review: a page of pending proposals grouped by harvest and by file, each with
+    its evidence lines, a group decided at once."""
+    project = curator.project
+    pending = await curator.backends.knowledge.ListPendingProposals(
+        kpb.ListPendingProposalsRequest(
+            scope_id=project.project_id, page_size=HARVEST_PAGE,
+            page_token=request.query_params.get("page_token", "")))
+    groups, uncited = views.harvest_groups(pending.proposals)
+    done = request.query_params.get("done")
+    return _page(request, "harvests.html", session=session, project=project, pending=pending,
+                 harvests=groups, uncited=uncited, done=done if done in DONE else None,
+                 tiers=views.HUMAN_TIERS,
+                 next_url=_next_page_url(request, "page_token", pending.next_page_token))
+
+
+async def verify_group(request: Request, curator: Curator, fields: dict[str, str]) -> str:
+    await curator.verify_group(views.group_keys(fields), views.form_body(VerifyBody, fields))
+    return _project_url(curator.project.project_id, "harvests") + "?done=verified"
+
+
+async def reject_group(request: Request, curator: Curator, fields: dict[str, str]) -> str:
+    await curator.reject_group(views.group_keys(fields), views.form_body(ReasonBody, fields))
+    return _project_url(curator.project.project_id, "harvests") + "?done=rejected"
+
+
 async def sources(request: Request, session: Session, curator: Curator) -> Response:
     project = curator.project
     reply = await curator.backends.knowledge.ListSources(kpb.ListSourcesRequest(
@@ -357,6 +386,11 @@ routes: list[Route | Mount] = [
     Route("/sign-in", sign_in, methods=["POST"]),
     Route("/sign-out", sign_out, methods=["POST"]),
     Route("/projects/{project}/", _project_page(queue), methods=["GET"]),
+    Route("/projects/{project}/harvests", _project_page(harvests), methods=["GET"]),
+    Route("/projects/{project}/harvests/verify", _project_action(verify_group),
+          methods=["POST"]),
+    Route("/projects/{project}/harvests/reject", _project_action(reject_group),
+          methods=["POST"]),
     Route("/projects/{project}/changes", _project_page(changes), methods=["GET"]),
     Route("/projects/{project}/sources", _project_page(sources), methods=["GET"]),
     Route("/projects/{project}/preview", _project_page(preview), methods=["GET"]),

@@ -1,13 +1,14 @@
 """What the pages read besides the queue itself: per-project counts, the facts a proposal
-names (the active fact it would contradict, the one it duplicates), and a decision's form
-read as its declared body."""
+names (the active fact it would contradict, the one it duplicates), pending proposals
+grouped for bulk review, and a decision's form read as its declared body."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TypeVar
 
+from google.protobuf.timestamp_pb2 import Timestamp
 from pydantic import BaseModel, ValidationError
 
 from vera import fields as vera_fields
@@ -20,6 +21,9 @@ from vera.rpc.backends import Backends
 HUMAN_TIERS = (0, 1, 2, 3)
 
 B = TypeVar("B", bound=BaseModel)
+# A group decision's proposals travel in one form field, separated by spaces (fact keys
+# hold none): a form keeps one value per field.
+KEY_SEPARATOR = " "
 
 
 @dataclass(frozen=True)
@@ -63,3 +67,59 @@ def form_body(model: type[B], fields: dict[str, str]) -> B:
         error = vera_fields.first_error(refused.errors())
         name = vera_fields.error_field(error, values, error["loc"]) or "form"
         raise InvalidInput(name, error["msg"], reason=vera_fields.reason(error)) from None
+
+
+@dataclass
+class FileGroup:
+    """The pending proposals citing one source (a harvested file), in queue order."""
+
+    source_id: str
+    proposals: list[rpb.PendingProposal] = field(default_factory=list)
+
+    @property
+    def fact_keys(self) -> str:
+        return KEY_SEPARATOR.join(p.fact_key for p in self.proposals)
+
+
+@dataclass
+class HarvestGroup:
+    """The proposals of one harvest: one repository at one commit (its sources observed at
+    the commit's time), by file."""
+
+    repository: str
+    observed_at: Timestamp
+    commit_uri: str
+    files: dict[str, FileGroup] = field(default_factory=dict)
+
+    @property
+    def fact_keys(self) -> str:
+        return KEY_SEPARATOR.join(g.fact_keys for g in self.files.values())
+
+    @property
+    def size(self) -> int:
+        return sum(len(g.proposals) for g in self.files.values())
+
+
+def harvest_groups(
+    proposals: Sequence[rpb.PendingProposal],
+) -> tuple[list[HarvestGroup], int]:
+    """Proposals that cite a source, by harvest and then by file, in queue order; and how
+    many cite none (an agent's, reviewed one by one in the queue)."""
+    harvests: dict[tuple[str, int, int], HarvestGroup] = {}
+    uncited = 0
+    for proposal in proposals:
+        if not proposal.source_id:
+            uncited += 1
+            continue
+        stamp = proposal.source_observed_at
+        key = (proposal.repository, stamp.seconds, stamp.nanos)
+        harvest = harvests.setdefault(key, HarvestGroup(
+            proposal.repository, stamp, proposal.source_uri))
+        harvest.files.setdefault(
+            proposal.source_id, FileGroup(proposal.source_id)).proposals.append(proposal)
+    return list(harvests.values()), uncited
+
+
+def group_keys(fields: dict[str, str]) -> list[str]:
+    """The proposals a group decision names (``fact_keys``)."""
+    return [key for key in fields.get("fact_keys", "").split(KEY_SEPARATOR) if key]

@@ -150,6 +150,14 @@ def make_retract_source(
 
 
 @dataclass(frozen=True)
+class PendingSource:
+    source_id: str
+    locator: str
+    uri: str
+    observed_at: datetime | None
+
+
+@dataclass(frozen=True)
 class PendingView:
     fact_key: str
     version_id: uuid.UUID
@@ -163,6 +171,10 @@ class PendingView:
     conflicting_fact_keys: tuple[str, ...]
     known_fact_key: str
     location: ProposalLocation
+    # The cited source, for a proposal that has one (a harvest's file): what bulk review
+    # groups by.
+    source: PendingSource | None = None
+    repository: str = ""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ it has authorized the curator against identity.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from vera import page_tokens
 from vera.errors import InvalidInput
@@ -14,6 +15,7 @@ from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import to_timestamp
 
 from . import convert, curation, domain, graph
+from .curation import PendingSource
 from .curation_store import CurationStore
 from .drift_store import DRIFT_REASONS, MAX_MARKS, PAGE_DEFAULT, PAGE_MAX, DriftMark, DriftStore
 
@@ -97,6 +99,8 @@ class CurationRpcs:
                     known_fact_key=p.known_fact_key,
                     branch=p.location.branch,
                     code_path=p.location.code_path,
+                    repository=p.repository,
+                    **_cited(p.source),
                 )
                 for p in page.proposals
             ],
@@ -262,3 +266,14 @@ class CurationRpcs:
 
 def _settings_to_proto(settings: curation.CurationSettings) -> pb.CurationSettings:
     return pb.CurationSettings(two_person_verification=settings.two_person_verification)
+
+
+def _cited(source: PendingSource | None) -> dict[str, Any]:
+    """A pending proposal's source fields (none for a proposal that cites none)."""
+    if source is None:
+        return {}
+    cited: dict[str, Any] = {"source_id": source.source_id, "locator": source.locator,
+                             "source_uri": source.uri}
+    if source.observed_at is not None:
+        cited["source_observed_at"] = to_timestamp(source.observed_at)
+    return cited

@@ -21,6 +21,7 @@ from .curation import (
     ConflictedPage,
     ConflictedView,
     PendingPage,
+    PendingSource,
     PendingView,
     RejectIn,
     RejectResult,
@@ -101,7 +102,16 @@ class CurationStore:
             )
             rows = await conn.fetch(
                 f"""SELECT t.seq, f.fact_key, f.version_id, f.created_by, f.subject, f.predicate,
-                           f.object, f.recorded_at,
+                           f.object, f.recorded_at, f.repository,
+                           (SELECT row(s.source_id, coalesce(e.locator, ''), s.uri,
+                                       s.observed_at)
+                            FROM assertions a JOIN sources s ON s.source_pk = a.source_pk
+                            LEFT JOIN LATERAL (SELECT x.locator FROM evidence x
+                                               WHERE x.assertion_id = a.assertion_id
+                                               ORDER BY x.recorded_at, x.evidence_id
+                                               LIMIT 1) e ON true
+                            WHERE a.fact_key = f.fact_key AND a.status = 'pending'
+                            ORDER BY a.recorded_at LIMIT 1) AS cited,
                            ARRAY(SELECT e.text FROM assertions a
                                  JOIN evidence e ON e.assertion_id = a.assertion_id
                                  WHERE a.fact_key = f.fact_key AND a.status = 'pending'
@@ -147,6 +157,8 @@ class CurationStore:
                 proposed_at=r["recorded_at"],
                 conflicting_fact_keys=tuple(r["conflicts"]),
                 known_fact_key=r["known"] or "",
+                source=(PendingSource(*r["cited"]) if r["cited"] else None),
+                repository=r["repository"],
             )
             for r in rows
         )

@@ -6,9 +6,12 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from posixpath import dirname
 
 import httpx
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 from harness import serve_service
 
 from vera.api.app import build_app
@@ -25,6 +28,8 @@ SECRET = "test-secret-that-is-long-enough-for-hs256-0123456789"
 BASE = "http://127.0.0.1:8081"
 CSRF_FIELD = re.compile(r'name="csrf_token" value="([^"]+)"')
 NONCE_FIELD = re.compile(r'name="nonce" value="([^"]+)"')
+HARVESTED = "github.com/acme/shop"
+HARVESTED_AT = datetime(2026, 11, 2, 9, 30, tzinfo=UTC)
 
 
 @dataclass
@@ -61,6 +66,26 @@ class ConsoleWorld:
             evidence_text=f"seen in {subject}/handler.py",
             context=kpb.TaskContext(runtime="claude-code", task_ref=f"task-{subject}",
                                     repository_ref="github.com/acme/payments")))
+
+    async def propose_harvest(self, files: dict[str, list[tuple[str, str, str, str]]],
+                              commit: str = "c0ffee", repository: str = HARVESTED
+                              ) -> kpb.ProposeFactsResponse:
+        """What ``vera harvest`` files for review: per file (its path) one source and its
+        facts as (predicate, object, locator, evidence lines)."""
+        observed = Timestamp()
+        observed.FromDatetime(HARVESTED_AT)
+        return await self.knowledge.ProposeFacts(kpb.ProposeFactsRequest(
+            principal_id=self.member.principal_id,
+            personal_scope_id=self.member.personal_scope_id, target_scope_id=self.project_id,
+            sources=[kpb.SourceInput(
+                source_id=f"{repository}/{path}", source_type="repository_file", title=path,
+                uri=f"https://{repository}/blob/{commit}/{path}", observed_at=observed)
+                for path in files],
+            facts=[kpb.FactInput(
+                subject="shop-api", predicate=predicate, object=obj,
+                source_id=f"{repository}/{path}", locator=locator, evidence=evidence,
+                valid_from=observed, repository=repository, code_path=dirname(path))
+                for path, facts in files.items() for predicate, obj, locator, evidence in facts]))
 
 
 async def _user(identity: IdentityServiceStub, name: str) -> User:

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from conftest import BASE, ConsoleWorld, sign_in
+from conftest import BASE, HARVESTED, ConsoleWorld, sign_in
 
 from vera.api.app import build_app
 from vera.api.console.pages import SIGN_IN_COOKIE
@@ -427,3 +427,60 @@ async def test_source_ids_holding_slashes_are_linked_as_one_encoded_segment(
     feed = await world.knowledge.ListScopeChanges(kpb.ListScopeChangesRequest(
         scope_ids=[world.project_id], changes=["retracted"]))
     assert sorted(c.fact.object for c in feed.changes) == sorted(ids)
+
+
+API_FILE = "services/api/pyproject.toml"
+COMPOSE_FILE = "compose.yaml"
+HARVEST = {
+    API_FILE: [("depends_on", "asyncpg==0.29.0", "6", '  "asyncpg==0.29.0",'),
+               ("depends_on", "fastapi==0.115.0", "7", '  "fastapi==0.115.0",')],
+    COMPOSE_FILE: [("uses_image", "postgres:16", "3-4", "  db:\n    image: postgres:16")],
+}
+
+
+async def test_bulk_review_decides_a_harvests_files_a_group_at_a_time(
+    world: ConsoleWorld, console: httpx.AsyncClient
+) -> None:
+    filed = await world.propose_harvest(HARVEST)
+    api_keys, compose_keys = filed.fact_keys[:2], filed.fact_keys[2:]
+    agents = (await world.propose("payments-api")).fact.fact_key
+    token = await sign_in(console, world.curator.api_key)
+    page = await console.get(f"/console/projects/{world.project_id}/harvests")
+    assert page.status_code == 200
+    _assert_secured(page)
+    # One harvest, its two files each a group with its evidence lines; the agent's
+    # proposal (no source) stays in the queue.
+    assert page.text.count('class="group harvest"') == 1
+    for path in (API_FILE, COMPOSE_FILE):
+        assert f'data-source-id="{HARVESTED}/{path}"' in page.text
+    assert '<pre class="evidence">  db:\n    image: postgres:16</pre>' in page.text
+    assert "<span class=\"meta\" data-locator>3-4</span>" in page.text
+    assert agents not in page.text and 'data-count="uncited">1<' in page.text
+    assert f'value="{" ".join(api_keys)}"' in page.text
+
+    base = f"/console/projects/{world.project_id}/harvests"
+    forged = await console.post(f"{base}/verify", data={"fact_keys": " ".join(api_keys)})
+    assert forged.status_code == 403
+    no_reason = await console.post(f"{base}/reject", data={
+        "csrf_token": token, "fact_keys": " ".join(compose_keys), "reason": ""})
+    assert no_reason.status_code == 400
+    empty = await console.post(f"{base}/verify", data={"csrf_token": token, "fact_keys": ""})
+    assert empty.status_code == 400 and 'data-code="invalid_input"' in empty.text
+    verified = await console.post(f"{base}/verify", data={
+        "csrf_token": token, "fact_keys": " ".join(api_keys), "trust_tier": "1",
+        "authority": "0.8", "note": ""})
+    assert verified.status_code == 303
+    assert verified.headers["location"].endswith("/harvests?done=verified")
+    rejected = await console.post(f"{base}/reject", data={
+        "csrf_token": token, "fact_keys": " ".join(compose_keys), "reason": "dev only"})
+    assert rejected.status_code == 303
+
+    pending = await world.knowledge.ListPendingProposals(
+        kpb.ListPendingProposalsRequest(scope_id=world.project_id))
+    assert [p.fact_key for p in pending.proposals] == [agents]
+    published = await world.knowledge.ListScopeChanges(
+        kpb.ListScopeChangesRequest(scope_ids=[world.project_id]))
+    facts = [c.fact for c in published.changes if c.change == "published"]
+    assert sorted(f.object for f in facts) == ["asyncpg==0.29.0", "fastapi==0.115.0"]
+    assert {(f.trust_tier, round(f.authority, 2)) for f in facts} == {(1, 0.8)}
+    assert {c.source_id for f in facts for c in f.citations} == {f"{HARVESTED}/{API_FILE}"}

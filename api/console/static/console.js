@@ -1,10 +1,10 @@
-// Keyboard shortcuts for the review queue: j / k move between proposals, v verifies the
-// current one (the first when none is selected) with its form's choices, r moves to its
-// Reason field (Enter then rejects).
+// Keyboard shortcuts for the review queue and bulk review: j / k move between proposals
+// (or groups of them), v verifies the current one (the first when none is selected) with
+// its form's choices, r moves to its Reason field (Enter then rejects).
 // Progressive enhancement only: every action is an ordinary form without this script.
 "use strict";
 (function () {
-  const proposals = () => Array.from(document.querySelectorAll("article.proposal"));
+  const proposals = () => Array.from(document.querySelectorAll("article.proposal, article.group"));
   let current = -1;
 
   function select(index) {
@@ -31,8 +31,8 @@
       // None selected yet: the first proposal, the one the queue shows first.
       if (current < 0) select(0);
       const item = list[current];
-      if (event.key === "v") item.querySelector("form.verify").requestSubmit();
-      else item.querySelector("form.reject input[name=reason]").focus();
+      if (event.key === "v") item.querySelector(":scope > .decide form.verify").requestSubmit();
+      else item.querySelector(":scope > .decide form.reject input[name=reason]").focus();
     } else { return; }
     event.preventDefault();
   });

@@ -65,6 +65,11 @@ async def test_a_harvest_filed_for_review_keeps_its_citation_through_verificatio
     pending = await stub.ListPendingProposals(pb.ListPendingProposalsRequest(scope_id=PROJECT))
     assert [(p.fact_key, list(p.evidence)) for p in pending.proposals] == [
         (key, ['  "asyncpg==0.29.0",'])]
+    # What bulk review groups by: the harvest (repository, commit time) and the file.
+    (listed,) = pending.proposals
+    assert (listed.source_id, listed.locator, listed.source_uri, listed.repository) == (
+        FILE, "L6", f"https://{FILE}", "github.com/acme/shop")
+    assert listed.source_observed_at.ToDatetime(tzinfo=UTC) == COMMIT_TIME
     again = await stub.ProposeFacts(_request(DEPENDS))
     assert (again.created, again.deduplicated) == (0, 1)
 

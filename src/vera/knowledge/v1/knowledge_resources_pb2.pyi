@@ -385,7 +385,7 @@ class Community(_message.Message):
     def __init__(self, community_id: _Optional[str] = ..., scope_id: _Optional[str] = ..., label: _Optional[str] = ..., summary: _Optional[str] = ..., entities: _Optional[_Iterable[str]] = ..., authoritative: _Optional[bool] = ..., run: _Optional[_Union[DerivationRun, _Mapping]] = ..., fact_count: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
 
 class PendingProposal(_message.Message):
-    __slots__ = ("fact_key", "version_id", "proposer_principal_id", "subject", "predicate", "object", "evidence", "context", "proposed_at", "conflicting_fact_keys", "known_fact_key", "branch", "code_path")
+    __slots__ = ("fact_key", "version_id", "proposer_principal_id", "subject", "predicate", "object", "evidence", "context", "proposed_at", "conflicting_fact_keys", "known_fact_key", "branch", "code_path", "source_id", "locator", "source_uri", "source_observed_at", "repository")
     FACT_KEY_FIELD_NUMBER: _ClassVar[int]
     VERSION_ID_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
@@ -399,6 +399,11 @@ class PendingProposal(_message.Message):
     KNOWN_FACT_KEY_FIELD_NUMBER: _ClassVar[int]
     BRANCH_FIELD_NUMBER: _ClassVar[int]
     CODE_PATH_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LOCATOR_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_URI_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
+    REPOSITORY_FIELD_NUMBER: _ClassVar[int]
     fact_key: str
     version_id: str
     proposer_principal_id: str
@@ -412,7 +417,12 @@ class PendingProposal(_message.Message):
     known_fact_key: str
     branch: str
     code_path: str
-    def __init__(self, fact_key: _Optional[str] = ..., version_id: _Optional[str] = ..., proposer_principal_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., evidence: _Optional[_Iterable[str]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., proposed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conflicting_fact_keys: _Optional[_Iterable[str]] = ..., known_fact_key: _Optional[str] = ..., branch: _Optional[str] = ..., code_path: _Optional[str] = ...) -> None: ...
+    source_id: str
+    locator: str
+    source_uri: str
+    source_observed_at: _timestamp_pb2.Timestamp
+    repository: str
+    def __init__(self, fact_key: _Optional[str] = ..., version_id: _Optional[str] = ..., proposer_principal_id: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., object: _Optional[str] = ..., evidence: _Optional[_Iterable[str]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., proposed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conflicting_fact_keys: _Optional[_Iterable[str]] = ..., known_fact_key: _Optional[str] = ..., branch: _Optional[str] = ..., code_path: _Optional[str] = ..., source_id: _Optional[str] = ..., locator: _Optional[str] = ..., source_uri: _Optional[str] = ..., source_observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., repository: _Optional[str] = ...) -> None: ...
 
 class ConflictedAttempt(_message.Message):
     __slots__ = ("attempt_id", "proposer_principal_id", "subject", "predicate", "object", "contradicted_fact_keys", "context", "attempted_at", "branch", "code_path")
