@@ -36,7 +36,7 @@ from vera.api.curating import (
     actor_names,
     curator_of,
 )
-from vera.api.errors import HTTP_STATUS
+from vera.api.errors import HTTP_STATUS, tally_refusal
 from vera.config import Settings
 from vera.errors import InvalidInput, Unauthenticated, Unauthorized, VeraError
 from vera.identity.v1 import identity_pb2 as ipb
@@ -70,6 +70,7 @@ def _see_other(url: str) -> Response:
 
 
 def _error_page(request: Request, error: VeraError, session: Session | None) -> Response:
+    tally_refusal(request.app.state.refusals, error)
     status = HTTP_STATUS.get(error.reason, 500)
     code = error.reason.lower() if status != 500 else "internal_error"
     return _page(request, "error.html", status, code=code,

@@ -484,3 +484,25 @@ async def test_administrators_read_the_audit_trail_paged_and_filtered(
     assert knowledge.status_code == 200
     unknown = await console.get("/console/audit/retrieval")
     assert unknown.status_code == 400 and 'data-code="invalid_input"' in unknown.text
+
+
+class Reports:
+    """Stands in for identity's RecordRefusals."""
+
+    def __init__(self) -> None:
+        self.counts: list[tuple[str, str, str, int]] = []
+
+    async def RecordRefusals(self, request):
+        self.counts += [(request.source, c.action, c.reason, c.count) for c in request.counts]
+
+
+async def test_console_refusals_are_counted_for_the_audit_trail(world: ConsoleWorld) -> None:
+    app = build_app(world.settings())
+    reports = Reports()
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url=BASE) as client:
+        await sign_in(client, world.member.api_key)
+        for _ in range(2):
+            assert (await client.get("/console/audit/identity")).status_code == 403
+        await app.state.refusals.report(reports, 60)
+    assert reports.counts == [("api", "authorization.refused", "unauthorized", 2)]
