@@ -31,6 +31,7 @@ from vera.api.requests import RequestGuard
 from vera.api.routing import ResponseBody, Services, new_router
 from vera.config import Settings
 from vera.rpc.backends import Backends
+from vera.rpc.refusals import RefusalTally
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +84,12 @@ def build_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.backends = Backends.open(settings, caller="api")
+        stop_reporting = refusals.start_reporting(
+            lambda: app.state.backends.identity, settings.observability.audit_head_seconds)
         try:
             yield
         finally:
+            await stop_reporting()
             await app.state.backends.close()
 
     security = TransportSecuritySettings(
@@ -94,12 +98,13 @@ def build_app(
         allowed_origins=list(settings.api.allowed_origins or ()),
     )
     rate_limits = api_quota(settings.api, clock)
+    refusals = RefusalTally("api")
     app = FastAPI(
         title="VERA REST API", version=REST_API_VERSION, lifespan=lifespan,
         summary="Identity administration and curation of VERA's verified memory.",
         description=f"VERA server {SERVER_VERSION}.",
         openapi_url="/openapi.json", docs_url=None, redoc_url=None,
-        middleware=[Middleware(RateLimit, quota=rate_limits),
+        middleware=[Middleware(RateLimit, quota=rate_limits, refusals=refusals),
                     Middleware(RequestGuard, security=security,
                                body_timeout=settings.api.body_timeout_seconds,
                                admit_large_body=curation.admit_ingest_body,
@@ -111,6 +116,7 @@ def build_app(
     app.routes.append(console_mount())
     app.state.settings = settings
     app.state.rate_limits = rate_limits
+    app.state.refusals = refusals
     app.state.authenticator = authenticator or default_authenticator(settings)
     app.state.console_sessions = SessionStore(
         settings.api.console_idle_seconds, settings.api.console_session_seconds,

@@ -1,5 +1,6 @@
 """The audit trail over REST (administrators only): each service's hash-chained records
-(vera.db.audit), paged by record number and filtered by action.
+(vera.db.audit), paged by record number and filtered by action. The console's audit page
+reads it through ``read_audit`` too.
 
     GET /audit/{service}?after_seq=N&page_size=N&action=A    service: identity, knowledge,
                                                              snapshot; oldest first
@@ -13,16 +14,19 @@ from typing import Annotated, Literal
 from fastapi import Query
 from pydantic import BaseModel, Field
 
+from vera.api.auth import RestCaller
 from vera.api.models import timestamp
 from vera.api.routing import Caller, ResponseBody, Services, new_router
 from vera.errors import Unauthorized
 from vera.identity.v1 import identity_pb2
 from vera.knowledge.v1 import knowledge_service_pb2
+from vera.rpc.backends import Backends
 from vera.snapshot.v1 import snapshot_pb2
 
 router = new_router("/audit", tags=["audit"])
 
 AuditedService = Literal["identity", "knowledge", "snapshot"]
+AUDITED_SERVICES: tuple[AuditedService, ...] = ("identity", "knowledge", "snapshot")
 _MESSAGES = {"identity": identity_pb2, "knowledge": knowledge_service_pb2,
              "snapshot": snapshot_pb2}
 
@@ -51,11 +55,9 @@ class AuditPage(ResponseBody):
     head_hash: str
 
 
-@router.get("/{service}")
-async def list_audit_records(service: AuditedService, query: Annotated[AuditQuery, Query()],
-                             caller: Caller, services: Services) -> AuditPage:
-    """Administrators only. One service's audit records, oldest first: actor, action,
-    target ids and time, nothing else."""
+async def read_audit(services: Backends, caller: RestCaller, service: AuditedService,
+                     query: AuditQuery) -> AuditPage:
+    """Administrators only: a page of ``service``'s audit records, oldest first."""
     if not caller.admin:
         raise Unauthorized()
     pb = _MESSAGES[service]
@@ -69,3 +71,11 @@ async def list_audit_records(service: AuditedService, query: Annotated[AuditQuer
     last = records[-1].seq if len(records) == size else None
     return AuditPage(records=records, next_after_seq=last, head_seq=reply.head_seq,
                      head_hash=reply.head_hash)
+
+
+@router.get("/{service}")
+async def list_audit_records(service: AuditedService, query: Annotated[AuditQuery, Query()],
+                             caller: Caller, services: Services) -> AuditPage:
+    """Administrators only. One service's audit records, oldest first: actor, action,
+    target ids and time, nothing else."""
+    return await read_audit(services, caller, service, query)

@@ -22,8 +22,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from vera import fields
-from vera.errors import InvalidInput, NotFound, VeraError
+from vera.errors import InvalidInput, NotFound, QuotaExceeded, Unauthorized, VeraError
 from vera.observability import correlation
+from vera.rpc.refusals import AUTHORIZATION_REFUSED, QUOTA_REFUSED, RefusalTally
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +111,17 @@ def invalid_input(refused: RequestValidationError) -> InvalidInput:
     return InvalidInput(name, error["msg"], reason=fields.reason(error))
 
 
+def tally_refusal(refusals: RefusalTally, error: VeraError) -> None:
+    """Counts an authorization or quota refusal for the audit trail (vera.rpc.refusals)."""
+    if isinstance(error, Unauthorized):
+        refusals.count(AUTHORIZATION_REFUSED, "unauthorized")
+    elif isinstance(error, QuotaExceeded):
+        refusals.count(QUOTA_REFUSED, str(error.metadata.get("bucket", "quota")))
+
+
 async def _vera_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, VeraError)
+    tally_refusal(request.app.state.refusals, error)
     return error_response(error)
 
 

@@ -587,7 +587,7 @@ class McpToken(ResponseBody):
 
 @router.post("/mcp-token", response_model=McpToken, responses={
     503: {"model": ErrorBody, "description": "`unavailable`: token issuance is not configured"}})
-async def mcp_token(caller: Caller, settings: AppSettings,
+async def mcp_token(caller: Caller, settings: AppSettings, services: Services,
                     body: McpTokenBody | None = None) -> Response:
     """An MCP JWT for the caller, naming the API key it was minted from and ending after
     VERA_MCP__TOKEN_TTL_SECONDS (503 where issuance is not configured)."""
@@ -598,6 +598,8 @@ async def mcp_token(caller: Caller, settings: AppSettings,
         raise InvalidInput(f"scopes[{unknown}]", reason="not_allowed")
     scopes = [s for s in allowed if s in requested]  # canonical order, no duplicates
     minted = mint_mcp_token(settings, caller.principal_id, scopes, key_id=caller.key_id)
+    await services.identity.RecordMcpTokenMinted(pb.RecordMcpTokenMintedRequest(
+        principal_id=caller.principal_id, key_id=caller.key_id))
     return _no_store(McpToken(
         token=minted.token, access_token=minted.token, token_type="Bearer",
         expires_at=minted.expires_at, expires_in=settings.mcp.token_ttl_seconds,

@@ -18,10 +18,11 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from vera.api.errors import error_response
+from vera.api.errors import error_response, tally_refusal
 from vera.config import ApiSettings
 from vera.errors import QuotaExceeded
 from vera.quota import BucketLimit, InMemoryQuotaStore, QuotaPolicy, Refusal
+from vera.rpc.refusals import RefusalTally
 
 ADDRESS_BUCKET = "address"
 KEY_BUCKET = "key"
@@ -65,9 +66,10 @@ async def charge_registration(request: Request) -> None:
 class RateLimit:
     """ASGI middleware: charges each request before anything else reads it."""
 
-    def __init__(self, app: ASGIApp, quota: QuotaPolicy) -> None:
+    def __init__(self, app: ASGIApp, quota: QuotaPolicy, refusals: RefusalTally) -> None:
         self._app = app
         self._quota = quota
+        self._refusals = refusals
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in UNCHARGED_PATHS:
@@ -79,6 +81,8 @@ class RateLimit:
             digest = hashlib.sha256(credential.encode("utf-8", "replace")).hexdigest()
             refusal = await self._quota.charge(digest, KEY_BUCKET)
         if refusal is not None:
-            await error_response(refused(refusal))(scope, receive, send)
+            error = refused(refusal)
+            tally_refusal(self._refusals, error)
+            await error_response(error)(scope, receive, send)
             return
         await self._app(scope, receive, send)

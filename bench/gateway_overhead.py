@@ -73,6 +73,7 @@ from vera.logs import configure_logging
 from vera.quota import QuotaPolicy
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.backends import Backends
+from vera.rpc.refusals import RefusalTally
 from vera.rpc.timestamps import to_timestamp
 from vera.stack.ports import free_port
 
@@ -461,6 +462,7 @@ async def guard_direct(tool: str) -> AsyncIterator[Call]:
         quota=QuotaPolicy(limits_from_settings(settings.mcp), IdentityQuotaStore(lambda: backends)),
         metrics=ToolMetrics(spec.name for spec in specs),
         backends=lambda: backends,
+        refusals=RefusalTally("gateway"),
     )
     args = arguments(tool)
     check_answer((await guard.call(tool, args)).model_dump())

@@ -56,6 +56,7 @@ from vera.gateway.shared_quota import IdentityQuotaStore
 from vera.observability.metrics_listener import MetricsListener, start_listener
 from vera.quota import BucketLimit, InMemoryQuotaStore, QuotaPolicy, QuotaStore
 from vera.rpc.backends import Backends
+from vera.rpc.refusals import QUOTA_REFUSED, RefusalTally
 
 log = logging.getLogger(__name__)
 
@@ -286,9 +287,10 @@ class _DiscoveryLimit:
 
     _ALL = "all callers"
 
-    def __init__(self, app: ASGIApp, quota: QuotaPolicy) -> None:
+    def __init__(self, app: ASGIApp, quota: QuotaPolicy, refusals: RefusalTally) -> None:
         self._app = app
         self._quota = quota
+        self._refusals = refusals
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope.get("state", {})
@@ -301,6 +303,7 @@ class _DiscoveryLimit:
         if refusal is None:
             refusal = await self._quota.charge(self._ALL, DISCOVERY_CEILING_BUCKET)
         if refusal is not None:
+            self._refusals.count(QUOTA_REFUSED, DISCOVERY_BUCKET)
             body = jsonrpc_error(
                 "quota_exceeded",
                 state.get(_REQUEST_ID_STATE_KEY),
@@ -336,6 +339,7 @@ def build_app(
     """The gateway ASGI app. Backends and the metrics listener open in its lifespan,
     inside the serving event loop, and close when it stops."""
     state = GatewayState()
+    refusals = RefusalTally("gateway")
     if authenticator is None:
         authenticator = (
             LocalDevAuthenticator(settings)
@@ -360,6 +364,7 @@ def build_app(
         quota=quota,
         metrics=metrics,
         backends=state.require_backends,
+        refusals=refusals,
     )
     server = build_server(guard)
     security = TransportSecuritySettings(
@@ -374,20 +379,21 @@ def build_app(
     transport: ASGIApp = StreamableHTTPASGIApp(sessions)
     tool_calls, discovery = transport, transport
     if settings.mcp.quota_enabled:
-        discovery = _DiscoveryLimit(transport, discovery_quota(settings, clock))
+        discovery = _DiscoveryLimit(transport, discovery_quota(settings, clock), refusals)
     extra_routes: list[Route] = []
     mcp_endpoint: ASGIApp
     if isinstance(authenticator, BearerAuthenticator):
         # remote-authenticated: the token is verified before the body is read (no lookup),
         # and a tool call's principal is looked up from it once the method is known.
         tool_calls = BearerAuthMiddleware(
-            tool_calls, authenticator, state.require_backends, security
+            tool_calls, authenticator, state.require_backends, security, refusals
         )
         mcp_endpoint = BearerAuthMiddleware(
             _ByMethod(tool_calls, discovery, settings.mcp.body_timeout_seconds),
             DiscoveryAuthenticator(settings, authenticator.verifier, authenticator.credentials),
             state.require_backends,
             security,
+            refusals,
         )
         extra_routes.append(Route(METADATA_PATH, endpoint=metadata_endpoint(settings)))
     else:
@@ -396,6 +402,9 @@ def build_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state.backends = Backends.open(settings, caller="gateway")
+        stop_reporting = refusals.start_reporting(
+            lambda: state.require_backends().identity,
+            settings.observability.audit_head_seconds)
         try:
             obs = settings.observability
             if obs.mcp_metrics_enabled:
@@ -408,6 +417,7 @@ def build_app(
         finally:
             if state.metrics_listener is not None:
                 await state.metrics_listener.stop()
+            await stop_reporting()
             await state.backends.close()
 
     app = Starlette(

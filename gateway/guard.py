@@ -33,6 +33,7 @@ from vera.gateway.render import render
 from vera.gateway.spec import ToolSpec
 from vera.quota import QuotaPolicy
 from vera.rpc.backends import Backends
+from vera.rpc.refusals import AUTHORIZATION_REFUSED, QUOTA_REFUSED, RefusalTally
 from vera.text import untrusted
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,10 @@ class Guard:
         quota: QuotaPolicy,
         metrics: ToolMetrics,
         backends: Callable[[], Backends],
+        refusals: RefusalTally,
     ) -> None:
         self._settings = settings
+        self._refusals = refusals
         self._specs = tools
         self._tools = {spec.name: spec for spec in tools}
         self._handlers = handlers
@@ -145,6 +148,7 @@ class Guard:
         caller = await self._authenticator.authenticate(request, backends)
         required = spec.required_class(arguments)
         if required not in caller.granted:
+            self._refusals.count(AUTHORIZATION_REFUSED, "insufficient_scope")
             raise tool_error("unauthorized", required_scope=self._scope_names[required])
         try:
             args = spec.arguments.validate(arguments)
@@ -154,6 +158,7 @@ class Guard:
         refusal = await self._quota.charge(caller.principal_id, spec.bucket)
         if refusal is not None:
             self._metrics.observe_refusal(refusal.bucket)
+            self._refusals.count(QUOTA_REFUSED, refusal.bucket)
             raise tool_error(
                 "quota_exceeded",
                 bucket=refusal.bucket,

@@ -30,6 +30,7 @@ from vera.gateway.credentials import KEY_REVOKED, PRINCIPAL_DISABLED
 from vera.gateway.errors import from_vera_error, internal_error, jsonrpc_error
 from vera.gateway.tokens import TOKEN_EXPIRED, TOKEN_OUTDATED
 from vera.rpc.backends import Backends
+from vera.rpc.refusals import AUTHORIZATION_REFUSED, RefusalTally
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +80,12 @@ class BearerAuthMiddleware:
         authenticator: Authenticator,
         backends: Callable[[], Backends],
         security: TransportSecuritySettings,
+        refusals: RefusalTally,
     ) -> None:
         self._app = app
         self._auth = authenticator
         self._backends = backends
+        self._refusals = refusals
         self._security = TransportSecurityMiddleware(security)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -95,6 +98,8 @@ class BearerAuthMiddleware:
             try:
                 caller = await self._auth.resolve(request, self._backends())
             except AuthFailure as failure:
+                if failure.status == 403:
+                    self._refusals.count(AUTHORIZATION_REFUSED, failure.reason)
                 refusal = challenge(request, failure)
             except VeraError as exc:
                 log.warning("principal resolution failed: %s", exc.reason)

@@ -1,6 +1,6 @@
 """The console's routes: sign-in and sign-out, then per project the review queue, bulk
 review of harvested proposals, the sources, the change feed and what an agent would be
-served.
+served; for administrators, the audit trail.
 
 Every project page and action goes through the curation layer the REST routes call
 (``vera.api.curating``): its one permission check (``curator_of``), so a project the caller
@@ -22,6 +22,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
+from vera.api.audit import AUDITED_SERVICES, AuditQuery, read_audit
 from vera.api.auth import LocalDevRestAuthenticator, RestCaller, api_key_caller
 from vera.api.console import agent_preview, sessions, views
 from vera.api.console.security import ConsoleHeaders, CsrfRefused, form_fields, require_csrf
@@ -35,7 +36,7 @@ from vera.api.curating import (
     actor_names,
     curator_of,
 )
-from vera.api.errors import HTTP_STATUS
+from vera.api.errors import HTTP_STATUS, tally_refusal
 from vera.config import Settings
 from vera.errors import InvalidInput, Unauthenticated, Unauthorized, VeraError
 from vera.identity.v1 import identity_pb2 as ipb
@@ -47,6 +48,7 @@ QUEUE_PAGE = 50
 HARVEST_PAGE = 100
 CONFLICTED_PAGE = 20
 CHANGES_PAGE = 50
+AUDIT_PAGE = 50
 # Projects listed on the start page, each checked and counted with its own RPCs.
 PROJECTS_SHOWN = 50
 # The pre-session cookie that ties the sign-in form to the browser that loaded it.
@@ -70,6 +72,7 @@ def _see_other(url: str) -> Response:
 
 
 def _error_page(request: Request, error: VeraError, session: Session | None) -> Response:
+    tally_refusal(request.app.state.refusals, error)
     status = HTTP_STATUS.get(error.reason, 500)
     code = error.reason.lower() if status != 500 else "internal_error"
     return _page(request, "error.html", status, code=code,
@@ -380,11 +383,33 @@ async def changes(request: Request, session: Session, curator: Curator) -> Respo
                  changes=reply.changes, actors=actors, next_url=next_url)
 
 
+async def audit_trail(request: Request) -> Response:
+    """Administrators only: a service's audit records, oldest first, a page at a time,
+    filtered by action (the REST route's ``read_audit``)."""
+    session = sessions.session_of(request)
+    if session is None:
+        return _see_other("/console/sign-in")
+    try:
+        service = request.path_params["service"]
+        if service not in AUDITED_SERVICES:
+            raise InvalidInput("service", reason="not_allowed")
+        fields = {name: request.query_params.get(name, "") for name in ("after_seq", "action")}
+        query = views.form_body(AuditQuery, fields).model_copy(update={"page_size": AUDIT_PAGE})
+        page = await read_audit(_backends(request), session.caller, service, query)
+    except VeraError as error:
+        return _error_page(request, error, session)
+    next_url = None if page.next_after_seq is None else \
+        _next_page_url(request, "after_seq", str(page.next_after_seq))
+    return _page(request, "audit.html", session=session, service=service,
+                 services=AUDITED_SERVICES, action=query.action, page=page, next_url=next_url)
+
+
 routes: list[Route | Mount] = [
     Route("/", home, methods=["GET"]),
     Route("/sign-in", sign_in_form, methods=["GET"]),
     Route("/sign-in", sign_in, methods=["POST"]),
     Route("/sign-out", sign_out, methods=["POST"]),
+    Route("/audit/{service}", audit_trail, methods=["GET"]),
     Route("/projects/{project}/", _project_page(queue), methods=["GET"]),
     Route("/projects/{project}/harvests", _project_page(harvests), methods=["GET"]),
     Route("/projects/{project}/harvests/verify", _project_action(verify_group),

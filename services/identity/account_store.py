@@ -27,21 +27,29 @@ from vera.services.identity.store import insert_personal_project
 class PgAccountStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
-        # Authentication failures since the last flush, per reason (flush_auth_failures).
-        self._failures: Counter[str] = Counter()
+        # Failures and refusals since the last flush, per action, source and reason
+        # (flush_auth_failures).
+        self._failures: Counter[tuple[str, str, str]] = Counter()
 
     async def audit(self, actor: str, action: str, targets: Mapping[str, str]) -> None:
         await audit.append(self._pool, actor, action, targets)
 
     def count_auth_failure(self, reason: str) -> None:
-        self._failures[reason] += 1
+        self._failures[(AUTH_FAILED, "", reason)] += 1
+
+    def count_refusals(self, action: str, reason: str, count: int, source: str) -> None:
+        self._failures[(action, source, reason)] += count
 
     async def flush_auth_failures(self, window_seconds: float) -> None:
-        """One record per reason for the failures counted since the last flush."""
+        """One record per action, source and reason for the failures and refusals counted
+        since the last flush."""
         counted, self._failures = self._failures, Counter()
-        for reason, count in sorted(counted.items()):
-            await audit.append(self._pool, "-", AUTH_FAILED, {
-                "reason": reason, "count": str(count), "window_seconds": str(window_seconds)})
+        for (action, source, reason), count in sorted(counted.items()):
+            targets = {"reason": reason, "count": str(count),
+                       "window_seconds": str(window_seconds)}
+            if source:
+                targets["source"] = source
+            await audit.append(self._pool, "-", action, targets)
 
     # Tests also call the workspace writes directly, to set up workspaces without the
     # consent flow.

@@ -70,6 +70,17 @@ USER_CREATED = "user.created"
 MEMBER_SET = "workspace_member.set"
 MEMBER_REMOVED = "workspace_member.removed"
 AUTH_FAILED = "authentication.failed"
+USER_DISABLED = "user.disabled"
+USER_ENABLED = "user.enabled"
+MCP_TOKEN_MINTED = "mcp_token.minted"
+# Refusals a front (gateway, REST API) counted; recorded per reason and interval.
+AUTHORIZATION_REFUSED = "authorization.refused"
+QUOTA_REFUSED = "quota.refused"
+REFUSALS = frozenset({AUTHORIZATION_REFUSED, QUOTA_REFUSED})
+REFUSAL_SOURCES = frozenset({"gateway", "api"})
+MAX_REFUSAL_COUNTS = 64
+LOCAL_KEY_ID = "local"
+_REASON = re.compile(r"^[a-z0-9_.:-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,10 @@ class AccountStore(Protocol):
     def count_auth_failure(self, reason: str) -> None:
         """Counted, not written: a flood of failures becomes one record per reason and
         interval."""
+        ...
+
+    def count_refusals(self, action: str, reason: str, count: int, source: str) -> None:
+        """Counted like ``count_auth_failure``, per action, source and reason."""
         ...
 
     """The persistence port for accounts; ``account_store.PgAccountStore`` implements it.
@@ -415,7 +430,40 @@ class AccountService:
         if principal.principal_id == actor.principal_id:
             raise InvalidInput("principal_id", reason="self")
         changed = await self._store.set_disabled(principal.principal_id, disabled)
+        if changed:
+            await self._store.audit(str(actor.principal_id),
+                                    USER_DISABLED if disabled else USER_ENABLED,
+                                    {"principal_id": str(principal.principal_id)})
         return await self._principal(principal_id), changed
+
+    # What the fronts report ---------------------------------------------------------------
+
+    async def record_mcp_token_minted(self, principal_id: str, key_id: str) -> None:
+        """The REST API minted an MCP token for the principal from ``key_id``."""
+        principal = await self._principal(principal_id)
+        key_id = key_id.strip()
+        if key_id != LOCAL_KEY_ID and not _KEY_ID.match(key_id):
+            raise InvalidInput("key_id")
+        await self._store.audit(str(principal.principal_id), MCP_TOKEN_MINTED,
+                                {"key_id": key_id})
+
+    def record_refusals(self, source: str, window_seconds: int,
+                        counts: Sequence[tuple[str, str, int]]) -> None:
+        """Counts a front's refusals (action, reason, count) into this service's own
+        interval, so that many fronts still make one record per reason and interval."""
+        del window_seconds  # re-aggregated into this service's interval
+        if source not in REFUSAL_SOURCES:
+            raise InvalidInput("source")
+        if len(counts) > MAX_REFUSAL_COUNTS:
+            raise InvalidInput("counts", reason="too_many", maximum=MAX_REFUSAL_COUNTS)
+        for action, reason, _ in counts:
+            if action not in REFUSALS:
+                raise InvalidInput("counts.action")
+            if not _REASON.match(reason):
+                raise InvalidInput("counts.reason")
+        for action, reason, count in counts:
+            if count > 0:
+                self._store.count_refusals(action, reason, count, source)
 
     # Workspaces -------------------------------------------------------------------------
 

@@ -183,6 +183,16 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
             principal=principal_to_proto(principal), changed=changed
         )
 
+    async def RecordMcpTokenMinted(self, request, context):
+        await self._accounts.record_mcp_token_minted(request.principal_id, request.key_id)
+        return pb.RecordMcpTokenMintedResponse()
+
+    async def RecordRefusals(self, request, context):
+        self._accounts.record_refusals(
+            request.source, request.window_seconds,
+            [(c.action, c.reason, c.count) for c in request.counts])
+        return pb.RecordRefusalsResponse()
+
     async def CheckCredential(self, request, context):
         state, principal = await self._accounts.check_credential(
             request.principal_id, request.key_id

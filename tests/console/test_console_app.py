@@ -3,7 +3,9 @@ knowledge service, the curator rule, CSRF and the security headers."""
 
 from __future__ import annotations
 
+import html
 import http.server
+import re
 import threading
 from urllib.parse import quote
 
@@ -12,9 +14,13 @@ import pytest
 from conftest import BASE, HARVESTED, ConsoleWorld, sign_in
 
 from vera.api.app import build_app
+from vera.api.console import pages
 from vera.api.console.pages import SIGN_IN_COOKIE
 from vera.api.console.sessions import COOKIE
+from vera.identity.v1 import identity_pb2 as ipb
+from vera.identity.v1.identity_pb2_grpc import IdentityServiceStub
 from vera.knowledge.v1 import knowledge_service_pb2 as kpb
+from vera.rpc.client import open_channel
 
 
 def _assert_secured(response: httpx.Response) -> None:
@@ -484,3 +490,76 @@ async def test_bulk_review_decides_a_harvests_files_a_group_at_a_time(
     assert sorted(f.object for f in facts) == ["asyncpg==0.29.0", "fastapi==0.115.0"]
     assert {(f.trust_tier, round(f.authority, 2)) for f in facts} == {(1, 0.8)}
     assert {c.source_id for f in facts for c in f.citations} == {f"{HARVESTED}/{API_FILE}"}
+
+
+async def test_administrators_read_the_audit_trail_paged_and_filtered(
+    world: ConsoleWorld, console: httpx.AsyncClient
+) -> None:
+    channel = open_channel(world.identity_address, 10.0)
+    identity = IdentityServiceStub(channel)
+    try:
+        admin = (await identity.CreateUser(ipb.CreateUserRequest(
+            display_name="root", admin=True))).principal
+        for _ in range(pages.AUDIT_PAGE):  # more records than one page holds
+            key = await identity.CreateApiKey(ipb.CreateApiKeyRequest(
+                principal_id=admin.principal_id, label="console"))
+        for disabled in (True, False):
+            await identity.SetUserDisabled(ipb.SetUserDisabledRequest(
+                actor_principal_id=admin.principal_id,
+                principal_id=world.outsider.principal_id, disabled=disabled))
+    finally:
+        await channel.close()
+
+    await sign_in(console, world.member.api_key)  # not an administrator
+    refused = await console.get("/console/audit/identity")
+    assert refused.status_code == 403 and 'data-code="unauthorized"' in refused.text
+    home = await console.get("/console/")
+    assert "/console/audit/" not in home.text
+
+    await sign_in(console, key.api_key)
+    home = await console.get("/console/")
+    assert 'href="/console/audit/identity"' in home.text
+    first = await console.get("/console/audit/identity")
+    assert first.status_code == 200
+    _assert_secured(first)
+    seqs = [int(s) for s in re.findall(r'data-seq="(\d+)"', first.text)]
+    assert seqs == list(range(1, pages.AUDIT_PAGE + 1))  # a full page, oldest first
+    later = re.search(r'<a href="([^"]+)" rel="next">', first.text)
+    assert later is not None
+    second = await console.get(html.unescape(later[1]))
+    assert re.findall(r'data-seq="(\d+)"', second.text)[:1] == [str(pages.AUDIT_PAGE + 1)]
+    head = int(re.findall(r'data-head-seq="(\d+)"', first.text)[0])
+    assert head == seqs[-1] + len(re.findall(r'data-seq="', second.text))
+
+    only = await console.get("/console/audit/identity", params={"action": "user.disabled"})
+    rows = re.findall(r'<tr data-seq="\d+" data-action="([^"]+)">', only.text)
+    assert rows == ["user.disabled"]
+    assert world.outsider.principal_id in only.text
+    assert key.api_key not in first.text + second.text
+
+    knowledge = await console.get("/console/audit/knowledge")
+    assert knowledge.status_code == 200
+    unknown = await console.get("/console/audit/retrieval")
+    assert unknown.status_code == 400 and 'data-code="invalid_input"' in unknown.text
+
+
+class Reports:
+    """Stands in for identity's RecordRefusals."""
+
+    def __init__(self) -> None:
+        self.counts: list[tuple[str, str, str, int]] = []
+
+    async def RecordRefusals(self, request):
+        self.counts += [(request.source, c.action, c.reason, c.count) for c in request.counts]
+
+
+async def test_console_refusals_are_counted_for_the_audit_trail(world: ConsoleWorld) -> None:
+    app = build_app(world.settings())
+    reports = Reports()
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url=BASE) as client:
+        await sign_in(client, world.member.api_key)
+        for _ in range(2):
+            assert (await client.get("/console/audit/identity")).status_code == 403
+        await app.state.refusals.report(reports, 60)
+    assert reports.counts == [("api", "authorization.refused", "unauthorized", 2)]

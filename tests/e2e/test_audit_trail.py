@@ -40,13 +40,17 @@ def bearer(key: str) -> dict[str, str]:
     return {"authorization": f"Bearer {key}"}
 
 
-def test_the_trail_records_reads_and_verifies(audited: LaunchedStack) -> None:
-    base = json.loads((audited.data_dir / "run" / "stack.json").read_text())["api_url"]
+@pytest.fixture(scope="module")
+def admin_key(audited: LaunchedStack) -> str:
     created = audited.vera("admin", "create-user", "--name", "root", "--admin",
                            "--data-dir", str(audited.data_dir))
     assert created.returncode == 0, created.stderr
     fields = dict(line.split(":", 1) for line in created.stdout.splitlines() if ":" in line)
-    admin_key = fields["api_key"].strip()
+    return fields["api_key"].strip()
+
+
+def test_the_trail_records_reads_and_verifies(audited: LaunchedStack, admin_key: str) -> None:
+    base = json.loads((audited.data_dir / "run" / "stack.json").read_text())["api_url"]
     member = httpx.post(f"{base}/identity/register", json={"display_name": "m"}).json()
     for _ in range(20):
         assert httpx.get(f"{base}/identity/me", headers=bearer(BOGUS)).status_code == 401
@@ -95,3 +99,43 @@ def test_the_trail_records_reads_and_verifies(audited: LaunchedStack) -> None:
     broken = audited.vera("audit", "verify", "--data-dir", str(audited.data_dir))
     assert broken.returncode == 1
     assert "identity: BROKEN at record 2 (altered)" in broken.stdout
+
+
+def test_minting_disabling_and_refusals_reach_the_trail(
+    audited: LaunchedStack, admin_key: str
+) -> None:
+    base = json.loads((audited.data_dir / "run" / "stack.json").read_text())["api_url"]
+    member = httpx.post(f"{base}/identity/register", json={"display_name": "leaver"}).json()
+    minted = httpx.post(f"{base}/identity/mcp-token", headers=bearer(member["api_key"]))
+    assert minted.status_code == 200, minted.text
+    for _ in range(5):  # refused: not an administrator
+        refused = httpx.get(f"{base}/audit/identity", headers=bearer(member["api_key"]))
+        assert refused.status_code == 403
+    pid = member["principal_id"]
+    for verb in ("disable", "enable"):
+        changed = httpx.post(f"{base}/identity/users/{pid}/{verb}", headers=bearer(admin_key))
+        assert changed.status_code == 200, changed.text
+
+    deadline, records = time.monotonic() + 60, []
+    while time.monotonic() < deadline:
+        records = httpx.get(f"{base}/audit/identity", headers=bearer(admin_key),
+                            params={"page_size": 500}).json()["records"]
+        if refused_count(records) >= 6:
+            break
+        time.sleep(0.3)
+    minting = [r for r in records if r["action"] == "mcp_token.minted"]
+    assert [(r["actor"], set(r["targets"])) for r in minting] == [(pid, {"key_id"})]
+    assert minted.json()["token"] not in json.dumps(records)
+    changes = [(r["action"], r["targets"]["principal_id"]) for r in records
+               if r["action"] in {"user.disabled", "user.enabled"}]
+    assert changes == [("user.disabled", pid), ("user.enabled", pid)]
+    refusals = [r for r in records if r["action"] == "authorization.refused"]
+    assert {(r["actor"], r["targets"]["source"], r["targets"]["reason"]) for r in refusals} \
+        == {("-", "api", "unauthorized")}
+    # One refused read in the test before, five here: counted, in fewer records.
+    assert refused_count(records) == 6 and len(refusals) < 6
+
+
+def refused_count(records: list[dict]) -> int:
+    return sum(int(r["targets"]["count"]) for r in records
+               if r["action"] == "authorization.refused")

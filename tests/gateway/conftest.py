@@ -121,6 +121,10 @@ class FakeIdentity(identity_pb2_grpc.IdentityServiceServicer):
         self.revoked_keys: set[str] = set()
         self.disabled: set[str] = set()
 
+    async def RecordRefusals(self, request, context):
+        self.rec.saw("RecordRefusals", request)
+        return identity_pb2.RecordRefusalsResponse()
+
     async def CheckCredential(self, request, context):
         self.rec.saw("CheckCredential", request)
         if request.principal_id not in self.known:

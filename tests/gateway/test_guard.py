@@ -1,12 +1,25 @@
 """The guard's order (authorize -> bounds -> quota -> body): refused and invalid calls use
-no quota, quotas are per bucket, and every failure is a structured protocol error."""
+no quota, quotas are per bucket, and every failure is a structured protocol error; the
+refusals reach identity's audit trail as counts (RecordRefusals)."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 from harness import without_ids
 from mcp import Client
 
 from vera.gateway.auth import AuthClass, Caller
+
+
+def reported(fakes) -> Counter[tuple[str, str]]:
+    """The refusals the gateway reported to identity, summed over its reports."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for report in fakes.rec.requests.get("RecordRefusals", []):
+        assert report.source == "gateway"
+        for c in report.counts:
+            counts[(c.action, c.reason)] += c.count
+    return counts
 
 
 class ReadOnly:
@@ -20,7 +33,10 @@ class ReadOnly:
         )
 
 
-async def test_quota_counts_only_calls_that_pass_bounds(start_gateway, frozen_clock, call_error):
+async def test_quota_counts_only_calls_that_pass_bounds(
+    start_gateway, frozen_clock, call_error, fakes
+):
+    fakes.rec.requests.pop("RecordRefusals", None)  # the fakes outlive each test
     gateway = start_gateway(clock=frozen_clock, quota_read_per_minute=2, quota_context_per_minute=1)
     async with gateway as gw, Client(gw.url) as client:
         for _ in range(3):
@@ -48,6 +64,8 @@ async def test_quota_counts_only_calls_that_pass_bounds(start_gateway, frozen_cl
                 "knowledge_propose", {"subject": "s", "predicate": "p", "object": "o"}
             )
         ).is_error
+    # Reported when the gateway stops (and each interval before): counts, never calls.
+    assert reported(fakes) == {("quota.refused", "read"): 1, ("quota.refused", "context"): 1}
 
 
 async def test_fixed_window_refills_in_the_next_window(start_gateway, call_error):
@@ -72,8 +90,9 @@ async def test_quota_can_be_disabled(start_gateway):
 
 
 async def test_read_only_credential_cannot_write_and_refusals_use_no_quota(
-    start_gateway, frozen_clock, call_error
+    start_gateway, frozen_clock, call_error, fakes
 ):
+    fakes.rec.requests.pop("RecordRefusals", None)
     gateway = start_gateway(
         authenticator=ReadOnly(), clock=frozen_clock, quota_context_per_minute=1
     )
@@ -105,3 +124,4 @@ async def test_read_only_credential_cannot_write_and_refusals_use_no_quota(
         assert granted == {"READ": True, "PROPOSE": False, "FEEDBACK": False, "SNAPSHOT": False}
         assert bootstrap["save_mode"]["auto_propose_allowed"] is False
         assert bootstrap["auth_profile"] == "remote-authenticated"
+    assert reported(fakes) == {("authorization.refused", "insufficient_scope"): 5}

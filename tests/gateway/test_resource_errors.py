@@ -9,6 +9,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from vera.errors import Unauthorized, Unavailable, VeraError
 from vera.gateway.resource import BearerAuthMiddleware
+from vera.rpc.refusals import RefusalTally
 
 
 class FailingAuthenticator:
@@ -33,7 +34,8 @@ async def never_reached(scope, receive, send) -> None:
 )
 async def test_a_failed_resolution_is_503_and_only_an_outage_says_unavailable(error, data):
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    app = BearerAuthMiddleware(never_reached, FailingAuthenticator(error), lambda: None, security)
+    app = BearerAuthMiddleware(never_reached, FailingAuthenticator(error), lambda: None, security,
+                               RefusalTally("gateway"))
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://t"
     ) as http:

@@ -21,10 +21,11 @@ METHODS = {
     for service in module.DESCRIPTOR.services_by_name.values()
     for method in service.methods
 }
-# Where each component's calls are made (the fronts share the local-dev principal).
+# Where each component's calls are made (the fronts share the local-dev principal and the
+# refusal reports).
 SOURCES = {
-    "gateway": ("gateway", "src/vera/local_principal.py"),
-    "api": ("api", "src/vera/local_principal.py"),
+    "gateway": ("gateway", "src/vera/local_principal.py", "src/vera/rpc/refusals.py"),
+    "api": ("api", "src/vera/local_principal.py", "src/vera/rpc/refusals.py"),
     "retrieval": ("services/retrieval",),
     "snapshot": ("services/snapshot",),
 }

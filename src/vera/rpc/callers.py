@@ -26,7 +26,8 @@ METHODS_BY_CALLER: Mapping[str, Mapping[str, frozenset[str]]] = {
     "gateway": {
         IDENTITY: frozenset({
             _LOCAL_PRINCIPAL, "EnsureExternalPrincipal", "CheckCredential",
-            "ResolveScopes", "ResolveProject", "ResolveRepository", "ChargeQuota"}),
+            "ResolveScopes", "ResolveProject", "ResolveRepository", "ChargeQuota",
+            "RecordRefusals"}),
         KNOWLEDGE: frozenset({
             "ExplainFact", "ProposeFact", "RetractProposal", "GetProposalReport",
             "RecordFeedback", "GetFact", "GetEntity", "GetSource", "ExploreGraph",
@@ -45,7 +46,8 @@ METHODS_BY_CALLER: Mapping[str, Mapping[str, frozenset[str]]] = {
             "CreateWorkspace", "SetWorkspaceMember", "RemoveWorkspaceMember",
             "ListWorkspaceMembers", "AttachProject", "ListInvitations", "AcceptInvitation",
             "DeclineInvitation", "AuthorizeCurator", "EnsureProject", "MapRepository",
-            "ResolveProject", "ListAuditRecords", "ListUsers", "SetUserDisabled"}),
+            "ResolveProject", "ListAuditRecords", "ListUsers", "SetUserDisabled",
+            "RecordMcpTokenMinted", "RecordRefusals"}),
         KNOWLEDGE: frozenset({
             "BatchGetFacts", "ListPendingProposals", "VerifyProposal", "RejectProposal",
             "GetCurationSettings", "SetCurationSettings",

@@ -11,7 +11,7 @@ import pytest
 
 from vera.config import Settings
 from vera.db.pool import create_pool
-from vera.errors import Unauthenticated
+from vera.errors import InvalidInput, Unauthenticated
 from vera.identity.v1 import identity_pb2, identity_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.services.identity import server
@@ -70,3 +70,64 @@ async def test_keys_and_failed_authentications_are_recorded(pg_dsn):
     assert failures == {"unknown_key": 25, "malformed": 2, "key_revoked": 1}
     assert len(found) - 3 < 28
     assert minted.api_key not in json.dumps(found) and BOGUS not in json.dumps(found)
+
+
+async def test_disabling_minting_and_refusals_are_recorded(pg_dsn):
+    settings = Settings(database={"dsn": pg_dsn},
+                        observability={"audit_head_seconds": 0.2})
+    hosted = await server.create(settings, "127.0.0.1:0")
+    await hosted.running.server.start()
+    channel = open_channel(f"127.0.0.1:{hosted.running.port}", deadline_seconds=10)
+    stub = identity_pb2_grpc.IdentityServiceStub(channel)
+    pool = await create_pool(pg_dsn, server.SCHEMA, min_size=1, max_size=2)
+    try:
+        admin = (await stub.CreateUser(identity_pb2.CreateUserRequest(
+            display_name="ops", admin=True))).principal
+        user = (await stub.CreateUser(identity_pb2.CreateUserRequest(
+            actor_principal_id=admin.principal_id, display_name="dev"))).principal
+        for disabled in (True, True, False):  # the second changes nothing: no record
+            await stub.SetUserDisabled(identity_pb2.SetUserDisabledRequest(
+                actor_principal_id=admin.principal_id, principal_id=user.principal_id,
+                disabled=disabled))
+        await stub.RecordMcpTokenMinted(identity_pb2.RecordMcpTokenMintedRequest(
+            principal_id=user.principal_id, key_id="0123456789abcdef"))
+        with pytest.raises(InvalidInput) as refused:
+            await stub.RecordMcpTokenMinted(identity_pb2.RecordMcpTokenMintedRequest(
+                principal_id=user.principal_id, key_id="eyJhbGciOi.not-a-key-id"))
+        assert refused.value.metadata["field"] == "key_id"
+        count = identity_pb2.RefusalCount
+        for _ in range(3):  # three intervals of a front become one record per reason
+            await stub.RecordRefusals(identity_pb2.RecordRefusalsRequest(
+                source="gateway", window_seconds=10, counts=[
+                    count(action="authorization.refused", reason="insufficient_scope",
+                          count=40),
+                    count(action="quota.refused", reason="tool_calls", count=7)]))
+        with pytest.raises(InvalidInput) as refused:
+            await stub.RecordRefusals(identity_pb2.RecordRefusalsRequest(
+                source="gateway", counts=[count(action="user.created", reason="x", count=1)]))
+        assert refused.value.metadata["field"] == "counts.action"
+        for _ in range(100):
+            found = await records(pool)
+            if {"authorization.refused", "quota.refused"} <= {r["action"] for r in found}:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await pool.close()
+        await channel.close()
+        await hosted.running.stop(grace=0)
+        await hosted.aclose()
+    aid, uid = admin.principal_id, user.principal_id
+    assert found[2:5] == [
+        {"actor": aid, "action": "user.disabled", "targets": {"principal_id": uid}},
+        {"actor": aid, "action": "user.enabled", "targets": {"principal_id": uid}},
+        {"actor": uid, "action": "mcp_token.minted", "targets": {"key_id": "0123456789abcdef"}},
+    ]
+    refusals = found[5:]
+    assert {(r["action"], r["targets"]["reason"], r["targets"]["source"]) for r in refusals} \
+        == {("authorization.refused", "insufficient_scope", "gateway"),
+            ("quota.refused", "tool_calls", "gateway")}
+    totals: dict[str, int] = {}
+    for r in refusals:
+        totals[r["action"]] = totals.get(r["action"], 0) + int(r["targets"]["count"])
+    assert totals == {"authorization.refused": 120, "quota.refused": 21}
+    assert len(refusals) <= 4

@@ -614,3 +614,39 @@ class SetUserDisabledResponse(_message.Message):
     principal: Principal
     changed: bool
     def __init__(self, principal: _Optional[_Union[Principal, _Mapping]] = ..., changed: _Optional[bool] = ...) -> None: ...
+
+class RecordMcpTokenMintedRequest(_message.Message):
+    __slots__ = ("principal_id", "key_id")
+    PRINCIPAL_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    principal_id: str
+    key_id: str
+    def __init__(self, principal_id: _Optional[str] = ..., key_id: _Optional[str] = ...) -> None: ...
+
+class RecordMcpTokenMintedResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RefusalCount(_message.Message):
+    __slots__ = ("action", "reason", "count")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    reason: str
+    count: int
+    def __init__(self, action: _Optional[str] = ..., reason: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class RecordRefusalsRequest(_message.Message):
+    __slots__ = ("source", "window_seconds", "counts")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    window_seconds: int
+    counts: _containers.RepeatedCompositeFieldContainer[RefusalCount]
+    def __init__(self, source: _Optional[str] = ..., window_seconds: _Optional[int] = ..., counts: _Optional[_Iterable[_Union[RefusalCount, _Mapping]]] = ...) -> None: ...
+
+class RecordRefusalsResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

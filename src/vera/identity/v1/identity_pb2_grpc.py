@@ -172,6 +172,16 @@ class IdentityServiceStub:
                 request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.SetUserDisabledRequest.SerializeToString,
                 response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.SetUserDisabledResponse.FromString,
                 _registered_method=True)
+        self.RecordMcpTokenMinted = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/RecordMcpTokenMinted',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.RecordMcpTokenMintedRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.RecordMcpTokenMintedResponse.FromString,
+                _registered_method=True)
+        self.RecordRefusals = channel.unary_unary(
+                '/vera.identity.v1.IdentityService/RecordRefusals',
+                request_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.RecordRefusalsRequest.SerializeToString,
+                response_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.RecordRefusalsResponse.FromString,
+                _registered_method=True)
 
 
 class IdentityServiceServicer:
@@ -391,6 +401,22 @@ class IdentityServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordMcpTokenMinted(self, request, context):
+        """Records in the audit trail that the REST API minted an MCP token (actor and key id,
+        never the token).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordRefusals(self, request, context):
+        """Records in the audit trail the authorization and quota refusals a front (gateway, REST
+        API) counted over an interval: one record per action and reason, never one per refusal.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IdentityServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -528,6 +554,16 @@ def add_IdentityServiceServicer_to_server(servicer, server):
                     servicer.SetUserDisabled,
                     request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.SetUserDisabledRequest.FromString,
                     response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.SetUserDisabledResponse.SerializeToString,
+            ),
+            'RecordMcpTokenMinted': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordMcpTokenMinted,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.RecordMcpTokenMintedRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.RecordMcpTokenMintedResponse.SerializeToString,
+            ),
+            'RecordRefusals': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordRefusals,
+                    request_deserializer=vera_dot_identity_dot_v1_dot_identity__pb2.RecordRefusalsRequest.FromString,
+                    response_serializer=vera_dot_identity_dot_v1_dot_identity__pb2.RecordRefusalsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1262,6 +1298,60 @@ class IdentityService:
             '/vera.identity.v1.IdentityService/SetUserDisabled',
             vera_dot_identity_dot_v1_dot_identity__pb2.SetUserDisabledRequest.SerializeToString,
             vera_dot_identity_dot_v1_dot_identity__pb2.SetUserDisabledResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordMcpTokenMinted(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/RecordMcpTokenMinted',
+            vera_dot_identity_dot_v1_dot_identity__pb2.RecordMcpTokenMintedRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.RecordMcpTokenMintedResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordRefusals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vera.identity.v1.IdentityService/RecordRefusals',
+            vera_dot_identity_dot_v1_dot_identity__pb2.RecordRefusalsRequest.SerializeToString,
+            vera_dot_identity_dot_v1_dot_identity__pb2.RecordRefusalsResponse.FromString,
             options,
             channel_credentials,
             insecure,
