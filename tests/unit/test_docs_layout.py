@@ -20,9 +20,10 @@ def broken_links(pages: list[Path]) -> list[str]:
             for target in relative_links(page) if not (page.parent / target).exists()]
 
 
-def test_the_readme_and_the_benchmarks_stay_short() -> None:
+def test_the_readme_the_benchmarks_and_the_contributing_guide_stay_short() -> None:
     assert len((ROOT / "README.md").read_text().splitlines()) <= 300
     assert len((DOCS / "benchmarks.md").read_text().splitlines()) <= 400
+    assert len((ROOT / "CONTRIBUTING.md").read_text().splitlines()) <= 150
 
 
 def test_every_reference_page_is_one_click_from_the_readme() -> None:
@@ -36,6 +37,7 @@ def test_relative_links_in_the_readme_and_docs_resolve(tmp_path: Path) -> None:
     stale.write_text("[gone](nowhere.md) [ok](page.md#top) [web](https://example.com)")
     assert broken_links([stale]) == ["page.md: nowhere.md"]
     pages = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "RELIABILITY.md",
+             ROOT / "CONTRIBUTING.md", ROOT / "THIRD_PARTY_NOTICES.md",
              *sorted(DOCS.rglob("*.md"))]
     assert broken_links(pages) == []
 
