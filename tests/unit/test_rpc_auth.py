@@ -135,7 +135,7 @@ async def test_health_needs_no_assertion(address) -> None:
 
 
 async def test_a_signed_call_is_served(address) -> None:
-    channel = open_channel(address, 5, auth_key=KEY, caller="gateway")
+    channel = open_channel(address, 5, auth_key=KEY, caller="api")
     try:
         stub = identity_pb2_grpc.IdentityServiceStub(channel)
         for _ in range(3):  # one cached assertion serves many calls
@@ -183,7 +183,7 @@ def test_a_remembered_assertion_still_expires() -> None:
 
 def test_a_remembered_assertion_serves_only_its_own_service() -> None:
     verifier = AssertionVerifier([KEY])
-    header = AssertionSigner(KEY, "gateway").header(IDENTITY)
+    header = AssertionSigner(KEY, "api").header(IDENTITY)
     verifier.verify(header, GET_PRINCIPAL)
     with pytest.raises(Unauthenticated) as caught:
         verifier.verify(header, "/vera.knowledge.v1.KnowledgeService/GetFact")
@@ -234,7 +234,7 @@ async def _started(settings: Settings) -> tuple[RunningServer, str]:
 
 
 async def _served(address: str, key: SecretStr) -> bool:
-    channel = open_channel(address, 5, auth_key=key, caller="gateway")
+    channel = open_channel(address, 5, auth_key=key, caller="api")
     try:
         await identity_pb2_grpc.IdentityServiceStub(channel).GetPrincipal(
             identity_pb2.GetPrincipalRequest(principal_id="p"))

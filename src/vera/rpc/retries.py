@@ -41,6 +41,7 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "ListWorkspaceMembers",
         "ListUsers",
         "ListInvitations",
+        "ListAuditRecords",
     ),
     "vera.knowledge.v1.KnowledgeService": (
         "BatchGetFacts",
@@ -61,6 +62,8 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "ListSources",
         "ListCitedLines",
         "ListRankingFeedback",
+        "ListAuditRecords",
+        "GetCurationSettings",
     ),
     "vera.retrieval.v1.RetrievalService": (
         "Search",
@@ -68,7 +71,7 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "GetIndexStatus",
         "GetRankStatus",
     ),
-    "vera.snapshot.v1.SnapshotService": ("GetContextPack", "GetSnapshot"),
+    "vera.snapshot.v1.SnapshotService": ("GetContextPack", "GetSnapshot", "ListAuditRecords"),
 }
 
 
