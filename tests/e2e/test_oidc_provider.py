@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import jwt
 import pytest
+import test_runtime_handshake as handshake
 from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client, MCPError
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
@@ -31,6 +32,7 @@ from vera.stack.launcher import LaunchedStack, launch, launch_env
 from vera.stack.ports import free_port
 
 pytestmark = pytest.mark.e2e
+runtime_bin = handshake.runtime_bin
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 AUDIENCE = "https://mcp.vera.oidc"
@@ -158,30 +160,20 @@ def test_the_gateway_names_the_provider_for_the_runtimes_sign_in(
     assert "resource_metadata=" in unauthenticated.headers["www-authenticate"]
 
 
-@pytest.fixture(scope="module")
-def runtime_bin() -> Path:
-    done = subprocess.run([str(CHECKOUT / "scripts" / "runtimes")], capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    return Path(done.stdout.strip().splitlines()[-1])
-
-
 def test_connect_leaves_the_sign_in_to_the_runtime_and_doctor_names_the_provider(
         oidc_stack: LaunchedStack, provider: IdentityProvider, runtime_bin: Path,
         tmp_path: Path) -> None:
     """`vera connect` against this deployment stores no token (Claude Code signs in through
     the provider itself, in a browser), and `vera doctor` checks the provider it will sign
     in with instead of listing tools without a token."""
-    from test_runtime_handshake import project, run_vera
-
-    repo, env = project(oidc_stack, runtime_bin, tmp_path)
+    repo, env = handshake.project(oidc_stack, runtime_bin, tmp_path)
     api_url = f"http://127.0.0.1:{oidc_stack.env['VERA_API__PORT']}"
-    done = run_vera(repo, env, "connect", "claude-code", "--api-url", api_url, "--mcp-url",
-                    oidc_stack.mcp_url, "--yes")
+    done = handshake.run_vera(repo, env, "connect", "claude-code", "--api-url", api_url,
+                              "--mcp-url", oidc_stack.mcp_url, "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     assert OAUTH_STEP["claude-code"] in done.stdout
     assert not (repo / TOKEN_PATH).exists()
-    doctor = run_vera(repo, env, "doctor", "claude-code")
+    doctor = handshake.run_vera(repo, env, "doctor", "claude-code")
     [sign_in] = [line for line in doctor.stdout.splitlines() if "vera sign-in" in line]
     assert sign_in.strip().startswith("ok") and provider.issuer in sign_in, doctor.stdout
     assert "vera tools visible" not in doctor.stdout
