@@ -53,8 +53,8 @@ READ_METHODS: dict[str, tuple[str, ...]] = {
         "ListConflictedAttempts",
         "ListSources",
         "ListCitedLines",
+        "GetCurationSettings",
         "ListRankingFeedback",
-        "ListCitedLines",
     ),
     "vera.retrieval.v1.RetrievalService": (
         "Search",
