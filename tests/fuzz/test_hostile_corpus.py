@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from fuzz_stack import Session, mcp_session, running_stack
+from harness import without_ids
 from mcp import MCPError
 
 from vera.stack.launcher import LaunchedStack
@@ -117,7 +118,8 @@ class Read:
 def refusal(session: Session, tool: str, arguments: dict[str, Any]) -> Any:
     with pytest.raises(MCPError) as caught:
         session.call_tool(tool, arguments)
-    return caught.value.error.code, caught.value.error.data
+    data = caught.value.error.data
+    return caught.value.error.code, without_ids(data) if isinstance(data, dict) else data
 
 
 def decisions(session: Session) -> Decisions:
