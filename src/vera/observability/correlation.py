@@ -13,6 +13,11 @@ from typing import Any
 from vera.observability import tracing
 
 _request_id: ContextVar[str | None] = ContextVar("vera_request_id", default=None)
+# Whether the id above was made for an error outside any HTTP request's own id (an MCP tool
+# call runs in the session's task, not the request's): the next error gets a new one, so
+# two errors never share an id.
+_made_for_error: ContextVar[bool] = ContextVar("vera_request_id_made_for_error",
+                                               default=False)
 
 TRACE_ID = "trace_id"
 REQUEST_ID = "request_id"
@@ -35,10 +40,11 @@ def error_fields() -> dict[str, str]:
     """What an error about to reach a client carries in ``data``: the request's id, made
     now (and kept for the lines that follow) where the front made none."""
     found = _current()
-    if found:
+    if found and not (REQUEST_ID in found and _made_for_error.get()):
         return found
     request_id = uuid.uuid4().hex
     _request_id.set(request_id)
+    _made_for_error.set(True)
     return {REQUEST_ID: request_id}
 
 
@@ -53,7 +59,9 @@ class RequestIds:
             await self.app(scope, receive, send)
             return
         token = _request_id.set(uuid.uuid4().hex)
+        made = _made_for_error.set(False)
         try:
             await self.app(scope, receive, send)
         finally:
+            _made_for_error.reset(made)
             _request_id.reset(token)
