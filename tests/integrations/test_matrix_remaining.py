@@ -74,12 +74,16 @@ def test_doctor_names_each_refused_credential(vera, repo, presented, reason) -> 
         assert AUDIENCE in tools_line(report.stdout)
 
 
-def test_doctor_reports_a_missing_credential_for_runtime_oauth(vera) -> None:
+def test_doctor_checks_the_identity_provider_a_runtime_signs_in_with(vera) -> None:
+    """The runtime keeps its OAuth token in its own store: doctor does not list tools
+    without one, it checks the provider the deployment names (here one that does not
+    answer; tests/e2e/test_oidc_provider.py has a real one that does)."""
     with StandIn(auth=GOOD, oauth_issuer="https://issuer.test") as standin:
         assert connect(vera, standin, "claude-code").returncode == 0
         report = vera("doctor", "claude-code")
-    assert tools_line(report.stdout).startswith(
-        "TODO vera tools visible: cannot list tools: missing: ")
+    [sign_in] = [line for line in report.stdout.splitlines() if "vera sign-in" in line]
+    assert sign_in.strip().startswith("TODO") and "https://issuer.test" in sign_in
+    assert "vera tools visible" not in report.stdout
 
 
 @pytest.mark.parametrize("minted", [EXPIRED, FOREIGN, SHORT])
