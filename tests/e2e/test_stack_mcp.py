@@ -94,7 +94,8 @@ async def test_ingest_then_ground_propose_persist_and_feedback(stack, tmp_path: 
         assert citation["source_id"] == "adr-7" and citation["locator"] == "L10-L20"
         assert citation["verification"] == "verified"
         # The bad file wrote nothing.
-        billing = await call(client, "knowledge_search", query="who owns billing-api")
+        billing = await call(client, "knowledge_search", query="who owns billing-api",
+                             project="payments")
         assert all(r["subject"] != "billing-api" for r in billing["results"])
 
         proposal = await call(client, "knowledge_propose", subject="payments-api",
