@@ -40,6 +40,10 @@ class LossyProxy(grpc.GenericRpcHandler):
 
     def service(self, handler_call_details):
         method = handler_call_details.method
+        if method.startswith("/grpc.health.v1.Health/"):
+            # Not forwarded (Watch streams): UNIMPLEMENTED, which a client's health check
+            # takes as "serving" (vera.rpc.retries's healthCheckConfig).
+            return None
 
         async def forward(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
             self.arrived[method] += 1
