@@ -1,7 +1,8 @@
 """Identity unavailable, through the real services, the real gateway and the official MCP
 client: with the real identity service stopped (past the gateway's credential cache), every
-tool call of an open session fails closed, promptly and writing nothing, with the structured error the GUIDE allows (``internal_error``; its
-``data.reason`` ``unavailable`` tells a retryable outage apart from a bug)."""
+tool call of an open session fails closed, promptly and writing nothing, with the
+structured error the GUIDE allows (``internal_error``; its ``data.reason`` ``unavailable``
+tells a retryable outage apart from a bug)."""
 
 from __future__ import annotations
 
