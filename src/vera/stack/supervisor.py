@@ -37,7 +37,7 @@ import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from vera.config import Settings, StackSettings
-from vera.local_secret import ensure_secret
+from vera.local_secret import ensure_secret, local_token_key
 from vera.rpc.retries import RECONNECT_OPTIONS
 from vera.stack import StackError
 from vera.stack.ports import free_port
@@ -486,6 +486,7 @@ async def run_stack(
         addresses = {name: f"127.0.0.1:{free_port()}" for name in SERVICES}
         # Each service's own metrics listener, on loopback (vera.observability.service_metrics).
         metrics_ports = {name: free_port() for name in SERVICES}
+        secret = ensure_secret(data_dir)
         rpc_key = secrets.token_urlsafe(32)
         write_key_file(data_dir, rpc_key)
         console_token = secrets.token_urlsafe(32)
@@ -500,8 +501,6 @@ async def run_stack(
             "VERA_MCP__PORT": str(port),
             # Only the local profile signs in with it (vera.api.console.pages).
             "VERA_API__CONSOLE_SIGN_IN_TOKEN": console_token,
-            # The REST API's local administrator proves it (vera.local_secret).
-            "VERA_API__LOCAL_SECRET": ensure_secret(data_dir),
             **{f"VERA_SERVICES__{name.upper()}": address for name, address in addresses.items()},
         }
         services = [
@@ -527,14 +526,19 @@ async def run_stack(
             Child(
                 "gateway",
                 [sys.executable, "-m", "vera.entrypoints.mcp.main"],
-                env,
+                # It verifies local tokens with a key derived from the secret and never
+                # holds the secret, the database's superuser password (nor the DSN with it).
+                {**{k: v for k, v in env.items() if k != "VERA_DATABASE__DSN"},
+                 "VERA_MCP__LOCAL_TOKEN_KEY": local_token_key(secret)},
                 http_ready(f"{base}/healthz"),
                 fronts["gateway"],
             ),
             Child(
                 "api",
                 [sys.executable, "-m", "vera.entrypoints.api.main"],
-                env,
+                # The REST API's local administrator proves the secret (vera.local_secret),
+                # and the API mints local MCP tokens for it.
+                {**env, "VERA_API__LOCAL_SECRET": secret},
                 http_ready(f"{api_url}/readyz"),
                 fronts["api"],
             ),
