@@ -5,7 +5,12 @@ free loopback ports), then the MCP gateway and the REST API. The addresses are w
 ``<data-dir>/run/stack.json`` so `vera ingest --data-dir` finds the running stack. Every
 run generates the internal call key (``VERA_RPC__AUTH_KEY``), hands it to each child and
 writes it, readable by the owner only, to ``<data-dir>/run/rpc.key`` for the CLI's calls.
-SIGINT/SIGTERM stop the gateway, the services, then PostgreSQL, in that order.
+SIGINT/SIGTERM stop, in waves, the REST API, the gateway, retrieval and snapshot, then
+knowledge and identity (callers before the ones they call, each draining first), remove the
+run files and stop PostgreSQL last. A child that dies, the embedded postmaster included
+(``PostgresChild``), is started again with the same command after a delay that doubles per
+crash (``RestartPolicy``); one that crashes more often than the policy allows stops the
+whole stack, which exits 1 (``GaveUp``).
 
 A child is ready once its probe answers *and* the answering port is the child's own
 listening socket: a stranger already on the port answers a probe too. A port the user
