@@ -411,12 +411,11 @@ def console_address(api_url: str, sign_in_token: str, settings: Settings) -> str
 MCP_TOKEN_VARIABLE = "VERA_MCP_TOKEN"
 
 
-def client_snippet(mcp_url: str, settings: Settings) -> str:
-    """The MCP client config a developer pastes; an authenticated deployment's carries the
-    bearer token every call needs, from the environment."""
-    server: dict = {"type": "http", "url": mcp_url}
-    if settings.auth_profile != "local-dev":
-        server["headers"] = {"Authorization": f"Bearer ${{{MCP_TOKEN_VARIABLE}}}"}
+def client_snippet(mcp_url: str) -> str:
+    """The MCP client config a developer pastes: the bearer token every call needs (a local
+    one too), from the environment."""
+    server = {"type": "http", "url": mcp_url,
+              "headers": {"Authorization": f"Bearer ${{{MCP_TOKEN_VARIABLE}}}"}}
     return json.dumps({"mcpServers": {"vera": server}}, indent=2)
 
 
@@ -438,7 +437,12 @@ def banner(settings: Settings, data_dir: Path, port: int, mcp_url: str, api_url:
         f"{_listening(settings.api_bind_host, settings.api.port)}, plain HTTP",
     ]
     if settings.auth_profile == "local-dev":
-        lines += ["", "MCP client config:", client_snippet(mcp_url, settings)]
+        lines += [
+            "", "MCP client config (`vera connect <runtime>` writes it and a local token; by "
+            f"hand: {MCP_TOKEN_VARIABLE} from `vera mcp-token`, or POST "
+            f"{api_url}/identity/mcp-token with the data dir's local.secret as the bearer):",
+            client_snippet(mcp_url),
+        ]
     else:
         lines += [
             f"  Hosts served: MCP {', '.join(settings.mcp.allowed_hosts)} "
@@ -449,7 +453,7 @@ def banner(settings: Settings, data_dir: Path, port: int, mcp_url: str, api_url:
             "", "MCP client config (`vera connect <runtime>` writes it and the token; "
             f"by hand: {MCP_TOKEN_VARIABLE} from POST {api_url}/identity/mcp-token with "
             "your API key):",
-            client_snippet(mcp_url, settings),
+            client_snippet(mcp_url),
         ]
     return "\n".join([*lines, "", "Press Ctrl-C to stop."])
 
