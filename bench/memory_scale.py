@@ -2,7 +2,7 @@
 
     scripts/bench memory-scale [--sizes 10000,100000] [--small 1000] [--rounds 5]
 
-Fills a FactMemory with the scale bench's generated corpus (bench/scale.py: one project
+Fills a FactMemory with the scale bench's generated corpus (bench/scale_corpus.py: one project
 scope of N facts plus a few small scopes, random unit vectors of 384 dimensions) and
 reports:
 
@@ -40,10 +40,10 @@ RECORDED = dt.datetime(2024, 6, 1, tzinfo=dt.UTC)
 
 def facts_of(n_facts: int, scope_id: str, seed: int) -> tuple[list[Any], list[str]]:
     """The scale corpus as the retrieval service's Facts (one scope), and its questions."""
-    from bench import scale
+    from bench import scale_corpus
     from vera.services.retrieval.domain import Citation, Fact
 
-    corpus = scale.generate(n_facts, seed=seed, facts_per_file=max(n_facts, 1))
+    corpus = scale_corpus.generate(n_facts, seed=seed, facts_per_file=max(n_facts, 1))
     ids = random.Random(seed)
     facts = []
     for records in corpus.files:
