@@ -54,6 +54,7 @@ import uvicorn
 from mcp import Client
 from starlette.applications import Starlette
 
+from bench import record
 from bench.metrics import percentile
 from vera.config import McpSettings, ObservabilitySettings, Settings
 from vera.gateway.app import build_app
@@ -563,10 +564,14 @@ async def measure(calls: int, rounds: int) -> dict[Variant, list[float]]:
     return samples
 
 
-def report(samples: dict[Variant, list[float]]) -> None:
+def report(samples: dict[Variant, list[float]]) -> list[dict]:
+    """Prints each tool's variants and its split by layer; returns the variants as the run's
+    record's tables (bench/record.py; the split is their differences)."""
     width = max(len(variant.name) for variant in samples) + 2
     label_width = max(len(label) for label in SPLIT) + 2
+    tables = []
     for tool in TOOLS:
+        variants: list[list[Any]] = []
         print(f"\n{tool} (ms per call)")
         print(f"  {'variant':<{width}}{'p50':>8}{'p95':>8}{'n':>7}")
         p50: dict[tuple[str, str | None], float] = {}
@@ -574,6 +579,8 @@ def report(samples: dict[Variant, list[float]]) -> None:
             if variant.tool != tool:
                 continue
             p50[variant.layer, variant.era] = percentile(values, 50)
+            variants.append([variant.name, percentile(values, 50), percentile(values, 95),
+                             len(values)])
             print(
                 f"  {variant.name:<{width}}{percentile(values, 50):>8.3f}"
                 f"{percentile(values, 95):>8.3f}{len(values):>7}"
@@ -586,6 +593,9 @@ def report(samples: dict[Variant, list[float]]) -> None:
                 below = layers[i + 1] if i + 1 < len(layers) else 0.0
                 row += f"{layers[i] - below:>12.3f}"
             print(row)
+        tables.append(record.table(["variant", "p50 ms", "p95 ms", "n"], variants,
+                                   digits=[None, 3, 3, 0], title=f"`{tool}`, ms per call:"))
+    return tables
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -594,7 +604,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=100, help="timed calls per variant per round")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    report(asyncio.run(measure(args.calls, args.rounds)))
+    wall = time.perf_counter()
+    tables = report(asyncio.run(measure(args.calls, args.rounds)))
+    record.write("gateway-overhead", argv if argv is not None else sys.argv[1:], tables,
+                 wall_s=time.perf_counter() - wall)
     return 0
 
 

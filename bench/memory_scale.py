@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from bench import record
+
 DIMENSIONS = 384
 CANDIDATE_POOL = 50  # the service's default (RetrievalSettings.candidate_pool)
 CONTEXT_WEIGHT = 0.7  # lexical.CONTEXT_WEIGHT
@@ -220,9 +222,13 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--no-memory", action="store_true", help="only the query timings")
     args = parser.parse_args(argv)
+    wall = time.perf_counter()
+    tables, sizes = [], []
     if not args.no_memory:
         for size in (int(s) for s in args.sizes.split(",") if s):
             result = measure_memory(size, args.seed)
+            sizes.append([size, result["rss_delta_bytes"] / 2**20, result["rss_bytes_per_fact"],
+                          result["scope_bytes_per_fact"]])
             print(
                 f"{size} facts: RSS +{result['rss_delta_bytes'] / 2**20:.1f} MiB, "
                 f"{result['rss_bytes_per_fact']:.0f} B/fact (RSS), "
@@ -238,6 +244,17 @@ def cli(argv: list[str]) -> int:
         f"round: {result['first_round_small_p50_ms']:.2f} / "
         f"{result['first_round_large_p50_ms']:.2f} ms (x{result['first_round_ratio']})"
     )
+    if sizes:
+        tables.append(record.table(["project facts", "RSS growth MiB", "B/fact (RSS)",
+                                    "B/fact (the project's structures)"], sizes,
+                                   digits=[0, 1, 0, 0]))
+    tables.append(record.table(
+        ["search + features p50 ms", f"{args.small:,} facts", f"{args.large:,} facts", "x"],
+        [["first round", result["first_round_small_p50_ms"],
+          result["first_round_large_p50_ms"], result["first_round_ratio"]],
+         ["asked again", result["small_p50_ms"], result["large_p50_ms"], result["ratio"]]],
+        digits=[None, 2, 2, 2], title=f"{result['queries']} queries each, interleaved:"))
+    record.write("memory-scale", argv, tables, wall_s=time.perf_counter() - wall)
     return 0
 
 

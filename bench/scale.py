@@ -23,7 +23,8 @@ every fact has neighbours), starts a stack with ``vera up`` in a temporary data 
   is polled (20 ms) until the fact is found;
 - reads the peak RSS (VmHWM) of every process under ``vera up``.
 
-Prints a table and writes ``bench-results/scale.json`` with the machine it ran on.
+Prints a table, writes ``bench-results/scale.json`` with the machine it ran on and the
+bench's record (bench/records/scale.json, bench/record.py).
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import machine_info, render_table, running_stack
+from bench import record
+from bench.harness import render_table, running_stack
+from bench.record import machine_info
 from bench.scale_corpus import SEED, generate, write_files
 from bench.scale_measure import (
     FRESHNESS_PROBES,
@@ -218,7 +221,8 @@ def format_memory(results: list[dict]) -> str:
 
 def main(sizes: list[int], out: Path, *, questions: int = 200,
          probes: int = FRESHNESS_PROBES, hnsw_wait_s: float = 240.0,
-         keep: Path | None = None, growth: tuple[int, int] | None = None) -> int:
+         keep: Path | None = None, growth: tuple[int, int] | None = None,
+         argv: list[str] | None = None) -> int:
 
     wall = time.perf_counter()
     results = []
@@ -257,6 +261,19 @@ def main(sizes: list[int], out: Path, *, questions: int = 200,
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {out}", file=sys.stderr)
+    tables = [record.from_markdown(table), record.from_markdown(memory)] if results else []
+    if growth_result:
+        small_p, large_p = growth_result["facts"]
+        tables.append(record.table(
+            ["growth, one stack, get_context over MCP HTTP", f"{small_p} p50 ms",
+             f"{large_p} p50 ms", "x"],
+            [[when, growth_result[key]["http_ms"][small_p]["p50"],
+              growth_result[key]["http_ms"][large_p]["p50"], growth_result[ratio]]
+             for key, ratio, when in (
+                 ("queries", "large_p50_over_small_p50", "first asked"),
+                 ("asked_again", "asked_again_large_p50_over_small_p50", "asked again"))],
+            digits=[None, 1, 1, 2]))
+    record.write("scale", argv or [], tables, wall_s=total)
     return 0
 
 
@@ -292,7 +309,8 @@ def cli(argv: list[str]) -> int:
     if args.scale_100k and 100_000 not in sizes:
         sizes.append(100_000)
     return main(sizes, args.out, questions=args.scale_questions, probes=args.scale_probes,
-                hnsw_wait_s=args.scale_hnsw_wait, keep=args.scale_keep, growth=growth)
+                hnsw_wait_s=args.scale_hnsw_wait, keep=args.scale_keep, growth=growth,
+                argv=argv)
 
 
 if __name__ == "__main__":  # pragma: no cover
