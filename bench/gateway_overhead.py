@@ -565,13 +565,13 @@ async def measure(calls: int, rounds: int) -> dict[Variant, list[float]]:
 
 
 def report(samples: dict[Variant, list[float]]) -> list[dict]:
-    """Prints each tool's variants and its split by layer; returns the variants as the run's
-    record's tables (bench/record.py; the split is their differences)."""
+    """Prints each tool's variants and its split by layer; returns the variants of every tool
+    side by side as the run's record's table (bench/record.py; the split is their
+    differences)."""
     width = max(len(variant.name) for variant in samples) + 2
     label_width = max(len(label) for label in SPLIT) + 2
-    tables = []
+    figures: dict[str, list[Any]] = {}
     for tool in TOOLS:
-        variants: list[list[Any]] = []
         print(f"\n{tool} (ms per call)")
         print(f"  {'variant':<{width}}{'p50':>8}{'p95':>8}{'n':>7}")
         p50: dict[tuple[str, str | None], float] = {}
@@ -579,8 +579,8 @@ def report(samples: dict[Variant, list[float]]) -> list[dict]:
             if variant.tool != tool:
                 continue
             p50[variant.layer, variant.era] = percentile(values, 50)
-            variants.append([variant.name, percentile(values, 50), percentile(values, 95),
-                             len(values)])
+            figures.setdefault(variant.name, []).extend(
+                [percentile(values, 50), percentile(values, 95), len(values)])
             print(
                 f"  {variant.name:<{width}}{percentile(values, 50):>8.3f}"
                 f"{percentile(values, 95):>8.3f}{len(values):>7}"
@@ -593,9 +593,11 @@ def report(samples: dict[Variant, list[float]]) -> list[dict]:
                 below = layers[i + 1] if i + 1 < len(layers) else 0.0
                 row += f"{layers[i] - below:>12.3f}"
             print(row)
-        tables.append(record.table(["variant", "p50 ms", "p95 ms", "n"], variants,
-                                   digits=[None, 3, 3, 0], title=f"`{tool}`, ms per call:"))
-    return tables
+    heads = [f"`{tool}` {part}" for tool in TOOLS for part in ("p50 ms", "p95 ms", "n")]
+    return [record.table(["variant", *heads],
+                         [[name, *cells] for name, cells in figures.items()
+                          if len(cells) == len(heads)],
+                         digits=[None, *([3, 3, 0] * len(TOOLS))])]
 
 
 def main(argv: list[str] | None = None) -> int:

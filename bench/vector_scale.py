@@ -427,14 +427,16 @@ def figures(reports: list[dict], ratios: dict[str, float]) -> list[dict]:
                  s[f"recall@{POOL}"]]
                 for r in reports for key in ("search_unoptimized", "search")
                 for scope, s in r.get(key, {}).items()]
-    writes = [[r["case"], r["points"], r.get("upsert_s", "-"),
+    writes = [[r["case"], r["points"],
+               ", ".join(f"{scope} {seconds}" for scope, seconds in r["upsert_s"].items())
+               if "upsert_s" in r else "-",
                r.get("upsert_longest_loop_stall_s", "-"), r.get("optimize_s", "-"),
                r.get("optimize_longest_loop_stall_s", "-"), r["vmhwm_delta_mib"]]
               for r in reports]
     return [
         record.table(["case", "points", "search", "scope", "p50 ms", "p95 ms", "recall@10",
                       f"recall@{POOL}"], searches, digits=[None, 0, None, None, 2, 2, 3, 3]),
-        record.table(["case", "points", "upserts s", "longest loop stall s", "build s",
+        record.table(["case", "points", "upserts s by scope", "longest loop stall s", "build s",
                       "build's longest loop stall s", "VmHWM growth MiB"], writes,
                      digits=[None, 0, 2, 2, 2, 2, 1]),
         record.table(["p50 ratio", "x"], [[name, value] for name, value in ratios.items()],
@@ -489,7 +491,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
     record.write("vector-scale", argv if argv is not None else sys.argv[1:],
-                 figures(reports, ratios))
+                 figures(reports, ratios),
+                 study="vector-scale-1m" if args.big >= 1_000_000 else None)
     return 0
 
 
