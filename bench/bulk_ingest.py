@@ -84,6 +84,12 @@ def run(n_facts: int, timeout: float) -> dict:
             "stderr_tail": done.stderr[-2000:] if done.returncode else ""}
 
 
+def report_of(result: dict) -> dict:
+    """The JSON report of a run: when, where, and its result."""
+    return {"bench": "bulk-ingest", "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "machine": machine_info(), "result": result}
+
+
 def cli(argv: list[str]) -> int:
     import argparse
 
@@ -96,8 +102,7 @@ def cli(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     result = run(args.facts, args.timeout)
-    report = {"bench": "bulk-ingest", "date": dt.datetime.now(dt.UTC).isoformat("seconds"),
-              "machine": machine_info(), "result": result}
+    report = report_of(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(result, indent=1))
