@@ -85,7 +85,7 @@ def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float,
         if loaded is not None and (loaded["seed"], loaded["facts"]) != (SEED, corpus.facts):
             raise SystemExit(f"{root} holds another corpus; remove it or pick another --keep")
         t0 = time.perf_counter()
-        with running_stack(root) as (url, data_dir, _env):
+        with running_stack(root) as (stack, data_dir, _env):
             result["stack_start_s"] = time.perf_counter() - t0
             stack_pid = int(json.loads((data_dir / "run" / "stack.json").read_text())["pid"])
             if loaded is None:
@@ -106,14 +106,14 @@ def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float,
             result["hnsw_wait"] = asyncio.run(wait_for_hnsw(data_dir, hnsw_wait_s))
             result["hnsw_before_queries"] = hnsw_on_disk(data_dir)
             result["queries"] = asyncio.run(measure_queries(
-                url, data_dir, stack_pid, project, scope, corpus.questions, root))
+                stack, data_dir, stack_pid, project, scope, corpus.questions, root))
             result["hnsw_after_queries"] = hnsw_on_disk(data_dir)
             print(f"[{n_facts}] get_context p50: MCP client "
                   f"{result['queries']['mcp_ms']['p50']:.1f} ms, in process "
                   f"{result['queries']['in_process_ms']['p50']:.1f} ms; freshness",
                   file=sys.stderr)
             result["freshness"] = asyncio.run(
-                freshness(url, data_dir, project, scope, probes))
+                freshness(stack, data_dir, project, scope, probes))
             result["peak_rss_mib"] = peak_memory(stack_pid, data_dir)
             # Killed twice: the first start refills the memory from every document (its
             # snapshot deleted first: a kept corpus's stack has one from its last stop) and
@@ -152,7 +152,7 @@ def run_growth(small: int, large: int, questions: int, hnsw_wait_s: float) -> di
                for i, n in enumerate((small, large))}
     result: dict[str, Any] = {"facts": {p: c.facts for p, c in corpora.items()}, "load": {}}
     with tempfile.TemporaryDirectory(prefix="vera-growth-") as tmp, \
-            running_stack(Path(tmp)) as (url, data_dir, _env):
+            running_stack(Path(tmp)) as (stack, data_dir, _env):
         for project, corpus in corpora.items():
             (Path(tmp) / project).mkdir()
             paths = write_files(corpus, Path(tmp) / project)
@@ -162,11 +162,11 @@ def run_growth(small: int, large: int, questions: int, hnsw_wait_s: float) -> di
             result["load"][project] = loaded
         result["hnsw_wait"] = asyncio.run(wait_for_hnsw(data_dir, hnsw_wait_s))
         asked = [(p, c.questions) for p, c in corpora.items()]
-        result["queries"] = asyncio.run(ask_interleaved(url, asked))
+        result["queries"] = asyncio.run(ask_interleaved(stack, asked))
         # The same questions again: the BM25 leg keeps a term's weights from its second
         # use until the scope's next write, so this round shows what the first pays for
         # making them (without writes in between, as here).
-        result["asked_again"] = asyncio.run(ask_interleaved(url, asked))
+        result["asked_again"] = asyncio.run(ask_interleaved(stack, asked))
     small_p, large_p = corpora
     for key, ratio in (("queries", "large_p50_over_small_p50"),
                        ("asked_again", "asked_again_large_p50_over_small_p50")):

@@ -14,10 +14,13 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.harness import dsn_of_stack
 from bench.scale_corpus import Question
+
+if TYPE_CHECKING:
+    from vera.stack.launcher import LaunchedStack
 
 LIMIT = 10
 TOKEN_BUDGET = 32000
@@ -146,7 +149,7 @@ def _hit(payload: dict | None, question: Question) -> bool:
     return False
 
 
-async def ask(url: str, project: str, scope: str, questions: list[Question],
+async def ask(stack: LaunchedStack, project: str, scope: str, questions: list[Question],
               pipeline: InProcessPipeline) -> dict:
     """Each question four ways, one after the other so the box's load hits all alike:
     ``knowledge_get_context`` through the official client; the same JSON-RPC POST with
@@ -154,7 +157,6 @@ async def ask(url: str, project: str, scope: str, questions: list[Question],
     its validation of structuredContent against the output schema); the service's
     pipeline in process (``assemble``, no gateway, no gRPC); one query embedding alone."""
     import httpx
-    from mcp import Client
 
     from bench.gateway_overhead import MODERN, request_body, request_headers
     from vera.services.retrieval.domain import Filters
@@ -163,15 +165,15 @@ async def ask(url: str, project: str, scope: str, questions: list[Question],
     ms: dict[str, list[float]] = {"mcp": [], "http": [], "in_process": [], "embed": []}
     hits = {"mcp": 0, "http": 0, "in_process": 0}
     errors = 0
-    async with Client(url) as client, httpx.AsyncClient(timeout=60) as http:
+    async with stack.mcp_client() as client, httpx.AsyncClient(timeout=60) as http:
         for index, q in enumerate([*questions[:3], *questions]):  # three warm-up rounds
             args = {"query": q.text, "project": project, "limit": LIMIT,
                     "token_budget": TOKEN_BUDGET}
             t0 = time.perf_counter()
             result = await client.call_tool(tool, args)
             t1 = time.perf_counter()
-            response = await http.post(url, json=request_body(tool, MODERN, args),
-                                       headers=request_headers(tool, MODERN))
+            response = await http.post(stack.mcp_url, json=request_body(tool, MODERN, args),
+                                       headers=request_headers(tool, MODERN, stack.mcp_token()))
             t2 = time.perf_counter()
             outcome = await pipeline.retriever.assemble(scope, q.text, LIMIT, TOKEN_BUDGET,
                                                         Filters(), compact=False)
@@ -197,10 +199,9 @@ async def ask(url: str, project: str, scope: str, questions: list[Question],
             "errors": errors}
 
 
-async def freshness(url: str, data_dir: Path, project: str, scope: str, probes: int) -> dict:
+async def freshness(stack: LaunchedStack, data_dir: Path, project: str, scope: str,
+                    probes: int) -> dict:
     """One-fact IngestKnowledge returns -> polled knowledge_search finds it."""
-    from mcp import Client
-
     from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
     from vera.rpc.backends import Backends
 
@@ -210,7 +211,7 @@ async def freshness(url: str, data_dir: Path, project: str, scope: str, probes: 
     seconds, missed = [], 0
     run_nonce = random.SystemRandom().randrange(10**6)
     try:
-        async with Client(url) as client:
+        async with stack.mcp_client() as client:
             for n in range(probes):
                 # Unique per run: a --scale-keep directory still holds earlier probes.
                 token = f"zq{n:02d}fresh{run_nonce:06d}"
@@ -310,10 +311,10 @@ async def in_process_pipeline(data_dir: Path, stack_pid: int,
         reranker.close()
 
 
-async def measure_queries(url: str, data_dir: Path, stack_pid: int, project: str, scope: str,
-                          questions: list[Question], tmp: Path) -> dict:
+async def measure_queries(stack: LaunchedStack, data_dir: Path, stack_pid: int, project: str,
+                          scope: str, questions: list[Question], tmp: Path) -> dict:
     async with in_process_pipeline(data_dir, stack_pid, tmp) as pipeline:
-        return {**await ask(url, project, scope, questions, pipeline), **pipeline.setup,
+        return {**await ask(stack, project, scope, questions, pipeline), **pipeline.setup,
                 "embed_floor_texts_per_s": await embedding_floor(pipeline)}
 
 
@@ -415,7 +416,7 @@ def peak_memory(stack_pid: int, data_dir: Path) -> dict[str, float]:
     return {k: round(v, 1) for k, v in out.items()}
 
 
-async def ask_interleaved(url: str, projects: list[tuple[str, list[Question]]]) -> dict:
+async def ask_interleaved(stack: LaunchedStack, projects: list[tuple[str, list[Question]]]) -> dict:
     """``knowledge_get_context`` over the MCP HTTP interface (httpx, one JSON-RPC POST),
     the projects' questions alternating, so the box's load and the stack's caches hit
     every project alike."""
@@ -435,8 +436,9 @@ async def ask_interleaved(url: str, projects: list[tuple[str, list[Question]]]) 
                 args = {"query": q.text, "project": project, "limit": LIMIT,
                         "token_budget": TOKEN_BUDGET}
                 t0 = time.perf_counter()
-                response = await http.post(url, json=request_body(tool, MODERN, args),
-                                           headers=request_headers(tool, MODERN))
+                response = await http.post(
+                    stack.mcp_url, json=request_body(tool, MODERN, args),
+                    headers=request_headers(tool, MODERN, stack.mcp_token()))
                 took = (time.perf_counter() - t0) * 1000
                 if index < 0:
                     continue
