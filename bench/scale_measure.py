@@ -165,6 +165,7 @@ async def ask(stack: LaunchedStack, project: str, scope: str, questions: list[Qu
     ms: dict[str, list[float]] = {"mcp": [], "http": [], "in_process": [], "embed": []}
     hits = {"mcp": 0, "http": 0, "in_process": 0}
     errors = 0
+    headers = request_headers(tool, MODERN, stack.mcp_token())  # minted once, not timed
     async with stack.mcp_client() as client, httpx.AsyncClient(timeout=60) as http:
         for index, q in enumerate([*questions[:3], *questions]):  # three warm-up rounds
             args = {"query": q.text, "project": project, "limit": LIMIT,
@@ -173,7 +174,7 @@ async def ask(stack: LaunchedStack, project: str, scope: str, questions: list[Qu
             result = await client.call_tool(tool, args)
             t1 = time.perf_counter()
             response = await http.post(stack.mcp_url, json=request_body(tool, MODERN, args),
-                                       headers=request_headers(tool, MODERN, stack.mcp_token()))
+                                       headers=headers)
             t2 = time.perf_counter()
             outcome = await pipeline.retriever.assemble(scope, q.text, LIMIT, TOKEN_BUDGET,
                                                         Filters(), compact=False)
@@ -429,6 +430,7 @@ async def ask_interleaved(stack: LaunchedStack, projects: list[tuple[str, list[Q
     hits = dict.fromkeys(ms, 0)
     errors = 0
     rounds = min(len(questions) for _, questions in projects)
+    headers = request_headers(tool, MODERN, stack.mcp_token())  # minted once, not timed
     async with httpx.AsyncClient(timeout=60) as http:
         for index in range(-3, rounds):  # three warm-up rounds
             for project, questions in projects:
@@ -437,8 +439,7 @@ async def ask_interleaved(stack: LaunchedStack, projects: list[tuple[str, list[Q
                         "token_budget": TOKEN_BUDGET}
                 t0 = time.perf_counter()
                 response = await http.post(
-                    stack.mcp_url, json=request_body(tool, MODERN, args),
-                    headers=request_headers(tool, MODERN, stack.mcp_token()))
+                    stack.mcp_url, json=request_body(tool, MODERN, args), headers=headers)
                 took = (time.perf_counter() - t0) * 1000
                 if index < 0:
                     continue
