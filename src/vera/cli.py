@@ -1,6 +1,6 @@
 """`vera`: the front door. up | serve | api | migrate | ingest | harvest | curate | rank |
 admin | backup | restore |
-connect | disconnect | doctor."""
+connect | disconnect | doctor | mcp-token."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ COMMANDS = {
     "connect": "vera.integrations.commands",
     "disconnect": "vera.integrations.commands",
     "doctor": "vera.integrations.commands",
+    "mcp-token": "vera.integrations.commands",
     "admin": "vera.commands.admin",
     "audit": "vera.commands.audit",
     "backup": "vera.commands.backup",
