@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import jwt
+import runtime_cli as cli
 from standin import API_KEY, CONNECTION_KEY, StandIn
 
 from vera.integrations import credentials
@@ -198,3 +199,20 @@ def test_doctor_says_refresh_is_wired_and_refreshes_like_the_runtime(
         assert "ok   mcp token refresh" in wired.stdout, wired.stdout
         assert "ok   mcp token expiry" in wired.stdout
         assert "ok   vera tools visible" in wired.stdout
+
+
+def test_opencodes_plugin_replaces_an_ended_token_before_it_connects(
+        repo, vera, runtime_bin, home_env):
+    """OpenCode reads `{file:.vera/mcp-token}` at start; VERA's plugin (its config hook)
+    asks `vera mcp-token` first, so a token that ended while OpenCode was closed is not
+    what it sends. Without `vera` on its PATH the stale token is sent and refused."""
+    with StandIn(auth=token(3600)) as standin:
+        connect(vera, standin, "opencode")
+        path = f"{runtime_bin}:{home_env['PATH']}"
+        for on_path, connected in ((False, False), (True, True)):
+            (repo / TOKEN_PATH).write_text(token(-10))
+            env = {**home_env, "PATH": f"{Path(sys.executable).parent}:{path}" if on_path
+                   else path}
+            listed = cli.opencode_list(runtime_bin, repo, env)
+            assert ("✓ vera" in listed) is connected, listed
+        assert (repo / TOKEN_PATH).read_text() == standin.auth
