@@ -40,7 +40,8 @@ def project(stack, runtime_bin: Path, tmp_path: Path) -> tuple[Path, dict[str, s
     env = {**stack.env, "HOME": str(home), "CODEX_HOME": str(home / ".codex"),
            "XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),
            "XDG_CACHE_HOME": str(home / "cache"), "XDG_STATE_HOME": str(home / "state"),
-           "PATH": f"{runtime_bin}:{stack.env.get('PATH', '')}",
+           # The installed `vera` too: the runtimes run `vera mcp-token` for their token.
+           "PATH": f"{Path(sys.executable).parent}:{runtime_bin}:{stack.env.get('PATH', '')}",
            "DISABLE_AUTOUPDATER": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
            "OPENCODE_DISABLE_MODELS_FETCH": "1"}
     return repo, env
