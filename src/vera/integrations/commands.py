@@ -224,7 +224,6 @@ def run_connect(args: argparse.Namespace) -> int:
     if not checked.ok:
         print("VERA is not reachable at the given URLs; nothing was written", file=sys.stderr)
         return 1
-    print(f"auth profile: {checked.profile}")
     previous = approvals.load(root).get(args.runtime)
     kept = not args.save_mode and previous is not None and bool(previous.overrides)
     # A reconnect keeps what this user reviewed; only a flag changes it (never the tracked
@@ -235,6 +234,9 @@ def run_connect(args: argparse.Namespace) -> int:
     print(f"save mode: {mode}" + (" (kept from your last connect; --save-mode changes it)"
                                   if kept else ""))
     chosen = _credential(args, checked, api_url, root, mode)
+    # The local stack of the data dir asks for a token too, minted from its secret.
+    local = chosen.minter is not None and chosen.minter.local
+    print(f"auth profile: {'local-dev' if local else checked.profile}")
     code = 1
     try:
         code = _apply_connect(args, root, api_url, mcp_url, overrides, chosen)
