@@ -40,6 +40,7 @@ from vera.integrations.ownership import (
     TOKEN_PATH,
 )
 from vera.local_secret import read_secret
+from vera.stack.run_files import read_stack_file
 
 FOLDER = "credentials"
 # What the runtimes run for their Authorization header (Claude Code's ``headersHelper``,
@@ -156,8 +157,6 @@ def _post(url: str, bearer: str, body: dict, allow_plain_http: bool) -> dict:
 def local_bearer(data_dir: Path, api_url: str) -> str | None:
     """The data dir's secret, when ``api_url`` is the API of the local-dev stack running on
     that data dir (and only then: a listener on another address never sees it)."""
-    from vera.stack.run_files import read_stack_file
-
     stack = read_stack_file(data_dir.expanduser().resolve()) or {}
     if stack.get("auth_profile") != "local-dev" or str(
             stack.get("api_url") or "").rstrip("/") != api_url.rstrip("/"):
