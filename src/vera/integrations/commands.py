@@ -184,13 +184,15 @@ def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url:
                                     allow_plain_http=args.allow_plain_http)
         created = True
     try:
-        token = credentials.mint(minter)
-    except credentials.NotMinted as exc:
+        try:
+            token = _checked_token(args.mcp_url, credentials.mint(minter))
+        except credentials.NotMinted as exc:
+            raise InvalidInput("api_key", f"the MCP token exchange failed ({exc})") from None
+    except InvalidInput:
         if created:
-            credentials.revoke_connection_key(minter)
-        raise InvalidInput("api_key", f"the MCP token exchange failed ({exc})") from None
-    return Credential(True, STATIC_CREDENTIAL, _checked_token(args.mcp_url, token), minter,
-                      created_key=created)
+            credentials.revoke_connection_key(minter)  # nothing will mint with it
+        raise
+    return Credential(True, STATIC_CREDENTIAL, token, minter, created_key=created)
 
 
 def _refuse_tracked_credentials(root: Path) -> None:
