@@ -1,5 +1,5 @@
 """`vera`: the front door. up | serve | api | migrate | ingest | harvest | curate | rank |
-connect | disconnect | doctor | admin | audit | backup | restore."""
+connect | disconnect | doctor | mcp-token | admin | audit | backup | restore."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ COMMANDS = {
     "connect": "vera.integrations.commands",
     "disconnect": "vera.integrations.commands",
     "doctor": "vera.integrations.commands",
+    "mcp-token": "vera.integrations.commands",
     "admin": "vera.commands.admin",
     "audit": "vera.commands.audit",
     "backup": "vera.commands.backup",

@@ -51,9 +51,13 @@ def test_doctor_names_expired_wrong_audience_and_insufficient_scope(auth_stack, 
         "insufficient_scope": token(scope="memory:propose"),
         "rejected": token(iss="https://someone-else.example"),
     }
-    def doctor(presented: str) -> subprocess.CompletedProcess:
+    # Without `vera` on its PATH the runtime cannot renew its token, and neither does
+    # doctor: it reports the gateway's refusal of the token in the file.
+    unrenewed = {**env, "PATH": f"{runtime_bin}:/usr/bin:/bin"}
+
+    def doctor(presented: str, env: dict[str, str] = unrenewed) -> subprocess.CompletedProcess:
         (repo / TOKEN_PATH).write_text(presented)  # the user's own token file, replaced
-        return run_vera(repo, {**env, "VERA_MCP_TOKEN": presented}, "doctor", "codex")
+        return run_vera(repo, env, "doctor", "codex")
 
     for reason, presented in cases.items():
         report = doctor(presented)
@@ -65,3 +69,7 @@ def test_doctor_names_expired_wrong_audience_and_insufficient_scope(auth_stack, 
     assert AUTH_AUDIENCE in tools_line(doctor(cases["wrong_audience"]).stdout)
     good = doctor(stored)
     assert tools_line(good.stdout).startswith("ok   vera tools visible: ")
+    # With it, doctor renews an ended token as Codex's headers helper would.
+    renewed = doctor(cases["token_expired"], env)
+    assert tools_line(renewed.stdout).startswith("ok   vera tools visible: "), renewed.stdout
+    assert (repo / TOKEN_PATH).read_text() not in cases.values()

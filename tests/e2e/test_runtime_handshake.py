@@ -40,7 +40,8 @@ def project(stack, runtime_bin: Path, tmp_path: Path) -> tuple[Path, dict[str, s
     env = {**stack.env, "HOME": str(home), "CODEX_HOME": str(home / ".codex"),
            "XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),
            "XDG_CACHE_HOME": str(home / "cache"), "XDG_STATE_HOME": str(home / "state"),
-           "PATH": f"{runtime_bin}:{stack.env.get('PATH', '')}",
+           # The installed `vera` too: the runtimes run `vera mcp-token` for their token.
+           "PATH": f"{Path(sys.executable).parent}:{runtime_bin}:{stack.env.get('PATH', '')}",
            "DISABLE_AUTOUPDATER": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
            "OPENCODE_DISABLE_MODELS_FETCH": "1"}
     return repo, env
@@ -76,12 +77,14 @@ def test_local_principal_connects_with_the_runtimes_own_handshake(stack, runtime
                 "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "auth profile: local-dev" in done.stdout
+    # The local gateway takes a local token, which Claude Code gets from its headersHelper
+    # (`vera mcp-token --headers`): it runs that only in a folder the user trusted.
+    approve_claude_server(repo, env)  # what the user does once in Claude Code
     health = subprocess.run(
         ["claude", "--settings", '{"enableAllProjectMcpServers":true}', "mcp", "get", "vera"],
         cwd=repo, env=env, capture_output=True, text=True, timeout=120,
         stdin=subprocess.DEVNULL)
     assert "Connected" in health.stdout, health.stdout + health.stderr
-    approve_claude_server(repo, env)  # what the user does once in Claude Code
     doctor = vera("doctor", "claude-code")
     assert "ok   claude connects to vera" in doctor.stdout
     tools = next(line for line in doctor.stdout.splitlines() if "vera tools visible" in line)

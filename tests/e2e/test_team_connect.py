@@ -48,6 +48,12 @@ opencode_home, opencode_plugin_sdk = sessions.opencode_home, sessions.opencode_p
 project, run_vera = handshake.project, handshake.run_vera
 
 
+def shell_path(runtime_bin: Path) -> str:
+    """A developer's PATH: the installed `vera` (the runtimes run `vera mcp-token` for
+    their token) and the runtime CLIs, nothing else."""
+    return f"{Path(sys.executable).parent}:{runtime_bin}:/usr/bin:/bin"
+
+
 def api_url(stack) -> str:
     return f"http://127.0.0.1:{stack.env['VERA_API__PORT']}"
 
@@ -249,7 +255,7 @@ async def test_claude_code_headless_against_the_authenticated_gateway(
     model = FakeAnthropic(plan=session_plan("knowledge_get_context", "claude-code",
                                             lambda: model.bodies, persists=True))
     try:
-        clean = {"PATH": f"{runtime_bin}:/usr/bin:/bin", "HOME": env["HOME"],
+        clean = {"PATH": shell_path(runtime_bin), "HOME": env["HOME"],
                  "ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-ant-fake",
                  "ENABLE_TOOL_SEARCH": "false", "DISABLE_AUTOUPDATER": "1",
                  "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "IS_SANDBOX": "1"}
@@ -276,8 +282,9 @@ async def test_claude_code_headless_against_the_authenticated_gateway(
 
 async def test_codex_headless_against_the_authenticated_gateway(
         auth_stack, team, runtime_bin, tmp_path) -> None:
-    """`codex exec` in a clone of the team's repository, from a shell whose only VERA
-    setting is the profile line connect printed: bootstrap selects the team's project,
+    """`codex exec` in a clone of the team's repository, from a shell with nothing exported
+    (Codex runs `vera mcp-token --headers`, its http_headers_helper): bootstrap selects the
+    team's project,
     search (Codex asks for get_context per tool, the GUIDE) cites the curator's fact, the
     suggest-mode proposal is not written, and the proposal report agrees."""
     repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
@@ -285,8 +292,6 @@ async def test_codex_headless_against_the_authenticated_gateway(
                     "--mcp-url", auth_stack.mcp_url, "--yes", "--api-key-stdin",
                     stdin=team.dev_key + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
-    profile = next(ln.strip() for ln in done.stdout.splitlines() if ln.strip().startswith(
-        "export VERA_MCP_TOKEN="))
     model = FakeResponses(plan=session_plan("knowledge_search", "codex",
                                             lambda: model.bodies))
     codex_home = Path(env["CODEX_HOME"])
@@ -294,15 +299,14 @@ async def test_codex_headless_against_the_authenticated_gateway(
         f'model = "fake-model"\nmodel_provider = "fake"\n[model_providers.fake]\n'
         f'name = "fake"\nbase_url = "{model.url}/v1"\nwire_api = "responses"\n'
         f'env_key = "FAKE_API_KEY"\n[projects."{repo}"]\ntrust_level = "trusted"\n')
-    clean = {"PATH": f"{runtime_bin}:/usr/bin:/bin", "HOME": env["HOME"],
+    clean = {"PATH": shell_path(runtime_bin), "HOME": env["HOME"],
              "CODEX_HOME": str(codex_home), "FAKE_API_KEY": "x"}
     try:
         # Hook hash trust is a user-home review step; this one invocation bypasses it.
         ran = await anyio.to_thread.run_sync(lambda: subprocess.run(
-            ["bash", "-c", f"{profile}\nexec codex exec --skip-git-repo-check "
-             "--dangerously-bypass-hook-trust 'which database does payments-api use?'"],
-            cwd=repo, env=clean, capture_output=True, text=True, timeout=240,
-            stdin=subprocess.DEVNULL))
+            ["codex", "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust",
+             "which database does payments-api use?"], cwd=repo, env=clean,
+            capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL))
     finally:
         model.close()
     assert ran.returncode == 0, ran.stderr[-2000:]
@@ -345,7 +349,7 @@ async def test_opencode_headless_against_the_authenticated_gateway(
         "models": {"m": {"name": "m", "tool_call": True}}}}})
     (repo / "opencode.json").write_text(json.dumps(config, indent=2))
     with_opencode_plugin_sdk(repo, opencode_plugin_sdk)
-    clean = {**sessions.opencode_env(opencode_home), "PATH": f"{runtime_bin}:/usr/bin:/bin"}
+    clean = {**sessions.opencode_env(opencode_home), "PATH": shell_path(runtime_bin)}
     try:
         ran = await anyio.to_thread.run_sync(lambda: subprocess.run(
             ["opencode", "run", "which database does payments-api use?"], cwd=repo,
@@ -472,7 +476,7 @@ async def test_claude_codes_proposal_is_verified_in_the_console_and_served_back(
     repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
     connect(auth_stack, repo, env, team.dev_key, "claude-code", "auto-propose")
     handshake.approve_claude_server(repo, env)
-    clean = {"PATH": f"{runtime_bin}:/usr/bin:/bin", "HOME": env["HOME"],
+    clean = {"PATH": shell_path(runtime_bin), "HOME": env["HOME"],
              "ANTHROPIC_API_KEY": "sk-ant-fake", "ENABLE_TOOL_SEARCH": "false",
              "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
              "IS_SANDBOX": "1"}
@@ -495,17 +499,15 @@ async def test_claude_codes_proposal_is_verified_in_the_console_and_served_back(
 
 async def test_codexs_proposal_is_verified_in_the_console_and_served_back(
         auth_stack, team, runtime_bin, tmp_path) -> None:
-    """The same with `codex exec` (its token from the profile line connect printed; it
-    grounds with knowledge_search, since Codex asks for get_context per call)."""
+    """The same with `codex exec` (its token from its headers helper; it grounds with
+    knowledge_search, since Codex asks for get_context per call)."""
     repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
     done = run_vera(repo, env, "connect", "codex", "--api-url", api_url(auth_stack),
                     "--mcp-url", auth_stack.mcp_url, "--save-mode", "auto-propose", "--yes",
                     "--api-key-stdin", stdin=team.dev_key + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
-    profile = next(ln.strip() for ln in done.stdout.splitlines() if ln.strip().startswith(
-        "export VERA_MCP_TOKEN="))
     codex_home = Path(env["CODEX_HOME"])
-    clean = {"PATH": f"{runtime_bin}:/usr/bin:/bin", "HOME": env["HOME"],
+    clean = {"PATH": shell_path(runtime_bin), "HOME": env["HOME"],
              "CODEX_HOME": str(codex_home), "FAKE_API_KEY": "x"}
 
     def session(steps: Callable[[dict], list[tuple[str, dict]]]) -> list[str]:
@@ -516,8 +518,8 @@ async def test_codexs_proposal_is_verified_in_the_console_and_served_back(
             f'env_key = "FAKE_API_KEY"\n[projects."{repo}"]\ntrust_level = "trusted"\n')
         try:
             ran = subprocess.run(
-                ["bash", "-c", f"{profile}\nexec codex exec --skip-git-repo-check "
-                 f"--dangerously-bypass-hook-trust '{QUESTION}'"], cwd=repo, env=clean,
+                ["codex", "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust",
+                 QUESTION], cwd=repo, env=clean,
                 capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
         finally:
             model.close()
@@ -536,7 +538,7 @@ async def test_opencodes_proposal_is_verified_in_the_console_and_served_back(
     connect(auth_stack, repo, env, team.dev_key, "opencode", "auto-propose")
     with_opencode_plugin_sdk(repo, opencode_plugin_sdk)
     connected = json.loads((repo / "opencode.json").read_text())
-    clean = {**sessions.opencode_env(opencode_home), "PATH": f"{runtime_bin}:/usr/bin:/bin"}
+    clean = {**sessions.opencode_env(opencode_home), "PATH": shell_path(runtime_bin)}
 
     def session(steps: Callable[[dict], list[tuple[str, dict]]]) -> list[str]:
         model = FakeChat(plan=_steps_plan(steps, lambda: model.bodies))

@@ -17,6 +17,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 API_KEY = "vera_test_api_key_typed_by_the_user"
+# The per-connection key connect makes with API_KEY (POST /identity/api-keys) and keeps.
+CONNECTION_KEY, CONNECTION_KEY_ID = "vera_test_connection_key", "key-connection"
 TOOLS = [
     {"name": "knowledge_bootstrap", "description": "bootstrap",
      "inputSchema": {"type": "object", "properties": {}}, "annotations": {"readOnlyHint": True}},
@@ -32,6 +34,7 @@ class StandIn:
         self.auth, self.oauth_issuer = auth, oauth_issuer
         self.minted, self.short_of = minted or auth, short_of or {}
         self.renewable = renewable or {}
+        self.revoked: set[str] = set()
         self.requests: list[dict] = []
         standin = self
 
@@ -68,14 +71,29 @@ class StandIn:
                                             "authorization_servers": servers})
                 return self._send(405)
 
+            def do_DELETE(self) -> None:
+                standin.requests.append({"method": "DELETE", "path": self.path,
+                                         "headers": dict(self.headers)})
+                if (self.path == f"/identity/api-keys/{CONNECTION_KEY_ID}" and self.headers.get(
+                        "Authorization") == f"Bearer {CONNECTION_KEY}"):
+                    standin.revoked.add(CONNECTION_KEY)
+                    return self._send(200, {"revoked": True})
+                return self._send(401, {"error": "unauthenticated"})
+
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 msg = json.loads(raw or b"null")
                 standin.requests.append({"method": "POST", "path": self.path,
                                          "headers": dict(self.headers), "body": msg})
                 bearer = self.headers.get("Authorization", "")
-                if self.path == "/identity/mcp-token":
+                if self.path == "/identity/api-keys":
                     if bearer != f"Bearer {API_KEY}":
+                        return self._send(401, {"error": "unauthenticated"})
+                    return self._send(201, {"api_key": CONNECTION_KEY,
+                                            "key_id": CONNECTION_KEY_ID})
+                if self.path == "/identity/mcp-token":
+                    keys = {API_KEY, *({CONNECTION_KEY} - standin.revoked)}
+                    if bearer.removeprefix("Bearer ") not in keys:
                         return self._send(401, {"error": "unauthenticated"})
                     return self._send(200, {"access_token": standin.minted,
                                             "token_type": "Bearer"})

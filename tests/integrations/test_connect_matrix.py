@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import runtime_cli as cli
 from runtime_fakes import FakeResponses
 from standin import API_KEY, TOOLS, StandIn
 
+from vera.integrations.credentials import HEADERS_COMMAND
 from vera.integrations.editors import parse_json, parse_toml
 from vera.integrations.ownership import CREDENTIAL_FILES, MINTED_FOR_PATH, TOKEN_PATH
 
@@ -225,19 +227,17 @@ def test_missing_auth_token_from_typed_api_key(runtime, repo, vera, runtime_bin,
             assert ignored.returncode == 0
         tracked = {p: t for p, t in tree(repo).items() if p not in CREDENTIAL_FILES}
         assert not any(TOKEN in t or API_KEY in t for t in tracked.values())
-        reference = {"claude-code": "headersHelper", "codex": '"VERA_MCP_TOKEN"',
+        reference = {"claude-code": "headersHelper", "codex": "http_headers_helper",
                      "opencode": "{file:.vera/mcp-token}"}[runtime]
         assert any(reference in t for t in tracked.values())
         mcp_posts = [r for r in standin.requests if r["path"] == "/mcp"]
         assert all(API_KEY not in json.dumps(r) for r in mcp_posts)  # never sent to MCP
-        # Claude Code and OpenCode read the file themselves: nothing exported. Codex reads
-        # only its environment, which the printed profile line sets.
-        env = dict(home_env)
+        # Nothing exported: Claude Code and Codex run `vera mcp-token --headers` (the
+        # installed `vera` on their PATH), OpenCode reads the file (and its plugin runs it).
+        assert "VERA_MCP_TOKEN" not in done.stdout
+        env = {**home_env, "PATH": f"{Path(sys.executable).parent}:{home_env['PATH']}"}
         if runtime == "claude-code":
             cli.trust_claude_folder(repo, env)
-        if runtime == "codex":
-            assert "export VERA_MCP_TOKEN=" in done.stdout
-            env["VERA_MCP_TOKEN"] = TOKEN
         runtime_sees_vera(runtime_bin, runtime, repo, env, standin.mcp_url)
 
 
@@ -254,7 +254,7 @@ def test_oauth_advertised_prefers_runtime_oauth(repo, vera):
         assert done.returncode == 0, done.stderr
         assert "codex mcp login vera" in done.stdout
         server = parse_toml((repo / ".codex/config.toml").read_text())["mcp_servers"]["vera"]
-        assert "bearer_token_env_var" not in server
+        assert "http_headers_helper" not in server
         assert not (repo / TOKEN_PATH).exists()
 
 
@@ -333,13 +333,13 @@ def test_static_token_kept_until_oauth_is_proven(repo, vera):
         kept = connect(vera, standin, "codex")
         assert kept.returncode == 0, kept.stderr
         server = parse_toml((repo / ".codex/config.toml").read_text())["mcp_servers"]["vera"]
-        assert server["bearer_token_env_var"] == "VERA_MCP_TOKEN"
+        assert server["http_headers_helper"] == HEADERS_COMMAND
         assert (repo / TOKEN_PATH).exists()
         (repo / TOKEN_PATH).unlink()  # the user proved OAuth and drops the token
         switched = connect(vera, standin, "codex")
         assert switched.returncode == 0, switched.stderr
         server = parse_toml((repo / ".codex/config.toml").read_text())["mcp_servers"]["vera"]
-        assert "bearer_token_env_var" not in server
+        assert "http_headers_helper" not in server
 
 
 def test_a_reconnect_without_flags_keeps_the_reviewed_save_mode(repo, vera):

@@ -58,27 +58,15 @@ def test_missing_and_rejected_auth(repo, vera, runtime_bin, home_env):
         connect(vera, standin, "codex", "--api-key-stdin", stdin=API_KEY + "\n")
         cli.trust_codex_project(repo, home_env)
         (repo / TOKEN_PATH).write_text("eyJ.expired-or-wrong-audience.x")
-        rejected = doctor(vera, runtime_bin, home_env, "codex",
-                          env={"VERA_MCP_TOKEN": "eyJ.expired-or-wrong-audience.x"})
+        # `vera` is not on this PATH: doctor cannot refresh, and sends the file's token.
+        rejected = doctor(vera, runtime_bin, home_env, "codex")
+        assert "TODO mcp token refresh" in rejected.stdout
         assert "TODO vera tools visible: cannot list tools" in rejected.stdout
         assert "expired-or-wrong-audience" not in rejected.stdout  # redacted
         (repo / TOKEN_PATH).write_text(TOKEN)
-        good = doctor(vera, runtime_bin, home_env, "codex", env={"VERA_MCP_TOKEN": TOKEN})
+        good = doctor(vera, runtime_bin, home_env, "codex")
         assert "ok   vera tools visible: 2 tools" in good.stdout
-        assert "ok   codex sees the token" in good.stdout
         assert TOKEN not in good.stdout
-
-
-def test_codex_without_the_exported_token_is_not_ok(repo, vera, runtime_bin, home_env):
-    """Codex reads the token only from its environment: the file alone is not enough, and
-    doctor says which profile line is missing rather than reporting ok."""
-    with StandIn(auth=TOKEN) as standin:
-        connect(vera, standin, "codex", "--api-key-stdin", stdin=API_KEY + "\n")
-        cli.trust_codex_project(repo, home_env)
-        report = doctor(vera, runtime_bin, home_env, "codex")
-        assert report.returncode == 1
-        assert "TODO codex sees the token" in report.stdout
-        assert f"export VERA_MCP_TOKEN=\"$(cat {repo / TOKEN_PATH})\"" in report.stdout
 
 
 def test_offline_vera_doctor_reports_degraded(repo, vera, runtime_bin, home_env):

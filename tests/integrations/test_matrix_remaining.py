@@ -20,7 +20,7 @@ from pathlib import Path
 import jwt
 import pytest
 import runtime_cli as cli
-from standin import API_KEY, StandIn
+from standin import API_KEY, CONNECTION_KEY, StandIn
 from test_hooks_session_start import bootstrap_arguments, git, probe_server, run_hook, status
 
 from vera.integrations.artifacts import hook_source
@@ -90,6 +90,7 @@ def test_doctor_checks_the_identity_provider_a_runtime_signs_in_with(vera) -> No
 def test_connect_never_stores_a_token_the_mcp_endpoint_refuses(vera, repo, minted) -> None:
     with StandIn(auth=GOOD, minted=minted, short_of={SHORT: "memory:read"}) as standin:
         done = connect(vera, standin, "codex", "--api-key-stdin", stdin=API_KEY + "\n")
+    assert CONNECTION_KEY in standin.revoked  # the key made for this connection is revoked
     assert done.returncode == 2
     assert not (repo / TOKEN_PATH).exists()
     assert not (repo / ".codex").exists()

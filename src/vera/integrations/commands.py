@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import os
+import socket
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from vera.api_client import in_clear
 from vera.commands import Subcommands
+from vera.config import load_settings
 from vera.errors import InvalidInput
-from vera.integrations import approvals, endpoints, workspace
+from vera.integrations import approvals, credentials, endpoints, workspace
 from vera.integrations.artifacts import RUNTIMES
 from vera.integrations.connect import Plan, plan_connect, store_token
 from vera.integrations.contract import (
@@ -36,7 +40,7 @@ from vera.integrations.ownership import (
     BadRecord,
     read_record,
 )
-from vera.integrations.runtimes import ADAPTERS, OAUTH_STEP, profile_line
+from vera.integrations.runtimes import OAUTH_STEP
 from vera.integrations.workspace import Workspace, parse_back
 
 # The record's label for a static MCP token kept in the user's untracked credential files.
@@ -58,11 +62,19 @@ def add_parser(commands: Subcommands) -> None:
     connect.add_argument("--allow-plain-http", action="store_true",
                          help="send the API key and the MCP token over http:// to a "
                          "non-loopback host")
+    connect.add_argument("--data-dir", type=Path,
+                         help="data dir of the local stack (default: VERA_DATA_DIR or "
+                         "the default one); its secret mints the local MCP token")
     disconnect = commands.add_parser("disconnect", help="remove VERA's unchanged setup")
     disconnect.add_argument("runtime", choices=RUNTIMES)
     doctor = commands.add_parser("doctor", help="check a connected runtime sees VERA")
     doctor.add_argument("runtime", nargs="?", choices=RUNTIMES)
-    for parser in (connect, disconnect, doctor):
+    token = commands.add_parser(
+        "mcp-token", help="print this checkout's MCP token, minted again when it ends soon "
+        "(what the runtimes run as their headers helper)")
+    token.add_argument("--headers", action="store_true",
+                       help="print the HTTP header object instead of the bare token")
+    for parser in (connect, disconnect, doctor, token):
         parser.add_argument("--project-dir", type=Path, default=Path.cwd(),
                             help="any folder in the repository (default: here)")
     for parser in (connect, disconnect):
@@ -86,47 +98,108 @@ def _approved(args: argparse.Namespace, question: str) -> bool:
     return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
 
 
+@dataclass
+class Credential:
+    """What connect configures: whether the runtime sends a static token (``static``), the
+    record's label, the token to store now, the minter to keep, and the next steps."""
+
+    static: bool
+    label: str
+    token: str | None = None
+    minter: credentials.Minter | None = None
+    steps: list[str] = field(default_factory=list)
+    created_key: bool = False  # a per-connection key made now (revoked if not applied)
+
+
+def _checked_token(mcp_url: str, token: str) -> str:
+    refusal = endpoints.credential_refusal(mcp_url, token)
+    if refusal:
+        raise InvalidInput("mcp_token", f"the MCP endpoint refuses the minted token "
+                           f"({refusal})")
+    return token
+
+
+def _local_credential(args: argparse.Namespace, api_url: str, root: Path,
+                      scopes: tuple[str, ...]) -> Credential | None:
+    """The local stack's token, minted with its data dir's secret, which is read here and
+    never written anywhere; None when ``api_url`` is not the local stack of the data dir."""
+    data_dir = (args.data_dir or load_settings().data_dir).expanduser().resolve()
+    if credentials.local_bearer(data_dir, api_url) is None:
+        return None
+    _refuse_tracked_credentials(root)
+    minter = credentials.Minter(api_url, args.mcp_url, scopes, data_dir=str(data_dir))
+    try:
+        token = credentials.mint(minter)
+    except credentials.NotMinted as exc:
+        raise InvalidInput("api_url", f"the local MCP token could not be minted ({exc})"
+                           ) from None
+    return Credential(True, STATIC_CREDENTIAL, _checked_token(args.mcp_url, token), minter)
+
+
 def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url: str,
-                root: Path, mode: str) -> tuple[bool, str, str | None, list[str]]:
-    """(static token configured, credential label, token to store, next steps)."""
-    if checked.profile != "remote-authenticated":
-        return False, "none", None, []
+                root: Path, mode: str) -> Credential:
+    scopes = tuple(SAVE_MODE_SCOPES[mode])
+    remote = checked.profile == "remote-authenticated"
+    if remote or checked.profile == "local-dev":
+        local = _local_credential(args, api_url, root, scopes)
+        if local is not None:
+            return local
+    if not remote:
+        return Credential(False, "none")
     if checked.authorization_servers:
         previous = read_record(root).get(args.runtime)
         if (previous and previous.credential == STATIC_CREDENTIAL
                 and (root / TOKEN_PATH).exists()):
             # A working static token stays until the user has proven OAuth works.
-            return True, previous.credential, None, [
+            return Credential(True, previous.credential, steps=[
                 f"{OAUTH_STEP[args.runtime]}; once it works, delete {TOKEN_PATH} and run "
-                f"`vera connect {args.runtime}` again to drop the static token"]
-        return False, RUNTIME_OAUTH, None, [OAUTH_STEP[args.runtime]]
-    steps = [] if ADAPTERS[args.runtime].READS_SECRET_FROM_FILE else [
-        f"{args.runtime} reads the token only from its environment: add this line to your "
-        f"shell profile, then open a new shell:\n      {profile_line(root)}"]
-    tracked = workspace.tracked(root, sorted(CREDENTIAL_FILES))
-    if tracked:
-        raise UnsafeEdit(f"{', '.join(tracked)} is tracked by Git, so the MCP token would be "
-                         "committed: untrack it (git rm --cached) and connect again")
+                f"`vera connect {args.runtime}` again to drop the static token"])
+        return Credential(False, RUNTIME_OAUTH, steps=[OAUTH_STEP[args.runtime]])
+    _refuse_tracked_credentials(root)
     if args.api_key_stdin:
         key = sys.stdin.readline().strip()
     elif sys.stdin.isatty():
         key = getpass.getpass("VERA API key for the MCP token (not stored; Enter to skip): ")
     else:
         key = ""
-    if not key:
-        return True, STATIC_CREDENTIAL, None, [
-            f"run `vera connect {args.runtime}` again with the API key to store an MCP token"]
+    kept = credentials.load(root)
+    if not key and kept is not None and kept.api_url == api_url and kept.api_key:
+        # This checkout's own connection key mints again: a reconnect needs no key typed.
+        minter = credentials.Minter(api_url, args.mcp_url, scopes, kept.api_key, kept.key_id,
+                                    allow_plain_http=args.allow_plain_http)
+        created = False
+    elif not key:
+        return Credential(True, STATIC_CREDENTIAL, steps=[
+            f"run `vera connect {args.runtime}` again with the API key to store an MCP token"])
+    else:
+        label = f"vera connect {socket.gethostname()} {root.name}"[:100]
+        try:
+            connection_key, key_id = credentials.create_connection_key(
+                api_url, key, label, args.allow_plain_http)
+        except credentials.NotMinted as exc:
+            raise InvalidInput("api_key", f"the MCP token exchange failed ({exc})") from None
+        finally:
+            del key
+        minter = credentials.Minter(api_url, args.mcp_url, scopes, connection_key, key_id,
+                                    allow_plain_http=args.allow_plain_http)
+        created = True
     try:
-        token = endpoints.exchange_api_key(api_url, key, list(SAVE_MODE_SCOPES[mode]))
-    except endpoints.TokenExchangeFailed as exc:
-        raise InvalidInput("api_key", f"the MCP token exchange failed ({exc})") from None
-    finally:
-        del key
-    refusal = endpoints.credential_refusal(args.mcp_url, token)
-    if refusal:
-        raise InvalidInput("mcp_token", f"the MCP endpoint refuses the exchanged token "
-                           f"({refusal})")
-    return True, STATIC_CREDENTIAL, token, steps
+        try:
+            token = _checked_token(args.mcp_url, credentials.mint(minter))
+        except credentials.NotMinted as exc:
+            raise InvalidInput("api_key", f"the MCP token exchange failed ({exc})") from None
+    except InvalidInput:
+        if created:
+            credentials.revoke_connection_key(minter)  # nothing will mint with it
+        raise
+    return Credential(True, STATIC_CREDENTIAL, token, minter, created_key=created)
+
+
+def _refuse_tracked_credentials(root: Path) -> None:
+    tracked = workspace.tracked(root, sorted(CREDENTIAL_FILES))
+    if tracked:
+        raise UnsafeEdit(f"{', '.join(tracked)} is tracked by Git, so the MCP token would be "
+                         "committed: untrack it (git rm --cached) and connect again")
 
 
 def _blocked(plan: Plan) -> int:
@@ -141,9 +214,9 @@ def _blocked(plan: Plan) -> int:
 def run_connect(args: argparse.Namespace) -> int:
     api_url = endpoints.validate_url("api_url", args.api_url).rstrip("/")
     mcp_url = endpoints.validate_url("mcp_url", args.mcp_url)
-    for field, url in (("api_url", api_url), ("mcp_url", mcp_url)):
+    for name, url in (("api_url", api_url), ("mcp_url", mcp_url)):
         if in_clear(url) and not args.allow_plain_http:
-            raise InvalidInput(field, f"{field} is plain http:// to a host other than this "
+            raise InvalidInput(name, f"{name} is plain http:// to a host other than this "
                                "machine: use https, or --allow-plain-http if this network is "
                                "trusted")
     root = repository_root(args.project_dir)
@@ -153,7 +226,6 @@ def run_connect(args: argparse.Namespace) -> int:
     if not checked.ok:
         print("VERA is not reachable at the given URLs; nothing was written", file=sys.stderr)
         return 1
-    print(f"auth profile: {checked.profile}")
     previous = approvals.load(root).get(args.runtime)
     kept = not args.save_mode and previous is not None and bool(previous.overrides)
     # A reconnect keeps what this user reviewed; only a flag changes it (never the tracked
@@ -163,17 +235,31 @@ def run_connect(args: argparse.Namespace) -> int:
     mode = save_mode(apply_overrides(load_contract(), overrides)[0])
     print(f"save mode: {mode}" + (" (kept from your last connect; --save-mode changes it)"
                                   if kept else ""))
-    static, credential, token, steps = _credential(args, checked, api_url, root, mode)
+    chosen = _credential(args, checked, api_url, root, mode)
+    # The local stack of the data dir asks for a token too, minted from its secret.
+    local = chosen.minter is not None and chosen.minter.local
+    print(f"auth profile: {'local-dev' if local else checked.profile}")
+    code = 1
     try:
-        plan = plan_connect(root, args.runtime, api_url, mcp_url, authenticated=static,
-                            credential=credential, overrides=overrides)
+        code = _apply_connect(args, root, api_url, mcp_url, overrides, chosen)
+    finally:
+        if chosen.created_key and code != 0 and chosen.minter is not None:
+            credentials.revoke_connection_key(chosen.minter)  # nobody will use it
+    return code
+
+
+def _apply_connect(args: argparse.Namespace, root: Path, api_url: str, mcp_url: str,
+                   overrides: dict[str, str], chosen: Credential) -> int:
+    try:
+        plan = plan_connect(root, args.runtime, api_url, mcp_url, authenticated=chosen.static,
+                            credential=chosen.label, overrides=overrides)
     except UnsafeEdit as exc:
         print(f"manual patch needed: {exc}; nothing was written", file=sys.stderr)
         return 3
     if plan.blocked:
         return _blocked(plan)
-    if token is not None:
-        store_token(plan, token)
+    if chosen.token is not None:
+        store_token(plan, chosen.token)
     print(plan.workspace.diff(), end="")
     if not _approved(args, "Apply these changes?"):
         return 1
@@ -183,11 +269,16 @@ def run_connect(args: argparse.Namespace) -> int:
         print(f"parse-back failed: {failure}", file=sys.stderr)
     if failures:
         return 1
+    if chosen.minter is not None:
+        previous = credentials.load(root)
+        credentials.store(root, chosen.minter)
+        if previous is not None and previous.key_id != chosen.minter.key_id:
+            credentials.revoke_connection_key(previous)  # replaced: nothing mints with it
     approvals.save(root, args.runtime, approvals.Approval(
-        api_url, mcp_url, plan.connection.overrides, credential))
+        api_url, mcp_url, plan.connection.overrides, chosen.label))
     print(f"VERA setup completed for {args.runtime}")
     print("changed files:\n" + "".join(f"  {rel}\n" for rel in changed), end="")
-    for step in [*steps, f"restart {args.runtime}, then run `vera doctor {args.runtime}`"]:
+    for step in [*chosen.steps, f"restart {args.runtime}, then run `vera doctor {args.runtime}`"]:
         print(f"next: {step}")
     return 0
 
@@ -207,6 +298,8 @@ def run_disconnect(args: argparse.Namespace) -> int:
         return 1
     changed = ws.apply()
     approvals.forget(root, args.runtime)
+    if not approvals.load(root) and (minter := credentials.forget(root)) is not None:
+        credentials.revoke_connection_key(minter)  # the checkout's last runtime is gone
     print(f"VERA disconnected from {args.runtime}")
     print("changed files:\n" + "".join(f"  {rel}\n" for rel in changed), end="")
     return 3 if removal.conflicts else 0
@@ -227,7 +320,20 @@ def run_doctor(args: argparse.Namespace) -> int:
     return 0 if healthy else 1
 
 
-COMMANDS = {"connect": run_connect, "disconnect": run_disconnect, "doctor": run_doctor}
+def run_mcp_token(args: argparse.Namespace) -> int:
+    """Quiet by design (a runtime runs it): the token on stdout, or one line on stderr and
+    exit 1, with nothing on stdout."""
+    try:
+        token = credentials.current_token(repository_root(args.project_dir))
+    except credentials.NotMinted as exc:
+        print(f"vera mcp-token: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(credentials.headers(token)) if args.headers else token)
+    return 0
+
+
+COMMANDS = {"connect": run_connect, "disconnect": run_disconnect, "doctor": run_doctor,
+            "mcp-token": run_mcp_token}
 
 
 def main(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -30,7 +31,7 @@ from typing import Any
 import httpx
 import jwt
 
-from vera.integrations import approvals, editors, endpoints, workspace
+from vera.integrations import approvals, credentials, editors, endpoints, workspace
 from vera.integrations.approvals import Approval
 from vera.integrations.artifacts import HOOK_SCRIPT, HOOK_TIMEOUT_S, SERVER_NAME, WRITE_TOOLS
 from vera.integrations.connect import Rendering, render_setup
@@ -50,14 +51,7 @@ from vera.integrations.ownership import (
     Connection,
     read_record,
 )
-from vera.integrations.runtimes import (
-    ADAPTERS,
-    OAUTH_STEP,
-    TOKEN_ENV_VAR,
-    Finding,
-    profile_line,
-    run_cli,
-)
+from vera.integrations.runtimes import ADAPTERS, OAUTH_STEP, Finding, run_cli
 
 TOOLS_TIMEOUT_SECONDS = 10.0
 
@@ -285,15 +279,22 @@ def _credential_findings(root: Path, name: str, approval: Approval, mode: str,
                                 f"VERA, run `vera connect {name} --mcp-url <new url>`"))
         return findings, None
     findings.append(Finding("mcp endpoint", True, "the one the token was minted for"))
+    refresh, token = _refresh_finding(root, name, approval, env, token)
+    findings.append(refresh)
     try:
         claims = jwt.decode(token, options={"verify_signature": False})
     except jwt.PyJWTError:
         claims = {}
     expiry = claims.get("exp")
-    expired = isinstance(expiry, (int, float)) and expiry < time.time()
-    findings.append(Finding("mcp token expiry", not expired, "expired: run `vera connect "
-                            f"{name}` again" if expired else "no expiry" if expiry is None
-                            else f"expires {time.strftime('%Y-%m-%d', time.gmtime(expiry))}"))
+    if not isinstance(expiry, (int, float)):
+        ends = Finding("mcp token expiry", False, "token_outdated: minted before tokens "
+                       f"ended; run `vera connect {name}`")
+    elif expiry < time.time():
+        ends = Finding("mcp token expiry", False, f"token_expired: run `vera connect {name}`")
+    else:
+        ends = Finding("mcp token expiry", True,
+                       f"expires {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(expiry))}")
+    findings.append(ends)
     raw = claims.get("scope", claims.get("scp", ""))
     granted = set(raw.split() if isinstance(raw, str) else raw or ())
     wanted = set(SAVE_MODE_SCOPES[mode])
@@ -303,13 +304,28 @@ def _credential_findings(root: Path, name: str, approval: Approval, mode: str,
         + [f"grants {' '.join(beyond)}, more than save mode {mode} allows"] * bool(beyond))
     findings.append(Finding("mcp token scopes", not (missing or beyond), detail if not (
         missing or beyond) else f"{detail}: run `vera connect {name}` again"))
-    if not ADAPTERS[name].READS_SECRET_FROM_FILE:
-        seen = env.get(TOKEN_ENV_VAR) == token
-        findings.append(Finding(f"{name} sees the token", seen, f"{TOKEN_ENV_VAR} is exported"
-                                if seen else f"{name} reads the token only from its "
-                                f"environment: add to your shell profile and open a new "
-                                f"shell: {profile_line(root)}"))
     return findings, token
+
+
+def _refresh_finding(root: Path, name: str, approval: Approval, env: dict[str, str],
+                     token: str) -> tuple[Finding, str]:
+    """Whether the runtime's token is minted again without the user (and the token it would
+    send now: a fresh one when the cached one ends soon, as the runtime's helper does)."""
+    minter = credentials.load(root)
+    title = "mcp token refresh"
+    if minter is None or minter.api_url != approval.api_url:
+        return Finding(title, False, "nothing stored to mint a new token with: run `vera "
+                       f"connect {name}` (with the API key)"), token
+    if shutil.which("vera", path=env.get("PATH")) is None:
+        return Finding(title, False, f"`vera` is not on {name}'s PATH, so it cannot run "
+                       "`vera mcp-token`: install VERA's client where the runtime finds it"
+                       ), token
+    try:
+        token = credentials.current_token(root)
+    except credentials.NotMinted as exc:
+        fix = "" if "vera connect" in exc.detail else f"; run `vera connect {name}`"
+        return Finding(title, False, f"cannot mint a new token ({exc}){fix}"), token
+    return Finding(title, True, ADAPTERS[name].REFRESH), token
 
 
 def diagnose(root: Path, runtime: str | None, env: dict[str, str] | None = None

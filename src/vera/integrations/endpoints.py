@@ -1,8 +1,8 @@
 """The two URLs a setup takes (VERA_API_URL, VERA_MCP_URL): their shape, whether they
 answer, which authentication profile the MCP endpoint runs, and the MCP token exchange.
 
-Every check runs without credentials except :func:`exchange_api_key`, which sends the API
-key the user typed to the REST API only, never to the MCP endpoint.
+Every check runs without credentials; the token exchange (``vera.integrations.credentials``)
+sends a key to the REST API only, never to the MCP endpoint.
 """
 
 from __future__ import annotations
@@ -100,23 +100,6 @@ def check(api_url: str, mcp_url: str) -> Endpoints:
             except (httpx.HTTPError, ValueError):
                 pass
     return Endpoints((live, ready, reach), profile, servers)
-
-
-class TokenExchangeFailed(Exception):
-    """POST /identity/mcp-token refused the key or failed; carries the HTTP status."""
-
-
-def exchange_api_key(api_url: str, api_key: str, scopes: list[str]) -> str:
-    """Trades an API key for the caller's MCP JWT at the REST API."""
-    try:
-        response = httpx.post(
-            f"{api_url}/identity/mcp-token", json={"scopes": scopes},
-            headers={"Authorization": f"Bearer {api_key}"}, timeout=CHECK_TIMEOUT_SECONDS)
-    except httpx.HTTPError as exc:
-        raise TokenExchangeFailed(type(exc).__name__) from None
-    if response.status_code != 200:
-        raise TokenExchangeFailed(f"HTTP {response.status_code}")
-    return str(response.json()["access_token"])
 
 
 def _challenge_param(header: str, name: str) -> str | None:

@@ -2,7 +2,8 @@
 // Once per session it runs the stateless VERA hook (sanitized Git metadata only, no MCP call)
 // and appends its one tagged line to the first user message. It never reads or forwards the
 // prompt, never calls VERA's MCP server and never changes permissions; a failure or a slow
-// hook only means no line (fail open).
+// hook only means no line (fail open). At OpenCode's start it also asks `vera mcp-token` for
+// the vera server's token, so one that ended while OpenCode was closed is replaced.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import path from "node:path";
@@ -39,7 +40,33 @@ function runHook(root, directory) {
   });
 }
 
+// `vera mcp-token`: the checkout's MCP token, minted again when it ends soon; null when it
+// fails (OpenCode then keeps the token it read from .vera/mcp-token).
+function freshToken(root) {
+  return new Promise((resolve) => {
+    let out = "";
+    let child;
+    try {
+      child = spawn("vera", ["mcp-token"], { cwd: root, stdio: ["ignore", "pipe", "ignore"],
+        timeout: TIMEOUT_MS * 2 });
+    } catch {
+      return resolve(null);
+    }
+    child.on("error", () => resolve(null));
+    child.stdout.on("data", (chunk) => { out += chunk; });
+    child.on("close", (code) => resolve(code === 0 && out.trim() ? out.trim() : null));
+  });
+}
+
 export const VeraBootstrap = async ({ directory, worktree }) => ({
+  // Runs before OpenCode connects its MCP servers: the vera server's header gets a fresh
+  // token instead of one that ended while OpenCode was closed.
+  config: async (config) => {
+    const headers = config?.mcp?.vera?.headers;
+    if (!headers?.Authorization) return;
+    const token = await freshToken(worktree || directory);
+    if (token) headers.Authorization = `Bearer ${token}`;
+  },
   "chat.message": async (input, output) => {
     if (seen.has(input.sessionID)) return;
     seen.add(input.sessionID);

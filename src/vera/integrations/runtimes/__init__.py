@@ -2,23 +2,20 @@
 which trust steps it gates project config behind, and how doctor asks its own CLI.
 
 Each adapter module exposes the same names (``NAME``, ``CLI``, ``mcp_file``, ``SERVER_PATH``,
-``NEW_FILE_KEYS``, ``READS_SECRET_FROM_FILE``, ``APPROVAL``, ``server_definition``,
+``NEW_FILE_KEYS``, ``REFRESH``, ``APPROVAL``, ``server_definition``,
 ``equivalent``, ``probe``); :data:`ADAPTERS` maps
 runtime names to them.
 """
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from vera.integrations.ownership import TOKEN_PATH
 from vera.integrations.runtimes import claude_code, codex, opencode
 
-TOKEN_ENV_VAR = codex.TOKEN_ENV_VAR
 # How a person signs each runtime in through the deployment's identity provider (its own
 # OAuth, in a browser): connect prints it, doctor names it.
 OAUTH_STEP = {
@@ -26,11 +23,6 @@ OAUTH_STEP = {
     "codex": "run `codex mcp login vera` (OAuth)",
     "opencode": "run `opencode mcp auth vera` (OAuth)",
 }
-
-
-def profile_line(root: Path) -> str:
-    """The shell-profile line for a runtime that reads the token only from its environment."""
-    return f'export {TOKEN_ENV_VAR}="$(cat {shlex.quote(str(root / TOKEN_PATH))})"'
 CLI_TIMEOUT_SECONDS = 60
 
 ADAPTERS: dict[str, ModuleType] = {

@@ -7,14 +7,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vera.integrations.credentials import HEADERS_COMMAND
+
 NAME = "claude-code"
 CLI = "claude"
 NEW_FILE_KEYS: dict[str, str] = {}
 SERVER_PATH = ("mcpServers", "vera")
-# Claude Code runs the headers helper through the shell from wherever it was started, so
-# the helper finds the repository itself; it prints the untracked header object.
-HEADERS_HELPER = 'cat "$(git rev-parse --show-toplevel)/.vera/mcp-headers.json"'
-READS_SECRET_FROM_FILE = True
+# Claude Code runs the headers helper through the shell from wherever it was started (in
+# the repository), at each connection: it prints the header object with a token that is
+# minted again when it ends soon (vera.integrations.credentials).
+HEADERS_HELPER = HEADERS_COMMAND
+REFRESH = f"Claude Code runs `{HEADERS_COMMAND}` (headersHelper) at each connection"
 APPROVAL = ("retrieval runs without a click; knowledge_get_context is decided per call by "
             "the PreToolUse hook (persist=true asks); writes ask as the save mode says")
 MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")

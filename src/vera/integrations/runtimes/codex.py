@@ -16,19 +16,22 @@ from typing import Any
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
+from vera.integrations.credentials import HEADERS_COMMAND
+
 NAME = "codex"
 CLI = "codex"
 NEW_FILE_KEYS: dict[str, str] = {}
 SERVER_PATH = ("mcp_servers", "vera")
 MANAGED_REQUIREMENTS = Path("/etc/codex/requirements.toml")
-# Codex reads a static bearer only from its environment (``bearer_token_env_var``); its
-# ``http_headers_helper`` is not yet proven against a session here, so the user's shell
-# profile exports the token from the untracked file and doctor checks that it does.
-READS_SECRET_FROM_FILE = False
+# Codex runs ``http_headers_helper`` with ``sh -c`` in the session's folder when it connects
+# (and once more after a 401 or 403), and sends the header object it prints: no token in
+# the environment, nothing in a shell profile.
+HEADERS_HELPER = HEADERS_COMMAND
+REFRESH = (f"Codex runs `{HEADERS_COMMAND}` (http_headers_helper) when it connects and "
+           "again after a refusal")
 APPROVAL = ("retrieval runs without a click; Codex approves per tool only, so "
             "knowledge_get_context asks every time (headless `codex exec` cannot call it: "
             "use knowledge_search there); writes ask as the save mode says")
-TOKEN_ENV_VAR = "VERA_MCP_TOKEN"
 
 
 def mcp_file(root: Path) -> str:
@@ -38,13 +41,14 @@ def mcp_file(root: Path) -> str:
 def server_definition(mcp_url: str, authenticated: bool) -> dict[str, Any]:
     server: dict[str, Any] = {"url": mcp_url}
     if authenticated:
-        server["bearer_token_env_var"] = TOKEN_ENV_VAR
+        server["http_headers_helper"] = HEADERS_HELPER
     return server
 
 
 def equivalent(existing: Any, wanted: dict[str, Any]) -> bool:
     return (isinstance(existing, dict) and existing.get("url") == wanted["url"]
-            and existing.get("bearer_token_env_var") == wanted.get("bearer_token_env_var")
+            and existing.get("http_headers_helper") == wanted.get("http_headers_helper")
+            and not existing.get("bearer_token_env_var")
             and not existing.get("http_headers") and not existing.get("env_http_headers"))
 
 

@@ -12,8 +12,12 @@ SERVER_PATH = ("mcp", "vera")
 # OpenCode adds this key to a config file that lacks it, so a file VERA creates carries it
 # from the start (and VERA owns it), rather than being left behind after disconnect.
 NEW_FILE_KEYS = {"$schema": "https://opencode.ai/config.json"}
-# ``{file:…}`` is resolved against the config file's folder, the repository root.
-READS_SECRET_FROM_FILE = True
+# ``{file:…}`` is resolved against the config file's folder, the repository root, when
+# OpenCode starts; VERA's plugin (its ``config`` hook, which runs before the MCP servers
+# connect) replaces that header with a token from ``vera mcp-token``, minted again when
+# it ends soon. A token that ends while OpenCode runs holds until OpenCode restarts.
+REFRESH = ("VERA's OpenCode plugin runs `vera mcp-token` when OpenCode starts; a token "
+           "that ends while it runs needs a restart")
 APPROVAL = ("retrieval runs without a click; OpenCode approves per tool only, so "
             "knowledge_get_context asks every time (headless `opencode run` cannot call it: "
             "use knowledge_search there); writes ask as the save mode says")
