@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from vera import page_tokens
+from vera import page_tokens, request_fields
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import to_timestamp
@@ -28,10 +28,9 @@ class CurationRpcs:
     async def ListCitedLines(
         self, request: pb.ListCitedLinesRequest, context
     ) -> pb.ListCitedLinesResponse:
-        scope = domain.parse_uuid("scope_id", request.scope_id)
-        assert scope is not None
+        scope = request_fields.parse_uuid("scope_id", request.scope_id)
         prefix = domain.require_text("source_id_prefix", request.source_id_prefix, domain.MAX_ID)
-        size = domain.page_size("page_size", request.page_size, PAGE_DEFAULT, PAGE_MAX)
+        size = request_fields.page_size(request.page_size, default=PAGE_DEFAULT, maximum=PAGE_MAX)
         offset = page_tokens.decode_position(request.page_token)
         rows, next_token = await self._drift.cited_lines(
             scope, prefix, request.drifted_only, size, offset
@@ -52,9 +51,8 @@ class CurationRpcs:
     async def RecordCitationDrift(
         self, request: pb.RecordCitationDriftRequest, context
     ) -> pb.RecordCitationDriftResponse:
-        curator = domain.parse_uuid("curator_principal_id", request.curator_principal_id)
-        scope = domain.parse_uuid("scope_id", request.scope_id)
-        assert curator is not None and scope is not None
+        curator = request_fields.parse_uuid("curator_principal_id", request.curator_principal_id)
+        scope = request_fields.parse_uuid("scope_id", request.scope_id)
         commit = domain.require_text("commit", request.commit, domain.MAX_ID)
         if not 1 <= len(request.drift) <= MAX_MARKS:
             raise InvalidInput("drift", f"1..{MAX_MARKS} citations", reason="out_of_range")
@@ -73,13 +71,11 @@ class CurationRpcs:
     async def ListPendingProposals(
         self, request: pb.ListPendingProposalsRequest, context
     ) -> pb.ListPendingProposalsResponse:
-        scope = domain.parse_uuid("scope_id", request.scope_id)
-        assert scope is not None
-        size = domain.page_size(
-            "page_size",
+        scope = request_fields.parse_uuid("scope_id", request.scope_id)
+        size = request_fields.page_size(
             request.page_size,
-            curation.PENDING_PAGE_DEFAULT,
-            curation.PENDING_PAGE_MAX,
+            default=curation.PENDING_PAGE_DEFAULT,
+            maximum=curation.PENDING_PAGE_MAX,
         )
         after = page_tokens.decode_position(request.page_token)
         page = await self._curation.list_pending(scope, size, after)
@@ -112,13 +108,11 @@ class CurationRpcs:
     async def ListConflictedAttempts(
         self, request: pb.ListConflictedAttemptsRequest, context
     ) -> pb.ListConflictedAttemptsResponse:
-        scope = domain.parse_uuid("scope_id", request.scope_id)
-        assert scope is not None
-        size = domain.page_size(
-            "page_size",
+        scope = request_fields.parse_uuid("scope_id", request.scope_id)
+        size = request_fields.page_size(
             request.page_size,
-            curation.PENDING_PAGE_DEFAULT,
-            curation.PENDING_PAGE_MAX,
+            default=curation.PENDING_PAGE_DEFAULT,
+            maximum=curation.PENDING_PAGE_MAX,
         )
         before = page_tokens.decode_position(request.page_token)
         page = await self._curation.list_conflicted(scope, size, before)
@@ -165,17 +159,15 @@ class CurationRpcs:
     async def GetCurationSettings(
         self, request: pb.GetCurationSettingsRequest, context
     ) -> pb.GetCurationSettingsResponse:
-        scope = domain.parse_uuid("scope_id", request.scope_id)
-        assert scope is not None
+        scope = request_fields.parse_uuid("scope_id", request.scope_id)
         return pb.GetCurationSettingsResponse(
             settings=_settings_to_proto(await self._curation.settings(scope)))
 
     async def SetCurationSettings(
         self, request: pb.SetCurationSettingsRequest, context
     ) -> pb.SetCurationSettingsResponse:
-        principal = domain.parse_uuid("principal_id", request.principal_id)
-        scope = domain.parse_uuid("scope_id", request.scope_id)
-        assert principal is not None and scope is not None
+        principal = request_fields.parse_uuid("principal_id", request.principal_id)
+        scope = request_fields.parse_uuid("scope_id", request.scope_id)
         settings = curation.CurationSettings(
             two_person_verification=request.settings.two_person_verification)
         return pb.SetCurationSettingsResponse(settings=_settings_to_proto(
@@ -223,13 +215,11 @@ class CurationRpcs:
     async def ListSources(
         self, request: pb.ListSourcesRequest, context
     ) -> pb.ListSourcesResponse:
-        scope = domain.parse_uuid("scope_id", request.scope_id)
-        assert scope is not None
-        size = domain.page_size(
-            "page_size",
+        scope = request_fields.parse_uuid("scope_id", request.scope_id)
+        size = request_fields.page_size(
             request.page_size,
-            curation.PENDING_PAGE_DEFAULT,
-            curation.PENDING_PAGE_MAX,
+            default=curation.PENDING_PAGE_DEFAULT,
+            maximum=curation.PENDING_PAGE_MAX,
         )
         offset = page_tokens.decode_position(request.page_token)
         page = await self._curation.list_sources(scope, size, offset)

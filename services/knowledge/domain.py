@@ -227,26 +227,6 @@ def _collapse(text: str) -> str:
 # --- validation helpers -----------------------------------------------------------------
 
 
-def parse_uuid(field_name: str, value: str, *, required: bool = True) -> uuid.UUID | None:
-    if not value:
-        if required:
-            raise InvalidInput(field_name, "required", reason="required")
-        return None
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise InvalidInput(field_name, "not a uuid", reason="malformed") from None
-
-
-def parse_uuids(field_name: str, values: list[str]) -> list[uuid.UUID]:
-    out = []
-    for i, value in enumerate(values):
-        parsed = parse_uuid(f"{field_name}[{i}]", value)
-        assert parsed is not None
-        out.append(parsed)
-    return out
-
-
 def require_text(field_name: str, value: str, max_len: int) -> str:
     if not value.strip():
         raise InvalidInput(field_name, "required", reason="required")
@@ -258,14 +238,6 @@ def require_text(field_name: str, value: str, max_len: int) -> str:
 def bound_text(field_name: str, value: str, max_len: int) -> str:
     if len(value) > max_len:
         raise InvalidInput(field_name, "too long", reason="too_long")
-    return value
-
-
-def page_size(field_name: str, value: int, default: int, maximum: int) -> int:
-    if value == 0:
-        return default
-    if value < 1 or value > maximum:
-        raise InvalidInput(field_name, f"must be 1..{maximum}", reason="out_of_range")
     return value
 
 

@@ -16,9 +16,9 @@ import uuid
 
 import asyncpg
 
+from vera import request_fields
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 
-from . import domain
 from .domain import ChangeKind
 from .outbox import Outbox, change_position, lock_outbox
 from .store import KnowledgeStore
@@ -131,10 +131,9 @@ class ErasureRpcs:
     async def ErasePrincipalData(
         self, request: pb.ErasePrincipalDataRequest, context
     ) -> pb.ErasePrincipalDataResponse:
-        actor = domain.parse_uuid("actor_principal_id", request.actor_principal_id)
-        principal = domain.parse_uuid("principal_id", request.principal_id)
-        scope = domain.parse_uuid("personal_scope_id", request.personal_scope_id)
-        assert actor is not None and principal is not None and scope is not None
+        actor = request_fields.parse_uuid("actor_principal_id", request.actor_principal_id)
+        principal = request_fields.parse_uuid("principal_id", request.principal_id)
+        scope = request_fields.parse_uuid("personal_scope_id", request.personal_scope_id)
         counts, event_id, position = await erase_principal_data(
             self._store.pool,
             actor_id=actor,

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import re
 
-from vera import page_tokens
+from vera import page_tokens, request_fields
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import from_timestamp, to_timestamp
@@ -46,7 +46,7 @@ def _decode_group_token(token: str) -> str:
 
 
 def _start(request) -> tuple[str, object]:
-    entity_id = domain.parse_uuid("entity_id", request.entity_id, required=False)
+    entity_id = request_fields.optional_uuid("entity_id", request.entity_id)
     if entity_id is None and not request.name.strip():
         raise InvalidInput("entity", "a name or an entity_id is required", reason="required")
     name = domain.bound_text("entity", request.name, domain.MAX_ENTITY).strip()
@@ -90,9 +90,8 @@ class GraphRpcs:
     # --- RPCs ---------------------------------------------------------------------------
 
     async def CorrectFact(self, request: pb.CorrectFactRequest, context) -> pb.CorrectFactResponse:
-        principal = domain.parse_uuid("principal_id", request.principal_id)
-        scope = domain.parse_uuid("scope_id", request.scope_id)
-        assert principal is not None and scope is not None
+        principal = request_fields.parse_uuid("principal_id", request.principal_id)
+        scope = request_fields.parse_uuid("scope_id", request.scope_id)
         key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
         if not request.HasField("replacement"):
             raise InvalidInput("replacement", "required", reason="required")
@@ -116,7 +115,7 @@ class GraphRpcs:
         )
 
     async def GetFact(self, request: pb.GetFactRequest, context) -> pb.GetFactResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
         key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
         fact, versions = await self._graph.get_fact(
             scopes, key, from_timestamp(request, "as_of"), from_timestamp(request, "known_as_of")
@@ -141,10 +140,10 @@ class GraphRpcs:
         )
 
     async def GetEntity(self, request: pb.GetEntityRequest, context) -> pb.GetEntityResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
         name, entity_id = _start(request)
-        size = domain.page_size(
-            "page_size", request.page_size, graph.ENTITY_PAGE_DEFAULT, graph.ENTITY_PAGE_MAX
+        size = request_fields.page_size(
+            request.page_size, default=graph.ENTITY_PAGE_DEFAULT, maximum=graph.ENTITY_PAGE_MAX
         )
         entity, facts, total = await self._graph.get_entity(
             scopes,
@@ -163,10 +162,10 @@ class GraphRpcs:
         )
 
     async def GetSource(self, request: pb.GetSourceRequest, context) -> pb.GetSourceResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
         source_id = domain.require_text("source_id", request.source_id, domain.MAX_ID)
         if request.scope_id:
-            only = domain.parse_uuid("scope_id", request.scope_id)
+            only = request_fields.parse_uuid("scope_id", request.scope_id)
             scopes = [s for s in scopes if s == only]
         detail = await self._feed.get_source(
             scopes,
@@ -208,13 +207,13 @@ class GraphRpcs:
     async def ExploreGraph(
         self, request: pb.ExploreGraphRequest, context
     ) -> pb.ExploreGraphResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
         name, entity_id = _start(request)
         depth = request.depth or 1
         if not 1 <= depth <= graph.EXPLORE_DEPTH_MAX:
             raise InvalidInput("depth", "must be 1..5", reason="out_of_range")
-        size = domain.page_size(
-            "page_size", request.page_size, graph.EXPLORE_PAGE_DEFAULT, graph.EXPLORE_PAGE_MAX
+        size = request_fields.page_size(
+            request.page_size, default=graph.EXPLORE_PAGE_DEFAULT, maximum=graph.EXPLORE_PAGE_MAX
         )
         hood = await self._graph.explore(
             scopes,
@@ -244,9 +243,11 @@ class GraphRpcs:
     async def ListConflicts(
         self, request: pb.ListConflictsRequest, context
     ) -> pb.ListConflictsResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
-        size = domain.page_size(
-            "page_size", request.page_size, graph.CONFLICTS_PAGE_DEFAULT, graph.CONFLICTS_PAGE_MAX
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
+        size = request_fields.page_size(
+            request.page_size,
+            default=graph.CONFLICTS_PAGE_DEFAULT,
+            maximum=graph.CONFLICTS_PAGE_MAX,
         )
         groups, total, last = await self._graph.list_conflicts(
             scopes,
@@ -274,9 +275,9 @@ class GraphRpcs:
     async def ListScopeChanges(
         self, request: pb.ListScopeChangesRequest, context
     ) -> pb.ListScopeChangesResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
-        size = domain.page_size(
-            "page_size", request.page_size, graph.FEED_PAGE_DEFAULT, graph.FEED_PAGE_MAX
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
+        size = request_fields.page_size(
+            request.page_size, default=graph.FEED_PAGE_DEFAULT, maximum=graph.FEED_PAGE_MAX
         )
         after = page_tokens.decode_position(request.page_token)
         changes, last, more = await self._feed.list_scope_changes(
@@ -308,8 +309,7 @@ class GraphRpcs:
     async def DeriveCommunities(
         self, request: pb.DeriveCommunitiesRequest, context
     ) -> pb.DeriveCommunitiesResponse:
-        scope = domain.parse_uuid("scope_id", request.scope_id)
-        assert scope is not None
+        scope = request_fields.parse_uuid("scope_id", request.scope_id)
         run, created, count = await self._communities.derive_communities(scope)
         return pb.DeriveCommunitiesResponse(
             run=convert.run_to_proto(run), created=created, community_count=count
@@ -318,10 +318,12 @@ class GraphRpcs:
     async def SearchCommunities(
         self, request: pb.SearchCommunitiesRequest, context
     ) -> pb.SearchCommunitiesResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
         query = domain.require_text("query", request.query, domain.MAX_QUERY)
-        size = domain.page_size(
-            "page_size", request.page_size, graph.COMMUNITY_PAGE_DEFAULT, graph.COMMUNITY_PAGE_MAX
+        size = request_fields.page_size(
+            request.page_size,
+            default=graph.COMMUNITY_PAGE_DEFAULT,
+            maximum=graph.COMMUNITY_PAGE_MAX,
         )
         found, empty_reason = await self._communities.search_communities(
             scopes,
@@ -337,11 +339,10 @@ class GraphRpcs:
     async def GetCommunityLineage(
         self, request: pb.GetCommunityLineageRequest, context
     ) -> pb.GetCommunityLineageResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
-        community_id = domain.parse_uuid("community_id", request.community_id)
-        assert community_id is not None
-        size = domain.page_size(
-            "page_size", request.page_size, graph.LINEAGE_PAGE_DEFAULT, graph.LINEAGE_PAGE_MAX
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
+        community_id = request_fields.parse_uuid("community_id", request.community_id)
+        size = request_fields.page_size(
+            request.page_size, default=graph.LINEAGE_PAGE_DEFAULT, maximum=graph.LINEAGE_PAGE_MAX
         )
         offset = page_tokens.decode_position(request.page_token)
         community, facts, total, more = await self._communities.community_lineage(
