@@ -1,6 +1,6 @@
 """The curation RPCs of KnowledgeService: proto <-> curation rules, nothing else.
 
-One RPC group of ``api.KnowledgeServicer``; the REST API (never MCP) calls these after
+One RPC group of ``api.KnowledgeApi``; the REST API (never MCP) calls these after
 it has authorized the curator against identity.
 """
 

@@ -35,7 +35,7 @@ def _fact_keys(field_name: str, keys: list[str]) -> list[str]:
 
 
 class FactRpcs:
-    """The RPCs over facts, proposals and feedback; one group of ``api.KnowledgeServicer``."""
+    """The RPCs over facts, proposals and feedback; one group of ``api.KnowledgeApi``."""
 
     _store: KnowledgeStore
     _ingest: IngestStore

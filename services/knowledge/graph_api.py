@@ -1,6 +1,6 @@
 """The knowledge-graph RPCs (corrections, entities, sources, graph, conflicts, feed,
 communities) and the background community refresh: proto <-> domain translation and
-nothing else. One RPC group of ``api.KnowledgeServicer``.
+nothing else. One RPC group of ``api.KnowledgeApi``.
 """
 
 from __future__ import annotations

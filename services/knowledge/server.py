@@ -16,7 +16,7 @@ from vera.observability import audit_head
 from vera.observability.service_metrics import ServiceMetrics
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 
-from .api import KnowledgeServicer
+from .api import KnowledgeApi
 from .curation_store import CurationStore
 from .domain import load_ontology
 from .graph import ExtractiveSummarizer
@@ -41,7 +41,7 @@ async def create(settings: Settings, address: str) -> HostedService:
         changes = ChannelWatch(service_dsn(settings), f"{SCHEMA}.outbox")
         # Communities: derived on demand (DeriveCommunities) and by a background refresh of
         # scopes whose change log moved; an LLM summarizer would replace the extractive one.
-        servicer = KnowledgeServicer(
+        servicer = KnowledgeApi(
             store,
             summarizer=ExtractiveSummarizer(),
             max_counted_rows=settings.knowledge.max_counted_rows,
