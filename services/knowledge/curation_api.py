@@ -7,15 +7,12 @@ it has authorized the curator against identity.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from vera import page_tokens, request_fields
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
-from vera.rpc.timestamps import to_timestamp
 
 from . import convert, curation, domain, graph
-from .curation import PendingSource
 from .curation_store import CurationStore
 from .drift_store import DRIFT_REASONS, MAX_MARKS, PAGE_DEFAULT, PAGE_MAX, DriftMark, DriftStore
 
@@ -36,17 +33,8 @@ class CurationRpcs:
             scope, prefix, request.drifted_only, size, offset
         )
         return pb.ListCitedLinesResponse(
-            cited=[
-                pb.CitedLines(
-                    fact_key=r.fact_key, source_id=r.source_id, locator=r.locator,
-                    evidence=r.evidence, subject=r.subject, predicate=r.predicate,
-                    object=r.object, drift_reason=r.drift_reason, drift_commit=r.drift_commit,
-                    drift_detected_at=to_timestamp(r.drift_detected_at),
-                )
-                for r in rows
-            ],
-            next_page_token=next_token,
-        )  # fmt: skip
+            cited=[convert.cited_lines_to_proto(r) for r in rows], next_page_token=next_token
+        )
 
     async def RecordCitationDrift(
         self, request: pb.RecordCitationDriftRequest, context
@@ -80,26 +68,7 @@ class CurationRpcs:
         after = page_tokens.decode_position(request.page_token)
         page = await self._curation.list_pending(scope, size, after)
         return pb.ListPendingProposalsResponse(
-            proposals=[
-                pb.PendingProposal(
-                    fact_key=p.fact_key,
-                    version_id=str(p.version_id),
-                    proposer_principal_id=str(p.proposer_id) if p.proposer_id else "",
-                    subject=p.subject,
-                    predicate=p.predicate,
-                    object=p.object,
-                    evidence=list(p.evidence),
-                    context=convert.task_context_to_proto(p.context),
-                    proposed_at=to_timestamp(p.proposed_at),
-                    conflicting_fact_keys=list(p.conflicting_fact_keys),
-                    known_fact_key=p.known_fact_key,
-                    branch=p.location.branch,
-                    code_path=p.location.code_path,
-                    repository=p.repository,
-                    **_cited(p.source),
-                )
-                for p in page.proposals
-            ],
+            proposals=[convert.pending_to_proto(p) for p in page.proposals],
             next_page_token=page.next_page_token,
             total=page.total.count,
             total_is_lower_bound=page.total.lower_bound,
@@ -117,21 +86,7 @@ class CurationRpcs:
         before = page_tokens.decode_position(request.page_token)
         page = await self._curation.list_conflicted(scope, size, before)
         return pb.ListConflictedAttemptsResponse(
-            attempts=[
-                pb.ConflictedAttempt(
-                    attempt_id=str(a.attempt_id),
-                    proposer_principal_id=str(a.proposer_id),
-                    subject=a.subject,
-                    predicate=a.predicate,
-                    object=a.object,
-                    contradicted_fact_keys=list(a.contradicted_fact_keys),
-                    context=convert.task_context_to_proto(a.context),
-                    attempted_at=to_timestamp(a.attempted_at),
-                    branch=a.location.branch,
-                    code_path=a.location.code_path,
-                )
-                for a in page.attempts
-            ],
+            attempts=[convert.conflicted_to_proto(a) for a in page.attempts],
             next_page_token=page.next_page_token,
             total=page.total.count,
             total_is_lower_bound=page.total.lower_bound,
@@ -161,7 +116,7 @@ class CurationRpcs:
     ) -> pb.GetCurationSettingsResponse:
         scope = request_fields.parse_uuid("scope_id", request.scope_id)
         return pb.GetCurationSettingsResponse(
-            settings=_settings_to_proto(await self._curation.settings(scope)))
+            settings=convert.settings_to_proto(await self._curation.settings(scope)))
 
     async def SetCurationSettings(
         self, request: pb.SetCurationSettingsRequest, context
@@ -170,7 +125,7 @@ class CurationRpcs:
         scope = request_fields.parse_uuid("scope_id", request.scope_id)
         settings = curation.CurationSettings(
             two_person_verification=request.settings.two_person_verification)
-        return pb.SetCurationSettingsResponse(settings=_settings_to_proto(
+        return pb.SetCurationSettingsResponse(settings=convert.settings_to_proto(
             await self._curation.set_settings(principal, scope, settings)))
 
     async def RejectProposal(
@@ -224,46 +179,13 @@ class CurationRpcs:
         offset = page_tokens.decode_position(request.page_token)
         page = await self._curation.list_sources(scope, size, offset)
         now = datetime.now(UTC)
-        summaries = []
-        for s in page.sources:
-            fresh = graph.freshness(s.observed_at, now, self._stale_days)
-            summary = pb.SourceSummary(
-                source=pb.Source(
-                    source_id=s.source_id,
-                    source_type=s.source_type,
-                    title=s.title,
-                    uri=s.uri,
-                    observed_at=to_timestamp(s.observed_at),
-                ),
-                freshness=pb.SourceFreshness(
-                    stale=fresh.stale,
-                    age_days=fresh.age_days,
-                    stale_after_days=fresh.stale_after_days,
-                    reason=fresh.reason,
-                ),
-                cited_by_facts=s.cited_by_facts,
-            )
-            if s.retracted_at is not None:
-                summary.retracted_at.CopyFrom(to_timestamp(s.retracted_at))
-            summaries.append(summary)
         return pb.ListSourcesResponse(
-            sources=summaries,
+            sources=[
+                convert.source_summary_to_proto(
+                    s, graph.freshness(s.observed_at, now, self._stale_days))
+                for s in page.sources
+            ],
             next_page_token=page.next_page_token,
             total=page.total.count,
             total_is_lower_bound=page.total.lower_bound,
         )
-
-
-def _settings_to_proto(settings: curation.CurationSettings) -> pb.CurationSettings:
-    return pb.CurationSettings(two_person_verification=settings.two_person_verification)
-
-
-def _cited(source: PendingSource | None) -> dict[str, Any]:
-    """A pending proposal's source fields (none for a proposal that cites none)."""
-    if source is None:
-        return {}
-    cited: dict[str, Any] = {"source_id": source.source_id, "locator": source.locator,
-                             "source_uri": source.uri}
-    if source.observed_at is not None:
-        cited["source_observed_at"] = to_timestamp(source.observed_at)
-    return cited

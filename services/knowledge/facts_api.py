@@ -80,20 +80,11 @@ class FactRpcs:
             return pb.IngestKnowledgeResponse()
         result = await self._ingest.ingest(batch)
         return pb.IngestKnowledgeResponse(
-            sources=pb.IngestCounts(
-                created=result.sources.created, deduplicated=result.sources.deduplicated
-            ),
-            entities=pb.IngestCounts(
-                created=result.entities.created, deduplicated=result.entities.deduplicated
-            ),
-            facts=pb.IngestCounts(
-                created=result.facts.created, deduplicated=result.facts.deduplicated
-            ),
+            sources=convert.counts_to_proto(result.sources),
+            entities=convert.counts_to_proto(result.entities),
+            facts=convert.counts_to_proto(result.facts),
             change_position=result.change_position,
-            warnings=[
-                pb.IngestWarning(field=w.field, reason=w.reason, codepoint=w.codepoint)
-                for w in ingest.ingest_warnings(batch)
-            ],
+            warnings=[convert.warning_to_proto(w) for w in ingest.ingest_warnings(batch)],
             fact_keys=[f.fact_key for f in facts],
         )
 
@@ -215,27 +206,7 @@ class FactRpcs:
         after = page_tokens.decode_position(request.page_token)
         report = await self._proposals.proposal_report(principal, ctx, size, after)
         return pb.GetProposalReportResponse(
-            attempts=[
-                pb.ProposalAttempt(
-                    attempt_id=str(a.attempt_id),
-                    outcome=convert.OUTCOMES[a.outcome],
-                    reason=a.reason,
-                    fact_key=a.fact_key,
-                    subject=a.subject,
-                    predicate=a.predicate,
-                    object=a.object,
-                    fact_state=(
-                        convert.FACT_STATES[a.fact_state]
-                        if a.fact_state is not None
-                        else pb.FACT_STATE_UNSPECIFIED
-                    ),
-                    context=convert.task_context_to_proto(a.context),
-                    created_at=to_timestamp(a.created_at),
-                    superseded_by=a.superseded_by,
-                    conflicting_fact_keys=list(a.conflicting_fact_keys),
-                )
-                for a in report.attempts
-            ],
+            attempts=[convert.attempt_to_proto(a) for a in report.attempts],
             next_page_token=report.next_page_token,
             outcome_counts=report.outcome_counts,
             state_counts=report.state_counts,
@@ -295,21 +266,7 @@ class FactRpcs:
         )
         page, more = rows[:size], len(rows) > size
         return pb.ListRankingFeedbackResponse(
-            feedback=[
-                pb.RankingFeedback(
-                    feedback_id=str(r.feedback_id),
-                    pack_id=r.pack_id,
-                    query_digest=r.query_digest,
-                    rank=r.rank,
-                    signal=r.signal,
-                    signal_vector=r.signal_vector,
-                    recorded_at=to_timestamp(r.recorded_at),
-                    query=r.query,
-                    fact_key=r.fact_key,
-                    pack_scope_id=str(r.pack_scope_id) if r.pack_scope_id else "",
-                )
-                for r in page
-            ],
+            feedback=[convert.ranking_feedback_to_proto(r) for r in page],
             next_page_token=page_tokens.encode_position(page[-1].seq) if more else "",
         )
 
@@ -326,16 +283,7 @@ class FactRpcs:
         if not page.changes and wait > 0 and await self._changes.wait_past(seen, wait):
             page = await self._store.list_changes(request.after_position, size, scopes)
         return pb.ListChangesResponse(
-            changes=[
-                pb.Change(
-                    position=c.position,
-                    kind=convert.CHANGE_KINDS[c.kind],
-                    fact=convert.fact_to_proto(c.fact) if c.fact is not None else None,
-                    created_at=to_timestamp(c.created_at),
-                    erased_version_id=c.erased_version_id,
-                )
-                for c in page.changes
-            ],
+            changes=[convert.change_to_proto(c) for c in page.changes],
             head_position=page.head_position,
         )
 

@@ -15,7 +15,7 @@ import re
 from vera import page_tokens, request_fields
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
-from vera.rpc.timestamps import from_timestamp, to_timestamp
+from vera.rpc.timestamps import from_timestamp
 
 from . import convert, domain, graph
 from .community_store import CommunityStore
@@ -122,20 +122,7 @@ class GraphRpcs:
         )
         return pb.GetFactResponse(
             fact=convert.fact_to_proto(fact) if fact is not None else None,
-            versions=[
-                pb.FactVersion(
-                    version_id=str(v.version_id),
-                    state=convert.FACT_STATES[v.state],
-                    valid_from=to_timestamp(v.valid_from),
-                    valid_to=to_timestamp(v.valid_to),
-                    recorded_at=to_timestamp(v.recorded_at),
-                    superseded_at=to_timestamp(v.superseded_at),
-                    superseded_by=v.superseded_by,
-                    corrects=v.corrects,
-                    correction_reason=v.correction_reason,
-                )
-                for v in versions
-            ],
+            versions=[convert.fact_version_to_proto(v) for v in versions],
             empty_reason="" if fact is not None else "not_valid_at_as_of",
         )
 
@@ -174,33 +161,11 @@ class GraphRpcs:
             self._stale_days,
             from_timestamp(request, "as_of"),
         )
-        s, fr = detail.source, detail.freshness
         return pb.GetSourceResponse(
-            source=pb.Source(
-                source_id=s.source_id,
-                source_type=s.source_type,
-                title=s.title,
-                uri=s.uri,
-                observed_at=to_timestamp(s.observed_at),
-            ),
+            source=convert.source_to_proto(detail.source),
             scope_id=str(detail.scope_id),
-            versions=[
-                pb.SourceVersion(
-                    version=v.version,
-                    source_type=v.source_type,
-                    title=v.title,
-                    uri=v.uri,
-                    observed_at=to_timestamp(v.observed_at),
-                    recorded_at=to_timestamp(v.recorded_at),
-                )
-                for v in detail.versions
-            ],
-            freshness=pb.SourceFreshness(
-                stale=fr.stale,
-                age_days=fr.age_days,
-                stale_after_days=fr.stale_after_days,
-                reason=fr.reason,
-            ),
+            versions=[convert.source_version_to_proto(v) for v in detail.versions],
+            freshness=convert.freshness_to_proto(detail.freshness),
             cited_by_facts=detail.cited_by_facts,
         )
 
@@ -227,15 +192,7 @@ class GraphRpcs:
         )
         return pb.ExploreGraphResponse(
             entity=convert.entity_to_proto(hood.entity),
-            edges=[
-                pb.GraphEdge(
-                    fact=convert.fact_to_proto(e.fact),
-                    hop=e.hop,
-                    from_node=e.from_node,
-                    to_node=e.to_node,
-                )
-                for e in hood.edges
-            ],
+            edges=[convert.edge_to_proto(e) for e in hood.edges],
             nodes=list(hood.nodes),
             truncated=hood.truncated,
         )
@@ -257,15 +214,7 @@ class GraphRpcs:
             from_timestamp(request, "known_as_of"),
         )
         return pb.ListConflictsResponse(
-            conflicts=[
-                pb.ConflictGroup(
-                    scope_id=str(g.scope_id),
-                    subject=g.subject,
-                    predicate=g.predicate,
-                    facts=[convert.fact_to_proto(f) for f in g.facts],
-                )
-                for g in groups
-            ],
+            conflicts=[convert.conflict_group_to_proto(g) for g in groups],
             next_page_token=_encode_group_token(last) if last else "",
             total=total.count,
             ontology_version=self._graph.ontology_version,
@@ -290,18 +239,7 @@ class GraphRpcs:
             changes=graph.change_kinds("changes", list(request.changes)),
         )
         return pb.ListScopeChangesResponse(
-            changes=[
-                pb.ScopeChange(
-                    position=c.position,
-                    change=c.change,
-                    scope_id=str(c.scope_id),
-                    fact=convert.fact_to_proto(c.fact) if c.fact is not None else None,
-                    source_id=c.source_id,
-                    created_at=to_timestamp(c.created_at),
-                    actor_principal_id=str(c.actor_id) if c.actor_id else "",
-                )
-                for c in changes
-            ],
+            changes=[convert.scope_change_to_proto(c) for c in changes],
             next_page_token=page_tokens.encode_position(last),
             has_more=more,
         )
