@@ -2,69 +2,16 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from vera import secret_screen
-from vera.errors import InvalidInput, Unavailable
+from vera.errors import Unavailable
 from vera.rpc.audit import AuditPages, list_audit_records
-from vera.rpc.timestamps import from_timestamp, to_timestamp
-from vera.services.snapshot.domain import ContextPack, PrincipalErasure, SnapshotService
-from vera.services.snapshot.idempotency import IdempotencyKeys, KeyState
-from vera.services.snapshot.snapshots import Snapshot, SnapshotCatalog
+from vera.rpc.timestamps import from_timestamp
+from vera.services.snapshot.convert import KEY_STATES, json_object, pack_to_proto, snapshot_to_proto
+from vera.services.snapshot.domain import PrincipalErasure, SnapshotService
+from vera.services.snapshot.idempotency import IdempotencyKeys
+from vera.services.snapshot.snapshots import SnapshotCatalog
 from vera.snapshot.v1 import snapshot_pb2 as pb
 from vera.snapshot.v1 import snapshot_pb2_grpc
-
-
-def json_object(text: str, field: str) -> dict[str, Any]:
-    """A pack part off the wire: a JSON object, hashed and stored, never read inside."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        raise InvalidInput(field) from None
-    if not isinstance(value, dict):
-        raise InvalidInput(field)
-    return value
-
-
-def pack_to_proto(pack: ContextPack) -> pb.ContextPack:
-    return pb.ContextPack(
-        pack_id=str(pack.pack_id),
-        scope_id=str(pack.scope_id),
-        canonical_request_json=json.dumps(pack.canonical_request),
-        content_json=json.dumps(pack.content),
-        assembler_version=pack.assembler_version,
-        created_at=to_timestamp(pack.created_at),
-        expires_at=to_timestamp(pack.expires_at),
-    )
-
-
-_KEY_STATES = {
-    KeyState.CLAIMED: pb.IDEMPOTENCY_STATE_CLAIMED,
-    KeyState.COMPLETED: pb.IDEMPOTENCY_STATE_COMPLETED,
-    KeyState.IN_PROGRESS: pb.IDEMPOTENCY_STATE_IN_PROGRESS,
-    KeyState.MISMATCH: pb.IDEMPOTENCY_STATE_MISMATCH,
-}
-
-
-def snapshot_to_proto(snapshot: Snapshot) -> pb.Snapshot:
-    return pb.Snapshot(
-        snapshot_id=str(snapshot.snapshot_id),
-        scope_id=str(snapshot.scope_id),
-        as_of=to_timestamp(snapshot.as_of),
-        known_as_of=to_timestamp(snapshot.known_as_of),
-        fact_count=snapshot.fact_count,
-        source_count=snapshot.source_count,
-        newest_source_observed_at=to_timestamp(snapshot.newest_source_observed_at),
-        oldest_source_observed_at=to_timestamp(snapshot.oldest_source_observed_at),
-        change_position=snapshot.change_position,
-        assembler_version=snapshot.assembler_version,
-        ontology_version=snapshot.ontology_version,
-        policy_version=snapshot.policy_version,
-        embedding_version=snapshot.embedding_version,
-        index_version=snapshot.index_version,
-        created_at=to_timestamp(snapshot.created_at),
-    )
 
 
 class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
@@ -124,7 +71,7 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
             request.principal_id, request.key, request.request_hash
         )
         return pb.BeginIdempotentCallResponse(
-            state=_KEY_STATES[begun.state], result_json=begun.result_json
+            state=KEY_STATES[begun.state], result_json=begun.result_json
         )
 
     async def CompleteIdempotentCall(self, request, context):

@@ -1,5 +1,8 @@
-"""Knowledge's RPC groups build their responses only; every message inside one is built
-by ``services/knowledge/convert.py`` (issue 46 item 1), so one view has one wire shape."""
+"""Servicers build their responses only; every message inside one is built by the
+service's ``convert.py`` (issue 46 item 1), so one view has one wire shape.
+
+A servicer module is one under services/ that declares an RPC handler (an async method
+taking ``self, request, context``): the four services' servicers and their RPC groups."""
 
 from __future__ import annotations
 
@@ -7,25 +10,35 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-KNOWLEDGE = ROOT / "services" / "knowledge"
+SERVICES = ROOT / "services"
 
 
 def inline_messages(source: str) -> list[str]:
-    """The ``pb.<Message>(...)`` built in ``source`` that are not a ``...Response``."""
+    """The messages (``pb.<Message>(...)``, ``<x>_pb2.<Message>(...)``) built in
+    ``source`` that are not a ``...Response``."""
     return [node.func.attr for node in ast.walk(ast.parse(source))
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Name) and node.func.value.id == "pb"
+            and isinstance(node.func.value, ast.Name)
+            and (node.func.value.id == "pb" or node.func.value.id.endswith("_pb2"))
             and node.func.attr[:1].isupper() and not node.func.attr.endswith("Response")]
 
 
+def _is_servicer(source: str) -> bool:
+    return any(isinstance(node, ast.AsyncFunctionDef)
+               and [a.arg for a in node.args.args] == ["self", "request", "context"]
+               for node in ast.walk(ast.parse(source)))
+
+
 def test_the_check_sees_a_message_built_inline() -> None:
-    source = "def f(v):\n    return pb.GetResponse(item=pb.Item(x=v), n=pb.FACT_STATE_ACTIVE)\n"
-    assert inline_messages(source) == ["Item"]
+    source = ("def f(v):\n    return pb.GetResponse(item=pb.Item(x=v), n=pb.FACT_STATE_ACTIVE,"
+              " m=retrieval_pb2.RankModel())\n")
+    assert inline_messages(source) == ["Item", "RankModel"]
 
 
-def test_knowledge_rpc_groups_build_only_their_responses() -> None:
-    groups = sorted(KNOWLEDGE.glob("*_api.py"))
-    assert {p.name for p in groups} >= {"facts_api.py", "graph_api.py", "curation_api.py",
-                                        "erasure_api.py"}
-    found = {p.name: inline_messages(p.read_text()) for p in groups}
-    assert found == {p.name: [] for p in groups}
+def test_servicers_build_only_their_responses() -> None:
+    servicers = [p for p in sorted(SERVICES.rglob("*.py")) if _is_servicer(p.read_text())]
+    names = {str(p.relative_to(SERVICES)) for p in servicers}
+    assert names >= {"identity/api.py", "snapshot/api.py", "knowledge/facts_api.py",
+                     "knowledge/erasure_api.py", "retrieval/serving/rank_api.py"}
+    found = {name: inline_messages((SERVICES / name).read_text()) for name in names}
+    assert found == {name: [] for name in names}
