@@ -12,23 +12,26 @@ from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import from_timestamp, to_timestamp
 
 from . import domain, ingest
-from .community_store import CommunityView, RunView
 from .curation import ConflictedView, CurationSettings, PendingSource, PendingView, SourceRow
 from .domain import (
     AssertionView,
     ChangeView,
+    CitedLinesRow,
+    CommunityView,
+    ConflictGroupView,
+    Edge,
     FactState,
+    FactVersionView,
     FactView,
     Outcome,
+    RunView,
+    ScopeChangeView,
     SourceView,
     TaskContext,
     Verification,
 )
-from .drift_store import CitedLinesRow
-from .feed_store import ScopeChangeView
 from .feedback import RankingFeedbackRow
 from .graph import ConflictFilter, EntityView, Freshness, SourceVersionView
-from .graph_store import ConflictGroupView, Edge, FactVersionView
 from .ingest import Counts, FactIn, IngestWarning
 from .proposals import AttemptView, RetractionStatus
 

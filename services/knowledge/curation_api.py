@@ -14,7 +14,8 @@ from vera.knowledge.v1 import knowledge_service_pb2 as pb
 
 from . import convert, curation, domain, graph
 from .curation_store import CurationStore
-from .drift_store import DRIFT_REASONS, MAX_MARKS, PAGE_DEFAULT, PAGE_MAX, DriftMark, DriftStore
+from .domain import DriftMark
+from .drift_store import DRIFT_REASONS, MAX_MARKS, PAGE_DEFAULT, PAGE_MAX, DriftStore
 
 
 class CurationRpcs:

@@ -12,7 +12,7 @@ import json
 import re
 import unicodedata
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
@@ -413,3 +413,100 @@ class ChangeView:
 class ChangesPage:
     changes: tuple[ChangeView, ...]
     head_position: int
+
+
+# --- the views the stores return -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FactVersionView:
+    version_id: uuid.UUID
+    state: FactState
+    valid_from: datetime | None
+    valid_to: datetime | None
+    recorded_at: datetime
+    superseded_at: datetime | None
+    superseded_by: str
+    corrects: str
+    correction_reason: str
+
+
+@dataclass(frozen=True)
+class Edge:
+    fact: FactView
+    hop: int
+    from_node: str
+    to_node: str
+
+
+@dataclass(frozen=True)
+class ConflictGroupView:
+    scope_id: uuid.UUID
+    subject: str
+    predicate: str
+    facts: tuple[FactView, ...]
+
+
+@dataclass(frozen=True)
+class ScopeChangeView:
+    position: int
+    change: str
+    scope_id: uuid.UUID
+    fact: FactView | None
+    source_id: str
+    created_at: datetime
+    actor_id: uuid.UUID | None = None  # whose action wrote it; None before actors were kept
+
+
+@dataclass(frozen=True)
+class RunView:
+    run_id: uuid.UUID
+    scope_id: uuid.UUID
+    change_position: int
+    algorithm: str
+    seed: int
+    summarizer: str
+    fact_count: int
+    entity_count: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class CommunityView:
+    community_id: uuid.UUID
+    scope_id: uuid.UUID
+    label: str
+    summary: str
+    entities: tuple[str, ...]
+    run: RunView
+    fact_count: int
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class CitedLinesRow:
+    fact_key: str
+    source_id: str
+    locator: str
+    evidence: str
+    subject: str
+    predicate: str
+    object: str
+    drift_reason: str
+    drift_commit: str
+    drift_detected_at: datetime | None
+
+
+@dataclass(frozen=True)
+class DriftMark:
+    fact_key: str
+    source_id: str
+    reason: str  # one of DRIFT_REASONS, or "" to clear
+
+
+@dataclass
+class BulkResult:
+    fact_keys: list[str] = field(default_factory=list)
+    created: int = 0
+    deduplicated: int = 0
+    change_position: int = 0
