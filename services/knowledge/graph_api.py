@@ -6,8 +6,6 @@ nothing else. One RPC group of ``api.KnowledgeApi``.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import logging
 import re
@@ -25,24 +23,9 @@ from .graph_store import GraphStore
 
 log = logging.getLogger(__name__)
 
-_GROUP_TOKEN = re.compile(r"g1:[0-9a-f]{32}")
-
-
-def _encode_group_token(group_id: str) -> str:
-    return base64.urlsafe_b64encode(f"g1:{group_id}".encode()).decode().rstrip("=")
-
-
-def _decode_group_token(token: str) -> str:
-    """The conflict group a conflicts page continues after ("" starts at the beginning)."""
-    if not token:
-        return ""
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-    except (ValueError, UnicodeDecodeError, binascii.Error):
-        raw = ""
-    if not _GROUP_TOKEN.fullmatch(raw):
-        raise InvalidInput("page_token", "malformed", reason="malformed")
-    return raw[3:]
+# A conflicts page continues after a conflict group (``graph_store.conflict_group_id``).
+_GROUP_PREFIX = "g1:"
+_GROUP_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def _start(request) -> tuple[str, object]:
@@ -209,13 +192,13 @@ class GraphRpcs:
         groups, total, last = await self._graph.list_conflicts(
             scopes,
             size,
-            _decode_group_token(request.page_token),
+            page_tokens.decode_key(request.page_token, _GROUP_PREFIX, _GROUP_ID),
             from_timestamp(request, "as_of"),
             from_timestamp(request, "known_as_of"),
         )
         return pb.ListConflictsResponse(
             conflicts=[convert.conflict_group_to_proto(g) for g in groups],
-            next_page_token=_encode_group_token(last) if last else "",
+            next_page_token=page_tokens.encode_key(last, _GROUP_PREFIX) if last else "",
             total=total.count,
             ontology_version=self._graph.ontology_version,
             total_is_lower_bound=total.lower_bound,
