@@ -1,11 +1,13 @@
-"""Every servicer reads its request fields through ``vera.request_fields`` (issue 46 item 1).
+"""Every servicer reads its request fields through one home (issue 46 item 1): ids and
+page sizes ``vera.request_fields``, timestamps ``vera.rpc.timestamps.from_timestamp``.
 
 A servicer module is one under services/ that declares an RPC handler (an async method
 taking ``self, request, context``); ``src/vera/rpc`` holds code the servicers share. None
 of them calls ``uuid.UUID`` or holds an ``assert`` (a client's bad input is
 ``invalid_input`` naming the field; a broken invariant raises its own error, and neither
-may vanish under ``python -O``). Nowhere under services/ or ``src/vera/rpc`` does code catch
-``uuid.UUID``'s ValueError itself: that is ``vera.request_fields``' job.
+may vanish under ``python -O``); no servicer reads a Timestamp itself (``ToDatetime``).
+Nowhere under services/ or ``src/vera/rpc`` does code catch ``uuid.UUID``'s ValueError
+itself: that is ``vera.request_fields``' job.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ def findings(source: str, name: str, shared: bool = False) -> list[str]:
             found.append(f"{name}:{line}: assert in a servicer")
         if servicer and _parses_uuid(node):
             found.append(f"{name}:{line}: uuid.UUID in a servicer")
+        if servicer and shared is False and isinstance(node, ast.Attribute) \
+                and node.attr == "ToDatetime":
+            found.append(f"{name}:{line}: reads a Timestamp itself")
     return sorted(found, key=lambda f: int(f.split(":")[1]))
 
 
@@ -66,10 +71,12 @@ def test_the_check_finds_what_it_forbids() -> None:
         "        return None\n"
         "class Api:\n    async def Get(self, request, context):\n"
         "        assert request.x\n        return UUID(request.id)\n"
+        "    async def At(self, request, context):\n        return request.at.ToDatetime()\n"
     )
     assert findings(source, "m.py") == [
         "m.py:5: parses a UUID itself", "m.py:6: uuid.UUID in a servicer",
-        "m.py:11: assert in a servicer", "m.py:12: uuid.UUID in a servicer"]
+        "m.py:11: assert in a servicer", "m.py:12: uuid.UUID in a servicer",
+        "m.py:14: reads a Timestamp itself"]
     assert findings("def f(x):\n    assert x\n", "m.py") == []
     assert findings("def f(x):\n    assert x\n", "m.py", shared=True) == [
         "m.py:2: assert in a servicer"]
