@@ -41,7 +41,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
@@ -63,6 +63,9 @@ from bench.harness import (
     wait_until_retrieval_idle,
 )
 from bench.metrics import METRIC_NAMES, Tally
+
+if TYPE_CHECKING:
+    from vera.stack.launcher import LaunchedStack
 
 DEFAULT_OUT = ROOT / "bench-results" / "feedback.json"
 DEFAULT_CURVE = (100, 300, 1000)
@@ -212,14 +215,13 @@ def _summary(tally: Tally) -> dict:
 
 
 async def run_folds(
-    url: str, data_dir: Path, folds: list[tuple[list, list]], curve: tuple[int, ...]
+    stack: LaunchedStack, data_dir: Path, folds: list[tuple[list, list]], curve: tuple[int, ...]
 ) -> list[dict]:
     """Each (train, evaluate) fold in turn on one stack: hand-set pass, feedback, a fit
     and a pass per curve point, then the hand-set pass again. Every fit is limited to the
     feedback its own fold recorded (``since``) and turned off after its pass, so the next
     point (and the next fold) starts from the hand-set ranking; the last pass shows the
     rollback restores it exactly and brackets the timed passes against the box's load."""
-    from mcp import Client
 
     from vera.commands import rank
     from vera.config import load_settings
@@ -227,7 +229,7 @@ async def run_folds(
 
     settings = stack_client_settings(load_settings(), data_dir)
     results = []
-    async with Client(url) as client:
+    async with stack.mcp_client() as client:
         errors: list[dict] = []
         await get_context(client, folds[0][1][0], "warm up", errors)  # one-off costs
         for number, (train, evaluate_on) in enumerate(folds, start=1):
@@ -296,7 +298,7 @@ def run_stack(
         root = Path(tmp)
         t0 = time.perf_counter()
         # The background fit stays off: every model this bench measures is one it fitted.
-        with running_stack(root, **NO_BACKGROUND_FIT) as (url, data_dir, env):
+        with running_stack(root, **NO_BACKGROUND_FIT) as (stack, data_dir, env):
             timings["stack_start_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             ingest_all(conversations, root, data_dir, env, ingest_failures, ingest_deadline)
@@ -304,7 +306,7 @@ def run_stack(
             if settle:
                 timings["index_settle_s"] = wait_until_retrieval_idle(data_dir)
             t0 = time.perf_counter()
-            results = asyncio.run(run_folds(url, data_dir, folds, curve))
+            results = asyncio.run(run_folds(stack, data_dir, folds, curve))
             timings["questions_s"] = time.perf_counter() - t0
     return results, timings, ingest_failures
 

@@ -52,12 +52,13 @@ from unittest import mock
 import httpx
 import uvicorn
 from mcp import Client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from starlette.applications import Starlette
 
 from bench.metrics import percentile
 from vera.config import McpSettings, ObservabilitySettings, Settings
 from vera.gateway.app import build_app
-from vera.gateway.auth import LocalDevAuthenticator
+from vera.gateway.auth import AuthClass, Caller
 from vera.gateway.call_context import CallContext
 from vera.gateway.coding_tools import CODING_TOOLS
 from vera.gateway.guard import Guard
@@ -69,7 +70,9 @@ from vera.gateway.render import render
 from vera.gateway.shared_quota import IdentityQuotaStore
 from vera.identity.v1 import identity_pb2
 from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
+from vera.local_secret import local_token_key
 from vera.logs import configure_logging
+from vera.mcp_tokens import LOCAL_KEY_ID, TokenKey, mint
 from vera.quota import QuotaPolicy
 from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.backends import Backends
@@ -209,12 +212,36 @@ def fake_services() -> Iterator[None]:
         yield
 
 
+# The bench's own data dir secret: the gateway gets the key derived from it, every layer
+# from the HTTP client down presents a local token signed with that key, as a local
+# runtime does (the local-dev gateway refuses a call without one).
+LOCAL_TOKEN_KEY = local_token_key("gateway-overhead-bench-local-secret-0123456789")
+
+
+def local_token(settings: Settings) -> str:
+    scopes = (settings.mcp.scope_read, settings.mcp.scope_propose, settings.mcp.scope_feedback,
+              settings.mcp.scope_snapshot)
+    return mint(TokenKey.local(LOCAL_TOKEN_KEY), str(settings.mcp.local_principal_id), scopes,
+                key_id=LOCAL_KEY_ID, lifetime_seconds=86400).token
+
+
+class LocalCaller:
+    """The caller the HTTP boundary resolves from a local token, for the layers below it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.caller = Caller(principal_id=str(settings.mcp.local_principal_id),
+                             granted=frozenset(AuthClass), auth_profile="local-dev")
+
+    async def authenticate(self, request: Any, backends: Any) -> Caller:
+        return self.caller
+
+
 def gateway_settings() -> Settings:
     # Quota on (the default shared store, counted by the fake identity) and metrics on, so
     # the guard's whole path runs as in production.
     return Settings(
         environment="local",
-        mcp=McpSettings(port=0),
+        mcp=McpSettings(local_token_key=LOCAL_TOKEN_KEY, port=0),
         observability=ObservabilitySettings(mcp_metrics_host="127.0.0.1", mcp_metrics_port=0),
     )
 
@@ -241,12 +268,14 @@ def request_body(tool: str, era: str, args: dict[str, Any] | None = None) -> dic
     return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
 
 
-def request_headers(tool: str, era: str) -> dict[str, str]:
+def request_headers(tool: str, era: str, token: str | None) -> dict[str, str]:
     headers = {
         "accept": "application/json, text/event-stream",
         "content-type": "application/json",
         "mcp-protocol-version": era,
     }
+    if token is not None:
+        headers["authorization"] = f"Bearer {token}"
     if era == MODERN:
         headers |= {"mcp-method": "tools/call", "mcp-name": tool}
     return headers
@@ -254,7 +283,7 @@ def request_headers(tool: str, era: str) -> dict[str, str]:
 
 def encoded_request(tool: str, era: str) -> tuple[bytes, dict[str, str]]:
     body = json.dumps(request_body(tool, era), separators=(",", ":")).encode()
-    return body, request_headers(tool, era)
+    return body, request_headers(tool, era, local_token(gateway_settings()))
 
 
 def check_answer(message: dict[str, Any]) -> None:
@@ -332,7 +361,10 @@ Call = Callable[[], Awaitable[None]]
 @contextlib.asynccontextmanager
 async def mcp_client(port: int, tool: str, era: str) -> AsyncIterator[Call]:
     args = arguments(tool)
-    async with Client(f"http://127.0.0.1:{port}/mcp", mode=CLIENT_MODES[era]) as client:
+    http = create_mcp_http_client(
+        headers={"authorization": f"Bearer {local_token(gateway_settings())}"})
+    transport = streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)
+    async with http, Client(transport, mode=CLIENT_MODES[era]) as client:
         if client.protocol_version != era:
             raise RuntimeError(f"negotiated {client.protocol_version}, not {era}")
         # The first call also lists the tools: the client caches their output schemas.
@@ -458,7 +490,7 @@ async def guard_direct(tool: str) -> AsyncIterator[Call]:
         settings=settings,
         tools=specs,
         handlers=handlers_for_profile(settings.mcp.tool_profile),
-        authenticator=LocalDevAuthenticator(settings),
+        authenticator=LocalCaller(settings),
         quota=QuotaPolicy(limits_from_settings(settings.mcp), IdentityQuotaStore(lambda: backends)),
         metrics=ToolMetrics(spec.name for spec in specs),
         backends=lambda: backends,
@@ -479,7 +511,7 @@ async def handler_and_render(tool: str) -> AsyncIterator[Call]:
     settings = gateway_settings()
     backends: Any = FakeBackends.open(settings)
     ctx = CallContext(
-        caller=await LocalDevAuthenticator(settings).authenticate(None, backends),
+        caller=LocalCaller(settings).caller,
         backends=backends,
         settings=settings,
         protocol_version=MODERN,

@@ -19,11 +19,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
 from bench import locomo
 from bench.metrics import Tally
+
+if TYPE_CHECKING:
+    from vera.stack.launcher import LaunchedStack
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
@@ -42,10 +46,13 @@ def _vera_cmd(*args: str) -> list[str]:
 
 
 @contextmanager
-def running_stack(root: Path, **env: str) -> Iterator[tuple[str, Path, dict[str, str]]]:
-    """Starts ``vera up`` in ``root/data`` (``vera.stack.launcher.launch``, quotas off, ``env`` on
-    top); yields (MCP URL, data dir, env); stops it. A failure, in the stack or in the
-    bench around it, prints the stack log's tail first."""
+def running_stack(
+    root: Path, **env: str
+) -> Iterator[tuple[LaunchedStack, Path, dict[str, str]]]:
+    """Starts ``vera up`` in ``root/data`` (``vera.stack.launcher.launch``, quotas off, ``env``
+    on top); yields (the stack, for its MCP URL, token and clients; data dir, env); stops
+    it. A failure, in the stack or in the bench around it, prints the stack log's tail
+    first."""
     from vera.stack.launcher import launch, launch_env
 
     data_dir = root / "data"
@@ -54,7 +61,7 @@ def running_stack(root: Path, **env: str) -> Iterator[tuple[str, Path, dict[str,
     try:
         with launch(data_dir, settings, log_path=root / "stack.log", cwd=ROOT,
                     ready_timeout=READY_TIMEOUT_SECONDS) as stack:
-            yield stack.mcp_url, data_dir, stack.env
+            yield stack, data_dir, stack.env
     except BaseException:
         print("stack log tail:\n" + _tail(root / "stack.log"), file=sys.stderr)
         raise

@@ -19,10 +19,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench import locomo
 from bench.harness import DEFAULT_DATA, LIMIT, TOKEN_BUDGET, ingest_all, running_stack
 from bench.metrics import percentile
+
+if TYPE_CHECKING:
+    from vera.stack.launcher import LaunchedStack
 
 
 async def _timed(samples: dict[str, list[float]], name: str, call):
@@ -32,9 +36,8 @@ async def _timed(samples: dict[str, list[float]], name: str, call):
     return result
 
 
-async def measure(url: str, data_dir: Path, conversations: list[locomo.Conversation],
+async def measure(stack: LaunchedStack, data_dir: Path, conversations: list[locomo.Conversation],
                   questions: int) -> dict[str, list[float]]:
-    from mcp import Client
 
     from vera.config import Settings
     from vera.identity.v1 import identity_pb2
@@ -58,7 +61,7 @@ async def measure(url: str, data_dir: Path, conversations: list[locomo.Conversat
     principal = str(Settings().mcp.local_principal_id)
     samples: dict[str, list[float]] = {}
     try:
-        async with Client(url) as client:
+        async with stack.mcp_client() as client:
             conv = conversations[0]
             for tool in ("knowledge_get_context", "knowledge_search"):  # warm-up
                 await client.call_tool(tool, {"query": "warm up", "project": conv.project})
@@ -103,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     conversations = locomo.load(args.data)[: args.conversations]
     with tempfile.TemporaryDirectory(prefix="vera-hops-") as tmp:
         root = Path(tmp)
-        with running_stack(root) as (url, data_dir, env):
+        with running_stack(root) as (stack, data_dir, env):
             ingest_all(conversations, root, data_dir, env, [])
-            samples = asyncio.run(measure(url, data_dir, conversations, args.questions))
+            samples = asyncio.run(measure(stack, data_dir, conversations, args.questions))
     print("| hop | n | p50 ms | p95 ms |\n|---|---|---|---|")
     for name, values in samples.items():
         print(f"| {name} | {len(values)} | {percentile(values, 50):.1f} | "

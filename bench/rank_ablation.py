@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm import tqdm
@@ -68,6 +68,9 @@ from bench.harness import (
     two_folds,
     wait_until_retrieval_idle,
 )
+
+if TYPE_CHECKING:
+    from vera.stack.launcher import LaunchedStack
 from bench.metrics import METRIC_NAMES, Tally
 from vera.services.retrieval.domain import Fact, Result
 from vera.services.retrieval.models.rerankers import STATIC_LATE_INTERACTION_WEIGHT
@@ -122,9 +125,8 @@ def question_record(conv: locomo.Conversation, q: locomo.Question, payload: dict
 
 
 async def ask_all(
-    url: str, conversations: list[locomo.Conversation], errors: list[dict]
+    stack: LaunchedStack, conversations: list[locomo.Conversation], errors: list[dict]
 ) -> list[dict]:
-    from mcp import Client
 
     def arguments(conv: locomo.Conversation, query: str) -> dict:
         return {
@@ -136,7 +138,7 @@ async def ask_all(
 
     questions = []
     total = sum(len(c.questions) for c in conversations)
-    async with Client(url) as client:
+    async with stack.mcp_client() as client:
         warm_up = arguments(conversations[0], "warm up")  # one-off costs
         await call_tool(client, "knowledge_get_context", warm_up, errors)
         with tqdm(total=total, desc="get_context top 30", unit="q", file=sys.stderr) as bar:
@@ -162,14 +164,14 @@ def collect(
         root = Path(tmp)
         t0 = time.perf_counter()
         # The hand-set ranking must answer: no model may be fitted in the background.
-        with running_stack(root, **NO_BACKGROUND_FIT) as (url, data_dir, env):
+        with running_stack(root, **NO_BACKGROUND_FIT) as (stack, data_dir, env):
             timings["stack_start_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             ingest_all(conversations, root, data_dir, env, ingest_failures, ingest_deadline)
             timings["ingest_s"] = time.perf_counter() - t0
             timings["index_settle_s"] = wait_until_retrieval_idle(data_dir)
             t0 = time.perf_counter()
-            questions = asyncio.run(ask_all(url, conversations, errors))
+            questions = asyncio.run(ask_all(stack, conversations, errors))
             timings["questions_s"] = time.perf_counter() - t0
     return questions, timings, ingest_failures, errors
 

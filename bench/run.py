@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
@@ -40,6 +41,9 @@ from bench.harness import (
     wait_until_retrieval_idle,
 )
 from bench.metrics import METRIC_NAMES, Tally
+
+if TYPE_CHECKING:
+    from vera.stack.launcher import LaunchedStack
 
 DEFAULT_OUT = ROOT / "bench-results" / "locomo.json"
 SYSTEMS = ("VERA search", "VERA get_context", "BM25", "dense MiniLM")
@@ -110,17 +114,16 @@ def _question_record(score: dict[str, float], ranking: list) -> dict:
 # --- the stack ---------------------------------------------------------------------------
 
 
-async def ask_vera(url: str, conversations: list[locomo.Conversation],
+async def ask_vera(stack: LaunchedStack, conversations: list[locomo.Conversation],
                    tallies: dict[str, Tally], per_question: dict[tuple[str, int], dict],
                    errors: list[dict]) -> None:
-    from mcp import Client
 
     tools = {
         "VERA search": ("knowledge_search", {}),
         "VERA get_context": ("knowledge_get_context", {"token_budget": TOKEN_BUDGET}),
     }
     total = sum(len(c.questions) for c in conversations)
-    async with Client(url) as client:
+    async with stack.mcp_client() as client:
         for tool, extra in tools.values():  # warm-up: the first call pays one-off costs
             await client.call_tool(tool, {"query": "warm up", "limit": LIMIT,
                                           "project": conversations[0].project, **extra})
@@ -243,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="vera-bench-") as tmp:
             root = Path(tmp)
             t0 = time.perf_counter()
-            with running_stack(root) as (url, data_dir, env):
+            with running_stack(root) as (stack, data_dir, env):
                 timings["stack_start_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 timings["ingest_s"] = ingest_all(conversations, root, data_dir, env,
@@ -251,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
                 timings["ingest_total_s"] = time.perf_counter() - t0
                 timings["index_settle_s"] = wait_until_retrieval_idle(data_dir)
                 t0 = time.perf_counter()
-                asyncio.run(ask_vera(url, conversations, tallies, per_question, errors))
+                asyncio.run(ask_vera(stack, conversations, tallies, per_question, errors))
                 timings["vera_questions_s"] = time.perf_counter() - t0
 
     timings.update(run_baselines(

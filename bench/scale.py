@@ -41,9 +41,12 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.harness import dsn_of_stack, machine_info, render_table, running_stack
+
+if TYPE_CHECKING:
+    from vera.stack.launcher import LaunchedStack
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "bench-results" / "scale.json"
@@ -360,7 +363,7 @@ def _hit(payload: dict | None, question: Question) -> bool:
     return False
 
 
-async def ask(url: str, project: str, scope: str, questions: list[Question],
+async def ask(stack: LaunchedStack, project: str, scope: str, questions: list[Question],
               pipeline: InProcessPipeline) -> dict:
     """Each question four ways, one after the other so the box's load hits all alike:
     ``knowledge_get_context`` through the official client; the same JSON-RPC POST with
@@ -368,7 +371,6 @@ async def ask(url: str, project: str, scope: str, questions: list[Question],
     its validation of structuredContent against the output schema); the service's
     pipeline in process (``assemble``, no gateway, no gRPC); one query embedding alone."""
     import httpx
-    from mcp import Client
 
     from bench.gateway_overhead import MODERN, request_body, request_headers
     from vera.services.retrieval.domain import Filters
@@ -377,15 +379,15 @@ async def ask(url: str, project: str, scope: str, questions: list[Question],
     ms: dict[str, list[float]] = {"mcp": [], "http": [], "in_process": [], "embed": []}
     hits = {"mcp": 0, "http": 0, "in_process": 0}
     errors = 0
-    async with Client(url) as client, httpx.AsyncClient(timeout=60) as http:
+    async with stack.mcp_client() as client, httpx.AsyncClient(timeout=60) as http:
         for index, q in enumerate([*questions[:3], *questions]):  # three warm-up rounds
             args = {"query": q.text, "project": project, "limit": LIMIT,
                     "token_budget": TOKEN_BUDGET}
             t0 = time.perf_counter()
             result = await client.call_tool(tool, args)
             t1 = time.perf_counter()
-            response = await http.post(url, json=request_body(tool, MODERN, args),
-                                       headers=request_headers(tool, MODERN))
+            response = await http.post(stack.mcp_url, json=request_body(tool, MODERN, args),
+                                       headers=request_headers(tool, MODERN, stack.mcp_token()))
             t2 = time.perf_counter()
             outcome = await pipeline.retriever.assemble(scope, q.text, LIMIT, TOKEN_BUDGET,
                                                         Filters(), compact=False)
@@ -411,9 +413,9 @@ async def ask(url: str, project: str, scope: str, questions: list[Question],
             "errors": errors}
 
 
-async def freshness(url: str, data_dir: Path, project: str, scope: str, probes: int) -> dict:
+async def freshness(stack: LaunchedStack, data_dir: Path, project: str, scope: str,
+                    probes: int) -> dict:
     """One-fact IngestKnowledge returns -> polled knowledge_search finds it."""
-    from mcp import Client
 
     from vera.knowledge.v1 import knowledge_service_pb2 as knowledge_pb2
     from vera.rpc.backends import Backends
@@ -424,7 +426,7 @@ async def freshness(url: str, data_dir: Path, project: str, scope: str, probes: 
     seconds, missed = [], 0
     run_nonce = random.SystemRandom().randrange(10**6)
     try:
-        async with Client(url) as client:
+        async with stack.mcp_client() as client:
             for n in range(probes):
                 # Unique per run: a --scale-keep directory still holds earlier probes.
                 token = f"zq{n:02d}fresh{run_nonce:06d}"
@@ -524,10 +526,10 @@ async def in_process_pipeline(data_dir: Path, stack_pid: int,
         reranker.close()
 
 
-async def measure_queries(url: str, data_dir: Path, stack_pid: int, project: str, scope: str,
-                          questions: list[Question], tmp: Path) -> dict:
+async def measure_queries(stack: LaunchedStack, data_dir: Path, stack_pid: int, project: str,
+                          scope: str, questions: list[Question], tmp: Path) -> dict:
     async with in_process_pipeline(data_dir, stack_pid, tmp) as pipeline:
-        return {**await ask(url, project, scope, questions, pipeline), **pipeline.setup,
+        return {**await ask(stack, project, scope, questions, pipeline), **pipeline.setup,
                 "embed_floor_texts_per_s": await embedding_floor(pipeline)}
 
 
@@ -652,7 +654,7 @@ def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float,
         if loaded is not None and (loaded["seed"], loaded["facts"]) != (SEED, corpus.facts):
             raise SystemExit(f"{root} holds another corpus; remove it or pick another --keep")
         t0 = time.perf_counter()
-        with running_stack(root) as (url, data_dir, _env):
+        with running_stack(root) as (stack, data_dir, _env):
             result["stack_start_s"] = time.perf_counter() - t0
             stack_pid = int(json.loads((data_dir / "run" / "stack.json").read_text())["pid"])
             if loaded is None:
@@ -673,14 +675,14 @@ def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float,
             result["hnsw_wait"] = asyncio.run(wait_for_hnsw(data_dir, hnsw_wait_s))
             result["hnsw_before_queries"] = hnsw_on_disk(data_dir)
             result["queries"] = asyncio.run(measure_queries(
-                url, data_dir, stack_pid, project, scope, corpus.questions, root))
+                stack, data_dir, stack_pid, project, scope, corpus.questions, root))
             result["hnsw_after_queries"] = hnsw_on_disk(data_dir)
             print(f"[{n_facts}] get_context p50: MCP client "
                   f"{result['queries']['mcp_ms']['p50']:.1f} ms, in process "
                   f"{result['queries']['in_process_ms']['p50']:.1f} ms; freshness",
                   file=sys.stderr)
             result["freshness"] = asyncio.run(
-                freshness(url, data_dir, project, scope, probes))
+                freshness(stack, data_dir, project, scope, probes))
             result["peak_rss_mib"] = peak_memory(stack_pid, data_dir)
             # Killed twice: the first start refills the memory from every document (its
             # snapshot deleted first: a kept corpus's stack has one from its last stop) and
@@ -707,7 +709,7 @@ def run_size(n_facts: int, questions: int, probes: int, hnsw_wait_s: float,
     return result
 
 
-async def ask_interleaved(url: str, projects: list[tuple[str, list[Question]]]) -> dict:
+async def ask_interleaved(stack: LaunchedStack, projects: list[tuple[str, list[Question]]]) -> dict:
     """``knowledge_get_context`` over the MCP HTTP interface (httpx, one JSON-RPC POST),
     the projects' questions alternating, so the box's load and the stack's caches hit
     every project alike."""
@@ -727,8 +729,9 @@ async def ask_interleaved(url: str, projects: list[tuple[str, list[Question]]]) 
                 args = {"query": q.text, "project": project, "limit": LIMIT,
                         "token_budget": TOKEN_BUDGET}
                 t0 = time.perf_counter()
-                response = await http.post(url, json=request_body(tool, MODERN, args),
-                                           headers=request_headers(tool, MODERN))
+                response = await http.post(
+                    stack.mcp_url, json=request_body(tool, MODERN, args),
+                    headers=request_headers(tool, MODERN, stack.mcp_token()))
                 took = (time.perf_counter() - t0) * 1000
                 if index < 0:
                     continue
@@ -754,7 +757,7 @@ def run_growth(small: int, large: int, questions: int, hnsw_wait_s: float) -> di
                for i, n in enumerate((small, large))}
     result: dict[str, Any] = {"facts": {p: c.facts for p, c in corpora.items()}, "load": {}}
     with tempfile.TemporaryDirectory(prefix="vera-growth-") as tmp, \
-            running_stack(Path(tmp)) as (url, data_dir, _env):
+            running_stack(Path(tmp)) as (stack, data_dir, _env):
         for project, corpus in corpora.items():
             (Path(tmp) / project).mkdir()
             paths = write_files(corpus, Path(tmp) / project)
@@ -764,11 +767,11 @@ def run_growth(small: int, large: int, questions: int, hnsw_wait_s: float) -> di
             result["load"][project] = loaded
         result["hnsw_wait"] = asyncio.run(wait_for_hnsw(data_dir, hnsw_wait_s))
         asked = [(p, c.questions) for p, c in corpora.items()]
-        result["queries"] = asyncio.run(ask_interleaved(url, asked))
+        result["queries"] = asyncio.run(ask_interleaved(stack, asked))
         # The same questions again: the BM25 leg keeps a term's weights from its second
         # use until the scope's next write, so this round shows what the first pays for
         # making them (without writes in between, as here).
-        result["asked_again"] = asyncio.run(ask_interleaved(url, asked))
+        result["asked_again"] = asyncio.run(ask_interleaved(stack, asked))
     small_p, large_p = corpora
     for key, ratio in (("queries", "large_p50_over_small_p50"),
                        ("asked_again", "asked_again_large_p50_over_small_p50")):

@@ -21,11 +21,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench import locomo
 from bench.harness import DEFAULT_DATA, LIMIT, TOKEN_BUDGET, ingest_all, running_stack
 from bench.metrics import percentile
+
+if TYPE_CHECKING:
+    from vera.stack.launcher import LaunchedStack
 
 
 @contextmanager
@@ -53,12 +56,11 @@ def otlp_sink() -> Iterator[tuple[str, list[int]]]:
         server.server_close()
 
 
-async def measure(url: str, conversations: list[locomo.Conversation], questions: int,
+async def measure(stack: LaunchedStack, conversations: list[locomo.Conversation], questions: int,
                   rounds: int) -> list[float]:
-    from mcp import Client
 
     samples: list[float] = []
-    async with Client(url) as client:
+    async with stack.mcp_client() as client:
         for _ in range(3):  # one-off costs (connections, caches, the first exports)
             await client.call_tool("knowledge_get_context", {
                 "query": "warm up", "project": conversations[0].project})
@@ -85,15 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="vera-tracing-") as tmp, otlp_sink() as (sink, sizes):
         root = Path(tmp)
-        with running_stack(root) as (url, data_dir, env):
+        with running_stack(root) as (stack, data_dir, env):
             ingest_all(conversations, root, data_dir, env, [])
             results["off"] = asyncio.run(
-                measure(url, conversations, args.questions, args.rounds))
+                measure(stack, conversations, args.questions, args.rounds))
         traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": sink, "OTEL_EXPORTER_OTLP_PROTOCOL":
                   "http/protobuf", "OTEL_TRACES_SAMPLER": "always_on"}
-        with running_stack(root, **traced) as (url, _, _):
+        with running_stack(root, **traced) as (stack, _, _):
             results["on"] = asyncio.run(
-                measure(url, conversations, args.questions, args.rounds))
+                measure(stack, conversations, args.questions, args.rounds))
     print("| tracing | n | p50 ms | p95 ms |\n|---|---|---|---|")
     for name, values in results.items():
         print(f"| {name} | {len(values)} | {percentile(values, 50):.1f} | "

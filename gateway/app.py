@@ -44,7 +44,6 @@ from vera.gateway.auth import (
     BearerAuthenticator,
     Caller,
     DiscoveryAuthenticator,
-    LocalDevAuthenticator,
 )
 from vera.gateway.errors import jsonrpc_error
 from vera.gateway.guard import RECEIVED_AT_STATE_KEY, Guard
@@ -341,11 +340,7 @@ def build_app(
     state = GatewayState()
     refusals = RefusalTally("gateway")
     if authenticator is None:
-        authenticator = (
-            LocalDevAuthenticator(settings)
-            if settings.auth_profile == "local-dev"
-            else BearerAuthenticator(settings)
-        )
+        authenticator = BearerAuthenticator(settings)
     specs = tools_for_profile(settings.mcp.tool_profile)
     metrics = ToolMetrics((spec.name for spec in specs), (spec.bucket for spec in specs))
     clock_kwargs = {"clock": clock} if clock is not None else {}

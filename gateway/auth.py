@@ -1,11 +1,13 @@
 """Who is calling, and which authorization classes the credential grants.
 
-local-dev: every call acts as the configured local principal, which holds every class.
-remote-authenticated: ``BearerAuthenticator`` turns the bearer JWT into a principal at the
+Both profiles take a bearer JWT: ``BearerAuthenticator`` turns it into a principal at the
 HTTP boundary (``vera.gateway.resource``), before the SDK handles the MCP message, and
 leaves the resolved ``Caller`` in the request state; the guard then checks the tool's
-class scope. Messages that run no tool go through ``DiscoveryAuthenticator`` instead: the
-token is verified just the same, but no principal is looked up.
+class scope. local-dev's tokens are local ones (``vera.mcp_tokens``: minted by the local
+REST API for the data dir's secret, acting as the local principal), so another user of
+the machine, who cannot read the secret, cannot call a tool. Messages that run no tool
+go through ``DiscoveryAuthenticator`` instead: the token is verified just the same, but
+no principal is looked up.
 The token itself stops here: services only ever receive the principal id, and neither the
 token nor its claims are logged.
 """
@@ -26,14 +28,13 @@ from vera.gateway.credentials import PRINCIPAL_DISABLED, CredentialCheck, Creden
 from vera.gateway.errors import tool_error
 from vera.gateway.tokens import TokenRejected, TokenVerifier, VerifiedToken
 from vera.identity.v1 import identity_pb2
-from vera.local_principal import LocalPrincipal
+from vera.mcp_tokens import LOCAL_KEY_ID
 from vera.rpc.backends import Backends
 
 log = logging.getLogger(__name__)
 
 # Where the HTTP boundary leaves the resolved caller for the guard (request.state).
 CALLER_STATE_KEY = "vera_caller"
-REMOTE_PROFILE = "remote-authenticated"
 
 
 class AuthClass(StrEnum):
@@ -50,8 +51,8 @@ class Caller:
     principal_id: str
     granted: frozenset[AuthClass]
     auth_profile: str
-    # The verified bearer token (remote-authenticated; None in local-dev). It is verified
-    # once, before the body is read, and the principal is looked up from it afterwards.
+    # The verified bearer token. It is verified once, before the body is read, and the
+    # principal is looked up from it afterwards.
     token: VerifiedToken | None = None
 
     @property
@@ -73,22 +74,6 @@ def scope_names(settings: Settings) -> dict[AuthClass, str]:
 
 class Authenticator(Protocol):
     async def authenticate(self, request: Request | None, backends: Backends) -> Caller: ...
-
-
-class LocalDevAuthenticator:
-    """The local principal (``vera.local_principal``), holding every class."""
-
-    def __init__(self, settings: Settings) -> None:
-        self._local = LocalPrincipal(settings)
-        self._caller = Caller(
-            principal_id=self._local.principal_id,
-            granted=frozenset(AuthClass),
-            auth_profile="local-dev",
-        )
-
-    async def authenticate(self, request: Request | None, backends: Backends) -> Caller:
-        await self._local.ensure(backends)
-        return self._caller
 
 
 class AuthFailure(Exception):
@@ -116,7 +101,7 @@ def bearer_token(authorization: str | None) -> str | None:
 
 
 class BearerAuthenticator:
-    """remote-authenticated: a verified bearer JWT, mapped to a real principal."""
+    """A verified bearer JWT, mapped to a real principal."""
 
     def __init__(
         self,
@@ -126,6 +111,7 @@ class BearerAuthenticator:
     ) -> None:
         self._verifier = verifier if verifier is not None else TokenVerifier(settings)
         self._required = tuple(settings.mcp.required_scopes)
+        self._profile = settings.auth_profile
         self._classes = scope_names(settings)
         # The lookup spends from the tool call's budget, which counts from the request's
         # arrival (gateway.guard); it can never take longer than the whole budget.
@@ -161,7 +147,7 @@ class BearerAuthenticator:
             granted=frozenset(
                 cls for cls, name in self._classes.items() if name in verified.scopes
             ),
-            auth_profile=REMOTE_PROFILE,
+            auth_profile=self._profile,
             token=verified,
         )
 
@@ -243,10 +229,11 @@ class DiscoveryAuthenticator(BearerAuthenticator):
 
     async def resolve(self, request: Request, backends: Backends) -> Caller:
         verified = await self.verify(request.headers.get("authorization"))
-        if verified.kind == "builtin":
+        if verified.kind == "builtin" and verified.key_id != LOCAL_KEY_ID:
             # A revoked key's token lists no tools either (the verdict is cached, so the
-            # tool call that follows asks identity no second time).
+            # tool call that follows asks identity no second time). A local token names
+            # no key to revoke: its signature is all there is to check.
             await self._builtin_principal(verified, backends)
         return Caller(
-            principal_id="", granted=frozenset(), auth_profile=REMOTE_PROFILE, token=verified
+            principal_id="", granted=frozenset(), auth_profile=self._profile, token=verified
         )

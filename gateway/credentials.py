@@ -68,7 +68,7 @@ class CredentialCheck:
         if self._local is not None and key_id == LOCAL_KEY_ID:
             if principal_id != self._local.principal_id:
                 raise CredentialRefused(KEY_REVOKED)
-            return await self._local.ensure(backends)
+            return await self._local.ensure(backends, timeout=self._deadline)
         verdict = self._fresh(principal_id, key_id)
         if verdict is None:
             reply = await backends.identity.CheckCredential(

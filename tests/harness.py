@@ -19,8 +19,11 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
+import httpx
 import uvicorn
+from mcp import Client
 
 from vera.config import (
     DatabaseSettings,
@@ -32,15 +35,89 @@ from vera.config import (
 from vera.gateway.app import build_app
 from vera.identity.v1 import identity_pb2_grpc
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
+from vera.local_secret import local_token_key
+from vera.mcp_tokens import LOCAL_KEY_ID, TokenKey, mint
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import ServiceBinding, create_server, mark_serving
 from vera.services.knowledge import server as knowledge_server
+from vera.stack.launcher import EVERY_SCOPE, bearer_mcp_client
 
 RPC_DEADLINE_SECONDS = 10.0
 # The data dir's secret a local-dev REST API asks for (vera.local_secret); `vera up` makes
 # one per data dir, tests that build the API themselves configure this one.
 LOCAL_SECRET = "local-secret-of-the-test-data-dir-0123456789abcdef"
+# What `vera up` would give a local-dev gateway for that data dir (never the secret itself);
+# every gateway a test builds in process verifies local tokens with it.
+LOCAL_TOKEN_KEY = local_token_key(LOCAL_SECRET)
+
+
+def local_token(
+    *, key: str = LOCAL_TOKEN_KEY, principal_id: str | None = None,
+    scopes: tuple[str, ...] = EVERY_SCOPE, lifetime_seconds: int = 86400,
+) -> str:
+    """A local MCP token, as the local REST API mints for the data dir's secret (acting as
+    the local principal unless ``principal_id`` names another)."""
+    principal = principal_id or str(McpSettings().local_principal_id)
+    return mint(TokenKey.local(key), principal, scopes, key_id=LOCAL_KEY_ID,
+                lifetime_seconds=lifetime_seconds).token
+
+
+def mcp_client(url: str, token: str | None = None, **options: Any) -> Client:
+    """The official MCP client over HTTP presenting ``token`` (by default a local token for
+    a gateway a test built in process; a ``vera up`` stack's own: ``LaunchedStack.mcp_client``)."""
+    return bearer_mcp_client(url, token or local_token(), **options)
+
+
+class _BearerProxy(BaseHTTPRequestHandler):
+    """Forwards each request as it came with the proxy's bearer token added. Host and
+    Origin pass too, the proxy's own address in them becoming the target's, so the target's
+    checks judge what the client sent."""
+
+    target = ""
+    token = ""
+    HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length",
+                            "authorization"})
+
+    def _forward(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        own = f"127.0.0.1:{self.server.server_address[1]}"
+        target = urlsplit(self.target).netloc
+        headers = {
+            k: v.replace(own, target) if k.lower() in ("host", "origin") else v
+            for k, v in self.headers.items() if k.lower() not in self.HOP_BY_HOP
+        }
+        with httpx.Client(timeout=60) as http:
+            answer = http.request(self.command, f"{self.target}{self.path}", content=body,
+                                  headers={**headers, "authorization": f"Bearer {self.token}"})
+        self.send_response(answer.status_code)
+        for name, value in answer.headers.items():
+            if name.lower() not in self.HOP_BY_HOP:
+                self.send_header(name, value)
+        self.send_header("content-length", str(len(answer.content)))
+        self.end_headers()
+        self.wfile.write(answer.content)
+
+    do_GET = do_POST = do_DELETE = _forward
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def bearer_proxy(target: str, token: str) -> Iterator[str]:
+    """An HTTP proxy on a loopback port that adds ``token`` to every request it forwards to
+    ``target`` (a base URL): for a client that cannot send a header itself (the MCP
+    conformance suite). Yields the proxy's base URL."""
+    handler = type("Proxy", (_BearerProxy,), {"target": target.rstrip("/"), "token": token})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @contextlib.asynccontextmanager
@@ -159,7 +236,12 @@ async def gateway_over_knowledge(
     async with identity_stand_in(identity) as stand_in, knowledge_address(service) as knowledge:
         settings = Settings(
             environment="local",
-            mcp=McpSettings(port=0, tool_profile=tool_profile, quota_enabled=False),
+            mcp=McpSettings(
+                local_token_key=LOCAL_TOKEN_KEY,
+                port=0,
+                tool_profile=tool_profile,
+                quota_enabled=False,
+            ),
             services=ServiceAddresses(
                 identity=stand_in, knowledge=knowledge, retrieval=stand_in, snapshot=stand_in
             ),

@@ -61,9 +61,7 @@ def outcome(response: httpx.Response) -> tuple[str, dict[str, Any] | None]:
 async def call_tool(
     http: httpx.AsyncClient, url: str, token: str | None, tool: str, args: dict[str, Any]
 ) -> tuple[str, dict[str, Any] | None]:
-    headers = request_headers(tool, MODERN)
-    if token is not None:
-        headers["authorization"] = f"Bearer {token}"
+    headers = request_headers(tool, MODERN, token)
     body = request_body(tool, MODERN, args)
     response = await http.post(url, json=body, headers=headers)
     return outcome(response)

@@ -86,7 +86,9 @@ async def create(
     hook: StartHook | None = None,
 ) -> HostedService:
     """Builds the bound (not yet started) service. ``embedder`` lets tests share one model
-    across services; when given, the caller owns it."""
+    across services; when given, the caller owns it. ``hook`` runs each loading step and
+    sees the parts once wired (``StartHook``: the retrieval-start bench times the steps
+    with it, the start tests stage them)."""
     hook = hook or StartHook()
     async with ResourceStack("retrieval") as resources:
         loaded = await _load(settings, embedder, hook, resources)

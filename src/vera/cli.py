@@ -1,6 +1,5 @@
 """`vera`: the front door. up | serve | api | migrate | ingest | harvest | curate | rank |
-admin | backup | restore |
-connect | disconnect | doctor."""
+connect | disconnect | doctor | admin | audit | backup | restore."""
 
 from __future__ import annotations
 

@@ -21,13 +21,15 @@ class LocalPrincipal:
         self._ensured = False
         self._lock = asyncio.Lock()
 
-    async def ensure(self, backends: Backends) -> str:
-        """Makes sure identity knows the principal (one call per process); returns its id."""
+    async def ensure(self, backends: Backends, timeout: float | None = None) -> str:
+        """Makes sure identity knows the principal (one call per process, within
+        ``timeout`` seconds if given); returns its id."""
         if not self._ensured:
             async with self._lock:
                 if not self._ensured:
                     await backends.identity.EnsureLocalPrincipal(
-                        identity_pb2.EnsureLocalPrincipalRequest(principal_id=self.principal_id)
+                        identity_pb2.EnsureLocalPrincipalRequest(principal_id=self.principal_id),
+                        timeout=timeout,
                     )
                     self._ensured = True
         return self.principal_id

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from browser import accessibility_violations, chromium, keep_screenshot
-from mcp import Client
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -80,7 +79,7 @@ def _pending(stack: LaunchedStack) -> list[str]:
 
 
 async def _propose(stack: LaunchedStack, obj: str) -> str:
-    async with Client(stack.mcp_url) as client:
+    async with stack.mcp_client() as client:
         result = await client.call_tool("knowledge_propose", {
             "subject": "billing-api", "predicate": "owned_by", "object": obj,
             "task_ref": "task-console", "project": "billing", "runtime": "codex",
@@ -204,14 +203,14 @@ async def test_curator_works_the_queue_in_a_browser(
     driver.get(console_url)
     assert driver.find_elements(By.CSS_SELECTOR, "[data-outcome=sign-in-refused]")
 
-    async with Client(local_stack.mcp_url) as client:
+    async with local_stack.mcp_client() as client:
         found = await client.call_tool("knowledge_search", {
             "query": "who owns billing-api", "project": "billing", "max_trust_tier": 0})
     assert not found.is_error, found.content
     owners = [r["object"] for r in found.structured_content["results"]
               if r["predicate"] == "owned_by"]
     assert owners == ["the billing squad"]
-    async with Client(local_stack.mcp_url) as client:
+    async with local_stack.mcp_client() as client:
         invoices = await client.call_tool("knowledge_search", {
             "query": "where does billing-api store invoices", "project": "billing"})
     assert not invoices.is_error, invoices.content

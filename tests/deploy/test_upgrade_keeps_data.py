@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from deploy_manifests import ROOT
-from mcp import Client
 
 from vera.config import load_settings
 from vera.db.embedded import EmbeddedPostgres
@@ -91,7 +90,7 @@ async def test_this_commits_migrations_keep_what_the_previous_release_wrote(
         assert created.returncode == 0, created.stderr
         api_key = next(line.split(":", 1)[1].strip() for line in created.stdout.splitlines()
                        if line.startswith("api_key"))
-        async with Client(old.mcp_url) as client:
+        async with old.mcp_client() as client:
             pack = await client.call_tool("knowledge_get_context", {
                 "query": "which database does ledger-service use", "project": "ledger",
                 "persist": True})  # fmt: skip
@@ -132,7 +131,7 @@ async def test_this_commits_migrations_keep_what_the_previous_release_wrote(
         finally:
             await backends.close()
         assert owner.principal.admin
-        async with Client(new.mcp_url) as client:
+        async with new.mcp_client() as client:
             kept = await client.call_tool("knowledge_get_context_pack", {"pack_id": pack_id})
             assert not kept.is_error, kept.content
             assert [r["fact_key"] for r in kept.structured_content["results"]] == before

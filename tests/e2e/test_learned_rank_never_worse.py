@@ -17,12 +17,16 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from bench import locomo
 from bench.feedback import NO_BACKGROUND_FIT, evaluate, get_context, record_feedback
 from bench.harness import DEFAULT_DATA, ingest_all, running_stack
+
+if TYPE_CHECKING:
+    from vera.stack.launcher import LaunchedStack
 
 pytestmark = pytest.mark.e2e
 
@@ -56,12 +60,11 @@ def vera_rank(data_dir: Path, env: dict[str, str], *args: str) -> dict:
     return json.loads(done.stdout)
 
 
-async def _feedback_then_fit(url: str, data_dir: Path, env: dict[str, str], train,
+async def _feedback_then_fit(stack: LaunchedStack, data_dir: Path, env: dict[str, str], train,
                              held_out) -> dict:
-    from mcp import Client
 
     errors: list[dict] = []
-    async with Client(url) as client:
+    async with stack.mcp_client() as client:
         await get_context(client, held_out, "warm up", errors)
         before = await evaluate(client, [held_out], errors, "hand-set")
         since = dt.datetime.now(dt.UTC).isoformat()
@@ -85,10 +88,10 @@ def test_feedback_on_one_conversation_never_makes_another_worse() -> None:
     with tempfile.TemporaryDirectory(prefix="vera-e2e-rank-") as tmp:
         root = Path(tmp)
         failures: list[dict] = []
-        with running_stack(root, **NO_BACKGROUND_FIT) as (url, data_dir, env):
+        with running_stack(root, **NO_BACKGROUND_FIT) as (stack, data_dir, env):
             ingest_all([train, held_out], root, data_dir, env, failures)
             assert failures == []
-            run = asyncio.run(_feedback_then_fit(url, data_dir, env, train, held_out))
+            run = asyncio.run(_feedback_then_fit(stack, data_dir, env, train, held_out))
 
     print("fit:", {k: run["fit"][k] for k in ("outcome", "training_rows", "replayed_queries")})
     print("before:", run["before"].summary(), "\nafter:", run["after"].summary())

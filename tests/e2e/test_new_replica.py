@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp import Client
 
 from vera.services.retrieval.server import MEMORY_SNAPSHOT
 from vera.stack.launcher import LaunchedStack, launch, launch_env
@@ -50,7 +49,7 @@ async def test_a_replica_without_a_snapshot_of_its_own_copies_the_writers(
         before = stack.log_path.stat().st_size
         stack.start()
         _wait_for_log(stack, "memory loaded from shared snapshot", after=before)
-        async with Client(stack.mcp_url) as client:
+        async with stack.mcp_client() as client:
             result = await client.call_tool("knowledge_search", {
                 "query": "what is ledger-service written in", "project": "ledger"})  # fmt: skip
         assert not result.is_error, result.content

@@ -123,7 +123,7 @@ async def new_principal(stack) -> str:
 async def search(http: httpx.AsyncClient, url: str, token: str) -> tuple[str, str | None]:
     """(outcome, bucket): ``ok``, or the MCP ``data.code`` and ``data.bucket``."""
     tool = "knowledge_search"
-    headers = {**request_headers(tool, MODERN), "authorization": f"Bearer {token}"}
+    headers = request_headers(tool, MODERN, token)
     response = await http.post(
         url, headers=headers, json=request_body(tool, MODERN, {"query": "who owns billing"})
     )

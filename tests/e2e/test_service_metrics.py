@@ -8,7 +8,6 @@ import json
 import httpx
 import pytest
 from harness import chart_metric_names
-from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from vera.commands import SERVICE_NAMES
@@ -47,7 +46,7 @@ async def test_each_service_counts_its_calls_and_reports_its_state(stack, tmp_pa
     loaded = stack.vera("ingest", str(facts), "--project", "metrics", "--data-dir",
                         str(stack.data_dir))
     assert loaded.returncode == 0, loaded.stderr
-    async with Client(stack.mcp_url) as client:
+    async with stack.mcp_client() as client:
         result = await client.call_tool(
             "knowledge_get_context", {"query": "how do we deploy", "project": "metrics"})
         assert not result.is_error, result.content

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp import Client
 
 from bench import scale
 from vera.stack.launcher import LaunchedStack, launch, launch_env
@@ -29,10 +28,11 @@ def bulk_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LaunchedSta
         yield running
 
 
-async def _ask_until(stop: asyncio.Event, url: str, questions: list[str], seen: dict) -> None:
+async def _ask_until(stop: asyncio.Event, stack: LaunchedStack, questions: list[str],
+                     seen: dict) -> None:
     """Alternates knowledge_search and knowledge_get_context until ``stop``; every answer
     is recorded: its error code or its retrieval mode."""
-    async with Client(url) as client:
+    async with stack.mcp_client() as client:
         n = 0
         while not stop.is_set():
             tool = ("knowledge_search", "knowledge_get_context")[n % 2]
@@ -64,7 +64,7 @@ async def test_queries_are_answered_through_a_bulk_load_and_the_index_build(
     seen: dict = {"errors": [], "modes": Counter(), "phases": Counter(), "phase": "load"}
     stop = asyncio.Event()
     asking = asyncio.create_task(
-        _ask_until(stop, bulk_stack.mcp_url, [q.text for q in corpus.questions], seen)
+        _ask_until(stop, bulk_stack, [q.text for q in corpus.questions], seen)
     )
     try:
         loaded = await scale.load_corpus(rest, data_dir, PROJECT)
@@ -81,7 +81,7 @@ async def test_queries_are_answered_through_a_bulk_load_and_the_index_build(
     assert seen["phases"]["load"] > 0 and seen["phases"]["index build"] > 0
     assert set(seen["modes"]) == {"hybrid"}  # nothing had to degrade either
 
-    async with Client(bulk_stack.mcp_url) as client:
+    async with bulk_stack.mcp_client() as client:
         found = 0
         for question in corpus.questions:
             result = await client.call_tool(

@@ -85,7 +85,7 @@ def ranked(data: dict) -> list[tuple[str, int, float]]:
 
 async def test_snapshot_reproduces_results_after_later_writes(stack, tmp_path: Path):
     ingest(stack, tmp_path / "before.jsonl", BEFORE)
-    async with Client(stack.mcp_url) as client:
+    async with stack.mcp_client() as client:
         boot = await call(client, "knowledge_bootstrap")
         assert boot["tool_profile"] == "advanced"
         snapshot = await call(client, "knowledge_create_snapshot", project=PROJECT)

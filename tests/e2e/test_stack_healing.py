@@ -23,7 +23,7 @@ import psutil
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from harness import without_ids
-from mcp import Client, MCPError
+from mcp import MCPError
 
 from vera.stack.launcher import LaunchedStack, launch, launch_env
 from vera.stack.run_files import read_stack_file
@@ -74,9 +74,9 @@ def _health(address: str) -> int:
     return reply.status
 
 
-async def _pack_error(url: str) -> dict:
+async def _pack_error(stack: LaunchedStack) -> dict:
     """knowledge_get_context_pack of an unknown pack: the snapshot service answers it."""
-    async with Client(url) as client:
+    async with stack.mcp_client() as client:
         with pytest.raises(MCPError) as caught:
             await client.call_tool("knowledge_get_context_pack", {"pack_id": str(uuid.uuid4())})
     return caught.value.error.data
@@ -89,10 +89,10 @@ async def test_a_killed_service_comes_back_on_its_address_while_the_rest_serves(
 
     # During the outage: a call that needs snapshot fails structured, with the outage
     # answer (the budget bounds it; how fast is not this test's to time)...
-    data = await _pack_error(healing.mcp_url)
+    data = await _pack_error(healing)
     assert without_ids(data) == {"code": "internal_error", "reason": "unavailable"}
     # ...and one that does not keeps working.
-    async with Client(healing.mcp_url) as client:
+    async with healing.mcp_client() as client:
         search = await client.call_tool("knowledge_search", {"query": "deploy pipeline"})
     assert not search.is_error
 
@@ -106,7 +106,7 @@ async def test_a_killed_service_comes_back_on_its_address_while_the_rest_serves(
 
     # Callers reconnect on their own: the same call now reaches the restarted service.
     give_up = time.monotonic() + 30
-    while without_ids(await _pack_error(healing.mcp_url)) != {"code": "expired_context_pack"}:
+    while without_ids(await _pack_error(healing)) != {"code": "expired_context_pack"}:
         assert time.monotonic() < give_up, healing.log_tail()
         await anyio.sleep(0.5)
 
@@ -119,7 +119,7 @@ async def test_a_stopping_gateway_answers_503_while_its_call_in_flight_finishes(
     listed = anyio.Event()
 
     async def search() -> None:
-        async with Client(healing.mcp_url) as client:
+        async with healing.mcp_client() as client:
             # The client checks a result against the tool's output schema, listing the tools
             # first if it has not: list them now, not against the stopping gateway.
             await client.list_tools()
@@ -192,7 +192,7 @@ async def test_stopping_vera_up_drains_the_call_in_flight(tmp_path):
         listed = anyio.Event()
 
         async def search() -> None:
-            async with Client(stack.mcp_url) as client:
+            async with stack.mcp_client() as client:
                 await client.list_tools()
                 listed.set()
                 result["reply"] = await client.call_tool("knowledge_search", {"query": "adr"})

@@ -75,7 +75,7 @@ async def test_ingest_then_ground_propose_persist_and_feedback(stack, tmp_path: 
     assert rejected.returncode == 2
     assert "line 2" in rejected.stderr and "trust_tier" in rejected.stderr
 
-    async with Client(stack.mcp_url) as client:
+    async with stack.mcp_client() as client:
         tools = {tool.name for tool in (await client.list_tools()).tools}
         assert len(tools) == 10 and "knowledge_get_context" in tools
 
@@ -179,7 +179,7 @@ async def test_facts_survive_a_restart(stack, tmp_path: Path):
     snapshot = stack.data_dir / MEMORY_SNAPSHOT  # retrieval left its memory at its stop
     written = snapshot.stat().st_mtime_ns
     stack.start()
-    async with Client(stack.mcp_url) as client:
+    async with stack.mcp_client() as client:
         found = await call(client, "knowledge_search", query="ledger-service written in Rust",
                            project="ledger")
         assert [r["object"] for r in found["results"]] == ["Rust with the tokio runtime"]
@@ -196,7 +196,7 @@ async def test_facts_survive_a_restart(stack, tmp_path: Path):
     before = read_stack_file(stack.data_dir)
     os.kill(before["pids"]["retrieval"], signal.SIGKILL)
     give_up = time.monotonic() + 120
-    async with Client(stack.mcp_url) as client:
+    async with stack.mcp_client() as client:
         while True:
             restarted = read_stack_file(stack.data_dir)["restarts"]["retrieval"] > 0
             with contextlib.suppress(MCPError):  # retrieval unavailable meanwhile
@@ -217,7 +217,7 @@ async def test_a_curator_verifies_a_proposal_with_the_cli(stack, tmp_path: Path)
          "object": "the payments ledger"}])
     assert stack.vera("ingest", str(seed), "--project", "billing", "--data-dir",
                       str(stack.data_dir)).returncode == 0
-    async with Client(stack.mcp_url) as client:
+    async with stack.mcp_client() as client:
         proposal = await call(client, "knowledge_propose", subject="billing-api",
                               predicate="owned_by", object="the billing squad",
                               task_ref="task-curate", project="billing")
@@ -232,7 +232,7 @@ async def test_a_curator_verifies_a_proposal_with_the_cli(stack, tmp_path: Path)
     refused = stack.vera(*curate, "reject", "billing", fact_key, "--reason", "too late")
     assert refused.returncode == 2  # already decided: a stable error, not a crash
 
-    async with Client(stack.mcp_url) as client:
+    async with stack.mcp_client() as client:
         found = await call(client, "knowledge_search", query="who owns billing-api",
                            project="billing")
     owned = [r for r in found["results"] if r["predicate"] == "owned_by"]

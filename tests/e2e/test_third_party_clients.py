@@ -47,19 +47,21 @@ def run_node(node: Path, *args: str) -> dict:
     return json.loads(result.stdout)
 
 
-def inspector(node: Path, url: str, *args: str) -> dict:
-    return run_node(node, str(INSPECTOR), "--cli", url, "--transport", "http", *args)
+def inspector(node: Path, stack, *args: str) -> dict:
+    """The Inspector's CLI on the stack, with its local MCP token as a header."""
+    return run_node(node, str(INSPECTOR), "--cli", stack.mcp_url, "--transport", "http",
+                    "--header", f"Authorization: Bearer {stack.mcp_token()}", *args)
 
 
 def test_inspector_cli_lists_the_tools(node, seeded):
-    listed = inspector(node, seeded.mcp_url, "--method", "tools/list")
+    listed = inspector(node, seeded, "--method", "tools/list")
     names = {tool["name"] for tool in listed["tools"]}
     assert len(names) == 10
     assert {"knowledge_get_context", "knowledge_search", "knowledge_bootstrap"} <= names
 
 
 def test_inspector_cli_calls_get_context(node, seeded):
-    called = inspector(node, seeded.mcp_url, "--method", "tools/call",
+    called = inspector(node, seeded, "--method", "tools/call",
                        "--tool-name", "knowledge_get_context",
                        "--tool-arg", "query=what language is checkout-api written in?",
                        "--tool-arg", "project=checkout")
@@ -71,7 +73,8 @@ def test_inspector_cli_calls_get_context(node, seeded):
 
 def test_typescript_sdk_client_lists_searches_and_gets_a_structured_error(node, seeded):
     report = run_node(node, str(PACKAGES / "sdk-client.mjs"), seeded.mcp_url,
-                      "what language is checkout-api written in?", "checkout")
+                      "what language is checkout-api written in?", "checkout",
+                      seeded.mcp_token())
     assert len(report["tools"]) == 10 and "knowledge_search" in report["tools"]
     assert report["search"]["isError"] is False
     assert report["search"]["structuredContent"]["results"][0]["object"] == "Kotlin on the JVM"

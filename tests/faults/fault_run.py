@@ -102,6 +102,7 @@ def make_stack(data_dir: Path) -> FaultStack:
 def make_workload(stack: FaultStack, run_id: str) -> WriteWorkload:
     return WriteWorkload(
         stack.mcp_url,
+        stack.mcp_token(),
         stack.client_settings(),
         run_id=run_id,
         mcp_budget_seconds=BUDGET_SECONDS,

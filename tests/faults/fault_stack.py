@@ -76,6 +76,11 @@ class FaultStack:
         assert self._stack is not None, "start() first"
         return self._stack.mcp_url
 
+    def mcp_token(self) -> str:
+        """A local MCP token from the stack's REST API (kept: faults may stop the API)."""
+        assert self._stack is not None, "start() first"
+        return self._stack.mcp_token()
+
     def client_settings(self) -> Settings:
         """Settings for a client of this stack (its addresses and internal key)."""
         return stack_client_settings(Settings(), self.data_dir)

@@ -30,13 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from mcp import Client, MCPError
+from mcp import MCPError
 
 from vera.config import Settings
 from vera.errors import VeraError
 from vera.identity.v1 import identity_pb2
 from vera.knowledge.v1 import knowledge_service_pb2 as kpb
 from vera.rpc.backends import Backends
+from vera.stack.launcher import bearer_mcp_client
 
 OK, FAILED, UNKNOWN = "ok", "failed", "unknown"
 PROPOSE, CONTEXT, FEEDBACK, INGEST = "propose", "context_persist", "feedback", "ingest"
@@ -101,6 +102,7 @@ class _Transport(Exception):
 @dataclass
 class WriteWorkload:
     mcp_url: str
+    mcp_token: str
     client_settings: Settings
     run_id: str
     project: str = PROJECT
@@ -163,7 +165,7 @@ class WriteWorkload:
     async def one_of_each(self, *, phase: str = "") -> list[CallRecord]:
         """One call of every operation in turn, from one client."""
         backends = Backends.open(self.client_settings, caller="cli")
-        session = _Session(self.mcp_url)
+        session = _Session(self.mcp_url, self.mcp_token)
         try:
             records = [
                 await self._call(op, 0, session, backends, phase)
@@ -179,7 +181,7 @@ class WriteWorkload:
     ) -> list[CallRecord]:
         rng = random.Random(f"{self.seed}-{self.run_id}-{phase}-{number}")
         ops, weights = zip(*self.mix.items(), strict=True)
-        session = _Session(self.mcp_url)
+        session = _Session(self.mcp_url, self.mcp_token)
         records: list[CallRecord] = []
         while not stop.is_set():
             op = rng.choices(ops, weights)[0]
@@ -312,8 +314,9 @@ class _Session:
     the transport breaks, the SDK cancels the task that opened the session, and that
     must be the call's task, not the load client's."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, token: str) -> None:
         self._url = url
+        self._token = token
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         task = asyncio.create_task(self._call(tool, arguments))
@@ -335,7 +338,7 @@ class _Session:
         raise _Transport() from leaf
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        async with Client(self._url) as client:
+        async with bearer_mcp_client(self._url, self._token) as client:
             result = await client.call_tool(tool, arguments)
         if result.is_error:
             raise MCPError(-32603, "tool error", {"code": "tool_error"})

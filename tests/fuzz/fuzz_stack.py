@@ -63,15 +63,16 @@ class Session:
 
 
 @contextlib.contextmanager
-def mcp_session(url: str) -> Iterator[Session]:
+def mcp_session(stack: LaunchedStack) -> Iterator[Session]:
     with start_blocking_portal() as portal:
         statuses: list[int] = []
 
         async def record(response: httpx2.Response) -> None:
             statuses.append(response.status_code)
 
-        http = httpx2.AsyncClient(timeout=httpx2.Timeout(30.0), event_hooks={"response": [record]})
-        client = Client(streamable_http_client(url, http_client=http))
+        http = httpx2.AsyncClient(timeout=httpx2.Timeout(30.0), event_hooks={"response": [record]},
+                                  headers={"authorization": f"Bearer {stack.mcp_token()}"})
+        client = Client(streamable_http_client(stack.mcp_url, http_client=http))
         with portal.wrap_async_context_manager(client) as entered:
             yield Session(portal, entered, statuses)
         portal.call(http.aclose)

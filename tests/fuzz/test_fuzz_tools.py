@@ -232,7 +232,7 @@ def seed(stack: LaunchedStack, tmp: Any) -> dict[str, list[Any]]:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     ingested = stack.vera("ingest", str(path), "--project", PROJECT)
     assert ingested.returncode == 0, ingested.stdout + ingested.stderr
-    with mcp_session(stack.mcp_url) as session:
+    with mcp_session(stack) as session:
         proposed = session.call_tool(
             "knowledge_propose", {"subject": "fuzz-seed", "predicate": "uses", "object": "redis"}
         ).structured_content
@@ -273,7 +273,7 @@ class Fuzzed:
     def __init__(self, stack: LaunchedStack, known: dict[str, list[Any]]) -> None:
         self.stack = stack
         self.known = known
-        with mcp_session(stack.mcp_url) as session:
+        with mcp_session(stack) as session:
             tools = session.run(session.client.list_tools).tools
         self.schemas = {tool.name: tool.input_schema for tool in tools}
 
@@ -297,7 +297,7 @@ def test_schema_generated_and_edge_arguments_never_break_the_error_contract(
 ) -> None:
     stack, schema = fuzzed.stack, fuzzed.schemas[tool]
     offset = log_offset(stack)
-    with mcp_session(stack.mcp_url) as session:
+    with mcp_session(stack) as session:
 
         @fuzz_settings()
         @given(arguments=arguments_strategy(schema, fuzzed.known))
@@ -369,6 +369,7 @@ def test_raw_json_no_client_would_send_is_refused_as_a_structured_error(
         "accept": "application/json, text/event-stream",
         "content-type": "application/json",
         "mcp-protocol-version": "2025-06-18",
+        "authorization": f"Bearer {stack.mcp_token()}",
     }
     failures = []
     with httpx.Client(timeout=30) as http:
@@ -399,7 +400,7 @@ def test_fuzzed_writes_left_the_change_log_tailers_running(fuzzed: Fuzzed) -> No
     """Fuzzed proposals went through knowledge into retrieval's tailer in the background; a
     fact proposed now must still become searchable, so no fuzzed write stopped it."""
     marker = "zebrafinch-quokka-fuzzcheck"
-    with mcp_session(fuzzed.stack.mcp_url) as session:
+    with mcp_session(fuzzed.stack) as session:
         session.call_tool(
             "knowledge_propose",
             {"subject": marker, "predicate": "uses", "object": "a canary database"},

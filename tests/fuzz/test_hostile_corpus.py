@@ -176,7 +176,7 @@ def read(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Read]:
     with running_stack(
         tmp / "data", VERA_MCP__QUOTA_PROPOSE_PER_MINUTE=str(PROPOSALS_PER_MINUTE)
     ) as stack:
-        with mcp_session(stack.mcp_url) as session:
+        with mcp_session(stack) as session:
             # The caller owns the project before the corpus lands, so its readable projects
             # are the same set before and after.
             seeded = tmp / "seed.jsonl"
@@ -308,7 +308,7 @@ def test_a_proposal_echoing_the_corpus_stays_personal_and_the_quota_holds(read) 
     where the configuration says."""
     [claims] = [entry for entry in corpus() if entry["case"] == "decision-claims"]
     personal = read.before.bootstrap["principal"]["personal_scope_id"]
-    with mcp_session(read.stack.mcp_url) as session:
+    with mcp_session(read.stack) as session:
         for number in range(PROPOSALS_PER_MINUTE):
             proposed = session.call_tool(
                 "knowledge_propose",

@@ -62,16 +62,24 @@ def tool_call(task_ref: str, *, modern: bool = False, **fields: Any) -> dict[str
 
 def attempts(stack: LaunchedStack, task_ref: str) -> int:
     """How many proposals with ``task_ref`` reached the tool (each attempt is recorded)."""
-    with mcp_session(stack.mcp_url) as session:
+    with mcp_session(stack) as session:
         report = session.call_tool("knowledge_proposal_report", {"task_ref": task_ref})
     return len(report.structured_content["attempts"])
 
 
-def post(url: str, body: Any, headers: dict[str, str | None]) -> httpx.Response:
-    merged = {**JSON_HEADERS, **headers}
+def authorized(stack: LaunchedStack) -> dict[str, str]:
+    """JSON_HEADERS and the stack's local MCP token (the gateway refuses a call without)."""
+    return {**JSON_HEADERS, "authorization": f"Bearer {stack.mcp_token()}"}
+
+
+def post(
+    stack: LaunchedStack, body: Any, headers: dict[str, str | None], url: str | None = None
+) -> httpx.Response:
+    """POSTs ``body`` to the stack's MCP endpoint (or ``url``) with its token."""
+    merged = {**authorized(stack), **headers}
     sent = {name: value for name, value in merged.items() if value is not None}
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.post(url, content=content, headers=sent, timeout=30)
+    return httpx.post(url or stack.mcp_url, content=content, headers=sent, timeout=30)
 
 
 def jsonrpc_code(response: httpx.Response) -> int | None:
@@ -129,7 +137,7 @@ def test_malformed_json_rpc_is_refused_and_runs_no_tool(stack: LaunchedStack, ca
     make, status, code = MALFORMED[case]
     task_ref = ref()
     body = make(task_ref)
-    response = post(stack.mcp_url, body, {"mcp-protocol-version": LEGACY})
+    response = post(stack, body, {"mcp-protocol-version": LEGACY})
     assert (response.status_code, jsonrpc_code(response)) == (status, code), response.text
     assert attempts(stack, task_ref) == 0
 
@@ -137,7 +145,7 @@ def test_malformed_json_rpc_is_refused_and_runs_no_tool(stack: LaunchedStack, ca
 def test_a_well_formed_call_with_the_same_shape_runs(stack: LaunchedStack) -> None:
     """The control for the malformed cases: the same request, well formed, is one attempt."""
     task_ref = ref()
-    response = post(stack.mcp_url, tool_call(task_ref), {"mcp-protocol-version": LEGACY})
+    response = post(stack, tool_call(task_ref), {"mcp-protocol-version": LEGACY})
     assert response.status_code == 200 and "result" in response.json(), response.text
     assert attempts(stack, task_ref) == 1
 
@@ -156,7 +164,7 @@ def test_a_body_that_is_not_json_by_its_content_type_is_415_naming_it(
     stack: LaunchedStack, content_type: str | None
 ) -> None:
     task_ref = ref()
-    response = post(stack.mcp_url, tool_call(task_ref), {"content-type": content_type})
+    response = post(stack, tool_call(task_ref), {"content-type": content_type})
     assert response.status_code == 415
     assert without_ids(response.json()["error"]["data"]) == {
         "code": "invalid_input",
@@ -168,7 +176,7 @@ def test_a_body_that_is_not_json_by_its_content_type_is_415_naming_it(
 
 def test_a_client_that_accepts_no_json_is_406_and_runs_no_tool(stack: LaunchedStack) -> None:
     task_ref = ref()
-    response = post(stack.mcp_url, tool_call(task_ref), {"accept": "text/html"})
+    response = post(stack, tool_call(task_ref), {"accept": "text/html"})
     assert (response.status_code, jsonrpc_code(response)) == (406, INVALID_REQUEST)
     assert attempts(stack, task_ref) == 0
 
@@ -194,10 +202,10 @@ def test_routing_headers_that_disagree_with_the_body_run_no_tool(
     before either path acts on it."""
     task_ref = ref()
     headers = {**MODERN_HEADERS, **MISMATCHES[case]}
-    response = post(stack.mcp_url, tool_call(task_ref, modern=True), headers)
+    response = post(stack, tool_call(task_ref, modern=True), headers)
     assert (response.status_code, jsonrpc_code(response)) == (400, HEADER_MISMATCH)
     assert attempts(stack, task_ref) == 0
-    agreeing = post(stack.mcp_url, tool_call(task_ref, modern=True), MODERN_HEADERS)
+    agreeing = post(stack, tool_call(task_ref, modern=True), MODERN_HEADERS)
     assert agreeing.status_code == 200 and "result" in agreeing.json(), agreeing.text
     assert attempts(stack, task_ref) == 1
 
@@ -209,7 +217,7 @@ def test_a_discovery_body_under_a_tool_call_header_is_refused(stack: LaunchedSta
         "method": "tools/list",
         "params": {"_meta": tool_call("x", modern=True)["params"]["_meta"]},
     }
-    response = post(stack.mcp_url, listing, MODERN_HEADERS)
+    response = post(stack, listing, MODERN_HEADERS)
     assert (response.status_code, jsonrpc_code(response)) == (400, HEADER_MISMATCH)
 
 
@@ -223,7 +231,7 @@ def test_a_streamed_body_past_the_limit_is_413_while_it_streams(stack: LaunchedS
         for _ in range(40):
             yield b" " * 64 * 1024
 
-    response = httpx.post(stack.mcp_url, content=chunks(), headers=JSON_HEADERS, timeout=30)
+    response = httpx.post(stack.mcp_url, content=chunks(), headers=authorized(stack), timeout=30)
     assert response.status_code == 413
     assert without_ids(response.json()["error"]["data"]) == {
         "code": "invalid_input",
@@ -245,22 +253,24 @@ def test_a_foreign_host_is_421_and_a_foreign_origin_403_on_the_running_fronts(
     task_ref = ref()
     url = endpoints(stack)[front]
     body = tool_call(task_ref) if front == "mcp" else {}
-    assert post(url, body, {"host": "evil.example"}).status_code == 421
-    assert post(url, body, {"origin": "http://evil.example"}).status_code == 403
+    assert post(stack, body, {"host": "evil.example"}, url).status_code == 421
+    assert post(stack, body, {"origin": "http://evil.example"}, url).status_code == 403
     port = urlsplit(url).port
-    assert post(url, body, {"origin": f"http://localhost:{port + 1}"}).status_code == 403
+    assert post(stack, body, {"origin": f"http://localhost:{port + 1}"}, url).status_code == 403
     assert attempts(stack, task_ref) == 0
 
 
-def trickle(url: str, *, declared: int, pause: float, limit: float) -> tuple[bytes, float]:
-    """Sends the headers of a POST declaring ``declared`` body bytes, then one byte each
-    ``pause`` seconds until the server answers (or ``limit`` passes); the answer's raw
-    bytes and how long after the headers it came."""
+def trickle(url: str, *, declared: int, pause: float, limit: float,
+            token: str = "") -> tuple[bytes, float]:
+    """Sends the headers of a POST declaring ``declared`` body bytes (with ``token``, if
+    given), then one byte each ``pause`` seconds until the server answers (or ``limit``
+    passes); the answer's raw bytes and how long after the headers it came."""
     parts = urlsplit(url)
     head = (
         f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
         "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
-        f"Content-Length: {declared}\r\n\r\n"
+        + (f"Authorization: Bearer {token}\r\n" if token else "")
+        + f"Content-Length: {declared}\r\n\r\n"
     ).encode()
     with socket.create_connection((parts.hostname, parts.port), timeout=limit) as sock:
         # Stamped before the headers go: the server's clock starts once it has read them,
@@ -296,7 +306,10 @@ def test_a_body_trickled_in_is_cut_off_with_408(stack: LaunchedStack, front: str
     """Slow loris: a client that keeps sending a byte now and then would hold its
     connection (and its buffer) for ever; the whole body must arrive within the body
     timeout, or the request ends with 408 invalid_input naming the body."""
-    answer, after = trickle(endpoints(stack)[front], declared=10_000, pause=0.2, limit=30)
+    # The gateway checks the token before it reads a body: a trickle needs a valid one.
+    token = stack.mcp_token() if front == "mcp" else ""
+    answer, after = trickle(endpoints(stack)[front], declared=10_000, pause=0.2, limit=30,
+                            token=token)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 408"), answer[:200]
     # Cut off by the body timeout (408, reason timeout) within the trickle's 30 s, while
@@ -344,7 +357,7 @@ def test_a_body_sent_in_pieces_within_the_timeout_is_served(stack: LaunchedStack
             yield body[start : start + len(body) // 3 + 1]
             time.sleep(0.1)
 
-    response = httpx.post(stack.mcp_url, content=pieces(), headers=JSON_HEADERS, timeout=30)
+    response = httpx.post(stack.mcp_url, content=pieces(), headers=authorized(stack), timeout=30)
     assert response.status_code == 200 and "result" in response.json(), response.text
     assert attempts(stack, task_ref) == 1
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from harness import serve_app
+from harness import LOCAL_TOKEN_KEY, serve_app
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
@@ -427,7 +427,7 @@ async def fakes() -> AsyncIterator[Fakes]:
 def gateway_settings(address: str, *, rpc: RpcSettings | None = None, **mcp: Any) -> Settings:
     return Settings(
         environment="local",
-        mcp=McpSettings(port=0, **mcp),
+        mcp=McpSettings(local_token_key=LOCAL_TOKEN_KEY, port=0, **mcp),
         rpc=rpc or RpcSettings(),
         services=ServiceAddresses(
             identity=address, knowledge=address, retrieval=address, snapshot=address

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-from harness import serve_mcp
+from harness import LOCAL_TOKEN_KEY, serve_mcp
 
 from vera.config import (
     McpSettings,
@@ -311,7 +311,7 @@ def settings_for(fakes_address: str, snapshot_address: str, **mcp: Any) -> Setti
     mcp.setdefault("quota_enabled", False)
     return Settings(
         environment="local",
-        mcp=McpSettings(port=0, **mcp),
+        mcp=McpSettings(local_token_key=LOCAL_TOKEN_KEY, port=0, **mcp),
         services=ServiceAddresses(
             identity=fakes_address,
             knowledge=fakes_address,

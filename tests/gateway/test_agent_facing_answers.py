@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
-from harness import gateway_over_knowledge, without_ids
-from mcp import Client
+from harness import gateway_over_knowledge, mcp_client, without_ids
 from mcp.shared.exceptions import MCPError
 
 from vera.config import KnowledgeSettings
@@ -109,13 +108,13 @@ class World:
         )
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> Answer:
-        async with Client(self.url) as client:
+        async with mcp_client(self.url) as client:
             result = await client.call_tool(tool, arguments)
         assert not result.is_error
         return Answer(result.structured_content, result.content[0].text)
 
     async def error(self, tool: str, arguments: dict[str, Any]) -> MCPError:
-        async with Client(self.url) as client:
+        async with mcp_client(self.url) as client:
             with pytest.raises(MCPError) as caught:
                 await client.call_tool(tool, arguments)
         return caught.value

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from harness import LOCAL_TOKEN_KEY
 from starlette.applications import Starlette
 
 from vera.config import ConfigError, McpSettings, Settings
@@ -71,21 +72,27 @@ def test_external_oauth_alone_is_enough():
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
 def test_local_dev_binds_loopback(host):
-    assert isinstance(create_app(Settings(environment="local", mcp=McpSettings(host=host))),
+    assert isinstance(create_app(Settings(environment="local", mcp=McpSettings(
+        local_token_key=LOCAL_TOKEN_KEY, host=host))),
                       Starlette)
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "mcp.example.com"])
 def test_local_dev_refuses_a_non_loopback_address(host):
     with pytest.raises(UnsupportedAuthProfile):
-        create_app(Settings(environment="local", mcp=McpSettings(host=host)))
+        create_app(Settings(environment="local", mcp=McpSettings(
+            local_token_key=LOCAL_TOKEN_KEY, host=host)))
 
 
 def test_the_non_loopback_override_is_explicit_and_loud(caplog):
     caplog.set_level(logging.WARNING, logger="vera.entrypoints.loopback")
     settings = Settings(
         environment="local",
-        mcp=McpSettings(host="0.0.0.0", allow_unauthenticated_non_loopback=True),
+        mcp=McpSettings(
+            local_token_key=LOCAL_TOKEN_KEY,
+            host="0.0.0.0",
+            allow_unauthenticated_non_loopback=True,
+        ),
     )
     assert isinstance(create_app(settings), Starlette)
     [record] = [r for r in caplog.records if r.name == "vera.entrypoints.loopback"]
@@ -96,6 +103,7 @@ def test_the_non_loopback_override_is_explicit_and_loud(caplog):
 def test_the_override_reads_from_the_environment(monkeypatch):
     monkeypatch.setenv("VERA_ENVIRONMENT", "local")
     monkeypatch.setenv("VERA_MCP__HOST", "0.0.0.0")
+    monkeypatch.setenv("VERA_MCP__LOCAL_TOKEN_KEY", LOCAL_TOKEN_KEY)
     with pytest.raises(UnsupportedAuthProfile):
         create_app()
     monkeypatch.setenv("VERA_MCP__ALLOW_UNAUTHENTICATED_NON_LOOPBACK", "true")

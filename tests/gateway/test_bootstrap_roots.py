@@ -4,12 +4,12 @@ each root resolves on its own, with its own branch; a detached HEAD sends none."
 from __future__ import annotations
 
 import pytest
-from mcp import Client
+from harness import mcp_client
 from mcp.shared.exceptions import MCPError
 
 
 async def bootstrap(gateway, arguments: dict) -> dict:
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         result = await client.call_tool("knowledge_bootstrap", arguments)
     assert not result.is_error
     return result.structured_content
@@ -47,7 +47,7 @@ async def test_each_root_resolves_on_its_own(gateway, fakes):
     [{"repository": "x"}] * 17,
 ])
 async def test_bad_roots_are_invalid_input(gateway, roots):
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         with pytest.raises(MCPError) as caught:
             await client.call_tool("knowledge_bootstrap", {"roots": roots})
     assert caught.value.error.data["code"] == "invalid_input"

@@ -7,7 +7,7 @@ published bound through the real services.
 from __future__ import annotations
 
 import pytest
-from mcp import Client
+from harness import mcp_client
 
 from vera.rpc.timestamps import from_timestamp
 
@@ -94,7 +94,7 @@ async def test_out_of_bounds_is_invalid_input(
     gateway, fakes, call_error, tool, arguments, field, reason
 ):
     before = service_calls(fakes)
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         error = await call_error(client, tool, arguments)
     assert error.code == -32602
     assert error.data["code"] == "invalid_input"
@@ -105,7 +105,7 @@ async def test_out_of_bounds_is_invalid_input(
 
 
 async def test_bounds_are_inclusive_and_values_reach_the_service(gateway, fakes):
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         result = await client.call_tool(
             CTX,
             {
@@ -130,7 +130,7 @@ async def test_bounds_are_inclusive_and_values_reach_the_service(gateway, fakes)
 
 
 async def test_date_only_timestamps_are_accepted_as_utc_midnight(gateway, fakes):
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         await client.call_tool("knowledge_search", {"query": "q", "known_as_of": "2024-05-01"})
     sent = fakes.rec.last("Search")
     assert from_timestamp(sent.filters, "known_as_of").isoformat() == "2024-05-01T00:00:00+00:00"

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from mcp import Client
+from harness import mcp_client
 
 from vera.config import Settings
 from vera.logs import configure_logging
@@ -47,7 +47,7 @@ async def test_an_error_and_its_log_line_carry_the_same_request_id(
     gateway, call_error, process_log
 ):
     log_format, stderr = process_log
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         first = await call_error(client, "knowledge_search", {"query": "q", "limit": 0})
         second = await call_error(client, "knowledge_search", {"query": "q", "limit": 0})
     ids = [error.data["request_id"] for error in (first, second)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from mcp import Client
+from harness import mcp_client
 
 from vera import SERVER_VERSION
 
@@ -37,7 +37,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_handshake_identity_and_instructions_verbatim(gateway, mode):
-    async with Client(gateway.url, mode=mode) as client:
+    async with mcp_client(gateway.url, mode=mode) as client:
         assert client.instructions == INSTRUCTIONS
         assert client.server_info is not None
         assert client.server_info.name == "vera"
@@ -46,7 +46,7 @@ async def test_handshake_identity_and_instructions_verbatim(gateway, mode):
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_tools_list_is_exactly_the_coding_profile(gateway, mode):
-    async with Client(gateway.url, mode=mode) as client:
+    async with mcp_client(gateway.url, mode=mode) as client:
         tools = (await client.list_tools()).tools
     assert sorted(t.name for t in tools) == sorted(EXPECTED)
     for tool in tools:
@@ -63,7 +63,7 @@ async def test_tools_list_is_exactly_the_coding_profile(gateway, mode):
 
 
 async def test_input_schemas_advertise_the_guide_bounds(gateway):
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     ctx = tools["knowledge_get_context"].input_schema["properties"]
     assert (ctx["query"]["minLength"], ctx["query"]["maxLength"]) == (1, 8192)

@@ -10,6 +10,7 @@ import time
 
 import httpx
 import pytest
+from harness import LOCAL_TOKEN_KEY, local_token
 from starlette.applications import Starlette
 
 from vera.config import ConfigError, McpSettings, ObservabilitySettings, Settings
@@ -44,6 +45,7 @@ def test_create_app_serves_an_authenticated_profile_with_complete_verification()
 def test_create_app_reads_the_environment(monkeypatch):
     monkeypatch.setenv("VERA_ENVIRONMENT", "local")
     monkeypatch.setenv("VERA_MCP__TOOL_PROFILE", "advanced")
+    monkeypatch.setenv("VERA_MCP__LOCAL_TOKEN_KEY", LOCAL_TOKEN_KEY)
     assert isinstance(create_app(), Starlette)
     monkeypatch.setenv("VERA_ENVIRONMENT", "staging")
     with pytest.raises(ConfigError):
@@ -52,7 +54,8 @@ def test_create_app_reads_the_environment(monkeypatch):
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERA_")}
-    return {**env, "VERA_ENVIRONMENT": "local", **extra}
+    return {**env, "VERA_ENVIRONMENT": "local", "VERA_MCP__LOCAL_TOKEN_KEY": LOCAL_TOKEN_KEY,
+            **extra}
 
 
 async def _wait_for_health(
@@ -161,12 +164,12 @@ async def test_by_default_only_the_servers_own_origin_is_accepted():
     with a valid Host, is accepted."""
     settings = Settings(
         environment="local",
-        mcp=McpSettings(port=8080),
+        mcp=McpSettings(local_token_key=LOCAL_TOKEN_KEY, port=8080),
         observability=ObservabilitySettings(mcp_metrics_enabled=False),
     )
     app = create_app(settings)
     headers = {"accept": "application/json, text/event-stream",
-               "content-type": "application/json"}
+               "content-type": "application/json", "authorization": f"Bearer {local_token()}"}
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8080") as http:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from harness import without_ids
-from mcp import Client
+from harness import mcp_client, without_ids
 
 from vera.config import RpcSettings
 
 
 async def test_ambiguous_project_carries_candidates(gateway, call_error):
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         error = await call_error(
             client, "knowledge_get_context", {"query": "q", "project": "ambiguous"}
         )
@@ -21,14 +20,14 @@ async def test_ambiguous_project_carries_candidates(gateway, call_error):
 
 
 async def test_project_out_of_scope(gateway, call_error):
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         error = await call_error(client, "knowledge_search", {"query": "q", "project": "forbidden"})
     assert error.code == -32005
     assert without_ids(error.data) == {"code": "project_out_of_scope"}
 
 
 async def test_missing_pack_is_expired_context_pack(gateway, call_error):
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         error = await call_error(client, "knowledge_get_context_pack", {"pack_id": "nope"})
         assert (error.code, without_ids(error.data)) == (-32006, {"code": "expired_context_pack"})
         error = await call_error(
@@ -40,7 +39,7 @@ async def test_missing_pack_is_expired_context_pack(gateway, call_error):
 
 
 async def test_service_invalid_input_keeps_field_and_reason(gateway, call_error):
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         error = await call_error(
             client, "knowledge_proposal_report", {"task_ref": "t", "cursor": "bad-cursor"}
         )
@@ -54,7 +53,7 @@ async def test_service_invalid_input_keeps_field_and_reason(gateway, call_error)
 async def test_unexpected_failure_is_redacted_internal_error(gateway, fakes, call_error, mode):
     fakes.rec.boom.add("Search")
     try:
-        async with Client(gateway.url, mode=mode) as client:
+        async with mcp_client(gateway.url, mode=mode) as client:
             error = await call_error(client, "knowledge_search", {"query": "q"})
     finally:
         fakes.rec.boom.discard("Search")
@@ -65,7 +64,7 @@ async def test_unexpected_failure_is_redacted_internal_error(gateway, fakes, cal
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_errors_are_protocol_errors_on_both_protocol_eras(gateway, call_error, mode):
-    async with Client(gateway.url, mode=mode) as client:
+    async with mcp_client(gateway.url, mode=mode) as client:
         error = await call_error(client, "knowledge_get_context", {"query": "q", "limit": 0})
     assert error.code == -32602
     assert without_ids(error.data) == {
@@ -74,7 +73,7 @@ async def test_errors_are_protocol_errors_on_both_protocol_eras(gateway, call_er
 
 
 async def test_unknown_and_hidden_tools_are_refused_alike(gateway, call_error):
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         for name in ("no_such_tool", "knowledge_create_snapshot", "memory_search"):
             error = await call_error(client, name, {"query": "q"})
             assert error.code == -32602
@@ -87,7 +86,7 @@ async def test_unknown_and_hidden_tools_are_refused_alike(gateway, call_error):
 
 async def test_unreachable_service_is_internal_error_unavailable(start_gateway, call_error):
     rpc = RpcSettings(deadline_seconds=2, retrieval_deadline_seconds=2)
-    async with start_gateway(address="127.0.0.1:9", rpc=rpc) as gw, Client(gw.url) as client:
+    async with start_gateway(address="127.0.0.1:9", rpc=rpc) as gw, mcp_client(gw.url) as client:
         error = await call_error(client, "knowledge_search", {"query": "q"})
     assert error.code == -32603
     assert without_ids(error.data) == {"code": "internal_error", "reason": "unavailable"}

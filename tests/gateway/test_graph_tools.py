@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
-from harness import gateway_over_knowledge
-from mcp import Client
+from harness import gateway_over_knowledge, mcp_client
 from mcp.shared.exceptions import MCPError
 
 from vera.gateway.graph_tools import GRAPH_TOOLS
@@ -91,14 +90,14 @@ class World:
         return (await self.call_with_text(tool, arguments))[0]
 
     async def call_with_text(self, tool: str, arguments: dict[str, Any]) -> tuple[dict, str]:
-        async with Client(self.url) as client:
+        async with mcp_client(self.url) as client:
             result = await client.call_tool(tool, arguments)
         assert not result.is_error
         assert result.content[0].text  # a text rendering for content-only clients
         return result.structured_content, result.content[0].text
 
     async def error(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        async with Client(self.url) as client:
+        async with mcp_client(self.url) as client:
             with pytest.raises(MCPError) as caught:
                 await client.call_tool(tool, arguments)
         assert caught.value.error.code == -32602
@@ -114,7 +113,7 @@ async def world(pg_dsn: str) -> AsyncIterator[World]:
 
 
 async def test_graph_tools_are_listed_read_only_with_bounds_and_meta(world) -> None:
-    async with Client(world.url) as client:
+    async with mcp_client(world.url) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
     for spec in GRAPH_TOOLS:
         tool = listed[spec.name]
@@ -298,7 +297,7 @@ def _at(value: Timestamp) -> datetime:
 
 
 async def test_every_read_tool_takes_both_boundaries_with_the_guide_bounds(world) -> None:
-    async with Client(world.url) as client:
+    async with mcp_client(world.url) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
     for name in READ_TOOLS_WITH_BOTH_BOUNDARIES:
         properties = listed[name].input_schema["properties"]

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from harness import without_ids
-from mcp import Client
+from harness import mcp_client, without_ids
 
 from vera.gateway.auth import AuthClass, Caller
 
@@ -38,7 +37,7 @@ async def test_quota_counts_only_calls_that_pass_bounds(
 ):
     fakes.rec.requests.pop("RecordRefusals", None)  # the fakes outlive each test
     gateway = start_gateway(clock=frozen_clock, quota_read_per_minute=2, quota_context_per_minute=1)
-    async with gateway as gw, Client(gw.url) as client:
+    async with gateway as gw, mcp_client(gw.url) as client:
         for _ in range(3):
             error = await call_error(client, "knowledge_search", {"query": "q", "limit": 0})
             assert error.data["code"] == "invalid_input"
@@ -71,7 +70,7 @@ async def test_quota_counts_only_calls_that_pass_bounds(
 async def test_fixed_window_refills_in_the_next_window(start_gateway, call_error):
     now = [1_700_000_010.0]
     gateway = start_gateway(clock=lambda: now[0], quota_feedback_per_minute=1)
-    async with gateway as gw, Client(gw.url) as client:
+    async with gateway as gw, mcp_client(gw.url) as client:
         pack = (
             await client.call_tool("knowledge_get_context", {"query": "q", "persist": True})
         ).structured_content
@@ -84,7 +83,7 @@ async def test_fixed_window_refills_in_the_next_window(start_gateway, call_error
 
 async def test_quota_can_be_disabled(start_gateway):
     gateway = start_gateway(quota_enabled=False, quota_read_per_minute=1)
-    async with gateway as gw, Client(gw.url) as client:
+    async with gateway as gw, mcp_client(gw.url) as client:
         for _ in range(3):
             assert not (await client.call_tool("knowledge_search", {"query": "q"})).is_error
 
@@ -96,7 +95,7 @@ async def test_read_only_credential_cannot_write_and_refusals_use_no_quota(
     gateway = start_gateway(
         authenticator=ReadOnly(), clock=frozen_clock, quota_context_per_minute=1
     )
-    async with gateway as gw, Client(gw.url) as client:
+    async with gateway as gw, mcp_client(gw.url) as client:
         refused = {
             "knowledge_get_context": ({"query": "q", "persist": True}, "memory:snapshot"),
             "knowledge_propose": (

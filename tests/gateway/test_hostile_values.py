@@ -5,8 +5,7 @@ Timestamp range, and NUL in text (refused by every gRPC server, the fakes' inclu
 from __future__ import annotations
 
 import pytest
-from harness import without_ids
-from mcp import Client
+from harness import mcp_client, without_ids
 
 
 @pytest.mark.parametrize(
@@ -15,7 +14,7 @@ from mcp import Client
 async def test_instants_outside_the_timestamp_range_are_invalid_input(
     gateway, call_error, as_of: str
 ) -> None:
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         error = await call_error(
             client, "knowledge_explain_fact", {"fact_key": "f", "as_of": as_of}
         )
@@ -31,7 +30,7 @@ async def test_nul_in_text_is_invalid_input_naming_the_field(gateway, call_error
         "runtime": "claude-code",
         "task_ref": "T-1",
     }
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         error = await call_error(client, "knowledge_propose", arguments)
     assert error.code == -32602
     assert without_ids(error.data) == {

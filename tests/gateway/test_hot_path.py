@@ -10,7 +10,7 @@ import httpx
 import mcp_types as types
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
-from mcp import Client
+from harness import local_token, mcp_client
 
 from vera.errors import InvalidInput
 from vera.gateway import views
@@ -101,6 +101,7 @@ async def test_a_stray_mcp_param_header_is_ignored_on_the_2026_path(gateway):
         "mcp-method": "tools/call",
         "mcp-name": "knowledge_search",
         "mcp-param-query": "something else",
+        "authorization": f"Bearer {local_token()}",
     }
     async with httpx.AsyncClient(timeout=5) as http:
         response = await http.post(gateway.url, json=body, headers=headers)
@@ -138,7 +139,7 @@ def process_logging(caplog):
 async def test_a_successful_call_logs_nothing_in_either_era(gateway, process_logging):
     caplog = process_logging
     for mode in ("legacy", "auto"):
-        async with Client(gateway.url, mode=mode) as client:
+        async with mcp_client(gateway.url, mode=mode) as client:
             await client.call_tool("knowledge_search", {"query": "q"})
             caplog.clear()
             await client.call_tool("knowledge_search", {"query": "q"})

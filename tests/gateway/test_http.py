@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import httpx
-from mcp import Client
+from harness import local_token, mcp_client
 
 from vera.gateway.coding_tools import CODING_TOOL_NAMES
 
@@ -19,7 +19,8 @@ INIT = {
         "clientInfo": {"name": "t", "version": "0"},
     },
 }
-JSON_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+JSON_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json",
+                "authorization": f"Bearer {local_token()}"}
 
 
 async def test_disallowed_host_is_421_and_origin_403(gateway):
@@ -90,7 +91,7 @@ async def test_healthz_is_liveness(gateway):
 
 
 async def test_metrics_live_on_their_own_listener_with_bounded_labels(gateway, call_error):
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         await client.call_tool("knowledge_search", {"query": "zebra-query-text"})
         await call_error(client, "knowledge_search", {"query": ""})
         await call_error(client, "knowledge_made_up_tool", {"query": "q"})

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from harness import LOCAL_TOKEN_KEY, mcp_client
 from mcp import Client
-from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
 from snapshot_harness import real_snapshot, serve, settings_for
 
@@ -27,10 +27,7 @@ PROPOSAL = {
 
 
 def client(url: str, header: str | None = None) -> Client:
-    if header is None:
-        return Client(url)
-    http = create_mcp_http_client(headers={"Idempotency-Key": header})
-    return Client(streamable_http_client(url, http_client=http))
+    return mcp_client(url, headers={"Idempotency-Key": header} if header else None)
 
 
 async def call(
@@ -160,7 +157,7 @@ async def test_a_replayed_proposal_is_reported_as_deduplicated(pg_dsn):
     ):
         settings = Settings(
             environment="local",
-            mcp=McpSettings(port=0, quota_enabled=False),
+            mcp=McpSettings(local_token_key=LOCAL_TOKEN_KEY, port=0, quota_enabled=False),
             services={
                 "identity": stand_in,
                 "knowledge": knowledge,

@@ -4,7 +4,7 @@ the query passes the one secret screen (vera.secret_screen), as a proposal's tex
 from __future__ import annotations
 
 import pytest
-from mcp import Client
+from harness import mcp_client
 
 GITHUB_TOKEN = "ghp_" + "0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -20,7 +20,7 @@ async def test_a_legacy_feedback_query_carrying_a_credential_is_refused(
     start_gateway, fakes, call_error, query
 ):
     async with start_gateway(tool_profile="compatibility", quota_enabled=False) as gw:
-        async with Client(gw.url) as client:
+        async with mcp_client(gw.url) as client:
             before = len(fakes.rec.requests.get("RecordFeedback", []))
             error = await call_error(
                 client, "memory_feedback", {"result_ref": "fact-1", "signal": "up", "query": query}

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from harness import gateway_over_knowledge
-from mcp import Client
+from harness import gateway_over_knowledge, mcp_client
 from snapshot_harness import PERSONAL, SHARED, Identity
 
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
@@ -46,7 +45,7 @@ async def test_recent_changes_are_the_newest_published_facts(stack) -> None:
         )
     )
     assert proposed.outcome == pb.PROPOSAL_OUTCOME_CREATED
-    async with Client(url) as client:
+    async with mcp_client(url) as client:
         first = (
             await client.call_tool("memory_recent_changes", {"limit": 2})
         ).structured_content

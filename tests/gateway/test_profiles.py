@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from harness import without_ids
-from mcp import Client
+from harness import mcp_client, without_ids
 
 CODING = {
     "knowledge_bootstrap",
@@ -74,7 +73,7 @@ HIGH, MEDIUM = (
 
 
 async def listed(url: str):
-    async with Client(url) as client:
+    async with mcp_client(url) as client:
         return (await client.list_tools()).tools
 
 
@@ -120,7 +119,7 @@ async def test_every_tool_carries_the_seed_class_bucket_cost_and_annotations(sta
 @pytest.mark.parametrize("name", ["knowledge_create_snapshot", "memory_search", "no_such_tool"])
 async def test_a_hidden_tool_is_refused_like_an_unknown_one(start_gateway, call_error, name):
     async with start_gateway(tool_profile="coding", quota_enabled=False) as gw:
-        async with Client(gw.url) as client:
+        async with mcp_client(gw.url) as client:
             error = await call_error(client, name, {"query": "q"})
     assert error.code == -32602
     assert without_ids(error.data) == {
@@ -130,7 +129,7 @@ async def test_a_hidden_tool_is_refused_like_an_unknown_one(start_gateway, call_
 
 async def test_search_aliases_are_searches_with_their_limits(start_gateway, fakes):
     async with start_gateway(tool_profile="compatibility", quota_enabled=False) as gw:
-        async with Client(gw.url) as client:
+        async with mcp_client(gw.url) as client:
             for tool, args, limit in (
                 ("memory_search", {"query": "db", "as_of": "2025-01-01T00:00:00Z"}, 10),
                 ("memory_search", {"query": "db", "limit": 7}, 7),
@@ -152,7 +151,7 @@ async def test_search_aliases_are_searches_with_their_limits(start_gateway, fake
 
 async def test_memory_get_source_propose_and_feedback(start_gateway, fakes):
     async with start_gateway(tool_profile="compatibility", quota_enabled=False) as gw:
-        async with Client(gw.url) as client:
+        async with mcp_client(gw.url) as client:
             source = await client.call_tool("memory_get_source", {"fact_key": "fact-1"})
             assert source.structured_content["fact"]["fact_key"] == "fact-1"
             assert [s["source_id"] for s in source.structured_content["sources"]] == ["adr-7"]
@@ -224,7 +223,7 @@ async def test_graph_aliases_run_the_canonical_traversal_and_feed(pg_dsn):
                 ],
             )
         )
-        async with Client(url) as client:
+        async with mcp_client(url) as client:
             for alias, canonical, args in (
                 ("memory_explore", "knowledge_explore", {"entity": "checkout", "depth": 3}),
             ):

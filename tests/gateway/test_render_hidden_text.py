@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 import pytest
-from mcp import Client
+from harness import mcp_client
 
 from vera.errors import InvalidInput
 from vera.gateway.errors import from_vera_error
@@ -25,7 +25,7 @@ HIDDEN = ["\n", "\r", "\u2028", "\u2029", "\u202e", "\u2066", "\u200b", "\U000e0
 
 
 async def _call(gateway, tool: str, arguments: dict[str, Any]) -> Any:
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         result = await client.call_tool(tool, arguments)
     assert not result.is_error
     return result

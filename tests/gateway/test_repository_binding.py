@@ -8,7 +8,7 @@ import json
 
 import pytest
 from google.protobuf import json_format
-from mcp import Client
+from harness import mcp_client
 
 from vera.repository_identity import canonicalize, relative_code_path
 from vera.services.retrieval.domain import Fact
@@ -38,7 +38,7 @@ BOUND = Fact(
 @pytest.mark.parametrize("tool", ["knowledge_get_context", "knowledge_search"])
 async def test_a_raw_remote_gets_the_binding_boost(gateway, fakes, tool, remote):
     rpc = "AssembleContext" if tool == "knowledge_get_context" else "Search"
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         result = await client.call_tool(
             tool, {"query": "q", "repository": remote, "code_path": "./services//billing/api"}
         )
@@ -59,7 +59,7 @@ async def test_a_raw_remote_gets_the_binding_boost(gateway, fakes, tool, remote)
     ],
 )
 async def test_local_paths_are_dropped_not_sent(gateway, fakes, repository, code_path):
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         result = await client.call_tool(
             "knowledge_get_context",
             {"query": "q", "repository": repository, "code_path": code_path},
@@ -79,7 +79,7 @@ async def test_a_persisted_pack_holds_no_credentials_or_local_paths(gateway, fak
         "repository": f"https://ci-bot:{token}@github.com/acme/payments.git?ref=main",
         "code_path": "/home/alice/src/payments/services/billing",
     }
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         persisted = (await client.call_tool("knowledge_get_context", arguments)).structured_content
         pack_id = persisted["pack_id"]
         read_back = (

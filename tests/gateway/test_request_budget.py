@@ -11,8 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from harness import without_ids
-from mcp import Client
+from harness import LOCAL_TOKEN_KEY, mcp_client, without_ids
 from mcp.shared.exceptions import MCPError
 
 from vera.config import McpSettings, ObservabilitySettings, RpcSettings, ServiceAddresses, Settings
@@ -85,7 +84,12 @@ async def stalled_identity(**behaviour: Any) -> AsyncIterator[tuple[str, Stalled
 def budget_settings(identity: str, others: str, rpc: RpcSettings) -> Settings:
     return Settings(
         environment="local",
-        mcp=McpSettings(port=0, quota_enabled=False, request_budget_seconds=BUDGET),
+        mcp=McpSettings(
+            local_token_key=LOCAL_TOKEN_KEY,
+            port=0,
+            quota_enabled=False,
+            request_budget_seconds=BUDGET,
+        ),
         rpc=rpc,
         services=ServiceAddresses(
             identity=identity, knowledge=others, retrieval=others, snapshot=others
@@ -95,7 +99,7 @@ def budget_settings(identity: str, others: str, rpc: RpcSettings) -> Settings:
 
 
 async def bootstrap_error(url: str) -> MCPError:
-    async with Client(url) as client:
+    async with mcp_client(url) as client:
         with pytest.raises(MCPError) as caught:
             await client.call_tool("knowledge_bootstrap", {"roots": ROOTS})
         return caught.value
@@ -126,7 +130,9 @@ async def test_an_identity_that_never_answers_costs_one_budget(serve, fakes):
         serve(budget_settings(address, fakes.address, RpcSettings())) as gw,
     ):
         error = await bootstrap_error(gw.url)
-    assert without_ids(error.error.data) == {"code": "internal_error"}
+    # The principal is resolved at the HTTP boundary, before the tool runs: identity not
+    # answering within the budget is an outage there.
+    assert without_ids(error.error.data) == {"code": "internal_error", "reason": "unavailable"}
     # The deadline the stalled call was sent with is the budget, not the channel's 10 s:
     # that, not a stopwatch, shows the budget ended it.
     assert identity.time_left and max(identity.time_left) <= BUDGET + 0.05

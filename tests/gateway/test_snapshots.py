@@ -11,8 +11,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from harness import serve_service, without_ids
-from mcp import Client
+from harness import mcp_client, serve_service, without_ids
 from mcp.shared.exceptions import MCPError
 from snapshot_harness import (
     ONTOLOGY_VERSION,
@@ -42,14 +41,14 @@ def iso(value: datetime) -> str:
 
 
 async def call(url: str, tool: str, arguments: dict) -> dict:
-    async with Client(url) as client:
+    async with mcp_client(url) as client:
         result = await client.call_tool(tool, arguments)
     assert not result.is_error
     return result.structured_content
 
 
 async def refused(url: str, tool: str, arguments: dict) -> MCPError:
-    async with Client(url) as client:
+    async with mcp_client(url) as client:
         with pytest.raises(MCPError) as caught:
             await client.call_tool(tool, arguments)
     return caught.value

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
+from harness import mcp_client
 
 from vera.gateway.profiles import PROFILES
 
@@ -28,7 +28,7 @@ UPDATE = os.environ.get("VERA_UPDATE_GOLDEN") == "1"
 
 async def _profile_surface(start_gateway, profile: str) -> dict[str, Any]:
     async with start_gateway(tool_profile=profile, quota_enabled=False) as gw:
-        async with Client(gw.url) as client:
+        async with mcp_client(gw.url) as client:
             tools = (await client.list_tools()).tools
             server = client.server_info
             instructions = client.instructions

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 
-from harness import without_ids
-from mcp import Client
+from harness import mcp_client, without_ids
 
 from vera.retrieval.v1 import retrieval_pb2
 
@@ -17,7 +16,7 @@ PERSONAL_SCOPE, SHARED_SCOPE = "scope-personal", "scope-acme"
 
 
 async def call(gateway, tool: str, arguments: dict) -> dict:
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         result = await client.call_tool(tool, arguments)
     assert not result.is_error
     assert result.content and result.content[0].type == "text" and result.content[0].text
@@ -187,7 +186,7 @@ async def test_feedback_takes_query_rank_and_signals_from_the_pack(gateway, fake
 
 async def test_feedback_on_a_result_not_in_the_pack_is_invalid(gateway, call_error):
     pack = await call(gateway, "knowledge_get_context", {"query": "q", "persist": True})
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         error = await call_error(
             client,
             "knowledge_feedback",
@@ -211,7 +210,7 @@ async def test_search_spans_readable_scopes_or_one_project(gateway, fakes):
 
 
 async def test_unknown_fact_key_is_invalid_input(gateway, call_error):
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         # "missing" fails NOT_FOUND, "gone" INVALID_INPUT as the knowledge service does.
         for tool in ("knowledge_explain_fact", "knowledge_get_evidence"):
             for key in ("missing", "gone"):
@@ -267,7 +266,7 @@ async def test_proposal_lifecycle(gateway, fakes, call_error):
     first = await call(gateway, "knowledge_retract_proposal", {"fact_key": "proposed-9"})
     again = await call(gateway, "knowledge_retract_proposal", {"fact_key": "proposed-9"})
     assert (first["status"], again["status"]) == ("retracted", "already_retracted")
-    async with Client(gateway.url) as client:
+    async with mcp_client(gateway.url) as client:
         error = await call_error(client, "knowledge_retract_proposal", {"fact_key": "missing"})
     assert without_ids(error.data) == {
         "code": "invalid_input", "field": "fact_key", "reason": "not_found",

@@ -21,7 +21,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from harness import serve_mcp, serve_service
+from harness import LOCAL_TOKEN_KEY, mcp_client, serve_mcp, serve_service
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
@@ -212,7 +212,12 @@ async def real_stack(dsn: str, data_dir: Any, embedder: Any) -> AsyncIterator[di
         for profile in PROFILES:
             settings = Settings(
                 environment="local",
-                mcp=McpSettings(port=0, tool_profile=profile, quota_enabled=False),
+                mcp=McpSettings(
+                    local_token_key=LOCAL_TOKEN_KEY,
+                    port=0,
+                    tool_profile=profile,
+                    quota_enabled=False,
+                ),
                 services=addresses,
                 observability=ObservabilitySettings(mcp_metrics_enabled=False),
             )
@@ -223,7 +228,7 @@ async def real_stack(dsn: str, data_dir: Any, embedder: Any) -> AsyncIterator[di
 async def seeded(url: str) -> dict[str, str]:
     """Ids that name something, so a call with one gets past its look-up to the checks of
     the argument under test: a proposed fact, its subject, a persisted pack, a snapshot."""
-    async with Client(url) as client:
+    async with mcp_client(url) as client:
         proposed = await client.call_tool("knowledge_propose", {
             "subject": SUBJECT, "predicate": PREDICATE, "object": "postgres"})
         pack = await client.call_tool("knowledge_get_context", {
@@ -257,7 +262,7 @@ async def walk(embedded_pg, embedder, tmp_path_factory) -> AsyncIterator[Walk]:
 
 
 async def listed(url: str) -> dict[str, dict[str, Any]]:
-    async with Client(url) as client:
+    async with mcp_client(url) as client:
         return {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
 
 
@@ -272,7 +277,7 @@ async def test_every_published_bound_holds_through_the_real_services(walk, profi
            if not any(before.get(name) == schema for before in walked_before)}
     assert own
     failures, walked = [], 0
-    async with Client(walk.urls[profile]) as client:
+    async with mcp_client(walk.urls[profile]) as client:
         for name, schema in own.items():
             for case in cases_of(name, schema):
                 walked += 1

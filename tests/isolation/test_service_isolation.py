@@ -7,7 +7,6 @@ from __future__ import annotations
 import uuid
 
 import asyncpg
-
 from harness import without_ids
 
 

@@ -6,10 +6,13 @@ import asyncio
 import uuid
 from types import SimpleNamespace
 
+import pytest
+
 from vera.api.auth import LocalDevRestAuthenticator
 from vera.config import Settings
-from vera.gateway.auth import LocalDevAuthenticator
+from vera.gateway.credentials import KEY_REVOKED, CredentialCheck, CredentialRefused
 from vera.local_principal import LocalPrincipal
+from vera.mcp_tokens import LOCAL_KEY_ID
 
 PRINCIPAL = uuid.UUID("00000000-0000-4000-8000-0000000000aa")
 
@@ -20,7 +23,7 @@ class Identity:
     def __init__(self) -> None:
         self.ensured: list[str] = []
 
-    async def EnsureLocalPrincipal(self, request):
+    async def EnsureLocalPrincipal(self, request, timeout=None):
         await asyncio.sleep(0)
         self.ensured.append(request.principal_id)
 
@@ -44,8 +47,18 @@ async def test_both_front_ends_act_as_the_one_local_principal() -> None:
     identity = Identity()
     backends = SimpleNamespace(identity=identity)
     rest = await LocalDevRestAuthenticator(settings()).local_caller(backends)
-    mcp = await LocalDevAuthenticator(settings()).authenticate(None, backends)
-    assert rest.principal_id == mcp.principal_id == str(PRINCIPAL)
+    # The gateway's: whom a local MCP token (minted for the data dir's secret) acts as.
+    mcp = await CredentialCheck(settings(), deadline_seconds=1).principal(
+        str(PRINCIPAL), LOCAL_KEY_ID, backends)
+    assert rest.principal_id == mcp == str(PRINCIPAL)
     assert (rest.auth_profile, rest.admin) == ("local-dev", True)
-    assert mcp.auth_profile == "local-dev"
     assert identity.ensured == [str(PRINCIPAL), str(PRINCIPAL)]
+
+
+async def test_a_local_token_for_another_principal_is_refused() -> None:
+    backends = SimpleNamespace(identity=Identity())
+    with pytest.raises(CredentialRefused) as refused:
+        await CredentialCheck(settings(), deadline_seconds=1).principal(
+            str(uuid.uuid4()), LOCAL_KEY_ID, backends)
+    assert refused.value.reason == KEY_REVOKED
+    assert backends.identity.ensured == []

@@ -5,9 +5,16 @@ every command line."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
+from typing import TypeAlias
 
 from vera.config import Settings, load_settings
+
+# What ``add_parser`` is handed: argparse's subparsers object. argparse exports no public
+# name for its class, so this is the one place the private one is spelled
+# (tests/unit/test_one_spelling.py).
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # noqa: SLF001
 
 SERVICE_NAMES = ("identity", "knowledge", "retrieval", "snapshot")
 

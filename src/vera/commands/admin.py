@@ -8,10 +8,10 @@ import asyncio
 import sys
 from pathlib import Path
 
-from vera.commands import settings_at
+from vera.commands import Subcommands, settings_at
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: Subcommands) -> None:
     admin = commands.add_parser("admin", help="operator commands (run next to the stack)")
     admin_commands = admin.add_subparsers(dest="admin_command", required=True)
     create_user = admin_commands.add_parser(

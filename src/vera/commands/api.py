@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 
-from vera.commands import settings_at
+from vera.commands import Subcommands, settings_at
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: Subcommands) -> None:
     commands.add_parser("api", help="run the REST API process (identity admin, curation)")
 
 

@@ -8,13 +8,13 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from vera.commands import settings_at
+from vera.commands import Subcommands, settings_at
 
 # The services that keep an audit chain (retrieval records no security event).
 AUDITED = ("identity", "knowledge", "snapshot")
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: Subcommands) -> None:
     audit = commands.add_parser("audit", help="check the audit trail's hash chains")
     actions = audit.add_subparsers(dest="action", required=True)
     verify = actions.add_parser("verify", help="verify every audit chain, naming the first "

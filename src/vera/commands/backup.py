@@ -8,10 +8,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from vera.commands import settings_at
+from vera.commands import Subcommands, settings_at
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: Subcommands) -> None:
     backup = commands.add_parser(
         "backup", help="back up a `vera up` deployment (while it serves) into a new directory")
     backup.add_argument("dest", type=Path, help="a new or empty directory for the backup")

@@ -14,11 +14,11 @@ from typing import Any
 from urllib.parse import quote
 
 from vera.api_client import EXIT_OK, ApiRefused, ClientStop, add_connection_arguments, open_client
-from vera.commands import settings_at
+from vera.commands import Subcommands, settings_at
 from vera.config import Settings
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: Subcommands) -> None:
     curate = commands.add_parser("curate", help="review proposals and retract sources (REST)")
     add_connection_arguments(curate)
     curate.add_argument("--json", action="store_true", help="print the raw JSON response")

@@ -41,7 +41,7 @@ from vera.api_client import (
     add_connection_arguments,
     open_client,
 )
-from vera.commands import settings_at
+from vera.commands import Subcommands, settings_at
 from vera.config import Settings
 from vera.ingest_records import IngestFileError
 
@@ -49,7 +49,7 @@ EXIT_DRIFT = 3
 PROGRESS_FROM = 200
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: Subcommands) -> None:
     harvest = commands.add_parser(
         "harvest", help="state what a git checkout's files state, with line-exact evidence")
     harvest.add_argument("path", type=Path, help="a git checkout")

@@ -40,7 +40,7 @@ from vera.api_client import (
     open_client,
     poll_delays,
 )
-from vera.commands import settings_at
+from vera.commands import Subcommands, settings_at
 from vera.config import Settings
 from vera.ingest_records import MAX_REPORTED_ERRORS, IngestFileError
 
@@ -56,7 +56,7 @@ LISTED_KEYS = 50
 ORDER = {"source": 0, "entity": 1, "fact": 2, "correction": 3}
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: Subcommands) -> None:
     ingest = commands.add_parser("ingest", help="load curated knowledge from a JSONL file")
     ingest.add_argument("file", type=Path)
     ingest.add_argument("--project", required=True,

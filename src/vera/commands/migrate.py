@@ -8,10 +8,10 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from vera.commands import SERVICE_NAMES, settings_at
+from vera.commands import SERVICE_NAMES, Subcommands, settings_at
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: Subcommands) -> None:
     migrate = commands.add_parser("migrate", help="apply every service's SQL migrations, "
                                   "or one service's")
     migrate.add_argument("service", nargs="?", choices=SERVICE_NAMES,

@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vera.commands import settings_at
+from vera.commands import Subcommands, settings_at
 from vera.config import Settings
 from vera.errors import VeraError
 from vera.retrieval.v1 import retrieval_pb2
@@ -50,7 +50,7 @@ NOT_SERVED = {
 }
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: Subcommands) -> None:
     rank = commands.add_parser("rank", help="the learned ranking stage: fit, status, off, on")
     sub = rank.add_subparsers(dest="rank_command", required=True)
     for name, help_text in (

@@ -6,11 +6,11 @@ import argparse
 import asyncio
 import importlib
 
-from vera.commands import SERVICE_NAMES
+from vera.commands import SERVICE_NAMES, Subcommands
 from vera.config import load_settings
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: Subcommands) -> None:
     serve = commands.add_parser("serve", help="run one gRPC service alone")
     serve.add_argument("service", choices=SERVICE_NAMES)
     serve.add_argument("--address", help="HOST:PORT to bind (default: VERA_SERVICES__<SVC>)")

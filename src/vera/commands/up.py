@@ -7,10 +7,10 @@ import asyncio
 import sys
 from pathlib import Path
 
-from vera.commands import settings_at
+from vera.commands import Subcommands, settings_at
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: Subcommands) -> None:
     up = commands.add_parser("up", help="run the whole embedded stack in the foreground")
     up.add_argument("--data-dir", type=Path, help="where data lives (default: VERA_DATA_DIR "
                     "or the user data directory)")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from vera.api_client import in_clear
+from vera.commands import Subcommands
 from vera.errors import InvalidInput
 from vera.integrations import approvals, endpoints, workspace
 from vera.integrations.artifacts import RUNTIMES
@@ -42,7 +43,7 @@ from vera.integrations.workspace import Workspace, parse_back
 STATIC_CREDENTIAL = f"file:{TOKEN_PATH}"
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: Subcommands) -> None:
     connect = commands.add_parser("connect", help="set up a coding runtime for this project")
     connect.add_argument("runtime", choices=RUNTIMES)
     connect.add_argument("--api-url", default=os.environ.get("VERA_API_URL"),

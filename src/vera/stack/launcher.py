@@ -9,18 +9,42 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
+from mcp import Client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
+from vera.local_secret import read_secret
 from vera.stack import StackError
 from vera.stack.ports import free_port
 from vera.stack.run_files import stack_file
 
 READY_TIMEOUT_SECONDS = 180.0
+# What a local runtime connected with `vera connect` may do: everything.
+EVERY_SCOPE = ("memory:read", "memory:propose", "memory:feedback", "memory:snapshot")
 LAUNCH_STOP_TIMEOUT_SECONDS = 60.0
+
+
+@contextlib.asynccontextmanager
+async def _bearer_transport(
+    url: str, token: str, headers: dict[str, str]
+) -> AsyncIterator[Any]:
+    sent = {**headers, "authorization": f"Bearer {token}"}
+    async with create_mcp_http_client(headers=sent) as http:
+        async with streamable_http_client(url, http_client=http) as streams:
+            yield streams
+
+
+def bearer_mcp_client(
+    url: str, token: str, *, headers: dict[str, str] | None = None, **options: Any
+) -> Client:
+    """The official MCP client over HTTP, presenting ``token`` (and ``headers``) on every
+    request."""
+    return Client(_bearer_transport(url, token, headers or {}), **options)
 
 
 def launch_env(data_dir: Path, **settings: str) -> dict[str, str]:
@@ -51,10 +75,31 @@ class LaunchedStack:
     # More of `vera up`'s options (--allow-profile-change).
     up_args: tuple[str, ...] = ()
     process: subprocess.Popen | None = None
+    _tokens: dict[tuple[str, ...], str] = field(default_factory=dict)
 
     @property
     def mcp_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.env['VERA_API__PORT']}"
+
+    def mcp_token(self, scopes: tuple[str, ...] = EVERY_SCOPE) -> str:
+        """A local MCP token, minted as a local client gets one: by the stack's REST API,
+        for the data dir's secret (the local-dev gateway refuses a call without one)."""
+        secret = read_secret(self.data_dir)
+        if secret is None:
+            raise StackError(f"{self.data_dir} has no secret: is it a local-dev data dir?")
+        answer = httpx.post(f"{self.api_url}/identity/mcp-token", json={"scopes": list(scopes)},
+                            headers={"authorization": f"Bearer {secret}"}, timeout=30)
+        answer.raise_for_status()
+        self._tokens[scopes] = answer.json()["token"]
+        return self._tokens[scopes]
+
+    def mcp_client(self, **options: Any) -> Client:
+        """An MCP client on this local-dev stack's gateway, with a fresh local token."""
+        return bearer_mcp_client(self.mcp_url, self.mcp_token(), **options)
 
     def start(self) -> None:
         """Starts `vera up` and returns once it wrote ``stack.json`` and the gateway answers

@@ -5,7 +5,12 @@ free loopback ports), then the MCP gateway and the REST API. The addresses are w
 ``<data-dir>/run/stack.json`` so `vera ingest --data-dir` finds the running stack. Every
 run generates the internal call key (``VERA_RPC__AUTH_KEY``), hands it to each child and
 writes it, readable by the owner only, to ``<data-dir>/run/rpc.key`` for the CLI's calls.
-SIGINT/SIGTERM stop the gateway, the services, then PostgreSQL, in that order.
+SIGINT/SIGTERM stop, in waves, the REST API, the gateway, retrieval and snapshot, then
+knowledge and identity (callers before the ones they call, each draining first), remove the
+run files and stop PostgreSQL last. A child that dies, the embedded postmaster included
+(``PostgresChild``), is started again with the same command after a delay that doubles per
+crash (``RestartPolicy``); one that crashes more often than the policy allows stops the
+whole stack, which exits 1 (``GaveUp``).
 
 A child is ready once its probe answers *and* the answering port is the child's own
 listening socket: a stranger already on the port answers a probe too. A port the user
@@ -37,7 +42,7 @@ import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from vera.config import Settings, StackSettings
-from vera.local_secret import ensure_secret
+from vera.local_secret import ensure_secret, local_token_key
 from vera.rpc.retries import RECONNECT_OPTIONS
 from vera.stack import StackError
 from vera.stack.ports import free_port
@@ -406,12 +411,11 @@ def console_address(api_url: str, sign_in_token: str, settings: Settings) -> str
 MCP_TOKEN_VARIABLE = "VERA_MCP_TOKEN"
 
 
-def client_snippet(mcp_url: str, settings: Settings) -> str:
-    """The MCP client config a developer pastes; an authenticated deployment's carries the
-    bearer token every call needs, from the environment."""
-    server: dict = {"type": "http", "url": mcp_url}
-    if settings.auth_profile != "local-dev":
-        server["headers"] = {"Authorization": f"Bearer ${{{MCP_TOKEN_VARIABLE}}}"}
+def client_snippet(mcp_url: str) -> str:
+    """The MCP client config a developer pastes: the bearer token every call needs (a local
+    one too), from the environment."""
+    server = {"type": "http", "url": mcp_url,
+              "headers": {"Authorization": f"Bearer ${{{MCP_TOKEN_VARIABLE}}}"}}
     return json.dumps({"mcpServers": {"vera": server}}, indent=2)
 
 
@@ -433,7 +437,12 @@ def banner(settings: Settings, data_dir: Path, port: int, mcp_url: str, api_url:
         f"{_listening(settings.api_bind_host, settings.api.port)}, plain HTTP",
     ]
     if settings.auth_profile == "local-dev":
-        lines += ["", "MCP client config:", client_snippet(mcp_url, settings)]
+        lines += [
+            "", "MCP client config (`vera connect <runtime>` writes it and a local token; by "
+            f"hand: {MCP_TOKEN_VARIABLE} from `vera mcp-token`, or POST "
+            f"{api_url}/identity/mcp-token with the data dir's local.secret as the bearer):",
+            client_snippet(mcp_url),
+        ]
     else:
         lines += [
             f"  Hosts served: MCP {', '.join(settings.mcp.allowed_hosts)} "
@@ -444,7 +453,7 @@ def banner(settings: Settings, data_dir: Path, port: int, mcp_url: str, api_url:
             "", "MCP client config (`vera connect <runtime>` writes it and the token; "
             f"by hand: {MCP_TOKEN_VARIABLE} from POST {api_url}/identity/mcp-token with "
             "your API key):",
-            client_snippet(mcp_url, settings),
+            client_snippet(mcp_url),
         ]
     return "\n".join([*lines, "", "Press Ctrl-C to stop."])
 
@@ -486,6 +495,7 @@ async def run_stack(
         addresses = {name: f"127.0.0.1:{free_port()}" for name in SERVICES}
         # Each service's own metrics listener, on loopback (vera.observability.service_metrics).
         metrics_ports = {name: free_port() for name in SERVICES}
+        secret = ensure_secret(data_dir)
         rpc_key = secrets.token_urlsafe(32)
         write_key_file(data_dir, rpc_key)
         console_token = secrets.token_urlsafe(32)
@@ -500,8 +510,6 @@ async def run_stack(
             "VERA_MCP__PORT": str(port),
             # Only the local profile signs in with it (vera.api.console.pages).
             "VERA_API__CONSOLE_SIGN_IN_TOKEN": console_token,
-            # The REST API's local administrator proves it (vera.local_secret).
-            "VERA_API__LOCAL_SECRET": ensure_secret(data_dir),
             **{f"VERA_SERVICES__{name.upper()}": address for name, address in addresses.items()},
         }
         services = [
@@ -527,14 +535,19 @@ async def run_stack(
             Child(
                 "gateway",
                 [sys.executable, "-m", "vera.entrypoints.mcp.main"],
-                env,
+                # It verifies local tokens with a key derived from the secret and never
+                # holds the secret, the database's superuser password (nor the DSN with it).
+                {**{k: v for k, v in env.items() if k != "VERA_DATABASE__DSN"},
+                 "VERA_MCP__LOCAL_TOKEN_KEY": local_token_key(secret)},
                 http_ready(f"{base}/healthz"),
                 fronts["gateway"],
             ),
             Child(
                 "api",
                 [sys.executable, "-m", "vera.entrypoints.api.main"],
-                env,
+                # The REST API's local administrator proves the secret (vera.local_secret),
+                # and the API mints local MCP tokens for it.
+                {**env, "VERA_API__LOCAL_SECRET": secret},
                 http_ready(f"{api_url}/readyz"),
                 fronts["api"],
             ),
