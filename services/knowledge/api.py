@@ -68,5 +68,7 @@ class KnowledgeApi(
         self._refresh_seconds = refresh_seconds
         self._refresher: asyncio.Task[None] | None = None
 
-    async def ListAuditRecords(self, request, context):
+    async def ListAuditRecords(
+        self, request: pb.ListAuditRecordsRequest, context
+    ) -> pb.ListAuditRecordsResponse:
         return await list_audit_records(self._audit, request, pb)

@@ -29,10 +29,14 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
         self._erasure = erasure
         self._audit = audit
 
-    async def ListAuditRecords(self, request, context):
+    async def ListAuditRecords(
+        self, request: pb.ListAuditRecordsRequest, context
+    ) -> pb.ListAuditRecordsResponse:
         return await list_audit_records(self._audit, request, pb)
 
-    async def CreateContextPack(self, request, context):
+    async def CreateContextPack(
+        self, request: pb.CreateContextPackRequest, context
+    ) -> pb.CreateContextPackResponse:
         canonical_request = json_object(request.canonical_request_json, "canonical_request_json")
         # A pack keeps its request's query for its whole lifetime: the query passes the
         # screen a proposal's text passes before anything is stored.
@@ -48,11 +52,15 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
         )
         return pb.CreateContextPackResponse(pack=pack_to_proto(pack), deduplicated=deduplicated)
 
-    async def GetContextPack(self, request, context):
+    async def GetContextPack(
+        self, request: pb.GetContextPackRequest, context
+    ) -> pb.GetContextPackResponse:
         pack = await self._service.get_context_pack(request.principal_id, request.pack_id)
         return pb.GetContextPackResponse(pack=pack_to_proto(pack))
 
-    async def CreateSnapshot(self, request, context):
+    async def CreateSnapshot(
+        self, request: pb.CreateSnapshotRequest, context
+    ) -> pb.CreateSnapshotResponse:
         snapshot = await self._catalog.create(
             request.principal_id,
             request.scope_id,
@@ -62,11 +70,15 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
         )
         return pb.CreateSnapshotResponse(snapshot=snapshot_to_proto(snapshot))
 
-    async def GetSnapshot(self, request, context):
+    async def GetSnapshot(
+        self, request: pb.GetSnapshotRequest, context
+    ) -> pb.GetSnapshotResponse:
         snapshot = await self._catalog.get(request.principal_id, request.snapshot_id)
         return pb.GetSnapshotResponse(snapshot=snapshot_to_proto(snapshot))
 
-    async def BeginIdempotentCall(self, request, context):
+    async def BeginIdempotentCall(
+        self, request: pb.BeginIdempotentCallRequest, context
+    ) -> pb.BeginIdempotentCallResponse:
         begun = await self._idempotency.begin(
             request.principal_id, request.key, request.request_hash
         )
@@ -74,17 +86,23 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
             state=KEY_STATES[begun.state], result_json=begun.result_json
         )
 
-    async def CompleteIdempotentCall(self, request, context):
+    async def CompleteIdempotentCall(
+        self, request: pb.CompleteIdempotentCallRequest, context
+    ) -> pb.CompleteIdempotentCallResponse:
         await self._idempotency.complete(
             request.principal_id, request.key, request.request_hash, request.result_json
         )
         return pb.CompleteIdempotentCallResponse()
 
-    async def ReleaseIdempotentCall(self, request, context):
+    async def ReleaseIdempotentCall(
+        self, request: pb.ReleaseIdempotentCallRequest, context
+    ) -> pb.ReleaseIdempotentCallResponse:
         await self._idempotency.release(request.principal_id, request.key, request.request_hash)
         return pb.ReleaseIdempotentCallResponse()
 
-    async def ErasePrincipalData(self, request, context):
+    async def ErasePrincipalData(
+        self, request: pb.ErasePrincipalDataRequest, context
+    ) -> pb.ErasePrincipalDataResponse:
         if self._erasure is None:
             raise Unavailable()
         counts = await self._erasure.erase(request.principal_id)

@@ -42,3 +42,33 @@ def test_servicers_build_only_their_responses() -> None:
                      "knowledge/erasure_api.py", "retrieval/serving/rank_api.py"}
     found = {name: inline_messages((SERVICES / name).read_text()) for name in names}
     assert found == {name: [] for name in names}
+
+
+def unannotated_handlers(source: str) -> list[str]:
+    """The RPC handlers not declared ``async def Name(self, request: <pb>.NameRequest,
+    context) -> <pb>.NameResponse``: the one style of every servicer."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.AsyncFunctionDef)
+                and [a.arg for a in node.args.args] == ["self", "request", "context"]):
+            continue
+        request, returns = node.args.args[1].annotation, node.returns
+        if not (isinstance(request, ast.Attribute) and request.attr == f"{node.name}Request"
+                and isinstance(returns, ast.Attribute)
+                and returns.attr == f"{node.name}Response"):
+            found.append(node.name)
+    return found
+
+
+def test_the_style_check_sees_a_bare_handler() -> None:
+    source = ("class A:\n    async def Get(self, request, context):\n        pass\n"
+              "    async def Put(self, request: pb.PutRequest, context) -> pb.PutResponse:\n"
+              "        pass\n")
+    assert unannotated_handlers(source) == ["Get"]
+
+
+def test_every_handler_names_its_request_and_response() -> None:
+    servicers = [p for p in sorted(SERVICES.rglob("*.py")) if _is_servicer(p.read_text())]
+    found = {str(p.relative_to(SERVICES)): unannotated_handlers(p.read_text())
+             for p in servicers}
+    assert found == {name: [] for name in found}
