@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from bench import record
 from bench.harness import running_stack
 from bench.metrics import percentile
 
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--proposals", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=50)
     args = parser.parse_args(argv)
+    wall = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vera-bench-console-") as tmp, \
             running_stack(Path(tmp)) as (_, data_dir, _env):
         project_id = asyncio.run(file_proposals(data_dir, args.proposals))
@@ -93,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         samples = time_queue(console_url, project_id, args.requests)
     print(f"console queue page, {args.proposals} pending, {args.requests} requests: "
           f"p50 {percentile(samples, 50):.1f} ms, p95 {percentile(samples, 95):.1f} ms")
+    record.write("console", argv or [], [record.table(
+        [f"queue's first page, {args.proposals:,} pending", "requests", "p50 ms", "p95 ms"],
+        [["GET over HTTP", len(samples), percentile(samples, 50), percentile(samples, 95)]],
+        digits=[None, 0, 1, 1])], wall_s=time.perf_counter() - wall)
     return 0
 
 

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from bench import locomo
+from bench import locomo, record
 from bench.harness import (
     LIMIT,
     NO_BACKGROUND_FIT,
@@ -54,7 +54,6 @@ from bench.harness import (
     add_data_options,
     call_tool,
     ingest_all,
-    machine_info,
     pool_tallies,
     ranking_from,
     render_table,
@@ -63,6 +62,7 @@ from bench.harness import (
     wait_until_retrieval_idle,
 )
 from bench.metrics import METRIC_NAMES, Tally
+from bench.record import machine_info
 
 if TYPE_CHECKING:
     from vera.stack.launcher import LaunchedStack
@@ -578,7 +578,7 @@ def cli(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     curve = tuple(int(x) for x in args.feedback_curve.split(",") if x.strip())
     if args.feedback_quick:
-        main(
+        report = main(
             args.data,
             args.out,
             conversations=args.conversations or QUICK["conversations"],
@@ -588,7 +588,7 @@ def cli(argv: list[str]) -> int:
             ingest_deadline=args.ingest_deadline,
         )
     else:
-        main(
+        report = main(
             args.data,
             args.out,
             conversations=args.conversations,
@@ -597,6 +597,9 @@ def cli(argv: list[str]) -> int:
             settle=True,
             ingest_deadline=args.ingest_deadline,
         )
+    record.write("feedback", argv, [record.from_markdown(report["table"]),
+                                    record.from_markdown(report["curve_table"])],
+                 wall_s=report["wall_s"])
     return 0
 
 

@@ -55,6 +55,7 @@ from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from starlette.applications import Starlette
 
+from bench import record
 from bench.metrics import percentile
 from vera.config import McpSettings, ObservabilitySettings, Settings
 from vera.gateway.app import build_app
@@ -595,9 +596,13 @@ async def measure(calls: int, rounds: int) -> dict[Variant, list[float]]:
     return samples
 
 
-def report(samples: dict[Variant, list[float]]) -> None:
+def report(samples: dict[Variant, list[float]]) -> list[dict]:
+    """Prints each tool's variants and its split by layer; returns the variants of every tool
+    side by side as the run's record's table (bench/record.py; the split is their
+    differences)."""
     width = max(len(variant.name) for variant in samples) + 2
     label_width = max(len(label) for label in SPLIT) + 2
+    figures: dict[str, list[Any]] = {}
     for tool in TOOLS:
         print(f"\n{tool} (ms per call)")
         print(f"  {'variant':<{width}}{'p50':>8}{'p95':>8}{'n':>7}")
@@ -606,6 +611,8 @@ def report(samples: dict[Variant, list[float]]) -> None:
             if variant.tool != tool:
                 continue
             p50[variant.layer, variant.era] = percentile(values, 50)
+            figures.setdefault(variant.name, []).extend(
+                [percentile(values, 50), percentile(values, 95), len(values)])
             print(
                 f"  {variant.name:<{width}}{percentile(values, 50):>8.3f}"
                 f"{percentile(values, 95):>8.3f}{len(values):>7}"
@@ -618,6 +625,11 @@ def report(samples: dict[Variant, list[float]]) -> None:
                 below = layers[i + 1] if i + 1 < len(layers) else 0.0
                 row += f"{layers[i] - below:>12.3f}"
             print(row)
+    heads = [f"`{tool}` {part}" for tool in TOOLS for part in ("p50 ms", "p95 ms", "n")]
+    return [record.table(["variant", *heads],
+                         [[name, *cells] for name, cells in figures.items()
+                          if len(cells) == len(heads)],
+                         digits=[None, *([3, 3, 0] * len(TOOLS))])]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -626,7 +638,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=100, help="timed calls per variant per round")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    report(asyncio.run(measure(args.calls, args.rounds)))
+    wall = time.perf_counter()
+    tables = report(asyncio.run(measure(args.calls, args.rounds)))
+    record.write("gateway-overhead", argv if argv is not None else sys.argv[1:], tables,
+                 wall_s=time.perf_counter() - wall)
     return 0
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import subprocess
 import sys
 import time
@@ -214,24 +212,6 @@ def render_table(rows: list[list[str]]) -> str:
         if n == 0:
             lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)
-
-
-def machine_info() -> dict:
-    info = {"platform": platform.platform(), "machine": platform.machine(),
-            "processor": platform.processor() or None, "cpu_count": os.cpu_count(),
-            "python": platform.python_version()}
-    try:
-        info["usable_cpus"] = len(os.sched_getaffinity(0))
-    except AttributeError:
-        pass
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu_model"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return info
 
 
 def add_data_options(parser: argparse.ArgumentParser) -> None:

@@ -22,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.harness import machine_info
+from bench import record
+from bench.record import machine_info
 from vera.api_client import ApiClient
 from vera.commands.ingest import Record, send, wait_until_indexed
 from vera.harvest import changes
@@ -129,6 +130,12 @@ def main(argv: list[str] | None = None) -> int:
         workdir.mkdir(parents=True, exist_ok=True)
         report = run(args.files, workdir)
     print(json.dumps(report, indent=2))
+    record.write("harvest", argv or [], [record.table(
+        ["files", "files read", "facts harvested", "harvest s", "filed s", "to facts filed s",
+         "indexing after s"],
+        [[f"{report['files']:,}", report["files_read"], report["facts"],
+          report["harvest_seconds"], report["file_seconds"], report["to_filed_seconds"],
+          report["index_wait_seconds"]]], digits=[None, 0, 0, 2, 2, 2, 2])])
     return 0 if report["to_filed_seconds"] < 60 else 1
 
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench import locomo
+from bench import locomo, record
 from bench.harness import DEFAULT_DATA, LIMIT, TOKEN_BUDGET, ingest_all, running_stack
 from bench.metrics import percentile
 
@@ -103,16 +103,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=1)
     parser.add_argument("--questions", type=int, default=60)
     args = parser.parse_args(argv)
+    wall = time.perf_counter()
     conversations = locomo.load(args.data)[: args.conversations]
     with tempfile.TemporaryDirectory(prefix="vera-hops-") as tmp:
         root = Path(tmp)
         with running_stack(root) as (stack, data_dir, env):
             ingest_all(conversations, root, data_dir, env, [])
             samples = asyncio.run(measure(stack, data_dir, conversations, args.questions))
-    print("| hop | n | p50 ms | p95 ms |\n|---|---|---|---|")
-    for name, values in samples.items():
-        print(f"| {name} | {len(values)} | {percentile(values, 50):.1f} | "
-              f"{percentile(values, 95):.1f} |")
+    rows = [[name, len(values), percentile(values, 50), percentile(values, 95)]
+            for name, values in samples.items()]
+    figures = record.table(["hop", "n", "p50 ms", "p95 ms"], rows, digits=[None, 0, 1, 1])
+    print("\n".join(record.as_markdown(figures)))
+    record.write("hops", argv or [], [figures], wall_s=time.perf_counter() - wall)
     return 0
 
 

@@ -45,10 +45,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from bench import locomo
+from bench import locomo, record
 from bench.ablation import DictFacts, turn_fact
-from bench.harness import DEFAULT_DATA, ROOT, machine_info
+from bench.harness import DEFAULT_DATA, ROOT
 from bench.metrics import Tally, percentile, recall_at
+from bench.record import machine_info
 
 DEFAULT_OUT = ROOT / "bench-results" / "lexical_ablation.json"
 LIMIT = 10
@@ -387,18 +388,15 @@ async def run(conversations: list[locomo.Conversation]) -> dict:
     return report
 
 
-def print_table(report: dict) -> None:
-    print(
-        f"{'lexical leg':44} {'hit@5':>6} {'rec@10':>6} {'MRR@10':>6} "
-        f"{'lex hit@5':>9} {'lex rec@50':>10} {'overlap':>7} {'lex p50 ms':>10}"
-    )
-    for name, row in report["rows"].items():
-        p, lex = row["pipeline"], row["lexical_alone"]
-        print(
-            f"{name:44} {p['hit@5']:6.3f} {p['recall@10']:6.3f} {p['mrr@10']:6.3f} "
-            f"{lex['hit@5']:9.3f} {lex['recall@50']:10.3f} "
-            f"{row['top50_overlap_with_today']:7.3f} {row['lexical_ms_p50']:10.2f}"
-        )
+def figures(report: dict) -> dict:
+    """The table the bench prints and keeps as its record (bench/record.py)."""
+    rows = [[name, row["pipeline"]["hit@5"], row["pipeline"]["recall@10"],
+             row["pipeline"]["mrr@10"], row["lexical_alone"]["hit@5"],
+             row["lexical_alone"]["recall@50"], row["top50_overlap_with_today"],
+             row["lexical_ms_p50"]] for name, row in report["rows"].items()]
+    return record.table(["lexical leg", "hit@5", "recall@10", "MRR@10", "leg alone hit@5",
+                         "leg recall@50", "top-50 overlap with today", "leg p50 ms"],
+                        rows, digits=[None, 3, 3, 3, 3, 3, 3, 2])
 
 
 def cli(argv: list[str]) -> int:
@@ -414,9 +412,12 @@ def cli(argv: list[str]) -> int:
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON report path")
     args = parser.parse_args(argv)
+    wall = time.perf_counter()
     conversations = locomo.load(args.data)[: args.conversations]
     report = asyncio.run(run(conversations))
-    print_table(report)
+    table = figures(report)
+    print("\n".join(record.as_markdown(table)))
+    record.write("lexical-ablation", argv, [table], wall_s=time.perf_counter() - wall)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"report: {args.out}")

@@ -2,7 +2,7 @@
 
     scripts/bench memory-scale [--sizes 10000,100000] [--small 1000] [--rounds 5]
 
-Fills a FactMemory with the scale bench's generated corpus (bench/scale.py: one project
+Fills a FactMemory with the scale bench's generated corpus (bench/scale_corpus.py: one project
 scope of N facts plus a few small scopes, random unit vectors of 384 dimensions) and
 reports:
 
@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from bench import record
+
 DIMENSIONS = 384
 CANDIDATE_POOL = 50  # the service's default (RetrievalSettings.candidate_pool)
 CONTEXT_WEIGHT = 0.7  # lexical.CONTEXT_WEIGHT
@@ -40,10 +42,10 @@ RECORDED = dt.datetime(2024, 6, 1, tzinfo=dt.UTC)
 
 def facts_of(n_facts: int, scope_id: str, seed: int) -> tuple[list[Any], list[str]]:
     """The scale corpus as the retrieval service's Facts (one scope), and its questions."""
-    from bench import scale
+    from bench import scale_corpus
     from vera.services.retrieval.domain import Citation, Fact
 
-    corpus = scale.generate(n_facts, seed=seed, facts_per_file=max(n_facts, 1))
+    corpus = scale_corpus.generate(n_facts, seed=seed, facts_per_file=max(n_facts, 1))
     ids = random.Random(seed)
     facts = []
     for records in corpus.files:
@@ -220,9 +222,13 @@ def cli(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--no-memory", action="store_true", help="only the query timings")
     args = parser.parse_args(argv)
+    wall = time.perf_counter()
+    tables, sizes = [], []
     if not args.no_memory:
         for size in (int(s) for s in args.sizes.split(",") if s):
             result = measure_memory(size, args.seed)
+            sizes.append([size, result["rss_delta_bytes"] / 2**20, result["rss_bytes_per_fact"],
+                          result["scope_bytes_per_fact"]])
             print(
                 f"{size} facts: RSS +{result['rss_delta_bytes'] / 2**20:.1f} MiB, "
                 f"{result['rss_bytes_per_fact']:.0f} B/fact (RSS), "
@@ -238,6 +244,17 @@ def cli(argv: list[str]) -> int:
         f"round: {result['first_round_small_p50_ms']:.2f} / "
         f"{result['first_round_large_p50_ms']:.2f} ms (x{result['first_round_ratio']})"
     )
+    if sizes:
+        tables.append(record.table(["project facts", "RSS growth MiB", "B/fact (RSS)",
+                                    "B/fact (the project's structures)"], sizes,
+                                   digits=[0, 1, 0, 0]))
+    tables.append(record.table(
+        ["search + features p50 ms", f"{args.small:,} facts", f"{args.large:,} facts", "x"],
+        [["first round", result["first_round_small_p50_ms"],
+          result["first_round_large_p50_ms"], result["first_round_ratio"]],
+         ["asked again", result["small_p50_ms"], result["large_p50_ms"], result["ratio"]]],
+        digits=[None, 2, 2, 2], title=f"{result['queries']} queries each, interleaved:"))
+    record.write("memory-scale", argv, tables, wall_s=time.perf_counter() - wall)
     return 0
 
 

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm import tqdm
 
-from bench import locomo
+from bench import locomo, record
 from bench.harness import (
     DEFAULT_DATA,
     INGEST_DEADLINE_SECONDS,
@@ -60,7 +60,6 @@ from bench.harness import (
     add_data_options,
     call_tool,
     ingest_all,
-    machine_info,
     pool_tallies,
     ranking_from,
     render_table,
@@ -72,6 +71,7 @@ from bench.harness import (
 if TYPE_CHECKING:
     from vera.stack.launcher import LaunchedStack
 from bench.metrics import METRIC_NAMES, Tally
+from bench.record import machine_info
 from vera.services.retrieval.domain import Fact, Result
 from vera.services.retrieval.models.rerankers import STATIC_LATE_INTERACTION_WEIGHT
 from vera.services.retrieval.rank import learned as learned_rank
@@ -655,7 +655,8 @@ def cli(argv: list[str]) -> int:
         help="start from a --dump file instead of a stack (the data options are ignored)",
     )
     args = parser.parse_args(argv)
-    main(
+    wall = time.perf_counter()
+    report = main(
         args.out,
         data=args.data,
         conversations=args.conversations,
@@ -664,6 +665,8 @@ def cli(argv: list[str]) -> int:
         dump_to=args.dump,
         from_dump=args.from_dump,
     )
+    record.write("rank-ablation", argv, [record.from_markdown(report["table"])],
+                 wall_s=time.perf_counter() - wall)
     return 0
 
 

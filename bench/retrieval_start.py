@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench import record
+
 KINDS = ("refill", "restart", "new pod")
 LOADED_FROM = {"refill": "documents", "restart": "snapshot", "new pod": "shared snapshot"}
 SETTLE_SECONDS = 3.0  # a killed run serves this long first, as a replica would
@@ -131,7 +133,7 @@ async def _publish(env: dict[str, str], path: Path) -> float:
         await pool.close()
 
 
-def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
+def main(data_dir: Path, runs: int, kill: bool, out: Path | None, argv: list[str]) -> int:
     from vera.db.embedded import EmbeddedPostgres
     from vera.services.retrieval.server import MEMORY_SNAPSHOT
 
@@ -195,17 +197,18 @@ def main(data_dir: Path, runs: int, kill: bool, out: Path | None) -> int:
                                           for r in mine), 3)
             for name in mine[0]["steps"]
         }
-    print("| part | full refill | restart (local snapshot) | new pod (shared snapshot) |")
-    print("|---|---|---|---|")
-    for k in keys:
-        print(f"| {k} | " + " | ".join(f"{medians[kind][k]:.3f}" for kind in KINDS) + " |")
-    for name in steps["refill"]:
-        print(f"| create: {name} | " + " | ".join(f"{steps[kind][name]:.3f}" for kind in KINDS)
-              + " |")
     ratios = {kind: medians["refill"]["to_serving_s"] / medians[kind]["to_serving_s"]
               for kind in KINDS[1:]}
-    print("to serving: full refill / restart = {:.2f}x, full refill / new pod = {:.2f}x".format(
-        ratios["restart"], ratios["new pod"]))
+    figures = record.table(
+        [f"part, median of {runs}", "full refill", "restart (local snapshot)",
+         "new pod (shared snapshot)"],
+        [*([k, *(medians[kind][k] for kind in KINDS)] for k in keys),
+         *([f"create: {name}", *(steps[kind][name] for kind in KINDS)]
+           for name in steps["refill"]),
+         ["to serving: full refill / this", 1.0, ratios["restart"], ratios["new pod"]]],
+        digits=[None, 3, 3, 3])
+    print("\n".join(record.as_markdown(figures)))
+    record.write("retrieval-start", argv, [figures])
     if out is not None:
         out.write_text(json.dumps(
             {"runs": results, "median": medians, "steps_median": steps,
@@ -226,7 +229,7 @@ def cli(argv: list[str]) -> int:
         return 0
     if args.data_dir is None:
         parser.error("DATA_DIR is required")
-    return main(args.data_dir.resolve(), args.runs, args.kill, args.out)
+    return main(args.data_dir.resolve(), args.runs, args.kill, args.out, argv)
 
 
 if __name__ == "__main__":

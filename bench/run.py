@@ -8,7 +8,8 @@ bench/locomo.py), starts a stack with ``vera up`` in a temporary data dir, inges
 conversation with ``vera ingest`` into its own project, asks every scored question through
 the real MCP client (``knowledge_search`` and ``knowledge_get_context``, limit 10), and
 scores the answers next to Okapi BM25 and dense-only MiniLM computed on the same turns in
-the same run. Prints a table and a per-category table and writes a JSON report.
+the same run. Prints a table and a per-category table, writes a JSON report and the bench's record
+(bench/records/locomo.json, bench/record.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from bench import locomo
+from bench import locomo, record
 from bench.harness import (
     DEFAULT_DATA,
     INGEST_DEADLINE_SECONDS,
@@ -34,13 +35,13 @@ from bench.harness import (
     ROOT,
     TOKEN_BUDGET,
     ingest_all,
-    machine_info,
     ranking_from,
     render_table,
     running_stack,
     wait_until_retrieval_idle,
 )
 from bench.metrics import METRIC_NAMES, Tally
+from bench.record import machine_info
 
 if TYPE_CHECKING:
     from vera.stack.launcher import LaunchedStack
@@ -48,6 +49,31 @@ if TYPE_CHECKING:
 DEFAULT_OUT = ROOT / "bench-results" / "locomo.json"
 SYSTEMS = ("VERA search", "VERA get_context", "BM25", "dense MiniLM")
 DENSE_TEXT_CHOICES = ("fact", "turn")
+KEPT = (*METRIC_NAMES, "p50_ms", "p95_ms")
+
+
+def record_of(report: dict) -> dict:
+    """What docs/benchmarks.md shows of a report (bench/record.py): the figures per system
+    and per in-process configuration, not the per-question detail."""
+    ablation = report.get("ablation") or {}
+    return {
+        "bench": "locomo",
+        "command": report["command"],
+        "date": report["date"],
+        "machine": {k: report["machine"].get(k) for k in record.MACHINE_KEYS},
+        "dataset": {k: report["dataset"][k] for k in ("conversations", "scored_questions")},
+        "wall_s": report["timings"]["wall_s"],
+        "summary": {name: {k: v for k, v in s.items() if k in KEPT}
+                    for name, s in report["summary"].items()},
+        "ablation": None if not ablation else {
+            "embedder": ablation["embedder"],
+            "in_process_p50_ms": ablation["in_process_ms"]["p50"],
+            "embed_p50_ms": ablation["embed_ms"]["p50"],
+            "configs": {name: {k: v for k, v in row.items() if k in KEPT}
+                        for name, row in ablation["configs"].items()},
+            "fusion_chosen": (ablation.get("fusion") or {}).get("chosen", {}),
+        },
+    }
 
 
 # --- baselines ---------------------------------------------------------------------------
@@ -329,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+    print(f"wrote {args.out} and {record.save('locomo', record_of(report))}", file=sys.stderr)
     return 0
 
 

@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from bench import record
 from vera import limits
 from vera.secret_screen import screen
 
@@ -63,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="scripts/bench secret-screen", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=21)
     args = parser.parse_args(argv)
+    wall = time.perf_counter()
+    rows = []
     print(f"{'shape':24s} {'full proposal':>14s} {'per char full/eighth':>22s}")
     for name, shape in SHAPES.items():
         full = proposal(shape)
@@ -73,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         t_eighth = seconds(eighth, args.rounds)
         ratio = (t_full / chars_full) / (t_eighth / chars_eighth)
         print(f"{name:24s} {t_full * 1000:11.2f} ms {ratio:21.2f}x")
+        rows.append([name, t_full * 1000, ratio])
+    record.write("secret-screen", argv or [], [record.table(
+        [f"shape at every field's maximum (median of {args.rounds})", "full proposal ms",
+         "per char, full / an eighth"], rows, digits=[None, 2, 2])],
+        wall_s=time.perf_counter() - wall)
     return 0
 
 

@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from bench import lexical_ablation, memory_scale
-from bench.harness import ROOT, machine_info
+from bench import lexical_ablation, memory_scale, record
+from bench.harness import ROOT
+from bench.record import machine_info
 
 DEFAULT_OUT = ROOT / "bench-results" / "sparse_scale.json"
 POOL = memory_scale.CANDIDATE_POOL
@@ -136,20 +137,23 @@ def measure(small_n: int, large_n: int, prefetches: list[int], rounds: int, seed
     return report
 
 
-def print_table(report: dict) -> None:
+def figures(report: dict) -> dict:
+    """The table the bench prints and keeps as its record (bench/record.py)."""
     small, large = report["facts"]["small"], report["facts"]["large"]
-    print(f"lexical call p50 ms, {report['questions']} questions per project, interleaved; "
-          f"projects of {small} and {large} facts")
-    print(f"{'leg':34} {'small 1st':>9} {'large 1st':>9} {'x':>6} {'small':>7} {'large':>7} "
-          f"{'x':>6} {'top50 small/large':>17} {'score diff small/large':>22}")
-    for name, r in report["rows"].items():
-        held = (f"{r['small_top50_share']:.3f}/{r['large_top50_share']:.3f}"
-                if "small_top50_share" in r else "")
-        diff = (f"{r['small_max_relative_score_difference']:.1e}/"
-                f"{r['large_max_relative_score_difference']:.1e}" if held else "")
-        print(f"{name:34} {r['small_first_p50_ms']:9.2f} {r['large_first_p50_ms']:9.2f} "
-              f"{r['first_ratio']:6.1f} {r['small_again_p50_ms']:7.2f} "
-              f"{r['large_again_p50_ms']:7.2f} {r['again_ratio']:6.1f} {held:>17} {diff:>22}")
+    rows = [[name, r["small_first_p50_ms"], r["large_first_p50_ms"], r["first_ratio"],
+             r["small_again_p50_ms"], r["large_again_p50_ms"], r["again_ratio"],
+             f"{r['small_top50_share']:.3f} / {r['large_top50_share']:.3f}"
+             if "small_top50_share" in r else "",
+             f"{r['small_max_relative_score_difference']:.1e} / "
+             f"{r['large_max_relative_score_difference']:.1e}"
+             if "small_top50_share" in r else ""]
+            for name, r in report["rows"].items()]
+    return record.table(
+        ["lexical leg alone, p50 ms", f"{small:,} first", f"{large:,} first", "x",
+         f"{small:,} again", f"{large:,} again", "x", "share of the memory's top 50",
+         "max relative score difference"], rows,
+        digits=[None, 2, 2, 1, 2, 2, 1, None, None],
+        title=f"{report['questions']} questions per project, interleaved:")
 
 
 def cli(argv: list[str]) -> int:
@@ -170,8 +174,11 @@ def cli(argv: list[str]) -> int:
         parser.error(f"--prefetch: depths of at least {POOL} (the leg's pool)")
     if args.rounds < 1:
         parser.error("--rounds: at least 1")
+    wall = time.perf_counter()
     report = measure(args.small, args.large, prefetches, args.rounds, args.seed)
-    print_table(report)
+    table = figures(report)
+    print("\n".join(record.as_markdown(table)))
+    record.write("sparse-scale", argv, [table], wall_s=time.perf_counter() - wall)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"report: {args.out}")

@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench import locomo
+from bench import locomo, record
 from bench.harness import DEFAULT_DATA, LIMIT, TOKEN_BUDGET, ingest_all, running_stack
 from bench.metrics import percentile
 
@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
+    wall = time.perf_counter()
     conversations = locomo.load(args.data)[: args.conversations]
     results: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="vera-tracing-") as tmp, otlp_sink() as (sink, sizes):
@@ -96,14 +97,18 @@ def main(argv: list[str] | None = None) -> int:
         with running_stack(root, **traced) as (stack, _, _):
             results["on"] = asyncio.run(
                 measure(stack, conversations, args.questions, args.rounds))
-    print("| tracing | n | p50 ms | p95 ms |\n|---|---|---|---|")
-    for name, values in results.items():
-        print(f"| {name} | {len(values)} | {percentile(values, 50):.1f} | "
-              f"{percentile(values, 95):.1f} |")
-    for q in (50, 95):
-        ratio = percentile(results["on"], q) / percentile(results["off"], q)
-        print(f"p{q} on/off: {ratio:.2f}x")
+    tables = [
+        record.table(["tracing", "n", "p50 ms", "p95 ms"],
+                     [[name, len(values), percentile(values, 50), percentile(values, 95)]
+                      for name, values in results.items()], digits=[None, 0, 1, 1]),
+        record.table(["on / off", "p50", "p95"],
+                     [["ratio", *(percentile(results["on"], q) / percentile(results["off"], q)
+                                  for q in (50, 95))]], digits=[None, 2, 2]),
+    ]
+    for figures in tables:
+        print("\n".join(record.as_markdown(figures)))
     print(f"exports received: {len(sizes)} ({sum(sizes) / 1e6:.1f} MB)")
+    record.write("tracing-overhead", argv or [], tables, wall_s=time.perf_counter() - wall)
     return 0
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import record
 from bench.metrics import percentile
 
 DIMENSIONS = 384
@@ -420,6 +421,29 @@ def table(reports: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def figures(reports: list[dict], ratios: dict[str, float]) -> list[dict]:
+    """What ``table`` prints, as the run's record (bench/record.py)."""
+    searches = [[r["case"], r["points"], key, scope, s["p50_ms"], s["p95_ms"], s["recall@10"],
+                 s[f"recall@{POOL}"]]
+                for r in reports for key in ("search_unoptimized", "search")
+                for scope, s in r.get(key, {}).items()]
+    writes = [[r["case"], r["points"],
+               ", ".join(f"{scope} {seconds}" for scope, seconds in r["upsert_s"].items())
+               if "upsert_s" in r else "-",
+               r.get("upsert_longest_loop_stall_s", "-"), r.get("optimize_s", "-"),
+               r.get("optimize_longest_loop_stall_s", "-"), r["vmhwm_delta_mib"]]
+              for r in reports]
+    return [
+        record.table(["case", "points", "search", "scope", "p50 ms", "p95 ms", "recall@10",
+                      f"recall@{POOL}"], searches, digits=[None, 0, None, None, 2, 2, 3, 3]),
+        record.table(["case", "points", "upserts s by scope", "longest loop stall s", "build s",
+                      "build's longest loop stall s", "VmHWM growth MiB"], writes,
+                     digits=[None, 0, 2, 2, 2, 2, 1]),
+        record.table(["p50 ratio", "x"], [[name, value] for name, value in ratios.items()],
+                     digits=[None, 2]),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/bench vector-scale", description=__doc__.split("\n\n")[0])
@@ -466,6 +490,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
+    record.write("vector-scale", argv if argv is not None else sys.argv[1:],
+                 figures(reports, ratios),
+                 study="vector-scale-1m" if args.big >= 1_000_000 else None)
     return 0
 
 

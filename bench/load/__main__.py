@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bench import record
 from bench.load import gateway as gateway_mix
 from bench.load import knee, openloop, seed, services
 from bench.load.memory import MemorySampler, stack_processes
@@ -279,6 +280,33 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
+def record_tables(report: dict) -> list[dict]:
+    """The figures ``render`` prints, as the run's record (bench/record.py)."""
+    targets = report["targets"].items()
+    knees = [[name, k["single_call_mean_ms"], k["unloaded_p95_ms"], k["knee_rate_per_s"],
+              k["knee_ratio_to_single_call"]]
+             for name, result in targets if (k := result.get("knee"))]
+    runs = [[name, r["calls"], r["target_rate_per_s"], r["throughput_ok_per_s"],
+             r["latency_ms"]["p50"], r["latency_ms"]["p95"], r["latency_ms"]["p99"],
+             r["error_rate"] * 100, r["late_starts"]]
+            for name, r in targets if "knee" not in r]
+    memory = [[process, m["first_mib"], m["last_mib"], m["peak_mib"]]
+              for process, m in report.get("memory", {}).items()]
+    tables = []
+    if knees:
+        tables.append(record.table(
+            ["target", "single call mean ms", "unloaded p95 ms", "knee calls/s",
+             "knee / single-call rate"], knees, digits=[None, 1, 1, 2, 2]))
+    if runs:
+        tables.append(record.table(
+            ["target", "calls", "target calls/s", "ok calls/s", "p50 ms", "p95 ms", "p99 ms",
+             "errors %", "late starts"], runs, digits=[None, 0, 1, 2, 1, 1, 1, 2, 0]))
+    if memory:
+        tables.append(record.table(["process", "RSS first MiB", "RSS last MiB", "peak MiB"],
+                                   memory, digits=[None, 1, 1, 1]))
+    return tables
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="scripts/load", description=__doc__.split("\n")[0])
     p.add_argument(
@@ -330,8 +358,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.harness import machine_info
-
     args = parse(sys.argv[1:] if argv is None else argv)
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
@@ -349,13 +375,15 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "tool": "scripts/load",
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": machine_info(),
+        "machine": record.machine_info(),
         "noise": NOISE,
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         **report,
         "wall_s": round(time.perf_counter() - started, 1),
     }
     print(render(report))
+    record.write("load", argv if argv is not None else sys.argv[1:], record_tables(report),
+                 wall_s=report["wall_s"], study="load-soak" if args.soak is not None else None)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     log(f"wrote {args.out}")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.scale import process_role
+from bench.scale_measure import process_role
 
 FLAT_MIB_PER_MIN = 2.0
 FLAT_SHARE_PER_MIN = 0.005

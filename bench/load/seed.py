@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.scale import generate, write_files
+from bench.scale_corpus import generate, write_files
 from vera.api.identity import mcp_scope_names, mint_mcp_token
 from vera.config import Settings
 from vera.identity.v1 import identity_pb2

@@ -147,3 +147,6 @@ def test_quick_feedback_bench_records_feedback_through_the_tool_and_reports_both
     assert [r[1] for r in body[2::4]] == ["hand-set again (rank off)"] * 3
     assert [r[1] for r in body[3::4]] == ["change"] * 3
     assert len(report["curve_table"].splitlines()) == 2 + sum(len(f["points"]) for f in folds)
+    kept = json.loads((tmp_path / "records" / "feedback.json").read_text())
+    assert kept["tables"][0]["columns"] == rows[0]
+    assert len(kept["tables"][0]["rows"]) == len(rows) - 2  # less the header and its rule

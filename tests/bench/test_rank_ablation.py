@@ -113,6 +113,9 @@ def test_from_dump_runs_end_to_end_without_a_stack(
     assert report["table"] in capsys.readouterr().out
     lines = report["table"].splitlines()
     assert len(lines) == 2 + len(report["rows"])
+    kept = json.loads((tmp_path / "records" / "rank-ablation.json").read_text())
+    assert kept["command"] == f"scripts/bench rank-ablation --from-dump {dump} --ablation-out {out}"
+    assert [row[0] for row in kept["tables"][0]["rows"]] == names
 
 
 def test_question_record_keeps_the_top_30_with_their_own_conversations_citations():

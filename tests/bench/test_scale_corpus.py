@@ -1,4 +1,4 @@
-"""The generated corpus of the scale bench (bench/scale.py): deterministic, exact sizes, and
+"""The generated corpus of the scale bench (bench/scale_corpus.py): deterministic, exact sizes, and
 every file accepted whole by `vera ingest`'s validator. Fast: no stack, no model."""
 
 from __future__ import annotations
@@ -9,21 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from bench import scale
+from bench import scale_corpus
 from vera.ingest_records import parse_jsonl
 
 
 def test_same_seed_same_corpus_other_seed_other_corpus() -> None:
-    a, b = scale.generate(3000, seed=7), scale.generate(3000, seed=7)
+    a, b = scale_corpus.generate(3000, seed=7), scale_corpus.generate(3000, seed=7)
     assert a.files == b.files
     assert a.questions == b.questions
-    assert scale.generate(3000, seed=8).files != a.files
+    assert scale_corpus.generate(3000, seed=8).files != a.files
 
 
 @pytest.mark.parametrize(("n", "per_file", "files"), [(1, 10, 1), (2500, 1000, 3),
                                                        (10_000, 10_000, 1)])
 def test_exact_sizes_and_file_split(n: int, per_file: int, files: int) -> None:
-    corpus = scale.generate(n, facts_per_file=per_file, questions=50)
+    corpus = scale_corpus.generate(n, facts_per_file=per_file, questions=50)
     assert corpus.facts == n
     assert len(corpus.files) == files
     for records in corpus.files:
@@ -32,8 +32,8 @@ def test_exact_sizes_and_file_split(n: int, per_file: int, files: int) -> None:
 
 
 def test_files_pass_vera_ingest_validation(tmp_path: Path) -> None:
-    corpus = scale.generate(2500, facts_per_file=1000)
-    paths = scale.write_files(corpus, tmp_path)
+    corpus = scale_corpus.generate(2500, facts_per_file=1000)
+    paths = scale_corpus.write_files(corpus, tmp_path)
     parsed = [parse_jsonl(p) for p in paths]  # raises IngestFileError on any bad line
     assert sum(len(p.facts) for p in parsed) == 2500
     assert all(p.sources for p in parsed)
@@ -44,7 +44,7 @@ def test_files_pass_vera_ingest_validation(tmp_path: Path) -> None:
 
 
 def test_sources_have_neighbours_and_facts_are_varied() -> None:
-    corpus = scale.generate(5000)
+    corpus = scale_corpus.generate(5000)
     facts = [r for records in corpus.files for r in records if r["type"] == "fact"]
     per_source = Counter(f["source"] for f in facts)
     assert min(per_source.values()) >= 2 or len(per_source) == 1
@@ -56,7 +56,7 @@ def test_sources_have_neighbours_and_facts_are_varied() -> None:
 
 
 def test_questions_point_at_held_facts() -> None:
-    corpus = scale.generate(4000, questions=100)
+    corpus = scale_corpus.generate(4000, questions=100)
     held = {(r["source"], r["locator"]) for records in corpus.files for r in records
             if r["type"] == "fact"}
     assert len(corpus.questions) == 100

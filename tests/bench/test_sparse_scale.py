@@ -34,3 +34,5 @@ def test_a_shard_per_scope_scores_as_the_memory_and_the_report_is_whole(tmp_path
     assert shard["small_max_relative_score_difference"] < 1e-4
     assert shard["small_top50_share"] >= 0.99
     assert "shard per scope, prefetch 200" in capsys.readouterr().out
+    kept = json.loads((tmp_path / "records" / "sparse-scale.json").read_text())
+    assert [row[0] for row in kept["tables"][0]["rows"]] == list(report["rows"])

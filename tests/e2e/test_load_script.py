@@ -51,8 +51,8 @@ PROCESSES = {
 def test_tiny_load_on_every_target_reports_every_field_and_no_errors(auth_stack, tmp_path):
     out = tmp_path / "load.json"
     # The stack's own environment carries its token issuer (VERA_MCP__JWT_SECRET, ...), so
-    # the load mints tokens the gateway accepts.
-    env = auth_stack.env
+    # the load mints tokens the gateway accepts. Its record stays in the test's folder.
+    env = {**auth_stack.env, "VERA_BENCH_RECORDS": str(tmp_path / "records")}
     done = subprocess.run(
         [
             sys.executable,
@@ -85,6 +85,8 @@ def test_tiny_load_on_every_target_reports_every_field_and_no_errors(auth_stack,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(out.read_text())
+    kept = json.loads((tmp_path / "records" / "load.json").read_text())
+    assert [row[0] for row in kept["tables"][0]["rows"]] == list(report["targets"])
 
     assert report["world"]["principals"] == 2 and report["world"]["facts"] == 24
     assert set(report["targets"]) == set(TARGETS)

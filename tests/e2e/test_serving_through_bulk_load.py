@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import scale
+from bench import scale_corpus, scale_measure
 from vera.stack.launcher import LaunchedStack, launch, launch_env
 
 pytestmark = pytest.mark.e2e
@@ -50,9 +50,9 @@ async def _ask_until(stop: asyncio.Event, stack: LaunchedStack, questions: list[
 async def test_queries_are_answered_through_a_bulk_load_and_the_index_build(
     bulk_stack: LaunchedStack, tmp_path: Path
 ) -> None:
-    corpus = scale.generate(FACTS, facts_per_file=500, questions=20)
+    corpus = scale_corpus.generate(FACTS, facts_per_file=500, questions=20)
     (tmp_path / "corpus").mkdir()
-    paths = scale.write_files(corpus, tmp_path / "corpus")
+    paths = scale_corpus.write_files(corpus, tmp_path / "corpus")
     data_dir = bulk_stack.data_dir
     # The first file through `vera ingest`, which creates the project the questions ask;
     # the rest as fast as the loader goes.
@@ -67,9 +67,9 @@ async def test_queries_are_answered_through_a_bulk_load_and_the_index_build(
         _ask_until(stop, bulk_stack, [q.text for q in corpus.questions], seen)
     )
     try:
-        loaded = await scale.load_corpus(rest, data_dir, PROJECT)
+        loaded = await scale_measure.load_corpus(rest, data_dir, PROJECT)
         seen["phase"] = "index build"
-        built = await scale.wait_for_hnsw(data_dir, give_up_s=240)
+        built = await scale_measure.wait_for_hnsw(data_dir, give_up_s=240)
         seen["phase"] = "after"
         await asyncio.sleep(1)
     finally:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # Lower it, never raise it: when the count drops, set it to the count the failure names.
-CEILING = 236
+CEILING = 235
 NOT_SEARCHED = {"tests", ".git", ".venv", "node_modules", ".pytest_cache", ".mypy_cache",
                 "build", "dist"}
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)

@@ -87,7 +87,11 @@ class LaunchedStack:
 
     def mcp_token(self, scopes: tuple[str, ...] = EVERY_SCOPE) -> str:
         """A local MCP token, minted as a local client gets one: by the stack's REST API,
-        for the data dir's secret (the local-dev gateway refuses a call without one)."""
+        for the data dir's secret (the local-dev gateway refuses a call without one). Minted
+        once per scope set and kept: timed calls pay no minting, and a test that stops the
+        REST API still has it."""
+        if scopes in self._tokens:
+            return self._tokens[scopes]
         secret = read_secret(self.data_dir)
         if secret is None:
             raise StackError(f"{self.data_dir} has no secret: is it a local-dev data dir?")
@@ -98,7 +102,7 @@ class LaunchedStack:
         return self._tokens[scopes]
 
     def mcp_client(self, **options: Any) -> Client:
-        """An MCP client on this local-dev stack's gateway, with a fresh local token."""
+        """An MCP client on this local-dev stack's gateway, with its local token."""
         return bearer_mcp_client(self.mcp_url, self.mcp_token(), **options)
 
     def start(self) -> None:
