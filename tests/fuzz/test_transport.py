@@ -345,7 +345,8 @@ def test_headers_trickled_in_are_cut_off(stack: LaunchedStack, front: str) -> No
     # Closed while header bytes kept coming (on main: still open after 30 s), and not
     # before the header timeout.
     assert closed_after is not None
-    assert closed_after >= HEADER_TIMEOUT_SECONDS
+    # asyncio may run a timer up to its clock's resolution early (seen: 0.99997 s).
+    assert closed_after >= HEADER_TIMEOUT_SECONDS - 0.01
 
 
 def test_a_body_sent_in_pieces_within_the_timeout_is_served(stack: LaunchedStack) -> None:
