@@ -17,12 +17,17 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
 from vera.integrations.credentials import HEADERS_COMMAND
+from vera.integrations.runtimes import scopes
+from vera.integrations.runtimes.scopes import ScopeIssue
 
 NAME = "codex"
 CLI = "codex"
 NEW_FILE_KEYS: dict[str, str] = {}
 SERVER_PATH = ("mcp_servers", "vera")
 MANAGED_REQUIREMENTS = Path("/etc/codex/requirements.toml")
+# Codex's layers below the project's (merged into it key by key) and the one above it.
+SYSTEM_CONFIG = Path("/etc/codex/config.toml")
+MANAGED_CONFIG = Path("/etc/codex/managed_config.toml")
 # Codex runs ``http_headers_helper`` with ``sh -c`` in the session's folder when it connects
 # (and once more after a 401 or 403), and sends the header object it prints: no token in
 # the environment, nothing in a shell profile.
@@ -54,6 +59,45 @@ def equivalent(existing: Any, wanted: dict[str, Any]) -> bool:
 
 def codex_home(env: dict[str, str]) -> Path:
     return Path(env.get("CODEX_HOME") or Path(env.get("HOME", str(Path.home()))) / ".codex")
+
+
+def _vera_server(config: Path) -> bool:
+    try:
+        document = tomlkit.parse(config.read_text()).unwrap()
+    except (OSError, TOMLKitError):
+        return False
+    return SERVER_PATH[1] in (document.get(SERVER_PATH[0]) or {})
+
+
+def scope_issues(root: Path, env: dict[str, str]) -> list[ScopeIssue]:
+    """Codex merges its config layers table by table: a ``[mcp_servers.vera]`` in the user's
+    or the system's config adds its keys (a bearer token variable, other headers) to the
+    project's server, and the managed config's replaces the project's values."""
+    issues = []
+    for config in (codex_home(env) / "config.toml", SYSTEM_CONFIG):
+        if _vera_server(config):
+            issues.append(ScopeIssue(scopes.MERGING_USER_SERVER, True, (
+                f"{config} defines [mcp_servers.vera], which Codex merges key by key into "
+                "the project's server: remove it (`codex mcp remove vera` for your own "
+                "config), then connect again")))
+    if _vera_server(MANAGED_CONFIG):
+        issues.append(ScopeIssue(scopes.SHADOWING_MANAGED_SERVER, True, (
+            f"{MANAGED_CONFIG} defines [mcp_servers.vera], which overrides the project's; "
+            "ask its administrator")))
+    try:
+        requirements = tomlkit.parse(MANAGED_REQUIREMENTS.read_text()).unwrap()
+    except (OSError, TOMLKitError):
+        requirements = {}
+    allowed = requirements.get("mcp_servers")
+    if isinstance(allowed, dict) and SERVER_PATH[1] not in allowed:
+        issues.append(ScopeIssue(scopes.MANAGED_BLOCKS_SERVER, True, (
+            f"{MANAGED_REQUIREMENTS} allows only the MCP servers it lists, and vera is not "
+            "one; ask its administrator")))
+    if requirements.get("allow_managed_hooks_only") is True:
+        issues.append(ScopeIssue(scopes.MANAGED_BLOCKS_HOOKS, False, (
+            f"{MANAGED_REQUIREMENTS} sets allow_managed_hooks_only: no SessionStart context "
+            "in Codex; the approval rules still hold")))
+    return issues
 
 
 def trust_level(root: Path, env: dict[str, str]) -> str | None:

@@ -6,6 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from vera.integrations import editors
+from vera.integrations.editors import UnsafeEdit
+from vera.integrations.runtimes import scopes
+from vera.integrations.runtimes.scopes import ScopeIssue
+
 NAME = "opencode"
 CLI = "opencode"
 SERVER_PATH = ("mcp", "vera")
@@ -21,6 +26,47 @@ REFRESH = ("VERA's OpenCode plugin runs `vera mcp-token` when OpenCode starts; a
 APPROVAL = ("retrieval runs without a click; OpenCode approves per tool only, so "
             "knowledge_get_context asks every time (headless `opencode run` cannot call it: "
             "use knowledge_search there); writes ask as the save mode says")
+
+
+# OpenCode's managed config folder on Linux; its own test variable moves it.
+MANAGED_DIR = Path("/etc/opencode")
+CONFIG_NAMES = ("config.json", "opencode.json", "opencode.jsonc")
+
+
+def _config_dirs(env: dict[str, str]) -> tuple[Path, Path]:
+    """The user's config folder and the managed one, where OpenCode itself looks."""
+    home = Path(env.get("HOME", str(Path.home())))
+    user = Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "opencode"
+    managed = env.get("OPENCODE_TEST_MANAGED_CONFIG_DIR")
+    return user, Path(managed) if managed else MANAGED_DIR
+
+
+def _vera_server(config: Path) -> bool:
+    try:
+        document = editors.parse_json(config.read_text())
+    except (OSError, UnsafeEdit):
+        return False
+    servers = document.get(SERVER_PATH[0]) if isinstance(document, dict) else None
+    return isinstance(servers, dict) and SERVER_PATH[1] in servers
+
+
+def scope_issues(root: Path, env: dict[str, str]) -> list[ScopeIssue]:
+    """OpenCode merges its config files key by key: global, then the project's, then the
+    managed folder's, which wins over both."""
+    user, managed = _config_dirs(env)
+    issues = []
+    extra = [Path(env["OPENCODE_CONFIG"])] if env.get("OPENCODE_CONFIG") else []
+    for config in [*(user / name for name in CONFIG_NAMES), *extra]:
+        if _vera_server(config):
+            issues.append(ScopeIssue(scopes.MERGING_USER_SERVER, True, (
+                f"{config} defines mcp.vera, which OpenCode merges key by key into the "
+                "project's server: remove it there, then connect again")))
+    for config in (managed / name for name in CONFIG_NAMES[1:]):
+        if _vera_server(config):
+            issues.append(ScopeIssue(scopes.SHADOWING_MANAGED_SERVER, True, (
+                f"{config} defines mcp.vera, which overrides the project's; ask its "
+                "administrator")))
+    return issues
 
 
 def mcp_file(root: Path) -> str:
