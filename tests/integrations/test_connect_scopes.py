@@ -166,7 +166,8 @@ def test_claude_managed_hooks_policy_is_a_warning(repo, home_env, managed_etc) -
 @pytest.mark.parametrize(("name", "content", "code"), [
     ("managed_config.toml", f'[mcp_servers.vera]\nurl = "{ELSEWHERE}"\n',
      scopes.SHADOWING_MANAGED_SERVER),
-    ("config.toml", f'[mcp_servers.vera]\nurl = "{ELSEWHERE}"\n', scopes.MERGING_USER_SERVER),
+    ("config.toml", f'[mcp_servers.vera]\nurl = "{ELSEWHERE}"\nenabled = false\n',
+     scopes.MERGING_USER_SERVER),
     ("requirements.toml", '[mcp_servers.another.identity]\nurl = "https://elsewhere.test"\n',
      scopes.MANAGED_BLOCKS_SERVER),
 ])
@@ -186,3 +187,23 @@ def test_codex_managed_hooks_policy_is_a_warning(repo, home_env, managed_etc) ->
         done = connect_under(managed_etc, repo, home_env, standin, "codex")
     assert done.returncode == 0, done.stderr
     assert codes(done.stderr, "warning") == [scopes.MANAGED_BLOCKS_HOOKS]
+
+
+def test_user_scope_server_the_project_replaces_is_a_warning(repo, vera, home_env,
+                                                             runtime_bin) -> None:
+    """A user-scope vera with only keys the project's server sets (its url) is replaced by
+    it, in Codex and OpenCode alike: connect goes on and says so."""
+    (Path(home_env["CODEX_HOME"]) / "config.toml").write_text(
+        f'[mcp_servers.vera]\nurl = "{ELSEWHERE}"\n')
+    folder = Path(home_env["XDG_CONFIG_HOME"]) / "opencode"
+    folder.mkdir(parents=True)
+    (folder / "opencode.json").write_text(json.dumps({"mcp": {"vera": {
+        "type": "remote", "url": ELSEWHERE, "enabled": True}}}))
+    with StandIn() as standin:
+        for runtime in ("codex", "opencode"):
+            done = connect(vera, standin, runtime)
+            assert done.returncode == 0, done.stderr
+            assert codes(done.stderr, "warning") == [scopes.OVERRIDDEN_USER_SERVER]
+        assert opencode_mcp(runtime_bin, repo, home_env)["url"] == standin.mcp_url
+    cli.trust_codex_project(repo, home_env)
+    assert cli.codex_get(runtime_bin, repo, home_env)["transport"]["url"] == standin.mcp_url

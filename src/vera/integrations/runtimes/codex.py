@@ -61,12 +61,17 @@ def codex_home(env: dict[str, str]) -> Path:
     return Path(env.get("CODEX_HOME") or Path(env.get("HOME", str(Path.home()))) / ".codex")
 
 
-def _vera_server(config: Path) -> bool:
+# Keys every project server VERA writes sets, so a user's value for them is replaced.
+REPLACED_KEYS = frozenset({"url"})
+
+
+def _vera_server(config: Path) -> dict[str, Any] | None:
     try:
         document = tomlkit.parse(config.read_text()).unwrap()
     except (OSError, TOMLKitError):
-        return False
-    return SERVER_PATH[1] in (document.get(SERVER_PATH[0]) or {})
+        return None
+    server = (document.get(SERVER_PATH[0]) or {}).get(SERVER_PATH[1])
+    return server if isinstance(server, dict) else None
 
 
 def scope_issues(root: Path, env: dict[str, str]) -> list[ScopeIssue]:
@@ -75,12 +80,18 @@ def scope_issues(root: Path, env: dict[str, str]) -> list[ScopeIssue]:
     project's server, and the managed config's replaces the project's values."""
     issues = []
     for config in (codex_home(env) / "config.toml", SYSTEM_CONFIG):
-        if _vera_server(config):
-            issues.append(ScopeIssue(scopes.MERGING_USER_SERVER, True, (
-                f"{config} defines [mcp_servers.vera], which Codex merges key by key into "
-                "the project's server: remove it (`codex mcp remove vera` for your own "
-                "config), then connect again")))
-    if _vera_server(MANAGED_CONFIG):
+        server = _vera_server(config)
+        if server is None:
+            continue
+        merged = sorted(set(server) - REPLACED_KEYS)
+        issues.append(ScopeIssue(scopes.MERGING_USER_SERVER, True, (
+            f"{config} defines [mcp_servers.vera] with {', '.join(merged)}, which Codex "
+            "merges into the project's server: remove it (`codex mcp remove vera` for your "
+            "own config), then connect again")) if merged else ScopeIssue(
+            scopes.OVERRIDDEN_USER_SERVER, False, (
+                f"{config} defines [mcp_servers.vera]; in this project Codex uses the "
+                "project's url instead")))
+    if _vera_server(MANAGED_CONFIG) is not None:
         issues.append(ScopeIssue(scopes.SHADOWING_MANAGED_SERVER, True, (
             f"{MANAGED_CONFIG} defines [mcp_servers.vera], which overrides the project's; "
             "ask its administrator")))

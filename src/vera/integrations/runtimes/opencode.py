@@ -41,13 +41,18 @@ def _config_dirs(env: dict[str, str]) -> tuple[Path, Path]:
     return user, Path(managed) if managed else MANAGED_DIR
 
 
-def _vera_server(config: Path) -> bool:
+# Keys every project server VERA writes sets, so a user's value for them is replaced.
+REPLACED_KEYS = frozenset({"type", "url", "enabled"})
+
+
+def _vera_server(config: Path) -> dict[str, Any] | None:
     try:
         document = editors.parse_json(config.read_text())
     except (OSError, UnsafeEdit):
-        return False
+        return None
     servers = document.get(SERVER_PATH[0]) if isinstance(document, dict) else None
-    return isinstance(servers, dict) and SERVER_PATH[1] in servers
+    server = servers.get(SERVER_PATH[1]) if isinstance(servers, dict) else None
+    return server if isinstance(server, dict) else None
 
 
 def scope_issues(root: Path, env: dict[str, str]) -> list[ScopeIssue]:
@@ -57,12 +62,18 @@ def scope_issues(root: Path, env: dict[str, str]) -> list[ScopeIssue]:
     issues = []
     extra = [Path(env["OPENCODE_CONFIG"])] if env.get("OPENCODE_CONFIG") else []
     for config in [*(user / name for name in CONFIG_NAMES), *extra]:
-        if _vera_server(config):
-            issues.append(ScopeIssue(scopes.MERGING_USER_SERVER, True, (
-                f"{config} defines mcp.vera, which OpenCode merges key by key into the "
-                "project's server: remove it there, then connect again")))
+        server = _vera_server(config)
+        if server is None:
+            continue
+        merged = sorted(set(server) - REPLACED_KEYS)
+        issues.append(ScopeIssue(scopes.MERGING_USER_SERVER, True, (
+            f"{config} defines mcp.vera with {', '.join(merged)}, which OpenCode merges "
+            "into the project's server: remove it there, then connect again"))
+            if merged else ScopeIssue(scopes.OVERRIDDEN_USER_SERVER, False, (
+                f"{config} defines mcp.vera; in this project OpenCode uses the project's "
+                "url instead")))
     for config in (managed / name for name in CONFIG_NAMES[1:]):
-        if _vera_server(config):
+        if _vera_server(config) is not None:
             issues.append(ScopeIssue(scopes.SHADOWING_MANAGED_SERVER, True, (
                 f"{config} defines mcp.vera, which overrides the project's; ask its "
                 "administrator")))
