@@ -64,7 +64,7 @@ def test_opencode_lists_the_vera_skill_to_its_model(
         tmp_path: Path, opencode_home: Path, opencode_plugin_sdk: Path, vera: FakeVera,
         chat: FakeChat) -> None:
     root = sessions.project(tmp_path, "opencode", "suggest", vera)
-    sessions.configure_opencode(root, vera, chat, opencode_plugin_sdk)
+    sessions.configure_opencode(root, vera, chat)
     offered = sessions.opencode_session(root, opencode_home, vera, chat)
     assert "vera_knowledge_search" in offered, sessions.mcp_trace(vera)
     skill_tools = [t["function"] for b in chat.bodies for t in b.get("tools", [])
