@@ -207,3 +207,16 @@ def test_user_scope_server_the_project_replaces_is_a_warning(repo, vera, home_en
         assert opencode_mcp(runtime_bin, repo, home_env)["url"] == standin.mcp_url
     cli.trust_codex_project(repo, home_env)
     assert cli.codex_get(runtime_bin, repo, home_env)["transport"]["url"] == standin.mcp_url
+
+
+def test_doctor_names_a_vera_server_added_in_another_scope_later(repo, vera, home_env) -> None:
+    with StandIn() as standin:
+        assert connect(vera, standin, "claude-code").returncode == 0
+        before = vera("doctor", "claude-code")
+        state = Path(home_env["HOME"]) / ".claude.json"
+        state.write_text(json.dumps({"projects": {str(repo): {"mcpServers": {
+            "vera": {"type": "http", "url": ELSEWHERE}}}}}))
+        after = vera("doctor", "claude-code")
+    assert "ok   vera server scopes:" in before.stdout
+    assert after.returncode == 1
+    assert f"TODO vera server scopes: {scopes.SHADOWING_LOCAL_SERVER}:" in after.stdout

@@ -51,7 +51,7 @@ from vera.integrations.ownership import (
     Connection,
     read_record,
 )
-from vera.integrations.runtimes import ADAPTERS, OAUTH_STEP, Finding, run_cli
+from vera.integrations.runtimes import ADAPTERS, OAUTH_STEP, Finding, run_cli, scopes
 
 TOOLS_TIMEOUT_SECONDS = 10.0
 
@@ -328,6 +328,20 @@ def _refresh_finding(root: Path, name: str, approval: Approval, env: dict[str, s
     return Finding(title, True, ADAPTERS[name].REFRESH), token
 
 
+# Managed policy has its own finding per runtime (its probe); this one is about servers.
+SERVER_SCOPE_CODES = (scopes.SHADOWING_LOCAL_SERVER, scopes.SHADOWING_MANAGED_SERVER,
+                      scopes.MERGING_USER_SERVER)
+
+
+def _scopes_finding(root: Path, adapter: ModuleType, env: dict[str, str]) -> Finding:
+    """A vera server added in another scope after connect, which the runtime would use or
+    merge instead of the project's (connect refuses to start with one)."""
+    found = [i for i in adapter.scope_issues(root, env) if i.code in SERVER_SCOPE_CODES]
+    return Finding("vera server scopes", not found,
+                   "; ".join(f"{i.code}: {i.detail}" for i in found) if found
+                   else "no other scope replaces or changes the project's vera server")
+
+
 def diagnose(root: Path, runtime: str | None, env: dict[str, str] | None = None
              ) -> dict[str, list[Finding]]:
     env = dict(os.environ if env is None else env)
@@ -355,6 +369,7 @@ def diagnose(root: Path, runtime: str | None, env: dict[str, str] | None = None
         findings = [_record_finding(name, connection, approval, effective),
                     *_files(root, rendering, adapter), *_hook_finding(root, rendering)]
         findings.append(Finding("vera approval", True, ADAPTERS[name].APPROVAL))
+        findings.append(_scopes_finding(root, adapter, env))
         token = None
         if approval.authenticated:
             credential, token = _credential_findings(root, name, approval,
