@@ -73,8 +73,7 @@ def gateway_error(request_id: object, slug: str, **data: object) -> dict[str, An
 
 # What VERA answers in each failure state a session meets (``fault``):
 # - "slow": a tool call waits ``stall_s`` (the gateway's request budget, shortened for the
-#   test) and ends as the gateway ends a call whose budget ran out: internal_error,
-#   reason unavailable.
+#   test) and ends as the gateway ends a call whose budget ran out: a plain internal_error.
 # - "stalled": nothing answers any MCP request until the server closes (a gateway that
 #   accepted the connection and hangs).
 # - "quota": tool calls get the gateway's quota_exceeded (bucket context); discovery works.
@@ -134,8 +133,7 @@ class FakeVera(_Server):
                     owner.calls.append(message["params"]["name"])
                     if owner.fault == "slow":
                         owner.closing.wait(owner.stall_s)
-                        answer = gateway_error(message["id"], "internal_error",
-                                               reason="unavailable")
+                        answer = gateway_error(message["id"], "internal_error")
                     else:
                         answer = gateway_error(message["id"], "quota_exceeded",
                                                bucket="context", retry_after_seconds=60)
