@@ -38,6 +38,7 @@ from typing import Protocol
 
 from vera.errors import InvalidInput, NotFound, ProjectOutOfScope, Unauthenticated, Unauthorized
 from vera.page_tokens import decode_position, encode_position
+from vera.request_fields import as_uuid, page_size, parse_uuid
 from vera.services.identity.domain import (
     MAX_DISPLAY_NAME,
     MAX_EXTERNAL_CLAIM,
@@ -49,7 +50,6 @@ from vera.services.identity.domain import (
     ProjectKind,
     WorkspaceRole,
     new_project_slug,
-    parse_principal_id,
     personal_slugs,
     verified_email,
 )
@@ -240,11 +240,8 @@ def _digest(api_key: str) -> bytes:
     return hashlib.sha256(api_key.encode()).digest()
 
 
-def _uuid_or_none(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(value.strip())
-    except (ValueError, AttributeError):
-        return None
+def _page_size(value: int) -> int:
+    return page_size(value, default=DEFAULT_PAGE_SIZE, maximum=MAX_PAGE_SIZE)
 
 
 def encode_offset(offset: int) -> str:
@@ -253,19 +250,6 @@ def encode_offset(offset: int) -> str:
 
 def decode_offset(token: str) -> int:
     return decode_position(token, prefix="o")
-
-
-def page_size(value: int) -> int:
-    if value == 0:
-        return DEFAULT_PAGE_SIZE
-    if not 1 <= value <= MAX_PAGE_SIZE:
-        raise InvalidInput(
-            "page_size",
-            f"must be 0..{MAX_PAGE_SIZE}",
-            reason="out_of_range",
-            maximum=MAX_PAGE_SIZE,
-        )
-    return value
 
 
 def _vouched_email(email: str, issuer: str) -> VerifiedEmail | None:
@@ -300,7 +284,7 @@ class AccountService:
     # Principals -------------------------------------------------------------------------
 
     async def _principal(self, principal_id: str, field: str = "principal_id") -> Principal:
-        pid = _uuid_or_none(principal_id)
+        pid = as_uuid(principal_id)
         principal = await self._identity.get_principal(pid) if pid else None
         if principal is None:
             raise InvalidInput(field, reason="not_found")
@@ -388,14 +372,14 @@ class AccountService:
         """The key owner, when the actor is the owner itself (or unnamed) or an administrator."""
         principal = await self._principal(principal_id)
         actor = actor_principal_id.strip()
-        if actor and _uuid_or_none(actor) != principal.principal_id:
+        if actor and as_uuid(actor) != principal.principal_id:
             await self._admin(actor)
         return principal
 
     async def list_api_keys(self, principal_id: str, size: int, token: str,
                             actor_principal_id: str = "") -> tuple[list[ApiKey], str]:
         principal = await self._owner_or_admin(principal_id, actor_principal_id)
-        limit, offset = page_size(size), decode_offset(token)
+        limit, offset = _page_size(size), decode_offset(token)
         rows = await self._store.list_api_keys(principal.principal_id, offset, limit + 1)
         next_token = encode_offset(offset + limit) if len(rows) > limit else ""
         return rows[:limit], next_token
@@ -416,7 +400,7 @@ class AccountService:
     async def list_users(self, actor_principal_id: str, size: int, token: str
                          ) -> tuple[list[Principal], str]:
         await self._admin(actor_principal_id)
-        limit, offset = page_size(size), decode_offset(token)
+        limit, offset = _page_size(size), decode_offset(token)
         rows = await self._store.list_users(offset, limit + 1)
         next_token = encode_offset(offset + limit) if len(rows) > limit else ""
         return rows[:limit], next_token
@@ -471,7 +455,7 @@ class AccountService:
                                owner_principal_id: str) -> Workspace:
         actor = await self._principal(actor_principal_id, "actor_principal_id")
         owner = actor
-        if owner_principal_id.strip() and _uuid_or_none(owner_principal_id) != actor.principal_id:
+        if owner_principal_id.strip() and as_uuid(owner_principal_id) != actor.principal_id:
             if not actor.admin:
                 raise Unauthorized()
             owner = await self._principal(owner_principal_id, "owner_principal_id")
@@ -491,7 +475,7 @@ class AccountService:
         """The workspace, if the actor may see it (member or admin) and, with ``manage``,
         change it (owner or admin). Not visible behaves exactly like missing."""
         actor = await self._principal(actor_principal_id, "actor_principal_id")
-        wid = _uuid_or_none(workspace_id)
+        wid = as_uuid(workspace_id)
         workspace = await self._store.get_workspace(wid) if wid else None
         if workspace is None:
             raise NotFound()
@@ -528,7 +512,7 @@ class AccountService:
     async def list_invitations(self, actor_principal_id: str, size: int, token: str
                                ) -> tuple[list[Invitation], str]:
         actor = await self._principal(actor_principal_id, "actor_principal_id")
-        limit, offset = page_size(size), decode_offset(token)
+        limit, offset = _page_size(size), decode_offset(token)
         rows = await self._store.list_invitations(actor.principal_id, offset, limit + 1)
         next_token = encode_offset(offset + limit) if len(rows) > limit else ""
         return rows[:limit], next_token
@@ -536,7 +520,7 @@ class AccountService:
     async def accept_invitation(self, actor_principal_id: str, invitation_id: str
                                 ) -> tuple[Workspace, WorkspaceMember]:
         actor = await self._principal(actor_principal_id, "actor_principal_id")
-        iid = _uuid_or_none(invitation_id)
+        iid = as_uuid(invitation_id)
         accepted = await self._store.accept_invitation(actor.principal_id, iid) if iid else None
         if accepted is None:
             raise NotFound()
@@ -545,7 +529,7 @@ class AccountService:
     async def decline_invitation(self, actor_principal_id: str, invitation_id: str
                                  ) -> Invitation:
         actor = await self._principal(actor_principal_id, "actor_principal_id")
-        iid = _uuid_or_none(invitation_id)
+        iid = as_uuid(invitation_id)
         declined = await self._store.decline_invitation(actor.principal_id, iid) if iid else None
         if declined is None:
             raise NotFound()
@@ -555,7 +539,7 @@ class AccountService:
                                       principal_id: str) -> bool:
         actor, workspace = await self._managed_workspace(
             actor_principal_id, workspace_id, manage=True)
-        pid = parse_principal_id(principal_id)
+        pid = parse_uuid("principal_id", principal_id)
         if pid == workspace.owner_principal_id:
             raise InvalidInput("principal_id", reason="workspace_owner")
         removed = await self._store.remove_workspace_member(workspace.workspace_id, pid)
@@ -569,7 +553,7 @@ class AccountService:
                                      ) -> tuple[list[WorkspaceMember], str]:
         _, workspace = await self._managed_workspace(
             actor_principal_id, workspace_id, manage=False)
-        limit, offset = page_size(size), decode_offset(token)
+        limit, offset = _page_size(size), decode_offset(token)
         rows = await self._store.list_workspace_members(
             workspace.workspace_id, offset, limit + 1)
         next_token = encode_offset(offset + limit) if len(rows) > limit else ""
@@ -581,7 +565,7 @@ class AccountService:
         actor, workspace = await self._managed_workspace(
             actor_principal_id, workspace_id, manage=True)
         reference = project.strip()
-        project_uuid = _uuid_or_none(reference)
+        project_uuid = as_uuid(reference)
         found = (await self._identity.get_project(project_uuid) if project_uuid
                  else await self._identity.get_project_by_slug(reference))
         created = False

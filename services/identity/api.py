@@ -6,63 +6,19 @@ from vera.errors import InvalidInput, Unauthorized
 from vera.identity.v1 import identity_pb2 as pb
 from vera.identity.v1 import identity_pb2_grpc
 from vera.rpc.audit import AuditPages, list_audit_records
-from vera.rpc.timestamps import to_timestamp
-from vera.services.identity.accounts import (
-    AccountService,
-    ApiKey,
-    CredentialState,
-    Invitation,
-    Workspace,
-    WorkspaceMember,
+from vera.services.identity.accounts import AccountService, CredentialState, Invitation
+from vera.services.identity.convert import (
+    CREDENTIAL_STATES,
+    RESOLUTIONS,
+    ROLES_FROM_PROTO,
+    api_key_to_proto,
+    invitation_to_proto,
+    member_to_proto,
+    principal_to_proto,
+    project_to_proto,
+    workspace_to_proto,
 )
-from vera.services.identity.domain import (
-    IdentityService,
-    Principal,
-    Project,
-    ProjectKind,
-    Resolution,
-    WorkspaceRole,
-)
-
-_KINDS = {
-    ProjectKind.PERSONAL: pb.PROJECT_KIND_PERSONAL,
-    ProjectKind.SHARED: pb.PROJECT_KIND_SHARED,
-}
-_RESOLUTIONS = {
-    Resolution.SELECTED: pb.REPOSITORY_RESOLUTION_SELECTED,
-    Resolution.SELECTION_REQUIRED: pb.REPOSITORY_RESOLUTION_SELECTION_REQUIRED,
-    Resolution.UNMAPPED: pb.REPOSITORY_RESOLUTION_UNMAPPED,
-    Resolution.UNSUPPORTED_REPOSITORY: pb.REPOSITORY_RESOLUTION_UNSUPPORTED_REPOSITORY,
-    Resolution.PERSONAL_ONLY: pb.REPOSITORY_RESOLUTION_PERSONAL_ONLY,
-}
-
-
-def principal_to_proto(principal: Principal) -> pb.Principal:
-    return pb.Principal(
-        principal_id=str(principal.principal_id),
-        display_name=principal.display_name,
-        personal_scope_id=str(principal.personal_scope_id),
-        admin=principal.admin,
-        disabled=principal.disabled,
-    )
-
-
-def project_to_proto(project: Project) -> pb.Project:
-    return pb.Project(
-        project_id=str(project.project_id),
-        slug=project.slug,
-        display_name=project.display_name,
-        kind=_KINDS[project.kind],
-        owner_principal_id=str(project.owner_principal_id),
-        workspace_id=str(project.workspace_id) if project.workspace_id else "",
-    )
-
-
-_CREDENTIAL_STATES = {
-    CredentialState.ACTIVE: pb.CREDENTIAL_STATE_ACTIVE,
-    CredentialState.KEY_REVOKED: pb.CREDENTIAL_STATE_KEY_REVOKED,
-    CredentialState.PRINCIPAL_DISABLED: pb.CREDENTIAL_STATE_PRINCIPAL_DISABLED,
-}
+from vera.services.identity.domain import IdentityService
 
 
 class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
@@ -79,10 +35,14 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
         self._local_dev = local_dev
         self._audit = audit
 
-    async def ListAuditRecords(self, request, context):
+    async def ListAuditRecords(
+        self, request: pb.ListAuditRecordsRequest, context
+    ) -> pb.ListAuditRecordsResponse:
         return await list_audit_records(self._audit, request, pb)
 
-    async def EnsureLocalPrincipal(self, request, context):
+    async def EnsureLocalPrincipal(
+        self, request: pb.EnsureLocalPrincipalRequest, context
+    ) -> pb.EnsureLocalPrincipalResponse:
         # The local principal reads as an administrator: only a local-dev identity
         # service hands it out.
         if not self._local_dev:
@@ -92,38 +52,52 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
             principal=principal_to_proto(principal), created=created
         )
 
-    async def GetPrincipal(self, request, context):
+    async def GetPrincipal(
+        self, request: pb.GetPrincipalRequest, context
+    ) -> pb.GetPrincipalResponse:
         principal = await self._service.get_principal(request.principal_id)
         return pb.GetPrincipalResponse(principal=principal_to_proto(principal))
 
-    async def ResolveScopes(self, request, context):
+    async def ResolveScopes(
+        self, request: pb.ResolveScopesRequest, context
+    ) -> pb.ResolveScopesResponse:
         scopes = await self._service.resolve_scopes(request.principal_id)
         return pb.ResolveScopesResponse(
             personal_scope_id=str(scopes.personal_scope_id),
             projects=[project_to_proto(p) for p in scopes.projects],
         )
 
-    async def ResolveProject(self, request, context):
+    async def ResolveProject(
+        self, request: pb.ResolveProjectRequest, context
+    ) -> pb.ResolveProjectResponse:
         project = await self._service.resolve_project(request.principal_id, request.project)
         return pb.ResolveProjectResponse(project=project_to_proto(project))
 
-    async def EnsureProject(self, request, context):
+    async def EnsureProject(
+        self, request: pb.EnsureProjectRequest, context
+    ) -> pb.EnsureProjectResponse:
         project, created = await self._service.ensure_project(
             request.principal_id, request.slug, request.display_name
         )
         return pb.EnsureProjectResponse(project=project_to_proto(project), created=created)
 
-    async def MapRepository(self, request, context):
+    async def MapRepository(
+        self, request: pb.MapRepositoryRequest, context
+    ) -> pb.MapRepositoryResponse:
         canonical, created = await self._service.map_repository(
             request.principal_id, request.project_id, request.repository
         )
         return pb.MapRepositoryResponse(canonical_repository=canonical, created=created)
 
-    async def AuthorizeCurator(self, request, context):
+    async def AuthorizeCurator(
+        self, request: pb.AuthorizeCuratorRequest, context
+    ) -> pb.AuthorizeCuratorResponse:
         project = await self._service.authorize_curator(request.principal_id, request.project)
         return pb.AuthorizeCuratorResponse(project=project_to_proto(project))
 
-    async def EnsureExternalPrincipal(self, request, context):
+    async def EnsureExternalPrincipal(
+        self, request: pb.EnsureExternalPrincipalRequest, context
+    ) -> pb.EnsureExternalPrincipalResponse:
         principal, created = await self._service.ensure_external_principal(
             request.issuer, request.subject, request.email, request.email_verified
         )
@@ -131,23 +105,29 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
             principal=principal_to_proto(principal), created=created
         )
 
-    async def ChargeQuota(self, request, context):
+    async def ChargeQuota(
+        self, request: pb.ChargeQuotaRequest, context
+    ) -> pb.ChargeQuotaResponse:
         allowed = await self._service.charge_quota(
             request.key, request.window_start, request.limit
         )
         return pb.ChargeQuotaResponse(allowed=allowed)
 
-    async def ResolveRepository(self, request, context):
+    async def ResolveRepository(
+        self, request: pb.ResolveRepositoryRequest, context
+    ) -> pb.ResolveRepositoryResponse:
         result = await self._service.resolve_repository(request.principal_id, request.repository)
         return pb.ResolveRepositoryResponse(
-            resolution=_RESOLUTIONS[result.resolution],
+            resolution=RESOLUTIONS[result.resolution],
             canonical_repository=result.canonical_repository,
             candidates=[project_to_proto(p) for p in result.candidates],
         )
 
     # Accounts: users, API keys, workspaces (services/identity/accounts.py) ----------------
 
-    async def CreateUser(self, request, context):
+    async def CreateUser(
+        self, request: pb.CreateUserRequest, context
+    ) -> pb.CreateUserResponse:
         principal = await self._accounts.create_user(
             request.actor_principal_id,
             request.display_name,
@@ -157,17 +137,23 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
         )
         return pb.CreateUserResponse(principal=principal_to_proto(principal))
 
-    async def CreateApiKey(self, request, context):
+    async def CreateApiKey(
+        self, request: pb.CreateApiKeyRequest, context
+    ) -> pb.CreateApiKeyResponse:
         key, secret = await self._accounts.create_api_key(request.principal_id, request.label)
         return pb.CreateApiKeyResponse(key=api_key_to_proto(key), api_key=secret)
 
-    async def AuthenticateApiKey(self, request, context):
+    async def AuthenticateApiKey(
+        self, request: pb.AuthenticateApiKeyRequest, context
+    ) -> pb.AuthenticateApiKeyResponse:
         principal, key_id = await self._accounts.authenticate_api_key(request.api_key)
         return pb.AuthenticateApiKeyResponse(
             principal=principal_to_proto(principal), key_id=key_id
         )
 
-    async def ListUsers(self, request, context):
+    async def ListUsers(
+        self, request: pb.ListUsersRequest, context
+    ) -> pb.ListUsersResponse:
         users, token = await self._accounts.list_users(
             request.actor_principal_id, request.page_size, request.page_token
         )
@@ -175,7 +161,9 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
             users=[principal_to_proto(u) for u in users], next_page_token=token
         )
 
-    async def SetUserDisabled(self, request, context):
+    async def SetUserDisabled(
+        self, request: pb.SetUserDisabledRequest, context
+    ) -> pb.SetUserDisabledResponse:
         principal, changed = await self._accounts.set_user_disabled(
             request.actor_principal_id, request.principal_id, request.disabled
         )
@@ -183,27 +171,35 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
             principal=principal_to_proto(principal), changed=changed
         )
 
-    async def RecordMcpTokenMinted(self, request, context):
+    async def RecordMcpTokenMinted(
+        self, request: pb.RecordMcpTokenMintedRequest, context
+    ) -> pb.RecordMcpTokenMintedResponse:
         await self._accounts.record_mcp_token_minted(request.principal_id, request.key_id)
         return pb.RecordMcpTokenMintedResponse()
 
-    async def RecordRefusals(self, request, context):
+    async def RecordRefusals(
+        self, request: pb.RecordRefusalsRequest, context
+    ) -> pb.RecordRefusalsResponse:
         self._accounts.record_refusals(
             request.source, request.window_seconds,
             [(c.action, c.reason, c.count) for c in request.counts])
         return pb.RecordRefusalsResponse()
 
-    async def CheckCredential(self, request, context):
+    async def CheckCredential(
+        self, request: pb.CheckCredentialRequest, context
+    ) -> pb.CheckCredentialResponse:
         state, principal = await self._accounts.check_credential(
             request.principal_id, request.key_id
         )
         active = state is CredentialState.ACTIVE
         return pb.CheckCredentialResponse(
-            state=_CREDENTIAL_STATES[state],
+            state=CREDENTIAL_STATES[state],
             principal=principal_to_proto(principal) if active else None,
         )
 
-    async def ListApiKeys(self, request, context):
+    async def ListApiKeys(
+        self, request: pb.ListApiKeysRequest, context
+    ) -> pb.ListApiKeysResponse:
         keys, token = await self._accounts.list_api_keys(
             request.principal_id, request.page_size, request.page_token,
             request.actor_principal_id,
@@ -212,13 +208,17 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
             keys=[api_key_to_proto(k) for k in keys], next_page_token=token
         )
 
-    async def RevokeApiKey(self, request, context):
+    async def RevokeApiKey(
+        self, request: pb.RevokeApiKeyRequest, context
+    ) -> pb.RevokeApiKeyResponse:
         revoked = await self._accounts.revoke_api_key(
             request.principal_id, request.key_id, request.actor_principal_id
         )
         return pb.RevokeApiKeyResponse(revoked=revoked)
 
-    async def CreateWorkspace(self, request, context):
+    async def CreateWorkspace(
+        self, request: pb.CreateWorkspaceRequest, context
+    ) -> pb.CreateWorkspaceResponse:
         workspace = await self._accounts.create_workspace(
             request.actor_principal_id,
             request.slug,
@@ -227,8 +227,10 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
         )
         return pb.CreateWorkspaceResponse(workspace=workspace_to_proto(workspace))
 
-    async def SetWorkspaceMember(self, request, context):
-        role = _ROLES_FROM_PROTO.get(request.role)
+    async def SetWorkspaceMember(
+        self, request: pb.SetWorkspaceMemberRequest, context
+    ) -> pb.SetWorkspaceMemberResponse:
+        role = ROLES_FROM_PROTO.get(request.role)
         if role is None:
             raise InvalidInput("role")
         stored = await self._accounts.set_workspace_member(
@@ -238,13 +240,17 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
             return pb.SetWorkspaceMemberResponse(invitation=invitation_to_proto(stored))
         return pb.SetWorkspaceMemberResponse(member=member_to_proto(stored))
 
-    async def RemoveWorkspaceMember(self, request, context):
+    async def RemoveWorkspaceMember(
+        self, request: pb.RemoveWorkspaceMemberRequest, context
+    ) -> pb.RemoveWorkspaceMemberResponse:
         removed = await self._accounts.remove_workspace_member(
             request.actor_principal_id, request.workspace_id, request.principal_id
         )
         return pb.RemoveWorkspaceMemberResponse(removed=removed)
 
-    async def ListWorkspaceMembers(self, request, context):
+    async def ListWorkspaceMembers(
+        self, request: pb.ListWorkspaceMembersRequest, context
+    ) -> pb.ListWorkspaceMembersResponse:
         members, token = await self._accounts.list_workspace_members(
             request.actor_principal_id,
             request.workspace_id,
@@ -255,13 +261,17 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
             members=[member_to_proto(m) for m in members], next_page_token=token
         )
 
-    async def AttachProject(self, request, context):
+    async def AttachProject(
+        self, request: pb.AttachProjectRequest, context
+    ) -> pb.AttachProjectResponse:
         project, created = await self._accounts.attach_project(
             request.actor_principal_id, request.workspace_id, request.project
         )
         return pb.AttachProjectResponse(project=project_to_proto(project), created=created)
 
-    async def ListInvitations(self, request, context):
+    async def ListInvitations(
+        self, request: pb.ListInvitationsRequest, context
+    ) -> pb.ListInvitationsResponse:
         invitations, token = await self._accounts.list_invitations(
             request.actor_principal_id, request.page_size, request.page_token
         )
@@ -269,7 +279,9 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
             invitations=[invitation_to_proto(i) for i in invitations], next_page_token=token
         )
 
-    async def AcceptInvitation(self, request, context):
+    async def AcceptInvitation(
+        self, request: pb.AcceptInvitationRequest, context
+    ) -> pb.AcceptInvitationResponse:
         workspace, member = await self._accounts.accept_invitation(
             request.actor_principal_id, request.invitation_id
         )
@@ -277,53 +289,10 @@ class IdentityApi(identity_pb2_grpc.IdentityServiceServicer):
             workspace=workspace_to_proto(workspace), member=member_to_proto(member)
         )
 
-    async def DeclineInvitation(self, request, context):
+    async def DeclineInvitation(
+        self, request: pb.DeclineInvitationRequest, context
+    ) -> pb.DeclineInvitationResponse:
         invitation = await self._accounts.decline_invitation(
             request.actor_principal_id, request.invitation_id
         )
         return pb.DeclineInvitationResponse(invitation=invitation_to_proto(invitation))
-
-
-_ROLES = {
-    WorkspaceRole.OWNER: pb.WORKSPACE_ROLE_OWNER,
-    WorkspaceRole.CURATOR: pb.WORKSPACE_ROLE_CURATOR,
-    WorkspaceRole.MEMBER: pb.WORKSPACE_ROLE_MEMBER,
-}
-_ROLES_FROM_PROTO = {v: k for k, v in _ROLES.items()}
-
-
-def api_key_to_proto(key: ApiKey) -> pb.ApiKey:
-    out = pb.ApiKey(key_id=key.key_id, label=key.label)
-    out.create_time.CopyFrom(to_timestamp(key.created_at))
-    if key.revoked_at is not None:
-        out.revoke_time.CopyFrom(to_timestamp(key.revoked_at))
-    return out
-
-
-def workspace_to_proto(workspace: Workspace) -> pb.Workspace:
-    return pb.Workspace(
-        workspace_id=str(workspace.workspace_id),
-        slug=workspace.slug,
-        display_name=workspace.display_name,
-        owner_principal_id=str(workspace.owner_principal_id),
-    )
-
-
-def member_to_proto(member: WorkspaceMember) -> pb.WorkspaceMember:
-    return pb.WorkspaceMember(
-        principal_id=str(member.principal_id),
-        role=_ROLES[member.role],
-        display_name=member.display_name,
-    )
-
-
-def invitation_to_proto(invitation: Invitation) -> pb.Invitation:
-    out = pb.Invitation(
-        invitation_id=str(invitation.invitation_id),
-        workspace=workspace_to_proto(invitation.workspace),
-        principal_id=str(invitation.principal_id),
-        role=_ROLES[invitation.role],
-        inviter_principal_id=str(invitation.inviter_principal_id),
-    )
-    out.create_time.CopyFrom(to_timestamp(invitation.created_at))
-    return out

@@ -22,6 +22,7 @@ from vera.errors import (
     Unauthorized,
 )
 from vera.repository_identity import canonicalize
+from vera.request_fields import as_uuid, parse_uuid
 from vera.text import escape_hidden
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -167,20 +168,6 @@ def verified_email(value: str, field: str = "email") -> str:
     return email
 
 
-def parse_principal_id(value: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value.strip())
-    except (ValueError, AttributeError):
-        raise InvalidInput("principal_id") from None
-
-
-def _as_uuid(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        return None
-
-
 def new_project_slug(value: str, field: str = "project") -> str:
     """A slug a new shared project may take: the SLUG shape, never a personal scope's."""
     slug = value.strip()
@@ -204,13 +191,13 @@ class IdentityService:
         self._store = store
 
     async def ensure_local_principal(self, principal_id: str) -> tuple[Principal, bool]:
-        pid = parse_principal_id(principal_id)
+        pid = parse_uuid("principal_id", principal_id)
         return await self._store.ensure_principal(
             pid, LOCAL_DISPLAY_NAME, PrincipalKind.LOCAL, personal_slugs(pid)
         )
 
     async def get_principal(self, principal_id: str) -> Principal:
-        principal = await self._store.get_principal(parse_principal_id(principal_id))
+        principal = await self._store.get_principal(parse_uuid("principal_id", principal_id))
         if principal is None:
             raise InvalidInput("principal_id", reason="not_found")
         return principal
@@ -247,14 +234,14 @@ class IdentityService:
         return await self._store.charge_quota(key, window_start, limit)
 
     async def resolve_scopes(self, principal_id: str) -> Scopes:
-        pid = parse_principal_id(principal_id)
+        pid = parse_uuid("principal_id", principal_id)
         projects, personal = await self._readable(pid)
         return Scopes(personal.project_id, projects)
 
     async def ensure_project(
         self, principal_id: str, slug: str, display_name: str
     ) -> tuple[Project, bool]:
-        pid = parse_principal_id(principal_id)
+        pid = parse_uuid("principal_id", principal_id)
         slug = new_project_slug(slug)
         display_name = display_name.strip() or slug
         if len(display_name) > MAX_DISPLAY_NAME:
@@ -266,11 +253,11 @@ class IdentityService:
         return project, created
 
     async def resolve_project(self, principal_id: str, project: str) -> Project:
-        pid = parse_principal_id(principal_id)
+        pid = parse_uuid("principal_id", principal_id)
         readable, personal = await self._readable(pid)
         reference = project.strip()
         if reference:
-            project_id = _as_uuid(reference)
+            project_id = as_uuid(reference)
             for candidate in readable:
                 if candidate.slug == reference or candidate.project_id == project_id:
                     return candidate
@@ -291,7 +278,7 @@ class IdentityService:
         mapping). A project the principal cannot read is PROJECT_OUT_OF_SCOPE, as for every
         read; a readable one it may not curate is UNAUTHORIZED naming the role it lacks.
         """
-        pid = parse_principal_id(principal_id)
+        pid = parse_uuid("principal_id", principal_id)
         if not project.strip():
             raise InvalidInput(field, reason="required")
         found = await self.resolve_project(principal_id, project)
@@ -314,11 +301,11 @@ class IdentityService:
         if canonical is None:
             raise InvalidInput("repository", reason="unsupported_repository")
         created = await self._store.map_repository(
-            project.project_id, canonical, parse_principal_id(principal_id))
+            project.project_id, canonical, parse_uuid("principal_id", principal_id))
         return canonical, created
 
     async def resolve_repository(self, principal_id: str, repository: str) -> RepositoryResolution:
-        pid = parse_principal_id(principal_id)
+        pid = parse_uuid("principal_id", principal_id)
         readable, _ = await self._readable(pid)
         shared = [p for p in readable if p.kind is ProjectKind.SHARED]
         given = repository.strip()

@@ -7,6 +7,7 @@ from vera.db.audit import AuditTrail
 from vera.db.pool import open_service_database
 from vera.identity.v1 import identity_pb2_grpc
 from vera.observability import audit_head
+from vera.resource_stack import ResourceStack
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 from vera.services.identity.account_store import PgAccountStore
 from vera.services.identity.accounts import AccountService
@@ -20,8 +21,9 @@ SERVICE_NAME = "vera.identity.v1.IdentityService"
 
 async def create(settings: Settings, address: str) -> HostedService:
     """Applies migrations and returns the bound (not yet started) identity server."""
-    pool = await open_service_database(settings, SCHEMA, "vera.services.identity")
-    try:
+    async with ResourceStack("identity") as resources:
+        pool = await open_service_database(settings, SCHEMA, "vera.services.identity")
+        resources.closing(pool.close)
         store = PgIdentityStore(pool)
         accounts = PgAccountStore(pool)
         service = IdentityService(store)
@@ -40,15 +42,7 @@ async def create(settings: Settings, address: str) -> HostedService:
         )
         running.metrics.pool(SCHEMA, pool)
         interval = settings.observability.audit_head_seconds
-        stop_audit = audit_head.start_exporting(
+        resources.closing(audit_head.start_exporting(
             pool, running.metrics, interval,
-            before=lambda: accounts.flush_auth_failures(interval))
-    except BaseException:
-        await pool.close()
-        raise
-
-    async def aclose() -> None:
-        await stop_audit()
-        await pool.close()
-
-    return HostedService(running, aclose)
+            before=lambda: accounts.flush_auth_failures(interval)))
+        return HostedService(running, resources.pop_all().aclose)

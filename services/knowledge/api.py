@@ -16,7 +16,8 @@ from .correction_store import CorrectionStore
 from .curation_api import CurationRpcs
 from .curation_store import CurationStore
 from .drift_store import DriftStore
-from .erasure import ErasureRpcs
+from .erasure_api import ErasureRpcs
+from .erasure_store import ErasureStore
 from .facts_api import FactRpcs
 from .feed_store import FeedStore
 from .feedback_store import FeedbackStore
@@ -28,7 +29,7 @@ from .proposal_store import ProposalStore
 from .store import KnowledgeStore
 
 
-class KnowledgeServicer(
+class KnowledgeApi(
     FactRpcs,
     GraphRpcs,
     CurationRpcs,
@@ -62,9 +63,12 @@ class KnowledgeServicer(
         self._changes = changes
         self._curation = CurationStore(store, max_counted_rows=max_counted_rows)
         self._drift = DriftStore(store)
+        self._erasure = ErasureStore(store)
         self._stale_days = stale_source_days
         self._refresh_seconds = refresh_seconds
         self._refresher: asyncio.Task[None] | None = None
 
-    async def ListAuditRecords(self, request, context):
+    async def ListAuditRecords(
+        self, request: pb.ListAuditRecordsRequest, context
+    ) -> pb.ListAuditRecordsResponse:
         return await list_audit_records(self._audit, request, pb)

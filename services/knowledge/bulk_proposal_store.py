@@ -11,12 +11,11 @@ pending, is not proposed again.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 
 from vera.errors import InvalidInput
 
 from . import domain
-from .domain import ChangeKind, FactState
+from .domain import BulkResult, ChangeKind, FactState
 from .ingest import Counts, FactIn, SourceIn
 from .outbox import (
     Outbox,
@@ -28,14 +27,6 @@ from .outbox import (
     upsert_sources,
 )
 from .store import KnowledgeStore
-
-
-@dataclass
-class BulkResult:
-    fact_keys: list[str] = field(default_factory=list)
-    created: int = 0
-    deduplicated: int = 0
-    change_position: int = 0
 
 
 class BulkProposalStore:

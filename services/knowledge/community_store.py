@@ -8,14 +8,13 @@ import asyncio
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 
 from vera.errors import InvalidInput
 
-from .domain import FactView, Total
+from .domain import CommunityView, FactView, RunView, Total
 from .graph import (
     LOUVAIN,
     LOUVAIN_SEED,
@@ -29,31 +28,6 @@ from .outbox import (
 from .store import KnowledgeStore, bounded_count
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-
-
-@dataclass(frozen=True)
-class RunView:
-    run_id: uuid.UUID
-    scope_id: uuid.UUID
-    change_position: int
-    algorithm: str
-    seed: int
-    summarizer: str
-    fact_count: int
-    entity_count: int
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class CommunityView:
-    community_id: uuid.UUID
-    scope_id: uuid.UUID
-    label: str
-    summary: str
-    entities: tuple[str, ...]
-    run: RunView
-    fact_count: int
-    score: float = 0.0
 
 
 def _run(r: asyncpg.Record) -> RunView:

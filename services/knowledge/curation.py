@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from vera.errors import InvalidInput, Unauthorized
+from vera.request_fields import parse_uuid
 
 from .domain import (
     CURATED_AUTHORITY,
@@ -42,7 +43,6 @@ from .domain import (
     ProposalLocation,
     TaskContext,
     Total,
-    parse_uuid,
     require_text,
 )
 from .proposals import Proposal
@@ -98,7 +98,6 @@ class RetractSourceIn:
 def _ids(curator_id: str, scope_id: str) -> tuple[uuid.UUID, uuid.UUID]:
     curator = parse_uuid("curator_principal_id", curator_id)
     scope = parse_uuid("scope_id", scope_id)
-    assert curator is not None and scope is not None
     return curator, scope
 
 

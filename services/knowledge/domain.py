@@ -12,7 +12,7 @@ import json
 import re
 import unicodedata
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
@@ -227,26 +227,6 @@ def _collapse(text: str) -> str:
 # --- validation helpers -----------------------------------------------------------------
 
 
-def parse_uuid(field_name: str, value: str, *, required: bool = True) -> uuid.UUID | None:
-    if not value:
-        if required:
-            raise InvalidInput(field_name, "required", reason="required")
-        return None
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise InvalidInput(field_name, "not a uuid", reason="malformed") from None
-
-
-def parse_uuids(field_name: str, values: list[str]) -> list[uuid.UUID]:
-    out = []
-    for i, value in enumerate(values):
-        parsed = parse_uuid(f"{field_name}[{i}]", value)
-        assert parsed is not None
-        out.append(parsed)
-    return out
-
-
 def require_text(field_name: str, value: str, max_len: int) -> str:
     if not value.strip():
         raise InvalidInput(field_name, "required", reason="required")
@@ -258,14 +238,6 @@ def require_text(field_name: str, value: str, max_len: int) -> str:
 def bound_text(field_name: str, value: str, max_len: int) -> str:
     if len(value) > max_len:
         raise InvalidInput(field_name, "too long", reason="too_long")
-    return value
-
-
-def page_size(field_name: str, value: int, default: int, maximum: int) -> int:
-    if value == 0:
-        return default
-    if value < 1 or value > maximum:
-        raise InvalidInput(field_name, f"must be 1..{maximum}", reason="out_of_range")
     return value
 
 
@@ -441,3 +413,100 @@ class ChangeView:
 class ChangesPage:
     changes: tuple[ChangeView, ...]
     head_position: int
+
+
+# --- the views the stores return -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FactVersionView:
+    version_id: uuid.UUID
+    state: FactState
+    valid_from: datetime | None
+    valid_to: datetime | None
+    recorded_at: datetime
+    superseded_at: datetime | None
+    superseded_by: str
+    corrects: str
+    correction_reason: str
+
+
+@dataclass(frozen=True)
+class Edge:
+    fact: FactView
+    hop: int
+    from_node: str
+    to_node: str
+
+
+@dataclass(frozen=True)
+class ConflictGroupView:
+    scope_id: uuid.UUID
+    subject: str
+    predicate: str
+    facts: tuple[FactView, ...]
+
+
+@dataclass(frozen=True)
+class ScopeChangeView:
+    position: int
+    change: str
+    scope_id: uuid.UUID
+    fact: FactView | None
+    source_id: str
+    created_at: datetime
+    actor_id: uuid.UUID | None = None  # whose action wrote it; None before actors were kept
+
+
+@dataclass(frozen=True)
+class RunView:
+    run_id: uuid.UUID
+    scope_id: uuid.UUID
+    change_position: int
+    algorithm: str
+    seed: int
+    summarizer: str
+    fact_count: int
+    entity_count: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class CommunityView:
+    community_id: uuid.UUID
+    scope_id: uuid.UUID
+    label: str
+    summary: str
+    entities: tuple[str, ...]
+    run: RunView
+    fact_count: int
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class CitedLinesRow:
+    fact_key: str
+    source_id: str
+    locator: str
+    evidence: str
+    subject: str
+    predicate: str
+    object: str
+    drift_reason: str
+    drift_commit: str
+    drift_detected_at: datetime | None
+
+
+@dataclass(frozen=True)
+class DriftMark:
+    fact_key: str
+    source_id: str
+    reason: str  # one of DRIFT_REASONS, or "" to clear
+
+
+@dataclass
+class BulkResult:
+    fact_keys: list[str] = field(default_factory=list)
+    created: int = 0
+    deduplicated: int = 0
+    change_position: int = 0

@@ -10,39 +10,16 @@ re-read the fact (``outbox``), so served citations follow at once.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from datetime import datetime
 
 from vera import page_tokens
 
-from .domain import ChangeKind
+from .domain import ChangeKind, CitedLinesRow, DriftMark
 from .outbox import Outbox, lock_keys
 from .store import KnowledgeStore
 
 DRIFT_REASONS = frozenset({"lines_changed", "lines_vanished"})
 PAGE_DEFAULT, PAGE_MAX = 500, 1000
 MAX_MARKS = 1000
-
-@dataclass(frozen=True)
-class CitedLinesRow:
-    fact_key: str
-    source_id: str
-    locator: str
-    evidence: str
-    subject: str
-    predicate: str
-    object: str
-    drift_reason: str
-    drift_commit: str
-    drift_detected_at: datetime | None
-
-
-@dataclass(frozen=True)
-class DriftMark:
-    fact_key: str
-    source_id: str
-    reason: str  # one of DRIFT_REASONS, or "" to clear
-
 
 class DriftStore:
     def __init__(self, store: KnowledgeStore) -> None:

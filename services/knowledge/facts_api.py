@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from vera import page_tokens, secret_screen
+from vera import page_tokens, request_fields, secret_screen
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
 from vera.rpc.timestamps import from_timestamp, to_timestamp
@@ -35,7 +35,7 @@ def _fact_keys(field_name: str, keys: list[str]) -> list[str]:
 
 
 class FactRpcs:
-    """The RPCs over facts, proposals and feedback; one group of ``api.KnowledgeServicer``."""
+    """The RPCs over facts, proposals and feedback; one group of ``api.KnowledgeApi``."""
 
     _store: KnowledgeStore
     _ingest: IngestStore
@@ -47,9 +47,8 @@ class FactRpcs:
     async def IngestKnowledge(
         self, request: pb.IngestKnowledgeRequest, context
     ) -> pb.IngestKnowledgeResponse:
-        principal = domain.parse_uuid("principal_id", request.principal_id)
-        scope = domain.parse_uuid("scope_id", request.scope_id)
-        assert principal is not None and scope is not None
+        principal = request_fields.parse_uuid("principal_id", request.principal_id)
+        scope = request_fields.parse_uuid("scope_id", request.scope_id)
         sources = tuple(
             ingest.validate_source(
                 i,
@@ -81,27 +80,18 @@ class FactRpcs:
             return pb.IngestKnowledgeResponse()
         result = await self._ingest.ingest(batch)
         return pb.IngestKnowledgeResponse(
-            sources=pb.IngestCounts(
-                created=result.sources.created, deduplicated=result.sources.deduplicated
-            ),
-            entities=pb.IngestCounts(
-                created=result.entities.created, deduplicated=result.entities.deduplicated
-            ),
-            facts=pb.IngestCounts(
-                created=result.facts.created, deduplicated=result.facts.deduplicated
-            ),
+            sources=convert.counts_to_proto(result.sources),
+            entities=convert.counts_to_proto(result.entities),
+            facts=convert.counts_to_proto(result.facts),
             change_position=result.change_position,
-            warnings=[
-                pb.IngestWarning(field=w.field, reason=w.reason, codepoint=w.codepoint)
-                for w in ingest.ingest_warnings(batch)
-            ],
+            warnings=[convert.warning_to_proto(w) for w in ingest.ingest_warnings(batch)],
             fact_keys=[f.fact_key for f in facts],
         )
 
     async def BatchGetFacts(
         self, request: pb.BatchGetFactsRequest, context
     ) -> pb.BatchGetFactsResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
         keys = _fact_keys("fact_keys", list(request.fact_keys))
         views = await self._store.batch_get_facts(
             scopes,
@@ -112,7 +102,7 @@ class FactRpcs:
         return pb.BatchGetFactsResponse(facts=[convert.fact_to_proto(v) for v in views])
 
     async def ExplainFact(self, request: pb.ExplainFactRequest, context) -> pb.ExplainFactResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
         key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
         found = await self._store.explain_fact(
             scopes, key, from_timestamp(request, "as_of"), from_timestamp(request, "known_as_of")
@@ -160,10 +150,9 @@ class FactRpcs:
     async def ProposeFacts(
         self, request: pb.ProposeFactsRequest, context
     ) -> pb.ProposeFactsResponse:
-        principal = domain.parse_uuid("principal_id", request.principal_id)
-        personal = domain.parse_uuid("personal_scope_id", request.personal_scope_id)
-        target = domain.parse_uuid("target_scope_id", request.target_scope_id)
-        assert principal is not None and personal is not None and target is not None
+        principal = request_fields.parse_uuid("principal_id", request.principal_id)
+        personal = request_fields.parse_uuid("personal_scope_id", request.personal_scope_id)
+        target = request_fields.parse_uuid("target_scope_id", request.target_scope_id)
         if not request.facts or len(request.sources) + len(request.facts) > domain.MAX_BATCH:
             raise InvalidInput("facts", f"1..{domain.MAX_BATCH} records", reason="out_of_range")
         sources = tuple(
@@ -196,9 +185,8 @@ class FactRpcs:
     async def RetractProposal(
         self, request: pb.RetractProposalRequest, context
     ) -> pb.RetractProposalResponse:
-        principal = domain.parse_uuid("principal_id", request.principal_id)
-        scope = domain.parse_uuid("personal_scope_id", request.personal_scope_id)
-        assert principal is not None and scope is not None
+        principal = request_fields.parse_uuid("principal_id", request.principal_id)
+        scope = request_fields.parse_uuid("personal_scope_id", request.personal_scope_id)
         key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
         status, view = await self._proposals.retract(principal, scope, key)
         return pb.RetractProposalResponse(
@@ -208,38 +196,17 @@ class FactRpcs:
     async def GetProposalReport(
         self, request: pb.GetProposalReportRequest, context
     ) -> pb.GetProposalReportResponse:
-        principal = domain.parse_uuid("principal_id", request.principal_id)
-        assert principal is not None
+        principal = request_fields.parse_uuid("principal_id", request.principal_id)
         ctx = convert.task_context(request.context)
         if ctx.is_empty():
             raise InvalidInput("context", "at least one context field", reason="required")
-        size = domain.page_size(
-            "page_size", request.page_size, domain.REPORT_PAGE_DEFAULT, domain.REPORT_PAGE_MAX
+        size = request_fields.page_size(
+            request.page_size, default=domain.REPORT_PAGE_DEFAULT, maximum=domain.REPORT_PAGE_MAX
         )
         after = page_tokens.decode_position(request.page_token)
         report = await self._proposals.proposal_report(principal, ctx, size, after)
         return pb.GetProposalReportResponse(
-            attempts=[
-                pb.ProposalAttempt(
-                    attempt_id=str(a.attempt_id),
-                    outcome=convert.OUTCOMES[a.outcome],
-                    reason=a.reason,
-                    fact_key=a.fact_key,
-                    subject=a.subject,
-                    predicate=a.predicate,
-                    object=a.object,
-                    fact_state=(
-                        convert.FACT_STATES[a.fact_state]
-                        if a.fact_state is not None
-                        else pb.FACT_STATE_UNSPECIFIED
-                    ),
-                    context=convert.task_context_to_proto(a.context),
-                    created_at=to_timestamp(a.created_at),
-                    superseded_by=a.superseded_by,
-                    conflicting_fact_keys=list(a.conflicting_fact_keys),
-                )
-                for a in report.attempts
-            ],
+            attempts=[convert.attempt_to_proto(a) for a in report.attempts],
             next_page_token=report.next_page_token,
             outcome_counts=report.outcome_counts,
             state_counts=report.state_counts,
@@ -284,12 +251,11 @@ class FactRpcs:
     async def ListRankingFeedback(
         self, request: pb.ListRankingFeedbackRequest, context
     ) -> pb.ListRankingFeedbackResponse:
-        scope = domain.parse_uuid("pack_scope_id", request.pack_scope_id, required=False)
-        size = domain.page_size(
-            "page_size",
+        scope = request_fields.optional_uuid("pack_scope_id", request.pack_scope_id)
+        size = request_fields.page_size(
             request.page_size,
-            domain.RANKING_FEEDBACK_PAGE_DEFAULT,
-            domain.RANKING_FEEDBACK_PAGE_MAX,
+            default=domain.RANKING_FEEDBACK_PAGE_DEFAULT,
+            maximum=domain.RANKING_FEEDBACK_PAGE_MAX,
         )
         if request.max_rows_per_principal < 0:
             raise InvalidInput("max_rows_per_principal", "must be >= 0", reason="out_of_range")
@@ -300,47 +266,24 @@ class FactRpcs:
         )
         page, more = rows[:size], len(rows) > size
         return pb.ListRankingFeedbackResponse(
-            feedback=[
-                pb.RankingFeedback(
-                    feedback_id=str(r.feedback_id),
-                    pack_id=r.pack_id,
-                    query_digest=r.query_digest,
-                    rank=r.rank,
-                    signal=r.signal,
-                    signal_vector=r.signal_vector,
-                    recorded_at=to_timestamp(r.recorded_at),
-                    query=r.query,
-                    fact_key=r.fact_key,
-                    pack_scope_id=str(r.pack_scope_id) if r.pack_scope_id else "",
-                )
-                for r in page
-            ],
+            feedback=[convert.ranking_feedback_to_proto(r) for r in page],
             next_page_token=page_tokens.encode_position(page[-1].seq) if more else "",
         )
 
     async def ListChanges(self, request: pb.ListChangesRequest, context) -> pb.ListChangesResponse:
         if request.after_position < 0:
             raise InvalidInput("after_position", "must be >= 0", reason="out_of_range")
-        size = domain.page_size(
-            "page_size", request.page_size, domain.CHANGES_PAGE_DEFAULT, domain.CHANGES_PAGE_MAX
+        size = request_fields.page_size(
+            request.page_size, default=domain.CHANGES_PAGE_DEFAULT, maximum=domain.CHANGES_PAGE_MAX
         )
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
         wait = _max_wait(request, context)
         seen = self._changes.generation
         page = await self._store.list_changes(request.after_position, size, scopes)
         if not page.changes and wait > 0 and await self._changes.wait_past(seen, wait):
             page = await self._store.list_changes(request.after_position, size, scopes)
         return pb.ListChangesResponse(
-            changes=[
-                pb.Change(
-                    position=c.position,
-                    kind=convert.CHANGE_KINDS[c.kind],
-                    fact=convert.fact_to_proto(c.fact) if c.fact is not None else None,
-                    created_at=to_timestamp(c.created_at),
-                    erased_version_id=c.erased_version_id,
-                )
-                for c in page.changes
-            ],
+            changes=[convert.change_to_proto(c) for c in page.changes],
             head_position=page.head_position,
         )
 

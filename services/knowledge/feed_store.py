@@ -7,40 +7,18 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from vera.errors import InvalidInput
 
 from . import domain
-from .domain import ChangeKind, FactView
+from .domain import ChangeKind, ScopeChangeView
 from .graph import (
-    Freshness,
+    SourceDetail,
     SourceVersionView,
     freshness,
 )
 from .store import KnowledgeStore
-
-
-@dataclass(frozen=True)
-class ScopeChangeView:
-    position: int
-    change: str
-    scope_id: uuid.UUID
-    fact: FactView | None
-    source_id: str
-    created_at: datetime
-    actor_id: uuid.UUID | None = None  # whose action wrote it; None before actors were kept
-
-
-@dataclass(frozen=True)
-class SourceDetail:
-    scope_id: uuid.UUID
-    source: domain.SourceView
-    versions: tuple[SourceVersionView, ...]
-    freshness: Freshness
-    cited_by_facts: int
-
 
 # What one ledger entry means to a reader of the feed (``graph.CHANGE_KINDS``), over
 # ``outbox o`` and its fact version ``v``; in SQL, so a filter by kind keeps cursors exact.

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from vera.errors import InvalidInput
+from vera.request_fields import optional_uuid, parse_uuid
 
 from .domain import (
     FEEDBACK_PACK,
@@ -19,7 +20,6 @@ from .domain import (
     MAX_ID,
     MAX_QUERY,
     bound_text,
-    parse_uuid,
     require_text,
 )
 
@@ -58,7 +58,6 @@ def make_feedback(
     attribution stores none, whatever was sent."""
     principal = parse_uuid("principal_id", principal_id)
     scope = parse_uuid("personal_scope_id", personal_scope_id)
-    assert principal is not None and scope is not None
     if signal not in FEEDBACK_SIGNALS:
         raise InvalidInput("signal", "must be up or down", reason="out_of_range")
     if rank < 0:
@@ -77,7 +76,7 @@ def make_feedback(
             raise InvalidInput(
                 "attribution", "a pack row names the pack as its result", reason="invalid"
             )
-        pack_scope = parse_uuid("pack_scope_id", pack_scope_id, required=False)
+        pack_scope = optional_uuid("pack_scope_id", pack_scope_id)
     elif attribution != FEEDBACK_UNATTRIBUTED:
         raise InvalidInput("attribution", reason="out_of_range")
     return FeedbackIn(

@@ -19,7 +19,7 @@ import networkx as nx
 from vera import limits
 from vera.errors import InvalidInput
 
-from .domain import FactView, normalize, source_stale
+from .domain import Edge, FactView, SourceView, normalize, source_stale
 
 EXPLORE_DEPTH_MAX = limits.DEPTH[1]
 EXPLORE_PAGE_DEFAULT, EXPLORE_PAGE_MAX = 50, limits.LIMIT_FEED[1]
@@ -123,6 +123,23 @@ def freshness(observed_at: datetime | None, now: datetime, stale_after_days: int
     stale = source_stale(observed_at, now, stale_after_days)
     age = now - observed_at
     return Freshness(stale, max(age.days, 0), stale_after_days, "source_stale" if stale else "")
+
+
+@dataclass(frozen=True)
+class Neighborhood:
+    entity: EntityView
+    edges: tuple[Edge, ...]
+    nodes: tuple[str, ...]
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class SourceDetail:
+    scope_id: uuid.UUID
+    source: SourceView
+    versions: tuple[SourceVersionView, ...]
+    freshness: Freshness
+    cited_by_facts: int
 
 
 # --- change feed ------------------------------------------------------------------------

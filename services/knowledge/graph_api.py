@@ -1,21 +1,19 @@
 """The knowledge-graph RPCs (corrections, entities, sources, graph, conflicts, feed,
 communities) and the background community refresh: proto <-> domain translation and
-nothing else. One RPC group of ``api.KnowledgeServicer``.
+nothing else. One RPC group of ``api.KnowledgeApi``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import logging
 import re
 
-from vera import page_tokens
+from vera import page_tokens, request_fields
 from vera.errors import InvalidInput
 from vera.knowledge.v1 import knowledge_service_pb2 as pb
-from vera.rpc.timestamps import from_timestamp, to_timestamp
+from vera.rpc.timestamps import from_timestamp
 
 from . import convert, domain, graph
 from .community_store import CommunityStore
@@ -25,28 +23,13 @@ from .graph_store import GraphStore
 
 log = logging.getLogger(__name__)
 
-_GROUP_TOKEN = re.compile(r"g1:[0-9a-f]{32}")
-
-
-def _encode_group_token(group_id: str) -> str:
-    return base64.urlsafe_b64encode(f"g1:{group_id}".encode()).decode().rstrip("=")
-
-
-def _decode_group_token(token: str) -> str:
-    """The conflict group a conflicts page continues after ("" starts at the beginning)."""
-    if not token:
-        return ""
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-    except (ValueError, UnicodeDecodeError, binascii.Error):
-        raw = ""
-    if not _GROUP_TOKEN.fullmatch(raw):
-        raise InvalidInput("page_token", "malformed", reason="malformed")
-    return raw[3:]
+# A conflicts page continues after a conflict group (``graph_store.conflict_group_id``).
+_GROUP_PREFIX = "g1:"
+_GROUP_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def _start(request) -> tuple[str, object]:
-    entity_id = domain.parse_uuid("entity_id", request.entity_id, required=False)
+    entity_id = request_fields.optional_uuid("entity_id", request.entity_id)
     if entity_id is None and not request.name.strip():
         raise InvalidInput("entity", "a name or an entity_id is required", reason="required")
     name = domain.bound_text("entity", request.name, domain.MAX_ENTITY).strip()
@@ -90,9 +73,8 @@ class GraphRpcs:
     # --- RPCs ---------------------------------------------------------------------------
 
     async def CorrectFact(self, request: pb.CorrectFactRequest, context) -> pb.CorrectFactResponse:
-        principal = domain.parse_uuid("principal_id", request.principal_id)
-        scope = domain.parse_uuid("scope_id", request.scope_id)
-        assert principal is not None and scope is not None
+        principal = request_fields.parse_uuid("principal_id", request.principal_id)
+        scope = request_fields.parse_uuid("scope_id", request.scope_id)
         key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
         if not request.HasField("replacement"):
             raise InvalidInput("replacement", "required", reason="required")
@@ -116,35 +98,22 @@ class GraphRpcs:
         )
 
     async def GetFact(self, request: pb.GetFactRequest, context) -> pb.GetFactResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
         key = domain.require_text("fact_key", request.fact_key, domain.MAX_ID)
         fact, versions = await self._graph.get_fact(
             scopes, key, from_timestamp(request, "as_of"), from_timestamp(request, "known_as_of")
         )
         return pb.GetFactResponse(
             fact=convert.fact_to_proto(fact) if fact is not None else None,
-            versions=[
-                pb.FactVersion(
-                    version_id=str(v.version_id),
-                    state=convert.FACT_STATES[v.state],
-                    valid_from=to_timestamp(v.valid_from),
-                    valid_to=to_timestamp(v.valid_to),
-                    recorded_at=to_timestamp(v.recorded_at),
-                    superseded_at=to_timestamp(v.superseded_at),
-                    superseded_by=v.superseded_by,
-                    corrects=v.corrects,
-                    correction_reason=v.correction_reason,
-                )
-                for v in versions
-            ],
+            versions=[convert.fact_version_to_proto(v) for v in versions],
             empty_reason="" if fact is not None else "not_valid_at_as_of",
         )
 
     async def GetEntity(self, request: pb.GetEntityRequest, context) -> pb.GetEntityResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
         name, entity_id = _start(request)
-        size = domain.page_size(
-            "page_size", request.page_size, graph.ENTITY_PAGE_DEFAULT, graph.ENTITY_PAGE_MAX
+        size = request_fields.page_size(
+            request.page_size, default=graph.ENTITY_PAGE_DEFAULT, maximum=graph.ENTITY_PAGE_MAX
         )
         entity, facts, total = await self._graph.get_entity(
             scopes,
@@ -163,10 +132,10 @@ class GraphRpcs:
         )
 
     async def GetSource(self, request: pb.GetSourceRequest, context) -> pb.GetSourceResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
         source_id = domain.require_text("source_id", request.source_id, domain.MAX_ID)
         if request.scope_id:
-            only = domain.parse_uuid("scope_id", request.scope_id)
+            only = request_fields.parse_uuid("scope_id", request.scope_id)
             scopes = [s for s in scopes if s == only]
         detail = await self._feed.get_source(
             scopes,
@@ -175,46 +144,24 @@ class GraphRpcs:
             self._stale_days,
             from_timestamp(request, "as_of"),
         )
-        s, fr = detail.source, detail.freshness
         return pb.GetSourceResponse(
-            source=pb.Source(
-                source_id=s.source_id,
-                source_type=s.source_type,
-                title=s.title,
-                uri=s.uri,
-                observed_at=to_timestamp(s.observed_at),
-            ),
+            source=convert.source_to_proto(detail.source),
             scope_id=str(detail.scope_id),
-            versions=[
-                pb.SourceVersion(
-                    version=v.version,
-                    source_type=v.source_type,
-                    title=v.title,
-                    uri=v.uri,
-                    observed_at=to_timestamp(v.observed_at),
-                    recorded_at=to_timestamp(v.recorded_at),
-                )
-                for v in detail.versions
-            ],
-            freshness=pb.SourceFreshness(
-                stale=fr.stale,
-                age_days=fr.age_days,
-                stale_after_days=fr.stale_after_days,
-                reason=fr.reason,
-            ),
+            versions=[convert.source_version_to_proto(v) for v in detail.versions],
+            freshness=convert.freshness_to_proto(detail.freshness),
             cited_by_facts=detail.cited_by_facts,
         )
 
     async def ExploreGraph(
         self, request: pb.ExploreGraphRequest, context
     ) -> pb.ExploreGraphResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
         name, entity_id = _start(request)
         depth = request.depth or 1
         if not 1 <= depth <= graph.EXPLORE_DEPTH_MAX:
             raise InvalidInput("depth", "must be 1..5", reason="out_of_range")
-        size = domain.page_size(
-            "page_size", request.page_size, graph.EXPLORE_PAGE_DEFAULT, graph.EXPLORE_PAGE_MAX
+        size = request_fields.page_size(
+            request.page_size, default=graph.EXPLORE_PAGE_DEFAULT, maximum=graph.EXPLORE_PAGE_MAX
         )
         hood = await self._graph.explore(
             scopes,
@@ -228,15 +175,7 @@ class GraphRpcs:
         )
         return pb.ExploreGraphResponse(
             entity=convert.entity_to_proto(hood.entity),
-            edges=[
-                pb.GraphEdge(
-                    fact=convert.fact_to_proto(e.fact),
-                    hop=e.hop,
-                    from_node=e.from_node,
-                    to_node=e.to_node,
-                )
-                for e in hood.edges
-            ],
+            edges=[convert.edge_to_proto(e) for e in hood.edges],
             nodes=list(hood.nodes),
             truncated=hood.truncated,
         )
@@ -244,28 +183,22 @@ class GraphRpcs:
     async def ListConflicts(
         self, request: pb.ListConflictsRequest, context
     ) -> pb.ListConflictsResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
-        size = domain.page_size(
-            "page_size", request.page_size, graph.CONFLICTS_PAGE_DEFAULT, graph.CONFLICTS_PAGE_MAX
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
+        size = request_fields.page_size(
+            request.page_size,
+            default=graph.CONFLICTS_PAGE_DEFAULT,
+            maximum=graph.CONFLICTS_PAGE_MAX,
         )
         groups, total, last = await self._graph.list_conflicts(
             scopes,
             size,
-            _decode_group_token(request.page_token),
+            page_tokens.decode_key(request.page_token, _GROUP_PREFIX, _GROUP_ID),
             from_timestamp(request, "as_of"),
             from_timestamp(request, "known_as_of"),
         )
         return pb.ListConflictsResponse(
-            conflicts=[
-                pb.ConflictGroup(
-                    scope_id=str(g.scope_id),
-                    subject=g.subject,
-                    predicate=g.predicate,
-                    facts=[convert.fact_to_proto(f) for f in g.facts],
-                )
-                for g in groups
-            ],
-            next_page_token=_encode_group_token(last) if last else "",
+            conflicts=[convert.conflict_group_to_proto(g) for g in groups],
+            next_page_token=page_tokens.encode_key(last, _GROUP_PREFIX) if last else "",
             total=total.count,
             ontology_version=self._graph.ontology_version,
             total_is_lower_bound=total.lower_bound,
@@ -274,9 +207,9 @@ class GraphRpcs:
     async def ListScopeChanges(
         self, request: pb.ListScopeChangesRequest, context
     ) -> pb.ListScopeChangesResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
-        size = domain.page_size(
-            "page_size", request.page_size, graph.FEED_PAGE_DEFAULT, graph.FEED_PAGE_MAX
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
+        size = request_fields.page_size(
+            request.page_size, default=graph.FEED_PAGE_DEFAULT, maximum=graph.FEED_PAGE_MAX
         )
         after = page_tokens.decode_position(request.page_token)
         changes, last, more = await self._feed.list_scope_changes(
@@ -289,18 +222,7 @@ class GraphRpcs:
             changes=graph.change_kinds("changes", list(request.changes)),
         )
         return pb.ListScopeChangesResponse(
-            changes=[
-                pb.ScopeChange(
-                    position=c.position,
-                    change=c.change,
-                    scope_id=str(c.scope_id),
-                    fact=convert.fact_to_proto(c.fact) if c.fact is not None else None,
-                    source_id=c.source_id,
-                    created_at=to_timestamp(c.created_at),
-                    actor_principal_id=str(c.actor_id) if c.actor_id else "",
-                )
-                for c in changes
-            ],
+            changes=[convert.scope_change_to_proto(c) for c in changes],
             next_page_token=page_tokens.encode_position(last),
             has_more=more,
         )
@@ -308,8 +230,7 @@ class GraphRpcs:
     async def DeriveCommunities(
         self, request: pb.DeriveCommunitiesRequest, context
     ) -> pb.DeriveCommunitiesResponse:
-        scope = domain.parse_uuid("scope_id", request.scope_id)
-        assert scope is not None
+        scope = request_fields.parse_uuid("scope_id", request.scope_id)
         run, created, count = await self._communities.derive_communities(scope)
         return pb.DeriveCommunitiesResponse(
             run=convert.run_to_proto(run), created=created, community_count=count
@@ -318,10 +239,12 @@ class GraphRpcs:
     async def SearchCommunities(
         self, request: pb.SearchCommunitiesRequest, context
     ) -> pb.SearchCommunitiesResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
         query = domain.require_text("query", request.query, domain.MAX_QUERY)
-        size = domain.page_size(
-            "page_size", request.page_size, graph.COMMUNITY_PAGE_DEFAULT, graph.COMMUNITY_PAGE_MAX
+        size = request_fields.page_size(
+            request.page_size,
+            default=graph.COMMUNITY_PAGE_DEFAULT,
+            maximum=graph.COMMUNITY_PAGE_MAX,
         )
         found, empty_reason = await self._communities.search_communities(
             scopes,
@@ -337,11 +260,10 @@ class GraphRpcs:
     async def GetCommunityLineage(
         self, request: pb.GetCommunityLineageRequest, context
     ) -> pb.GetCommunityLineageResponse:
-        scopes = domain.parse_uuids("scope_ids", list(request.scope_ids))
-        community_id = domain.parse_uuid("community_id", request.community_id)
-        assert community_id is not None
-        size = domain.page_size(
-            "page_size", request.page_size, graph.LINEAGE_PAGE_DEFAULT, graph.LINEAGE_PAGE_MAX
+        scopes = request_fields.parse_uuids("scope_ids", list(request.scope_ids))
+        community_id = request_fields.parse_uuid("community_id", request.community_id)
+        size = request_fields.page_size(
+            request.page_size, default=graph.LINEAGE_PAGE_DEFAULT, maximum=graph.LINEAGE_PAGE_MAX
         )
         offset = page_tokens.decode_position(request.page_token)
         community, facts, total, more = await self._communities.community_lineage(

@@ -10,58 +10,21 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 
 from vera.errors import InvalidInput
 
-from .domain import FactState, FactView, Total, normalize
+from .domain import ConflictGroupView, Edge, FactState, FactVersionView, FactView, Total, normalize
 from .graph import (
     ConflictFilter,
     EntityView,
+    Neighborhood,
     rank_facts,
     resolve_entity,
 )
 from .store import KnowledgeStore, Params, bounded_count
-
-
-@dataclass(frozen=True)
-class FactVersionView:
-    version_id: uuid.UUID
-    state: FactState
-    valid_from: datetime | None
-    valid_to: datetime | None
-    recorded_at: datetime
-    superseded_at: datetime | None
-    superseded_by: str
-    corrects: str
-    correction_reason: str
-
-
-@dataclass(frozen=True)
-class Edge:
-    fact: FactView
-    hop: int
-    from_node: str
-    to_node: str
-
-
-@dataclass(frozen=True)
-class Neighborhood:
-    entity: EntityView
-    edges: tuple[Edge, ...]
-    nodes: tuple[str, ...]
-    truncated: bool
-
-
-@dataclass(frozen=True)
-class ConflictGroupView:
-    scope_id: uuid.UUID
-    subject: str
-    predicate: str
-    facts: tuple[FactView, ...]
 
 
 def conflict_group_id(scope_id: uuid.UUID, subject: str, predicate: str) -> str:

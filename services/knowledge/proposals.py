@@ -12,6 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from vera.errors import InvalidInput
+from vera.request_fields import optional_uuid, parse_uuid, parse_uuids
 
 from .domain import (
     MAX_EVIDENCE,
@@ -28,8 +29,6 @@ from .domain import (
     bound_text,
     fact_key,
     normalize,
-    parse_uuid,
-    parse_uuids,
     require_text,
 )
 
@@ -90,8 +89,7 @@ def make_proposal(
     principal = parse_uuid("principal_id", principal_id)
     personal = parse_uuid("personal_scope_id", personal_scope_id)
     readable = parse_uuids("readable_scope_ids", readable_scope_ids)
-    assert principal is not None and personal is not None
-    target = parse_uuid("target_scope_id", target_scope_id, required=False)
+    target = optional_uuid("target_scope_id", target_scope_id)
     if target is not None and (target == personal or target not in readable):
         raise InvalidInput("target_scope_id", "not a readable shared scope", reason="out_of_scope")
     subject = require_text("subject", subject, MAX_SUBJECT)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import UTC, datetime
 
@@ -14,9 +13,10 @@ from vera.db.pool import open_service_database, service_dsn
 from vera.knowledge.v1 import knowledge_service_pb2_grpc as knowledge_pb2_grpc
 from vera.observability import audit_head
 from vera.observability.service_metrics import ServiceMetrics
+from vera.resource_stack import ResourceStack
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 
-from .api import KnowledgeServicer
+from .api import KnowledgeApi
 from .curation_store import CurationStore
 from .domain import load_ontology
 from .graph import ExtractiveSummarizer
@@ -33,15 +33,16 @@ log = logging.getLogger(__name__)
 async def create(settings: Settings, address: str) -> HostedService:
     """Builds the bound (not yet started) knowledge server; ``aclose`` closes the pool."""
     ontology = load_ontology(settings.knowledge.ontology_path)
-    pool = await open_service_database(settings, SCHEMA, "vera.services.knowledge")
-    try:
+    async with ResourceStack("knowledge") as resources:
+        pool = await open_service_database(settings, SCHEMA, "vera.services.knowledge")
+        resources.closing(pool.close)
         stale_days = settings.knowledge.stale_source_days
         store = KnowledgeStore(pool, ontology, stale_source_days=stale_days)
         # The outbox trigger (migration 0008) notifies this channel; ListChanges long-polls it.
         changes = ChannelWatch(service_dsn(settings), f"{SCHEMA}.outbox")
         # Communities: derived on demand (DeriveCommunities) and by a background refresh of
         # scopes whose change log moved; an LLM summarizer would replace the extractive one.
-        servicer = KnowledgeServicer(
+        servicer = KnowledgeApi(
             store,
             summarizer=ExtractiveSummarizer(),
             max_counted_rows=settings.knowledge.max_counted_rows,
@@ -55,29 +56,16 @@ async def create(settings: Settings, address: str) -> HostedService:
             [ServiceBinding(SERVICE_NAME, servicer, register)], address, settings
         )
         running.metrics.pool(SCHEMA, pool)
-        stop_audit = audit_head.start_exporting(
-            pool, running.metrics, settings.observability.audit_head_seconds)
-        queue_poll = None
-        if settings.observability.service_metrics_port is not None:
-            queue_poll = asyncio.create_task(
-                _watch_queue(CurationStore(store), running.metrics), name="knowledge-queue")
         servicer.start_refresher()
+        resources.closing(servicer.stop_refresher)
         changes.start()
-    except BaseException:
-        await pool.close()
-        raise
-
-    async def aclose() -> None:
-        await stop_audit()
-        if queue_poll is not None:
-            queue_poll.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await queue_poll
-        await changes.aclose()
-        await servicer.stop_refresher()
-        await pool.close()
-
-    return HostedService(running=running, aclose=aclose)
+        resources.closing(changes.aclose)
+        if settings.observability.service_metrics_port is not None:
+            resources.background(
+                _watch_queue(CurationStore(store), running.metrics), "knowledge-queue")
+        resources.closing(audit_head.start_exporting(
+            pool, running.metrics, settings.observability.audit_head_seconds))
+        return HostedService(running, resources.pop_all().aclose)
 
 
 async def _watch_queue(curation: CurationStore, metrics: ServiceMetrics) -> None:

@@ -1,6 +1,6 @@
 """Wires the retrieval service: migrations, pool, knowledge channel, embedder, vector
 index, the indexed facts, the change-log tailer (writer or follower, by the writer lease),
-the ranking and the gRPC server; every part that needs closing goes on one exit stack.
+the ranking and the gRPC server; every part that needs closing goes on one ResourceStack.
 
 A ``StartHook`` watches a start without patching it: the benches time each loading step
 and read where the memory came from, tests stage the steps."""
@@ -8,17 +8,18 @@ and read where the memory came from, tests stage the steps."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import asyncpg
+import grpc
 
 from vera.config import ConfigError, Settings
 from vera.db.pool import open_service_database, service_dsn
 from vera.observability.service_metrics import ServiceMetrics
+from vera.resource_stack import ResourceStack
 from vera.retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from vera.rpc.client import open_channel
 from vera.rpc.server import HostedService, RunningServer, ServiceBinding, create_server
@@ -89,48 +90,39 @@ async def create(
     sees the parts once wired (``StartHook``: the retrieval-start bench times the steps
     with it, the start tests stage them)."""
     hook = hook or StartHook()
-    exits = contextlib.AsyncExitStack()
-    try:
-        running = await _build(settings, address, embedder, hook, exits)
-    except BaseException:
-        await exits.aclose()
-        raise
-    return HostedService(running=running, aclose=exits.aclose)
+    async with ResourceStack("retrieval") as resources:
+        loaded = await _load(settings, embedder, hook, resources)
+        running = await _serve(settings, address, loaded, hook, resources)
+        return HostedService(running=running, aclose=resources.pop_all().aclose)
 
 
-async def _build(
-    settings: Settings,
-    address: str,
-    embedder: Embedder | None,
-    hook: StartHook,
-    exits: contextlib.AsyncExitStack,
-) -> RunningServer:
+@dataclass(frozen=True)
+class _Loaded:
+    """What the loading steps opened, for the wiring."""
+
+    pool: asyncpg.Pool
+    channel: grpc.aio.Channel
+    index: DocumentIndex
+    embedder: Embedder
+    vectors: VectorIndex
+    reranker: Reranker
+    position: int
+
+
+async def _load(
+    settings: Settings, embedder: Embedder | None, hook: StartHook, resources: ResourceStack
+) -> _Loaded:
     rs = settings.retrieval
-
-    def closing(cleanup: Callable[[], Any]) -> None:
-        """Runs ``cleanup`` (sync or async) at close, last in first out; a failing one is
-        logged and the others still run."""
-
-        async def run() -> None:
-            try:
-                done = cleanup()
-                if asyncio.iscoroutine(done):
-                    await done
-            except Exception:
-                log.exception("retrieval cleanup failed")
-
-        exits.push_async_callback(run)
 
     async def open_database() -> asyncpg.Pool:
         return await open_service_database(settings, SCHEMA, PACKAGE)
 
     pool = await hook.step("database", open_database)
-    closing(pool.close)
+    resources.closing(pool.close)
     channel = open_channel(
         settings.services.knowledge, settings.rpc.deadline_seconds,
         auth_key=settings.rpc.auth_key, caller="retrieval")
-    closing(channel.close)
-
+    resources.closing(channel.close)
     dimensions = DIMENSIONS if embedder is None else embedder.dimensions
     embedding = embedding_version(rs)
     index = DocumentIndex(
@@ -139,27 +131,23 @@ async def _build(
         snapshot=MemorySnapshot(settings.data_dir / MEMORY_SNAPSHOT, embedding),
         shared=_shared_snapshot(settings, pool),
     )
-    closing(index.close)
+    resources.closing(index.close)
 
     async def load_own_embedder() -> Embedder:
         owned = await load_embedder(
             rs.model_path, rs.embed_threads, settings.model_cache_dir, rs.embedding_precision
         )
-        closing(owned.close)
+        resources.closing(owned.close)
         return owned
-
-    async def given_embedder() -> Embedder:
-        assert embedder is not None
-        return embedder
 
     async def open_vectors() -> VectorIndex:
         vectors = await open_vector_index(settings, dimensions)
-        closing(vectors.close)
+        resources.closing(vectors.close)
         return vectors
 
     async def open_reranker() -> Reranker:
         reranker = await load_reranker(rs.reranker_path, rs.model_path, limit=rs.rerank_limit)
-        closing(reranker.close)
+        resources.closing(reranker.close)
         return reranker
 
     async def load_memory() -> int:
@@ -170,62 +158,52 @@ async def _build(
 
     # At once: the model and the shard load in native code (the GIL released) while
     # the memory refills from PostgreSQL, so a start takes about the longest of them.
-    loaded_embedder, vectors, reranker, loaded_position = await _all_or_none(
-        hook.step("embedder", load_own_embedder if embedder is None else given_embedder),
+    loaded_embedder, vectors, reranker, position = await _all_or_none(
+        hook.step("embedder", load_own_embedder if embedder is None else _given(embedder)),
         hook.step("vectors", open_vectors),
         hook.step("reranker", open_reranker),
         hook.step("memory", load_memory),
     )
-    source = KnowledgeFactSource(channel, settings.rpc.deadline_seconds)
+    return _Loaded(pool, channel, index, loaded_embedder, vectors, reranker, position)
+
+
+async def _serve(
+    settings: Settings,
+    address: str,
+    loaded: _Loaded,
+    hook: StartHook,
+    resources: ResourceStack,
+) -> RunningServer:
+    """Wires the loaded parts, binds the server and starts the loops beside it."""
+    rs = settings.retrieval
+    source = KnowledgeFactSource(loaded.channel, settings.rpc.deadline_seconds)
     lease = PgWriterLease(service_dsn(settings), retry_seconds=rs.writer_retry_seconds)
-    closing(lease.release)
+    resources.closing(lease.release)
     indexer = ChangeIndexer(
         source,
-        loaded_embedder,
-        vectors,
-        index,
-        embedding=embedding,
+        loaded.embedder,
+        loaded.vectors,
+        loaded.index,
+        embedding=embedding_version(rs),
         poll_seconds=rs.index_poll_seconds,
         lease=lease,
         shared_vectors=_qdrant_server(settings),
-        loaded_position=loaded_position,
+        loaded_position=loaded.position,
     )
     learned = ActiveModels()
     retriever = Retriever(
-        loaded_embedder,
-        vectors,
-        index,
+        loaded.embedder,
+        loaded.vectors,
+        loaded.index,
         source,
         candidate_pool=rs.candidate_pool,
-        reranker=reranker,
+        reranker=loaded.reranker,
         assembler_version=assembler_version(rs),
         learned=learned,
     )
-    ranking = Ranking(
-        RankStore(pool),
-        KnowledgeFeedbackSource(channel, max_rows_per_principal=rs.rank.max_rows_per_principal),
-        retriever,
-        learned,
-        RankingOptions(
-            policy=FitPolicy(
-                min_rows=rs.rank.min_feedback_rows,
-                min_packs=rs.rank.min_packs,
-                min_gain=rs.rank.min_gain,
-            ),
-            max_training_rows=rs.rank.max_training_rows,
-            poll_seconds=rs.rank.poll_seconds,
-            auto_fit_new_feedback=rs.rank.auto_fit_new_feedback,
-            auto_fit_check_seconds=rs.rank.auto_fit_check_seconds,
-            replay_queries=rs.rank.replay_queries,
-            guard_check_seconds=rs.rank.guard_check_seconds,
-            guard_min_queries=rs.rank.guard_min_queries,
-            guard_max_queries=rs.rank.guard_max_queries,
-            guard_margin=rs.rank.guard_margin,
-        ),
-        version_for=lambda model_id: assembler_version(rs, rank_model=model_id),
-    )
+    ranking = _ranking(settings, loaded, retriever, learned)
     await hook.step("ranking", ranking.refresh)
-    hook.built(Parts(index, loaded_embedder, vectors, retriever, indexer, ranking))
+    hook.built(Parts(loaded.index, loaded.embedder, loaded.vectors, retriever, indexer, ranking))
     running = create_server(
         [
             ServiceBinding(
@@ -237,19 +215,54 @@ async def _build(
         address,
         settings,
     )
-    _report(running.metrics, pool, indexer, ranking)
-
-    def background(loop: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.create_task(loop, name=name)
-        closing(lambda: _stop(task))
-
-    background(indexer.run(), "retrieval-indexer")
+    _report(running.metrics, loaded.pool, indexer, ranking)
+    resources.background(indexer.run(), "retrieval-indexer")
     in_charge = lambda: indexer.writing  # noqa: E731
     for loop in (ranking.watch(), ranking.auto_fit(in_charge), ranking.guard(in_charge)):
-        background(loop, "retrieval-ranking")
+        resources.background(loop, "retrieval-ranking")
     if rs.memory_snapshot_seconds > 0:
-        background(index.keep_snapshots(rs.memory_snapshot_seconds), "retrieval-snapshot")
+        resources.background(
+            loaded.index.keep_snapshots(rs.memory_snapshot_seconds), "retrieval-snapshot")
     return running
+
+
+def _ranking(
+    settings: Settings, loaded: _Loaded, retriever: Retriever, learned: ActiveModels
+) -> Ranking:
+    rs = settings.retrieval
+    rank = rs.rank
+    return Ranking(
+        RankStore(loaded.pool),
+        KnowledgeFeedbackSource(loaded.channel, max_rows_per_principal=rank.max_rows_per_principal),
+        retriever,
+        learned,
+        RankingOptions(
+            policy=FitPolicy(
+                min_rows=rank.min_feedback_rows,
+                min_packs=rank.min_packs,
+                min_gain=rank.min_gain,
+            ),
+            max_training_rows=rank.max_training_rows,
+            poll_seconds=rank.poll_seconds,
+            auto_fit_new_feedback=rank.auto_fit_new_feedback,
+            auto_fit_check_seconds=rank.auto_fit_check_seconds,
+            replay_queries=rank.replay_queries,
+            guard_check_seconds=rank.guard_check_seconds,
+            guard_min_queries=rank.guard_min_queries,
+            guard_max_queries=rank.guard_max_queries,
+            guard_margin=rank.guard_margin,
+        ),
+        version_for=lambda model_id: assembler_version(rs, rank_model=model_id),
+    )
+
+
+def _given(embedder: Embedder) -> Callable[[], Awaitable[Embedder]]:
+    """The loading step of a model the caller passed in (and owns)."""
+
+    async def given() -> Embedder:
+        return embedder
+
+    return given
 
 
 def _report(
@@ -280,12 +293,6 @@ async def _all_or_none(*steps: Awaitable[Any]) -> list[Any]:
         if isinstance(result, BaseException):
             raise result
     return results
-
-
-async def _stop(task: asyncio.Task) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
 
 
 def _shared_snapshot(settings: Settings, pool: asyncpg.Pool) -> SharedSnapshot | None:

@@ -2,69 +2,16 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from vera import secret_screen
-from vera.errors import InvalidInput, Unavailable
+from vera.errors import Unavailable
 from vera.rpc.audit import AuditPages, list_audit_records
-from vera.rpc.timestamps import from_timestamp, to_timestamp
-from vera.services.snapshot.domain import ContextPack, PrincipalErasure, SnapshotService
-from vera.services.snapshot.idempotency import IdempotencyKeys, KeyState
-from vera.services.snapshot.snapshots import Snapshot, SnapshotCatalog
+from vera.rpc.timestamps import from_timestamp
+from vera.services.snapshot.convert import KEY_STATES, json_object, pack_to_proto, snapshot_to_proto
+from vera.services.snapshot.domain import PrincipalErasure, SnapshotService
+from vera.services.snapshot.idempotency import IdempotencyKeys
+from vera.services.snapshot.snapshots import SnapshotCatalog
 from vera.snapshot.v1 import snapshot_pb2 as pb
 from vera.snapshot.v1 import snapshot_pb2_grpc
-
-
-def json_object(text: str, field: str) -> dict[str, Any]:
-    """A pack part off the wire: a JSON object, hashed and stored, never read inside."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        raise InvalidInput(field) from None
-    if not isinstance(value, dict):
-        raise InvalidInput(field)
-    return value
-
-
-def pack_to_proto(pack: ContextPack) -> pb.ContextPack:
-    return pb.ContextPack(
-        pack_id=str(pack.pack_id),
-        scope_id=str(pack.scope_id),
-        canonical_request_json=json.dumps(pack.canonical_request),
-        content_json=json.dumps(pack.content),
-        assembler_version=pack.assembler_version,
-        created_at=to_timestamp(pack.created_at),
-        expires_at=to_timestamp(pack.expires_at),
-    )
-
-
-_KEY_STATES = {
-    KeyState.CLAIMED: pb.IDEMPOTENCY_STATE_CLAIMED,
-    KeyState.COMPLETED: pb.IDEMPOTENCY_STATE_COMPLETED,
-    KeyState.IN_PROGRESS: pb.IDEMPOTENCY_STATE_IN_PROGRESS,
-    KeyState.MISMATCH: pb.IDEMPOTENCY_STATE_MISMATCH,
-}
-
-
-def snapshot_to_proto(snapshot: Snapshot) -> pb.Snapshot:
-    return pb.Snapshot(
-        snapshot_id=str(snapshot.snapshot_id),
-        scope_id=str(snapshot.scope_id),
-        as_of=to_timestamp(snapshot.as_of),
-        known_as_of=to_timestamp(snapshot.known_as_of),
-        fact_count=snapshot.fact_count,
-        source_count=snapshot.source_count,
-        newest_source_observed_at=to_timestamp(snapshot.newest_source_observed_at),
-        oldest_source_observed_at=to_timestamp(snapshot.oldest_source_observed_at),
-        change_position=snapshot.change_position,
-        assembler_version=snapshot.assembler_version,
-        ontology_version=snapshot.ontology_version,
-        policy_version=snapshot.policy_version,
-        embedding_version=snapshot.embedding_version,
-        index_version=snapshot.index_version,
-        created_at=to_timestamp(snapshot.created_at),
-    )
 
 
 class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
@@ -82,10 +29,14 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
         self._erasure = erasure
         self._audit = audit
 
-    async def ListAuditRecords(self, request, context):
+    async def ListAuditRecords(
+        self, request: pb.ListAuditRecordsRequest, context
+    ) -> pb.ListAuditRecordsResponse:
         return await list_audit_records(self._audit, request, pb)
 
-    async def CreateContextPack(self, request, context):
+    async def CreateContextPack(
+        self, request: pb.CreateContextPackRequest, context
+    ) -> pb.CreateContextPackResponse:
         canonical_request = json_object(request.canonical_request_json, "canonical_request_json")
         # A pack keeps its request's query for its whole lifetime: the query passes the
         # screen a proposal's text passes before anything is stored.
@@ -101,11 +52,15 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
         )
         return pb.CreateContextPackResponse(pack=pack_to_proto(pack), deduplicated=deduplicated)
 
-    async def GetContextPack(self, request, context):
+    async def GetContextPack(
+        self, request: pb.GetContextPackRequest, context
+    ) -> pb.GetContextPackResponse:
         pack = await self._service.get_context_pack(request.principal_id, request.pack_id)
         return pb.GetContextPackResponse(pack=pack_to_proto(pack))
 
-    async def CreateSnapshot(self, request, context):
+    async def CreateSnapshot(
+        self, request: pb.CreateSnapshotRequest, context
+    ) -> pb.CreateSnapshotResponse:
         snapshot = await self._catalog.create(
             request.principal_id,
             request.scope_id,
@@ -115,29 +70,39 @@ class SnapshotApi(snapshot_pb2_grpc.SnapshotServiceServicer):
         )
         return pb.CreateSnapshotResponse(snapshot=snapshot_to_proto(snapshot))
 
-    async def GetSnapshot(self, request, context):
+    async def GetSnapshot(
+        self, request: pb.GetSnapshotRequest, context
+    ) -> pb.GetSnapshotResponse:
         snapshot = await self._catalog.get(request.principal_id, request.snapshot_id)
         return pb.GetSnapshotResponse(snapshot=snapshot_to_proto(snapshot))
 
-    async def BeginIdempotentCall(self, request, context):
+    async def BeginIdempotentCall(
+        self, request: pb.BeginIdempotentCallRequest, context
+    ) -> pb.BeginIdempotentCallResponse:
         begun = await self._idempotency.begin(
             request.principal_id, request.key, request.request_hash
         )
         return pb.BeginIdempotentCallResponse(
-            state=_KEY_STATES[begun.state], result_json=begun.result_json
+            state=KEY_STATES[begun.state], result_json=begun.result_json
         )
 
-    async def CompleteIdempotentCall(self, request, context):
+    async def CompleteIdempotentCall(
+        self, request: pb.CompleteIdempotentCallRequest, context
+    ) -> pb.CompleteIdempotentCallResponse:
         await self._idempotency.complete(
             request.principal_id, request.key, request.request_hash, request.result_json
         )
         return pb.CompleteIdempotentCallResponse()
 
-    async def ReleaseIdempotentCall(self, request, context):
+    async def ReleaseIdempotentCall(
+        self, request: pb.ReleaseIdempotentCallRequest, context
+    ) -> pb.ReleaseIdempotentCallResponse:
         await self._idempotency.release(request.principal_id, request.key, request.request_hash)
         return pb.ReleaseIdempotentCallResponse()
 
-    async def ErasePrincipalData(self, request, context):
+    async def ErasePrincipalData(
+        self, request: pb.ErasePrincipalDataRequest, context
+    ) -> pb.ErasePrincipalDataResponse:
         if self._erasure is None:
             raise Unavailable()
         counts = await self._erasure.erase(request.principal_id)

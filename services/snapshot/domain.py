@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from vera import limits
 from vera.errors import ExpiredContextPack, InvalidInput
+from vera.request_fields import as_uuid, parse_uuid
 
 Clock = Callable[[], datetime]
 MAX_ASSEMBLER_VERSION = 64
@@ -81,13 +82,6 @@ class PrincipalErasure(Protocol):
         ...
 
 
-def _uuid(value: str, field: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value.strip())
-    except (ValueError, AttributeError):
-        raise InvalidInput(field) from None
-
-
 class SnapshotService:
     def __init__(self, store: SnapshotStore, ttl: timedelta, clock: Clock = utc_now) -> None:
         self._store = store
@@ -103,8 +97,8 @@ class SnapshotService:
         assembler_version: str,
         usage_ref: str = "",
     ) -> tuple[ContextPack, bool]:
-        principal = _uuid(principal_id, "principal_id")
-        scope = _uuid(scope_id, "scope_id")
+        principal = parse_uuid("principal_id", principal_id)
+        scope = parse_uuid("scope_id", scope_id)
         version = assembler_version.strip()
         if not version or len(version) > MAX_ASSEMBLER_VERSION:
             raise InvalidInput("assembler_version")
@@ -128,11 +122,10 @@ class SnapshotService:
         return await self._store.insert_deduplicated(candidate, now, usage_ref)
 
     async def get_context_pack(self, principal_id: str, pack_id: str) -> ContextPack:
-        principal = _uuid(principal_id, "principal_id")
-        try:
-            pack_uuid = uuid.UUID(pack_id.strip())
-        except ValueError:
-            raise ExpiredContextPack() from None
+        principal = parse_uuid("principal_id", principal_id)
+        pack_uuid = as_uuid(pack_id)
+        if pack_uuid is None:
+            raise ExpiredContextPack()
         pack = await self._store.get_live(pack_uuid, principal, self._clock())
         if pack is None:
             raise ExpiredContextPack()

@@ -8,23 +8,14 @@ may delete them (migration 0003).
 
 from __future__ import annotations
 
-import uuid
-
 import asyncpg
 
 from vera.db import audit
-from vera.errors import InvalidInput
+from vera.request_fields import parse_uuid
 from vera.services.snapshot.store import release_pack_bytes
 
 # An erasure of a principal's packs and snapshots, in the audit trail (vera.db.audit).
 AUDIT_PACKS_ERASED = "principal_packs.erased"
-
-
-def _principal(value: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise InvalidInput("principal_id", "not a uuid", reason="malformed") from None
 
 
 class PgPrincipalErasure:
@@ -32,7 +23,7 @@ class PgPrincipalErasure:
         self._pool = pool
 
     async def erase(self, principal_id: str) -> dict[str, int]:
-        principal = _principal(principal_id)
+        principal = parse_uuid("principal_id", principal_id)
         counts: dict[str, int] = {}
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT set_config('vera.erasure', 'on', true)")

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from vera.errors import InvalidInput
+from vera.request_fields import parse_uuid
 from vera.services.snapshot.domain import Clock, utc_now
 
 MAX_KEY = 255
@@ -61,13 +62,6 @@ class IdempotencyStore(Protocol):
     async def release(self, principal_id: uuid.UUID, key: str, request_hash: str) -> None: ...
 
 
-def _principal(value: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value.strip())
-    except (ValueError, AttributeError):
-        raise InvalidInput("principal_id", reason="invalid") from None
-
-
 def _key(value: str) -> str:
     # Printable ASCII only: the key travels in an HTTP header too.
     if not value or len(value) > MAX_KEY or not all(" " < ch < "\x7f" for ch in value):
@@ -97,7 +91,11 @@ class IdempotencyKeys:
     async def begin(self, principal_id: str, key: str, request_hash: str) -> Begun:
         now = self._clock()
         return await self._store.begin(
-            _principal(principal_id), _key(key), _hash(request_hash), now, now + self._claim_ttl
+            parse_uuid("principal_id", principal_id),
+            _key(key),
+            _hash(request_hash),
+            now,
+            now + self._claim_ttl,
         )
 
     async def complete(
@@ -105,7 +103,7 @@ class IdempotencyKeys:
     ) -> None:
         now = self._clock()
         await self._store.complete(
-            _principal(principal_id),
+            parse_uuid("principal_id", principal_id),
             _key(key),
             _hash(request_hash),
             result_json,
@@ -114,4 +112,6 @@ class IdempotencyKeys:
         )
 
     async def release(self, principal_id: str, key: str, request_hash: str) -> None:
-        await self._store.release(_principal(principal_id), _key(key), _hash(request_hash))
+        await self._store.release(
+            parse_uuid("principal_id", principal_id), _key(key), _hash(request_hash)
+        )

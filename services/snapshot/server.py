@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import timedelta
 
@@ -11,6 +10,7 @@ from vera.config import Settings
 from vera.db.audit import AuditTrail
 from vera.db.pool import open_service_database
 from vera.observability import audit_head
+from vera.resource_stack import ResourceStack
 from vera.rpc.client import open_channel
 from vera.rpc.server import HostedService, ServiceBinding, create_server
 from vera.services.snapshot.api import SnapshotApi
@@ -48,12 +48,14 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
 
     ``clock`` exists for tests: it drives creation times, expiry and the sweeper.
     """
-    pool = await open_service_database(settings, SCHEMA, "vera.services.snapshot")
-    # Snapshots read the authoritative facts from knowledge's change log.
-    knowledge = open_channel(
-        settings.services.knowledge, settings.rpc.deadline_seconds,
-        auth_key=settings.rpc.auth_key, caller="snapshot")
-    try:
+    async with ResourceStack("snapshot") as resources:
+        pool = await open_service_database(settings, SCHEMA, "vera.services.snapshot")
+        resources.closing(pool.close)
+        # Snapshots read the authoritative facts from knowledge's change log.
+        knowledge = open_channel(
+            settings.services.knowledge, settings.rpc.deadline_seconds,
+            auth_key=settings.rpc.auth_key, caller="snapshot")
+        resources.closing(knowledge.close)
         cfg = settings.snapshot
         service = SnapshotService(
             PgSnapshotStore(
@@ -84,28 +86,9 @@ async def create(settings: Settings, address: str, *, clock: Clock = utc_now) ->
             settings,
         )
         running.metrics.pool(SCHEMA, pool)
-        stop_audit = audit_head.start_exporting(
-            pool, running.metrics, settings.observability.audit_head_seconds)
-    except BaseException:
-        await knowledge.close()
-        await pool.close()
-        raise
-    sweeper = (
-        asyncio.create_task(
-            run_sweeper(service, settings.snapshot.sweep_interval_seconds),
-            name="snapshot-sweeper",
-        )
-        if settings.snapshot.sweep_interval_seconds > 0
-        else None
-    )
-
-    async def aclose() -> None:
-        await stop_audit()
-        if sweeper is not None:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
-        await knowledge.close()
-        await pool.close()
-
-    return HostedService(running, aclose)
+        if cfg.sweep_interval_seconds > 0:
+            resources.background(
+                run_sweeper(service, cfg.sweep_interval_seconds), "snapshot-sweeper")
+        resources.closing(audit_head.start_exporting(
+            pool, running.metrics, settings.observability.audit_head_seconds))
+        return HostedService(running, resources.pop_all().aclose)

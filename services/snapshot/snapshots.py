@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Protocol
 
 from vera.errors import InvalidInput, NotFound
+from vera.request_fields import as_uuid, parse_uuid
 from vera.services.snapshot.domain import Clock, utc_now
 
 MAX_VERSION = 128
@@ -73,13 +74,6 @@ class SnapshotRecords(Protocol):
     async def get(self, snapshot_id: uuid.UUID, principal_id: uuid.UUID) -> Snapshot | None: ...
 
 
-def _uuid(value: str, field: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value.strip())
-    except (ValueError, AttributeError):
-        raise InvalidInput(field, reason="invalid") from None
-
-
 def split_contract_version(assembler_version: str) -> tuple[str, str, str]:
     """``assembler;embedding;index`` -> (policy, embedding, index); a version without
     parts pins itself as the policy version only."""
@@ -103,8 +97,8 @@ class SnapshotCatalog:
         assembler_version: str,
         ontology_version: str = "",
     ) -> Snapshot:
-        principal = _uuid(principal_id, "principal_id")
-        scope = _uuid(scope_id, "scope_id")
+        principal = parse_uuid("principal_id", principal_id)
+        scope = parse_uuid("scope_id", scope_id)
         version = assembler_version.strip()
         if not version or len(version) > MAX_VERSION:
             raise InvalidInput("assembler_version", reason="invalid")
@@ -137,11 +131,10 @@ class SnapshotCatalog:
         return snapshot
 
     async def get(self, principal_id: str, snapshot_id: str) -> Snapshot:
-        principal = _uuid(principal_id, "principal_id")
-        try:
-            wanted = uuid.UUID(snapshot_id.strip())
-        except ValueError:
-            raise NotFound() from None
+        principal = parse_uuid("principal_id", principal_id)
+        wanted = as_uuid(snapshot_id)
+        if wanted is None:
+            raise NotFound()
         snapshot = await self._records.get(wanted, principal)
         if snapshot is None:
             raise NotFound()

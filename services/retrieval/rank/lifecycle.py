@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from vera.errors import InvalidInput, UnsupportedVersion, VeraError
+from vera.request_fields import as_uuid, optional_uuid
 from vera.services.retrieval.domain import Result
 from vera.services.retrieval.rank.learned import (
     HIT_AT,
@@ -113,22 +113,16 @@ class RankStatus:
 
 def parse_scope(scope_id: str) -> str | None:
     """'' is the deployment-wide model; anything else must be a project scope id."""
-    if not scope_id:
-        return None
-    try:
-        return str(uuid.UUID(scope_id))
-    except ValueError:
-        raise InvalidInput("scope_id", "not a uuid", reason="malformed") from None
+    scope = optional_uuid("scope_id", scope_id)
+    return str(scope) if scope is not None else None
 
 
 def _project(scope_ids: Sequence[str]) -> str | None:
     """The one project a request stays within, whose own models may rank it."""
     if len(scope_ids) != 1:
         return None
-    try:
-        return str(uuid.UUID(scope_ids[0]))
-    except ValueError:
-        return None
+    scope = as_uuid(scope_ids[0])
+    return str(scope) if scope is not None else None
 
 
 class Ranking:

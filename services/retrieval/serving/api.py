@@ -24,7 +24,9 @@ class RetrievalApi(RankRpcs, retrieval_pb2_grpc.RetrievalServiceServicer):
         self._indexer = indexer
         self._ranking = ranking
 
-    async def Search(self, request: retrieval_pb2.SearchRequest, context):
+    async def Search(
+        self, request: retrieval_pb2.SearchRequest, context
+    ) -> retrieval_pb2.SearchResponse:
         scope_ids = list(request.scope_ids)
         outcome = await self._retriever.search(
             scope_ids,
@@ -43,7 +45,9 @@ class RetrievalApi(RankRpcs, retrieval_pb2_grpc.RetrievalServiceServicer):
             retrieval_mode=retrieval_mode_to_proto(outcome.retrieval_mode),
         )
 
-    async def AssembleContext(self, request: retrieval_pb2.AssembleContextRequest, context):
+    async def AssembleContext(
+        self, request: retrieval_pb2.AssembleContextRequest, context
+    ) -> retrieval_pb2.AssembleContextResponse:
         outcome = await self._retriever.assemble(
             request.scope_id,
             request.query,
@@ -68,7 +72,9 @@ class RetrievalApi(RankRpcs, retrieval_pb2_grpc.RetrievalServiceServicer):
         """A replay's ranking models (its pinned contract version); None: what serves."""
         return await self._ranking.pinned(scope_ids, version) if version else None
 
-    async def GetIndexStatus(self, request: retrieval_pb2.GetIndexStatusRequest, context):
+    async def GetIndexStatus(
+        self, request: retrieval_pb2.GetIndexStatusRequest, context
+    ) -> retrieval_pb2.GetIndexStatusResponse:
         status = await self._indexer.status()
         return retrieval_pb2.GetIndexStatusResponse(
             indexed_position=status.indexed_position,

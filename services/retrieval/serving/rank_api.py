@@ -5,74 +5,9 @@ of ``api.RetrievalApi``."""
 from __future__ import annotations
 
 from vera.retrieval.v1 import retrieval_pb2
-from vera.rpc.timestamps import from_timestamp, to_timestamp
-from vera.services.retrieval.rank.learned import (
-    CUT,
-    HIT_AT,
-    Figures,
-    FitOutcome,
-    Guard,
-    NotServed,
-    RankRecord,
-)
+from vera.rpc.timestamps import from_timestamp
 from vera.services.retrieval.rank.lifecycle import Ranking, parse_scope
-
-OUTCOMES = {
-    FitOutcome.ACTIVATED: retrieval_pb2.RANK_FIT_OUTCOME_ACTIVATED,
-    FitOutcome.TOO_LITTLE_FEEDBACK: retrieval_pb2.RANK_FIT_OUTCOME_TOO_LITTLE_FEEDBACK,
-    FitOutcome.ONE_SIDED_FEEDBACK: retrieval_pb2.RANK_FIT_OUTCOME_ONE_SIDED_FEEDBACK,
-    FitOutcome.NOT_BETTER: retrieval_pb2.RANK_FIT_OUTCOME_NOT_BETTER,
-    FitOutcome.WORSE_AT_TOP: retrieval_pb2.RANK_FIT_OUTCOME_WORSE_AT_TOP,
-    FitOutcome.WORSE_AT_RECALL: retrieval_pb2.RANK_FIT_OUTCOME_WORSE_AT_RECALL,
-}
-NOT_SERVED = {
-    None: retrieval_pb2.RANK_NOT_SERVED_REASON_UNSPECIFIED,
-    NotServed.OTHER_FEATURES: retrieval_pb2.RANK_NOT_SERVED_REASON_FITTED_ON_OTHER_FEATURES,
-}
-
-
-def _figures(figures: Figures) -> retrieval_pb2.RankFigures:
-    return retrieval_pb2.RankFigures(
-        queries=figures.queries, hit=figures.hit, recall=figures.recall, mrr=figures.mrr
-    )
-
-
-def _guard(guard: Guard | None) -> retrieval_pb2.RankGuard | None:
-    if guard is None:
-        return None
-    return retrieval_pb2.RankGuard(
-        switched_off_time=to_timestamp(guard.checked_at),
-        model=_figures(guard.model),
-        hand=_figures(guard.hand),
-    )
-
-
-def record_to_proto(record: RankRecord | None, ranking: Ranking) -> retrieval_pb2.RankModel | None:
-    if record is None:
-        return None
-    return retrieval_pb2.RankModel(
-        model_id=record.model_id,
-        scope_id=record.scope_id or "",
-        outcome=OUTCOMES[record.outcome],
-        active=record.serves,
-        training_rows=record.training_rows,
-        training_queries=record.training_queries,
-        evaluated_packs=record.evaluated_packs,
-        metric=record.metric,
-        model_figure=record.model_figure,
-        hand_figure=record.hand_figure,
-        trained_at=to_timestamp(record.trained_at),
-        assembler_version=ranking.version_of(record) if record.serves else "",
-        model_hit=record.model_hit,
-        hand_hit=record.hand_hit,
-        hit_at=HIT_AT,
-        not_served_reason=NOT_SERVED[record.not_served if record.active else None],
-        model_recall=record.model_recall,
-        hand_recall=record.hand_recall,
-        replayed_queries=record.replayed_queries or 0,
-        cut=CUT,
-        switched_off=_guard(record.switched_off),
-    )
+from vera.services.retrieval.serving.convert import record_to_proto
 
 
 def _scopes(scope_id: str | None) -> list[str]:

@@ -8,6 +8,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from vera.errors import InvalidInput, Unavailable
+from vera.request_fields import page_size
 from vera.rpc.timestamps import to_timestamp
 
 DEFAULT_PAGE = 100
@@ -32,9 +33,7 @@ async def list_audit_records(pages: AuditPages | None, request: Any, pb: ModuleT
     """``pb``: the service's generated messages module."""
     if pages is None:
         raise Unavailable("this server keeps no audit trail")
-    size = request.page_size or DEFAULT_PAGE
-    if not 1 <= size <= MAX_PAGE:
-        raise InvalidInput("page_size", f"1 to {MAX_PAGE}", reason="out_of_range")
+    size = page_size(request.page_size, default=DEFAULT_PAGE, maximum=MAX_PAGE)
     if request.after_seq < 0:
         raise InvalidInput("after_seq", "not negative", reason="out_of_range")
     if len(request.action) > MAX_ACTION:

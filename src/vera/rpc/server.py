@@ -285,7 +285,8 @@ class HostedService:
     """What every ``services/<svc>/server.py:create(settings, address)`` returns.
 
     ``aclose`` releases what the service owns (pools, background tasks, indexes)
-    after the server has stopped.
+    after the server has stopped: the ``vera.resource_stack.ResourceStack`` its ``create``
+    built on.
     """
 
     running: RunningServer

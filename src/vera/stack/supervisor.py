@@ -43,6 +43,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from vera.config import Settings, StackSettings
 from vera.local_secret import ensure_secret, local_token_key
+from vera.resource_stack import ResourceStack
 from vera.rpc.retries import RECONNECT_OPTIONS
 from vera.stack import StackError
 from vera.stack.ports import free_port
@@ -485,145 +486,203 @@ async def run_stack(
 
     pg = EmbeddedPostgres(data_dir)
     children: list[Child] = []
-    keepers: list[asyncio.Task] = []
-    exit_code = 0
-    try:
-        log.info("starting embedded PostgreSQL in %s", pg.pgdata)
-        await asyncio.to_thread(pg.start)
-        dsn = await pg.ensure_database()
-        await admit_profile(settings, data_dir, dsn, allow_change=allow_profile_change)
-        addresses = {name: f"127.0.0.1:{free_port()}" for name in SERVICES}
-        # Each service's own metrics listener, on loopback (vera.observability.service_metrics).
-        metrics_ports = {name: free_port() for name in SERVICES}
-        secret = ensure_secret(data_dir)
-        rpc_key = secrets.token_urlsafe(32)
-        write_key_file(data_dir, rpc_key)
-        console_token = secrets.token_urlsafe(32)
-        # Tracing (OTEL_*) passes on as set, but each child names itself (vera-<child>):
-        # one OTEL_SERVICE_NAME for six processes would merge them in the trace store.
-        inherited = {k: v for k, v in os.environ.items() if k != "OTEL_SERVICE_NAME"}
-        env = {
-            **inherited,
-            "VERA_DATA_DIR": str(data_dir),
-            "VERA_DATABASE__DSN": dsn,
-            "VERA_RPC__AUTH_KEY": rpc_key,
-            "VERA_MCP__PORT": str(port),
-            # Only the local profile signs in with it (vera.api.console.pages).
-            "VERA_API__CONSOLE_SIGN_IN_TOKEN": console_token,
-            **{f"VERA_SERVICES__{name.upper()}": address for name, address in addresses.items()},
-        }
-        services = [
-            Child(
-                name,
-                [sys.executable, "-m", "vera.cli", "serve", name, "--address", addresses[name]],
-                {
-                    **env,
-                    "VERA_OBSERVABILITY__SERVICE_METRICS_HOST": "127.0.0.1",
-                    "VERA_OBSERVABILITY__SERVICE_METRICS_PORT": str(metrics_ports[name]),
-                },
-                grpc_ready(addresses[name]),
-                [_service_listener(addresses[name])],
-            )
-            for name in SERVICES
-        ]
-        children.extend(services)
-        await asyncio.gather(*(child.start() for child in services))
-
-        base = _loopback_url(settings.mcp_bind_host, port)
-        api_url = _loopback_url(settings.api_bind_host, settings.api.port)
-        for child in (
-            Child(
-                "gateway",
-                [sys.executable, "-m", "vera.entrypoints.mcp.main"],
-                # It verifies local tokens with a key derived from the secret and never
-                # holds the secret, the database's superuser password (nor the DSN with it).
-                {**{k: v for k, v in env.items() if k != "VERA_DATABASE__DSN"},
-                 "VERA_MCP__LOCAL_TOKEN_KEY": local_token_key(secret)},
-                http_ready(f"{base}/healthz"),
-                fronts["gateway"],
-            ),
-            Child(
-                "api",
-                [sys.executable, "-m", "vera.entrypoints.api.main"],
-                # The REST API's local administrator proves the secret (vera.local_secret),
-                # and the API mints local MCP tokens for it.
-                {**env, "VERA_API__LOCAL_SECRET": secret},
-                http_ready(f"{api_url}/readyz"),
-                fronts["api"],
-            ),
-        ):
-            children.append(child)
-            await child.start()
-
-        mcp_url = f"{base}/mcp"
-        console_url = console_address(api_url, console_token, settings)
-        postgres = PostgresChild(pg)
-        supervised: list[Supervised] = [postgres, *children]
-        restarts = dict.fromkeys((child.name for child in supervised), 0)
-
-        def record_children() -> None:
-            write_stack_file(
-                data_dir,
-                {
-                    "pid": os.getpid(),
-                    "auth_profile": settings.auth_profile,
-                    "mcp_url": mcp_url,
-                    "api_url": api_url,
-                    "console_url": console_url,
-                    "services": addresses,
-                    "metrics": f"http://{settings.observability.mcp_metrics_host}:"
-                    f"{settings.observability.mcp_metrics_port}/metrics",
-                    "service_metrics": {
-                        name: f"http://127.0.0.1:{port}/metrics"
-                        for name, port in metrics_ports.items()
-                    },
-                    "pids": {child.name: child.pid for child in supervised},
-                    "restarts": restarts,
-                },
-            )
-
-        def restarted(name: str) -> Callable[[], None]:
-            def record() -> None:
-                restarts[name] += 1
-                record_children()
-
-            return record
-
-        record_children()
-        print(banner(settings, data_dir, port, mcp_url, api_url, console_url), flush=True)
-
-        keepers = [
-            asyncio.create_task(
-                keep_running(child, RestartPolicy(settings.stack), restarted(child.name))
-            )
-            for child in supervised
-        ]
-        stopper = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait({stopper, *keepers}, return_when=asyncio.FIRST_COMPLETED)
-        for task in done - {stopper}:
-            exc = task.exception()
+    # Closed last first: the keepers, the children in waves, the run files, PostgreSQL.
+    async with ResourceStack("vera up") as resources:
+        resources.closing(lambda: log.info("stopped"))
+        resources.closing(lambda: asyncio.to_thread(pg.stop))
+        resources.closing(lambda: _remove_run_files(data_dir))
+        resources.closing(lambda: _stop_children(children, settings))
+        try:
+            log.info("starting embedded PostgreSQL in %s", pg.pgdata)
+            await asyncio.to_thread(pg.start)
+            dsn = await pg.ensure_database()
+            await admit_profile(settings, data_dir, dsn, allow_change=allow_profile_change)
+            started = await _start_children(settings, data_dir, port, dsn, fronts, children)
+            return await _supervise(
+                settings, data_dir, port, [PostgresChild(pg), *children], started, stop,
+                resources)
+        except StackError as exc:
             log.error("%s", exc)
-            exit_code = 1
-        stopper.cancel()
-    except StackError as exc:
-        log.error("%s", exc)
-        exit_code = 1
-    finally:
-        for task in keepers:
-            task.cancel()
-        await asyncio.gather(*keepers, return_exceptions=True)
-        # Callers before the ones they call, PostgreSQL last; each wave stops together.
-        stop_grace = (
-            max(settings.rpc.longest_deadline_seconds, settings.mcp.request_budget_seconds)
-            + STOP_MARGIN_SECONDS
+            return 1
+
+
+@dataclass(frozen=True)
+class _Started:
+    """Where the children `vera up` started answer."""
+
+    addresses: dict[str, str]
+    metrics_ports: dict[str, int]
+    mcp_url: str
+    api_url: str
+    console_url: str
+
+
+async def _start_children(
+    settings: Settings,
+    data_dir: Path,
+    port: int,
+    dsn: str,
+    fronts: Mapping[str, Sequence[Listener]],
+    children: list[Child],
+) -> _Started:
+    """Starts the services, then the gateway and the REST API; each joins ``children``
+    (what the stop stops) as it is spawned."""
+    addresses = {name: f"127.0.0.1:{free_port()}" for name in SERVICES}
+    # Each service's own metrics listener, on loopback (vera.observability.service_metrics).
+    metrics_ports = {name: free_port() for name in SERVICES}
+    secret = ensure_secret(data_dir)
+    rpc_key = secrets.token_urlsafe(32)
+    write_key_file(data_dir, rpc_key)
+    console_token = secrets.token_urlsafe(32)
+    env = _stack_env(data_dir, dsn, port, addresses, rpc_key, console_token)
+    services = [
+        Child(
+            name,
+            [sys.executable, "-m", "vera.cli", "serve", name, "--address", addresses[name]],
+            {
+                **env,
+                "VERA_OBSERVABILITY__SERVICE_METRICS_HOST": "127.0.0.1",
+                "VERA_OBSERVABILITY__SERVICE_METRICS_PORT": str(metrics_ports[name]),
+            },
+            grpc_ready(addresses[name]),
+            [_service_listener(addresses[name])],
         )
-        for wave in STOP_WAVES:
-            await asyncio.gather(
-                *(child.stop(stop_grace) for child in children if child.name in wave)
-            )
-        for path in (stack_file(data_dir), key_file(data_dir)):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-        await asyncio.to_thread(pg.stop)
-        log.info("stopped")
+        for name in SERVICES
+    ]
+    children.extend(services)
+    await asyncio.gather(*(child.start() for child in services))
+
+    base = _loopback_url(settings.mcp_bind_host, port)
+    api_url = _loopback_url(settings.api_bind_host, settings.api.port)
+    for child in (
+        Child(
+            "gateway",
+            [sys.executable, "-m", "vera.entrypoints.mcp.main"],
+            # It verifies local tokens with a key derived from the secret and never
+            # holds the secret, the database's superuser password (nor the DSN with it).
+            {**{k: v for k, v in env.items() if k != "VERA_DATABASE__DSN"},
+             "VERA_MCP__LOCAL_TOKEN_KEY": local_token_key(secret)},
+            http_ready(f"{base}/healthz"),
+            fronts["gateway"],
+        ),
+        Child(
+            "api",
+            [sys.executable, "-m", "vera.entrypoints.api.main"],
+            # The REST API's local administrator proves the secret (vera.local_secret),
+            # and the API mints local MCP tokens for it.
+            {**env, "VERA_API__LOCAL_SECRET": secret},
+            http_ready(f"{api_url}/readyz"),
+            fronts["api"],
+        ),
+    ):
+        children.append(child)
+        await child.start()
+    console_url = console_address(api_url, console_token, settings)
+    return _Started(addresses, metrics_ports, f"{base}/mcp", api_url, console_url)
+
+
+def _stack_env(
+    data_dir: Path,
+    dsn: str,
+    port: int,
+    addresses: Mapping[str, str],
+    rpc_key: str,
+    console_token: str,
+) -> dict[str, str]:
+    """The environment every child starts with."""
+    # Tracing (OTEL_*) passes on as set, but each child names itself (vera-<child>):
+    # one OTEL_SERVICE_NAME for six processes would merge them in the trace store.
+    inherited = {k: v for k, v in os.environ.items() if k != "OTEL_SERVICE_NAME"}
+    return {
+        **inherited,
+        "VERA_DATA_DIR": str(data_dir),
+        "VERA_DATABASE__DSN": dsn,
+        "VERA_RPC__AUTH_KEY": rpc_key,
+        "VERA_MCP__PORT": str(port),
+        # Only the local profile signs in with it (vera.api.console.pages).
+        "VERA_API__CONSOLE_SIGN_IN_TOKEN": console_token,
+        **{f"VERA_SERVICES__{name.upper()}": address for name, address in addresses.items()},
+    }
+
+
+async def _supervise(
+    settings: Settings,
+    data_dir: Path,
+    port: int,
+    supervised: list[Supervised],
+    started: _Started,
+    stop: asyncio.Event,
+    resources: ResourceStack,
+) -> int:
+    """Keeps every child running until ``stop`` is set (0) or one gave up (1)."""
+    restarts = dict.fromkeys((child.name for child in supervised), 0)
+
+    def record_children() -> None:
+        write_stack_file(
+            data_dir,
+            {
+                "pid": os.getpid(),
+                "auth_profile": settings.auth_profile,
+                "mcp_url": started.mcp_url,
+                "api_url": started.api_url,
+                "console_url": started.console_url,
+                "services": started.addresses,
+                "metrics": f"http://{settings.observability.mcp_metrics_host}:"
+                f"{settings.observability.mcp_metrics_port}/metrics",
+                "service_metrics": {
+                    name: f"http://127.0.0.1:{port}/metrics"
+                    for name, port in started.metrics_ports.items()
+                },
+                "pids": {child.name: child.pid for child in supervised},
+                "restarts": restarts,
+            },
+        )
+
+    def restarted(name: str) -> Callable[[], None]:
+        def record() -> None:
+            restarts[name] += 1
+            record_children()
+
+        return record
+
+    record_children()
+    print(banner(settings, data_dir, port, started.mcp_url, started.api_url,
+                 started.console_url), flush=True)
+    keepers = [
+        asyncio.create_task(
+            keep_running(child, RestartPolicy(settings.stack), restarted(child.name))
+        )
+        for child in supervised
+    ]
+    resources.closing(lambda: _cancel_all(keepers))
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({stopper, *keepers}, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    exit_code = 0
+    for task in done - {stopper}:
+        log.error("%s", task.exception())
+        exit_code = 1
     return exit_code
+
+
+async def _cancel_all(tasks: Sequence[asyncio.Task]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _stop_children(children: Sequence[Child], settings: Settings) -> None:
+    """Callers before the ones they call (PostgreSQL is stopped after); each wave stops
+    together, a call in flight given its longest deadline to finish."""
+    grace = (
+        max(settings.rpc.longest_deadline_seconds, settings.mcp.request_budget_seconds)
+        + STOP_MARGIN_SECONDS
+    )
+    for wave in STOP_WAVES:
+        await asyncio.gather(*(child.stop(grace) for child in children if child.name in wave))
+
+
+def _remove_run_files(data_dir: Path) -> None:
+    for path in (stack_file(data_dir), key_file(data_dir)):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()

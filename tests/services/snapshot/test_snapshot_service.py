@@ -167,23 +167,23 @@ async def test_pack_expires_after_its_ttl(snapshot) -> None:
 
 
 @pytest.mark.parametrize(
-    ("overrides", "field"),
+    ("overrides", "metadata"),
     [
-        ({"principal_id": "nope"}, "principal_id"),
-        ({"scope_id": ""}, "scope_id"),
-        ({"assembler_version": ""}, "assembler_version"),
-        ({"assembler_version": "v" * 65}, "assembler_version"),
+        ({"principal_id": "nope"}, {"field": "principal_id", "reason": "malformed"}),
+        ({"scope_id": ""}, {"field": "scope_id", "reason": "required"}),
+        ({"assembler_version": ""}, {"field": "assembler_version"}),
+        ({"assembler_version": "v" * 65}, {"field": "assembler_version"}),
         # The pack parts are JSON objects (stored as sent, hashed, never read inside).
-        ({"canonical_request_json": ""}, "canonical_request_json"),
-        ({"canonical_request_json": "{not json"}, "canonical_request_json"),
-        ({"canonical_request_json": "[1, 2]"}, "canonical_request_json"),
-        ({"content_json": '"results"'}, "content_json"),
+        ({"canonical_request_json": ""}, {"field": "canonical_request_json"}),
+        ({"canonical_request_json": "{not json"}, {"field": "canonical_request_json"}),
+        ({"canonical_request_json": "[1, 2]"}, {"field": "canonical_request_json"}),
+        ({"content_json": '"results"'}, {"field": "content_json"}),
     ],
 )
-async def test_create_validates_input(snapshot, overrides, field) -> None:
+async def test_create_validates_input(snapshot, overrides, metadata) -> None:
     with pytest.raises(InvalidInput) as exc:
         await snapshot.stub.CreateContextPack(create_request(**overrides))
-    assert exc.value.metadata == {"field": field}
+    assert exc.value.metadata == metadata
 
 
 async def test_sweep_deletes_only_expired_rows(snapshot) -> None:

@@ -22,207 +22,27 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
-from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
-from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from vera.knowledge.v1 import knowledge_resources_pb2 as vera_dot_knowledge_dot_v1_dot_knowledge__resources__pb2
+from vera.knowledge.v1 import knowledge_facts_pb2 as vera_dot_knowledge_dot_v1_dot_knowledge__facts__pb2
+from vera.knowledge.v1 import knowledge_graph_pb2 as vera_dot_knowledge_dot_v1_dot_knowledge__graph__pb2
+from vera.knowledge.v1 import knowledge_curation_pb2 as vera_dot_knowledge_dot_v1_dot_knowledge__curation__pb2
+from vera.knowledge.v1 import knowledge_erasure_pb2 as vera_dot_knowledge_dot_v1_dot_knowledge__erasure__pb2
+from vera.knowledge.v1 import knowledge_audit_pb2 as vera_dot_knowledge_dot_v1_dot_knowledge__audit__pb2
 
 from vera.knowledge.v1.knowledge_resources_pb2 import *
+from vera.knowledge.v1.knowledge_facts_pb2 import *
+from vera.knowledge.v1.knowledge_graph_pb2 import *
+from vera.knowledge.v1.knowledge_curation_pb2 import *
+from vera.knowledge.v1.knowledge_erasure_pb2 import *
+from vera.knowledge.v1.knowledge_audit_pb2 import *
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)vera/knowledge/v1/knowledge_service.proto\x12\x11vera.knowledge.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a+vera/knowledge/v1/knowledge_resources.proto\"\x82\x01\n\x0bSourceInput\x12\x11\n\tsource_id\x18\x01 \x01(\t\x12\x13\n\x0bsource_type\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0b\n\x03uri\x18\x04 \x01(\t\x12/\n\x0bobserved_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\":\n\x0b\x45ntityInput\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61liases\x18\x02 \x03(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\"\xef\x02\n\tFactInput\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x11\n\tpredicate\x18\x02 \x01(\t\x12\x0e\n\x06object\x18\x03 \x01(\t\x12\x11\n\tsource_id\x18\x04 \x01(\t\x12\x10\n\x08\x65vidence\x18\x05 \x01(\t\x12\x0f\n\x07locator\x18\x06 \x01(\t\x12.\n\nvalid_from\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08valid_to\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\ntrust_tier\x18\t \x01(\x05H\x00\x88\x01\x01\x12\x16\n\tauthority\x18\n \x01(\x01H\x01\x88\x01\x01\x12\x12\n\nrepository\x18\x0b \x01(\t\x12\x0e\n\x06\x62ranch\x18\x0c \x01(\t\x12\x11\n\tcode_path\x18\r \x01(\t\x12\x15\n\rdocument_type\x18\x0e \x01(\tB\r\n\x0b_trust_tierB\x0c\n\n_authority\"5\n\x0cIngestCounts\x12\x0f\n\x07\x63reated\x18\x01 \x01(\x05\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x02 \x01(\x05\"\x84\x02\n\x16IngestKnowledgeRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12/\n\x07sources\x18\x03 \x03(\x0b\x32\x1e.vera.knowledge.v1.SourceInput\x12\x30\n\x08\x65ntities\x18\x04 \x03(\x0b\x32\x1e.vera.knowledge.v1.EntityInput\x12+\n\x05\x66\x61\x63ts\x18\x05 \x03(\x0b\x32\x1c.vera.knowledge.v1.FactInput\x12\x15\n\rvalidate_only\x18\x06 \x01(\x08\x12\x1b\n\x13\x63orrected_fact_keys\x18\x07 \x03(\t\"\x8e\x02\n\x17IngestKnowledgeResponse\x12\x30\n\x07sources\x18\x01 \x01(\x0b\x32\x1f.vera.knowledge.v1.IngestCounts\x12\x31\n\x08\x65ntities\x18\x02 \x01(\x0b\x32\x1f.vera.knowledge.v1.IngestCounts\x12.\n\x05\x66\x61\x63ts\x18\x03 \x01(\x0b\x32\x1f.vera.knowledge.v1.IngestCounts\x12\x17\n\x0f\x63hange_position\x18\x04 \x01(\x03\x12\x32\n\x08warnings\x18\x05 \x03(\x0b\x32 .vera.knowledge.v1.IngestWarning\x12\x11\n\tfact_keys\x18\x06 \x03(\t\"A\n\rIngestWarning\x12\r\n\x05\x66ield\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x11\n\tcodepoint\x18\x03 \x01(\t\"\x98\x01\n\x14\x42\x61tchGetFactsRequest\x12\x11\n\tscope_ids\x18\x01 \x03(\t\x12\x11\n\tfact_keys\x18\x02 \x03(\t\x12)\n\x05\x61s_of\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bknown_as_of\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"?\n\x15\x42\x61tchGetFactsResponse\x12&\n\x05\x66\x61\x63ts\x18\x01 \x03(\x0b\x32\x17.vera.knowledge.v1.Fact\"\x95\x01\n\x12\x45xplainFactRequest\x12\x11\n\tscope_ids\x18\x01 \x03(\t\x12\x10\n\x08\x66\x61\x63t_key\x18\x02 \x01(\t\x12)\n\x05\x61s_of\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bknown_as_of\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"n\n\x13\x45xplainFactResponse\x12%\n\x04\x66\x61\x63t\x18\x01 \x01(\x0b\x32\x17.vera.knowledge.v1.Fact\x12\x30\n\nassertions\x18\x02 \x03(\x0b\x32\x1c.vera.knowledge.v1.Assertion\"\x99\x02\n\x12ProposeFactRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x19\n\x11personal_scope_id\x18\x02 \x01(\t\x12\x1a\n\x12readable_scope_ids\x18\x03 \x03(\t\x12\x0f\n\x07subject\x18\x04 \x01(\t\x12\x11\n\tpredicate\x18\x05 \x01(\t\x12\x0e\n\x06object\x18\x06 \x01(\t\x12\x15\n\revidence_text\x18\x07 \x01(\t\x12/\n\x07\x63ontext\x18\x08 \x01(\x0b\x32\x1e.vera.knowledge.v1.TaskContext\x12\x17\n\x0ftarget_scope_id\x18\t \x01(\t\x12\x0e\n\x06\x62ranch\x18\n \x01(\t\x12\x11\n\tcode_path\x18\x0b \x01(\t\"\xb4\x01\n\x13ProposeFactResponse\x12\x12\n\nattempt_id\x18\x01 \x01(\t\x12\x33\n\x07outcome\x18\x02 \x01(\x0e\x32\".vera.knowledge.v1.ProposalOutcome\x12%\n\x04\x66\x61\x63t\x18\x03 \x01(\x0b\x32\x17.vera.knowledge.v1.Fact\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x1d\n\x15\x63onflicting_fact_keys\x18\x05 \x03(\t\"[\n\x16RetractProposalRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x19\n\x11personal_scope_id\x18\x02 \x01(\t\x12\x10\n\x08\x66\x61\x63t_key\x18\x03 \x01(\t\"u\n\x17RetractProposalResponse\x12\x33\n\x06status\x18\x01 \x01(\x0e\x32#.vera.knowledge.v1.RetractionStatus\x12%\n\x04\x66\x61\x63t\x18\x02 \x01(\x0b\x32\x17.vera.knowledge.v1.Fact\"\x88\x01\n\x18GetProposalReportRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12/\n\x07\x63ontext\x18\x02 \x01(\x0b\x32\x1e.vera.knowledge.v1.TaskContext\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"\x9a\x03\n\x19GetProposalReportResponse\x12\x34\n\x08\x61ttempts\x18\x01 \x03(\x0b\x32\".vera.knowledge.v1.ProposalAttempt\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12W\n\x0eoutcome_counts\x18\x03 \x03(\x0b\x32?.vera.knowledge.v1.GetProposalReportResponse.OutcomeCountsEntry\x12S\n\x0cstate_counts\x18\x04 \x03(\x0b\x32=.vera.knowledge.v1.GetProposalReportResponse.StateCountsEntry\x12\x16\n\x0etotal_attempts\x18\x05 \x01(\x05\x1a\x34\n\x12OutcomeCountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\x1a\x32\n\x10StateCountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\x1a\n\x18GetProposalPolicyRequest\"s\n\x19GetProposalPolicyResponse\x12\x1a\n\x12\x61llowed_predicates\x18\x01 \x03(\t\x12 \n\x18single_valued_predicates\x18\x02 \x03(\t\x12\x18\n\x10ontology_version\x18\x03 \x01(\t\"\x88\x03\n\x15RecordFeedbackRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x19\n\x11personal_scope_id\x18\x02 \x01(\t\x12\x0f\n\x07pack_id\x18\x03 \x01(\t\x12\x12\n\nresult_ref\x18\x04 \x01(\t\x12\x0e\n\x06signal\x18\x05 \x01(\t\x12\r\n\x05query\x18\x06 \x01(\t\x12\x0c\n\x04rank\x18\x07 \x01(\x05\x12Q\n\rsignal_vector\x18\x08 \x03(\x0b\x32:.vera.knowledge.v1.RecordFeedbackRequest.SignalVectorEntry\x12\x10\n\x08\x66\x61\x63t_key\x18\t \x01(\t\x12;\n\x0b\x61ttribution\x18\n \x01(\x0e\x32&.vera.knowledge.v1.FeedbackAttribution\x12\x15\n\rpack_scope_id\x18\x0b \x01(\t\x1a\x33\n\x11SignalVectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x7f\n\x16RecordFeedbackResponse\x12\x13\n\x0b\x66\x65\x65\x64\x62\x61\x63k_id\x18\x01 \x01(\t\x12\x0e\n\x06signal\x18\x02 \x01(\t\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\x12/\n\x0brecorded_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xae\x01\n\x1aListRankingFeedbackRequest\x12\x15\n\rpack_scope_id\x18\x01 \x01(\t\x12\x32\n\x0erecorded_after\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\x12\x1e\n\x16max_rows_per_principal\x18\x05 \x01(\x05\"\xd6\x02\n\x0fRankingFeedback\x12\x13\n\x0b\x66\x65\x65\x64\x62\x61\x63k_id\x18\x01 \x01(\t\x12\x0f\n\x07pack_id\x18\x02 \x01(\t\x12\x14\n\x0cquery_digest\x18\x03 \x01(\t\x12\x0c\n\x04rank\x18\x04 \x01(\x05\x12\x0e\n\x06signal\x18\x05 \x01(\t\x12K\n\rsignal_vector\x18\x06 \x03(\x0b\x32\x34.vera.knowledge.v1.RankingFeedback.SignalVectorEntry\x12/\n\x0brecorded_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05query\x18\x08 \x01(\t\x12\x10\n\x08\x66\x61\x63t_key\x18\t \x01(\t\x12\x15\n\rpack_scope_id\x18\n \x01(\t\x1a\x33\n\x11SignalVectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"l\n\x1bListRankingFeedbackResponse\x12\x34\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x01 \x03(\x0b\x32\".vera.knowledge.v1.RankingFeedback\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x7f\n\x12ListChangesRequest\x12\x16\n\x0e\x61\x66ter_position\x18\x01 \x01(\x03\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x11\n\tscope_ids\x18\x03 \x03(\t\x12+\n\x08max_wait\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"X\n\x13ListChangesResponse\x12*\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x19.vera.knowledge.v1.Change\x12\x15\n\rhead_position\x18\x02 \x01(\x03\"\x91\x01\n\x12\x43orrectFactRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12\x10\n\x08\x66\x61\x63t_key\x18\x03 \x01(\t\x12\x31\n\x0breplacement\x18\x04 \x01(\x0b\x32\x1c.vera.knowledge.v1.FactInput\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\x99\x01\n\x13\x43orrectFactResponse\x12*\n\tcorrected\x18\x01 \x01(\x0b\x32\x17.vera.knowledge.v1.Fact\x12,\n\x0breplacement\x18\x02 \x01(\x0b\x32\x17.vera.knowledge.v1.Fact\x12\x17\n\x0f\x63hange_position\x18\x03 \x01(\x03\x12\x0f\n\x07\x63reated\x18\x04 \x01(\x08\"\x91\x01\n\x0eGetFactRequest\x12\x11\n\tscope_ids\x18\x01 \x03(\t\x12\x10\n\x08\x66\x61\x63t_key\x18\x02 \x01(\t\x12)\n\x05\x61s_of\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bknown_as_of\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x80\x01\n\x0fGetFactResponse\x12%\n\x04\x66\x61\x63t\x18\x01 \x01(\x0b\x32\x17.vera.knowledge.v1.Fact\x12\x30\n\x08versions\x18\x02 \x03(\x0b\x32\x1e.vera.knowledge.v1.FactVersion\x12\x14\n\x0c\x65mpty_reason\x18\x03 \x01(\t\"\xf1\x01\n\x10GetEntityRequest\x12\x11\n\tscope_ids\x18\x01 \x03(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tentity_id\x18\x03 \x01(\t\x12)\n\x05\x61s_of\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bknown_as_of\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tpage_size\x18\x06 \x01(\x05\x12:\n\x0f\x63onflict_filter\x18\x07 \x01(\x0e\x32!.vera.knowledge.v1.ConflictFilter\"\x9f\x01\n\x11GetEntityResponse\x12)\n\x06\x65ntity\x18\x01 \x01(\x0b\x32\x19.vera.knowledge.v1.Entity\x12&\n\x05\x66\x61\x63ts\x18\x02 \x03(\x0b\x32\x17.vera.knowledge.v1.Fact\x12\x13\n\x0btotal_facts\x18\x03 \x01(\x05\x12\"\n\x1atotal_facts_is_lower_bound\x18\x04 \x01(\x08\"\xa6\x01\n\x10GetSourceRequest\x12\x11\n\tscope_ids\x18\x01 \x03(\t\x12\x11\n\tsource_id\x18\x02 \x01(\t\x12\x10\n\x08scope_id\x18\x03 \x01(\t\x12/\n\x0bknown_as_of\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05\x61s_of\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xd3\x01\n\x11GetSourceResponse\x12)\n\x06source\x18\x01 \x01(\x0b\x32\x19.vera.knowledge.v1.Source\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12\x32\n\x08versions\x18\x03 \x03(\x0b\x32 .vera.knowledge.v1.SourceVersion\x12\x35\n\tfreshness\x18\x04 \x01(\x0b\x32\".vera.knowledge.v1.SourceFreshness\x12\x16\n\x0e\x63ited_by_facts\x18\x05 \x01(\x05\"\x83\x02\n\x13\x45xploreGraphRequest\x12\x11\n\tscope_ids\x18\x01 \x03(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tentity_id\x18\x03 \x01(\t\x12\r\n\x05\x64\x65pth\x18\x04 \x01(\x05\x12\x11\n\tpage_size\x18\x05 \x01(\x05\x12)\n\x05\x61s_of\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bknown_as_of\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12:\n\x0f\x63onflict_filter\x18\x08 \x01(\x0e\x32!.vera.knowledge.v1.ConflictFilter\"\x90\x01\n\x14\x45xploreGraphResponse\x12)\n\x06\x65ntity\x18\x01 \x01(\x0b\x32\x19.vera.knowledge.v1.Entity\x12+\n\x05\x65\x64ges\x18\x02 \x03(\x0b\x32\x1c.vera.knowledge.v1.GraphEdge\x12\r\n\x05nodes\x18\x03 \x03(\t\x12\x11\n\ttruncated\x18\x04 \x01(\x08\"\xac\x01\n\x14ListConflictsRequest\x12\x11\n\tscope_ids\x18\x01 \x03(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12)\n\x05\x61s_of\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bknown_as_of\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xac\x01\n\x15ListConflictsResponse\x12\x33\n\tconflicts\x18\x01 \x03(\x0b\x32 .vera.knowledge.v1.ConflictGroup\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\r\n\x05total\x18\x03 \x01(\x05\x12\x18\n\x10ontology_version\x18\x04 \x01(\t\x12\x1c\n\x14total_is_lower_bound\x18\x05 \x01(\x08\"\xd6\x01\n\x17ListScopeChangesRequest\x12\x11\n\tscope_ids\x18\x01 \x03(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12)\n\x05\x61s_of\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bknown_as_of\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0cnewest_first\x18\x06 \x01(\x08\x12\x0f\n\x07\x63hanges\x18\x07 \x03(\t\"v\n\x18ListScopeChangesResponse\x12/\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x1e.vera.knowledge.v1.ScopeChange\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x10\n\x08has_more\x18\x03 \x01(\x08\",\n\x18\x44\x65riveCommunitiesRequest\x12\x10\n\x08scope_id\x18\x01 \x01(\t\"t\n\x19\x44\x65riveCommunitiesResponse\x12-\n\x03run\x18\x01 \x01(\x0b\x32 .vera.knowledge.v1.DerivationRun\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\x12\x17\n\x0f\x63ommunity_count\x18\x03 \x01(\x05\"\xab\x01\n\x18SearchCommunitiesRequest\x12\x11\n\tscope_ids\x18\x01 \x03(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12/\n\x0bknown_as_of\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05\x61s_of\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"d\n\x19SearchCommunitiesResponse\x12\x31\n\x0b\x63ommunities\x18\x01 \x03(\x0b\x32\x1c.vera.knowledge.v1.Community\x12\x14\n\x0c\x65mpty_reason\x18\x02 \x01(\t\"\xc8\x01\n\x1aGetCommunityLineageRequest\x12\x11\n\tscope_ids\x18\x01 \x03(\t\x12\x14\n\x0c\x63ommunity_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\x12)\n\x05\x61s_of\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bknown_as_of\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xbc\x01\n\x1bGetCommunityLineageResponse\x12/\n\tcommunity\x18\x01 \x01(\x0b\x32\x1c.vera.knowledge.v1.Community\x12&\n\x05\x66\x61\x63ts\x18\x02 \x03(\x0b\x32\x17.vera.knowledge.v1.Fact\x12\x17\n\x0fnext_page_token\x18\x03 \x01(\t\x12\r\n\x05total\x18\x04 \x01(\x05\x12\x1c\n\x14total_is_lower_bound\x18\x05 \x01(\x08\"V\n\x1bListPendingProposalsRequest\x12\x10\n\x08scope_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"\x9b\x01\n\x1cListPendingProposalsResponse\x12\x35\n\tproposals\x18\x01 \x03(\x0b\x32\".vera.knowledge.v1.PendingProposal\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\r\n\x05total\x18\x03 \x01(\x05\x12\x1c\n\x14total_is_lower_bound\x18\x04 \x01(\x08\"X\n\x1dListConflictedAttemptsRequest\x12\x10\n\x08scope_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"\x9e\x01\n\x1eListConflictedAttemptsResponse\x12\x36\n\x08\x61ttempts\x18\x01 \x03(\x0b\x32$.vera.knowledge.v1.ConflictedAttempt\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\r\n\x05total\x18\x03 \x01(\x05\x12\x1c\n\x14total_is_lower_bound\x18\x04 \x01(\x08\"\xb5\x01\n\x15VerifyProposalRequest\x12\x1c\n\x14\x63urator_principal_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12\x10\n\x08\x66\x61\x63t_key\x18\x03 \x01(\t\x12\x17\n\ntrust_tier\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x16\n\tauthority\x18\x05 \x01(\x01H\x01\x88\x01\x01\x12\x0c\n\x04note\x18\x06 \x01(\tB\r\n\x0b_trust_tierB\x0c\n\n_authority\"3\n\x10\x43urationSettings\x12\x1f\n\x17two_person_verification\x18\x01 \x01(\x08\".\n\x1aGetCurationSettingsRequest\x12\x10\n\x08scope_id\x18\x01 \x01(\t\"T\n\x1bGetCurationSettingsResponse\x12\x35\n\x08settings\x18\x01 \x01(\x0b\x32#.vera.knowledge.v1.CurationSettings\"{\n\x1aSetCurationSettingsRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12\x35\n\x08settings\x18\x03 \x01(\x0b\x32#.vera.knowledge.v1.CurationSettings\"T\n\x1bSetCurationSettingsResponse\x12\x35\n\x08settings\x18\x01 \x01(\x0b\x32#.vera.knowledge.v1.CurationSettings\"\x9b\x01\n\x16VerifyProposalResponse\x12%\n\x04\x66\x61\x63t\x18\x01 \x01(\x0b\x32\x17.vera.knowledge.v1.Fact\x12)\n\x08proposal\x18\x02 \x01(\x0b\x32\x17.vera.knowledge.v1.Fact\x12\x16\n\x0e\x61lready_active\x18\x03 \x01(\x08\x12\x17\n\x0f\x63hange_position\x18\x04 \x01(\x03\"i\n\x15RejectProposalRequest\x12\x1c\n\x14\x63urator_principal_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12\x10\n\x08\x66\x61\x63t_key\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\"\\\n\x16RejectProposalResponse\x12)\n\x08proposal\x18\x01 \x01(\x0b\x32\x17.vera.knowledge.v1.Fact\x12\x17\n\x0f\x63hange_position\x18\x02 \x01(\x03\"\x80\x01\n\x14RetractSourceRequest\x12\x1c\n\x14\x63urator_principal_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12\x11\n\tsource_id\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x15\n\rvalidate_only\x18\x05 \x01(\x08\"\xdb\x01\n\x15RetractSourceResponse\x12\x33\n\x06status\x18\x01 \x01(\x0e\x32#.vera.knowledge.v1.RetractionStatus\x12\x1c\n\x14\x61ssertions_withdrawn\x18\x02 \x01(\x05\x12\x1b\n\x13retracted_fact_keys\x18\x03 \x03(\t\x12!\n\x19still_supported_fact_keys\x18\x04 \x03(\t\x12\x16\n\x0e\x61udit_event_id\x18\x05 \x01(\t\x12\x17\n\x0f\x63hange_position\x18\x06 \x01(\x03\"M\n\x12ListSourcesRequest\x12\x10\n\x08scope_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"\xbb\x01\n\rSourceSummary\x12)\n\x06source\x18\x01 \x01(\x0b\x32\x19.vera.knowledge.v1.Source\x12\x35\n\tfreshness\x18\x02 \x01(\x0b\x32\".vera.knowledge.v1.SourceFreshness\x12\x16\n\x0e\x63ited_by_facts\x18\x03 \x01(\x05\x12\x30\n\x0cretracted_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x8e\x01\n\x13ListSourcesResponse\x12\x31\n\x07sources\x18\x01 \x03(\x0b\x32 .vera.knowledge.v1.SourceSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\r\n\x05total\x18\x03 \x01(\x05\x12\x1c\n\x14total_is_lower_bound\x18\x04 \x01(\x08\"\xf7\x01\n\x19\x45rasePrincipalDataRequest\x12\x1a\n\x12\x61\x63tor_principal_id\x18\x01 \x01(\t\x12\x14\n\x0cprincipal_id\x18\x02 \x01(\t\x12\x19\n\x11personal_scope_id\x18\x03 \x01(\t\x12W\n\x0erelated_counts\x18\x04 \x03(\x0b\x32?.vera.knowledge.v1.ErasePrincipalDataRequest.RelatedCountsEntry\x1a\x34\n\x12RelatedCountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xc7\x01\n\x1a\x45rasePrincipalDataResponse\x12I\n\x06\x63ounts\x18\x01 \x03(\x0b\x32\x39.vera.knowledge.v1.ErasePrincipalDataResponse.CountsEntry\x12\x16\n\x0e\x61udit_event_id\x18\x02 \x01(\t\x12\x17\n\x0f\x63hange_position\x18\x03 \x01(\x03\x1a-\n\x0b\x43ountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\x80\x01\n\x15ListCitedLinesRequest\x12\x10\n\x08scope_id\x18\x01 \x01(\t\x12\x18\n\x10source_id_prefix\x18\x02 \x01(\t\x12\x14\n\x0c\x64rifted_only\x18\x03 \x01(\x08\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"\xeb\x01\n\nCitedLines\x12\x10\n\x08\x66\x61\x63t_key\x18\x01 \x01(\t\x12\x11\n\tsource_id\x18\x02 \x01(\t\x12\x0f\n\x07locator\x18\x03 \x01(\t\x12\x10\n\x08\x65vidence\x18\x04 \x01(\t\x12\x0f\n\x07subject\x18\x05 \x01(\t\x12\x11\n\tpredicate\x18\x06 \x01(\t\x12\x0e\n\x06object\x18\x07 \x01(\t\x12\x14\n\x0c\x64rift_reason\x18\x08 \x01(\t\x12\x14\n\x0c\x64rift_commit\x18\t \x01(\t\x12\x35\n\x11\x64rift_detected_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"_\n\x16ListCitedLinesResponse\x12,\n\x05\x63ited\x18\x01 \x03(\x0b\x32\x1d.vera.knowledge.v1.CitedLines\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"D\n\rCitationDrift\x12\x10\n\x08\x66\x61\x63t_key\x18\x01 \x01(\t\x12\x11\n\tsource_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x8d\x01\n\x1aRecordCitationDriftRequest\x12\x1c\n\x14\x63urator_principal_id\x18\x01 \x01(\t\x12\x10\n\x08scope_id\x18\x02 \x01(\t\x12\x0e\n\x06\x63ommit\x18\x03 \x01(\t\x12/\n\x05\x64rift\x18\x04 \x03(\x0b\x32 .vera.knowledge.v1.CitationDrift\">\n\x1bRecordCitationDriftResponse\x12\x0e\n\x06marked\x18\x01 \x01(\x05\x12\x0f\n\x07\x63leared\x18\x02 \x01(\x05\"\xbd\x01\n\x13ProposeFactsRequest\x12\x14\n\x0cprincipal_id\x18\x01 \x01(\t\x12\x19\n\x11personal_scope_id\x18\x02 \x01(\t\x12\x17\n\x0ftarget_scope_id\x18\x03 \x01(\t\x12/\n\x07sources\x18\x04 \x03(\x0b\x32\x1e.vera.knowledge.v1.SourceInput\x12+\n\x05\x66\x61\x63ts\x18\x05 \x03(\x0b\x32\x1c.vera.knowledge.v1.FactInput\"\x85\x01\n\x14ProposeFactsResponse\x12\x11\n\tfact_keys\x18\x01 \x03(\t\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x05\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x03 \x01(\x05\x12\x1a\n\x12unknown_predicates\x18\x04 \x03(\t\x12\x17\n\x0f\x63hange_position\x18\x05 \x01(\x03\"O\n\x17ListAuditRecordsRequest\x12\x11\n\tafter_seq\x18\x01 \x01(\x03\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\"\xe6\x01\n\x0b\x41uditRecord\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12/\n\x0brecorded_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x61\x63tor\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12<\n\x07targets\x18\x05 \x03(\x0b\x32+.vera.knowledge.v1.AuditRecord.TargetsEntry\x12\x0c\n\x04hash\x18\x06 \x01(\t\x1a.\n\x0cTargetsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"p\n\x18ListAuditRecordsResponse\x12/\n\x07records\x18\x01 \x03(\x0b\x32\x1e.vera.knowledge.v1.AuditRecord\x12\x10\n\x08head_seq\x18\x02 \x01(\x03\x12\x11\n\thead_hash\x18\x03 \x01(\t*\x7f\n\x10RetractionStatus\x12!\n\x1dRETRACTION_STATUS_UNSPECIFIED\x10\x00\x12\x1f\n\x1bRETRACTION_STATUS_RETRACTED\x10\x01\x12\'\n#RETRACTION_STATUS_ALREADY_RETRACTED\x10\x02*\xa2\x01\n\x13\x46\x65\x65\x64\x62\x61\x63kAttribution\x12$\n FEEDBACK_ATTRIBUTION_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x46\x45\x45\x44\x42\x41\x43K_ATTRIBUTION_RESULT\x10\x01\x12\x1d\n\x19\x46\x45\x45\x44\x42\x41\x43K_ATTRIBUTION_PACK\x10\x02\x12%\n!FEEDBACK_ATTRIBUTION_UNATTRIBUTED\x10\x03*\x85\x01\n\x0e\x43onflictFilter\x12\x1f\n\x1b\x43ONFLICT_FILTER_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x43ONFLICT_FILTER_INCLUDE\x10\x01\x12\x1b\n\x17\x43ONFLICT_FILTER_EXCLUDE\x10\x02\x12\x18\n\x14\x43ONFLICT_FILTER_ONLY\x10\x03\x32\x9b\x1b\n\x10KnowledgeService\x12h\n\x0fIngestKnowledge\x12).vera.knowledge.v1.IngestKnowledgeRequest\x1a*.vera.knowledge.v1.IngestKnowledgeResponse\x12\x62\n\rBatchGetFacts\x12\'.vera.knowledge.v1.BatchGetFactsRequest\x1a(.vera.knowledge.v1.BatchGetFactsResponse\x12\\\n\x0b\x45xplainFact\x12%.vera.knowledge.v1.ExplainFactRequest\x1a&.vera.knowledge.v1.ExplainFactResponse\x12\\\n\x0bProposeFact\x12%.vera.knowledge.v1.ProposeFactRequest\x1a&.vera.knowledge.v1.ProposeFactResponse\x12_\n\x0cProposeFacts\x12&.vera.knowledge.v1.ProposeFactsRequest\x1a\'.vera.knowledge.v1.ProposeFactsResponse\x12h\n\x0fRetractProposal\x12).vera.knowledge.v1.RetractProposalRequest\x1a*.vera.knowledge.v1.RetractProposalResponse\x12n\n\x11GetProposalReport\x12+.vera.knowledge.v1.GetProposalReportRequest\x1a,.vera.knowledge.v1.GetProposalReportResponse\x12n\n\x11GetProposalPolicy\x12+.vera.knowledge.v1.GetProposalPolicyRequest\x1a,.vera.knowledge.v1.GetProposalPolicyResponse\x12\x65\n\x0eRecordFeedback\x12(.vera.knowledge.v1.RecordFeedbackRequest\x1a).vera.knowledge.v1.RecordFeedbackResponse\x12t\n\x13ListRankingFeedback\x12-.vera.knowledge.v1.ListRankingFeedbackRequest\x1a..vera.knowledge.v1.ListRankingFeedbackResponse\x12\\\n\x0bListChanges\x12%.vera.knowledge.v1.ListChangesRequest\x1a&.vera.knowledge.v1.ListChangesResponse\x12\\\n\x0b\x43orrectFact\x12%.vera.knowledge.v1.CorrectFactRequest\x1a&.vera.knowledge.v1.CorrectFactResponse\x12P\n\x07GetFact\x12!.vera.knowledge.v1.GetFactRequest\x1a\".vera.knowledge.v1.GetFactResponse\x12V\n\tGetEntity\x12#.vera.knowledge.v1.GetEntityRequest\x1a$.vera.knowledge.v1.GetEntityResponse\x12V\n\tGetSource\x12#.vera.knowledge.v1.GetSourceRequest\x1a$.vera.knowledge.v1.GetSourceResponse\x12_\n\x0c\x45xploreGraph\x12&.vera.knowledge.v1.ExploreGraphRequest\x1a\'.vera.knowledge.v1.ExploreGraphResponse\x12\x62\n\rListConflicts\x12\'.vera.knowledge.v1.ListConflictsRequest\x1a(.vera.knowledge.v1.ListConflictsResponse\x12k\n\x10ListScopeChanges\x12*.vera.knowledge.v1.ListScopeChangesRequest\x1a+.vera.knowledge.v1.ListScopeChangesResponse\x12n\n\x11\x44\x65riveCommunities\x12+.vera.knowledge.v1.DeriveCommunitiesRequest\x1a,.vera.knowledge.v1.DeriveCommunitiesResponse\x12n\n\x11SearchCommunities\x12+.vera.knowledge.v1.SearchCommunitiesRequest\x1a,.vera.knowledge.v1.SearchCommunitiesResponse\x12t\n\x13GetCommunityLineage\x12-.vera.knowledge.v1.GetCommunityLineageRequest\x1a..vera.knowledge.v1.GetCommunityLineageResponse\x12w\n\x14ListPendingProposals\x12..vera.knowledge.v1.ListPendingProposalsRequest\x1a/.vera.knowledge.v1.ListPendingProposalsResponse\x12\x65\n\x0eVerifyProposal\x12(.vera.knowledge.v1.VerifyProposalRequest\x1a).vera.knowledge.v1.VerifyProposalResponse\x12\x65\n\x0eRejectProposal\x12(.vera.knowledge.v1.RejectProposalRequest\x1a).vera.knowledge.v1.RejectProposalResponse\x12t\n\x13GetCurationSettings\x12-.vera.knowledge.v1.GetCurationSettingsRequest\x1a..vera.knowledge.v1.GetCurationSettingsResponse\x12t\n\x13SetCurationSettings\x12-.vera.knowledge.v1.SetCurationSettingsRequest\x1a..vera.knowledge.v1.SetCurationSettingsResponse\x12}\n\x16ListConflictedAttempts\x12\x30.vera.knowledge.v1.ListConflictedAttemptsRequest\x1a\x31.vera.knowledge.v1.ListConflictedAttemptsResponse\x12\x62\n\rRetractSource\x12\'.vera.knowledge.v1.RetractSourceRequest\x1a(.vera.knowledge.v1.RetractSourceResponse\x12\\\n\x0bListSources\x12%.vera.knowledge.v1.ListSourcesRequest\x1a&.vera.knowledge.v1.ListSourcesResponse\x12\x65\n\x0eListCitedLines\x12(.vera.knowledge.v1.ListCitedLinesRequest\x1a).vera.knowledge.v1.ListCitedLinesResponse\x12t\n\x13RecordCitationDrift\x12-.vera.knowledge.v1.RecordCitationDriftRequest\x1a..vera.knowledge.v1.RecordCitationDriftResponse\x12q\n\x12\x45rasePrincipalData\x12,.vera.knowledge.v1.ErasePrincipalDataRequest\x1a-.vera.knowledge.v1.ErasePrincipalDataResponse\x12k\n\x10ListAuditRecords\x12*.vera.knowledge.v1.ListAuditRecordsRequest\x1a+.vera.knowledge.v1.ListAuditRecordsResponseP\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)vera/knowledge/v1/knowledge_service.proto\x12\x11vera.knowledge.v1\x1a+vera/knowledge/v1/knowledge_resources.proto\x1a\'vera/knowledge/v1/knowledge_facts.proto\x1a\'vera/knowledge/v1/knowledge_graph.proto\x1a*vera/knowledge/v1/knowledge_curation.proto\x1a)vera/knowledge/v1/knowledge_erasure.proto\x1a\'vera/knowledge/v1/knowledge_audit.proto2\x9b\x1b\n\x10KnowledgeService\x12h\n\x0fIngestKnowledge\x12).vera.knowledge.v1.IngestKnowledgeRequest\x1a*.vera.knowledge.v1.IngestKnowledgeResponse\x12\x62\n\rBatchGetFacts\x12\'.vera.knowledge.v1.BatchGetFactsRequest\x1a(.vera.knowledge.v1.BatchGetFactsResponse\x12\\\n\x0b\x45xplainFact\x12%.vera.knowledge.v1.ExplainFactRequest\x1a&.vera.knowledge.v1.ExplainFactResponse\x12\\\n\x0bProposeFact\x12%.vera.knowledge.v1.ProposeFactRequest\x1a&.vera.knowledge.v1.ProposeFactResponse\x12_\n\x0cProposeFacts\x12&.vera.knowledge.v1.ProposeFactsRequest\x1a\'.vera.knowledge.v1.ProposeFactsResponse\x12h\n\x0fRetractProposal\x12).vera.knowledge.v1.RetractProposalRequest\x1a*.vera.knowledge.v1.RetractProposalResponse\x12n\n\x11GetProposalReport\x12+.vera.knowledge.v1.GetProposalReportRequest\x1a,.vera.knowledge.v1.GetProposalReportResponse\x12n\n\x11GetProposalPolicy\x12+.vera.knowledge.v1.GetProposalPolicyRequest\x1a,.vera.knowledge.v1.GetProposalPolicyResponse\x12\x65\n\x0eRecordFeedback\x12(.vera.knowledge.v1.RecordFeedbackRequest\x1a).vera.knowledge.v1.RecordFeedbackResponse\x12t\n\x13ListRankingFeedback\x12-.vera.knowledge.v1.ListRankingFeedbackRequest\x1a..vera.knowledge.v1.ListRankingFeedbackResponse\x12\\\n\x0bListChanges\x12%.vera.knowledge.v1.ListChangesRequest\x1a&.vera.knowledge.v1.ListChangesResponse\x12\\\n\x0b\x43orrectFact\x12%.vera.knowledge.v1.CorrectFactRequest\x1a&.vera.knowledge.v1.CorrectFactResponse\x12P\n\x07GetFact\x12!.vera.knowledge.v1.GetFactRequest\x1a\".vera.knowledge.v1.GetFactResponse\x12V\n\tGetEntity\x12#.vera.knowledge.v1.GetEntityRequest\x1a$.vera.knowledge.v1.GetEntityResponse\x12V\n\tGetSource\x12#.vera.knowledge.v1.GetSourceRequest\x1a$.vera.knowledge.v1.GetSourceResponse\x12_\n\x0c\x45xploreGraph\x12&.vera.knowledge.v1.ExploreGraphRequest\x1a\'.vera.knowledge.v1.ExploreGraphResponse\x12\x62\n\rListConflicts\x12\'.vera.knowledge.v1.ListConflictsRequest\x1a(.vera.knowledge.v1.ListConflictsResponse\x12k\n\x10ListScopeChanges\x12*.vera.knowledge.v1.ListScopeChangesRequest\x1a+.vera.knowledge.v1.ListScopeChangesResponse\x12n\n\x11\x44\x65riveCommunities\x12+.vera.knowledge.v1.DeriveCommunitiesRequest\x1a,.vera.knowledge.v1.DeriveCommunitiesResponse\x12n\n\x11SearchCommunities\x12+.vera.knowledge.v1.SearchCommunitiesRequest\x1a,.vera.knowledge.v1.SearchCommunitiesResponse\x12t\n\x13GetCommunityLineage\x12-.vera.knowledge.v1.GetCommunityLineageRequest\x1a..vera.knowledge.v1.GetCommunityLineageResponse\x12w\n\x14ListPendingProposals\x12..vera.knowledge.v1.ListPendingProposalsRequest\x1a/.vera.knowledge.v1.ListPendingProposalsResponse\x12\x65\n\x0eVerifyProposal\x12(.vera.knowledge.v1.VerifyProposalRequest\x1a).vera.knowledge.v1.VerifyProposalResponse\x12\x65\n\x0eRejectProposal\x12(.vera.knowledge.v1.RejectProposalRequest\x1a).vera.knowledge.v1.RejectProposalResponse\x12t\n\x13GetCurationSettings\x12-.vera.knowledge.v1.GetCurationSettingsRequest\x1a..vera.knowledge.v1.GetCurationSettingsResponse\x12t\n\x13SetCurationSettings\x12-.vera.knowledge.v1.SetCurationSettingsRequest\x1a..vera.knowledge.v1.SetCurationSettingsResponse\x12}\n\x16ListConflictedAttempts\x12\x30.vera.knowledge.v1.ListConflictedAttemptsRequest\x1a\x31.vera.knowledge.v1.ListConflictedAttemptsResponse\x12\x62\n\rRetractSource\x12\'.vera.knowledge.v1.RetractSourceRequest\x1a(.vera.knowledge.v1.RetractSourceResponse\x12\\\n\x0bListSources\x12%.vera.knowledge.v1.ListSourcesRequest\x1a&.vera.knowledge.v1.ListSourcesResponse\x12\x65\n\x0eListCitedLines\x12(.vera.knowledge.v1.ListCitedLinesRequest\x1a).vera.knowledge.v1.ListCitedLinesResponse\x12t\n\x13RecordCitationDrift\x12-.vera.knowledge.v1.RecordCitationDriftRequest\x1a..vera.knowledge.v1.RecordCitationDriftResponse\x12q\n\x12\x45rasePrincipalData\x12,.vera.knowledge.v1.ErasePrincipalDataRequest\x1a-.vera.knowledge.v1.ErasePrincipalDataResponse\x12k\n\x10ListAuditRecords\x12*.vera.knowledge.v1.ListAuditRecordsRequest\x1a+.vera.knowledge.v1.ListAuditRecordsResponseP\x00P\x01P\x02P\x03P\x04P\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'vera.knowledge.v1.knowledge_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_GETPROPOSALREPORTRESPONSE_OUTCOMECOUNTSENTRY']._loaded_options = None
-  _globals['_GETPROPOSALREPORTRESPONSE_OUTCOMECOUNTSENTRY']._serialized_options = b'8\001'
-  _globals['_GETPROPOSALREPORTRESPONSE_STATECOUNTSENTRY']._loaded_options = None
-  _globals['_GETPROPOSALREPORTRESPONSE_STATECOUNTSENTRY']._serialized_options = b'8\001'
-  _globals['_RECORDFEEDBACKREQUEST_SIGNALVECTORENTRY']._loaded_options = None
-  _globals['_RECORDFEEDBACKREQUEST_SIGNALVECTORENTRY']._serialized_options = b'8\001'
-  _globals['_RANKINGFEEDBACK_SIGNALVECTORENTRY']._loaded_options = None
-  _globals['_RANKINGFEEDBACK_SIGNALVECTORENTRY']._serialized_options = b'8\001'
-  _globals['_ERASEPRINCIPALDATAREQUEST_RELATEDCOUNTSENTRY']._loaded_options = None
-  _globals['_ERASEPRINCIPALDATAREQUEST_RELATEDCOUNTSENTRY']._serialized_options = b'8\001'
-  _globals['_ERASEPRINCIPALDATARESPONSE_COUNTSENTRY']._loaded_options = None
-  _globals['_ERASEPRINCIPALDATARESPONSE_COUNTSENTRY']._serialized_options = b'8\001'
-  _globals['_AUDITRECORD_TARGETSENTRY']._loaded_options = None
-  _globals['_AUDITRECORD_TARGETSENTRY']._serialized_options = b'8\001'
-  _globals['_RETRACTIONSTATUS']._serialized_start=12089
-  _globals['_RETRACTIONSTATUS']._serialized_end=12216
-  _globals['_FEEDBACKATTRIBUTION']._serialized_start=12219
-  _globals['_FEEDBACKATTRIBUTION']._serialized_end=12381
-  _globals['_CONFLICTFILTER']._serialized_start=12384
-  _globals['_CONFLICTFILTER']._serialized_end=12517
-  _globals['_SOURCEINPUT']._serialized_start=175
-  _globals['_SOURCEINPUT']._serialized_end=305
-  _globals['_ENTITYINPUT']._serialized_start=307
-  _globals['_ENTITYINPUT']._serialized_end=365
-  _globals['_FACTINPUT']._serialized_start=368
-  _globals['_FACTINPUT']._serialized_end=735
-  _globals['_INGESTCOUNTS']._serialized_start=737
-  _globals['_INGESTCOUNTS']._serialized_end=790
-  _globals['_INGESTKNOWLEDGEREQUEST']._serialized_start=793
-  _globals['_INGESTKNOWLEDGEREQUEST']._serialized_end=1053
-  _globals['_INGESTKNOWLEDGERESPONSE']._serialized_start=1056
-  _globals['_INGESTKNOWLEDGERESPONSE']._serialized_end=1326
-  _globals['_INGESTWARNING']._serialized_start=1328
-  _globals['_INGESTWARNING']._serialized_end=1393
-  _globals['_BATCHGETFACTSREQUEST']._serialized_start=1396
-  _globals['_BATCHGETFACTSREQUEST']._serialized_end=1548
-  _globals['_BATCHGETFACTSRESPONSE']._serialized_start=1550
-  _globals['_BATCHGETFACTSRESPONSE']._serialized_end=1613
-  _globals['_EXPLAINFACTREQUEST']._serialized_start=1616
-  _globals['_EXPLAINFACTREQUEST']._serialized_end=1765
-  _globals['_EXPLAINFACTRESPONSE']._serialized_start=1767
-  _globals['_EXPLAINFACTRESPONSE']._serialized_end=1877
-  _globals['_PROPOSEFACTREQUEST']._serialized_start=1880
-  _globals['_PROPOSEFACTREQUEST']._serialized_end=2161
-  _globals['_PROPOSEFACTRESPONSE']._serialized_start=2164
-  _globals['_PROPOSEFACTRESPONSE']._serialized_end=2344
-  _globals['_RETRACTPROPOSALREQUEST']._serialized_start=2346
-  _globals['_RETRACTPROPOSALREQUEST']._serialized_end=2437
-  _globals['_RETRACTPROPOSALRESPONSE']._serialized_start=2439
-  _globals['_RETRACTPROPOSALRESPONSE']._serialized_end=2556
-  _globals['_GETPROPOSALREPORTREQUEST']._serialized_start=2559
-  _globals['_GETPROPOSALREPORTREQUEST']._serialized_end=2695
-  _globals['_GETPROPOSALREPORTRESPONSE']._serialized_start=2698
-  _globals['_GETPROPOSALREPORTRESPONSE']._serialized_end=3108
-  _globals['_GETPROPOSALREPORTRESPONSE_OUTCOMECOUNTSENTRY']._serialized_start=3004
-  _globals['_GETPROPOSALREPORTRESPONSE_OUTCOMECOUNTSENTRY']._serialized_end=3056
-  _globals['_GETPROPOSALREPORTRESPONSE_STATECOUNTSENTRY']._serialized_start=3058
-  _globals['_GETPROPOSALREPORTRESPONSE_STATECOUNTSENTRY']._serialized_end=3108
-  _globals['_GETPROPOSALPOLICYREQUEST']._serialized_start=3110
-  _globals['_GETPROPOSALPOLICYREQUEST']._serialized_end=3136
-  _globals['_GETPROPOSALPOLICYRESPONSE']._serialized_start=3138
-  _globals['_GETPROPOSALPOLICYRESPONSE']._serialized_end=3253
-  _globals['_RECORDFEEDBACKREQUEST']._serialized_start=3256
-  _globals['_RECORDFEEDBACKREQUEST']._serialized_end=3648
-  _globals['_RECORDFEEDBACKREQUEST_SIGNALVECTORENTRY']._serialized_start=3597
-  _globals['_RECORDFEEDBACKREQUEST_SIGNALVECTORENTRY']._serialized_end=3648
-  _globals['_RECORDFEEDBACKRESPONSE']._serialized_start=3650
-  _globals['_RECORDFEEDBACKRESPONSE']._serialized_end=3777
-  _globals['_LISTRANKINGFEEDBACKREQUEST']._serialized_start=3780
-  _globals['_LISTRANKINGFEEDBACKREQUEST']._serialized_end=3954
-  _globals['_RANKINGFEEDBACK']._serialized_start=3957
-  _globals['_RANKINGFEEDBACK']._serialized_end=4299
-  _globals['_RANKINGFEEDBACK_SIGNALVECTORENTRY']._serialized_start=3597
-  _globals['_RANKINGFEEDBACK_SIGNALVECTORENTRY']._serialized_end=3648
-  _globals['_LISTRANKINGFEEDBACKRESPONSE']._serialized_start=4301
-  _globals['_LISTRANKINGFEEDBACKRESPONSE']._serialized_end=4409
-  _globals['_LISTCHANGESREQUEST']._serialized_start=4411
-  _globals['_LISTCHANGESREQUEST']._serialized_end=4538
-  _globals['_LISTCHANGESRESPONSE']._serialized_start=4540
-  _globals['_LISTCHANGESRESPONSE']._serialized_end=4628
-  _globals['_CORRECTFACTREQUEST']._serialized_start=4631
-  _globals['_CORRECTFACTREQUEST']._serialized_end=4776
-  _globals['_CORRECTFACTRESPONSE']._serialized_start=4779
-  _globals['_CORRECTFACTRESPONSE']._serialized_end=4932
-  _globals['_GETFACTREQUEST']._serialized_start=4935
-  _globals['_GETFACTREQUEST']._serialized_end=5080
-  _globals['_GETFACTRESPONSE']._serialized_start=5083
-  _globals['_GETFACTRESPONSE']._serialized_end=5211
-  _globals['_GETENTITYREQUEST']._serialized_start=5214
-  _globals['_GETENTITYREQUEST']._serialized_end=5455
-  _globals['_GETENTITYRESPONSE']._serialized_start=5458
-  _globals['_GETENTITYRESPONSE']._serialized_end=5617
-  _globals['_GETSOURCEREQUEST']._serialized_start=5620
-  _globals['_GETSOURCEREQUEST']._serialized_end=5786
-  _globals['_GETSOURCERESPONSE']._serialized_start=5789
-  _globals['_GETSOURCERESPONSE']._serialized_end=6000
-  _globals['_EXPLOREGRAPHREQUEST']._serialized_start=6003
-  _globals['_EXPLOREGRAPHREQUEST']._serialized_end=6262
-  _globals['_EXPLOREGRAPHRESPONSE']._serialized_start=6265
-  _globals['_EXPLOREGRAPHRESPONSE']._serialized_end=6409
-  _globals['_LISTCONFLICTSREQUEST']._serialized_start=6412
-  _globals['_LISTCONFLICTSREQUEST']._serialized_end=6584
-  _globals['_LISTCONFLICTSRESPONSE']._serialized_start=6587
-  _globals['_LISTCONFLICTSRESPONSE']._serialized_end=6759
-  _globals['_LISTSCOPECHANGESREQUEST']._serialized_start=6762
-  _globals['_LISTSCOPECHANGESREQUEST']._serialized_end=6976
-  _globals['_LISTSCOPECHANGESRESPONSE']._serialized_start=6978
-  _globals['_LISTSCOPECHANGESRESPONSE']._serialized_end=7096
-  _globals['_DERIVECOMMUNITIESREQUEST']._serialized_start=7098
-  _globals['_DERIVECOMMUNITIESREQUEST']._serialized_end=7142
-  _globals['_DERIVECOMMUNITIESRESPONSE']._serialized_start=7144
-  _globals['_DERIVECOMMUNITIESRESPONSE']._serialized_end=7260
-  _globals['_SEARCHCOMMUNITIESREQUEST']._serialized_start=7263
-  _globals['_SEARCHCOMMUNITIESREQUEST']._serialized_end=7434
-  _globals['_SEARCHCOMMUNITIESRESPONSE']._serialized_start=7436
-  _globals['_SEARCHCOMMUNITIESRESPONSE']._serialized_end=7536
-  _globals['_GETCOMMUNITYLINEAGEREQUEST']._serialized_start=7539
-  _globals['_GETCOMMUNITYLINEAGEREQUEST']._serialized_end=7739
-  _globals['_GETCOMMUNITYLINEAGERESPONSE']._serialized_start=7742
-  _globals['_GETCOMMUNITYLINEAGERESPONSE']._serialized_end=7930
-  _globals['_LISTPENDINGPROPOSALSREQUEST']._serialized_start=7932
-  _globals['_LISTPENDINGPROPOSALSREQUEST']._serialized_end=8018
-  _globals['_LISTPENDINGPROPOSALSRESPONSE']._serialized_start=8021
-  _globals['_LISTPENDINGPROPOSALSRESPONSE']._serialized_end=8176
-  _globals['_LISTCONFLICTEDATTEMPTSREQUEST']._serialized_start=8178
-  _globals['_LISTCONFLICTEDATTEMPTSREQUEST']._serialized_end=8266
-  _globals['_LISTCONFLICTEDATTEMPTSRESPONSE']._serialized_start=8269
-  _globals['_LISTCONFLICTEDATTEMPTSRESPONSE']._serialized_end=8427
-  _globals['_VERIFYPROPOSALREQUEST']._serialized_start=8430
-  _globals['_VERIFYPROPOSALREQUEST']._serialized_end=8611
-  _globals['_CURATIONSETTINGS']._serialized_start=8613
-  _globals['_CURATIONSETTINGS']._serialized_end=8664
-  _globals['_GETCURATIONSETTINGSREQUEST']._serialized_start=8666
-  _globals['_GETCURATIONSETTINGSREQUEST']._serialized_end=8712
-  _globals['_GETCURATIONSETTINGSRESPONSE']._serialized_start=8714
-  _globals['_GETCURATIONSETTINGSRESPONSE']._serialized_end=8798
-  _globals['_SETCURATIONSETTINGSREQUEST']._serialized_start=8800
-  _globals['_SETCURATIONSETTINGSREQUEST']._serialized_end=8923
-  _globals['_SETCURATIONSETTINGSRESPONSE']._serialized_start=8925
-  _globals['_SETCURATIONSETTINGSRESPONSE']._serialized_end=9009
-  _globals['_VERIFYPROPOSALRESPONSE']._serialized_start=9012
-  _globals['_VERIFYPROPOSALRESPONSE']._serialized_end=9167
-  _globals['_REJECTPROPOSALREQUEST']._serialized_start=9169
-  _globals['_REJECTPROPOSALREQUEST']._serialized_end=9274
-  _globals['_REJECTPROPOSALRESPONSE']._serialized_start=9276
-  _globals['_REJECTPROPOSALRESPONSE']._serialized_end=9368
-  _globals['_RETRACTSOURCEREQUEST']._serialized_start=9371
-  _globals['_RETRACTSOURCEREQUEST']._serialized_end=9499
-  _globals['_RETRACTSOURCERESPONSE']._serialized_start=9502
-  _globals['_RETRACTSOURCERESPONSE']._serialized_end=9721
-  _globals['_LISTSOURCESREQUEST']._serialized_start=9723
-  _globals['_LISTSOURCESREQUEST']._serialized_end=9800
-  _globals['_SOURCESUMMARY']._serialized_start=9803
-  _globals['_SOURCESUMMARY']._serialized_end=9990
-  _globals['_LISTSOURCESRESPONSE']._serialized_start=9993
-  _globals['_LISTSOURCESRESPONSE']._serialized_end=10135
-  _globals['_ERASEPRINCIPALDATAREQUEST']._serialized_start=10138
-  _globals['_ERASEPRINCIPALDATAREQUEST']._serialized_end=10385
-  _globals['_ERASEPRINCIPALDATAREQUEST_RELATEDCOUNTSENTRY']._serialized_start=10333
-  _globals['_ERASEPRINCIPALDATAREQUEST_RELATEDCOUNTSENTRY']._serialized_end=10385
-  _globals['_ERASEPRINCIPALDATARESPONSE']._serialized_start=10388
-  _globals['_ERASEPRINCIPALDATARESPONSE']._serialized_end=10587
-  _globals['_ERASEPRINCIPALDATARESPONSE_COUNTSENTRY']._serialized_start=10542
-  _globals['_ERASEPRINCIPALDATARESPONSE_COUNTSENTRY']._serialized_end=10587
-  _globals['_LISTCITEDLINESREQUEST']._serialized_start=10590
-  _globals['_LISTCITEDLINESREQUEST']._serialized_end=10718
-  _globals['_CITEDLINES']._serialized_start=10721
-  _globals['_CITEDLINES']._serialized_end=10956
-  _globals['_LISTCITEDLINESRESPONSE']._serialized_start=10958
-  _globals['_LISTCITEDLINESRESPONSE']._serialized_end=11053
-  _globals['_CITATIONDRIFT']._serialized_start=11055
-  _globals['_CITATIONDRIFT']._serialized_end=11123
-  _globals['_RECORDCITATIONDRIFTREQUEST']._serialized_start=11126
-  _globals['_RECORDCITATIONDRIFTREQUEST']._serialized_end=11267
-  _globals['_RECORDCITATIONDRIFTRESPONSE']._serialized_start=11269
-  _globals['_RECORDCITATIONDRIFTRESPONSE']._serialized_end=11331
-  _globals['_PROPOSEFACTSREQUEST']._serialized_start=11334
-  _globals['_PROPOSEFACTSREQUEST']._serialized_end=11523
-  _globals['_PROPOSEFACTSRESPONSE']._serialized_start=11526
-  _globals['_PROPOSEFACTSRESPONSE']._serialized_end=11659
-  _globals['_LISTAUDITRECORDSREQUEST']._serialized_start=11661
-  _globals['_LISTAUDITRECORDSREQUEST']._serialized_end=11740
-  _globals['_AUDITRECORD']._serialized_start=11743
-  _globals['_AUDITRECORD']._serialized_end=11973
-  _globals['_AUDITRECORD_TARGETSENTRY']._serialized_start=11927
-  _globals['_AUDITRECORD_TARGETSENTRY']._serialized_end=11973
-  _globals['_LISTAUDITRECORDSRESPONSE']._serialized_start=11975
-  _globals['_LISTAUDITRECORDSRESPONSE']._serialized_end=12087
-  _globals['_KNOWLEDGESERVICE']._serialized_start=12520
-  _globals['_KNOWLEDGESERVICE']._serialized_end=16003
+  _globals['_KNOWLEDGESERVICE']._serialized_start=320
+  _globals['_KNOWLEDGESERVICE']._serialized_end=3803
 # @@protoc_insertion_point(module_scope)

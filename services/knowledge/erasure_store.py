@@ -1,4 +1,4 @@
-"""Erasure of a principal's personal knowledge (GDPR-style deletion).
+"""The asyncpg adapter of erasure: a principal's personal knowledge (GDPR-style deletion).
 
 Everything in the principal's personal scope (fact versions, assertions, evidence,
 entities, sources, communities, the proposal bookkeeping that points at those versions)
@@ -16,9 +16,6 @@ import uuid
 
 import asyncpg
 
-from vera.knowledge.v1 import knowledge_service_pb2 as pb
-
-from . import domain
 from .domain import ChangeKind
 from .outbox import Outbox, change_position, lock_outbox
 from .store import KnowledgeStore
@@ -26,9 +23,26 @@ from .store import KnowledgeStore
 AUDIT_PRINCIPAL_ERASED = "principal_data_erased"
 
 
-async def erase_principal_data(
+class ErasureStore:
+    def __init__(self, store: KnowledgeStore) -> None:
+        self._store = store
+
+    async def erase_principal_data(
+        self,
+        *,
+        actor_id: uuid.UUID,
+        principal_id: uuid.UUID,
+        personal_scope_id: uuid.UUID,
+        related_counts: dict[str, int],
+    ) -> tuple[dict[str, int], uuid.UUID, int]:
+        """Deletes it all in one transaction; the rows deleted per table, the audit
+        event's id and the change position after the erasure."""
+        return await _erase(self._store.pool, actor_id, principal_id, personal_scope_id,
+                            related_counts)
+
+
+async def _erase(
     pool: asyncpg.Pool,
-    *,
     actor_id: uuid.UUID,
     principal_id: uuid.UUID,
     personal_scope_id: uuid.UUID,
@@ -121,27 +135,3 @@ async def erase_principal_data(
         )
         position = await change_position(conn)
     return counts, event_id, int(position)
-
-
-class ErasureRpcs:
-    """One RPC group of ``api.KnowledgeServicer``; the REST API calls it for administrators."""
-
-    _store: KnowledgeStore
-
-    async def ErasePrincipalData(
-        self, request: pb.ErasePrincipalDataRequest, context
-    ) -> pb.ErasePrincipalDataResponse:
-        actor = domain.parse_uuid("actor_principal_id", request.actor_principal_id)
-        principal = domain.parse_uuid("principal_id", request.principal_id)
-        scope = domain.parse_uuid("personal_scope_id", request.personal_scope_id)
-        assert actor is not None and principal is not None and scope is not None
-        counts, event_id, position = await erase_principal_data(
-            self._store.pool,
-            actor_id=actor,
-            principal_id=principal,
-            personal_scope_id=scope,
-            related_counts=dict(request.related_counts),
-        )
-        return pb.ErasePrincipalDataResponse(
-            counts=counts, audit_event_id=str(event_id), change_position=position
-        )
