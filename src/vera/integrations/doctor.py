@@ -80,6 +80,15 @@ def _root_causes(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
+def _error_code(causes: list[BaseException]) -> str | None:
+    """The seed's ``data.code`` of a JSON-RPC error the endpoint answered, if any."""
+    for cause in causes:
+        data = getattr(getattr(cause, "error", None), "data", None)
+        if isinstance(data, dict) and isinstance(data.get("code"), str):
+            return data["code"]
+    return None
+
+
 # The MCP client's transport errors for "nothing answers there" (its HTTP library is not
 # always the httpx this package imports, so they are told by name).
 UNREACHABLE_ERRORS = ("ConnectError", "ConnectTimeout")
@@ -92,10 +101,20 @@ def _tools_finding(url: str, token: str | None) -> Finding:
         causes = _root_causes(exc)
         if any(type(c).__name__ in UNREACHABLE_ERRORS or isinstance(c, ConnectionError)
                for c in causes):
-            return Finding("vera tools visible", False, f"cannot list tools: cannot reach "
-                           f"{url}: the stack is "
-                           "down; start it with `vera up` (or ask whoever runs your team's "
-                           "deployment), then run `vera doctor` again")
+            return Finding("vera tools visible", False, f"cannot list tools: unreachable: "
+                           f"cannot reach {url}: the stack is down; start it with "
+                           "`vera up` (or ask whoever runs your team's deployment), then run "
+                           "`vera doctor` again")
+        if any(isinstance(c, TimeoutError) for c in causes):
+            return Finding("vera tools visible", False, f"cannot list tools: timed_out: "
+                           f"{url} did not answer within {TOOLS_TIMEOUT_SECONDS:g} s; the "
+                           "runtimes keep working without VERA meanwhile; check the stack's "
+                           "health (or ask whoever runs your team's deployment)")
+        slug = _error_code(causes)
+        if slug == "quota_exceeded":
+            return Finding("vera tools visible", False, "cannot list tools: quota_exceeded: "
+                           "VERA is rate-limiting this credential; the runtimes keep working "
+                           "without VERA meanwhile; run `vera doctor` again in a minute")
         refusal = credential_refusal(url, token)
         if refusal is not None:  # a rotated key, an expired or revoked token...
             fix = "" if "vera connect" in refusal else "; `vera connect` obtains a new one"
