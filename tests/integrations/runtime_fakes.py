@@ -78,7 +78,8 @@ def gateway_error(request_id: object, slug: str, **data: object) -> dict[str, An
 #   accepted the connection and hangs).
 # - "quota": tool calls get the gateway's quota_exceeded (bucket context); discovery works.
 # - "quota-all": every MCP request gets the discovery bucket's HTTP 429 quota_exceeded.
-FAULTS = ("slow", "stalled", "quota", "quota-all")
+# - "hung-call": discovery works, a tool call is never answered (until the server closes).
+FAULTS = ("slow", "stalled", "quota", "quota-all", "hung-call")
 
 
 class FakeVera(_Server):
@@ -128,6 +129,10 @@ class FakeVera(_Server):
                     _send_json(self, 429, gateway_error(
                         message["id"], "quota_exceeded", bucket="discovery",
                         retry_after_seconds=60))
+                    return
+                if method == "tools/call" and owner.fault == "hung-call":
+                    owner.calls.append(message["params"]["name"])
+                    owner.closing.wait(120)
                     return
                 if method == "tools/call" and owner.fault in ("slow", "quota"):
                     owner.calls.append(message["params"]["name"])

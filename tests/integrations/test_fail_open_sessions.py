@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import runtime_cli as cli
+import tomlkit
 from runtime_fakes import FakeAnthropic, FakeChat, FakeResponses, FakeVera
 from test_hooks_runtime_sessions import (  # the sessions' own runners, shared
     TAG,
@@ -33,6 +34,7 @@ from test_hooks_runtime_sessions import (  # the sessions' own runners, shared
 
 from vera.gateway.errors import ERROR_CODES
 from vera.integrations import doctor
+from vera.integrations.runtimes import codex
 
 STATES = ("down", "slow", "quota")
 # What `vera doctor` names in each state (the finding "vera tools visible").
@@ -197,6 +199,28 @@ def test_codex_session_fails_open(tmp_path: Path, repo: Path, vera, runtime_bin:
     assert f"cannot list tools: {DOCTOR_REASON[state]}:" in line, line
 
 
+@pytest.mark.slow
+def test_a_codex_session_ends_a_tool_call_vera_never_answers(
+    tmp_path: Path, repo: Path, vera, endpoint: FakeVera
+) -> None:
+    """VERA accepts the call and hangs: Codex, which waits for ever unless told, ends the
+    call after the ``tool_timeout_sec`` connect wrote, and the model goes on."""
+    connect(vera, endpoint, "codex")
+    server = tomlkit.parse((repo / ".codex/config.toml").read_text()).unwrap()
+    assert server["mcp_servers"]["vera"]["tool_timeout_sec"] == codex.TOOL_TIMEOUT_SECONDS
+    endpoint.fault = "hung-call"
+    model = FakeResponses(search_then_answer)
+    try:
+        done = run_codex(repo, tmp_path, model)  # timeout=120: the bound, above the 45 s
+    finally:
+        model.close()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "DONE" in done.stdout
+    assert endpoint.calls == ["knowledge_search"]
+    [output] = codex_tool_outputs(model)
+    assert "timed out" in output and len(output) < BOUNDED_CHARS, output
+
+
 def _developer_texts(model: FakeResponses) -> list[str]:
     return [
         str(part.get("text", ""))
@@ -233,12 +257,12 @@ def run_opencode(root: Path, home: Path) -> subprocess.CompletedProcess[str]:
 def test_opencode_session_fails_open(tmp_path: Path, repo: Path, vera, runtime_bin: Path,
                                      home_env: dict[str, str], endpoint: FakeVera,
                                      opencode_home: Path,  # noqa: F811
-                                     opencode_plugin_sdk: Path,  # noqa: F811
+                                     opencode_plugin_sdk: Path,  # noqa: F811  (warmed up)
                                      state: str) -> None:
     connect(vera, endpoint, "opencode")
     model = FakeChat(search_then_answer)
     try:
-        configure_opencode(repo, endpoint, model, opencode_plugin_sdk)
+        configure_opencode(repo, endpoint, model)
         enter(state, endpoint)
         # OpenCode now and then starts without its MCP server on a loaded machine (see
         # test_hooks_runtime_sessions.opencode_session): retried while VERA is up.

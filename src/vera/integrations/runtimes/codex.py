@@ -32,6 +32,10 @@ MANAGED_CONFIG = Path("/etc/codex/managed_config.toml")
 # (and once more after a 401 or 403), and sends the header object it prints: no token in
 # the environment, nothing in a shell profile.
 HEADERS_HELPER = HEADERS_COMMAND
+# Codex waits for a tool call's answer for ever unless told otherwise (a VERA that accepted
+# the call and hangs would hang the session): the gateway's request budget (30 s by default)
+# and a margin, after which the model is told the call timed out and goes on (fail-open).
+TOOL_TIMEOUT_SECONDS = 45
 REFRESH = (f"Codex runs `{HEADERS_COMMAND}` (http_headers_helper) when it connects and "
            "again after a refusal")
 APPROVAL = ("retrieval runs without a click; Codex approves per tool only, so "
@@ -44,7 +48,7 @@ def mcp_file(root: Path) -> str:
 
 
 def server_definition(mcp_url: str, authenticated: bool) -> dict[str, Any]:
-    server: dict[str, Any] = {"url": mcp_url}
+    server: dict[str, Any] = {"url": mcp_url, "tool_timeout_sec": TOOL_TIMEOUT_SECONDS}
     if authenticated:
         server["http_headers_helper"] = HEADERS_HELPER
     return server
@@ -53,6 +57,7 @@ def server_definition(mcp_url: str, authenticated: bool) -> dict[str, Any]:
 def equivalent(existing: Any, wanted: dict[str, Any]) -> bool:
     return (isinstance(existing, dict) and existing.get("url") == wanted["url"]
             and existing.get("http_headers_helper") == wanted.get("http_headers_helper")
+            and existing.get("tool_timeout_sec") == wanted["tool_timeout_sec"]
             and not existing.get("bearer_token_env_var")
             and not existing.get("http_headers") and not existing.get("env_http_headers"))
 
