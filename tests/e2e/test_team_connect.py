@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -321,17 +320,6 @@ async def test_codex_headless_against_the_authenticated_gateway(
     assert seen["counts"] == counts  # the model agrees
 
 
-def with_opencode_plugin_sdk(repo: Path, sdk: Path) -> None:
-    """OpenCode's own plugin SDK (not VERA's) in the repository's .opencode, as OpenCode
-    installs it there itself on first start."""
-    for name in sessions.OPENCODE_OWNED:
-        source = sdk / name
-        if source.is_dir():
-            (repo / ".opencode" / name).symlink_to(source, target_is_directory=True)
-        elif source.exists():
-            shutil.copy2(source, repo / ".opencode" / name)
-
-
 async def test_opencode_headless_against_the_authenticated_gateway(
         auth_stack, team, runtime_bin, tmp_path, opencode_home, opencode_plugin_sdk) -> None:
     """`opencode run` in a clone of the team's repository, from a shell with nothing
@@ -348,7 +336,6 @@ async def test_opencode_headless_against_the_authenticated_gateway(
         "options": {"baseURL": model.url + "/v1", "apiKey": "x"},
         "models": {"m": {"name": "m", "tool_call": True}}}}})
     (repo / "opencode.json").write_text(json.dumps(config, indent=2))
-    with_opencode_plugin_sdk(repo, opencode_plugin_sdk)
     clean = {**sessions.opencode_env(opencode_home), "PATH": shell_path(runtime_bin)}
     try:
         ran = await anyio.to_thread.run_sync(lambda: subprocess.run(
@@ -536,7 +523,6 @@ async def test_opencodes_proposal_is_verified_in_the_console_and_served_back(
     """The same with `opencode run` (it grounds with knowledge_search)."""
     repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
     connect(auth_stack, repo, env, team.dev_key, "opencode", "auto-propose")
-    with_opencode_plugin_sdk(repo, opencode_plugin_sdk)
     connected = json.loads((repo / "opencode.json").read_text())
     clean = {**sessions.opencode_env(opencode_home), "PATH": shell_path(runtime_bin)}
 

@@ -4,6 +4,7 @@ pinned runtime CLIs (installed once per run by scripts/runtimes) and `vera` as a
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -58,3 +59,30 @@ def vera(repo: Path, home_env: dict[str, str]) -> Vera:
                               env={**home_env, **(env or {})}, input=stdin,
                               capture_output=True, text=True, timeout=180)
     return run
+
+
+# A managed policy that blocks hooks or MCP. Claude Code reads its managed settings only from
+# /etc/claude-code; the test gives the runtime a private /etc (a copy, bind-mounted in its own
+# user and mount namespace) so nothing outside the sandbox is written.
+
+def _can_unshare() -> bool:
+    return shutil.which("unshare") is not None and subprocess.run(
+        ["unshare", "-rm", "true"], capture_output=True).returncode == 0
+
+
+@pytest.fixture
+def managed_etc(tmp_path: Path) -> Path:
+    if not _can_unshare():
+        pytest.skip("needs unprivileged user and mount namespaces (unshare -rm)")
+    etc = tmp_path / "etc"
+    shutil.copytree("/etc", etc, symlinks=True, ignore_dangling_symlinks=True,
+                    copy_function=_copy_readable, dirs_exist_ok=True)
+    (etc / "claude-code").mkdir(exist_ok=True)
+    return etc
+
+
+def _copy_readable(src: str, dst: str) -> None:
+    try:
+        shutil.copy2(src, dst)
+    except OSError:
+        pass  # files only root may read are not needed by the runtimes

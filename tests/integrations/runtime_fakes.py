@@ -14,6 +14,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from vera.gateway.errors import ERROR_CODES
+
 # The scripted model's next VERA tool call, given the tool results so far; None ends.
 Plan = Callable[[list[str]], "tuple[str, dict[str, Any]] | None"]
 
@@ -62,12 +64,34 @@ def _send_json(handler: BaseHTTPRequestHandler, status: int, payload: object) ->
     handler.wfile.write(body)
 
 
+def gateway_error(request_id: object, slug: str, **data: object) -> dict[str, Any]:
+    """A JSON-RPC error as the gateway spells it (its code, fixed message and data)."""
+    code, message = ERROR_CODES[slug]
+    return {"jsonrpc": "2.0", "id": request_id,
+            "error": {"code": code, "message": message, "data": {"code": slug, **data}}}
+
+
+# What VERA answers in each failure state a session meets (``fault``):
+# - "slow": a tool call waits ``stall_s`` (the gateway's request budget, shortened for the
+#   test) and ends as the gateway ends a call whose budget ran out: a plain internal_error.
+# - "stalled": nothing answers any MCP request until the server closes (a gateway that
+#   accepted the connection and hangs).
+# - "quota": tool calls get the gateway's quota_exceeded (bucket context); discovery works.
+# - "quota-all": every MCP request gets the discovery bucket's HTTP 429 quota_exceeded.
+# - "hung-call": discovery works, a tool call is never answered (until the server closes).
+FAULTS = ("slow", "stalled", "quota", "quota-all", "hung-call")
+
+
 class FakeVera(_Server):
-    """``/readyz`` for the hook's probe, ``/mcp`` as a stateless JSON MCP server."""
+    """``/readyz`` for the hook's probe, ``/mcp`` as a stateless JSON MCP server; ``fault``
+    (one of :data:`FAULTS`, or None) makes it answer as VERA does when it is not well."""
 
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.requests: list[dict[str, Any]] = []
+        self.fault: str | None = None
+        self.stall_s = 5.0
+        self.closing = threading.Event()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -76,7 +100,7 @@ class FakeVera(_Server):
 
             def do_GET(self) -> None:
                 owner.requests.append({"GET": self.path})
-                if self.path == "/readyz":
+                if self.path in ("/livez", "/readyz"):
                     _send_json(self, 200, {"status": "ready"})
                 else:
                     self.send_response(405)
@@ -98,6 +122,28 @@ class FakeVera(_Server):
                     self.end_headers()
                     return
                 method = message.get("method")
+                if owner.fault == "stalled":
+                    owner.closing.wait(120)
+                    return
+                if owner.fault == "quota-all":
+                    _send_json(self, 429, gateway_error(
+                        message["id"], "quota_exceeded", bucket="discovery",
+                        retry_after_seconds=60))
+                    return
+                if method == "tools/call" and owner.fault == "hung-call":
+                    owner.calls.append(message["params"]["name"])
+                    owner.closing.wait(120)
+                    return
+                if method == "tools/call" and owner.fault in ("slow", "quota"):
+                    owner.calls.append(message["params"]["name"])
+                    if owner.fault == "slow":
+                        owner.closing.wait(owner.stall_s)
+                        answer = gateway_error(message["id"], "internal_error")
+                    else:
+                        answer = gateway_error(message["id"], "quota_exceeded",
+                                               bucket="context", retry_after_seconds=60)
+                    _send_json(self, 200, answer)
+                    return
                 if method == "initialize":
                     result: dict[str, Any] = {
                         "protocolVersion": message["params"].get("protocolVersion"),
@@ -128,6 +174,10 @@ class FakeVera(_Server):
 
         super().__init__(Handler)
         self.mcp_url = self.url + "/mcp"
+
+    def close(self) -> None:
+        self.closing.set()
+        super().close()
 
 
 def next_step(tool_results: list[str]) -> tuple[str, dict[str, Any]] | None:

@@ -13,7 +13,7 @@ from vera.integrations.editors import text_fingerprint
 from vera.integrations.ownership import RECORD_PATH
 
 HOOKS = {"claude-code": ".claude/hooks/vera_hook.py", "codex": ".codex/hooks/vera_hook.py",
-         "opencode": ".opencode/hooks/vera_hook.py"}
+         "opencode": ".vera/opencode/vera_hook.py"}
 RUNTIMES = sorted(HOOKS)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -302,16 +301,17 @@ def opencode_env(home: Path) -> dict[str, str]:
     }
 
 
-# OpenCode writes these into .opencode itself when a plugin is present (its plugin SDK,
-# installed from npm); they are neither VERA's nor the user's.
+# OpenCode writes these into any .opencode folder itself (its plugin SDK, installed from
+# npm); they are neither VERA's nor the user's. VERA writes no .opencode folder.
 OPENCODE_OWNED = ("node_modules", ".gitignore", "package.json", "package-lock.json", "bun.lock")
 
 
 @pytest.fixture(scope="module")
 def opencode_plugin_sdk(opencode_home: Path) -> Iterator[Path]:
-    """OpenCode's own plugin install and first session, done once in a scratch project (both
-    are slow on a fresh machine, and a session racing them can drop the MCP server), then the
-    SDK is copied into each test project."""
+    """OpenCode's own first start for this user home, done once in a scratch project with a
+    plugin of its own (OpenCode installs its plugin SDK into the user's config folder and
+    the project's .opencode; both are slow on a fresh machine, and a session racing them can
+    drop the MCP server). VERA's files need no install of their own."""
     scratch = opencode_home / "scratch-project"
     (scratch / ".opencode" / "plugins").mkdir(parents=True)
     git(scratch, "init", "-q")
@@ -387,19 +387,13 @@ def opencode_test_config(vera: FakeVera, model: FakeChat) -> dict[str, object]:
     }
 
 
-def configure_opencode(root: Path, vera: FakeVera, model: FakeChat, sdk: Path) -> None:
-    """The test provider and endpoint next to VERA's rules, plus OpenCode's plugin SDK."""
+def configure_opencode(root: Path, vera: FakeVera, model: FakeChat) -> None:
+    """The test provider and endpoint next to VERA's rules."""
     # OpenCode inserts "$schema" into a config that lacks it; a real project has it.
     config: dict[str, object] = {"$schema": "https://opencode.ai/config.json"}
     config.update(json.loads((root / "opencode.json").read_text()))
     config.update(opencode_test_config(vera, model))
     (root / "opencode.json").write_text(json.dumps(config, indent=2))
-    for name in OPENCODE_OWNED:
-        source = sdk / name
-        if source.is_dir():  # test scaffolding only: the SDK is OpenCode's, not VERA's
-            (root / ".opencode" / name).symlink_to(source, target_is_directory=True)
-        elif source.exists():
-            shutil.copy2(source, root / ".opencode" / name)
 
 
 @pytest.mark.parametrize(
@@ -415,7 +409,7 @@ def test_opencode_session_plugin_hostile_content_and_save_mode(
     proposal_reaches_vera: bool,
 ) -> None:
     root = project(tmp_path, "opencode", mode, vera)
-    configure_opencode(root, vera, chat, opencode_plugin_sdk)
+    configure_opencode(root, vera, chat)
     before = fingerprint(root)
     offered = opencode_session(root, opencode_home, vera, chat)
     assert "vera_knowledge_search" in offered, mcp_trace(vera)

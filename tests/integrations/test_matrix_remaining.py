@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import shutil
 import socket
 import struct
 import subprocess
@@ -235,32 +234,7 @@ def test_truncated_readiness_answer_fails_open_degraded(hook, tmp_path) -> None:
     json.loads(raw)
 
 
-# A managed policy that blocks hooks or MCP. Claude Code reads its managed settings only from
-# /etc/claude-code; the test gives the runtime a private /etc (a copy, bind-mounted in its own
-# user and mount namespace) so nothing outside the sandbox is written.
-
-def _can_unshare() -> bool:
-    return shutil.which("unshare") is not None and subprocess.run(
-        ["unshare", "-rm", "true"], capture_output=True).returncode == 0
-
-
-@pytest.fixture
-def managed_etc(tmp_path: Path) -> Path:
-    if not _can_unshare():
-        pytest.skip("needs unprivileged user and mount namespaces (unshare -rm)")
-    etc = tmp_path / "etc"
-    shutil.copytree("/etc", etc, symlinks=True, ignore_dangling_symlinks=True,
-                    copy_function=_copy_readable, dirs_exist_ok=True)
-    (etc / "claude-code").mkdir(exist_ok=True)
-    return etc
-
-
-def _copy_readable(src: str, dst: str) -> None:
-    try:
-        shutil.copy2(src, dst)
-    except OSError:
-        pass  # files only root may read are not needed by the runtimes
-
+# A managed policy that blocks hooks or MCP: ``managed_etc`` (conftest) is a private /etc.
 
 def doctor_under_policy(repo, home_env, runtime_bin, etc: Path, runtime: str):
     env = {**home_env, "PATH": f"{runtime_bin}:{home_env['PATH']}"}

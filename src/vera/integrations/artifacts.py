@@ -159,14 +159,22 @@ def _codex(mode: str, api_url: str) -> list[Artifact]:
     ]
 
 
+# Outside .opencode/ on purpose: OpenCode installs its plugin SDK from npm into every
+# .opencode/ folder it finds at each start; VERA's plugin imports nothing, is listed in the
+# config by path, and so makes OpenCode fetch nothing (tests/integrations/test_opencode_fetch.py).
+OPENCODE_DIR = ".vera/opencode"
+OPENCODE_PLUGIN = f"{OPENCODE_DIR}/vera-bootstrap.js"
+
+
 def _opencode(mode: str, api_url: str) -> list[Artifact]:
     permission = {f"{SERVER_NAME}_{tool}": d for tool, d in write_decisions(mode).items()}
     plugin = plugin_source().replace("__VERA_API_URL__", json.dumps(api_url))
     return [
         Artifact(".agents/skills/vera/SKILL.md", "file", render_skill(mode)),
-        Artifact(f".opencode/hooks/{HOOK_SCRIPT}", "file", hook_source()),
-        Artifact(".opencode/plugins/vera-bootstrap.js", "file", plugin),
-        Artifact("opencode.json", "json-merge", {"permission": permission}),
+        Artifact(f"{OPENCODE_DIR}/{HOOK_SCRIPT}", "file", hook_source()),
+        Artifact(OPENCODE_PLUGIN, "file", plugin),
+        Artifact("opencode.json", "json-merge",
+                 {"plugin": [f"./{OPENCODE_PLUGIN}"], "permission": permission}),
     ]
 
 

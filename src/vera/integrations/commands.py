@@ -40,7 +40,7 @@ from vera.integrations.ownership import (
     BadRecord,
     read_record,
 )
-from vera.integrations.runtimes import OAUTH_STEP
+from vera.integrations.runtimes import ADAPTERS, OAUTH_STEP
 from vera.integrations.workspace import Workspace, parse_back
 
 # The record's label for a static MCP token kept in the user's untracked credential files.
@@ -220,6 +220,14 @@ def run_connect(args: argparse.Namespace) -> int:
                                "machine: use https, or --allow-plain-http if this network is "
                                "trusted")
     root = repository_root(args.project_dir)
+    # Before anything is written or minted: a vera server in another scope the runtime
+    # would use (or merge) instead of the project's, and managed policy against it.
+    issues = ADAPTERS[args.runtime].scope_issues(root, dict(os.environ))
+    for issue in issues:
+        print(issue.line(), file=sys.stderr)
+    if any(issue.blocking for issue in issues):
+        print("nothing was written", file=sys.stderr)
+        return 3
     checked = endpoints.check(api_url, mcp_url)
     for line in checked.checks:
         print(line.line())

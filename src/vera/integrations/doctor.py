@@ -51,7 +51,7 @@ from vera.integrations.ownership import (
     Connection,
     read_record,
 )
-from vera.integrations.runtimes import ADAPTERS, OAUTH_STEP, Finding, run_cli
+from vera.integrations.runtimes import ADAPTERS, OAUTH_STEP, Finding, run_cli, scopes
 
 TOOLS_TIMEOUT_SECONDS = 10.0
 
@@ -80,6 +80,15 @@ def _root_causes(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
+def _error_code(causes: list[BaseException]) -> str | None:
+    """The seed's ``data.code`` of a JSON-RPC error the endpoint answered, if any."""
+    for cause in causes:
+        data = getattr(getattr(cause, "error", None), "data", None)
+        if isinstance(data, dict) and isinstance(data.get("code"), str):
+            return data["code"]
+    return None
+
+
 # The MCP client's transport errors for "nothing answers there" (its HTTP library is not
 # always the httpx this package imports, so they are told by name).
 UNREACHABLE_ERRORS = ("ConnectError", "ConnectTimeout")
@@ -92,10 +101,20 @@ def _tools_finding(url: str, token: str | None) -> Finding:
         causes = _root_causes(exc)
         if any(type(c).__name__ in UNREACHABLE_ERRORS or isinstance(c, ConnectionError)
                for c in causes):
-            return Finding("vera tools visible", False, f"cannot list tools: cannot reach "
-                           f"{url}: the stack is "
-                           "down; start it with `vera up` (or ask whoever runs your team's "
-                           "deployment), then run `vera doctor` again")
+            return Finding("vera tools visible", False, f"cannot list tools: unreachable: "
+                           f"cannot reach {url}: the stack is down; start it with "
+                           "`vera up` (or ask whoever runs your team's deployment), then run "
+                           "`vera doctor` again")
+        if any(isinstance(c, TimeoutError) for c in causes):
+            return Finding("vera tools visible", False, f"cannot list tools: timed_out: "
+                           f"{url} did not answer within {TOOLS_TIMEOUT_SECONDS:g} s; the "
+                           "runtimes keep working without VERA meanwhile; check the stack's "
+                           "health (or ask whoever runs your team's deployment)")
+        slug = _error_code(causes)
+        if slug == "quota_exceeded":
+            return Finding("vera tools visible", False, "cannot list tools: quota_exceeded: "
+                           "VERA is rate-limiting this credential; the runtimes keep working "
+                           "without VERA meanwhile; run `vera doctor` again in a minute")
         refusal = credential_refusal(url, token)
         if refusal is not None:  # a rotated key, an expired or revoked token...
             fix = "" if "vera connect" in refusal else "; `vera connect` obtains a new one"
@@ -328,6 +347,20 @@ def _refresh_finding(root: Path, name: str, approval: Approval, env: dict[str, s
     return Finding(title, True, ADAPTERS[name].REFRESH), token
 
 
+# Managed policy has its own finding per runtime (its probe); this one is about servers.
+SERVER_SCOPE_CODES = (scopes.SHADOWING_LOCAL_SERVER, scopes.SHADOWING_MANAGED_SERVER,
+                      scopes.MERGING_USER_SERVER)
+
+
+def _scopes_finding(root: Path, adapter: ModuleType, env: dict[str, str]) -> Finding:
+    """A vera server added in another scope after connect, which the runtime would use or
+    merge instead of the project's (connect refuses to start with one)."""
+    found = [i for i in adapter.scope_issues(root, env) if i.code in SERVER_SCOPE_CODES]
+    return Finding("vera server scopes", not found,
+                   "; ".join(f"{i.code}: {i.detail}" for i in found) if found
+                   else "no other scope replaces or changes the project's vera server")
+
+
 def diagnose(root: Path, runtime: str | None, env: dict[str, str] | None = None
              ) -> dict[str, list[Finding]]:
     env = dict(os.environ if env is None else env)
@@ -355,6 +388,7 @@ def diagnose(root: Path, runtime: str | None, env: dict[str, str] | None = None
         findings = [_record_finding(name, connection, approval, effective),
                     *_files(root, rendering, adapter), *_hook_finding(root, rendering)]
         findings.append(Finding("vera approval", True, ADAPTERS[name].APPROVAL))
+        findings.append(_scopes_finding(root, adapter, env))
         token = None
         if approval.authenticated:
             credential, token = _credential_findings(root, name, approval,

@@ -1,4 +1,6 @@
-// VERA bootstrap plugin for OpenCode, written by `vera connect`.
+// VERA bootstrap plugin for OpenCode, written by `vera connect` to .vera/opencode/ and listed
+// by path in the project's opencode.json. It imports no package (so OpenCode installs nothing
+// for it) and lives outside .opencode/, where OpenCode installs its plugin SDK from npm.
 // Once per session it runs the stateless VERA hook (sanitized Git metadata only, no MCP call)
 // and appends its one tagged line to the first user message. It never reads or forwards the
 // prompt, never calls VERA's MCP server and never changes permissions; a failure or a slow
@@ -17,7 +19,7 @@ const partId = () =>
 
 function runHook(root, directory) {
   return new Promise((resolve) => {
-    const script = path.join(root, ".opencode", "hooks", "vera_hook.py");
+    const script = path.join(root, ".vera", "opencode", "vera_hook.py");
     let out = "";
     let child;
     try {

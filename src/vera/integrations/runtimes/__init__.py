@@ -3,7 +3,7 @@ which trust steps it gates project config behind, and how doctor asks its own CL
 
 Each adapter module exposes the same names (``NAME``, ``CLI``, ``mcp_file``, ``SERVER_PATH``,
 ``NEW_FILE_KEYS``, ``REFRESH``, ``APPROVAL``, ``server_definition``,
-``equivalent``, ``probe``); :data:`ADAPTERS` maps
+``equivalent``, ``probe``, ``scope_issues``); :data:`ADAPTERS` maps
 runtime names to them.
 """
 

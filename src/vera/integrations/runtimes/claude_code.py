@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from vera.integrations.credentials import HEADERS_COMMAND
+from vera.integrations.runtimes import scopes
+from vera.integrations.runtimes.scopes import ScopeIssue
 
 NAME = "claude-code"
 CLI = "claude"
@@ -21,6 +23,8 @@ REFRESH = f"Claude Code runs `{HEADERS_COMMAND}` (headersHelper) at each connect
 APPROVAL = ("retrieval runs without a click; knowledge_get_context is decided per call by "
             "the PreToolUse hook (persist=true asks); writes ask as the save mode says")
 MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")
+# A managed server set is exclusive: with this file, Claude Code runs only its servers.
+MANAGED_MCP = Path("/etc/claude-code/managed-mcp.json")
 
 
 def mcp_file(root: Path) -> str:
@@ -44,12 +48,56 @@ def equivalent(existing: Any, wanted: dict[str, Any]) -> bool:
             and existing.get("headersHelper") == wanted.get("headersHelper"))
 
 
-def _user_project(root: Path, home: Path) -> dict[str, Any]:
+def _user_state(home: Path) -> dict[str, Any]:
     try:
         state = json.loads((home / ".claude.json").read_text())
     except (OSError, ValueError):
         return {}
-    return (state.get("projects") or {}).get(str(root)) or {}
+    return state if isinstance(state, dict) else {}
+
+
+def _user_project(root: Path, home: Path) -> dict[str, Any]:
+    return (_user_state(home).get("projects") or {}).get(str(root)) or {}
+
+
+def _servers(holder: Any) -> dict[str, Any]:
+    servers = holder.get("mcpServers") if isinstance(holder, dict) else None
+    return servers if isinstance(servers, dict) else {}
+
+
+def scope_issues(root: Path, env: dict[str, str]) -> list[ScopeIssue]:
+    """Claude Code picks one ``vera`` by scope, local over project over user (no merge);
+    a managed server set replaces them all."""
+    home = Path(env.get("HOME", str(Path.home())))
+    state = home / ".claude.json"
+    issues = []
+    if SERVER_PATH[1] in _servers(_user_project(root, home)):
+        issues.append(ScopeIssue(scopes.SHADOWING_LOCAL_SERVER, True, (
+            f"{state} defines a vera server for {root} (local scope), which Claude Code "
+            "uses instead of the project's: remove it with `claude mcp remove --scope local "
+            "vera`, then connect again")))
+    if SERVER_PATH[1] in _servers(_user_state(home)):
+        issues.append(ScopeIssue(scopes.OVERRIDDEN_USER_SERVER, False, (
+            f"{state} defines a vera server for every project (user scope); in this project "
+            "Claude Code uses the project's instead")))
+    try:
+        managed = json.loads(MANAGED_MCP.read_text())
+    except (OSError, ValueError):
+        managed = None
+    if managed is not None:
+        code = (scopes.SHADOWING_MANAGED_SERVER if SERVER_PATH[1] in _servers(managed)
+                else scopes.MANAGED_BLOCKS_SERVER)
+        issues.append(ScopeIssue(code, True, (
+            f"{MANAGED_MCP} fixes the MCP servers Claude Code runs"
+            + (", its own vera included" if code == scopes.SHADOWING_MANAGED_SERVER else "")
+            + "; ask its administrator")))
+    for block in _managed_blocks():
+        hooks = "hooks" in block
+        issues.append(ScopeIssue(
+            scopes.MANAGED_BLOCKS_HOOKS if hooks else scopes.MANAGED_BLOCKS_SERVER, not hooks,
+            f"{MANAGED_SETTINGS} {block}" + ("; the permission rules still hold" if hooks
+                                             else "; ask its administrator")))
+    return issues
 
 
 def _managed_blocks() -> list[str]:

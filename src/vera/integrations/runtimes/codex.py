@@ -17,16 +17,25 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
 from vera.integrations.credentials import HEADERS_COMMAND
+from vera.integrations.runtimes import scopes
+from vera.integrations.runtimes.scopes import ScopeIssue
 
 NAME = "codex"
 CLI = "codex"
 NEW_FILE_KEYS: dict[str, str] = {}
 SERVER_PATH = ("mcp_servers", "vera")
 MANAGED_REQUIREMENTS = Path("/etc/codex/requirements.toml")
+# Codex's layers below the project's (merged into it key by key) and the one above it.
+SYSTEM_CONFIG = Path("/etc/codex/config.toml")
+MANAGED_CONFIG = Path("/etc/codex/managed_config.toml")
 # Codex runs ``http_headers_helper`` with ``sh -c`` in the session's folder when it connects
 # (and once more after a 401 or 403), and sends the header object it prints: no token in
 # the environment, nothing in a shell profile.
 HEADERS_HELPER = HEADERS_COMMAND
+# Codex waits for a tool call's answer for ever unless told otherwise (a VERA that accepted
+# the call and hangs would hang the session): the gateway's request budget (30 s by default)
+# and a margin, after which the model is told the call timed out and goes on (fail-open).
+TOOL_TIMEOUT_SECONDS = 45
 REFRESH = (f"Codex runs `{HEADERS_COMMAND}` (http_headers_helper) when it connects and "
            "again after a refusal")
 APPROVAL = ("retrieval runs without a click; Codex approves per tool only, so "
@@ -39,7 +48,7 @@ def mcp_file(root: Path) -> str:
 
 
 def server_definition(mcp_url: str, authenticated: bool) -> dict[str, Any]:
-    server: dict[str, Any] = {"url": mcp_url}
+    server: dict[str, Any] = {"url": mcp_url, "tool_timeout_sec": TOOL_TIMEOUT_SECONDS}
     if authenticated:
         server["http_headers_helper"] = HEADERS_HELPER
     return server
@@ -48,12 +57,63 @@ def server_definition(mcp_url: str, authenticated: bool) -> dict[str, Any]:
 def equivalent(existing: Any, wanted: dict[str, Any]) -> bool:
     return (isinstance(existing, dict) and existing.get("url") == wanted["url"]
             and existing.get("http_headers_helper") == wanted.get("http_headers_helper")
+            and existing.get("tool_timeout_sec") == wanted["tool_timeout_sec"]
             and not existing.get("bearer_token_env_var")
             and not existing.get("http_headers") and not existing.get("env_http_headers"))
 
 
 def codex_home(env: dict[str, str]) -> Path:
     return Path(env.get("CODEX_HOME") or Path(env.get("HOME", str(Path.home()))) / ".codex")
+
+
+# Keys every project server VERA writes sets, so a user's value for them is replaced.
+REPLACED_KEYS = frozenset({"url"})
+
+
+def _vera_server(config: Path) -> dict[str, Any] | None:
+    try:
+        document = tomlkit.parse(config.read_text()).unwrap()
+    except (OSError, TOMLKitError):
+        return None
+    server = (document.get(SERVER_PATH[0]) or {}).get(SERVER_PATH[1])
+    return server if isinstance(server, dict) else None
+
+
+def scope_issues(root: Path, env: dict[str, str]) -> list[ScopeIssue]:
+    """Codex merges its config layers table by table: a ``[mcp_servers.vera]`` in the user's
+    or the system's config adds its keys (a bearer token variable, other headers) to the
+    project's server, and the managed config's replaces the project's values."""
+    issues = []
+    for config in (codex_home(env) / "config.toml", SYSTEM_CONFIG):
+        server = _vera_server(config)
+        if server is None:
+            continue
+        merged = sorted(set(server) - REPLACED_KEYS)
+        issues.append(ScopeIssue(scopes.MERGING_USER_SERVER, True, (
+            f"{config} defines [mcp_servers.vera] with {', '.join(merged)}, which Codex "
+            "merges into the project's server: remove it (`codex mcp remove vera` for your "
+            "own config), then connect again")) if merged else ScopeIssue(
+            scopes.OVERRIDDEN_USER_SERVER, False, (
+                f"{config} defines [mcp_servers.vera]; in this project Codex uses the "
+                "project's url instead")))
+    if _vera_server(MANAGED_CONFIG) is not None:
+        issues.append(ScopeIssue(scopes.SHADOWING_MANAGED_SERVER, True, (
+            f"{MANAGED_CONFIG} defines [mcp_servers.vera], which overrides the project's; "
+            "ask its administrator")))
+    try:
+        requirements = tomlkit.parse(MANAGED_REQUIREMENTS.read_text()).unwrap()
+    except (OSError, TOMLKitError):
+        requirements = {}
+    allowed = requirements.get("mcp_servers")
+    if isinstance(allowed, dict) and SERVER_PATH[1] not in allowed:
+        issues.append(ScopeIssue(scopes.MANAGED_BLOCKS_SERVER, True, (
+            f"{MANAGED_REQUIREMENTS} allows only the MCP servers it lists, and vera is not "
+            "one; ask its administrator")))
+    if requirements.get("allow_managed_hooks_only") is True:
+        issues.append(ScopeIssue(scopes.MANAGED_BLOCKS_HOOKS, False, (
+            f"{MANAGED_REQUIREMENTS} sets allow_managed_hooks_only: no SessionStart context "
+            "in Codex; the approval rules still hold")))
+    return issues
 
 
 def trust_level(root: Path, env: dict[str, str]) -> str | None:

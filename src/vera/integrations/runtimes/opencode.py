@@ -6,6 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from vera.integrations import editors
+from vera.integrations.editors import UnsafeEdit
+from vera.integrations.runtimes import scopes
+from vera.integrations.runtimes.scopes import ScopeIssue
+
 NAME = "opencode"
 CLI = "opencode"
 SERVER_PATH = ("mcp", "vera")
@@ -21,6 +26,58 @@ REFRESH = ("VERA's OpenCode plugin runs `vera mcp-token` when OpenCode starts; a
 APPROVAL = ("retrieval runs without a click; OpenCode approves per tool only, so "
             "knowledge_get_context asks every time (headless `opencode run` cannot call it: "
             "use knowledge_search there); writes ask as the save mode says")
+
+
+# OpenCode's managed config folder on Linux; its own test variable moves it.
+MANAGED_DIR = Path("/etc/opencode")
+CONFIG_NAMES = ("config.json", "opencode.json", "opencode.jsonc")
+
+
+def _config_dirs(env: dict[str, str]) -> tuple[Path, Path]:
+    """The user's config folder and the managed one, where OpenCode itself looks."""
+    home = Path(env.get("HOME", str(Path.home())))
+    user = Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "opencode"
+    managed = env.get("OPENCODE_TEST_MANAGED_CONFIG_DIR")
+    return user, Path(managed) if managed else MANAGED_DIR
+
+
+# Keys every project server VERA writes sets, so a user's value for them is replaced.
+REPLACED_KEYS = frozenset({"type", "url", "enabled"})
+
+
+def _vera_server(config: Path) -> dict[str, Any] | None:
+    try:
+        document = editors.parse_json(config.read_text())
+    except (OSError, UnsafeEdit):
+        return None
+    servers = document.get(SERVER_PATH[0]) if isinstance(document, dict) else None
+    server = servers.get(SERVER_PATH[1]) if isinstance(servers, dict) else None
+    return server if isinstance(server, dict) else None
+
+
+def scope_issues(root: Path, env: dict[str, str]) -> list[ScopeIssue]:
+    """OpenCode merges its config files key by key: global, then the project's, then the
+    managed folder's, which wins over both."""
+    user, managed = _config_dirs(env)
+    issues = []
+    extra = [Path(env["OPENCODE_CONFIG"])] if env.get("OPENCODE_CONFIG") else []
+    for config in [*(user / name for name in CONFIG_NAMES), *extra]:
+        server = _vera_server(config)
+        if server is None:
+            continue
+        merged = sorted(set(server) - REPLACED_KEYS)
+        issues.append(ScopeIssue(scopes.MERGING_USER_SERVER, True, (
+            f"{config} defines mcp.vera with {', '.join(merged)}, which OpenCode merges "
+            "into the project's server: remove it there, then connect again"))
+            if merged else ScopeIssue(scopes.OVERRIDDEN_USER_SERVER, False, (
+                f"{config} defines mcp.vera; in this project OpenCode uses the project's "
+                "url instead")))
+    for config in (managed / name for name in CONFIG_NAMES[1:]):
+        if _vera_server(config) is not None:
+            issues.append(ScopeIssue(scopes.SHADOWING_MANAGED_SERVER, True, (
+                f"{config} defines mcp.vera, which overrides the project's; ask its "
+                "administrator")))
+    return issues
 
 
 def mcp_file(root: Path) -> str:
