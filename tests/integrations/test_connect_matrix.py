@@ -19,6 +19,7 @@ from standin import API_KEY, TOOLS, StandIn
 from vera.integrations.credentials import HEADERS_COMMAND
 from vera.integrations.editors import parse_json, parse_toml
 from vera.integrations.ownership import CREDENTIAL_FILES, MINTED_FOR_PATH, TOKEN_PATH
+from vera.integrations.runtimes import codex
 
 RUNTIMES = ("claude-code", "codex", "opencode")
 TOKEN = "eyJ.test-mcp-jwt.signature"
@@ -161,7 +162,9 @@ def test_equivalent_existing_vera_definition_reused(runtime, repo, vera, standin
     existing = {
         "claude-code": (".mcp.json", json.dumps({"mcpServers": {"vera": {
             "type": "http", "url": standin.mcp_url}}}, indent=2) + "\n"),
-        "codex": (".codex/config.toml", f'[mcp_servers.vera]\nurl = "{standin.mcp_url}"\n'),
+        # Codex's is equivalent with the tool timeout connect writes (a hung call must end).
+        "codex": (".codex/config.toml", f'[mcp_servers.vera]\nurl = "{standin.mcp_url}"\n'
+                  f"tool_timeout_sec = {codex.TOOL_TIMEOUT_SECONDS}\n"),
         "opencode": ("opencode.json", json.dumps({"mcp": {"vera": {
             "type": "remote", "url": standin.mcp_url}}}, indent=2) + "\n"),
     }[runtime]

@@ -67,7 +67,7 @@ def codex_home(env: dict[str, str]) -> Path:
 
 
 # Keys every project server VERA writes sets, so a user's value for them is replaced.
-REPLACED_KEYS = frozenset({"url"})
+REPLACED_KEYS = frozenset({"url", "tool_timeout_sec"})
 
 
 def _vera_server(config: Path) -> dict[str, Any] | None:
