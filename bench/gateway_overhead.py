@@ -79,6 +79,7 @@ from vera.retrieval.v1 import retrieval_pb2
 from vera.rpc.backends import Backends
 from vera.rpc.refusals import RefusalTally
 from vera.rpc.timestamps import to_timestamp
+from vera.stack.launcher import EVERY_SCOPE
 from vera.stack.ports import free_port
 
 TOOLS = ("knowledge_get_context", "knowledge_search")
@@ -220,9 +221,7 @@ LOCAL_TOKEN_KEY = local_token_key("gateway-overhead-bench-local-secret-012345678
 
 
 def local_token(settings: Settings) -> str:
-    scopes = (settings.mcp.scope_read, settings.mcp.scope_propose, settings.mcp.scope_feedback,
-              settings.mcp.scope_snapshot)
-    return mint(TokenKey.local(LOCAL_TOKEN_KEY), str(settings.mcp.local_principal_id), scopes,
+    return mint(TokenKey.local(LOCAL_TOKEN_KEY), str(settings.mcp.local_principal_id), EVERY_SCOPE,
                 key_id=LOCAL_KEY_ID, lifetime_seconds=86400).token
 
 

@@ -18,14 +18,18 @@ import httpx
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
+from vera.config import McpSettings
 from vera.local_secret import read_secret
 from vera.stack import StackError
 from vera.stack.ports import free_port
 from vera.stack.run_files import stack_file
 
 READY_TIMEOUT_SECONDS = 180.0
-# What a local runtime connected with `vera connect` may do: everything.
-EVERY_SCOPE = ("memory:read", "memory:propose", "memory:feedback", "memory:snapshot")
+# What a local runtime connected with `vera connect` may do: every class, by the names the
+# settings give them (the one home of those names).
+_SCOPES = McpSettings()
+EVERY_SCOPE = (_SCOPES.scope_read, _SCOPES.scope_propose, _SCOPES.scope_feedback,
+               _SCOPES.scope_snapshot)
 LAUNCH_STOP_TIMEOUT_SECONDS = 60.0
 
 
