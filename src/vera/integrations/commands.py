@@ -24,9 +24,9 @@ from vera.integrations import approvals, credentials, endpoints, workspace
 from vera.integrations.artifacts import RUNTIMES
 from vera.integrations.connect import Plan, plan_connect, store_token
 from vera.integrations.contract import (
-    SAVE_MODE_SCOPES,
     SAVE_MODES,
     apply_overrides,
+    credential_scopes,
     load_contract,
     save_mode,
 )
@@ -138,7 +138,7 @@ def _local_credential(args: argparse.Namespace, api_url: str, root: Path,
 
 def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url: str,
                 root: Path, mode: str) -> Credential:
-    scopes = tuple(SAVE_MODE_SCOPES[mode])
+    scopes = credential_scopes(args.runtime, mode)
     remote = checked.profile == "remote-authenticated"
     if remote or checked.profile == "local-dev":
         local = _local_credential(args, api_url, root, scopes)

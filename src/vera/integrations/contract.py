@@ -27,6 +27,13 @@ SAVE_MODE_SCOPES: Mapping[str, tuple[str, ...]] = {
     "auto-propose": ("memory:read", "memory:snapshot", "memory:feedback", "memory:propose"),
 }
 
+
+def credential_scopes(runtime: str, mode: str) -> tuple[str, ...]:
+    """The scopes of the MCP token ``vera connect`` mints for ``runtime`` in save mode
+    ``mode``: each runtime has its own credential, so one runtime's mode never changes
+    another's rights."""
+    return tuple(SAVE_MODE_SCOPES[mode])
+
 # The defaults a reviewed override may change, and the values each may take. Everything
 # else (privacy, approval, shared promotion) is fixed by the GUIDE: an override there would
 # break the contract rather than tune it.

@@ -36,8 +36,8 @@ from vera.integrations.approvals import Approval
 from vera.integrations.artifacts import HOOK_SCRIPT, HOOK_TIMEOUT_S, SERVER_NAME, WRITE_TOOLS
 from vera.integrations.connect import Rendering, render_setup
 from vera.integrations.contract import (
-    SAVE_MODE_SCOPES,
     apply_overrides,
+    credential_scopes,
     load_contract,
     save_mode,
 )
@@ -316,7 +316,7 @@ def _credential_findings(root: Path, name: str, approval: Approval, mode: str,
     findings.append(ends)
     raw = claims.get("scope", claims.get("scp", ""))
     granted = set(raw.split() if isinstance(raw, str) else raw or ())
-    wanted = set(SAVE_MODE_SCOPES[mode])
+    wanted = set(credential_scopes(name, mode))
     missing, beyond = sorted(wanted - granted), sorted(granted - wanted)
     detail = " ".join(sorted(granted)) if not (missing or beyond) else "; ".join(
         [f"lacks {' '.join(missing)}"] * bool(missing)
