@@ -44,6 +44,7 @@ from vera.gateway.auth import (
     BearerAuthenticator,
     Caller,
     DiscoveryAuthenticator,
+    scope_names,
 )
 from vera.gateway.errors import jsonrpc_error
 from vera.gateway.guard import RECEIVED_AT_STATE_KEY, Guard
@@ -52,6 +53,7 @@ from vera.gateway.profiles import handlers_for_profile, tools_for_profile
 from vera.gateway.quota import limits_from_settings
 from vera.gateway.resource import METADATA_PATH, BearerAuthMiddleware, metadata_endpoint
 from vera.gateway.shared_quota import IdentityQuotaStore
+from vera.gateway.spec import ToolSpec
 from vera.observability.metrics_listener import MetricsListener, start_listener
 from vera.quota import BucketLimit, InMemoryQuotaStore, QuotaPolicy, QuotaStore
 from vera.rpc.backends import Backends
@@ -114,13 +116,42 @@ def mcp_param_schemas(definitions: list[types.Tool]) -> dict[str, dict[str, Any]
     }
 
 
-def build_server(guard: Guard) -> Server[Any]:
+def persist_scopes(specs: tuple[ToolSpec, ...], settings: Settings) -> frozenset[str]:
+    """The scopes a tool call needs for ``persist=true`` (memory:snapshot)."""
+    names = scope_names(settings)
+    return frozenset(names[s.persist_auth_class] for s in specs if s.persist_auth_class)
+
+
+def listed_tools(
+    specs: tuple[ToolSpec, ...], settings: Settings
+) -> Callable[[Request | None], list[types.Tool]]:
+    """What ``tools/list`` answers a caller, from the token the HTTP boundary verified: a
+    token without the persist scope sees the tools that persist only on request
+    (knowledge_get_context) as read-only, since for it they cannot write (ADR 0019). Both
+    lists are built once; per request it is one set lookup."""
+    full = [spec.definition() for spec in specs]
+    reads_only = [spec.definition(can_persist=False) for spec in specs]
+    needed = persist_scopes(specs, settings)
+
+    def for_request(request: Request | None) -> list[types.Tool]:
+        caller = getattr(request.state, CALLER_STATE_KEY, None) if request else None
+        token = caller.token if isinstance(caller, Caller) else None
+        if needed and token is not None and not needed <= token.scopes:
+            return reads_only
+        return full
+
+    return for_request
+
+
+def build_server(guard: Guard, settings: Settings) -> Server[Any]:
     definitions = [spec.definition() for spec in guard.specs]
+    tools_for = listed_tools(guard.specs, settings)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=definitions)
+        request = ctx.request if isinstance(ctx.request, Request) else None
+        return types.ListToolsResult(tools=tools_for(request))
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -361,7 +392,7 @@ def build_app(
         backends=state.require_backends,
         refusals=refusals,
     )
-    server = build_server(guard)
+    server = build_server(guard, settings)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=list(settings.mcp.allowed_hosts),

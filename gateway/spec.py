@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
@@ -74,7 +74,14 @@ class ToolSpec:
             return self.persist_auth_class
         return self.auth_class
 
-    def definition(self) -> types.Tool:
+    def definition(self, *, can_persist: bool = True) -> types.Tool:
+        """The tool as ``tools/list`` shows it. ``can_persist`` false: the caller's
+        credential lacks ``persist_auth_class``, so for that caller the call cannot write
+        (the guard refuses ``persist=true``) and the tool is advertised read-only, which is
+        what lets a client that approves per tool run it without a prompt (ADR 0019)."""
+        hints = self.hints
+        if self.persist_auth_class is not None and not can_persist:
+            hints = replace(hints, read_only=True, destructive=False)
         meta: dict[str, Any] = {
             f"{META_PREFIX}cost_class": self.cost,
             f"{META_PREFIX}quota_bucket": self.bucket,
@@ -96,10 +103,10 @@ class ToolSpec:
             output_schema=copy.deepcopy(self.output_schema),
             annotations=types.ToolAnnotations(
                 title=self.title,
-                read_only_hint=self.hints.read_only,
-                destructive_hint=self.hints.destructive,
-                idempotent_hint=self.hints.idempotent,
-                open_world_hint=self.hints.open_world,
+                read_only_hint=hints.read_only,
+                destructive_hint=hints.destructive,
+                idempotent_hint=hints.idempotent,
+                open_world_hint=hints.open_world,
             ),
             meta=meta,
         )

@@ -10,6 +10,7 @@ from vera.integrations.contract import (
     SAVE_MODES,
     apply_overrides,
     contract_version,
+    credential_scopes,
     load_contract,
     save_mode,
 )
@@ -93,3 +94,15 @@ def test_an_override_outside_the_contract_is_refused_naming_the_key(key: str, va
     with pytest.raises(InvalidInput) as caught:
         apply_overrides(load_contract(), {key: value})
     assert caught.value.field == key
+
+
+@pytest.mark.parametrize("mode", SAVE_MODES)
+def test_only_a_runtime_that_asks_per_call_may_persist(mode: str) -> None:
+    """Codex and OpenCode approve per tool, so they cannot ask for persist=true alone: their
+    credential lacks memory:snapshot and the server refuses persisting for them; Claude
+    Code's hook asks per call, so it keeps what its mode allows (ADR 0019)."""
+    claude = credential_scopes("claude-code", mode)
+    assert ("memory:snapshot" in claude) == (mode != "off")
+    for runtime in ("codex", "opencode"):
+        assert credential_scopes(runtime, mode) == tuple(
+            scope for scope in claude if scope != "memory:snapshot")

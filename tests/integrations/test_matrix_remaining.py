@@ -330,8 +330,10 @@ def test_codex_without_managed_requirements_reports_none(repo, vera, home_env, r
 @pytest.mark.parametrize(("mode", "scopes", "ok"), [
     ("off", "memory:read", True),
     ("off", "memory:read memory:snapshot memory:feedback", False),  # an old off token
-    ("suggest", "memory:read memory:snapshot memory:feedback", False),  # cannot propose
-    ("suggest", "memory:read memory:snapshot memory:feedback memory:propose", True)])
+    ("suggest", "memory:read memory:feedback", False),  # cannot propose
+    ("suggest", "memory:read memory:feedback memory:propose", True),
+    # OpenCode approves per tool, so its credential never persists (ADR 0019).
+    ("suggest", "memory:read memory:snapshot memory:feedback memory:propose", False)])
 def test_doctor_checks_the_token_holds_exactly_its_modes_scopes(vera, mode, scopes,
                                                                  ok) -> None:
     presented = token(scope=scopes)

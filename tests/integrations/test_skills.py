@@ -53,6 +53,26 @@ def test_every_mode_keeps_cite_abstain_untrusted_and_no_shared_truth(mode: str) 
     assert f"Save mode for this project: **{mode}**" in text
 
 
+@pytest.mark.parametrize("mode", SAVE_MODES)
+def test_every_runtime_grounds_with_get_context_and_is_told_persisting_may_be_refused(
+        mode: str) -> None:
+    """ADR 0019: ephemeral knowledge_get_context runs without a prompt everywhere, so no
+    runtime is pointed at knowledge_search instead; persisting may be refused for the
+    runtime's credential, and the agent then tells the user."""
+    retrieval = section_of(render_skill(mode), "## Retrieval")
+    assert "`knowledge_get_context`" in retrieval and "`persist` false" in retrieval
+    assert "knowledge_search" not in render_skill(mode)
+    assert "`unauthorized`" in retrieval and "Tell the user" in retrieval
+    writes = section_of(render_skill(mode), "## Writes")
+    assert "`knowledge_create_snapshot`" in writes and "`unauthorized`" in writes
+
+
+def section_of(text: str, heading: str) -> str:
+    start = text.index(heading + "\n")
+    end = text.find("\n## ", start + len(heading))
+    return text[start:end if end >= 0 else len(text)]
+
+
 def test_off_never_suggests_a_proposal() -> None:
     text = render_skill("off")
     assert "## End of task" not in text

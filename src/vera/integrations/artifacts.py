@@ -45,8 +45,12 @@ WRITE_TOOLS = (
     "memory_feedback",
 )
 PROPOSAL_TOOLS = ("knowledge_propose", "memory_propose")
-# Writes only with persist=true: where the runtime decides per call (Claude Code's
-# PreToolUse hook) an ephemeral call needs no click; elsewhere it asks per tool (GUIDE).
+# Writes only with persist=true (ADR 0019). Claude Code decides per call (its PreToolUse
+# hook asks for persist=true). Codex and OpenCode approve per tool, so their credential
+# cannot persist (contract.credential_scopes) and the server refuses persist=true for them:
+# for them the tool is a read. Codex learns that from the read-only annotation the server
+# derives from its token (its `writes` mode then asks nothing); OpenCode has no such mode,
+# so its rule allows the tool.
 PER_CALL_TOOLS = ("knowledge_get_context",)
 # The coding profile's read-only tools: retrieval runs without a click, headless included.
 READ_TOOLS = (
@@ -167,7 +171,8 @@ OPENCODE_PLUGIN = f"{OPENCODE_DIR}/vera-bootstrap.js"
 
 
 def _opencode(mode: str, api_url: str) -> list[Artifact]:
-    permission = {f"{SERVER_NAME}_{tool}": d for tool, d in write_decisions(mode).items()}
+    permission = {f"{SERVER_NAME}_{tool}": "allow" if tool in PER_CALL_TOOLS else d
+                  for tool, d in write_decisions(mode).items()}
     plugin = plugin_source().replace("__VERA_API_URL__", json.dumps(api_url))
     return [
         Artifact(".agents/skills/vera/SKILL.md", "file", render_skill(mode)),

@@ -28,11 +28,23 @@ SAVE_MODE_SCOPES: Mapping[str, tuple[str, ...]] = {
 }
 
 
+# Runtimes whose client approves per tool, never per call: they cannot ask for
+# knowledge_get_context(persist=true) alone, so their credential cannot persist, and the
+# server refuses that call (and snapshots) for them; ephemeral grounding then runs without a
+# prompt (docs/adr/0019-reads-without-prompts.md).
+PER_TOOL_APPROVAL_RUNTIMES = frozenset({"codex", "opencode"})
+PERSIST_SCOPE = "memory:snapshot"
+
+
 def credential_scopes(runtime: str, mode: str) -> tuple[str, ...]:
     """The scopes of the MCP token ``vera connect`` mints for ``runtime`` in save mode
     ``mode``: each runtime has its own credential, so one runtime's mode never changes
     another's rights."""
-    return tuple(SAVE_MODE_SCOPES[mode])
+    scopes = SAVE_MODE_SCOPES[mode]
+    if runtime in PER_TOOL_APPROVAL_RUNTIMES:
+        return tuple(scope for scope in scopes if scope != PERSIST_SCOPE)
+    return tuple(scopes)
+
 
 # The defaults a reviewed override may change, and the values each may take. Everything
 # else (privacy, approval, shared promotion) is fixed by the GUIDE: an override there would

@@ -320,7 +320,8 @@ def _credential_findings(root: Path, name: str, approval: Approval, mode: str,
     missing, beyond = sorted(wanted - granted), sorted(granted - wanted)
     detail = " ".join(sorted(granted)) if not (missing or beyond) else "; ".join(
         [f"lacks {' '.join(missing)}"] * bool(missing)
-        + [f"grants {' '.join(beyond)}, more than save mode {mode} allows"] * bool(beyond))
+        + [f"grants {' '.join(beyond)}, more than {name} in save mode {mode} may hold"]
+        * bool(beyond))
     findings.append(Finding("mcp token scopes", not (missing or beyond), detail if not (
         missing or beyond) else f"{detail}: run `vera connect {name}` again"))
     return findings, token

@@ -62,9 +62,13 @@ behind the MCP server named `vera`. Save mode for this project: **{mode}**.
 
 ## Retrieval
 
-- Call `knowledge_get_context` when the task depends on team knowledge, bound to the
-  resolved project, the current repository, branch and code path. Keep `persist` false
-  unless the user asks for a stable pack; a persisted pack is a write and needs approval.
+- Ground the task with `knowledge_get_context` whenever it depends on team knowledge,
+  bound to the resolved project, the current repository, branch and code path, with
+  `persist` false. That call only reads and runs without an approval prompt, headless too.
+- Keep `persist` false unless the user asks for a stable pack. A persisted pack is a
+  write: the client asks for approval, and this runtime's credential may not be allowed to
+  persist at all; then the server answers `unauthorized`. Tell the user the pack was not
+  stored (a runtime that may persist, the console or the REST API can); don't retry.
 - Don't call it again for the same question in the same task; reuse what you got.
 
 ## Cite and abstain
@@ -84,7 +88,8 @@ behind the MCP server named `vera`. Save mode for this project: **{mode}**.
 
 - Never promote or publish shared truth; only humans verify.
 - Snapshots (`knowledge_create_snapshot`) are a deliberate action the user asks for; never
-  part of saving.
+  part of saving. This runtime's credential may not be allowed to make one (`unauthorized`):
+  then tell the user.
 - Feedback (`knowledge_feedback`) only with a clear accepted or rejected signal from the
   user, attributed to the exact persisted pack and result.
 """

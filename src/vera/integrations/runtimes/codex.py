@@ -38,9 +38,9 @@ HEADERS_HELPER = HEADERS_COMMAND
 TOOL_TIMEOUT_SECONDS = 45
 REFRESH = (f"Codex runs `{HEADERS_COMMAND}` (http_headers_helper) when it connects and "
            "again after a refusal")
-APPROVAL = ("retrieval runs without a click; Codex approves per tool only, so "
-            "knowledge_get_context asks every time (headless `codex exec` cannot call it: "
-            "use knowledge_search there); writes ask as the save mode says")
+APPROVAL = ("retrieval and knowledge_get_context run without a click (Codex approves per "
+            "tool only, so its credential cannot persist: the server lists the tool read-only "
+            "for it and refuses persist=true); writes ask as the save mode says")
 
 
 def mcp_file(root: Path) -> str:

@@ -23,9 +23,9 @@ NEW_FILE_KEYS = {"$schema": "https://opencode.ai/config.json"}
 # it ends soon. A token that ends while OpenCode runs holds until OpenCode restarts.
 REFRESH = ("VERA's OpenCode plugin runs `vera mcp-token` when OpenCode starts; a token "
            "that ends while it runs needs a restart")
-APPROVAL = ("retrieval runs without a click; OpenCode approves per tool only, so "
-            "knowledge_get_context asks every time (headless `opencode run` cannot call it: "
-            "use knowledge_search there); writes ask as the save mode says")
+APPROVAL = ("retrieval and knowledge_get_context run without a click (OpenCode approves "
+            "per tool only, so its credential cannot persist: the server refuses "
+            "persist=true); writes ask as the save mode says")
 
 
 # OpenCode's managed config folder on Linux; its own test variable moves it.
