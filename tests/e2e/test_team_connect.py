@@ -33,6 +33,7 @@ from team import (
     shared_project,
 )
 
+from vera.gateway.errors import ERROR_CODES
 from vera.integrations.ownership import TOKEN_PATH
 from vera.repository_identity import canonicalize
 
@@ -95,9 +96,13 @@ async def test_each_save_modes_token_fits_it_and_the_server_holds_off(
     api_key = register(auth_stack)
     suggest = connect(auth_stack, repo, env, api_key, "opencode", "suggest")
     async with client(auth_stack, suggest) as session:
-        assert await granted(session) == {"READ", "PROPOSE", "FEEDBACK", "SNAPSHOT"}
+        # OpenCode approves per tool, so its credential never persists (ADR 0019).
+        assert await granted(session) == {"READ", "PROPOSE", "FEEDBACK"}
         created = await session.call_tool("knowledge_propose", PROPOSAL)
         assert not created.is_error, created.content
+    claude = connect(auth_stack, repo, env, api_key, "claude-code", "suggest")
+    async with client(auth_stack, claude) as session:
+        assert await granted(session) == {"READ", "PROPOSE", "FEEDBACK", "SNAPSHOT"}
 
     off = connect(auth_stack, repo, env, api_key, "opencode", "off")
     async with client(auth_stack, off) as session:
@@ -234,6 +239,15 @@ async def nothing_proposed(stack, team: Team, token: str, runtime: str) -> dict:
     return counts
 
 
+def refused_by_the_server(seen: str) -> None:
+    """What the model read for knowledge_get_context(persist=true) from a runtime whose
+    credential cannot persist: the server's refusal (the client let the call through,
+    ADR 0019). Codex shows the error's data (code and scope); OpenCode only its JSON-RPC
+    code and message."""
+    code, _ = ERROR_CODES["unauthorized"]
+    assert ("unauthorized" in seen and "memory:snapshot" in seen) or f"{code}:" in seen, seen
+
+
 def tool_results(bodies: list[dict]) -> list[str]:
     last = bodies[-1] if bodies else {}
     return [json.dumps(block.get("content")) for m in last.get("messages", [])
@@ -283,16 +297,17 @@ async def test_codex_headless_against_the_authenticated_gateway(
         auth_stack, team, runtime_bin, tmp_path) -> None:
     """`codex exec` in a clone of the team's repository, from a shell with nothing exported
     (Codex runs `vera mcp-token --headers`, its http_headers_helper): bootstrap selects the
-    team's project,
-    search (Codex asks for get_context per tool, the GUIDE) cites the curator's fact, the
+    team's project, get_context cites the curator's fact without an approval (the server
+    lists it read-only for Codex's credential, which cannot persist: ADR 0019), its
+    persisted form is refused by the server (`unauthorized`, memory:snapshot), the
     suggest-mode proposal is not written, and the proposal report agrees."""
     repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
     done = run_vera(repo, env, "connect", "codex", "--api-url", api_url(auth_stack),
                     "--mcp-url", auth_stack.mcp_url, "--yes", "--api-key-stdin",
                     stdin=team.dev_key + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
-    model = FakeResponses(plan=session_plan("knowledge_search", "codex",
-                                            lambda: model.bodies))
+    model = FakeResponses(plan=session_plan("knowledge_get_context", "codex",
+                                            lambda: model.bodies, persists=True))
     codex_home = Path(env["CODEX_HOME"])
     (codex_home / "config.toml").write_text(
         f'model = "fake-model"\nmodel_provider = "fake"\n[model_providers.fake]\n'
@@ -313,10 +328,11 @@ async def test_codex_headless_against_the_authenticated_gateway(
     outputs = [str(item.get("output")) for body in model.bodies[-1:]
                for item in body.get("input", [])
                if isinstance(item, dict) and item.get("type", "").endswith("call_output")]
-    assert len(outputs) == 4, (outputs, ran.stderr[-2000:])
+    assert len(outputs) == 5, (outputs, ran.stderr[-2000:])
     grounded(outputs, team)
+    refused_by_the_server(outputs[2])
     counts = await nothing_proposed(auth_stack, team, (repo / TOKEN_PATH).read_text(), "codex")
-    seen = json.loads(outputs[3][outputs[3].index("{"):])  # after Codex's own preamble
+    seen = json.loads(outputs[4][outputs[4].index("{"):])  # after Codex's own preamble
     assert seen["counts"] == counts  # the model agrees
 
 
@@ -324,12 +340,15 @@ async def test_opencode_headless_against_the_authenticated_gateway(
         auth_stack, team, runtime_bin, tmp_path, opencode_home, opencode_plugin_sdk) -> None:
     """`opencode run` in a clone of the team's repository, from a shell with nothing
     exported, reading the token through its own `{file:}` substitution: bootstrap selects
-    the team's project, search cites the curator's fact, the suggest-mode proposal is
-    refused by the `ask` rule (headless OpenCode ends the run there) and not written, as
-    the server's proposal report shows."""
+    the team's project, get_context cites the curator's fact without an approval (its rule
+    allows it: the credential cannot persist, ADR 0019), its persisted form is refused by
+    the server (`unauthorized`, memory:snapshot), the suggest-mode proposal is refused by
+    the `ask` rule (headless OpenCode ends the run there) and not written, as the server's
+    proposal report shows."""
     repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
     token = connect(auth_stack, repo, env, team.dev_key, "opencode", "suggest")
-    model = FakeChat(plan=session_plan("knowledge_search", "opencode", lambda: model.bodies))
+    model = FakeChat(plan=session_plan("knowledge_get_context", "opencode",
+                                       lambda: model.bodies, persists=True))
     config = json.loads((repo / "opencode.json").read_text())
     config.update({"model": "fake/m", "provider": {"fake": {
         "npm": "@ai-sdk/openai-compatible", "name": "Fake",
@@ -347,11 +366,12 @@ async def test_opencode_headless_against_the_authenticated_gateway(
     assert hook_reached_the_model(model.bodies)
     outputs = [str(m.get("content")) for body in model.bodies[-1:]
                for m in body.get("messages", []) if m.get("role") == "tool"]
-    assert len(outputs) == 2, (outputs, ran.stderr[-2000:])
+    assert len(outputs) == 3, (outputs, ran.stderr[-2000:])
     grounded(outputs, team)
+    refused_by_the_server(outputs[2])
     asked = [c["function"]["name"] for body in model.bodies[-1:] for m in body.get("messages", [])
              if m.get("role") == "assistant" for c in m.get("tool_calls") or ()]
-    assert asked == ["vera_knowledge_bootstrap", "vera_knowledge_search"]
+    assert asked == ["vera_knowledge_bootstrap", *["vera_knowledge_get_context"] * 2]
     assert await nothing_proposed(auth_stack, team, token, "opencode") == {
         "conflicted": 0, "created": 0, "deduplicated": 0, "rejected": 0, "skipped": 0}
 
@@ -362,6 +382,7 @@ LEARNED = {"subject": "payments-api", "predicate": "retry_policy",
            "evidence_text": "handler.py retries", "branch": "main",
            "code_path": "services/payments/handler.py"}
 QUESTION = "how does payments-api retry?"
+GROUNDING = "knowledge_get_context"
 # A session: given the steps the scripted model takes (from the arguments the session-start
 # hook handed it), the tool results it read, as text, in order.
 Session = Callable[[Callable[[dict], list[tuple[str, dict]]]], list[str]]
@@ -403,11 +424,11 @@ def _verify_in_console(stack, curator_key: str, fact_key: str, runtime: str) -> 
         driver.quit()
 
 
-async def _second_half(stack, team: Team, runtime: str, session: Session,
-                       grounding: str) -> None:
+async def _second_half(stack, team: Team, runtime: str, session: Session) -> None:
     """The runtime's session proposes what it learned (auto-propose: no prompt), the curator
-    verifies it in the console, and a new session grounds with ``grounding`` and its model
-    reads the verified fact, cited and marked verified."""
+    verifies it in the console, and a new session grounds with knowledge_get_context (no
+    prompt in any runtime, ADR 0019) and its model reads the verified fact, cited and
+    marked verified."""
     found = {**LEARNED, "object": learned(runtime)}
 
     def learn(arguments: dict) -> list[tuple[str, dict]]:
@@ -430,7 +451,7 @@ async def _second_half(stack, team: Team, runtime: str, session: Session,
     query = {"query": QUESTION, "project": PROJECT}
     async with client(stack, exchanged.json()["access_token"]) as reader:
         for _ in range(240):  # until retrieval has indexed the verified version
-            answer = (await reader.call_tool(grounding, query)).structured_content
+            answer = (await reader.call_tool(GROUNDING, query)).structured_content
             served = [r for r in answer["results"] if r["object"] == found["object"]]
             if served:
                 break
@@ -439,7 +460,7 @@ async def _second_half(stack, team: Team, runtime: str, session: Session,
     assert fact["citations"][0]["verification"] == "verified"
 
     def ground(arguments: dict) -> list[tuple[str, dict]]:
-        return [("knowledge_bootstrap", arguments), (grounding, {**query, **arguments})]
+        return [("knowledge_bootstrap", arguments), (GROUNDING, {**query, **arguments})]
 
     read = await anyio.to_thread.run_sync(session, ground)
     assert all(part in read[1] for part in (fact["fact_key"], found["object"], "verified")), \
@@ -481,13 +502,13 @@ async def test_claude_codes_proposal_is_verified_in_the_console_and_served_back(
         assert json.loads(done.stdout).get("permission_denials", []) == []
         return [json.loads(r) for r in tool_results(model.bodies)]
 
-    await _second_half(auth_stack, team, "claude-code", session, "knowledge_get_context")
+    await _second_half(auth_stack, team, "claude-code", session)
 
 
 async def test_codexs_proposal_is_verified_in_the_console_and_served_back(
         auth_stack, team, runtime_bin, tmp_path) -> None:
     """The same with `codex exec` (its token from its headers helper; it grounds with
-    knowledge_search, since Codex asks for get_context per call)."""
+    knowledge_get_context, which asks nothing for its credential)."""
     repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
     done = run_vera(repo, env, "connect", "codex", "--api-url", api_url(auth_stack),
                     "--mcp-url", auth_stack.mcp_url, "--save-mode", "auto-propose", "--yes",
@@ -515,12 +536,12 @@ async def test_codexs_proposal_is_verified_in_the_console_and_served_back(
                 for item in body.get("input", [])
                 if isinstance(item, dict) and item.get("type", "").endswith("call_output")]
 
-    await _second_half(auth_stack, team, "codex", session, "knowledge_search")
+    await _second_half(auth_stack, team, "codex", session)
 
 
 async def test_opencodes_proposal_is_verified_in_the_console_and_served_back(
         auth_stack, team, runtime_bin, tmp_path, opencode_home, opencode_plugin_sdk) -> None:
-    """The same with `opencode run` (it grounds with knowledge_search)."""
+    """The same with `opencode run` (it grounds with knowledge_get_context too)."""
     repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
     connect(auth_stack, repo, env, team.dev_key, "opencode", "auto-propose")
     connected = json.loads((repo / "opencode.json").read_text())
@@ -543,4 +564,4 @@ async def test_opencodes_proposal_is_verified_in_the_console_and_served_back(
         return [str(m.get("content")) for body in model.bodies[-1:]
                 for m in body.get("messages", []) if m.get("role") == "tool"]
 
-    await _second_half(auth_stack, team, "opencode", session, "knowledge_search")
+    await _second_half(auth_stack, team, "opencode", session)
