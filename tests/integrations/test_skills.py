@@ -68,9 +68,9 @@ def test_every_runtime_grounds_with_get_context_and_is_told_persisting_may_be_re
 
 
 def section_of(text: str, heading: str) -> str:
-    start = text.index(heading + "\n")
+    start = text.index(heading + "\n")  # its words, whatever the line breaks
     end = text.find("\n## ", start + len(heading))
-    return text[start:end if end >= 0 else len(text)]
+    return " ".join(text[start:end if end >= 0 else len(text)].split())
 
 
 def test_off_never_suggests_a_proposal() -> None:
