@@ -9,9 +9,12 @@ session's model reads the verified fact, cited and marked verified."""
 from __future__ import annotations
 
 import json
+import queue
 import re
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -334,6 +337,91 @@ async def test_codex_headless_against_the_authenticated_gateway(
     counts = await nothing_proposed(auth_stack, team, (repo / TOKEN_PATH).read_text(), "codex")
     seen = json.loads(outputs[4][outputs[4].index("{"):])  # after Codex's own preamble
     assert seen["counts"] == counts  # the model agrees
+
+
+def codex_interactive_turn(repo: Path, env: dict[str, str], question: str) -> list[dict]:
+    """One turn of an interactive Codex (``codex app-server``, the protocol Codex's own UIs
+    speak) with approval policy ``on-request``, as a person at the prompt would run it.
+    Every approval Codex asks for is answered "no". Returns those approval requests."""
+    server = subprocess.Popen(["codex", "app-server"], cwd=repo, env=env, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL)
+    assert server.stdin is not None and server.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+    stdout, stdin = server.stdout, server.stdin
+    threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True).start()
+
+    def send(message: dict) -> None:
+        stdin.write(json.dumps(message) + "\n")
+        stdin.flush()
+
+    def until(done: Callable[[dict], bool], asked: list[dict]) -> dict:
+        deadline = time.monotonic() + 180
+        while (left := deadline - time.monotonic()) > 0:
+            message = json.loads(lines.get(timeout=left))
+            if "method" in message and "id" in message:  # Codex asks the person
+                asked.append(message)
+                declined = ({"action": "decline"} if "elicitation" in message["method"]
+                            else {"answers": {}})
+                send({"id": message["id"], "result": declined})
+            elif done(message):
+                return message
+        raise AssertionError("codex app-server did not finish the turn")
+
+    asked: list[dict] = []
+    try:
+        send({"id": 1, "method": "initialize",
+              "params": {"clientInfo": {"name": "vera-test", "version": "1"}}})
+        until(lambda m: m.get("id") == 1, asked)
+        send({"method": "initialized"})
+        send({"id": 2, "method": "thread/start", "params": {
+            "cwd": str(repo), "approvalPolicy": "on-request", "sandbox": "workspace-write"}})
+        thread = until(lambda m: m.get("id") == 2, asked)["result"]["thread"]["id"]
+        send({"id": 3, "method": "turn/start", "params": {
+            "threadId": thread, "input": [{"type": "text", "text": question}]}})
+        until(lambda m: m.get("method") == "turn/completed", asked)
+    finally:
+        server.kill()
+        server.wait()
+    return asked
+
+
+async def test_interactive_codex_asks_for_the_write_only(
+        auth_stack, team, runtime_bin, tmp_path) -> None:
+    """Interactive Codex (approval policy on-request): knowledge_get_context answers with
+    the curator's fact without a question, its persisted form reaches the server and is
+    refused there, and the one approval Codex asks for is the proposal's (ADR 0019)."""
+    repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
+    connect(auth_stack, repo, env, team.dev_key, "codex", "suggest")
+    query = {"query": "which database does payments-api use?", "project": PROJECT}
+    steps = [("knowledge_get_context", query),
+             ("knowledge_get_context", {**query, "persist": True}),
+             ("knowledge_propose", {"subject": "payments-api", "predicate": "retry_policy",
+                                    "object": "three times", "evidence_text": "handler.py",
+                                    "task_ref": task("codex-interactive"), "runtime": "codex"})]
+    model = FakeResponses(plan=lambda results: steps[len(results)] if len(results) < len(
+        steps) else None)
+    codex_home = Path(env["CODEX_HOME"])
+    (codex_home / "config.toml").write_text(
+        f'model = "fake-model"\nmodel_provider = "fake"\n[model_providers.fake]\n'
+        f'name = "fake"\nbase_url = "{model.url}/v1"\nwire_api = "responses"\n'
+        f'env_key = "FAKE_API_KEY"\n[projects."{repo}"]\ntrust_level = "trusted"\n')
+    clean = {"PATH": shell_path(runtime_bin), "HOME": env["HOME"],
+             "CODEX_HOME": str(codex_home), "FAKE_API_KEY": "x"}
+    try:
+        asked = await anyio.to_thread.run_sync(codex_interactive_turn, repo, clean,
+                                               "which database does payments-api use?")
+    finally:
+        model.close()
+    outputs = [str(item.get("output")) for body in model.bodies[-1:]
+               for item in body.get("input", [])
+               if isinstance(item, dict) and item.get("type", "").endswith("call_output")]
+    assert len(outputs) == 3, (outputs, asked)
+    assert all(cited in outputs[0] for cited in (team.fact_key, SEED_OBJECT)), outputs[0]
+    refused_by_the_server(outputs[1])
+    assert len(asked) == 1 and "knowledge_propose" in json.dumps(asked[0]), asked
+    await nothing_proposed(auth_stack, team, (repo / TOKEN_PATH).read_text(),
+                           "codex-interactive")
 
 
 async def test_opencode_headless_against_the_authenticated_gateway(
