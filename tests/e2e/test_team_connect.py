@@ -33,7 +33,7 @@ from team import (
     shared_project,
 )
 
-from vera.integrations.ownership import TOKEN_PATH
+from vera.integrations.ownership import credential_files
 from vera.repository_identity import canonicalize
 
 # Appended, not prepended: `conftest` must stay the e2e one for the modules beside this.
@@ -70,7 +70,7 @@ def connect(stack, repo: Path, env: dict[str, str], api_key: str, runtime: str,
                     stack.mcp_url, "--save-mode", mode, "--yes", "--api-key-stdin",
                     stdin=api_key + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
-    return (repo / TOKEN_PATH).read_text()
+    return (repo / credential_files(runtime).token).read_text()
 
 
 def client(stack, token: str) -> Client:
@@ -282,8 +282,8 @@ async def test_claude_code_headless_against_the_authenticated_gateway(
 async def test_codex_headless_against_the_authenticated_gateway(
         auth_stack, team, runtime_bin, tmp_path) -> None:
     """`codex exec` in a clone of the team's repository, from a shell with nothing exported
-    (Codex runs `vera mcp-token --headers`, its http_headers_helper): bootstrap selects the
-    team's project,
+    (Codex runs `vera mcp-token --runtime codex --headers`, its http_headers_helper):
+    bootstrap selects the team's project,
     search (Codex asks for get_context per tool, the GUIDE) cites the curator's fact, the
     suggest-mode proposal is not written, and the proposal report agrees."""
     repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
@@ -315,7 +315,8 @@ async def test_codex_headless_against_the_authenticated_gateway(
                if isinstance(item, dict) and item.get("type", "").endswith("call_output")]
     assert len(outputs) == 4, (outputs, ran.stderr[-2000:])
     grounded(outputs, team)
-    counts = await nothing_proposed(auth_stack, team, (repo / TOKEN_PATH).read_text(), "codex")
+    token = (repo / credential_files("codex").token).read_text()
+    counts = await nothing_proposed(auth_stack, team, token, "codex")
     seen = json.loads(outputs[3][outputs[3].index("{"):])  # after Codex's own preamble
     assert seen["counts"] == counts  # the model agrees
 
