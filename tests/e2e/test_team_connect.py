@@ -120,6 +120,67 @@ async def test_each_save_modes_token_fits_it_and_the_server_holds_off(
                                                     "required_scope": scope}
 
 
+def mcp_token(repo: Path, env: dict[str, str], runtime: str) -> str:
+    done = run_vera(repo, env, "mcp-token", "--runtime", runtime)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def live_connection_keys(stack, api_key: str) -> list[str]:
+    """The runtimes whose per-connection key (labelled by connect) still stands."""
+    keys = httpx.get(f"{api_url(stack)}/identity/api-keys", headers=bearer(api_key),
+                     params={"page_size": 100}).json()["keys"]
+    return sorted(k["label"].split()[2] for k in keys
+                  if k["label"].startswith("vera connect") and not k["revoked_at"])
+
+
+async def rights(stack, token: str, propose: bool = False) -> set[str]:
+    async with client(stack, token) as session:
+        if propose:
+            created = await session.call_tool("knowledge_propose", {
+                **PROPOSAL, "runtime": "claude-code", "task_ref": "task-side-by-side"})
+            assert not created.is_error, created.content
+        return await granted(session)
+
+
+def test_runtimes_side_by_side_keep_their_own_rights(auth_stack, runtime_bin, tmp_path):
+    """Claude Code in suggest, then OpenCode in off in the same repository: OpenCode gets a
+    read-only key and token of its own (no key typed), Claude Code keeps its proposal
+    rights and files, and disconnecting OpenCode revokes its key alone. Each real runtime
+    CLI connects with its own token."""
+    repo, env = project(auth_stack, runtime_bin, tmp_path)
+    api_key = register(auth_stack)
+    claude = connect(auth_stack, repo, env, api_key, "claude-code", "suggest")
+    claude_files = {rel: (repo / rel).read_text() for rel in (
+        ".mcp.json", ".claude/settings.json", ".claude/skills/vera/SKILL.md")}
+    second = run_vera(repo, env, "connect", "opencode", "--api-url", api_url(auth_stack),
+                      "--mcp-url", auth_stack.mcp_url, "--save-mode", "off", "--yes")
+    assert second.returncode == 0, second.stdout + second.stderr
+    opencode = (repo / credential_files("opencode").token).read_text()
+    assert {rel: (repo / rel).read_text() for rel in claude_files} == claude_files
+    claude_now = mcp_token(repo, env, "claude-code")
+    assert {"READ", "PROPOSE"} <= anyio.run(rights, auth_stack, claude_now, True)
+    assert anyio.run(rights, auth_stack, opencode) == {"READ"}
+    assert live_connection_keys(auth_stack, api_key) == ["claude-code", "opencode"]
+    # Each runtime's own CLI reaches VERA with its own token.
+    listed = subprocess.run(["opencode", "mcp", "list"], cwd=repo, env=env,
+                            capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    assert "✓ vera" in listed.stdout + listed.stderr, listed.stdout + listed.stderr
+    handshake.approve_claude_server(repo, env)
+    health = subprocess.run(["claude", "mcp", "get", "vera"], cwd=repo, env=env,
+                            capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    assert "Connected" in health.stdout, health.stdout + health.stderr
+
+    gone = run_vera(repo, env, "disconnect", "opencode", "--yes")
+    assert gone.returncode == 0, gone.stderr
+    assert live_connection_keys(auth_stack, api_key) == ["claude-code"]
+    assert (repo / credential_files("claude-code").token).read_text() == claude
+    report = run_vera(repo, env, "doctor", "claude-code")
+    assert "ok   mcp token scopes" in report.stdout, report.stdout
+
+
 # The real runtimes' rows ---------------------------------------------------------------------
 
 
