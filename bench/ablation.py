@@ -301,6 +301,9 @@ FUSION_VARIANTS: dict[str, dict] = {
     **{f"fusion: time bonus {b}": {"time_bonus": b} for b in (0.0, 0.1)},
 }
 FUSION_LOCO = "fusion chosen leave-one-conversation-out"
+# The fusion before issue 45 item 1 (commit 7a90749): entity bonus 0.2, no time bonus; the
+# code-repos and fusion-cost benches compare the shipped fusion against it.
+BEFORE_ISSUE_45_ITEM_1: dict[str, Any] = {"entity_bonus": 0.2, "time_bonus": 0.0}
 
 
 def _loco_objective(summary: dict) -> float:
