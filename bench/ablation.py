@@ -76,6 +76,16 @@ async def index_conversations(conversations: list[locomo.Conversation], embedder
     """Every conversation's turns as facts, embedded into a qdrant-edge shard under
     ``directory`` and into a FactMemory as the indexer does; the graph built at the end.
     Returns (vector index, memory, facts by key)."""
+    return await index_facts(
+        [[turn_fact(conv, i, t) for i, t in enumerate(conv.turns)] for conv in conversations],
+        embedder, directory, desc)
+
+
+async def index_facts(batches: list[list], embedder, directory: Path, desc: str):
+    """Each batch of retrieval facts (``vera.services.retrieval.domain.Fact``) embedded into a
+    qdrant-edge shard under ``directory`` and into a FactMemory as the indexer does, one
+    position per batch; the graph built at the end. Returns (vector index, memory, facts
+    by key)."""
     from vera.services.retrieval.indexing.indexer import embedding_text
     from vera.services.retrieval.memory.facts import FactMemory
     from vera.services.retrieval.vectors.edge import EdgeVectorIndex
@@ -83,8 +93,7 @@ async def index_conversations(conversations: list[locomo.Conversation], embedder
     vectors = await EdgeVectorIndex.open(directory / "vectors", embedder.dimensions)
     memory = FactMemory(embedder.dimensions)
     facts: dict[str, object] = {}
-    for position, conv in enumerate(tqdm(conversations, desc=desc, file=sys.stderr), start=1):
-        batch = [turn_fact(conv, i, t) for i, t in enumerate(conv.turns)]
+    for position, batch in enumerate(tqdm(batches, desc=desc, file=sys.stderr), start=1):
         vecs = await embedder.embed([embedding_text(f) for f in batch])
         await vectors.upsert(batch, vecs)
         memory.upsert(batch, vecs, position)
@@ -292,6 +301,9 @@ FUSION_VARIANTS: dict[str, dict] = {
     **{f"fusion: time bonus {b}": {"time_bonus": b} for b in (0.0, 0.1)},
 }
 FUSION_LOCO = "fusion chosen leave-one-conversation-out"
+# The fusion before issue 45 item 1 (commit 7a90749): entity bonus 0.2, no time bonus; the
+# code-repos and fusion-cost benches compare the shipped fusion against it.
+BEFORE_ISSUE_45_ITEM_1: dict[str, Any] = {"entity_bonus": 0.2, "time_bonus": 0.0}
 
 
 def _loco_objective(summary: dict) -> float:

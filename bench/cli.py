@@ -10,6 +10,8 @@ import sys
 # name -> (module:function, what it measures)
 BENCHES = {
     "locomo": ("bench.run:main", "retrieval quality on LoCoMo dev next to BM25 and dense"),
+    "code-repos": ("bench.code_repos:main", "retrieval quality on code repository questions"),
+    "fusion-cost": ("bench.fusion_cost:main", "issue 45 item 1's ranking terms off and on"),
     "scale": ("bench.scale:cli", "latency and load at 10k-1M generated facts"),
     "feedback": ("bench.feedback:cli", "the learned ranking stage fitted on feedback"),
     "rank-ablation": ("bench.rank_ablation:cli", "learned rankers over the signal vector"),

@@ -106,25 +106,32 @@ def ingest_all(conversations: list[locomo.Conversation], root: Path, data_dir: P
     seconds: dict[str, float] = {}
     for conv in tqdm(conversations, desc="vera ingest", unit="conv", file=sys.stderr):
         path = locomo.write_jsonl(conv, root / f"{conv.project}.jsonl")
-        t0 = time.perf_counter()
-        ingest_env = {**env, "VERA_RPC__DEADLINE_SECONDS": str(deadline_s)}
-        for attempt in range(1, INGEST_ATTEMPTS + 1):
-            done = subprocess.run(
-                _vera_cmd("ingest", str(path), "--project", conv.project, "--data-dir",
-                          str(data_dir)),
-                env=ingest_env, capture_output=True, text=True, timeout=900, cwd=ROOT)
-            if done.returncode == 0:
-                break
-            reason = _last_line(done.stderr) or _last_line(done.stdout)
-            failures.append({"project": conv.project, "attempt": attempt,
-                             "exit_code": done.returncode, "reason": reason})
-            tqdm.write(f"WARNING: vera ingest {conv.project} attempt {attempt} failed "
-                       f"({done.returncode}): {reason}", file=sys.stderr)
-        else:
-            raise RuntimeError(f"vera ingest {conv.project} failed {INGEST_ATTEMPTS} times:\n"
-                               f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-        seconds[conv.project] = time.perf_counter() - t0
+        seconds[conv.project] = ingest_file(path, conv.project, data_dir, env, failures,
+                                            deadline_s)
     return seconds
+
+
+def ingest_file(path: Path, project: str, data_dir: Path, env: dict[str, str],
+                failures: list[dict], deadline_s: float = INGEST_DEADLINE_SECONDS) -> float:
+    """`vera ingest PATH --project PROJECT`, retried when it fails (each failure reported in
+    ``failures``); returns its seconds."""
+    t0 = time.perf_counter()
+    ingest_env = {**env, "VERA_RPC__DEADLINE_SECONDS": str(deadline_s)}
+    for attempt in range(1, INGEST_ATTEMPTS + 1):
+        done = subprocess.run(
+            _vera_cmd("ingest", str(path), "--project", project, "--data-dir", str(data_dir)),
+            env=ingest_env, capture_output=True, text=True, timeout=900, cwd=ROOT)
+        if done.returncode == 0:
+            break
+        reason = _last_line(done.stderr) or _last_line(done.stdout)
+        failures.append({"project": project, "attempt": attempt,
+                         "exit_code": done.returncode, "reason": reason})
+        tqdm.write(f"WARNING: vera ingest {project} attempt {attempt} failed "
+                   f"({done.returncode}): {reason}", file=sys.stderr)
+    else:
+        raise RuntimeError(f"vera ingest {project} failed {INGEST_ATTEMPTS} times:\n"
+                           f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return time.perf_counter() - t0
 
 
 def _last_line(text: str) -> str:

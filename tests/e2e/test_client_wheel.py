@@ -14,7 +14,7 @@ import httpx
 import pytest
 import test_runtime_handshake as handshake
 
-from vera.integrations.ownership import TOKEN_PATH
+from vera.integrations.ownership import credential_files
 
 pytestmark = pytest.mark.e2e
 runtime_bin, project = handshake.runtime_bin, handshake.project
@@ -54,7 +54,7 @@ def test_the_wheels_vera_connects_and_doctors_an_authenticated_stack(
     connected = vera("connect", "codex", "--api-url", api_url, "--mcp-url",
                      auth_stack.mcp_url, "--yes", "--api-key-stdin", stdin=api_key + "\n")
     assert connected.returncode == 0, connected.stdout + connected.stderr
-    token = (repo / TOKEN_PATH).read_text()
+    token = (repo / credential_files("codex").token).read_text()
     doctor = vera("doctor", "codex", VERA_MCP_TOKEN=token)
     tools = next(line for line in doctor.stdout.splitlines() if "vera tools visible" in line)
     assert tools.strip().startswith("ok"), doctor.stdout + doctor.stderr

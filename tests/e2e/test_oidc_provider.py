@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client, MCPError
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-from vera.integrations.ownership import TOKEN_PATH
+from vera.integrations.ownership import credential_files
 from vera.integrations.runtimes import OAUTH_STEP
 from vera.stack.launcher import LaunchedStack, launch, launch_env
 from vera.stack.ports import free_port
@@ -172,7 +172,7 @@ def test_connect_leaves_the_sign_in_to_the_runtime_and_doctor_names_the_provider
                               "--mcp-url", oidc_stack.mcp_url, "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     assert OAUTH_STEP["claude-code"] in done.stdout
-    assert not (repo / TOKEN_PATH).exists()
+    assert not (repo / credential_files("claude-code").token).exists()
     doctor = handshake.run_vera(repo, env, "doctor", "claude-code")
     [sign_in] = [line for line in doctor.stdout.splitlines() if "vera sign-in" in line]
     assert sign_in.strip().startswith("ok") and provider.issuer in sign_in, doctor.stdout

@@ -14,7 +14,7 @@ import pytest
 import test_runtime_handshake as handshake
 from conftest import AUTH_AUDIENCE, AUTH_ISSUER, AUTH_SECRET
 
-from vera.integrations.ownership import TOKEN_PATH
+from vera.integrations.ownership import credential_files
 
 pytestmark = pytest.mark.e2e
 runtime_bin = handshake.runtime_bin  # the pinned runtime CLIs, installed once
@@ -34,7 +34,7 @@ def test_doctor_names_expired_wrong_audience_and_insufficient_scope(auth_stack, 
     done = run_vera(repo, env, "connect", "codex", "--api-url", api_url, "--mcp-url",
                     auth_stack.mcp_url, "--yes", "--api-key-stdin", stdin=api_key + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
-    stored = (repo / TOKEN_PATH).read_text()
+    stored = (repo / credential_files("codex").token).read_text()
     minted = jwt.decode(stored, options={"verify_signature": False})
 
     def token(**claims: object) -> str:
@@ -56,7 +56,8 @@ def test_doctor_names_expired_wrong_audience_and_insufficient_scope(auth_stack, 
     unrenewed = {**env, "PATH": f"{runtime_bin}:/usr/bin:/bin"}
 
     def doctor(presented: str, env: dict[str, str] = unrenewed) -> subprocess.CompletedProcess:
-        (repo / TOKEN_PATH).write_text(presented)  # the user's own token file, replaced
+        # the user's own token file, replaced
+        (repo / credential_files("codex").token).write_text(presented)
         return run_vera(repo, env, "doctor", "codex")
 
     for reason, presented in cases.items():
@@ -72,4 +73,4 @@ def test_doctor_names_expired_wrong_audience_and_insufficient_scope(auth_stack, 
     # With it, doctor renews an ended token as Codex's headers helper would.
     renewed = doctor(cases["token_expired"], env)
     assert tools_line(renewed.stdout).startswith("ok   vera tools visible: "), renewed.stdout
-    assert (repo / TOKEN_PATH).read_text() not in cases.values()
+    assert (repo / credential_files("codex").token).read_text() not in cases.values()

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from vera.integrations.ownership import TOKEN_PATH
+from vera.integrations.ownership import credential_files
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -101,7 +101,7 @@ def test_remote_authenticated_api_key_exchange_then_tools_visible(auth_stack, ru
                     auth_stack.mcp_url, "--yes", "--api-key-stdin", stdin=api_key + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "auth profile: remote-authenticated" in done.stdout
-    token = (repo / TOKEN_PATH).read_text()
+    token = (repo / credential_files("codex").token).read_text()
     assert token not in done.stdout and api_key not in done.stdout
     assert token not in (repo / ".codex/config.toml").read_text()
     doctor = run_vera(repo, {**env, "VERA_MCP_TOKEN": token}, "doctor", "codex")

@@ -37,7 +37,7 @@ from team import (
 )
 
 from vera.gateway.errors import ERROR_CODES
-from vera.integrations.ownership import TOKEN_PATH
+from vera.integrations.ownership import credential_files
 from vera.repository_identity import canonicalize
 
 # Appended, not prepended: `conftest` must stay the e2e one for the modules beside this.
@@ -74,7 +74,7 @@ def connect(stack, repo: Path, env: dict[str, str], api_key: str, runtime: str,
                     stack.mcp_url, "--save-mode", mode, "--yes", "--api-key-stdin",
                     stdin=api_key + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
-    return (repo / TOKEN_PATH).read_text()
+    return (repo / credential_files(runtime).token).read_text()
 
 
 def client(stack, token: str) -> Client:
@@ -126,6 +126,67 @@ async def test_each_save_modes_token_fits_it_and_the_server_holds_off(
                 await session.call_tool(tool, arguments)
             assert without_ids(refused.value.data) == {"code": "unauthorized",
                                                     "required_scope": scope}
+
+
+def mcp_token(repo: Path, env: dict[str, str], runtime: str) -> str:
+    done = run_vera(repo, env, "mcp-token", "--runtime", runtime)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def live_connection_keys(stack, api_key: str) -> list[str]:
+    """The runtimes whose per-connection key (labelled by connect) still stands."""
+    keys = httpx.get(f"{api_url(stack)}/identity/api-keys", headers=bearer(api_key),
+                     params={"page_size": 100}).json()["keys"]
+    return sorted(k["label"].split()[2] for k in keys
+                  if k["label"].startswith("vera connect") and not k["revoked_at"])
+
+
+async def rights(stack, token: str, propose: bool = False) -> set[str]:
+    async with client(stack, token) as session:
+        if propose:
+            created = await session.call_tool("knowledge_propose", {
+                **PROPOSAL, "runtime": "claude-code", "task_ref": "task-side-by-side"})
+            assert not created.is_error, created.content
+        return await granted(session)
+
+
+def test_runtimes_side_by_side_keep_their_own_rights(auth_stack, runtime_bin, tmp_path):
+    """Claude Code in suggest, then OpenCode in off in the same repository: OpenCode gets a
+    read-only key and token of its own (no key typed), Claude Code keeps its proposal
+    rights and files, and disconnecting OpenCode revokes its key alone. Each real runtime
+    CLI connects with its own token."""
+    repo, env = project(auth_stack, runtime_bin, tmp_path)
+    api_key = register(auth_stack)
+    claude = connect(auth_stack, repo, env, api_key, "claude-code", "suggest")
+    claude_files = {rel: (repo / rel).read_text() for rel in (
+        ".mcp.json", ".claude/settings.json", ".claude/skills/vera/SKILL.md")}
+    second = run_vera(repo, env, "connect", "opencode", "--api-url", api_url(auth_stack),
+                      "--mcp-url", auth_stack.mcp_url, "--save-mode", "off", "--yes")
+    assert second.returncode == 0, second.stdout + second.stderr
+    opencode = (repo / credential_files("opencode").token).read_text()
+    assert {rel: (repo / rel).read_text() for rel in claude_files} == claude_files
+    claude_now = mcp_token(repo, env, "claude-code")
+    assert {"READ", "PROPOSE"} <= anyio.run(rights, auth_stack, claude_now, True)
+    assert anyio.run(rights, auth_stack, opencode) == {"READ"}
+    assert live_connection_keys(auth_stack, api_key) == ["claude-code", "opencode"]
+    # Each runtime's own CLI reaches VERA with its own token.
+    listed = subprocess.run(["opencode", "mcp", "list"], cwd=repo, env=env,
+                            capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    assert "✓ vera" in listed.stdout + listed.stderr, listed.stdout + listed.stderr
+    handshake.approve_claude_server(repo, env)
+    health = subprocess.run(["claude", "mcp", "get", "vera"], cwd=repo, env=env,
+                            capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    assert "Connected" in health.stdout, health.stdout + health.stderr
+
+    gone = run_vera(repo, env, "disconnect", "opencode", "--yes")
+    assert gone.returncode == 0, gone.stderr
+    assert live_connection_keys(auth_stack, api_key) == ["claude-code"]
+    assert (repo / credential_files("claude-code").token).read_text() == claude
+    report = run_vera(repo, env, "doctor", "claude-code")
+    assert "ok   mcp token scopes" in report.stdout, report.stdout
 
 
 # The real runtimes' rows ---------------------------------------------------------------------
@@ -299,10 +360,11 @@ async def test_claude_code_headless_against_the_authenticated_gateway(
 async def test_codex_headless_against_the_authenticated_gateway(
         auth_stack, team, runtime_bin, tmp_path) -> None:
     """`codex exec` in a clone of the team's repository, from a shell with nothing exported
-    (Codex runs `vera mcp-token --headers`, its http_headers_helper): bootstrap selects the
-    team's project, get_context cites the curator's fact without an approval (the server
-    lists it read-only for Codex's credential, which cannot persist: ADR 0019), its
-    persisted form is refused by the server (`unauthorized`, memory:snapshot), the
+    (Codex runs `vera mcp-token --runtime codex --headers`, its http_headers_helper):
+    bootstrap selects the team's project, get_context cites the curator's fact without an
+    approval (the server lists it read-only for Codex's credential, which cannot persist:
+    ADR 0019), its persisted form is refused by the server (`unauthorized`,
+    memory:snapshot), the
     suggest-mode proposal is not written, and the proposal report agrees."""
     repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
     done = run_vera(repo, env, "connect", "codex", "--api-url", api_url(auth_stack),
@@ -334,7 +396,8 @@ async def test_codex_headless_against_the_authenticated_gateway(
     assert len(outputs) == 5, (outputs, ran.stderr[-2000:])
     grounded(outputs, team)
     refused_by_the_server(outputs[2])
-    counts = await nothing_proposed(auth_stack, team, (repo / TOKEN_PATH).read_text(), "codex")
+    token = (repo / credential_files("codex").token).read_text()
+    counts = await nothing_proposed(auth_stack, team, token, "codex")
     seen = json.loads(outputs[4][outputs[4].index("{"):])  # after Codex's own preamble
     assert seen["counts"] == counts  # the model agrees
 
@@ -392,7 +455,7 @@ async def test_interactive_codex_asks_for_the_write_only(
     the curator's fact without a question, its persisted form reaches the server and is
     refused there, and the one approval Codex asks for is the proposal's (ADR 0019)."""
     repo, env = team_clone(auth_stack, runtime_bin, tmp_path)
-    connect(auth_stack, repo, env, team.dev_key, "codex", "suggest")
+    token = connect(auth_stack, repo, env, team.dev_key, "codex", "suggest")
     query = {"query": "which database does payments-api use?", "project": PROJECT}
     steps = [("knowledge_get_context", query),
              ("knowledge_get_context", {**query, "persist": True}),
@@ -420,8 +483,7 @@ async def test_interactive_codex_asks_for_the_write_only(
     assert all(cited in outputs[0] for cited in (team.fact_key, SEED_OBJECT)), outputs[0]
     refused_by_the_server(outputs[1])
     assert len(asked) == 1 and "knowledge_propose" in json.dumps(asked[0]), asked
-    await nothing_proposed(auth_stack, team, (repo / TOKEN_PATH).read_text(),
-                           "codex-interactive")
+    await nothing_proposed(auth_stack, team, token, "codex-interactive")
 
 
 async def test_opencode_headless_against_the_authenticated_gateway(

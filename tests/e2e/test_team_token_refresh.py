@@ -24,7 +24,7 @@ from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from team import bearer
 
-from vera.integrations.ownership import TOKEN_PATH
+from vera.integrations.ownership import credential_files
 from vera.stack.launcher import LaunchedStack, launch, launch_env
 
 pytestmark = pytest.mark.e2e
@@ -71,7 +71,7 @@ def test_an_ended_token_is_minted_again_and_a_revoked_key_is_reported(
                               "--mcp-url", short_lived.mcp_url, "--yes", "--api-key-stdin",
                               stdin=user_key + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
-    first = (repo / TOKEN_PATH).read_text()
+    first = (repo / credential_files("claude-code").token).read_text()
     assert refusal(short_lived, first) is None
 
     ends = jwt.decode(first, options={"verify_signature": False})["exp"]

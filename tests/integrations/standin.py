@@ -17,7 +17,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 API_KEY = "vera_test_api_key_typed_by_the_user"
-# The per-connection key connect makes with API_KEY (POST /identity/api-keys) and keeps.
+# The first per-connection key connect makes (POST /identity/api-keys) and keeps; each
+# later one gets a numbered key and id of its own.
 CONNECTION_KEY, CONNECTION_KEY_ID = "vera_test_connection_key", "key-connection"
 TOOLS = [
     {"name": "knowledge_bootstrap", "description": "bootstrap",
@@ -35,6 +36,7 @@ class StandIn:
         self.minted, self.short_of = minted or auth, short_of or {}
         self.renewable = renewable or {}
         self.revoked: set[str] = set()
+        self.issued: dict[str, str] = {}  # key id -> per-connection key
         self.requests: list[dict] = []
         standin = self
 
@@ -74,9 +76,9 @@ class StandIn:
             def do_DELETE(self) -> None:
                 standin.requests.append({"method": "DELETE", "path": self.path,
                                          "headers": dict(self.headers)})
-                if (self.path == f"/identity/api-keys/{CONNECTION_KEY_ID}" and self.headers.get(
-                        "Authorization") == f"Bearer {CONNECTION_KEY}"):
-                    standin.revoked.add(CONNECTION_KEY)
+                key = standin.issued.get(self.path.removeprefix("/identity/api-keys/"))
+                if key and self.headers.get("Authorization") == f"Bearer {key}":
+                    standin.revoked.add(key)
                     return self._send(200, {"revoked": True})
                 return self._send(401, {"error": "unauthenticated"})
 
@@ -86,13 +88,16 @@ class StandIn:
                 standin.requests.append({"method": "POST", "path": self.path,
                                          "headers": dict(self.headers), "body": msg})
                 bearer = self.headers.get("Authorization", "")
+                keys = {API_KEY, *(set(standin.issued.values()) - standin.revoked)}
                 if self.path == "/identity/api-keys":
-                    if bearer != f"Bearer {API_KEY}":
+                    if bearer.removeprefix("Bearer ") not in keys:
                         return self._send(401, {"error": "unauthenticated"})
-                    return self._send(201, {"api_key": CONNECTION_KEY,
-                                            "key_id": CONNECTION_KEY_ID})
+                    n = len(standin.issued)
+                    key_id, key = ((CONNECTION_KEY_ID, CONNECTION_KEY) if not n else
+                                   (f"{CONNECTION_KEY_ID}-{n}", f"{CONNECTION_KEY}_{n}"))
+                    standin.issued[key_id] = key
+                    return self._send(201, {"api_key": key, "key_id": key_id})
                 if self.path == "/identity/mcp-token":
-                    keys = {API_KEY, *({CONNECTION_KEY} - standin.revoked)}
                     if bearer.removeprefix("Bearer ") not in keys:
                         return self._send(401, {"error": "unauthenticated"})
                     return self._send(200, {"access_token": standin.minted,

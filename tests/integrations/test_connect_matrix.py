@@ -16,9 +16,9 @@ import runtime_cli as cli
 from runtime_fakes import FakeResponses
 from standin import API_KEY, TOOLS, StandIn
 
-from vera.integrations.credentials import HEADERS_COMMAND
+from vera.integrations.credentials import headers_command
 from vera.integrations.editors import parse_json, parse_toml
-from vera.integrations.ownership import CREDENTIAL_FILES, MINTED_FOR_PATH, TOKEN_PATH
+from vera.integrations.ownership import credential_files, is_credential_file
 from vera.integrations.runtimes import codex
 
 RUNTIMES = ("claude-code", "codex", "opencode")
@@ -221,17 +221,18 @@ def test_missing_auth_token_from_typed_api_key(runtime, repo, vera, runtime_bin,
         done = connect(vera, standin, runtime, "--api-key-stdin", stdin=API_KEY + "\n")
         assert done.returncode == 0, done.stderr
         assert TOKEN not in done.stdout + done.stderr and API_KEY not in done.stdout
-        private = [repo / rel for rel in sorted(CREDENTIAL_FILES)]
-        assert (repo / TOKEN_PATH).read_text() == TOKEN
-        assert (repo / MINTED_FOR_PATH).read_text().strip() == standin.mcp_url
+        files = credential_files(runtime)
+        private = [repo / rel for rel in files.paths]
+        assert (repo / files.token).read_text() == TOKEN
+        assert (repo / files.minted_for).read_text().strip() == standin.mcp_url
         for path in private:
             assert path.stat().st_mode & 0o077 == 0
             ignored = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=repo)
             assert ignored.returncode == 0
-        tracked = {p: t for p, t in tree(repo).items() if p not in CREDENTIAL_FILES}
+        tracked = {p: t for p, t in tree(repo).items() if not is_credential_file(p)}
         assert not any(TOKEN in t or API_KEY in t for t in tracked.values())
         reference = {"claude-code": "headersHelper", "codex": "http_headers_helper",
-                     "opencode": "{file:.vera/mcp-token}"}[runtime]
+                     "opencode": "{file:.vera/opencode/mcp-token}"}[runtime]
         assert any(reference in t for t in tracked.values())
         mcp_posts = [r for r in standin.requests if r["path"] == "/mcp"]
         assert all(API_KEY not in json.dumps(r) for r in mcp_posts)  # never sent to MCP
@@ -258,7 +259,7 @@ def test_oauth_advertised_prefers_runtime_oauth(repo, vera):
         assert "codex mcp login vera" in done.stdout
         server = parse_toml((repo / ".codex/config.toml").read_text())["mcp_servers"]["vera"]
         assert "http_headers_helper" not in server
-        assert not (repo / TOKEN_PATH).exists()
+        assert not (repo / credential_files("codex").token).exists()
 
 
 def test_offline_vera_writes_nothing(repo, vera):
@@ -294,21 +295,26 @@ def test_symlinked_config_is_refused(repo, vera, standin, tmp_path):
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_disconnect_without_unrelated_loss_keeps_user_edits(runtime, repo, vera, standin):
     assert connect(vera, standin, runtime).returncode == 0
-    folder = ".claude" if runtime == "claude-code" else ".agents"
-    skill = repo / folder / "skills/vera/SKILL.md"
+    skill = repo / {"claude-code": ".claude/skills/vera", "codex": ".agents/skills/vera",
+                    "opencode": ".vera/opencode/skills/vera-opencode"}[runtime] / "SKILL.md"
     skill.write_text(skill.read_text() + "\nteam note\n")
     done = vera("disconnect", runtime, "--yes")
     assert done.returncode == 3 and "conflict:" in done.stderr
     assert skill.read_text().endswith("team note\n")  # the user's edit survives
 
 
-def test_shared_skill_stays_while_another_runtime_uses_it(repo, vera, standin):
+def test_each_runtime_keeps_its_own_skill(repo, vera, standin):
+    """Codex and OpenCode each own their skill: disconnecting one leaves the other's."""
     assert connect(vera, standin, "codex").returncode == 0
-    assert connect(vera, standin, "opencode").returncode == 0
+    assert connect(vera, standin, "opencode", "--save-mode", "off").returncode == 0
+    opencode_skill = repo / ".vera/opencode/skills/vera-opencode/SKILL.md"
+    assert "Save mode for this project: **off**" in opencode_skill.read_text()
+    assert "**suggest**" in (repo / ".agents/skills/vera/SKILL.md").read_text()
     assert vera("disconnect", "codex", "--yes").returncode == 0
-    assert (repo / ".agents/skills/vera/SKILL.md").exists()
-    assert vera("disconnect", "opencode", "--yes").returncode == 0
     assert not (repo / ".agents").exists()
+    assert opencode_skill.exists()
+    assert vera("disconnect", "opencode", "--yes").returncode == 0
+    assert tree(repo) == {}
 
 
 def test_update_to_newer_contract(repo, vera, standin):
@@ -320,7 +326,7 @@ def test_update_to_newer_contract(repo, vera, standin):
     assert connect(vera, standin, "opencode", "--save-mode", "off").returncode == 0
     config = parse_json((repo / "opencode.json").read_text())
     assert config["permission"]["vera_knowledge_propose"] == "deny"
-    assert (repo / "opencode.json").read_text().count('"vera"') == 1  # no duplicate
+    assert (repo / "opencode.json").read_text().count('"remote"') == 1  # no duplicate
     now = json.loads(record.read_text())["runtimes"]["opencode"]
     assert now["contract"]["vera_integration_contract"] == 1
     assert now["overrides"] == {"defaults.save_mode": "off"}
@@ -336,9 +342,10 @@ def test_static_token_kept_until_oauth_is_proven(repo, vera):
         kept = connect(vera, standin, "codex")
         assert kept.returncode == 0, kept.stderr
         server = parse_toml((repo / ".codex/config.toml").read_text())["mcp_servers"]["vera"]
-        assert server["http_headers_helper"] == HEADERS_COMMAND
-        assert (repo / TOKEN_PATH).exists()
-        (repo / TOKEN_PATH).unlink()  # the user proved OAuth and drops the token
+        assert server["http_headers_helper"] == headers_command("codex")
+        token_file = repo / credential_files("codex").token
+        assert token_file.exists()
+        token_file.unlink()  # the user proved OAuth and drops the token
         switched = connect(vera, standin, "codex")
         assert switched.returncode == 0, switched.stderr
         server = parse_toml((repo / ".codex/config.toml").read_text())["mcp_servers"]["vera"]

@@ -11,7 +11,7 @@ import runtime_cli as cli
 import tomlkit
 from standin import API_KEY, StandIn
 
-from vera.integrations.ownership import TOKEN_PATH
+from vera.integrations.ownership import credential_files
 from vera.integrations.runtimes import codex
 
 TOKEN = "eyJ.doctor-test-jwt.signature"
@@ -57,13 +57,13 @@ def test_missing_and_rejected_auth(repo, vera, runtime_bin, home_env):
         assert missing.returncode == 1 and "TODO mcp token:" in missing.stdout
         connect(vera, standin, "codex", "--api-key-stdin", stdin=API_KEY + "\n")
         cli.trust_codex_project(repo, home_env)
-        (repo / TOKEN_PATH).write_text("eyJ.expired-or-wrong-audience.x")
+        (repo / credential_files("codex").token).write_text("eyJ.expired-or-wrong-audience.x")
         # `vera` is not on this PATH: doctor cannot refresh, and sends the file's token.
         rejected = doctor(vera, runtime_bin, home_env, "codex")
         assert "TODO mcp token refresh" in rejected.stdout
         assert "TODO vera tools visible: cannot list tools" in rejected.stdout
         assert "expired-or-wrong-audience" not in rejected.stdout  # redacted
-        (repo / TOKEN_PATH).write_text(TOKEN)
+        (repo / credential_files("codex").token).write_text(TOKEN)
         good = doctor(vera, runtime_bin, home_env, "codex")
         assert "ok   vera tools visible: 2 tools" in good.stdout
         assert TOKEN not in good.stdout

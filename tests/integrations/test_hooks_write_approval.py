@@ -130,8 +130,9 @@ def test_opencode_permission_rules_name_each_write_tool_exactly(mode: str, propo
     # OpenCode's credential cannot persist (ADR 0019), so the server refuses
     # knowledge_get_context(persist=true) and the tool runs without a prompt.
     assert permission == {
-        f"vera_{t}": proposal if t in PROPOSAL_TOOLS else "allow" if t in PER_CALL_TOOLS
-        else "ask" for t in WRITE_TOOLS
+        **{f"vera_{t}": proposal if t in PROPOSAL_TOOLS else "allow" if t in PER_CALL_TOOLS
+           else "ask" for t in WRITE_TOOLS},
+        "skill": {"vera": "deny"},  # Codex's shared skill, not OpenCode's own
     }
 
 

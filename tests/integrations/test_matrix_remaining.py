@@ -23,7 +23,7 @@ from standin import API_KEY, CONNECTION_KEY, StandIn
 from test_hooks_session_start import bootstrap_arguments, git, probe_server, run_hook, status
 
 from vera.integrations.artifacts import hook_source
-from vera.integrations.ownership import TOKEN_PATH
+from vera.integrations.ownership import credential_files
 from vera.integrations.runtimes import claude_code
 from vera.integrations.skill import render_skill
 
@@ -61,7 +61,8 @@ def test_doctor_names_each_refused_credential(vera, repo, presented, reason) -> 
     with StandIn(auth=GOOD, short_of={SHORT: "memory:read"}) as standin:
         assert connect(vera, standin, "codex", "--api-key-stdin",
                        stdin=API_KEY + "\n").returncode == 0
-        (repo / TOKEN_PATH).write_text(presented)  # the user's token file, gone stale
+        # the user's token file, gone stale
+        (repo / credential_files("codex").token).write_text(presented)
         report = vera("doctor", "codex", env={"VERA_MCP_TOKEN": presented})
     assert report.returncode == 1
     assert tools_line(report.stdout).startswith(
@@ -91,7 +92,7 @@ def test_connect_never_stores_a_token_the_mcp_endpoint_refuses(vera, repo, minte
         done = connect(vera, standin, "codex", "--api-key-stdin", stdin=API_KEY + "\n")
     assert CONNECTION_KEY in standin.revoked  # the key made for this connection is revoked
     assert done.returncode == 2
-    assert not (repo / TOKEN_PATH).exists()
+    assert not (repo / credential_files("codex").token).exists()
     assert not (repo / ".codex").exists()
     assert minted not in done.stdout + done.stderr and API_KEY not in done.stdout + done.stderr
 
@@ -101,7 +102,7 @@ def test_connect_stores_a_token_the_mcp_endpoint_accepts(vera, repo) -> None:
         done = connect(vera, standin, "codex", "--api-key-stdin", stdin=API_KEY + "\n")
         report = vera("doctor", "codex", env={"VERA_MCP_TOKEN": GOOD})
     assert done.returncode == 0, done.stderr
-    assert (repo / TOKEN_PATH).read_text() == GOOD
+    assert (repo / credential_files("codex").token).read_text() == GOOD
     assert tools_line(report.stdout) == "ok   vera tools visible: 2 tools"
 
 
@@ -355,7 +356,7 @@ def test_doctor_names_a_token_the_server_wants_renewed(vera, repo, reason) -> No
     with StandIn(auth=GOOD, renewable={stale: reason}) as standin:
         assert connect(vera, standin, "opencode", "--api-key-stdin",
                        stdin=API_KEY + "\n").returncode == 0
-        (repo / TOKEN_PATH).write_text(stale)
+        (repo / credential_files("opencode").token).write_text(stale)
         report = vera("doctor", "opencode")
     assert report.returncode == 1
     line = tools_line(report.stdout)

@@ -60,10 +60,16 @@ def test_codex_lists_the_vera_skill_to_its_model(
     assert f"- vera: {description()} (file: {found.group(1)}/vera/SKILL.md)" in developer
 
 
-def test_opencode_lists_the_vera_skill_to_its_model(
+def test_opencode_lists_its_own_vera_skill_to_its_model(
         tmp_path: Path, opencode_home: Path, opencode_plugin_sdk: Path, vera: FakeVera,
         chat: FakeChat) -> None:
+    """OpenCode also reads Claude Code's and Codex's skill folders: with both runtimes
+    connected in another save mode, its model is offered OpenCode's own skill alone."""
     root = sessions.project(tmp_path, "opencode", "suggest", vera)
+    for folder in (".claude", ".agents"):  # the other runtimes' skill, in save mode off
+        skill = root / folder / "skills" / "vera" / "SKILL.md"
+        skill.parent.mkdir(parents=True)
+        skill.write_text(render_skill("off"))
     sessions.configure_opencode(root, vera, chat)
     offered = sessions.opencode_session(root, opencode_home, vera, chat)
     assert "vera_knowledge_search" in offered, sessions.mcp_trace(vera)
@@ -74,4 +80,6 @@ def test_opencode_lists_the_vera_skill_to_its_model(
                        for m in b.get("messages", []) if m.get("role") == "system")
     start = system.find("<available_skills>")
     listing = system[start:system.find("</available_skills>", start)]
-    assert start >= 0 and "vera" in listing and description() in listing, listing[-3000:]
+    assert start >= 0, system[-3000:]
+    assert "<name>vera-opencode</name>" in listing and description() in listing, listing
+    assert "<name>vera</name>" not in listing and description("off") not in listing, listing

@@ -100,11 +100,13 @@ def test_an_unknown_mode_is_refused() -> None:
 
 
 @pytest.mark.parametrize("mode", SAVE_MODES)
-def test_every_runtime_gets_the_same_skill_at_its_discovery_path(mode: str) -> None:
-    paths = {
-        "claude-code": ".claude/skills/vera/SKILL.md",
-        "codex": ".agents/skills/vera/SKILL.md",
-        "opencode": ".agents/skills/vera/SKILL.md",
+def test_every_runtime_gets_its_own_skill_at_its_discovery_path(mode: str) -> None:
+    """Each runtime's skill is its own file; OpenCode, which also reads the other two
+    runtimes' skill folders, gets its own name for it."""
+    expected = {
+        "claude-code": (".claude/skills/vera/SKILL.md", "vera"),
+        "codex": (".agents/skills/vera/SKILL.md", "vera"),
+        "opencode": (".vera/opencode/skills/vera-opencode/SKILL.md", "vera-opencode"),
     }
     for runtime in RUNTIMES:
         skills = [
@@ -112,6 +114,8 @@ def test_every_runtime_gets_the_same_skill_at_its_discovery_path(mode: str) -> N
             for a in render(runtime, contract_for(mode), api_url=API)
             if a.path.endswith("SKILL.md")
         ]
+        path, name = expected[runtime]
         assert [(a.path, a.kind, a.content) for a in skills] == [
-            (paths[runtime], "file", render_skill(mode))
+            (path, "file", render_skill(mode, name))
         ]
+        assert f"\nname: {name}\n" in render_skill(mode, name)

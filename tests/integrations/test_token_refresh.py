@@ -18,9 +18,11 @@ import runtime_cli as cli
 from standin import API_KEY, CONNECTION_KEY, StandIn
 
 from vera.integrations import credentials
-from vera.integrations.ownership import HEADERS_PATH, MINTED_FOR_PATH, RECORD_PATH, TOKEN_PATH
+from vera.integrations.ownership import RECORD_PATH, credential_files
 from vera.local_secret import FILE_NAME
 from vera.stack.run_files import write_stack_file
+
+CLAUDE = credential_files("claude-code")
 
 
 def token(left: float, life: int = 3600) -> str:
@@ -52,7 +54,7 @@ def test_a_fresh_token_is_answered_without_the_network(repo, vera, home_env):
     with StandIn(auth=fresh) as standin:
         connect(vera, standin)
         standin.requests.clear()
-        done = vera("mcp-token", "--headers")
+        done = vera("mcp-token", "--runtime", "claude-code", "--headers")
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == {"Authorization": f"Bearer {fresh}"}
         assert standin.requests == []
@@ -68,22 +70,22 @@ def test_a_token_that_ends_soon_is_minted_again_with_the_connection_key(
         assert stat.S_IMODE(stored.stat().st_mode) == 0o600
         assert stat.S_IMODE(stored.parent.stat().st_mode) == 0o700
         assert not stored.resolve().is_relative_to(repo)
-        (repo / TOKEN_PATH).write_text(token(30))  # inside the margin
+        (repo / CLAUDE.token).write_text(token(30))  # inside the margin
         renewed = standin.minted = standin.auth = token(3600)
         standin.requests.clear()
-        done = vera("mcp-token")
+        done = vera("mcp-token", "--runtime", "claude-code")
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == renewed
         [request] = minted(standin)
         assert request["headers"]["Authorization"] == f"Bearer {CONNECTION_KEY}"
-        assert (repo / TOKEN_PATH).read_text() == renewed
-        assert json.loads((repo / HEADERS_PATH).read_text()) == {
+        assert (repo / CLAUDE.token).read_text() == renewed
+        assert json.loads((repo / CLAUDE.headers).read_text()) == {
             "Authorization": f"Bearer {renewed}"}
-        for rel in (TOKEN_PATH, HEADERS_PATH, MINTED_FOR_PATH):
+        for rel in CLAUDE.paths:
             assert stat.S_IMODE((repo / rel).stat().st_mode) == 0o600, rel
         # Fresh again: the next connection reads it without minting.
         standin.requests.clear()
-        assert vera("mcp-token").stdout.strip() == renewed
+        assert vera("mcp-token", "--runtime", "claude-code").stdout.strip() == renewed
         assert standin.requests == []
 
 
@@ -95,10 +97,10 @@ def test_the_stored_key_goes_only_to_the_api_it_was_stored_for(repo, vera, home_
         for rel in (RECORD_PATH, ".mcp.json"):
             text = (repo / rel).read_text().replace(standin.url, elsewhere.url)
             (repo / rel).write_text(text)
-        (repo / TOKEN_PATH).write_text(token(-10))
+        (repo / CLAUDE.token).write_text(token(-10))
         standin.requests.clear()
-        done = vera("mcp-token", env={"VERA_API_URL": elsewhere.url,
-                                      "VERA_MCP_URL": elsewhere.mcp_url})
+        done = vera("mcp-token", "--runtime", "claude-code",
+                    env={"VERA_API_URL": elsewhere.url, "VERA_MCP_URL": elsewhere.mcp_url})
         assert done.returncode == 0, done.stderr
         assert elsewhere.requests == []
         assert [r["headers"]["Authorization"] for r in minted(standin)] == [
@@ -108,8 +110,8 @@ def test_the_stored_key_goes_only_to_the_api_it_was_stored_for(repo, vera, home_
 def test_vera_down_fails_quietly(repo, vera, home_env):
     with StandIn(auth=token(3600)) as standin:
         connect(vera, standin)
-    (repo / TOKEN_PATH).write_text(token(-10))
-    done = vera("mcp-token", "--headers")
+    (repo / CLAUDE.token).write_text(token(-10))
+    done = vera("mcp-token", "--runtime", "claude-code", "--headers")
     assert done.returncode != 0
     assert done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1
@@ -119,14 +121,14 @@ def test_a_still_valid_token_is_answered_when_minting_fails(repo, vera, home_env
     with StandIn(auth=token(3600)) as standin:
         connect(vera, standin)
     ending = token(30)
-    (repo / TOKEN_PATH).write_text(ending)
-    done = vera("mcp-token")
+    (repo / CLAUDE.token).write_text(ending)
+    done = vera("mcp-token", "--runtime", "claude-code")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ending
 
 
 def test_not_connected_fails_quietly(repo, vera):
-    done = vera("mcp-token")
+    done = vera("mcp-token", "--runtime", "claude-code")
     assert done.returncode != 0 and done.stdout == ""
 
 
@@ -164,23 +166,23 @@ def test_local_mode_mints_with_the_data_dirs_secret_and_never_writes_it(
         done = vera("connect", "codex", "--api-url", standin.url, "--mcp-url",
                     standin.mcp_url, "--yes", env={"VERA_DATA_DIR": str(data_dir)})
         assert done.returncode == 0, done.stdout + done.stderr
-        assert (repo / TOKEN_PATH).read_text() == standin.auth
+        assert (repo / credential_files("codex").token).read_text() == standin.auth
         assert [r["headers"]["Authorization"] for r in minted(standin)] == [
             f"Bearer {API_KEY}"]
         written = [p for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts]
         for path in [*written, *state_files(home_env)]:
             assert API_KEY not in path.read_text(), path
-        (repo / TOKEN_PATH).write_text(token(-10))
+        (repo / credential_files("codex").token).write_text(token(-10))
         renewed = standin.minted = standin.auth = token(3600)
-        refreshed = vera("mcp-token")
+        refreshed = vera("mcp-token", "--runtime", "codex")
         assert refreshed.returncode == 0, refreshed.stderr
         assert refreshed.stdout.strip() == renewed
         # The local stack moved: its secret goes nowhere else.
         write_stack_file(data_dir, {"pid": os.getpid(), "api_url": "http://127.0.0.1:9",
                                     "auth_profile": "local-dev"})
-        (repo / TOKEN_PATH).write_text(token(-10))
+        (repo / credential_files("codex").token).write_text(token(-10))
         standin.requests.clear()
-        moved = vera("mcp-token")
+        moved = vera("mcp-token", "--runtime", "codex")
         assert moved.returncode != 0 and moved.stdout == ""
         assert standin.requests == []
 
@@ -189,7 +191,7 @@ def test_doctor_says_refresh_is_wired_and_refreshes_like_the_runtime(
         repo, vera, runtime_bin, home_env):
     with StandIn(auth=token(3600)) as standin:
         connect(vera, standin, "opencode")
-        (repo / TOKEN_PATH).write_text(token(-10))
+        (repo / credential_files("opencode").token).write_text(token(-10))
         path = f"{runtime_bin}:{home_env['PATH']}"
         unwired = vera("doctor", "opencode", env={"PATH": path})
         assert "TODO mcp token refresh" in unwired.stdout  # `vera` is not on its PATH
@@ -203,16 +205,17 @@ def test_doctor_says_refresh_is_wired_and_refreshes_like_the_runtime(
 
 def test_opencodes_plugin_replaces_an_ended_token_before_it_connects(
         repo, vera, runtime_bin, home_env):
-    """OpenCode reads `{file:.vera/mcp-token}` at start; VERA's plugin (its config hook)
-    asks `vera mcp-token` first, so a token that ended while OpenCode was closed is not
-    what it sends. Without `vera` on its PATH the stale token is sent and refused."""
+    """OpenCode reads `{file:.vera/opencode/mcp-token}` at start; VERA's plugin (its config
+    hook) asks `vera mcp-token --runtime opencode` first, so a token that ended while
+    OpenCode was closed is not what it sends. Without `vera` on its PATH the stale token
+    is sent and refused."""
     with StandIn(auth=token(3600)) as standin:
         connect(vera, standin, "opencode")
         path = f"{runtime_bin}:{home_env['PATH']}"
         for on_path, connected in ((False, False), (True, True)):
-            (repo / TOKEN_PATH).write_text(token(-10))
+            (repo / credential_files("opencode").token).write_text(token(-10))
             env = {**home_env, "PATH": f"{Path(sys.executable).parent}:{path}" if on_path
                    else path}
             listed = cli.opencode_list(runtime_bin, repo, env)
             assert ("✓ vera" in listed) is connected, listed
-        assert (repo / TOKEN_PATH).read_text() == standin.auth
+        assert (repo / credential_files("opencode").token).read_text() == standin.auth

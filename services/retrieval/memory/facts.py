@@ -558,7 +558,8 @@ class FactMemory:
                 out[scope.version_ids[slot]] = CandidateFeatures(
                     dense=float(own[index]),
                     dense_context=float(context[index]),
-                    subject_mentioned=bool(subject) and subject in mentioned,
+                    subject_mentioned=textmod.entity_mentioned(
+                        subject, mentioned, scope.subjects),
                 )
         return out
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+from collections.abc import Mapping
 
 import snowballstemmer
 
@@ -85,6 +86,21 @@ def mentioned_names(text: str) -> set[str]:
                 break
             found.add(" ".join(words[start : start + size]))
     return found
+
+
+def entity_mentioned(subject: str, mentioned: set[str], subjects: Mapping[str, int]) -> bool:
+    """Whether ``mentioned`` (from :func:`mentioned_names`) names the entity ``subject``
+    (a name key) is about: the subject itself, or a word prefix of it that is itself some
+    fact's subject. Subjects name parts of an entity after it ("payments api deploy
+    pipeline", "itsdangerous signer"); a question naming the entity must not favour the
+    facts whose subject is the bare name over those about its parts."""
+    if not subject:
+        return False
+    if subject in mentioned:
+        return True
+    words = subject.split(" ")
+    return any((prefix := " ".join(words[:size])) in mentioned and prefix in subjects
+               for size in range(1, min(len(words), MAX_NAME_WORDS + 1)))
 
 
 # A question about when (English, as the stopwords), and a text that says when: a date, a

@@ -69,6 +69,7 @@ def _order_inputs(settings: RetrievalSettings, stages: retriever.Stages) -> dict
             "lexical": retriever.LEXICAL_WEIGHT,
             "dense_context": retriever.DENSE_CONTEXT_WEIGHT,
             "entity_bonus": retriever.ENTITY_BONUS,
+            "entity_match": "subject-or-parent",
             "time_bonus": retriever.TIME_BONUS,
             "scale": retriever.Fusion().scale,
             "min_dense_similarity": retriever.MIN_DENSE_SIMILARITY,

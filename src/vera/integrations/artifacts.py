@@ -168,14 +168,21 @@ def _codex(mode: str, api_url: str) -> list[Artifact]:
 # config by path, and so makes OpenCode fetch nothing (tests/integrations/test_opencode_fetch.py).
 OPENCODE_DIR = ".vera/opencode"
 OPENCODE_PLUGIN = f"{OPENCODE_DIR}/vera-bootstrap.js"
+# OpenCode also reads Claude Code's and Codex's skill folders, where a skill named ``vera``
+# is written for their save modes: OpenCode's own has its own name, in a folder the plugin
+# adds to OpenCode's skill paths, and the others' ``vera`` is hidden from its model.
+OPENCODE_SKILL = "vera-opencode"
 
 
 def _opencode(mode: str, api_url: str) -> list[Artifact]:
-    permission = {f"{SERVER_NAME}_{tool}": "allow" if tool in PER_CALL_TOOLS else d
-                  for tool, d in write_decisions(mode).items()}
+    permission: dict[str, Any] = {
+        f"{SERVER_NAME}_{tool}": "allow" if tool in PER_CALL_TOOLS else d
+        for tool, d in write_decisions(mode).items()}
+    permission["skill"] = {SERVER_NAME: "deny"}
     plugin = plugin_source().replace("__VERA_API_URL__", json.dumps(api_url))
     return [
-        Artifact(".agents/skills/vera/SKILL.md", "file", render_skill(mode)),
+        Artifact(f"{OPENCODE_DIR}/skills/{OPENCODE_SKILL}/SKILL.md", "file",
+                 render_skill(mode, OPENCODE_SKILL)),
         Artifact(f"{OPENCODE_DIR}/{HOOK_SCRIPT}", "file", hook_source()),
         Artifact(OPENCODE_PLUGIN, "file", plugin),
         Artifact("opencode.json", "json-merge",

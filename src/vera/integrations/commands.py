@@ -30,21 +30,17 @@ from vera.integrations.contract import (
     load_contract,
     save_mode,
 )
-from vera.integrations.disconnect import plan_disconnect
+from vera.integrations.disconnect import plan_disconnect, uses_shared_credential
 from vera.integrations.doctor import diagnose
 from vera.integrations.editors import UnsafeEdit
 from vera.integrations.ownership import (
-    CREDENTIAL_FILES,
     RUNTIME_OAUTH,
-    TOKEN_PATH,
     BadRecord,
+    credential_files,
     read_record,
 )
 from vera.integrations.runtimes import ADAPTERS, OAUTH_STEP
 from vera.integrations.workspace import Workspace, parse_back
-
-# The record's label for a static MCP token kept in the user's untracked credential files.
-STATIC_CREDENTIAL = f"file:{TOKEN_PATH}"
 
 
 def add_parser(commands: Subcommands) -> None:
@@ -55,7 +51,8 @@ def add_parser(commands: Subcommands) -> None:
     connect.add_argument("--mcp-url", default=os.environ.get("VERA_MCP_URL"),
                          help="VERA MCP endpoint (default: VERA_MCP_URL)")
     connect.add_argument("--save-mode", choices=SAVE_MODES,
-                         help="reviewed override of the contract's save_mode (default suggest)")
+                         help="reviewed override of the contract's save_mode (default: the "
+                         "one chosen at this runtime's last connect, else suggest)")
     connect.add_argument("--api-key-stdin", action="store_true",
                          help="read the API key for the MCP token exchange from stdin "
                          "(otherwise it is asked for on a terminal)")
@@ -74,6 +71,9 @@ def add_parser(commands: Subcommands) -> None:
         "(what the runtimes run as their headers helper)")
     token.add_argument("--headers", action="store_true",
                        help="print the HTTP header object instead of the bare token")
+    token.add_argument("--runtime", choices=RUNTIMES,
+                       help="the connected runtime whose token to print (without it: the "
+                       "token every runtime shared before each had its own)")
     for parser in (connect, disconnect, doctor, token):
         parser.add_argument("--project-dir", type=Path, default=Path.cwd(),
                             help="any folder in the repository (default: here)")
@@ -126,14 +126,26 @@ def _local_credential(args: argparse.Namespace, api_url: str, root: Path,
     data_dir = (args.data_dir or load_settings().data_dir).expanduser().resolve()
     if credentials.local_bearer(data_dir, api_url) is None:
         return None
-    _refuse_tracked_credentials(root)
+    _refuse_tracked_credentials(root, args.runtime)
     minter = credentials.Minter(api_url, args.mcp_url, scopes, data_dir=str(data_dir))
     try:
         token = credentials.mint(minter)
     except credentials.NotMinted as exc:
         raise InvalidInput("api_url", f"the local MCP token could not be minted ({exc})"
                            ) from None
-    return Credential(True, STATIC_CREDENTIAL, _checked_token(args.mcp_url, token), minter)
+    return Credential(True, credential_files(args.runtime).label,
+                      _checked_token(args.mcp_url, token), minter)
+
+
+def _kept_key(root: Path, runtime: str, api_url: str) -> credentials.Minter | None:
+    """A connection key this checkout already stored for ``api_url``: the runtime's own
+    first, else another runtime's (or the shared layout's), with which connect makes this
+    runtime a key of its own, so no key needs typing again."""
+    for name in (runtime, *(n for n in RUNTIMES if n != runtime), None):
+        kept = credentials.load(root, name)
+        if kept is not None and kept.api_url == api_url and kept.api_key:
+            return kept
+    return None
 
 
 def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url: str,
@@ -146,33 +158,36 @@ def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url:
             return local
     if not remote:
         return Credential(False, "none")
+    files = credential_files(args.runtime)
     if checked.authorization_servers:
         previous = read_record(root).get(args.runtime)
-        if (previous and previous.credential == STATIC_CREDENTIAL
-                and (root / TOKEN_PATH).exists()):
+        if (previous and previous.credential == files.label
+                and (root / files.token).exists()):
             # A working static token stays until the user has proven OAuth works.
             return Credential(True, previous.credential, steps=[
-                f"{OAUTH_STEP[args.runtime]}; once it works, delete {TOKEN_PATH} and run "
+                f"{OAUTH_STEP[args.runtime]}; once it works, delete {files.token} and run "
                 f"`vera connect {args.runtime}` again to drop the static token"])
         return Credential(False, RUNTIME_OAUTH, steps=[OAUTH_STEP[args.runtime]])
-    _refuse_tracked_credentials(root)
+    _refuse_tracked_credentials(root, args.runtime)
     if args.api_key_stdin:
         key = sys.stdin.readline().strip()
     elif sys.stdin.isatty():
         key = getpass.getpass("VERA API key for the MCP token (not stored; Enter to skip): ")
     else:
         key = ""
-    kept = credentials.load(root)
-    if not key and kept is not None and kept.api_url == api_url and kept.api_key:
-        # This checkout's own connection key mints again: a reconnect needs no key typed.
+    kept = None if key else _kept_key(root, args.runtime, api_url)
+    own = credentials.load(root, args.runtime)
+    if kept is not None and own is not None and kept.key_id == own.key_id:
+        # This runtime's own connection key mints again: a reconnect needs no key typed.
         minter = credentials.Minter(api_url, args.mcp_url, scopes, kept.api_key, kept.key_id,
                                     allow_plain_http=args.allow_plain_http)
         created = False
-    elif not key:
-        return Credential(True, STATIC_CREDENTIAL, steps=[
+    elif not key and kept is None:
+        return Credential(True, files.label, steps=[
             f"run `vera connect {args.runtime}` again with the API key to store an MCP token"])
     else:
-        label = f"vera connect {socket.gethostname()} {root.name}"[:100]
+        key = key or str(kept.api_key if kept else "")
+        label = f"vera connect {args.runtime} {socket.gethostname()} {root.name}"[:100]
         try:
             connection_key, key_id = credentials.create_connection_key(
                 api_url, key, label, args.allow_plain_http)
@@ -192,11 +207,11 @@ def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url:
         if created:
             credentials.revoke_connection_key(minter)  # nothing will mint with it
         raise
-    return Credential(True, STATIC_CREDENTIAL, token, minter, created_key=created)
+    return Credential(True, files.label, token, minter, created_key=created)
 
 
-def _refuse_tracked_credentials(root: Path) -> None:
-    tracked = workspace.tracked(root, sorted(CREDENTIAL_FILES))
+def _refuse_tracked_credentials(root: Path, runtime: str) -> None:
+    tracked = workspace.tracked(root, list(credential_files(runtime).paths))
     if tracked:
         raise UnsafeEdit(f"{', '.join(tracked)} is tracked by Git, so the MCP token would be "
                          "committed: untrack it (git rm --cached) and connect again")
@@ -238,8 +253,9 @@ def run_connect(args: argparse.Namespace) -> int:
     kept = not args.save_mode and previous is not None and bool(previous.overrides)
     # A reconnect keeps what this user reviewed; only a flag changes it (never the tracked
     # record, which anyone may commit).
-    overrides = ({"defaults.save_mode": args.save_mode} if args.save_mode
-                 else dict(previous.overrides) if previous else {})
+    overrides = dict(previous.overrides) if previous else {}
+    if args.save_mode:
+        overrides["defaults.save_mode"] = args.save_mode
     mode = save_mode(apply_overrides(load_contract(), overrides)[0])
     print(f"save mode: {mode}" + (" (kept from your last connect; --save-mode changes it)"
                                   if kept else ""))
@@ -278,10 +294,11 @@ def _apply_connect(args: argparse.Namespace, root: Path, api_url: str, mcp_url: 
     if failures:
         return 1
     if chosen.minter is not None:
-        previous = credentials.load(root)
-        credentials.store(root, chosen.minter)
+        previous = credentials.load(root, args.runtime)
+        credentials.store(root, args.runtime, chosen.minter)
         if previous is not None and previous.key_id != chosen.minter.key_id:
             credentials.revoke_connection_key(previous)  # replaced: nothing mints with it
+    _retire_shared_key(root)
     approvals.save(root, args.runtime, approvals.Approval(
         api_url, mcp_url, plan.connection.overrides, chosen.label))
     print(f"VERA setup completed for {args.runtime}")
@@ -306,11 +323,21 @@ def run_disconnect(args: argparse.Namespace) -> int:
         return 1
     changed = ws.apply()
     approvals.forget(root, args.runtime)
-    if not approvals.load(root) and (minter := credentials.forget(root)) is not None:
-        credentials.revoke_connection_key(minter)  # the checkout's last runtime is gone
+    if (minter := credentials.forget(root, args.runtime)) is not None:
+        credentials.revoke_connection_key(minter)  # this runtime's alone: nothing else uses it
+    _retire_shared_key(root)
     print(f"VERA disconnected from {args.runtime}")
     print("changed files:\n" + "".join(f"  {rel}\n" for rel in changed), end="")
     return 3 if removal.conflicts else 0
+
+
+def _retire_shared_key(root: Path) -> None:
+    """The shared layout's key, once no connected runtime sends its token (each one
+    connected since has a key of its own)."""
+    if uses_shared_credential(read_record(root)):
+        return
+    if (shared := credentials.forget(root, None)) is not None:
+        credentials.revoke_connection_key(shared)
 
 
 def run_doctor(args: argparse.Namespace) -> int:
@@ -332,7 +359,7 @@ def run_mcp_token(args: argparse.Namespace) -> int:
     """Quiet by design (a runtime runs it): the token on stdout, or one line on stderr and
     exit 1, with nothing on stdout."""
     try:
-        token = credentials.current_token(repository_root(args.project_dir))
+        token = credentials.current_token(repository_root(args.project_dir), args.runtime)
     except credentials.NotMinted as exc:
         print(f"vera mcp-token: {exc}", file=sys.stderr)
         return 1

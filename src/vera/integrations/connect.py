@@ -19,18 +19,16 @@ from typing import Any
 
 from vera.integrations import artifacts, editors
 from vera.integrations.contract import apply_overrides, load_contract
-from vera.integrations.disconnect import undo_connection
+from vera.integrations.disconnect import drop_credentials, undo_connection, uses_shared_credential
 from vera.integrations.editors import UnsafeEdit, fingerprint, text_fingerprint
 from vera.integrations.ownership import (
-    HEADERS_PATH,
     IGNORE_PATH,
     IGNORE_TEXT,
-    MINTED_FOR_PATH,
     RECORD_PATH,
-    TOKEN_PATH,
     Connection,
     Entry,
     EntryKind,
+    credential_files,
     parse_record,
     render_record,
 )
@@ -132,12 +130,26 @@ def _file(plan: Plan, rel: str, content: str, connections: dict[str, Connection]
     if current is None:
         ws.write(rel, content)
     elif current != content:
-        plan.conflicts.append(f"{rel}: a different file is already there; move it away or "
-                              "merge it by hand")
-        return
+        if not _take_over(rel, current, connections):
+            plan.conflicts.append(f"{rel}: a different file is already there; move it away "
+                                  "or merge it by hand")
+            return
+        ws.write(rel, content)
     elif not any(entry in c.entries for c in connections.values()):
         return  # the user's own identical file: reused, not VERA's to remove later
     plan.connection.entries.append(entry)
+
+
+def _take_over(rel: str, current: str, connections: dict[str, Connection]) -> bool:
+    """Whether ``rel`` is VERA's unchanged file recorded by other runtimes only, which this
+    connect may then replace: the shared layout's ``.agents/skills/vera/SKILL.md``, which
+    Codex and OpenCode both recorded before each runtime had its own files. The others
+    stop owning it; each gets its own file at its next connect (doctor says so)."""
+    theirs = Entry(rel, "file", text_fingerprint(current))
+    owners = [c for c in connections.values() if theirs in c.entries]
+    for connection in owners:
+        connection.entries.remove(theirs)
+    return bool(owners)
 
 
 @dataclass(frozen=True)
@@ -186,6 +198,8 @@ def plan_connect(root: Path, runtime: str, api_url: str, mcp_url: str, *,
             return plan
         connections = {n: c for n, c in connections.items() if n != runtime}
 
+    if not authenticated:
+        drop_credentials(ws, runtime)  # a token kept from an earlier connect is not sent now
     rendering = render_setup(root, runtime, effective, api_url=api_url, mcp_url=mcp_url,
                              authenticated=authenticated)
     server, mcp_rel, wanted = rendering.server, rendering.mcp_file, rendering.merges
@@ -208,17 +222,19 @@ def plan_connect(root: Path, runtime: str, api_url: str, mcp_url: str, *,
     if authenticated:
         ws.write(IGNORE_PATH, IGNORE_TEXT)
     connections[runtime] = connection
+    if not uses_shared_credential(connections):
+        drop_credentials(ws, None)  # the shared layout's token: no runtime sends it now
     ws.write(RECORD_PATH, render_record(connections))
     return plan
 
 
 def store_token(plan: Plan, token: str) -> None:
-    """The MCP JWT goes only to the user's untracked, owner-only credential files, next to
-    the endpoint it was minted for."""
-    ws = plan.workspace
-    ws.write(TOKEN_PATH, token)  # bare: OpenCode substitutes the file's whole text
-    ws.write(HEADERS_PATH, json.dumps({"Authorization": f"Bearer {token}"}) + "\n")
-    ws.write(MINTED_FOR_PATH, plan.connection.mcp_url + "\n")
+    """The MCP JWT goes only to the runtime's own untracked, owner-only credential files,
+    next to the endpoint it was minted for."""
+    ws, files = plan.workspace, credential_files(plan.runtime)
+    ws.write(files.token, token)  # bare: OpenCode substitutes the file's whole text
+    ws.write(files.headers, json.dumps({"Authorization": f"Bearer {token}"}) + "\n")
+    ws.write(files.minted_for, plan.connection.mcp_url + "\n")
     ws.write(IGNORE_PATH, IGNORE_TEXT)
 
 

@@ -14,6 +14,11 @@ REST API it was issued by:
 answers the repository's untracked token while it has more than a margin left, without
 touching the network, and otherwise mints a new one with the stored key, sent only to the
 API URL it was stored for, and replaces the token files in one rename each.
+
+Each connected runtime has its own: its token files (``.vera/<runtime>/``), its stored
+minter and its per-connection key, scoped to its own save mode. ``runtime=None`` is the
+shared layout every runtime of a checkout used before, still answered for the runtimes
+not yet connected again (``vera connect`` migrates them).
 """
 
 from __future__ import annotations
@@ -33,20 +38,11 @@ import platformdirs
 
 from vera.api_client import in_clear
 from vera.integrations import workspace
-from vera.integrations.ownership import (
-    CREDENTIAL_FILES,
-    HEADERS_PATH,
-    MINTED_FOR_PATH,
-    TOKEN_PATH,
-)
+from vera.integrations.ownership import credential_files
 from vera.local_secret import read_secret
 from vera.stack.run_files import read_stack_file
 
 FOLDER = "credentials"
-# What the runtimes run for their Authorization header (Claude Code's ``headersHelper``,
-# Codex's ``http_headers_helper``), from inside the repository: the installed ``vera`` on
-# PATH, never a path into the checkout.
-HEADERS_COMMAND = "vera mcp-token --headers"
 TIMEOUT_SECONDS = 5.0
 # A token ending sooner than this is minted again (a quarter of its life when that is
 # shorter), so a session never starts with one about to end.
@@ -89,9 +85,16 @@ def store_folder() -> Path:
     return Path(platformdirs.user_state_dir("vera")) / FOLDER
 
 
-def store_file(root: Path) -> Path:
+def headers_command(runtime: str) -> str:
+    """What ``runtime`` runs for its Authorization header (Claude Code's ``headersHelper``,
+    Codex's ``http_headers_helper``), from inside the repository: the installed ``vera`` on
+    PATH, never a path into the checkout."""
+    return f"vera mcp-token --runtime {runtime} --headers"
+
+
+def store_file(root: Path, runtime: str | None) -> Path:
     key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:32]
-    return store_folder() / f"{key}.json"
+    return store_folder() / (f"{key}.json" if runtime is None else f"{key}.{runtime}.json")
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -106,17 +109,17 @@ def _write_atomic(path: Path, text: str) -> None:
         partial.unlink(missing_ok=True)
 
 
-def store(root: Path, minter: Minter) -> None:
-    path = store_file(root)
+def store(root: Path, runtime: str, minter: Minter) -> None:
+    path = store_file(root, runtime)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
     data = {"repository": str(root.resolve()), **asdict(minter)}
     _write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def load(root: Path) -> Minter | None:
+def load(root: Path, runtime: str | None) -> Minter | None:
     try:
-        data = json.loads(store_file(root).read_text())
+        data = json.loads(store_file(root, runtime).read_text())
         if data.pop("repository") != str(root.resolve()):
             return None
         return Minter(**{**data, "scopes": tuple(data["scopes"])})
@@ -124,11 +127,11 @@ def load(root: Path) -> Minter | None:
         return None
 
 
-def forget(root: Path) -> Minter | None:
+def forget(root: Path, runtime: str | None) -> Minter | None:
     """Drops the stored minter; returns it (its per-connection key is for the caller to
     revoke)."""
-    minter = load(root)
-    store_file(root).unlink(missing_ok=True)
+    minter = load(root, runtime)
+    store_file(root, runtime).unlink(missing_ok=True)
     return minter
 
 
@@ -210,18 +213,19 @@ def revoke_connection_key(minter: Minter) -> bool:
     return answer.status_code == 200
 
 
-def write_token(root: Path, token: str, mcp_url: str) -> None:
-    """The token files the runtimes read, each replaced in one rename, owner-only."""
-    folder = root / ".vera"
-    if folder.is_symlink() or not folder.is_dir():
-        raise NotMinted("not_connected", f"{folder} is not a folder; run `vera connect`")
-    tracked = workspace.tracked(root, sorted(CREDENTIAL_FILES))
+def write_token(root: Path, runtime: str | None, token: str, mcp_url: str) -> None:
+    """The token files the runtime reads, each replaced in one rename, owner-only."""
+    files = credential_files(runtime)
+    for folder in {root / ".vera", (root / files.token).parent}:
+        if folder.is_symlink() or not folder.is_dir():
+            raise NotMinted("not_connected", f"{folder} is not a folder; run `vera connect`")
+    tracked = workspace.tracked(root, list(files.paths))
     if tracked:
         raise NotMinted("tracked", f"{', '.join(tracked)} is tracked by Git; untrack it "
                         "(git rm --cached) and run `vera connect` again")
-    for rel, text in ((TOKEN_PATH, token),
-                      (HEADERS_PATH, json.dumps(headers(token)) + "\n"),
-                      (MINTED_FOR_PATH, mcp_url + "\n")):
+    for rel, text in ((files.token, token),
+                      (files.headers, json.dumps(headers(token)) + "\n"),
+                      (files.minted_for, mcp_url + "\n")):
         _write_atomic(root / rel, text)
 
 
@@ -243,21 +247,21 @@ def seconds_left(token: str, now: float | None = None) -> tuple[float, float]:
     return left, min(REFRESH_MARGIN_SECONDS, life / 4)
 
 
-def _cached(root: Path) -> str | None:
-    path = root / TOKEN_PATH
+def _cached(root: Path, runtime: str | None) -> str | None:
+    path = root / credential_files(runtime).token
     if path.is_symlink() or not path.is_file():
         return None
     return path.read_text().strip() or None
 
 
-def current_token(root: Path) -> str:
-    """A token with more than its margin left: the cached one, else one minted now (a
-    still-valid cached token when minting fails); :class:`NotMinted` otherwise."""
-    cached = _cached(root)
+def current_token(root: Path, runtime: str | None) -> str:
+    """``runtime``'s token with more than its margin left: the cached one, else one minted
+    now (a still-valid cached token when minting fails); :class:`NotMinted` otherwise."""
+    cached = _cached(root, runtime)
     left, margin = seconds_left(cached) if cached else (0.0, 0.0)
     if cached and left > margin:
         return cached
-    minter = load(root)
+    minter = load(root, runtime)
     if minter is None:
         if cached and left > 0:
             return cached
@@ -269,5 +273,5 @@ def current_token(root: Path) -> str:
         if cached and left > 0:
             return cached
         raise
-    write_token(root, token, minter.mcp_url)
+    write_token(root, runtime, token, minter.mcp_url)
     return token

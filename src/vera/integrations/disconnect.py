@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from vera.integrations import editors
 from vera.integrations.editors import UnsafeEdit, fingerprint, text_fingerprint
 from vera.integrations.ownership import (
-    CREDENTIAL_FILES,
     IGNORE_PATH,
     RECORD_PATH,
+    SHARED,
     Connection,
     Entry,
+    credential_files,
     render_record,
     shared_elsewhere,
 )
@@ -89,13 +90,27 @@ def undo_connection(ws: Workspace, runtime: str, connections: dict[str, Connecti
     return removal
 
 
+def uses_shared_credential(connections: dict[str, Connection]) -> bool:
+    """Whether a runtime still sends the shared layout's token (connected before each
+    runtime had its own, and not connected again since)."""
+    return any(c.credential == SHARED.label for c in connections.values())
+
+
+def drop_credentials(ws: Workspace, runtime: str | None) -> None:
+    for rel in credential_files(runtime).paths:
+        ws.write(rel, None)
+
+
 def plan_disconnect(ws: Workspace, runtime: str, connections: dict[str, Connection]
                     ) -> Removal:
     removal = undo_connection(ws, runtime, connections)
     remaining = {n: c for n, c in connections.items() if n != runtime}
+    drop_credentials(ws, runtime)
+    if not uses_shared_credential(remaining):
+        drop_credentials(ws, None)
     if remaining:
         ws.write(RECORD_PATH, render_record(remaining))
     else:
-        for rel in (RECORD_PATH, IGNORE_PATH, *sorted(CREDENTIAL_FILES)):
+        for rel in (RECORD_PATH, IGNORE_PATH):
             ws.write(rel, None)
     return removal

@@ -43,12 +43,11 @@ from vera.integrations.contract import (
 )
 from vera.integrations.endpoints import credential_refusal
 from vera.integrations.ownership import (
-    CREDENTIAL_FILES,
-    MINTED_FOR_PATH,
     RECORD_PATH,
     RUNTIME_OAUTH,
-    TOKEN_PATH,
+    SHARED,
     Connection,
+    credential_files,
     read_record,
 )
 from vera.integrations.runtimes import ADAPTERS, OAUTH_STEP, Finding, run_cli, scopes
@@ -276,16 +275,21 @@ def _configured_url(root: Path, name: str) -> object:
 def _credential_findings(root: Path, name: str, approval: Approval, mode: str,
                          env: dict[str, str]) -> tuple[list[Finding], str | None]:
     """The static token's state; the token is returned only when it may be sent."""
-    token, minted_for = _read(root, TOKEN_PATH), _read(root, MINTED_FOR_PATH)
+    files = credential_files(name)
+    if approval.credential == SHARED.label:
+        return [Finding("mcp token", False, f"shared_credential: {name} sends the token every "
+                        f"runtime here shared ({SHARED.token}), whose scopes follow the last "
+                        f"connect: run `vera connect {name}` to give it its own")], None
+    token, minted_for = _read(root, files.token), _read(root, files.minted_for)
     if token is None or minted_for is None:
-        return [Finding("mcp token", False, f"no token in {TOKEN_PATH}: run `vera connect "
+        return [Finding("mcp token", False, f"no token in {files.token}: run `vera connect "
                         f"{name}` and give the API key")], None
-    tracked = workspace.tracked(root, sorted(CREDENTIAL_FILES))
+    tracked = workspace.tracked(root, list(files.paths))
     if tracked:
         return [Finding("mcp token private", False, f"{', '.join(tracked)} is tracked by Git: "
                         "remove it from Git (git rm --cached), revoke the token and connect "
                         "again; nothing was sent")], None
-    loose = [rel for rel in sorted(CREDENTIAL_FILES) if (root / rel).exists()
+    loose = [rel for rel in files.paths if (root / rel).exists()
              and stat.S_IMODE((root / rel).stat().st_mode) != 0o600]
     findings = [Finding("mcp token private", not loose, "owner-only (0600)" if not loose else
                         f"{', '.join(loose)} readable by others: chmod 600 them")]
@@ -331,7 +335,7 @@ def _refresh_finding(root: Path, name: str, approval: Approval, env: dict[str, s
                      token: str) -> tuple[Finding, str]:
     """Whether the runtime's token is minted again without the user (and the token it would
     send now: a fresh one when the cached one ends soon, as the runtime's helper does)."""
-    minter = credentials.load(root)
+    minter = credentials.load(root, name)
     title = "mcp token refresh"
     if minter is None or minter.api_url != approval.api_url:
         return Finding(title, False, "nothing stored to mint a new token with: run `vera "
@@ -341,7 +345,7 @@ def _refresh_finding(root: Path, name: str, approval: Approval, env: dict[str, s
                        "`vera mcp-token`: install VERA's client where the runtime finds it"
                        ), token
     try:
-        token = credentials.current_token(root)
+        token = credentials.current_token(root, name)
     except credentials.NotMinted as exc:
         fix = "" if "vera connect" in exc.detail else f"; run `vera connect {name}`"
         return Finding(title, False, f"cannot mint a new token ({exc}){fix}"), token

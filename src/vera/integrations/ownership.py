@@ -13,17 +13,49 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 RECORD_PATH = ".vera/integrations.json"
-# The user's own untracked credential state, each file owner-only (0600): the MCP token as
-# the runtime's own secret mechanism reads it (OpenCode substitutes the bare token, the
-# headers helpers of Claude Code and Codex print the header object), and the endpoint the
-# token was minted for, which no tracked file can redirect.
-TOKEN_PATH = ".vera/mcp-token"
-HEADERS_PATH = ".vera/mcp-headers.json"
-MINTED_FOR_PATH = ".vera/mcp-token-endpoint"
-CREDENTIAL_FILES = frozenset({TOKEN_PATH, HEADERS_PATH, MINTED_FOR_PATH})
+# The user's own untracked credential state, each file owner-only (0600), one folder per
+# connected runtime so that one runtime's connect never changes another's rights: the MCP
+# token as the runtime's own secret mechanism reads it (OpenCode substitutes the bare token,
+# the headers helpers of Claude Code and Codex print the header object), and the endpoint
+# the token was minted for, which no tracked file can redirect.
+CREDENTIAL_NAMES = ("mcp-token", "mcp-headers.json", "mcp-token-endpoint")
 IGNORE_PATH = ".vera/.gitignore"
 IGNORE_TEXT = ("# VERA keeps credentials here; never commit them.\n"
-               + "".join(f"{Path(rel).name}\n" for rel in sorted(CREDENTIAL_FILES)))
+               + "".join(f"{name}\n" for name in sorted(CREDENTIAL_NAMES)))
+
+
+@dataclass(frozen=True)
+class CredentialFiles:
+    token: str
+    headers: str
+    minted_for: str
+
+    @property
+    def paths(self) -> tuple[str, str, str]:
+        return (self.token, self.headers, self.minted_for)
+
+    @property
+    def label(self) -> str:
+        """The record's credential label for a static token kept in these files."""
+        return f"file:{self.token}"
+
+
+def credential_files(runtime: str | None) -> CredentialFiles:
+    """``runtime``'s credential files; ``None``: the shared layout every runtime of a
+    checkout used before each had its own, kept only to migrate it (:data:`SHARED`)."""
+    folder = ".vera" if runtime is None else f".vera/{runtime}"
+    return CredentialFiles(*(f"{folder}/{name}" for name in CREDENTIAL_NAMES))
+
+
+SHARED = credential_files(None)
+
+
+def is_credential_file(rel: str) -> bool:
+    path = PurePosixPath(rel)
+    return path.name in CREDENTIAL_NAMES and PurePosixPath(".vera") in (
+        path.parent, path.parent.parent)
+
+
 EntryKind = Literal["file", "json-key", "json-item", "toml-key"]
 
 
@@ -120,7 +152,8 @@ def render_record(connections: dict[str, Connection]) -> str:
 
 
 def shared_elsewhere(entry: Entry, runtime: str, connections: dict[str, Connection]) -> bool:
-    """Whether another connected runtime owns the same content (``.agents/skills/vera``)."""
+    """Whether another connected runtime owns the same content (the shared layout's
+    ``.agents/skills/vera``, which Codex and OpenCode both recorded)."""
     return any(entry in c.entries for name, c in connections.items() if name != runtime)
 
 

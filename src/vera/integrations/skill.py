@@ -39,7 +39,7 @@ _DESCRIPTION = (
 
 _HEAD = """\
 ---
-name: vera
+name: {name}
 description: {description}
 ---
 # VERA organizational memory
@@ -145,10 +145,13 @@ VERA failures carry a stable `data.code`; branch on it, never on the message:
 """
 
 
-def render_skill(mode: str) -> str:
+def render_skill(mode: str, name: str = "vera") -> str:
+    """The skill for ``mode``, named ``name`` (a runtime that also reads other runtimes'
+    skill folders gets its own name, so it never loads one written for another's mode)."""
     if mode not in SAVE_MODES:
         raise InvalidInput("save_mode", f"save_mode must be one of {', '.join(SAVE_MODES)}")
-    parts = [_HEAD.format(mode=mode, description=_DESCRIPTION.format(mode=mode)), "\n", _SAVE[mode]]
+    parts = [_HEAD.format(name=name, mode=mode, description=_DESCRIPTION.format(mode=mode)),
+             "\n", _SAVE[mode]]
     if mode != "off":
         parts.append(_PROPOSAL_RULES)
     parts.append(_ERRORS_HEAD)

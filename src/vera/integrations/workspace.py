@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 from vera.integrations.editors import UnsafeEdit, parse_json, parse_toml
-from vera.integrations.ownership import CREDENTIAL_FILES, confined
+from vera.integrations.ownership import confined, is_credential_file
 
 
 class Workspace:
@@ -52,7 +52,7 @@ class Workspace:
     def diff(self) -> str:
         chunks = []
         for rel in self.changed():
-            if rel in CREDENTIAL_FILES:
+            if is_credential_file(rel):
                 chunks.append(f"--- {rel} (credential, written untracked; not shown)\n")
                 continue
             old, new = self._original[rel], self._current[rel]
@@ -73,7 +73,7 @@ class Workspace:
                 self._prune(path.parent)
                 continue
             path.parent.mkdir(parents=True, exist_ok=True)
-            if rel in CREDENTIAL_FILES:
+            if is_credential_file(rel):
                 write_private(path, text)
             else:
                 path.write_text(text)

@@ -5,7 +5,9 @@
 // and appends its one tagged line to the first user message. It never reads or forwards the
 // prompt, never calls VERA's MCP server and never changes permissions; a failure or a slow
 // hook only means no line (fail open). At OpenCode's start it also asks `vera mcp-token` for
-// the vera server's token, so one that ended while OpenCode was closed is replaced.
+// the vera server's token, so one that ended while OpenCode was closed is replaced, and
+// adds OpenCode's own VERA skill folder (.vera/opencode/skills, absolute, so a session
+// started in a subfolder finds it too).
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import path from "node:path";
@@ -42,14 +44,15 @@ function runHook(root, directory) {
   });
 }
 
-// `vera mcp-token`: the checkout's MCP token, minted again when it ends soon; null when it
-// fails (OpenCode then keeps the token it read from .vera/mcp-token).
+// `vera mcp-token --runtime opencode`: OpenCode's own MCP token for this checkout, minted
+// again when it ends soon; null when it fails (OpenCode then keeps the token it read from
+// .vera/opencode/mcp-token).
 function freshToken(root) {
   return new Promise((resolve) => {
     let out = "";
     let child;
     try {
-      child = spawn("vera", ["mcp-token"], { cwd: root, stdio: ["ignore", "pipe", "ignore"],
+      child = spawn("vera", ["mcp-token", "--runtime", "opencode"], { cwd: root, stdio: ["ignore", "pipe", "ignore"],
         timeout: TIMEOUT_MS * 2 });
     } catch {
       return resolve(null);
@@ -64,9 +67,14 @@ export const VeraBootstrap = async ({ directory, worktree }) => ({
   // Runs before OpenCode connects its MCP servers: the vera server's header gets a fresh
   // token instead of one that ended while OpenCode was closed.
   config: async (config) => {
-    const headers = config?.mcp?.vera?.headers;
+    if (!config) return;
+    const root = worktree || directory;
+    config.skills = config.skills || {};
+    config.skills.paths = [...(config.skills.paths || []),
+      path.join(root, ".vera", "opencode", "skills")];
+    const headers = config.mcp?.vera?.headers;
     if (!headers?.Authorization) return;
-    const token = await freshToken(worktree || directory);
+    const token = await freshToken(root);
     if (token) headers.Authorization = `Bearer ${token}`;
   },
   "chat.message": async (input, output) => {

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vera.integrations.credentials import HEADERS_COMMAND
+from vera.integrations.credentials import headers_command
 from vera.integrations.runtimes import scopes
 from vera.integrations.runtimes.scopes import ScopeIssue
 
@@ -18,8 +18,8 @@ SERVER_PATH = ("mcpServers", "vera")
 # Claude Code runs the headers helper through the shell from wherever it was started (in
 # the repository), at each connection: it prints the header object with a token that is
 # minted again when it ends soon (vera.integrations.credentials).
-HEADERS_HELPER = HEADERS_COMMAND
-REFRESH = f"Claude Code runs `{HEADERS_COMMAND}` (headersHelper) at each connection"
+HEADERS_HELPER = headers_command(NAME)
+REFRESH = f"Claude Code runs `{HEADERS_HELPER}` (headersHelper) at each connection"
 APPROVAL = ("retrieval runs without a click; knowledge_get_context is decided per call by "
             "the PreToolUse hook (persist=true asks); writes ask as the save mode says")
 MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")

@@ -16,7 +16,7 @@ from typing import Any
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
-from vera.integrations.credentials import HEADERS_COMMAND
+from vera.integrations.credentials import headers_command
 from vera.integrations.runtimes import scopes
 from vera.integrations.runtimes.scopes import ScopeIssue
 
@@ -31,12 +31,12 @@ MANAGED_CONFIG = Path("/etc/codex/managed_config.toml")
 # Codex runs ``http_headers_helper`` with ``sh -c`` in the session's folder when it connects
 # (and once more after a 401 or 403), and sends the header object it prints: no token in
 # the environment, nothing in a shell profile.
-HEADERS_HELPER = HEADERS_COMMAND
+HEADERS_HELPER = headers_command(NAME)
 # Codex waits for a tool call's answer for ever unless told otherwise (a VERA that accepted
 # the call and hangs would hang the session): the gateway's request budget (30 s by default)
 # and a margin, after which the model is told the call timed out and goes on (fail-open).
 TOOL_TIMEOUT_SECONDS = 45
-REFRESH = (f"Codex runs `{HEADERS_COMMAND}` (http_headers_helper) when it connects and "
+REFRESH = (f"Codex runs `{HEADERS_HELPER}` (http_headers_helper) when it connects and "
            "again after a refusal")
 APPROVAL = ("retrieval and knowledge_get_context run without a click (Codex approves per "
             "tool only, so its credential cannot persist: the server lists the tool read-only "

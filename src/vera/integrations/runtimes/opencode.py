@@ -8,6 +8,7 @@ from typing import Any
 
 from vera.integrations import editors
 from vera.integrations.editors import UnsafeEdit
+from vera.integrations.ownership import credential_files
 from vera.integrations.runtimes import scopes
 from vera.integrations.runtimes.scopes import ScopeIssue
 
@@ -21,8 +22,8 @@ NEW_FILE_KEYS = {"$schema": "https://opencode.ai/config.json"}
 # OpenCode starts; VERA's plugin (its ``config`` hook, which runs before the MCP servers
 # connect) replaces that header with a token from ``vera mcp-token``, minted again when
 # it ends soon. A token that ends while OpenCode runs holds until OpenCode restarts.
-REFRESH = ("VERA's OpenCode plugin runs `vera mcp-token` when OpenCode starts; a token "
-           "that ends while it runs needs a restart")
+REFRESH = ("VERA's OpenCode plugin runs `vera mcp-token --runtime opencode` when OpenCode "
+           "starts; a token that ends while it runs needs a restart")
 APPROVAL = ("retrieval and knowledge_get_context run without a click (OpenCode approves "
             "per tool only, so its credential cannot persist: the server refuses "
             "persist=true); writes ask as the save mode says")
@@ -88,7 +89,8 @@ def server_definition(mcp_url: str, authenticated: bool) -> dict[str, Any]:
     server: dict[str, Any] = {"type": "remote", "url": mcp_url, "enabled": True}
     if authenticated:
         server["oauth"] = False
-        server["headers"] = {"Authorization": "Bearer {file:.vera/mcp-token}"}
+        token_file = credential_files(NAME).token
+        server["headers"] = {"Authorization": f"Bearer {{file:{token_file}}}"}
     return server
 
 

@@ -57,6 +57,18 @@ def test_terms_and_names():
     assert order_key("D1:9") < order_key("D1:10")
 
 
+def test_an_entity_named_by_the_question_covers_the_subjects_about_its_parts():
+    mentioned = text.mentioned_names("Do warnings fail the itsdangerous test suite?")
+    subjects = {"itsdangerous": 3, "itsdangerous pytest configuration": 1, "markupsafe": 2}
+    assert text.entity_mentioned("itsdangerous", mentioned, subjects)
+    assert text.entity_mentioned("itsdangerous pytest configuration", mentioned, subjects)
+    assert not text.entity_mentioned("markupsafe", mentioned, subjects)
+    # A prefix counts only when it is itself some fact's subject (an entity), not any word.
+    assert not text.entity_mentioned("test runner", mentioned, {"test runner": 1})
+    assert not text.entity_mentioned("fail safe", mentioned, {"fail safe": 1})
+    assert not text.entity_mentioned("", mentioned, subjects)
+
+
 def test_neighbour_field_finds_the_answer_next_to_the_question(memory: FactMemory):
     own_only = memory.search("which dog breed", q(), 10, context_weight=0.0)
     with_context = memory.search("which dog breed", q(), 10, context_weight=0.7)
