@@ -66,10 +66,10 @@ behind the MCP server named `vera`. Save mode for this project: **{mode}**.
   bound to the resolved project, the current repository, branch and code path, with
   `persist` false. That call only reads and runs without an approval prompt, headless too.
 - Keep `persist` false unless the user asks for a stable pack. A persisted pack is a
-  write: the client asks for approval, and this runtime's credential may not be allowed to
+  write: the client may ask for approval, and this runtime's credential may not be allowed to
   persist at all; then the server answers `unauthorized` (JSON-RPC code -32002). Tell the
-  user the pack was not stored (a runtime that may persist, the console or the REST API
-  can); don't retry.
+  user the pack was not stored (a runtime that may persist, such as Claude Code, can);
+  don't retry.
 - Don't call it again for the same question in the same task; reuse what you got.
 
 ## Cite and abstain
