@@ -38,6 +38,7 @@ from bench.harness import (
     TOKEN_BUDGET,
     ingest_file,
     running_stack,
+    timed_call,
     wait_until_retrieval_idle,
 )
 from bench.metrics import METRIC_NAMES, Tally
@@ -213,18 +214,10 @@ async def ask_stack(stack: LaunchedStack, codeset: CodeSet, tallies: dict[str, T
                                           "limit": LIMIT, **extra})
         for q in codeset.questions:
             for system, (tool, extra) in STACK_SYSTEMS.items():
-                t0 = time.perf_counter()
-                result = await client.call_tool(tool, {"query": q.question, "project": PROJECT,
-                                                       "limit": LIMIT, **extra})
-                ms = (time.perf_counter() - t0) * 1000
-                payload = None
-                if result.is_error:
-                    tallies[system].errors += 1
-                    if len(errors) < 20:
-                        errors.append({"system": system, "question": q.id,
-                                       "content": str(result.content)[:500]})
-                else:
-                    payload = result.structured_content
+                payload, ms = await timed_call(
+                    client, tool, {"query": q.question, "project": PROJECT, "limit": LIMIT,
+                                   **extra}, errors, system=system, question=q.id)
+                tallies[system].errors += payload is None
                 ranking = ranking_from(payload, by_citation)
                 score = tallies[system].add(ranking, q.facts, codeset.group(q), ms)
                 detail[q.id][system] = {**score, "top": ranking}

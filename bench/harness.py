@@ -158,13 +158,22 @@ def dsn_of_stack(stack_pid: int) -> str:
 # --- MCP calls and scoring ------------------------------------------------------------
 
 
-async def call_tool(client, tool: str, args: dict, errors: list[dict]) -> dict | None:
-    result = await client.call_tool(tool, args)
+async def timed_call(client, name: str, args: dict, errors: list[dict], **where: str
+                     ) -> tuple[dict | None, float]:
+    """The call's structured answer (None for an error, the first 20 kept in ``errors``
+    with ``where``) and its wall time in ms."""
+    t0 = time.perf_counter()
+    result = await client.call_tool(name, args)
+    ms = (time.perf_counter() - t0) * 1000
     if result.is_error:
         if len(errors) < 20:
-            errors.append({"tool": tool, "content": str(result.content)[:500]})
-        return None
-    return result.structured_content
+            errors.append({**where, "content": str(result.content)[:500]})
+        return None, ms
+    return result.structured_content, ms
+
+
+async def call_tool(client, tool: str, args: dict, errors: list[dict]) -> dict | None:
+    return (await timed_call(client, tool, args, errors, tool=tool))[0]
 
 
 def ranking_from(payload: dict | None, conv: locomo.Conversation,

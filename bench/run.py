@@ -38,6 +38,7 @@ from bench.harness import (
     ranking_from,
     render_table,
     running_stack,
+    timed_call,
     wait_until_retrieval_idle,
 )
 from bench.metrics import METRIC_NAMES, Tally
@@ -160,17 +161,9 @@ async def ask_vera(stack: LaunchedStack, conversations: list[locomo.Conversation
                     for system, (tool, extra) in tools.items():
                         args = {"query": q.question, "project": conv.project, "limit": LIMIT,
                                 **extra}
-                        t0 = time.perf_counter()
-                        result = await client.call_tool(tool, args)
-                        ms = (time.perf_counter() - t0) * 1000
-                        payload = None
-                        if result.is_error:
-                            tallies[system].errors += 1
-                            if len(errors) < 20:
-                                errors.append({"system": system, "question": q.question,
-                                               "content": str(result.content)[:500]})
-                        else:
-                            payload = result.structured_content
+                        payload, ms = await timed_call(client, tool, args, errors,
+                                                       system=system, question=q.question)
+                        tallies[system].errors += payload is None
                         ranking = ranking_from(payload, conv)
                         score = tallies[system].add(ranking, q.evidence, category, ms)
                         per_question[(q.sample_id, q.index)][system] = _question_record(
