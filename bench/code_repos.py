@@ -30,7 +30,8 @@ from posixpath import dirname
 from typing import TYPE_CHECKING, Any
 
 from bench import record
-from bench.ablation import BEFORE_ISSUE_45_ITEM_1
+from bench.ablation import BEFORE_ISSUE_45_ITEM_1, DictFacts, index_facts
+from bench.bm25 import BM25
 from bench.harness import (
     INGEST_DEADLINE_SECONDS,
     LIMIT,
@@ -42,8 +43,16 @@ from bench.harness import (
     wait_until_retrieval_idle,
 )
 from bench.metrics import METRIC_NAMES, Tally
+from vera.config import RetrievalSettings
 from vera.harvest import records as harvest_records
 from vera.harvest.facts import Fact as HarvestFact
+from vera.services.retrieval.documents.index import DocumentIndex
+from vera.services.retrieval.domain import Citation, Filters
+from vera.services.retrieval.domain import Fact as RetrievalFact
+from vera.services.retrieval.memory.facts import CONTEXT_WEIGHT, fact_text
+from vera.services.retrieval.models.embedding import load_embedder
+from vera.services.retrieval.models.rerankers import load_reranker
+from vera.services.retrieval.pipeline.retriever import Fusion, Retriever, Stages
 
 if TYPE_CHECKING:
     from vera.stack.launcher import LaunchedStack
@@ -174,13 +183,11 @@ def to_jsonl_records(codeset: CodeSet) -> list[dict[str, Any]]:
 
 def retrieval_facts(codeset: CodeSet, scope_id: str = PROJECT) -> list:
     """The facts as the retrieval service holds them after that load (in-process runs)."""
-    from vera.services.retrieval.domain import Citation, Fact
-
     out = []
     for fact in codeset.facts:
         repo = codeset.repositories[fact.repository]
         source, locator = fact.citation
-        out.append(Fact(
+        out.append(RetrievalFact(
             fact_key=fact.id, version_id=f"{fact.id}:v1", scope_id=scope_id,
             subject=fact.subject, predicate=fact.predicate, object=fact.object,
             valid_from=repo.committed_at, repository=repo.repository,
@@ -224,9 +231,6 @@ async def ask_stack(stack: LaunchedStack, codeset: CodeSet, tallies: dict[str, T
 
 
 def run_bm25(codeset: CodeSet, tally: Tally, detail: dict[str, dict]) -> None:
-    from bench.bm25 import BM25
-    from vera.services.retrieval.memory.facts import fact_text
-
     facts = retrieval_facts(codeset)
     index = BM25([fact_text(f) for f in facts])
     for q in codeset.questions:
@@ -241,15 +245,6 @@ def run_bm25(codeset: CodeSet, tally: Tally, detail: dict[str, dict]) -> None:
 async def run_in_process(codeset: CodeSet, detail: dict[str, dict]) -> dict[str, Tally]:
     """The service's Retriever, FactMemory, qdrant-edge shard and MiniLM over the set's facts
     (bench/ablation.py's setup), once per IN_PROCESS configuration."""
-    from bench.ablation import DictFacts, index_facts
-    from vera.config import RetrievalSettings
-    from vera.services.retrieval.documents.index import DocumentIndex
-    from vera.services.retrieval.domain import Filters
-    from vera.services.retrieval.memory.facts import CONTEXT_WEIGHT
-    from vera.services.retrieval.models.embedding import load_embedder
-    from vera.services.retrieval.models.rerankers import load_reranker
-    from vera.services.retrieval.pipeline.retriever import Fusion, Retriever, Stages
-
     tallies: dict[str, Tally] = {}
     with tempfile.TemporaryDirectory(prefix="vera-code-repos-") as tmp:
         embedder = await load_embedder(None, 2, Path(tmp),

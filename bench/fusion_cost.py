@@ -25,24 +25,22 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bench import locomo, record
-from bench.ablation import BEFORE_ISSUE_45_ITEM_1
+from bench.ablation import BEFORE_ISSUE_45_ITEM_1, DictFacts, index_conversations
 from bench.harness import DEFAULT_DATA, LIMIT, TOKEN_BUDGET
 from bench.metrics import percentile
+from vera.config import RetrievalSettings
+from vera.services.retrieval.documents.index import DocumentIndex
+from vera.services.retrieval.domain import Filters
+from vera.services.retrieval.memory.facts import CONTEXT_WEIGHT
+from vera.services.retrieval.models.embedding import load_embedder
+from vera.services.retrieval.models.rerankers import load_reranker
+from vera.services.retrieval.pipeline.retriever import Fusion, Retriever
 
 TARGET = 1.5
 WARM_UP = 20
 
 
 async def measure(conversations: list[locomo.Conversation], rounds: int) -> dict:
-    from bench.ablation import DictFacts, index_conversations
-    from vera.config import RetrievalSettings
-    from vera.services.retrieval.documents.index import DocumentIndex
-    from vera.services.retrieval.domain import Filters
-    from vera.services.retrieval.memory.facts import CONTEXT_WEIGHT
-    from vera.services.retrieval.models.embedding import load_embedder
-    from vera.services.retrieval.models.rerankers import load_reranker
-    from vera.services.retrieval.pipeline.retriever import Fusion, Retriever
-
     with tempfile.TemporaryDirectory(prefix="vera-fusion-cost-") as tmp:
         embedder = await load_embedder(None, 2, Path(tmp),
                                        RetrievalSettings().embedding_precision)
