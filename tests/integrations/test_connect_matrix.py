@@ -162,9 +162,11 @@ def test_equivalent_existing_vera_definition_reused(runtime, repo, vera, standin
     existing = {
         "claude-code": (".mcp.json", json.dumps({"mcpServers": {"vera": {
             "type": "http", "url": standin.mcp_url}}}, indent=2) + "\n"),
-        # Codex's is equivalent with the tool timeout connect writes (a hung call must end).
+        # Codex's is equivalent with the timeouts connect writes (a hung call must end, a
+        # slow start must not leave the session without VERA).
         "codex": (".codex/config.toml", f'[mcp_servers.vera]\nurl = "{standin.mcp_url}"\n'
-                  f"tool_timeout_sec = {codex.TOOL_TIMEOUT_SECONDS}\n"),
+                  f"tool_timeout_sec = {codex.TOOL_TIMEOUT_SECONDS}\n"
+                  f"startup_timeout_sec = {codex.STARTUP_TIMEOUT_SECONDS}\n"),
         "opencode": ("opencode.json", json.dumps({"mcp": {"vera": {
             "type": "remote", "url": standin.mcp_url}}}, indent=2) + "\n"),
     }[runtime]

@@ -36,6 +36,12 @@ HEADERS_HELPER = headers_command(NAME)
 # the call and hangs would hang the session): the gateway's request budget (30 s by default)
 # and a margin, after which the model is told the call timed out and goes on (fail-open).
 TOOL_TIMEOUT_SECONDS = 45
+# How long Codex waits for the server's first answers (initialize, tools/list) before a
+# session starts without it: its 10 s default includes running the headers helper, a cold
+# `vera mcp-token` that a loaded machine can take seconds to start; a session that began
+# without VERA's tools cannot ground. A VERA that is down refuses at once, so this delays
+# only a VERA that accepts the connection and does not answer.
+STARTUP_TIMEOUT_SECONDS = 30
 REFRESH = (f"Codex runs `{HEADERS_HELPER}` (http_headers_helper) when it connects and "
            "again after a refusal")
 APPROVAL = ("retrieval and knowledge_get_context run without a click (Codex approves per "
@@ -48,7 +54,8 @@ def mcp_file(root: Path) -> str:
 
 
 def server_definition(mcp_url: str, authenticated: bool) -> dict[str, Any]:
-    server: dict[str, Any] = {"url": mcp_url, "tool_timeout_sec": TOOL_TIMEOUT_SECONDS}
+    server: dict[str, Any] = {"url": mcp_url, "tool_timeout_sec": TOOL_TIMEOUT_SECONDS,
+                              "startup_timeout_sec": STARTUP_TIMEOUT_SECONDS}
     if authenticated:
         server["http_headers_helper"] = HEADERS_HELPER
     return server
@@ -58,6 +65,7 @@ def equivalent(existing: Any, wanted: dict[str, Any]) -> bool:
     return (isinstance(existing, dict) and existing.get("url") == wanted["url"]
             and existing.get("http_headers_helper") == wanted.get("http_headers_helper")
             and existing.get("tool_timeout_sec") == wanted["tool_timeout_sec"]
+            and existing.get("startup_timeout_sec") == wanted["startup_timeout_sec"]
             and not existing.get("bearer_token_env_var")
             and not existing.get("http_headers") and not existing.get("env_http_headers"))
 
@@ -67,7 +75,7 @@ def codex_home(env: dict[str, str]) -> Path:
 
 
 # Keys every project server VERA writes sets, so a user's value for them is replaced.
-REPLACED_KEYS = frozenset({"url", "tool_timeout_sec"})
+REPLACED_KEYS = frozenset({"url", "tool_timeout_sec", "startup_timeout_sec"})
 
 
 def _vera_server(config: Path) -> dict[str, Any] | None:
