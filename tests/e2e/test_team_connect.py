@@ -274,6 +274,19 @@ def session_plan(grounding: str, runtime: str, bodies: Callable[[], list[dict]],
     return plan
 
 
+def codex_user(env: dict[str, str], repo: Path, model: FakeResponses, runtime_bin: Path
+               ) -> dict[str, str]:
+    """The user's Codex config (the scripted model as its provider, the clone trusted) and
+    the environment of a shell with nothing exported but its PATH and homes."""
+    codex_home = Path(env["CODEX_HOME"])
+    (codex_home / "config.toml").write_text(
+        f'model = "fake-model"\nmodel_provider = "fake"\n[model_providers.fake]\n'
+        f'name = "fake"\nbase_url = "{model.url}/v1"\nwire_api = "responses"\n'
+        f'env_key = "FAKE_API_KEY"\n[projects."{repo}"]\ntrust_level = "trusted"\n')
+    return {"PATH": shell_path(runtime_bin), "HOME": env["HOME"],
+            "CODEX_HOME": str(codex_home), "FAKE_API_KEY": "x"}
+
+
 def task(runtime: str) -> str:
     return f"task-{runtime}"
 
@@ -373,13 +386,7 @@ async def test_codex_headless_against_the_authenticated_gateway(
     assert done.returncode == 0, done.stdout + done.stderr
     model = FakeResponses(plan=session_plan("knowledge_get_context", "codex",
                                             lambda: model.bodies, persists=True))
-    codex_home = Path(env["CODEX_HOME"])
-    (codex_home / "config.toml").write_text(
-        f'model = "fake-model"\nmodel_provider = "fake"\n[model_providers.fake]\n'
-        f'name = "fake"\nbase_url = "{model.url}/v1"\nwire_api = "responses"\n'
-        f'env_key = "FAKE_API_KEY"\n[projects."{repo}"]\ntrust_level = "trusted"\n')
-    clean = {"PATH": shell_path(runtime_bin), "HOME": env["HOME"],
-             "CODEX_HOME": str(codex_home), "FAKE_API_KEY": "x"}
+    clean = codex_user(env, repo, model, runtime_bin)
     try:
         # Hook hash trust is a user-home review step; this one invocation bypasses it.
         ran = await anyio.to_thread.run_sync(lambda: subprocess.run(
@@ -464,13 +471,7 @@ async def test_interactive_codex_asks_for_the_write_only(
                                     "task_ref": task("codex-interactive"), "runtime": "codex"})]
     model = FakeResponses(plan=lambda results: steps[len(results)] if len(results) < len(
         steps) else None)
-    codex_home = Path(env["CODEX_HOME"])
-    (codex_home / "config.toml").write_text(
-        f'model = "fake-model"\nmodel_provider = "fake"\n[model_providers.fake]\n'
-        f'name = "fake"\nbase_url = "{model.url}/v1"\nwire_api = "responses"\n'
-        f'env_key = "FAKE_API_KEY"\n[projects."{repo}"]\ntrust_level = "trusted"\n')
-    clean = {"PATH": shell_path(runtime_bin), "HOME": env["HOME"],
-             "CODEX_HOME": str(codex_home), "FAKE_API_KEY": "x"}
+    clean = codex_user(env, repo, model, runtime_bin)
     try:
         asked = await anyio.to_thread.run_sync(codex_interactive_turn, repo, clean,
                                                "which database does payments-api use?")
@@ -664,16 +665,10 @@ async def test_codexs_proposal_is_verified_in_the_console_and_served_back(
                     "--mcp-url", auth_stack.mcp_url, "--save-mode", "auto-propose", "--yes",
                     "--api-key-stdin", stdin=team.dev_key + "\n")
     assert done.returncode == 0, done.stdout + done.stderr
-    codex_home = Path(env["CODEX_HOME"])
-    clean = {"PATH": shell_path(runtime_bin), "HOME": env["HOME"],
-             "CODEX_HOME": str(codex_home), "FAKE_API_KEY": "x"}
 
     def session(steps: Callable[[dict], list[tuple[str, dict]]]) -> list[str]:
         model = FakeResponses(plan=_steps_plan(steps, lambda: model.bodies))
-        (codex_home / "config.toml").write_text(
-            f'model = "fake-model"\nmodel_provider = "fake"\n[model_providers.fake]\n'
-            f'name = "fake"\nbase_url = "{model.url}/v1"\nwire_api = "responses"\n'
-            f'env_key = "FAKE_API_KEY"\n[projects."{repo}"]\ntrust_level = "trusted"\n')
+        clean = codex_user(env, repo, model, runtime_bin)
         try:
             ran = subprocess.run(
                 ["codex", "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust",
