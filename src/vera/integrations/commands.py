@@ -137,11 +137,10 @@ def _local_credential(args: argparse.Namespace, api_url: str, root: Path,
                       _checked_token(args.mcp_url, token), minter)
 
 
-def _kept_key(root: Path, runtime: str, api_url: str) -> credentials.Minter | None:
-    """A connection key this checkout already stored for ``api_url``: the runtime's own
-    first, else another runtime's (or the shared layout's), with which connect makes this
-    runtime a key of its own, so no key needs typing again."""
-    for name in (runtime, *(n for n in RUNTIMES if n != runtime), None):
+def _stored_key(root: Path, api_url: str, *runtimes: str | None) -> credentials.Minter | None:
+    """The first of ``runtimes``' stored connection keys (``None``: the shared layout's)
+    that is for ``api_url``."""
+    for name in runtimes:
         kept = credentials.load(root, name)
         if kept is not None and kept.api_url == api_url and kept.api_key:
             return kept
@@ -175,18 +174,21 @@ def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url:
         key = getpass.getpass("VERA API key for the MCP token (not stored; Enter to skip): ")
     else:
         key = ""
-    kept = None if key else _kept_key(root, args.runtime, api_url)
-    own = credentials.load(root, args.runtime)
-    if kept is not None and own is not None and kept.key_id == own.key_id:
+    own = None if key else _stored_key(root, api_url, args.runtime)
+    # No key typed: another runtime's stored key (or the shared layout's) makes this runtime
+    # a key of its own.
+    sibling = None if key or own else _stored_key(
+        root, api_url, *(n for n in RUNTIMES if n != args.runtime), None)
+    if own is not None:
         # This runtime's own connection key mints again: a reconnect needs no key typed.
-        minter = credentials.Minter(api_url, args.mcp_url, scopes, kept.api_key, kept.key_id,
+        minter = credentials.Minter(api_url, args.mcp_url, scopes, own.api_key, own.key_id,
                                     allow_plain_http=args.allow_plain_http)
         created = False
-    elif not key and kept is None:
+    elif not key and sibling is None:
         return Credential(True, files.label, steps=[
             f"run `vera connect {args.runtime}` again with the API key to store an MCP token"])
     else:
-        key = key or str(kept.api_key if kept else "")
+        key = key or str(sibling.api_key if sibling else "")
         label = f"vera connect {args.runtime} {socket.gethostname()} {root.name}"[:100]
         try:
             connection_key, key_id = credentials.create_connection_key(
