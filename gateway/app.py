@@ -128,7 +128,8 @@ def listed_tools(
     """What ``tools/list`` answers a caller, from the token the HTTP boundary verified: a
     token without the persist scope sees the tools that persist only on request
     (knowledge_get_context) as read-only, since for it they cannot write (ADR 0019). Both
-    lists are built once; per request it is one set lookup."""
+    lists are built once; per request it is one set lookup. Without a request (``None``)
+    it is the full list."""
     full = [spec.definition() for spec in specs]
     reads_only = [spec.definition(can_persist=False) for spec in specs]
     needed = persist_scopes(specs, settings)
@@ -144,7 +145,6 @@ def listed_tools(
 
 
 def build_server(guard: Guard, settings: Settings) -> Server[Any]:
-    definitions = [spec.definition() for spec in guard.specs]
     tools_for = listed_tools(guard.specs, settings)
 
     async def list_tools(
@@ -171,7 +171,7 @@ def build_server(guard: Guard, settings: Settings) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         # Answers the SDK's Mcp-Param header check without running tools/list per call.
-        get_tool_input_schema=mcp_param_schemas(definitions).get,
+        get_tool_input_schema=mcp_param_schemas(tools_for(None)).get,
     )
 
 

@@ -527,11 +527,12 @@ class Retriever:
             if f.fact_key in fused and f.scope_id in scopes and f.state in index_query.states
         }
 
+        timed: set[str] = set()
         if self.fusion.time_bonus and authoritative and asks_when(query):
-            for key, reread in authoritative.items():
-                if says_when(reread.object):
-                    d, lex, score = fused[key]
-                    fused[key] = (d, lex, score + self.fusion.time_bonus)
+            timed = {key for key, reread in authoritative.items() if says_when(reread.object)}
+            for key in timed:
+                d, lex, score = fused[key]
+                fused[key] = (d, lex, score + self.fusion.time_bonus)
             keys.sort(key=lambda k: (-fused[k][2], k))
 
         # Rerank a short list of the re-read facts (the reranker bounds it); they stay above
@@ -585,6 +586,7 @@ class Retriever:
                         # The rest of the vector a learned ranking model reads.
                         "dense_context": feature.dense_context if feature else 0.0,
                         "entity": 1.0 if feature and feature.subject_mentioned else 0.0,
+                        "time": 1.0 if key in timed else 0.0,
                         "stale": 1.0 if any(c.stale for c in fact.citations) else 0.0,
                         **extra,
                     },

@@ -63,6 +63,7 @@ FEATURES: tuple[str, ...] = (
     "reranked",
     "dense_context",
     "entity",
+    "time",
     "boost",
     "trust_tier",
     "authority",

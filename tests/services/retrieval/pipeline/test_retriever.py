@@ -72,6 +72,10 @@ async def test_the_time_bonus_lifts_a_fact_that_says_when_for_a_when_question(qu
                 fusion=Fusion(time_bonus=0.1))
     outcome = await h.retriever.search([SCOPE], query, 10, Filters())
     assert keys(outcome)[0] == first
+    # The learned stage reads the same term (rank/learned.py FEATURES).
+    timed = {r.fact.fact_key: r.signals["time"] for r in outcome.results}
+    assert timed == ({"dated": 1.0, "plain": 0.0} if first == "dated"
+                     else {"dated": 0.0, "plain": 0.0})
 
 
 def test_fuse_drops_dense_only_noise_below_the_floor():
@@ -99,6 +103,7 @@ async def test_search_ranks_by_fused_score_with_signals_and_refs():
         "final",
         "dense_context",
         "entity",
+        "time",
         "stale",
         "hand_rank",
     }
