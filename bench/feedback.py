@@ -451,6 +451,40 @@ def _json_fold(fold: dict) -> dict:
     return out
 
 
+def _versus(fit: dict, figure: str, digits: int) -> str:
+    """"model vs hand-set" on one figure, or "-" for a fit refused before it replayed a
+    query (too little or one-sided feedback)."""
+    model, hand = fit[f"model_{figure}"], fit[f"hand_{figure}"]
+    if not fit["replayed_queries"] or model is None or hand is None:
+        return "-"
+    return f"{model:.{digits}f} vs {hand:.{digits}f}"
+
+
+def fit_table(folds: list[dict]) -> dict:
+    """What each fit decided, as it judged itself: its own feedback's queries replayed out
+    of fold through the serving path, model against hand-set (the figures ``vera rank
+    status`` shows)."""
+    rows = []
+    for fold in folds:
+        for point in fold["points"]:
+            fit = point["fit"]
+            rows.append([
+                fold["fold"],
+                f"{fit['training_rows']}{' (all)' if point['all'] else ''}",
+                f"`{fit['outcome']}`",
+                fit["replayed_queries"],
+                _versus(fit, "hit", 3),
+                _versus(fit, "recall", 3),
+                _versus(fit, "figure", 4),
+                point["fit_s"],
+            ])
+    return record.table(
+        ["fold", "rows", "outcome", "queries replayed", "hit@5", "recall@10", "MRR@10",
+         "fit s"], rows, digits=[None] * 7 + [1],
+        title="What each fit decided, replayed on the fold's own feedback queries out of fold "
+        "through the serving path (top 10 scored on the `up` labels), model vs hand-set:")
+
+
 # --- entry point -------------------------------------------------------------------------
 
 
@@ -598,7 +632,8 @@ def cli(argv: list[str]) -> int:
             ingest_deadline=args.ingest_deadline,
         )
     record.write("feedback", argv, [record.from_markdown(report["table"]),
-                                    record.from_markdown(report["curve_table"])],
+                                    record.from_markdown(report["curve_table"]),
+                                    fit_table(report["folds"])],
                  wall_s=report["wall_s"])
     return 0
 

@@ -150,3 +150,9 @@ def test_quick_feedback_bench_records_feedback_through_the_tool_and_reports_both
     kept = json.loads((tmp_path / "records" / "feedback.json").read_text())
     assert kept["tables"][0]["columns"] == rows[0]
     assert len(kept["tables"][0]["rows"]) == len(rows) - 2  # less the header and its rule
+    # What each fit decided: one row per fit, its outcome as the fit reported it.
+    decided = kept["tables"][2]
+    assert [(r[0], r[2]) for r in decided["rows"]] == [
+        (f["fold"], f"`{p['fit']['outcome']}`") for f in folds for p in f["points"]]
+    refused = decided["rows"][0]  # too little feedback: never judged
+    assert refused[4:7] == ["-", "-", "-"]
