@@ -79,7 +79,7 @@ def gateway_error(request_id: object, slug: str, **data: object) -> dict[str, An
 # - "quota": tool calls get the gateway's quota_exceeded (bucket context); discovery works.
 # - "quota-all": every MCP request gets the discovery bucket's HTTP 429 quota_exceeded.
 # - "hung-call": discovery works, a tool call is never answered (until the server closes).
-FAULTS = ("slow", "stalled", "quota", "quota-all", "hung-call")
+FAULTS = ("slow", "stalled", "quota", "quota-all", "hung-call", "slow-start")
 
 
 class FakeVera(_Server):
@@ -144,6 +144,8 @@ class FakeVera(_Server):
                                                bucket="context", retry_after_seconds=60)
                     _send_json(self, 200, answer)
                     return
+                if method == "initialize" and owner.fault == "slow-start":
+                    owner.closing.wait(owner.stall_s)  # then answers as usual
                 if method == "initialize":
                     result: dict[str, Any] = {
                         "protocolVersion": message["params"].get("protocolVersion"),

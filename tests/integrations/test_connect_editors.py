@@ -51,6 +51,14 @@ def test_toml_insert_then_remove_is_byte_identical(text):
     assert editors.toml_delete(edited, owned) == text
 
 
+@pytest.mark.parametrize("text", [*TOML_CASES, "[mcp_servers.docs]\nurl = \"o\"\n",
+                                  "\n[a]\nx = 1\n", "# c\n[a]\nx = 1\n"])
+def test_toml_top_level_key_insert_then_remove_is_byte_identical(text):
+    edited = editors.toml_set_key(text, ("mcp_optional_startup_grace_ms",), 10_000)
+    assert editors.parse_toml(edited)["mcp_optional_startup_grace_ms"] == 10_000
+    assert editors.toml_delete(edited, ("mcp_optional_startup_grace_ms",)) == text
+
+
 @pytest.mark.parametrize("text", ['{"a": ', "[1, 2]", '{"mcpServers": []}'])
 def test_unsafe_json_raises(text):
     with pytest.raises(UnsafeEdit):

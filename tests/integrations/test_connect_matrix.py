@@ -148,7 +148,10 @@ def test_jsonc_and_toml_with_comments(repo, vera, standin, runtime_bin, home_env
     for runtime in ("codex", "opencode"):
         assert connect(vera, standin, runtime).returncode == 0
     toml = (repo / ".codex/config.toml").read_text()
-    assert toml.startswith(UNRELATED[".codex/config.toml"])  # comments and layout kept
+    # Comments and layout kept; Codex's startup grace is a top-level key, so it sits above
+    # the first table.
+    grace = f"{codex.GRACE_KEY} = {codex.STARTUP_GRACE_MS}\n"
+    assert toml.replace(grace, "", 1).startswith(UNRELATED[".codex/config.toml"])
     assert parse_toml(toml)["mcp_servers"]["vera"]["default_tools_approval_mode"] == "writes"
     jsonc = (repo / "opencode.jsonc").read_text()
     assert "// team config" in jsonc and "/* plugins by the team */" in jsonc
@@ -194,6 +197,30 @@ def test_conflicting_vera_endpoint_requires_user_selection(runtime, repo, vera, 
     assert done.returncode == 3
     assert "conflict:" in done.stderr and "vera" in done.stderr
     assert tree(repo) == before  # nothing written
+
+
+@pytest.mark.parametrize(("users", "kept"), [(None, False), (0, True), (20_000, True),
+                                             (500, False)])
+def test_codex_first_turn_waits_for_vera(users, kept, repo, vera, standin):
+    """Connect sets Codex's startup grace (how long the first turn waits for a server still
+    starting) to VERA's; a user's own grace that waits at least as long is kept and stays
+    after disconnect; a shorter one is a conflict the user resolves."""
+    original = "" if users is None else f"mcp_optional_startup_grace_ms = {users}\n"
+    if original:
+        write(repo, {".codex/config.toml": original})
+    before = tree(repo)
+    done = connect(vera, standin, "codex")
+    if users is not None and not kept:
+        assert done.returncode == 3 and "mcp_optional_startup_grace_ms" in done.stderr
+        assert tree(repo) == before  # nothing written
+        return
+    assert done.returncode == 0, done.stderr
+    grace = parse_toml((repo / ".codex/config.toml").read_text())[codex.GRACE_KEY]
+    assert grace == (users if kept else codex.STARTUP_GRACE_MS)
+    assert "ok   vera config and approval rules unchanged" in vera("doctor", "codex").stdout
+    assert vera("disconnect", "codex", "--yes").returncode == 0
+    left = repo / ".codex/config.toml"
+    assert (left.read_text() if left.exists() else "") == original
 
 
 def test_user_global_vera_config_plus_project_override(repo, vera, standin, runtime_bin,

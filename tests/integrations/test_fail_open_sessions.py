@@ -221,6 +221,35 @@ def test_a_codex_session_ends_a_tool_call_vera_never_answers(
     assert "timed out" in output and len(output) < BOUNDED_CHARS, output
 
 
+def offered_vera_tools(body: dict[str, Any]) -> set[str]:
+    """The VERA tools one request to the model offered."""
+    return {tool.get("name", "") for namespace in body.get("tools", [])
+            if namespace.get("name") == "mcp__vera" for tool in namespace.get("tools", [])}
+
+
+@pytest.mark.slow
+def test_a_codex_session_waits_for_a_vera_slow_to_start(
+    tmp_path: Path, repo: Path, vera, endpoint: FakeVera
+) -> None:
+    """VERA answers ``initialize`` after 3 s (a cold headers helper on a loaded machine
+    costs as much): Codex gives a server still starting 1 s by default before the first
+    turn goes without its tools, so connect sets the wait above it, and the first turn
+    offers VERA's tools and the model's call reaches VERA."""
+    connect(vera, endpoint, "codex")
+    config = tomlkit.parse((repo / ".codex/config.toml").read_text()).unwrap()
+    assert config["mcp_optional_startup_grace_ms"] == codex.STARTUP_GRACE_MS
+    endpoint.fault, endpoint.stall_s = "slow-start", 3.0
+    model = FakeResponses(search_then_answer)
+    try:
+        done = run_codex(repo, tmp_path, model)
+    finally:
+        model.close()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "knowledge_search" in offered_vera_tools(model.bodies[0]), model.bodies[0]
+    assert endpoint.calls == ["knowledge_search"]
+    assert "DONE" in done.stdout
+
+
 def _developer_texts(model: FakeResponses) -> list[str]:
     return [
         str(part.get("text", ""))

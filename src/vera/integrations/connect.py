@@ -117,7 +117,7 @@ class _Merger:
                     self.text = editors.json_append(self.text, path, item)
                     self.record("json-item", path, item)
             return None
-        if existing != wanted:
+        if existing != wanted and not self.adapter.serves_as_is(path, existing):
             self.plan.conflicts.append(f"{where}: already set to another value; choose which "
                                        "to keep")
         return None
@@ -170,7 +170,9 @@ def render_setup(root: Path, runtime: str, effective: Mapping[str, Any], *, api_
     server = adapter.server_definition(mcp_url, authenticated)
     mcp_rel = adapter.mcp_file(root)
     merges: dict[str, tuple[bool, dict[str, Any]]] = {
-        mcp_rel: (mcp_rel.endswith(".toml"), _nest(adapter.SERVER_PATH, copy.deepcopy(server)))}
+        mcp_rel: (mcp_rel.endswith(".toml"), {
+            **copy.deepcopy(adapter.CONFIG_KEYS),
+            **_nest(adapter.SERVER_PATH, copy.deepcopy(server))})}
     files = []
     for artifact in artifacts.render(runtime, effective, api_url=api_url):
         if artifact.kind == "file":

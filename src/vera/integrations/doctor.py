@@ -174,7 +174,7 @@ def _drift(current: Any, wanted: Any, path: tuple[str, ...], rendering: Renderin
         loosened = any(isinstance(item, str) and item not in wanted and _names_vera(item)
                        for item in current)
         return [path] if short or loosened else []
-    return [] if current == wanted else [path]
+    return [] if current == wanted or adapter.serves_as_is(path, current) else [path]
 
 
 def _names_vera(text: object) -> bool:

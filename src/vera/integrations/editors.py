@@ -349,7 +349,8 @@ def toml_delete(text: str, path: Path) -> str:
 
 
 def toml_set_key(text: str, path: Path, value: Any) -> str:
-    """Sets one key in an existing table (``[mcp_servers.vera]`` reused from the user)."""
+    """Sets one key at the top level or in an existing table (``[mcp_servers.vera]`` reused
+    from the user)."""
     try:
         doc = tomlkit.parse(text)
     except TOMLKitError as exc:
@@ -363,6 +364,11 @@ def toml_set_key(text: str, path: Path, value: Any) -> str:
         raise UnsafeEdit(f"{'.'.join(path)} already exists")
     parent[path[-1]] = value
     new_text = tomlkit.dumps(doc)
+    # tomlkit puts a blank line between a top-level key it inserts and the table after it;
+    # without it, removing the key later gives back the user's text byte for byte.
+    line = f"{tomlkit.dumps({path[-1]: value})}"
+    if len(path) == 1 and new_text.replace(line + "\n", "", 1) == text:
+        new_text = new_text.replace(line + "\n", line, 1)
     expected = parse_toml(text)
     _get(expected, path[:-1])[path[-1]] = value
     if parse_toml(new_text) != expected:

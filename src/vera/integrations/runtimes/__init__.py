@@ -2,8 +2,10 @@
 which trust steps it gates project config behind, and how doctor asks its own CLI.
 
 Each adapter module exposes the same names (``NAME``, ``CLI``, ``mcp_file``, ``SERVER_PATH``,
-``NEW_FILE_KEYS``, ``REFRESH``, ``APPROVAL``, ``server_definition``,
-``equivalent``, ``probe``, ``scope_issues``); :data:`ADAPTERS` maps
+``NEW_FILE_KEYS`` (set only in a config file connect creates), ``CONFIG_KEYS`` (top-level
+keys of the MCP config file VERA sets and owns), ``serves_as_is`` (a user's value VERA
+keeps instead of its own), ``REFRESH``, ``APPROVAL``,
+``server_definition``, ``equivalent``, ``probe``, ``scope_issues``); :data:`ADAPTERS` maps
 runtime names to them.
 """
 

@@ -14,6 +14,7 @@ from vera.integrations.runtimes.scopes import ScopeIssue
 NAME = "claude-code"
 CLI = "claude"
 NEW_FILE_KEYS: dict[str, str] = {}
+CONFIG_KEYS: dict[str, Any] = {}
 SERVER_PATH = ("mcpServers", "vera")
 # Claude Code runs the headers helper through the shell from wherever it was started (in
 # the repository), at each connection: it prints the header object with a token that is
@@ -25,6 +26,11 @@ APPROVAL = ("retrieval runs without a click; knowledge_get_context is decided pe
 MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")
 # A managed server set is exclusive: with this file, Claude Code runs only its servers.
 MANAGED_MCP = Path("/etc/claude-code/managed-mcp.json")
+
+
+def serves_as_is(path: tuple[str, ...], current: Any) -> bool:
+    """No user value stands in for one VERA sets here."""
+    return False
 
 
 def mcp_file(root: Path) -> str:

@@ -42,11 +42,27 @@ TOOL_TIMEOUT_SECONDS = 45
 # without VERA's tools cannot ground. A VERA that is down refuses at once, so this delays
 # only a VERA that accepts the connection and does not answer.
 STARTUP_TIMEOUT_SECONDS = 30
+# How long Codex holds the first turn for a server still starting before that turn goes
+# without its tools: 1 s by default (since 0.147), less than a cold headers helper takes on
+# a loaded machine, and a session whose first turn lacks VERA's tools cannot ground. A
+# top-level key (it holds every optional server of the session, so it is bounded at Codex's
+# own default startup time, not VERA's 30 s); a VERA that is down refuses at once.
+STARTUP_GRACE_MS = 10_000
+GRACE_KEY = "mcp_optional_startup_grace_ms"
+CONFIG_KEYS: dict[str, Any] = {GRACE_KEY: STARTUP_GRACE_MS}
 REFRESH = (f"Codex runs `{HEADERS_HELPER}` (http_headers_helper) when it connects and "
            "again after a refusal")
 APPROVAL = ("retrieval and knowledge_get_context run without a click (Codex approves per "
             "tool only, so its credential cannot persist: the server lists the tool read-only "
             "for it and refuses persist=true); writes ask as the save mode says")
+
+
+def serves_as_is(path: tuple[str, ...], current: Any) -> bool:
+    """Whether the user's own value at ``path`` already does what VERA's would, so connect
+    keeps it (and does not own it) and doctor accepts it: a startup grace that waits at
+    least as long (0 waits for each server's own startup timeout)."""
+    return (path == (GRACE_KEY,) and isinstance(current, int)
+            and not isinstance(current, bool) and (current == 0 or current >= STARTUP_GRACE_MS))
 
 
 def mcp_file(root: Path) -> str:

@@ -18,6 +18,7 @@ SERVER_PATH = ("mcp", "vera")
 # OpenCode adds this key to a config file that lacks it, so a file VERA creates carries it
 # from the start (and VERA owns it), rather than being left behind after disconnect.
 NEW_FILE_KEYS = {"$schema": "https://opencode.ai/config.json"}
+CONFIG_KEYS: dict[str, Any] = {}
 # ``{file:…}`` is resolved against the config file's folder, the repository root, when
 # OpenCode starts; VERA's plugin (its ``config`` hook, which runs before the MCP servers
 # connect) replaces that header with a token from ``vera mcp-token``, minted again when
@@ -32,6 +33,11 @@ APPROVAL = ("retrieval and knowledge_get_context run without a click (OpenCode a
 # OpenCode's managed config folder on Linux; its own test variable moves it.
 MANAGED_DIR = Path("/etc/opencode")
 CONFIG_NAMES = ("config.json", "opencode.json", "opencode.jsonc")
+
+
+def serves_as_is(path: tuple[str, ...], current: Any) -> bool:
+    """No user value stands in for one VERA sets here."""
+    return False
 
 
 def _config_dirs(env: dict[str, str]) -> tuple[Path, Path]:
