@@ -366,7 +366,7 @@ def toml_set_key(text: str, path: Path, value: Any) -> str:
     new_text = tomlkit.dumps(doc)
     # tomlkit puts a blank line between a top-level key it inserts and the table after it;
     # without it, removing the key later gives back the user's text byte for byte.
-    line = f"{tomlkit.dumps({path[-1]: value})}"
+    line = tomlkit.dumps({path[-1]: value})
     if len(path) == 1 and new_text.replace(line + "\n", "", 1) == text:
         new_text = new_text.replace(line + "\n", line, 1)
     expected = parse_toml(text)
