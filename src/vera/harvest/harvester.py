@@ -24,6 +24,7 @@ from vera.secret_screen import find_secret
 
 MAX_FILE_BYTES = 512 * 1024
 MAX_FILES_READ = 20_000
+MAX_BYTES_READ = 128 * 1024 * 1024  # every file read is held at once (one git cat-file)
 # Other projects' files checked into this one: what they state is not this repository's.
 VENDORED = ("node_modules/", "vendor/", "third_party/", "site-packages/", ".venv/")
 
@@ -37,7 +38,8 @@ class Harvest:
     files_read: int = 0
     facts: list[Fact] = field(default_factory=list)
     # reason -> count of facts (or files) left out: secret, no_quote, too_long, duplicate,
-    # unreadable (files too large or not UTF-8), too_many_files, extractor_failed
+    # unreadable (files too large or not UTF-8), too_many_files (beyond the count or
+    # byte budget), extractor_failed
     skipped: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
 
@@ -136,16 +138,19 @@ def harvest_checkout(path: Path, revision: str = "HEAD", repository: str | None 
     harvest = Harvest(identity, checkout.branch() if revision == "HEAD" else "", commit)
     entries = checkout.files(commit.id)
     harvest.files_listed = len(entries)
+    candidates = [entry for entry in entries if wanted_by(entry.path)]
+    sizes = checkout.sizes(candidates)
     wanted: list[TreeEntry] = []
-    for entry in entries:
-        if not wanted_by(entry.path):
-            continue
-        if entry.size > MAX_FILE_BYTES:
+    budget = MAX_BYTES_READ
+    for entry in candidates:
+        size = sizes[entry.object_id]
+        if size > MAX_FILE_BYTES:
             harvest.skipped["unreadable"] += 1
-        elif len(wanted) >= MAX_FILES_READ:
+        elif len(wanted) >= MAX_FILES_READ or size > budget:
             harvest.skipped["too_many_files"] += 1
         else:
             wanted.append(entry)
+            budget -= size
     blobs = ((entry.path, content) for entry, content in checkout.read_blobs(wanted))
     harvest_files(identity, blobs, harvest)
     harvest.seconds = time.monotonic() - started
