@@ -208,6 +208,26 @@ def test_oversized_vendored_and_undecodable_files_are_not_read(tmp_path: Path) -
     assert harvest.skipped["unreadable"] == 2
 
 
+def test_what_the_tests_read_is_not_stated_as_the_repositorys(tmp_path: Path) -> None:
+    """A fixture's manifest names another project (`transformers depends_on torch`): it
+    is what a test exercises, never a fact about this repository. A workflow named for
+    tests is the repository's own."""
+    repo = FixtureRepo(tmp_path / "r")
+    repo.commit({"pyproject.toml": '[project]\nname = "shop"\ndependencies = ["flask"]\n',
+                 "test/ecosystem/transformers/pyproject.toml":
+                     '[project]\nname = "transformers"\ndependencies = ["torch"]\n',
+                 "pkg/diff/testdata/deploy.yaml": "kind: Pod\nspec:\n  containers:\n"
+                                                  "  - image: nginx:1.19\n",
+                 "services/api/tests/fixtures/requirements.txt": "django==1.0\n",
+                 "src/__tests__/package.json": '{"name": "sample", "version": "9.9.9"}',
+                 ".github/workflows/test-integration.yml":
+                     "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n"
+                     "    steps:\n      - run: make test\n"})
+    harvest = harvest_checkout(repo.root)
+    assert {f.path for f in harvest.facts} == {"pyproject.toml",
+                                               ".github/workflows/test-integration.yml"}
+
+
 def test_a_repository_without_a_remote_needs_one_named(tmp_path: Path) -> None:
     repo = FixtureRepo(tmp_path / "r", remote=None)
     repo.commit({"requirements.txt": "flask==3.0\n"})

@@ -27,6 +27,10 @@ MAX_FILES_READ = 20_000
 MAX_BYTES_READ = 128 * 1024 * 1024  # every file read is held at once (one git cat-file)
 # Other projects' files checked into this one: what they state is not this repository's.
 VENDORED = ("node_modules/", "vendor/", "third_party/", "site-packages/", ".venv/")
+# What the repository's tests read (other projects' manifests, sample charts and
+# manifests): it states what a test exercises, not how this repository is built or run.
+TEST_MATERIAL = ("test/", "tests/", "__tests__/", "testdata/", "test-data/", "test_data/",
+                 "fixtures/", "__fixtures__/")
 
 
 @dataclass
@@ -44,12 +48,12 @@ class Harvest:
     seconds: float = 0.0
 
 
-def _vendored(path: str) -> bool:
-    return any(f"/{part}" in f"/{path}" for part in VENDORED)
+def _not_this_repositorys(path: str) -> bool:
+    return any(f"/{folder}" in f"/{path}" for folder in VENDORED + TEST_MATERIAL)
 
 
 def wanted_by(path: str) -> list[Extractor]:
-    if _vendored(path):
+    if _not_this_repositorys(path):
         return []
     return [e for e in EXTRACTORS if e.wants(path)]
 
