@@ -102,6 +102,38 @@ FILES: dict[str, str] = {
         "  </dependencies>\n"
         "</project>\n"
     ),
+    "billing/Billing.Api.csproj": (
+        "\ufeff<Project Sdk=\"Microsoft.NET.Sdk.Web\">\n"
+        "  <PropertyGroup>\n"
+        "    <TargetFrameworks>net8.0;netstandard2.0</TargetFrameworks>\n"
+        "    <AssemblyName>Acme.Billing</AssemblyName>\n"
+        "    <Version>1.2.0</Version>\n"
+        "    <PackageLicenseExpression>MIT</PackageLicenseExpression>\n"
+        "  </PropertyGroup>\n"
+        "  <PropertyGroup Condition=\"'$(OS)' == 'Windows_NT'\">\n"
+        "    <TargetFrameworks>net8.0-windows</TargetFrameworks>\n"
+        "  </PropertyGroup>\n"
+        "  <ItemGroup>\n"
+        "    <PackageReference Include=\"Npgsql\" Version=\"8.0.3\" />\n"
+        "    <PackageReference Include=\"Serilog\">\n"
+        "      <Version>3.1.1</Version>\n"
+        "    </PackageReference>\n"
+        "    <PackageReference Include=\"xunit\"\n"
+        "                      Version=\"$(XunitVersion)\" />\n"
+        "    <ProjectReference Include=\"..\\Billing.Core\\Billing.Core.csproj\" />\n"
+        "  </ItemGroup>\n"
+        "  <ItemGroup Condition=\"'$(TargetFramework)' == 'netstandard2.0'\">\n"
+        "    <PackageReference Include=\"System.Memory\" Version=\"4.5.5\" />\n"
+        "  </ItemGroup>\n"
+        "</Project>\n"
+    ),
+    "billing/Directory.Packages.props": (
+        "<Project>\n"
+        "  <ItemGroup>\n"
+        "    <PackageVersion Include=\"StackExchange.Redis\" Version=\"2.7.33\" />\n"
+        "  </ItemGroup>\n"
+        "</Project>\n"
+    ),
     "engine/Cargo.toml": (
         "[package]\n"
         "name = \"shop-engine\"\n"

@@ -76,6 +76,20 @@ EXPECTED = {
      'org.junit.jupiter:junit-jupiter ${junit.version}'),
     ('orders/pom.xml', 'L19-L24', 'orders-service', 'uses_test_runner',
      'org.junit.jupiter:junit-jupiter'),
+    ('billing/Billing.Api.csproj', 'L3', 'Acme.Billing', 'uses_runtime', '.NET net8.0'),
+    ('billing/Billing.Api.csproj', 'L3', 'Acme.Billing', 'uses_runtime', '.NET netstandard2.0'),
+    ('billing/Billing.Api.csproj', 'L5', 'Acme.Billing', 'version', '1.2.0'),
+    ('billing/Billing.Api.csproj', 'L6', 'Acme.Billing', 'license', 'MIT'),
+    ('billing/Billing.Api.csproj', 'L12', 'Acme.Billing', 'depends_on', 'Npgsql 8.0.3'),
+    ('billing/Billing.Api.csproj', 'L12', 'Acme.Billing', 'uses_database_driver', 'Npgsql'),
+    ('billing/Billing.Api.csproj', 'L13-L15', 'Acme.Billing', 'depends_on', 'Serilog 3.1.1'),
+    ('billing/Billing.Api.csproj', 'L16-L17', 'Acme.Billing', 'depends_on',
+     'xunit $(XunitVersion)'),
+    ('billing/Billing.Api.csproj', 'L16-L17', 'Acme.Billing', 'uses_test_runner', 'xunit'),
+    ('billing/Directory.Packages.props', 'L3', '{R}/billing', 'depends_on',
+     'StackExchange.Redis 2.7.33'),
+    ('billing/Directory.Packages.props', 'L3', '{R}/billing', 'uses_database_driver',
+     'StackExchange.Redis'),
     ('engine/Cargo.toml', 'L10', 'shop-engine', 'depends_on', 'sqlx 0.7'),
     ('engine/Cargo.toml', 'L10', 'shop-engine', 'uses_database_driver', 'sqlx'),
     ('engine/Cargo.toml', 'L12-L14', 'shop-engine', 'depends_on', 'serde 1.0'),
@@ -222,13 +236,18 @@ def test_oversized_vendored_and_undecodable_files_are_not_read(tmp_path: Path) -
     assert harvest.skipped["unreadable"] == 2
 
 
-def test_a_pom_declaring_entities_is_not_read(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("path", "root", "version"), [
+    ("pom.xml", "project", "<version>1.0</version>"),
+    ("App.csproj", "Project", "<PropertyGroup><Version>1.0</Version></PropertyGroup>"),
+])
+def test_an_xml_build_file_declaring_entities_is_not_read(tmp_path: Path, path: str, root: str,
+                                                          version: str) -> None:
     """Entity expansion is how XML is made to explode (each entity ten of the one
-    before); a POM needs no DTD, so one declaring any is not read, not even a harmless one."""
+    before); a build file needs no DTD, so one declaring any is not read, not even a
+    harmless one."""
     repo = FixtureRepo(tmp_path / "r")
-    repo.commit({"pom.xml": '<?xml version="1.0"?>\n<!DOCTYPE project [<!ENTITY v "1.0">]>\n'
-                            "<project>\n  <artifactId>app</artifactId>\n"
-                            "  <version>1.0</version>\n</project>\n"})
+    repo.commit({path: f'<?xml version="1.0"?>\n<!DOCTYPE {root} [<!ENTITY v "1.0">]>\n'
+                       f"<{root}>\n  {version}\n</{root}>\n"})
     harvest = harvest_checkout(repo.root)
     assert harvest.files_read == 1 and harvest.facts == []
 

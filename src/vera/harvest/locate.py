@@ -3,14 +3,17 @@
 The maintained parsers (``tomllib``, ``json``) give values but no line numbers, so a value
 is located by searching its own text in the lines of its table or object: found exactly,
 or the fact is dropped (never a guessed line). YAML (and JSON read as YAML, for OpenAPI)
-comes from PyYAML's node tree, whose marks give every node's lines.
+comes from PyYAML's node tree, whose marks give every node's lines; XML from expat, which
+gives each element's first and last line.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import xml.parsers.expat
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -195,3 +198,73 @@ def plain(node: yaml.Node | None, depth: int = 0) -> Any:
     if isinstance(node, yaml.MappingNode):
         return {scalar(k): plain(v, depth + 1) for k, v in node.value if scalar(k) is not None}
     return None
+
+
+# --- XML ----------------------------------------------------------------------------------
+
+
+@dataclass
+class XmlElement:
+    """An element with its local tag, attributes, text and lines: ``start`` is its start
+    tag's first line (where its attributes stand, a start tag may span lines up to the
+    element's ``end``), ``end`` its end tag's last line."""
+
+    tag: str
+    attributes: dict[str, str]
+    start: int
+    end: int = 0
+    text: str = ""
+    children: list[XmlElement] = field(default_factory=list)
+
+    def child(self, tag: str) -> XmlElement | None:
+        return next((c for c in self.children if c.tag == tag), None)
+
+    def all(self, *path: str) -> list[XmlElement]:
+        found = [self]
+        for tag in path:
+            found = [c for e in found for c in e.children if c.tag == tag]
+        return found
+
+    def value(self, tag: str) -> str:
+        element = self.child(tag)
+        return element.text.strip() if element is not None else ""
+
+
+class _Refused(Exception):
+    pass
+
+
+def xml_tree(text: str) -> XmlElement | None:
+    """The document's root element, or None when it is not well-formed XML or declares a
+    DTD or an entity: no build file needs either, and expanding entities is how XML is
+    made to explode, so such a file is not read at all."""
+    parser = xml.parsers.expat.ParserCreate()
+    parser.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    stack: list[XmlElement] = []
+    roots: list[XmlElement] = []
+
+    def start(name: str, attributes: dict[str, str]) -> None:
+        element = XmlElement(name.rsplit(":", 1)[-1], attributes, parser.CurrentLineNumber)
+        (stack[-1].children if stack else roots).append(element)
+        stack.append(element)
+
+    def end(_name: str) -> None:
+        stack.pop().end = parser.CurrentLineNumber
+
+    def characters(data: str) -> None:
+        if stack:
+            stack[-1].text += data
+
+    def refuse(*_args: object) -> None:
+        raise _Refused
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    parser.CharacterDataHandler = characters
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    try:
+        parser.Parse(text, True)
+    except (xml.parsers.expat.ExpatError, _Refused):
+        return None
+    return roots[0] if roots else None

@@ -6,7 +6,8 @@ packages whose one purpose is the role are listed (an ORM is not a driver, a uti
 happens to ship a test helper is not a test runner); anything else yields the dependency
 fact alone. Names are each ecosystem's canonical spelling (PyPI names normalized as PEP
 503 does, npm names as written, Go module paths without their major-version suffix, Maven
-coordinates as ``groupId:artifactId``).
+coordinates as ``groupId:artifactId``, NuGet package ids in lower case as NuGet compares
+them).
 """
 
 from __future__ import annotations
@@ -71,7 +72,19 @@ _MAVEN = {  # groupId:artifactId
     TEST_RUNNER: {"org.junit.jupiter:junit-jupiter", "org.junit.jupiter:junit-jupiter-api",
                   "junit:junit", "org.testng:testng", "org.spockframework:spock-core"},
 }
-TABLES = {"python": _PYTHON, "node": _NODE, "go": _GO, "rust": _RUST, "maven": _MAVEN}
+_NUGET = {  # package ids, lower-cased
+    FRAMEWORK: {"grpc.aspnetcore", "nancy", "servicestack",
+                "microsoft.aspnetcore.components.webassembly", "avalonia",
+                "microsoft.maui.controls"},
+    DATABASE_DRIVER: {"npgsql", "mysqlconnector", "mysql.data", "microsoft.data.sqlclient",
+                      "system.data.sqlclient", "microsoft.data.sqlite", "mongodb.driver",
+                      "stackexchange.redis", "oracle.manageddataaccess.core",
+                      "cassandracsharpdriver", "neo4j.driver", "elastic.clients.elasticsearch",
+                      "clickhouse.client"},
+    TEST_RUNNER: {"xunit", "xunit.v3", "nunit", "mstest", "mstest.testframework", "tunit"},
+}
+TABLES = {"python": _PYTHON, "node": _NODE, "go": _GO, "rust": _RUST, "maven": _MAVEN,
+          "nuget": _NUGET}
 
 _GO_MAJOR = re.compile(r"/v\d+$")
 
@@ -82,8 +95,8 @@ def python_name(name: str) -> str:
 
 def roles(ecosystem: str, name: str) -> list[str]:
     """The role predicates a dependency called ``name`` has (usually none)."""
-    key = {"python": python_name, "go": lambda n: _GO_MAJOR.sub("", n)}.get(
-        ecosystem, lambda n: n)(name)
+    key = {"python": python_name, "go": lambda n: _GO_MAJOR.sub("", n),
+           "nuget": str.lower}.get(ecosystem, lambda n: n)(name)
     return [role for role, names in TABLES[ecosystem].items() if key in names]
 
 

@@ -17,6 +17,7 @@ from vera.harvest.extractors import (
     codeowners,
     compose,
     dockerfile,
+    dotnet_project,
     github_actions,
     gitlab_ci,
     go_module,
@@ -48,8 +49,8 @@ class Extractor(Protocol):
 
 MODULES: tuple[ModuleType, ...] = (
     codeowners, runtime_files, python_project, requirements, node_package, go_module,
-    cargo_package, maven_pom, compose, dockerfile, kubernetes, helm, terraform, github_actions,
-    gitlab_ci, makefile, justfile, tox_ini, noxfile, adr, openapi, license_file,
+    cargo_package, maven_pom, dotnet_project, compose, dockerfile, kubernetes, helm, terraform,
+    github_actions, gitlab_ci, makefile, justfile, tox_ini, noxfile, adr, openapi, license_file,
 )
 EXTRACTORS: tuple[Extractor, ...] = MODULES
 

@@ -4,17 +4,15 @@ version each declares as written.
 
 The subject is the project's ``artifactId``; one naming none speaks for its folder. A
 value built from a property (``${spring.version}``) is stated as written, never resolved.
-A file declaring a DTD or an entity is not read: a POM needs neither, and expanding
-entities is how XML is made to explode.
+A file declaring a DTD or an entity is not read (``vera.harvest.locate.xml_tree``).
 """
 
 from __future__ import annotations
 
-import xml.parsers.expat
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 from vera.harvest.facts import DEPENDENCIES, LICENSE, RUNTIME, Document, Fact
+from vera.harvest.locate import XmlElement, xml_tree
 from vera.harvest.roles import dependency_facts
 
 PREDICATES = frozenset({
@@ -31,68 +29,9 @@ def wants(path: str) -> bool:
     return path.rsplit("/", 1)[-1] == "pom.xml"
 
 
-@dataclass
-class _Element:
-    tag: str
-    start: int
-    end: int = 0
-    text: str = ""
-    children: list[_Element] = field(default_factory=list)
-
-    def child(self, tag: str) -> _Element | None:
-        return next((c for c in self.children if c.tag == tag), None)
-
-    def all(self, *path: str) -> list[_Element]:
-        found = [self]
-        for tag in path:
-            found = [c for e in found for c in e.children if c.tag == tag]
-        return found
-
-    def value(self, tag: str) -> str:
-        element = self.child(tag)
-        return element.text.strip() if element is not None else ""
-
-
-class _Refused(Exception):
-    pass
-
-
-def _parse(text: str) -> _Element | None:
-    parser = xml.parsers.expat.ParserCreate()
-    parser.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)
-    stack: list[_Element] = []
-    roots: list[_Element] = []
-
-    def start(name: str, _attributes: dict[str, str]) -> None:
-        element = _Element(name.rsplit(":", 1)[-1], parser.CurrentLineNumber)
-        (stack[-1].children if stack else roots).append(element)
-        stack.append(element)
-
-    def end(_name: str) -> None:
-        stack.pop().end = parser.CurrentLineNumber
-
-    def characters(data: str) -> None:
-        if stack:
-            stack[-1].text += data
-
-    def refuse(*_args: object) -> None:
-        raise _Refused
-
-    parser.StartElementHandler = start
-    parser.EndElementHandler = end
-    parser.CharacterDataHandler = characters
-    parser.StartDoctypeDeclHandler = refuse
-    parser.EntityDeclHandler = refuse
-    try:
-        parser.Parse(text, True)
-    except (xml.parsers.expat.ExpatError, _Refused):
-        return None
-    return roots[0] if roots and roots[0].tag == "project" else None
-
-
 def extract(doc: Document) -> Iterator[Fact]:
-    project = _parse(doc.text)
-    if project is None:
+    project = xml_tree(doc.text)
+    if project is None or project.tag != "project":
         return
     artifact = project.value("artifactId")
     subject = artifact if artifact and "${" not in artifact else doc.subject_for_directory()
@@ -116,7 +55,7 @@ def extract(doc: Document) -> Iterator[Fact]:
         yield from _dependency(doc, subject, dependency, group)
 
 
-def _dependencies(project: _Element) -> Iterator[tuple[_Element, str]]:
+def _dependencies(project: XmlElement) -> Iterator[tuple[XmlElement, str]]:
     parent = project.child("parent")
     if parent is not None:
         yield parent, "parent"
@@ -127,7 +66,7 @@ def _dependencies(project: _Element) -> Iterator[tuple[_Element, str]]:
         yield dependency, "managed"
 
 
-def _dependency(doc: Document, subject: str, dependency: _Element, group: str
+def _dependency(doc: Document, subject: str, dependency: XmlElement, group: str
                 ) -> Iterator[Fact]:
     artifact = dependency.value("artifactId")
     if not artifact:
