@@ -134,6 +134,27 @@ FILES: dict[str, str] = {
         "  </ItemGroup>\n"
         "</Project>\n"
     ),
+    "storefront/composer.json": (
+        "{\n"
+        "  \"name\": \"acme/storefront\",\n"
+        "  \"version\": \"3.0.1\",\n"
+        "  \"license\": [\"MIT\", \"GPL-3.0-only\"],\n"
+        "  \"require\": {\n"
+        "    \"php\": \"^8.2\",\n"
+        "    \"ext-pdo_pgsql\": \"*\",\n"
+        "    \"composer-plugin-api\": \"^2.0\",\n"
+        "    \"laravel/framework\": \"^11.0\"\n"
+        "  },\n"
+        "  \"require-dev\": {\"phpunit/phpunit\": \"^10.5\"},\n"
+        "  \"scripts\": {\n"
+        "    \"test\": \"phpunit\",\n"
+        "    \"post-autoload-dump\": [\n"
+        "      \"Illuminate\\\\Foundation\\\\ComposerScripts::postAutoloadDump\",\n"
+        "      \"@php artisan package:discover\"\n"
+        "    ]\n"
+        "  }\n"
+        "}\n"
+    ),
     "engine/Cargo.toml": (
         "[package]\n"
         "name = \"shop-engine\"\n"

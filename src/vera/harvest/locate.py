@@ -106,16 +106,54 @@ def json_member_line(lines: list[str], key: str, value: str | None = None, start
 
 def json_object_lines(lines: list[str], key: str, start: int = 1) -> tuple[int, int] | None:
     """Lines of the object member ``"key": { ... }`` (brace depth from its line)."""
-    first = find_line(lines, re.compile(rf"{re.escape(json.dumps(key))}\s*:\s*\{{"), start)
+    return _json_bracketed(lines, key, "{", "}", start)
+
+
+def json_array_lines(lines: list[str], key: str, start: int = 1,
+                     end: int | None = None) -> tuple[int, int] | None:
+    """Lines of the array member ``"key": [ ... ]`` in [start, end]."""
+    return _json_bracketed(lines, key, "[", "]", start, end)
+
+
+def _json_bracketed(lines: list[str], key: str, opener: str, closer: str, start: int,
+                    end: int | None = None) -> tuple[int, int] | None:
+    pattern = re.compile(rf"{re.escape(json.dumps(key))}\s*:\s*{re.escape(opener)}")
+    first = find_line(lines, pattern, start, end)
     if first is None:
         return None
     depth = 0
     for number in range(first, len(lines) + 1):
         code = _code(lines[number - 1])
-        depth += code.count("{") - code.count("}")
+        depth += code.count(opener) - code.count(closer)
         if depth <= 0:
             return (first, number)
     return None
+
+
+def json_string_members(lines: list[str], data: dict[str, Any], key: str
+                        ) -> Iterator[tuple[str, str, int]]:
+    """(name, value, line) of each string member of the top-level object ``key`` of
+    ``data`` (the parsed file), found in its lines."""
+    members = data.get(key)
+    span = json_object_lines(lines, key) if isinstance(members, dict) else None
+    if span is None or not isinstance(members, dict):
+        return
+    for member, value in members.items():
+        if isinstance(value, str):
+            line = json_member_line(lines, member, value, span[0], span[1])
+            if line is not None:
+                yield member, value, line
+
+
+def json_written(value: str) -> str:
+    """A string as a JSON file writes it, without its quotes (escapes kept): what the
+    file's lines hold, to quote as a fact's evidence."""
+    return json.dumps(value)[1:-1]
+
+
+def json_string_line(lines: list[str], value: str, start: int, end: int) -> int | None:
+    """The line of the string literal ``value`` (an array item) in [start, end]."""
+    return find_line(lines, re.compile(re.escape(json.dumps(value))), start, end)
 
 
 # --- YAML ---------------------------------------------------------------------------------

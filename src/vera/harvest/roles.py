@@ -6,8 +6,8 @@ packages whose one purpose is the role are listed (an ORM is not a driver, a uti
 happens to ship a test helper is not a test runner); anything else yields the dependency
 fact alone. Names are each ecosystem's canonical spelling (PyPI names normalized as PEP
 503 does, npm names as written, Go module paths without their major-version suffix, Maven
-coordinates as ``groupId:artifactId``, NuGet package ids in lower case as NuGet compares
-them).
+coordinates as ``groupId:artifactId``, NuGet package ids and Composer names in lower case as
+NuGet and Composer compare them).
 """
 
 from __future__ import annotations
@@ -83,8 +83,19 @@ _NUGET = {  # package ids, lower-cased
                       "clickhouse.client"},
     TEST_RUNNER: {"xunit", "xunit.v3", "nunit", "mstest", "mstest.testframework", "tunit"},
 }
+_COMPOSER = {  # package names (vendor/name), PHP extensions (ext-name), lower-cased
+    FRAMEWORK: {"laravel/framework", "laravel/lumen-framework", "symfony/framework-bundle",
+                "slim/slim", "laminas/laminas-mvc", "cakephp/cakephp", "yiisoft/yii2",
+                "codeigniter4/framework", "spiral/framework"},
+    DATABASE_DRIVER: {"ext-pdo_pgsql", "ext-pgsql", "ext-pdo_mysql", "ext-mysqli",
+                      "ext-pdo_sqlite", "ext-sqlite3", "ext-pdo_sqlsrv", "ext-sqlsrv",
+                      "ext-oci8", "ext-mongodb", "ext-redis", "mongodb/mongodb", "predis/predis",
+                      "elasticsearch/elasticsearch", "laudis/neo4j-php-client"},
+    TEST_RUNNER: {"phpunit/phpunit", "pestphp/pest", "codeception/codeception", "behat/behat",
+                  "phpspec/phpspec"},
+}
 TABLES = {"python": _PYTHON, "node": _NODE, "go": _GO, "rust": _RUST, "maven": _MAVEN,
-          "nuget": _NUGET}
+          "nuget": _NUGET, "composer": _COMPOSER}
 
 _GO_MAJOR = re.compile(r"/v\d+$")
 
@@ -96,7 +107,7 @@ def python_name(name: str) -> str:
 def roles(ecosystem: str, name: str) -> list[str]:
     """The role predicates a dependency called ``name`` has (usually none)."""
     key = {"python": python_name, "go": lambda n: _GO_MAJOR.sub("", n),
-           "nuget": str.lower}.get(ecosystem, lambda n: n)(name)
+           "nuget": str.lower, "composer": str.lower}.get(ecosystem, lambda n: n)(name)
     return [role for role, names in TABLES[ecosystem].items() if key in names]
 
 

@@ -16,6 +16,7 @@ from vera.harvest.extractors import (
     cargo_package,
     codeowners,
     compose,
+    composer_package,
     dockerfile,
     dotnet_project,
     github_actions,
@@ -48,9 +49,10 @@ class Extractor(Protocol):
 
 
 MODULES: tuple[ModuleType, ...] = (
-    codeowners, runtime_files, python_project, requirements, node_package, go_module,
-    cargo_package, maven_pom, dotnet_project, compose, dockerfile, kubernetes, helm, terraform,
-    github_actions, gitlab_ci, makefile, justfile, tox_ini, noxfile, adr, openapi, license_file,
+    codeowners, runtime_files, python_project, requirements, node_package, composer_package,
+    go_module, cargo_package, maven_pom, dotnet_project, compose, dockerfile, kubernetes, helm,
+    terraform, github_actions, gitlab_ci, makefile, justfile, tox_ini, noxfile, adr, openapi,
+    license_file,
 )
 EXTRACTORS: tuple[Extractor, ...] = MODULES
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
 from vera.harvest.facts import BUILD, DEPENDENCIES, LICENSE, RUNTIME, Document, Fact
-from vera.harvest.locate import json_member_line, json_object_lines
+from vera.harvest.locate import json_member_line, json_string_members
 from vera.harvest.roles import dependency_facts
 
 PREDICATES = frozenset({
@@ -44,25 +43,13 @@ def extract(doc: Document) -> Iterator[Fact]:
         if isinstance(value, str) and value and (line := json_member_line(doc.lines, key, value)):
             yield doc.fact(subject, predicate, value, line, slot=key, document_type=document_type)
     for key, group in GROUPS.items():
-        for member, value, line in _members(doc, data, key):
+        for member, value, line in json_string_members(doc.lines, data, key):
             yield from dependency_facts(doc, subject, "node", member, f"{member} {value}", line,
                                         group=group)
-    for member, value, line in _members(doc, data, "engines"):
+    for member, value, line in json_string_members(doc.lines, data, "engines"):
         yield doc.fact(subject, "uses_runtime", f"{member} {value}", line, slot=member,
                        document_type=RUNTIME, quote=value)
-    for member, value, line in _members(doc, data, "scripts"):
+    for member, value, line in json_string_members(doc.lines, data, "scripts"):
         yield doc.fact(subject, "defines_script",
                        f"{member}: {value}", line, slot=member, document_type=BUILD, quote=value)
 
-
-def _members(doc: Document, data: dict[str, Any], key: str) -> Iterator[tuple[str, str, int]]:
-    """(name, string value, line) of each member of the top-level object ``key``."""
-    members = data.get(key)
-    span = json_object_lines(doc.lines, key) if isinstance(members, dict) else None
-    if span is None or not isinstance(members, dict):
-        return
-    for member, value in members.items():
-        if isinstance(value, str):
-            line = json_member_line(doc.lines, member, value, span[0], span[1])
-            if line is not None:
-                yield member, value, line
