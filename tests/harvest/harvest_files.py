@@ -155,6 +155,27 @@ FILES: dict[str, str] = {
         "  }\n"
         "}\n"
     ),
+    "admin/Gemfile": (
+        "source \"https://rubygems.org\"\n"
+        "ruby \"3.3.0\"\n"
+        "\n"
+        "gem \"rails\", \"~> 7.1\", \">= 7.1.3\"\n"
+        "gem 'pg'   # the database\n"
+        "gem \"sidekiq\", github: \"sidekiq/sidekiq\"\n"
+        "gem \"rack\", ENV[\"RACK_VERSION\"]\n"
+        "gem \"bootsnap\", require: false if ENV[\"BOOT\"]\n"
+        "gem \"puma\",\n"
+        "    \">= 6.0\"\n"
+        "\n"
+        "group :development, :test do\n"
+        "  gem \"rspec-rails\", \"~> 6.1\"\n"
+        "end\n"
+        "\n"
+        "if ENV[\"REDIS\"]\n"
+        "  gem \"redis\"\n"
+        "end\n"
+        "gem \"skylight\", group: :production\n"
+    ),
     "engine/Cargo.toml": (
         "[package]\n"
         "name = \"shop-engine\"\n"

@@ -105,6 +105,16 @@ EXPECTED = {
     ('storefront/composer.json', 'L14-L17', 'acme/storefront', 'defines_script',
      'post-autoload-dump: Illuminate\\Foundation\\ComposerScripts::postAutoloadDump\n'
      '@php artisan package:discover'),
+    ('admin/Gemfile', 'L2', '{R}/admin', 'uses_runtime', 'Ruby 3.3.0'),
+    ('admin/Gemfile', 'L4', '{R}/admin', 'depends_on', 'rails ~> 7.1, >= 7.1.3'),
+    ('admin/Gemfile', 'L4', '{R}/admin', 'built_with', 'rails'),
+    ('admin/Gemfile', 'L5', '{R}/admin', 'depends_on', 'pg'),
+    ('admin/Gemfile', 'L5', '{R}/admin', 'uses_database_driver', 'pg'),
+    ('admin/Gemfile', 'L6', '{R}/admin', 'depends_on', 'sidekiq'),
+    ('admin/Gemfile', 'L9-L10', '{R}/admin', 'depends_on', 'puma >= 6.0'),
+    ('admin/Gemfile', 'L13', '{R}/admin', 'depends_on', 'rspec-rails ~> 6.1'),
+    ('admin/Gemfile', 'L13', '{R}/admin', 'uses_test_runner', 'rspec-rails'),
+    ('admin/Gemfile', 'L19', '{R}/admin', 'depends_on', 'skylight'),
     ('engine/Cargo.toml', 'L10', 'shop-engine', 'depends_on', 'sqlx 0.7'),
     ('engine/Cargo.toml', 'L10', 'shop-engine', 'uses_database_driver', 'sqlx'),
     ('engine/Cargo.toml', 'L12-L14', 'shop-engine', 'depends_on', 'serde 1.0'),
@@ -265,6 +275,16 @@ def test_an_xml_build_file_declaring_entities_is_not_read(tmp_path: Path, path: 
                        f"<{root}>\n  {version}\n</{root}>\n"})
     harvest = harvest_checkout(repo.root)
     assert harvest.files_read == 1 and harvest.facts == []
+
+
+def test_a_gems_group_is_its_block_or_its_option(shop: FixtureRepo) -> None:
+    """Bundler installs a gem of `group :development, :test do` only there: its slot
+    names the group, so the same gem moving out of the group is a new statement."""
+    slots = {f.object: f.slot for f in harvest_checkout(shop.root).facts
+             if f.path == "admin/Gemfile" and f.predicate == "depends_on"}
+    assert slots["rspec-rails ~> 6.1"] == "development,test:rspec-rails"
+    assert slots["skylight"] == "production:skylight"
+    assert slots["pg"] == "pg"
 
 
 def test_what_the_tests_read_is_not_stated_as_the_repositorys(tmp_path: Path) -> None:

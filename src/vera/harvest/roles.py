@@ -94,8 +94,14 @@ _COMPOSER = {  # package names (vendor/name), PHP extensions (ext-name), lower-c
     TEST_RUNNER: {"phpunit/phpunit", "pestphp/pest", "codeception/codeception", "behat/behat",
                   "phpspec/phpspec"},
 }
+_RUBYGEMS = {
+    FRAMEWORK: {"rails", "sinatra", "hanami", "roda", "grape", "padrino"},
+    DATABASE_DRIVER: {"pg", "mysql2", "trilogy", "sqlite3", "redis", "redis-client", "mongo",
+                      "tiny_tds", "ruby-oci8", "cassandra-driver", "elasticsearch"},
+    TEST_RUNNER: {"rspec", "rspec-core", "rspec-rails", "minitest", "test-unit", "cucumber"},
+}
 TABLES = {"python": _PYTHON, "node": _NODE, "go": _GO, "rust": _RUST, "maven": _MAVEN,
-          "nuget": _NUGET, "composer": _COMPOSER}
+          "nuget": _NUGET, "composer": _COMPOSER, "rubygems": _RUBYGEMS}
 
 _GO_MAJOR = re.compile(r"/v\d+$")
 

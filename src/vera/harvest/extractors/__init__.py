@@ -33,6 +33,7 @@ from vera.harvest.extractors import (
     openapi,
     python_project,
     requirements,
+    ruby_gemfile,
     runtime_files,
     terraform,
     tox_ini,
@@ -50,9 +51,9 @@ class Extractor(Protocol):
 
 MODULES: tuple[ModuleType, ...] = (
     codeowners, runtime_files, python_project, requirements, node_package, composer_package,
-    go_module, cargo_package, maven_pom, dotnet_project, compose, dockerfile, kubernetes, helm,
-    terraform, github_actions, gitlab_ci, makefile, justfile, tox_ini, noxfile, adr, openapi,
-    license_file,
+    ruby_gemfile, go_module, cargo_package, maven_pom, dotnet_project, compose, dockerfile,
+    kubernetes, helm, terraform, github_actions, gitlab_ci, makefile, justfile, tox_ini, noxfile,
+    adr, openapi, license_file,
 )
 EXTRACTORS: tuple[Extractor, ...] = MODULES
 
