@@ -115,6 +115,20 @@ EXPECTED = {
     ('admin/Gemfile', 'L13', '{R}/admin', 'depends_on', 'rspec-rails ~> 6.1'),
     ('admin/Gemfile', 'L13', '{R}/admin', 'uses_test_runner', 'rspec-rails'),
     ('admin/Gemfile', 'L19', '{R}/admin', 'depends_on', 'skylight'),
+    ('inventory/build.gradle', 'L6', '{R}/inventory', 'version', '1.3.0'),
+    ('inventory/build.gradle', 'L8', '{R}/inventory', 'uses_runtime', 'Java 17'),
+    ('inventory/build.gradle', 'L14', '{R}/inventory', 'depends_on',
+     'org.springframework.boot:spring-boot-starter-web 3.2.5'),
+    ('inventory/build.gradle', 'L14', '{R}/inventory', 'built_with',
+     'org.springframework.boot:spring-boot-starter-web'),
+    ('inventory/build.gradle', 'L17', '{R}/inventory', 'depends_on',
+     'org.postgresql:postgresql 42.7.3'),
+    ('inventory/build.gradle', 'L17', '{R}/inventory', 'uses_database_driver',
+     'org.postgresql:postgresql'),
+    ('inventory/build.gradle', 'L20', '{R}/inventory', 'depends_on',
+     'org.junit.jupiter:junit-jupiter'),
+    ('inventory/build.gradle', 'L20', '{R}/inventory', 'uses_test_runner',
+     'org.junit.jupiter:junit-jupiter'),
     ('engine/Cargo.toml', 'L10', 'shop-engine', 'depends_on', 'sqlx 0.7'),
     ('engine/Cargo.toml', 'L10', 'shop-engine', 'uses_database_driver', 'sqlx'),
     ('engine/Cargo.toml', 'L12-L14', 'shop-engine', 'depends_on', 'serde 1.0'),
@@ -277,14 +291,23 @@ def test_an_xml_build_file_declaring_entities_is_not_read(tmp_path: Path, path: 
     assert harvest.files_read == 1 and harvest.facts == []
 
 
-def test_a_gems_group_is_its_block_or_its_option(shop: FixtureRepo) -> None:
-    """Bundler installs a gem of `group :development, :test do` only there: its slot
-    names the group, so the same gem moving out of the group is a new statement."""
-    slots = {f.object: f.slot for f in harvest_checkout(shop.root).facts
-             if f.path == "admin/Gemfile" and f.predicate == "depends_on"}
-    assert slots["rspec-rails ~> 6.1"] == "development,test:rspec-rails"
-    assert slots["skylight"] == "production:skylight"
-    assert slots["pg"] == "pg"
+@pytest.mark.parametrize(("path", "slots"), [
+    ("admin/Gemfile", {"rspec-rails ~> 6.1": "development,test:rspec-rails",
+                       "skylight": "production:skylight", "pg": "pg"}),
+    ("inventory/build.gradle", {
+        "org.postgresql:postgresql 42.7.3": "runtimeOnly:org.postgresql:postgresql",
+        "org.junit.jupiter:junit-jupiter": "testImplementation:org.junit.jupiter:junit-jupiter",
+        "org.springframework.boot:spring-boot-starter-web 3.2.5":
+            "org.springframework.boot:spring-boot-starter-web"}),
+])
+def test_a_dependencys_group_is_in_its_slot(shop: FixtureRepo, path: str,
+                                            slots: dict[str, str]) -> None:
+    """Bundler installs a gem of `group :development, :test do` only there, Gradle puts a
+    `runtimeOnly` dependency on no compile classpath: the slot names the group, so the same
+    dependency moving to another group is a new statement."""
+    stated = {f.object: f.slot for f in harvest_checkout(shop.root).facts
+              if f.path == path and f.predicate == "depends_on"}
+    assert {object_: stated.get(object_) for object_ in slots} == slots
 
 
 def test_what_the_tests_read_is_not_stated_as_the_repositorys(tmp_path: Path) -> None:

@@ -60,6 +60,7 @@ _MAVEN = {  # groupId:artifactId
     FRAMEWORK: {"org.springframework.boot:spring-boot-starter-parent",
                 "org.springframework.boot:spring-boot-starter-web",
                 "org.springframework.boot:spring-boot-starter-webflux",
+                "org.springframework.boot:spring-boot-starter-webmvc",
                 "io.quarkus:quarkus-rest", "io.quarkus:quarkus-resteasy-reactive",
                 "io.micronaut:micronaut-http-server-netty", "io.dropwizard:dropwizard-core",
                 "io.javalin:javalin", "io.vertx:vertx-web", "io.grpc:grpc-netty-shaded"},

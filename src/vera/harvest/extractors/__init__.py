@@ -22,6 +22,7 @@ from vera.harvest.extractors import (
     github_actions,
     gitlab_ci,
     go_module,
+    gradle_build,
     helm,
     justfile,
     kubernetes,
@@ -51,9 +52,9 @@ class Extractor(Protocol):
 
 MODULES: tuple[ModuleType, ...] = (
     codeowners, runtime_files, python_project, requirements, node_package, composer_package,
-    ruby_gemfile, go_module, cargo_package, maven_pom, dotnet_project, compose, dockerfile,
-    kubernetes, helm, terraform, github_actions, gitlab_ci, makefile, justfile, tox_ini, noxfile,
-    adr, openapi, license_file,
+    ruby_gemfile, go_module, cargo_package, maven_pom, gradle_build, dotnet_project, compose,
+    dockerfile, kubernetes, helm, terraform, github_actions, gitlab_ci, makefile, justfile,
+    tox_ini, noxfile, adr, openapi, license_file,
 )
 EXTRACTORS: tuple[Extractor, ...] = MODULES
 
