@@ -175,6 +175,12 @@ FILES: dict[str, str] = {
         "  gem \"redis\"\n"
         "end\n"
         "gem \"skylight\", group: :production\n"
+        "git \"https://github.com/acme/gems.git\" do\n"
+        "  gem \"acme-auth\"\n"
+        "end\n"
+        "group :tools, optional: true do\n"
+        "  gem \"foreman\"\n"
+        "end\n"
     ),
     "inventory/build.gradle": (
         "buildscript {\n"

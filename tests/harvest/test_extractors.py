@@ -115,6 +115,8 @@ EXPECTED = {
     ('admin/Gemfile', 'L13', '{R}/admin', 'depends_on', 'rspec-rails ~> 6.1'),
     ('admin/Gemfile', 'L13', '{R}/admin', 'uses_test_runner', 'rspec-rails'),
     ('admin/Gemfile', 'L19', '{R}/admin', 'depends_on', 'skylight'),
+    ('admin/Gemfile', 'L21', '{R}/admin', 'depends_on', 'acme-auth'),
+    ('admin/Gemfile', 'L24', '{R}/admin', 'depends_on', 'foreman'),
     ('inventory/build.gradle', 'L6', '{R}/inventory', 'version', '1.3.0'),
     ('inventory/build.gradle', 'L8', '{R}/inventory', 'uses_runtime', 'Java 17'),
     ('inventory/build.gradle', 'L14', '{R}/inventory', 'depends_on',
@@ -293,7 +295,8 @@ def test_an_xml_build_file_declaring_entities_is_not_read(tmp_path: Path, path: 
 
 @pytest.mark.parametrize(("path", "slots"), [
     ("admin/Gemfile", {"rspec-rails ~> 6.1": "development,test:rspec-rails",
-                       "skylight": "production:skylight", "pg": "pg"}),
+                       "skylight": "production:skylight", "pg": "pg",
+                       "foreman": "tools:foreman"}),
     ("inventory/build.gradle", {
         "org.postgresql:postgresql 42.7.3": "runtimeOnly:org.postgresql:postgresql",
         "org.junit.jupiter:junit-jupiter": "testImplementation:org.junit.jupiter:junit-jupiter",

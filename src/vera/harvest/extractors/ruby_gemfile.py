@@ -5,7 +5,8 @@ A Gemfile is Ruby, and it is never run: only the literal forms are read, line by
 ``gem`` whose name or version is anything but a plain string literal (a variable,
 ``ENV[...]``, an interpolated ``"#{...}"``) is not stated, nor one that holds only
 sometimes: under a trailing ``if``/``unless``, or inside any block but ``group``,
-``platforms`` and ``source`` (an ``if ... end``, ``install_if``, a method). ``ruby
+``platforms``, ``source``, ``git`` and ``path`` (an ``if ... end``, ``install_if``, a
+method). ``ruby
 file: ".ruby-version"`` names no version here (runtime_files reads that file), and a
 ``ruby`` with an ``engine:`` is not plain Ruby. The subject is the folder the Gemfile
 speaks for.
@@ -26,8 +27,8 @@ PREDICATES = frozenset({
 
 NAMES = frozenset({"Gemfile", "gems.rb"})
 # Blocks whose gems are still declared unconditionally (a group names when Bundler
-# installs them, a platform block where, a source block from where).
-PLAIN_BLOCKS = frozenset({"group", "platforms", "platform", "source"})
+# installs them, a platform block where, a source, git or path block from where).
+PLAIN_BLOCKS = frozenset({"group", "platforms", "platform", "source", "git", "github", "path"})
 # A statement continues on the next line while its line ends with a comma; bounded.
 MAX_STATEMENT_LINES = 8
 
@@ -107,8 +108,8 @@ def _block(code: str) -> _Block | None:
     kind = word.group(0) if word else "expression"
     if kind != "group":
         return _Block(kind)
-    arguments = code[len("group"):code.rindex("do")].strip().strip("()")
-    names = _symbols(arguments)
+    arguments = _arguments(code[len("group"):code.rindex("do")].strip().strip("()"))
+    names = _symbols(", ".join(a for a in arguments if not _KEY.match(a)))  # optional: true
     return _Block("group", names) if names else _Block("conditional")
 
 
