@@ -34,7 +34,7 @@ GROUPS = {"require": "", "require-dev": "dev"}
 
 
 def wants(path: str) -> bool:
-    return path.rsplit("/", 1)[-1] == "composer.json" and "vendor/" not in f"/{path}"
+    return path.rsplit("/", 1)[-1] == "composer.json" and "/vendor/" not in f"/{path}"
 
 
 def extract(doc: Document) -> Iterator[Fact]:
