@@ -440,8 +440,8 @@ def banner(settings: Settings, data_dir: Path, port: int, mcp_url: str, api_url:
     if settings.auth_profile == "local-dev":
         lines += [
             "", "MCP client config (`vera connect <runtime>` writes it and a local token; by "
-            f"hand: {MCP_TOKEN_VARIABLE} from `vera mcp-token`, or POST "
-            f"{api_url}/identity/mcp-token with the data dir's local.secret as the bearer):",
+            f"hand: {MCP_TOKEN_VARIABLE} from POST {api_url}/identity/mcp-token with the "
+            "data dir's local.secret as the bearer):",
             client_snippet(mcp_url),
         ]
     else:
