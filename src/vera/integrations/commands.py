@@ -186,7 +186,9 @@ def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url:
         created = False
     elif not key and sibling is None:
         return Credential(True, files.label, steps=[
-            f"run `vera connect {args.runtime}` again with the API key to store an MCP token"])
+            f"no MCP token stored (no API key was typed): run `vera connect {args.runtime} "
+            "--api-key-stdin < key-file` (or on a terminal, to be asked; VERA_API_KEY is not "
+            "read)"])
     else:
         key = key or str(sibling.api_key if sibling else "")
         label = f"vera connect {args.runtime} {socket.gethostname()} {root.name}"[:100]
