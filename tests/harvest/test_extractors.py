@@ -62,6 +62,20 @@ EXPECTED = {
      'Use CockroachDB for orders', 'documented_in', '{R}/docs/adr/0002-use-cockroachdb.md'),
     ('docs/adr/0002-use-cockroachdb.md', 'L9',
      'Use CockroachDB for orders', 'decided', 'CockroachDB'),
+    ('orders/pom.xml', 'L3-L7', 'orders-service', 'depends_on',
+     'org.springframework.boot:spring-boot-starter-parent 3.2.5'),
+    ('orders/pom.xml', 'L3-L7', 'orders-service', 'built_with',
+     'org.springframework.boot:spring-boot-starter-parent'),
+    ('orders/pom.xml', 'L9', 'orders-service', 'version', '2.1.0'),
+    ('orders/pom.xml', 'L10', 'orders-service', 'license', 'Apache-2.0'),
+    ('orders/pom.xml', 'L12', 'orders-service', 'uses_runtime', 'Java 21'),
+    ('orders/pom.xml', 'L15-L18', 'orders-service', 'depends_on', 'org.postgresql:postgresql'),
+    ('orders/pom.xml', 'L15-L18', 'orders-service', 'uses_database_driver',
+     'org.postgresql:postgresql'),
+    ('orders/pom.xml', 'L19-L24', 'orders-service', 'depends_on',
+     'org.junit.jupiter:junit-jupiter ${junit.version}'),
+    ('orders/pom.xml', 'L19-L24', 'orders-service', 'uses_test_runner',
+     'org.junit.jupiter:junit-jupiter'),
     ('engine/Cargo.toml', 'L10', 'shop-engine', 'depends_on', 'sqlx 0.7'),
     ('engine/Cargo.toml', 'L10', 'shop-engine', 'uses_database_driver', 'sqlx'),
     ('engine/Cargo.toml', 'L12-L14', 'shop-engine', 'depends_on', 'serde 1.0'),
@@ -206,6 +220,37 @@ def test_oversized_vendored_and_undecodable_files_are_not_read(tmp_path: Path) -
     harvest = harvest_checkout(repo.root)
     assert harvest.facts == [] and harvest.files_read == 0
     assert harvest.skipped["unreadable"] == 2
+
+
+def test_a_pom_declaring_entities_is_not_read(tmp_path: Path) -> None:
+    """Entity expansion is how XML is made to explode (each entity ten of the one
+    before); a POM needs no DTD, so one declaring any is not read, not even a harmless one."""
+    repo = FixtureRepo(tmp_path / "r")
+    repo.commit({"pom.xml": '<?xml version="1.0"?>\n<!DOCTYPE project [<!ENTITY v "1.0">]>\n'
+                            "<project>\n  <artifactId>app</artifactId>\n"
+                            "  <version>1.0</version>\n</project>\n"})
+    harvest = harvest_checkout(repo.root)
+    assert harvest.files_read == 1 and harvest.facts == []
+
+
+def test_what_the_tests_read_is_not_stated_as_the_repositorys(tmp_path: Path) -> None:
+    """A fixture's manifest names another project (`transformers depends_on torch`): it
+    is what a test exercises, never a fact about this repository. A workflow named for
+    tests is the repository's own."""
+    repo = FixtureRepo(tmp_path / "r")
+    repo.commit({"pyproject.toml": '[project]\nname = "shop"\ndependencies = ["flask"]\n',
+                 "test/ecosystem/transformers/pyproject.toml":
+                     '[project]\nname = "transformers"\ndependencies = ["torch"]\n',
+                 "pkg/diff/testdata/deploy.yaml": "kind: Pod\nspec:\n  containers:\n"
+                                                  "  - image: nginx:1.19\n",
+                 "services/api/tests/fixtures/requirements.txt": "django==1.0\n",
+                 "src/__tests__/package.json": '{"name": "sample", "version": "9.9.9"}',
+                 ".github/workflows/test-integration.yml":
+                     "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n"
+                     "    steps:\n      - run: make test\n"})
+    harvest = harvest_checkout(repo.root)
+    assert {f.path for f in harvest.facts} == {"pyproject.toml",
+                                               ".github/workflows/test-integration.yml"}
 
 
 def test_a_repository_without_a_remote_needs_one_named(tmp_path: Path) -> None:

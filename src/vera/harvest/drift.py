@@ -41,7 +41,9 @@ MARKS_PER_REQUEST = 50  # well under the REST API's plain body limit
 
 def lines_at(checkout: Checkout, commit: str, paths: set[str]) -> dict[str, list[str]]:
     """Each path's lines at the commit (a path gone or too large is absent)."""
-    entries = [e for e in checkout.files(commit) if e.path in paths and e.size <= MAX_FILE_BYTES]
+    cited = [e for e in checkout.files(commit) if e.path in paths]
+    sizes = checkout.sizes(cited)
+    entries = [e for e in cited if sizes[e.object_id] <= MAX_FILE_BYTES]
     return {entry.path: content.decode("utf-8", "replace").removeprefix("\ufeff").splitlines()
             for entry, content in checkout.read_blobs(entries)}
 

@@ -32,7 +32,6 @@ class GitError(Exception):
 class TreeEntry:
     path: str
     object_id: str
-    size: int
 
 
 @dataclass(frozen=True)
@@ -110,22 +109,49 @@ class Checkout:
         return commits
 
     def files(self, commit: str) -> list[TreeEntry]:
-        """The regular files of the commit's tree (no symlinks, no submodules), with sizes."""
-        out = self._git_bytes("ls-tree", "-r", "-z", "--long", "--full-tree", commit)
+        """The regular files of the commit's tree (no symlinks, no submodules). Only trees
+        are read, so a partial or sparse clone lists the files whose content it lacks."""
+        out = self._git_bytes("ls-tree", "-r", "-z", "--full-tree", commit)
         entries = []
         for record in out.split(b"\0"):
             if not record:
                 continue
             meta, _, path = record.partition(b"\t")
-            mode, kind, object_id, size = meta.split()
+            mode, kind, object_id = meta.split()
             if kind != b"blob" or mode.decode() not in _REGULAR_FILE_MODES:
                 continue
             try:
                 name = path.decode("utf-8")
             except UnicodeDecodeError:
                 continue  # a path no fact could name
-            entries.append(TreeEntry(name, object_id.decode(), int(size)))
+            entries.append(TreeEntry(name, object_id.decode()))
         return entries
+
+    def sizes(self, entries: Iterable[TreeEntry]) -> dict[str, int]:
+        """Each entry's size by object id, asked of git without reading the content.
+
+        A file whose content this clone lacks stops the caller: read as absent, its facts
+        would be closed as vanished and its cited lines reported gone."""
+        wanted = list(entries)
+        if not wanted:
+            return {}
+        by_id = {e.object_id: e.path for e in wanted}
+        request = "".join(f"{oid}\n" for oid in by_id).encode()
+        try:
+            out = self._git("cat-file", "--batch-check", stdin=request)
+        except GitError as exc:  # a partial clone: git may not fetch (protocol.allow=never)
+            if "promisor" not in str(exc):
+                raise
+            lacking = next((oid for oid in by_id if oid in str(exc)), None)
+            raise _lacking(by_id[lacking] if lacking else None) from None
+        sizes: dict[str, int] = {}
+        for line in out.splitlines():
+            object_id, _, rest = line.partition(" ")
+            kind, _, size = rest.partition(" ")
+            if kind != "blob" or not size.isdigit():
+                raise _lacking(by_id.get(object_id))
+            sizes[object_id] = int(size)
+        return sizes
 
     def read_blobs(self, entries: Iterable[TreeEntry]) -> Iterator[tuple[TreeEntry, bytes]]:
         """Each entry's content, read in one ``git cat-file --batch``."""
@@ -139,8 +165,16 @@ class Checkout:
             header_end = out.index(b"\n", offset)
             header = out[offset:header_end].split()
             if len(header) != 3 or header[1] != b"blob":
-                raise GitError(f"git cat-file: unexpected answer for {entry.path}")
+                raise _lacking(entry.path)
             size = int(header[2])
             body_start = header_end + 1
             yield entry, out[body_start:body_start + size]
             offset = body_start + size + 1  # the newline after each object
+
+
+def _lacking(path: str | None) -> GitError:
+    where = f" ({path})" if path else ""
+    return GitError(f"this clone lacks the content of a file the harvest reads{where}: a "
+                    "partial clone fetches files only when checked out; check the revision "
+                    "out once with every path (after `git sparse-checkout disable` in a "
+                    "sparse clone), or clone without --filter")

@@ -24,8 +24,13 @@ from vera.secret_screen import find_secret
 
 MAX_FILE_BYTES = 512 * 1024
 MAX_FILES_READ = 20_000
+MAX_BYTES_READ = 128 * 1024 * 1024  # every file read is held at once (one git cat-file)
 # Other projects' files checked into this one: what they state is not this repository's.
 VENDORED = ("node_modules/", "vendor/", "third_party/", "site-packages/", ".venv/")
+# What the repository's tests read (other projects' manifests, sample charts and
+# manifests): it states what a test exercises, not how this repository is built or run.
+TEST_MATERIAL = ("test/", "tests/", "__tests__/", "testdata/", "test-data/", "test_data/",
+                 "fixtures/", "__fixtures__/")
 
 
 @dataclass
@@ -37,17 +42,18 @@ class Harvest:
     files_read: int = 0
     facts: list[Fact] = field(default_factory=list)
     # reason -> count of facts (or files) left out: secret, no_quote, too_long, duplicate,
-    # unreadable (files too large or not UTF-8), too_many_files, extractor_failed
+    # unreadable (files too large or not UTF-8), too_many_files (beyond the count or
+    # byte budget), extractor_failed
     skipped: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
 
 
-def _vendored(path: str) -> bool:
-    return any(f"/{part}" in f"/{path}" for part in VENDORED)
+def _not_this_repositorys(path: str) -> bool:
+    return any(f"/{folder}" in f"/{path}" for folder in VENDORED + TEST_MATERIAL)
 
 
 def wanted_by(path: str) -> list[Extractor]:
-    if _vendored(path):
+    if _not_this_repositorys(path):
         return []
     return [e for e in EXTRACTORS if e.wants(path)]
 
@@ -136,16 +142,19 @@ def harvest_checkout(path: Path, revision: str = "HEAD", repository: str | None 
     harvest = Harvest(identity, checkout.branch() if revision == "HEAD" else "", commit)
     entries = checkout.files(commit.id)
     harvest.files_listed = len(entries)
+    candidates = [entry for entry in entries if wanted_by(entry.path)]
+    sizes = checkout.sizes(candidates)
     wanted: list[TreeEntry] = []
-    for entry in entries:
-        if not wanted_by(entry.path):
-            continue
-        if entry.size > MAX_FILE_BYTES:
+    budget = MAX_BYTES_READ
+    for entry in candidates:
+        size = sizes[entry.object_id]
+        if size > MAX_FILE_BYTES:
             harvest.skipped["unreadable"] += 1
-        elif len(wanted) >= MAX_FILES_READ:
+        elif len(wanted) >= MAX_FILES_READ or size > budget:
             harvest.skipped["too_many_files"] += 1
         else:
             wanted.append(entry)
+            budget -= size
     blobs = ((entry.path, content) for entry, content in checkout.read_blobs(wanted))
     harvest_files(identity, blobs, harvest)
     harvest.seconds = time.monotonic() - started

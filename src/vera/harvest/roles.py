@@ -5,7 +5,8 @@ is, so ``fastapi>=0.110`` in ``pyproject.toml`` also yields "built with fastapi"
 packages whose one purpose is the role are listed (an ORM is not a driver, a utility that
 happens to ship a test helper is not a test runner); anything else yields the dependency
 fact alone. Names are each ecosystem's canonical spelling (PyPI names normalized as PEP
-503 does, npm names as written, Go module paths without their major-version suffix).
+503 does, npm names as written, Go module paths without their major-version suffix, Maven
+coordinates as ``groupId:artifactId``).
 """
 
 from __future__ import annotations
@@ -54,7 +55,23 @@ _RUST = {
                       "rusqlite", "sqlx", "scylla"},
     TEST_RUNNER: {"rstest", "cucumber"},
 }
-TABLES = {"python": _PYTHON, "node": _NODE, "go": _GO, "rust": _RUST}
+_MAVEN = {  # groupId:artifactId
+    FRAMEWORK: {"org.springframework.boot:spring-boot-starter-parent",
+                "org.springframework.boot:spring-boot-starter-web",
+                "org.springframework.boot:spring-boot-starter-webflux",
+                "io.quarkus:quarkus-rest", "io.quarkus:quarkus-resteasy-reactive",
+                "io.micronaut:micronaut-http-server-netty", "io.dropwizard:dropwizard-core",
+                "io.javalin:javalin", "io.vertx:vertx-web", "io.grpc:grpc-netty-shaded"},
+    DATABASE_DRIVER: {"org.postgresql:postgresql", "com.mysql:mysql-connector-j",
+                      "mysql:mysql-connector-java", "org.mariadb.jdbc:mariadb-java-client",
+                      "com.oracle.database.jdbc:ojdbc11", "com.oracle.database.jdbc:ojdbc8",
+                      "com.microsoft.sqlserver:mssql-jdbc", "org.mongodb:mongodb-driver-sync",
+                      "redis.clients:jedis", "io.lettuce:lettuce-core",
+                      "org.xerial:sqlite-jdbc", "com.h2database:h2"},
+    TEST_RUNNER: {"org.junit.jupiter:junit-jupiter", "org.junit.jupiter:junit-jupiter-api",
+                  "junit:junit", "org.testng:testng", "org.spockframework:spock-core"},
+}
+TABLES = {"python": _PYTHON, "node": _NODE, "go": _GO, "rust": _RUST, "maven": _MAVEN}
 
 _GO_MAJOR = re.compile(r"/v\d+$")
 
@@ -71,10 +88,13 @@ def roles(ecosystem: str, name: str) -> list[str]:
 
 
 def dependency_facts(doc: Document, subject: str, ecosystem: str, name: str, requirement: str,
-                     start: int, end: int | None = None, group: str = "") -> Iterator[Fact]:
-    """``depends_on`` the requirement as written, and the role facts its name has."""
+                     start: int, end: int | None = None, group: str = "",
+                     quote: str | None = None) -> Iterator[Fact]:
+    """``depends_on`` the requirement as written, and the role facts its name has;
+    ``quote``: what the lines hold when the name is composed (Maven's group:artifact)."""
     slot = f"{group}:{name}" if group else name
     yield doc.fact(subject, "depends_on", requirement, start, end, slot=slot,
-                   document_type=DEPENDENCIES, quote=name)
+                   document_type=DEPENDENCIES, quote=quote or name)
     for role in roles(ecosystem, name):
-        yield doc.fact(subject, role, name, start, end, slot=slot, document_type=DEPENDENCIES)
+        yield doc.fact(subject, role, name, start, end, slot=slot, document_type=DEPENDENCIES,
+                       quote=quote or name)

@@ -25,6 +25,7 @@ from vera.harvest.extractors import (
     kubernetes,
     license_file,
     makefile,
+    maven_pom,
     node_package,
     noxfile,
     openapi,
@@ -47,8 +48,8 @@ class Extractor(Protocol):
 
 MODULES: tuple[ModuleType, ...] = (
     codeowners, runtime_files, python_project, requirements, node_package, go_module,
-    cargo_package, compose, dockerfile, kubernetes, helm, terraform, github_actions, gitlab_ci,
-    makefile, justfile, tox_ini, noxfile, adr, openapi, license_file,
+    cargo_package, maven_pom, compose, dockerfile, kubernetes, helm, terraform, github_actions,
+    gitlab_ci, makefile, justfile, tox_ini, noxfile, adr, openapi, license_file,
 )
 EXTRACTORS: tuple[Extractor, ...] = MODULES
 
