@@ -90,11 +90,6 @@ class VerifiedToken:
     key_id: str = ""
 
 
-def verification_configured(settings: Settings) -> bool:
-    mcp = settings.mcp
-    return bool(verifying_key(settings) or mcp.oauth_jwks_url or mcp.oauth_signing_key)
-
-
 def check_settings(settings: Settings) -> None:
     """Refuses a verification setup that cannot check every claim; one line per problem."""
     mcp = settings.mcp

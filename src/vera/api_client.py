@@ -92,6 +92,14 @@ class ClientStop(Exception):
         self.exit_code = exit_code
 
 
+# What a person does about a refusal whose code alone does not say it.
+NEXT_STEP = {
+    "project_out_of_scope": "no project you can read has that slug or id; in local mode the "
+    "first `vera ingest` or `vera harvest --publish` creates it, on a team a workspace owner "
+    "attaches it: README, Set up a team",
+}
+
+
 class ApiRefused(Exception):
     """The API answered an error: its status and the body's ``error`` object."""
 
@@ -108,7 +116,9 @@ class ApiRefused(Exception):
         """The stable code and its details (field, reason...), never a credential."""
         detail = ", ".join(f"{k}={v}" for k, v in self.error.items()
                            if k not in ("code", "message"))
-        return f"refused ({self.code})" + (f": {detail}" if detail else "")
+        step = NEXT_STEP.get(self.code)
+        return (f"refused ({self.code})" + (f": {detail}" if detail else "")
+                + (f" ({step})" if step else ""))
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser, *, repeated: bool = False

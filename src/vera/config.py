@@ -122,6 +122,12 @@ class McpSettings(HttpListenerSettings):
     # One budget for a whole tool call; every downstream RPC gets what is left of it.
     request_budget_seconds: float = Field(30.0, gt=0, le=300)
 
+    @property
+    def verification_set(self) -> bool:
+        """Some token verification is set up (built-in or external; whether it is whole is
+        the gateway's startup check)."""
+        return bool(self.jwt_secret or self.oauth_signing_key or self.oauth_jwks_url)
+
 
 class ApiSettings(HttpListenerSettings):
     """The REST API process for humans: identity administration and curation."""
@@ -391,10 +397,7 @@ class Settings(BaseSettings):
 
     @cached_property
     def auth_profile(self) -> Literal["local-dev", "remote-authenticated"]:
-        verification_configured = bool(
-            self.mcp.jwt_secret or self.mcp.oauth_signing_key or self.mcp.oauth_jwks_url
-        )
-        if self.environment == "local" and not verification_configured:
+        if self.environment == "local" and not self.mcp.verification_set:
             return "local-dev"
         return "remote-authenticated"
 

@@ -142,3 +142,18 @@ def test_plain_http_loopback_jwks_only_behind_the_test_setting():
     )
     with pytest.raises(ConfigError, match=r"^VERA_MCP__OAUTH_JWKS_URL:"):
         create_app(Settings(environment="prod", mcp=mcp))
+
+
+@pytest.mark.parametrize(
+    ("missing", "variable"),
+    [("auth_issuer", "VERA_MCP__AUTH_ISSUER"), ("auth_audience", "VERA_MCP__AUTH_AUDIENCE")],
+)
+@pytest.mark.parametrize("environment", ["local", "prod"])
+def test_a_jwt_secret_without_its_issuer_or_audience_names_the_missing_one(
+    missing, variable, environment
+):
+    # A restore started with the token key alone (docs/deploy.md) was told to set the key.
+    mcp = McpSettings(**{**BUILTIN, missing: None})
+    with pytest.raises(ConfigError) as refused:
+        create_app(Settings(environment=environment, mcp=mcp))
+    assert str(refused.value).startswith(f"{variable}:")

@@ -78,6 +78,15 @@ def test_a_refused_listing_exits_2(capsys, failing: str) -> None:
     assert "unauthorized" in capsys.readouterr().err
 
 
+def test_a_project_nobody_can_read_is_named_in_the_refusal(capsys) -> None:
+    # A local user proposing into a project no ingest created yet saw only the bare code.
+    refused = httpx.Response(404, json={"error": {"code": "project_out_of_scope"}})
+    args = _args("list", "nosuch")
+    assert curate.run(args, Settings(), transport=httpx.MockTransport(lambda _: refused)) == 2
+    err = capsys.readouterr().err
+    assert "project nosuch:" in err and "(project_out_of_scope)" in err
+
+
 @pytest.mark.parametrize("state", ["disputed", "FACT_STATE_DISPUTED"])
 def test_verify_says_the_state_the_fact_is_in_whichever_spelling_the_api_answers(
         capsys, state: str) -> None:

@@ -141,7 +141,7 @@ def run(args: argparse.Namespace, settings: Settings, transport: Any = None) -> 
         print(f"vera curate: {stop.message}", file=sys.stderr)
         return stop.exit_code
     except ApiRefused as refused:
-        print(f"vera curate: {refused.describe()}", file=sys.stderr)
+        print(f"vera curate: project {args.project}: {refused.describe()}", file=sys.stderr)
         return 2
     print(json.dumps(data, indent=2) if args.json else _summary(args.curate_command, data))
     return EXIT_OK

@@ -186,7 +186,10 @@ def _credential(args: argparse.Namespace, checked: endpoints.Endpoints, api_url:
         created = False
     elif not key and sibling is None:
         return Credential(True, files.label, steps=[
-            f"run `vera connect {args.runtime}` again with the API key to store an MCP token"])
+            f"no MCP token stored (no API key was typed): for a team's VERA run `vera connect "
+            f"{args.runtime} --api-key-stdin < key-file` (or on a terminal, to be asked; "
+            "VERA_API_KEY is not read); for a `vera up` on this machine pass its --data-dir "
+            "(or VERA_DATA_DIR)"])
     else:
         key = key or str(sibling.api_key if sibling else "")
         label = f"vera connect {args.runtime} {socket.gethostname()} {root.name}"[:100]

@@ -29,7 +29,8 @@ AuthProfile = Literal["local-dev", "remote-authenticated", "unknown"]
 def validate_url(field: str, url: str | None) -> str:
     """An http(s) URL with a host and neither credentials, query nor fragment."""
     if not url:
-        raise InvalidInput(field, f"{field} is required (flag or environment variable)")
+        raise InvalidInput(field, f"{field} is required: --{field.replace('_', '-')} or "
+                           f"VERA_{field.upper()} (a local stack's: what `vera up` printed)")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidInput(field, f"{field} must be an http(s) URL with a host")

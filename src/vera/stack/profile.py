@@ -26,7 +26,8 @@ PROFILE_FILE = "profile.json"
 AUTHENTICATED: Profile = "remote-authenticated"
 # What makes a process authenticated (vera.config.Settings.auth_profile).
 AUTH_SETTINGS = (
-    "VERA_MCP__JWT_SECRET (or VERA_MCP__OAUTH_JWKS_URL, or VERA_ENVIRONMENT other than local)"
+    "VERA_MCP__JWT_SECRET, VERA_MCP__AUTH_ISSUER and VERA_MCP__AUTH_AUDIENCE (or "
+    "VERA_MCP__OAUTH_JWKS_URL, or VERA_ENVIRONMENT other than local)"
 )
 
 

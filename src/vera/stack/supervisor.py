@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
@@ -439,9 +440,13 @@ def banner(settings: Settings, data_dir: Path, port: int, mcp_url: str, api_url:
     ]
     if settings.auth_profile == "local-dev":
         lines += [
+            "", "Connect a coding runtime, in its repository (runtime: claude-code, codex or "
+            "opencode):",
+            f"  vera connect <runtime> --api-url {api_url} --mcp-url {mcp_url} "
+            f"--data-dir {shlex.quote(str(data_dir))}",
             "", "MCP client config (`vera connect <runtime>` writes it and a local token; by "
-            f"hand: {MCP_TOKEN_VARIABLE} from `vera mcp-token`, or POST "
-            f"{api_url}/identity/mcp-token with the data dir's local.secret as the bearer):",
+            f"hand: {MCP_TOKEN_VARIABLE} from POST {api_url}/identity/mcp-token with the "
+            "data dir's local.secret as the bearer):",
             client_snippet(mcp_url),
         ]
     else:

@@ -23,7 +23,7 @@ from vera.config import ConfigError, Settings, load_settings
 from vera.entrypoints.draining import serve
 from vera.entrypoints.loopback import UnsupportedAuthProfile, refuse_unauthenticated_non_loopback
 from vera.gateway.app import build_app
-from vera.gateway.tokens import check_settings, verification_configured
+from vera.gateway.tokens import check_settings
 from vera.logs import configure_logging
 from vera.observability import correlation, tracing
 
@@ -33,7 +33,8 @@ def check_startup(settings: Settings) -> None:
     if settings.auth_profile == "local-dev":
         refuse_unauthenticated_non_loopback(settings, "mcp")
         return
-    if not verification_configured(settings):
+    # Anything set, check_settings names what a partial setup lacks (issuer, audience).
+    if not settings.mcp.verification_set:
         raise UnsupportedAuthProfile(
             f"VERA_MCP__JWT_SECRET: VERA_ENVIRONMENT={settings.environment} requires built-in "
             "JWT or external OAuth verification (VERA_MCP__JWT_SECRET, VERA_MCP__OAUTH_JWKS_URL "
