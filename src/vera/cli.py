@@ -8,6 +8,7 @@ import importlib
 import logging
 import sys
 
+from vera import SERVER_VERSION
 from vera.config import ConfigError, load_settings
 from vera.local_secret import LocalSecretError
 from vera.logs import configure_logging
@@ -39,6 +40,7 @@ COMMANDS = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vera", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {SERVER_VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
     for module in dict.fromkeys(COMMANDS.values()):
         importlib.import_module(module).add_parser(commands)
