@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from vera.harvest.facts import Document
+
 # Bounds on walking a YAML node graph: aliases can make it a DAG with many paths.
 MAX_YAML_DEPTH = 64
 
@@ -93,6 +95,19 @@ def toml_array_end(lines: list[str], start: int, end: int) -> int:
 
 
 # --- JSON ---------------------------------------------------------------------------------
+
+
+def json_package(doc: Document) -> tuple[dict[str, Any], str] | None:
+    """A package manifest's top-level object and its subject: the ``name`` it gives, else
+    the folder it speaks for; None when the file is no JSON object."""
+    try:
+        data = json.loads(doc.text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    name = data.get("name")
+    return data, name if isinstance(name, str) and name else doc.subject_for_directory()
 
 
 def json_member_line(lines: list[str], key: str, value: str | None = None, start: int = 1,

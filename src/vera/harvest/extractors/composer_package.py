@@ -10,7 +10,6 @@ under ``vendor/`` are someone else's packages and are never read.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +18,7 @@ from vera.harvest.locate import (
     json_array_lines,
     json_member_line,
     json_object_lines,
+    json_package,
     json_string_line,
     json_string_members,
     json_written,
@@ -38,14 +38,10 @@ def wants(path: str) -> bool:
 
 
 def extract(doc: Document) -> Iterator[Fact]:
-    try:
-        data = json.loads(doc.text)
-    except ValueError:
+    package = json_package(doc)
+    if package is None:
         return
-    if not isinstance(data, dict):
-        return
-    name = data.get("name")
-    subject = name if isinstance(name, str) and name else doc.subject_for_directory()
+    data, subject = package
     version = data.get("version")
     if isinstance(version, str) and version and (
             line := json_member_line(doc.lines, "version", version)):

@@ -8,11 +8,10 @@ under ``node_modules/`` are someone else's packages and are never read.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 from vera.harvest.facts import BUILD, DEPENDENCIES, LICENSE, RUNTIME, Document, Fact
-from vera.harvest.locate import json_member_line, json_string_members
+from vera.harvest.locate import json_member_line, json_package, json_string_members
 from vera.harvest.roles import dependency_facts
 
 PREDICATES = frozenset({
@@ -29,14 +28,10 @@ def wants(path: str) -> bool:
 
 
 def extract(doc: Document) -> Iterator[Fact]:
-    try:
-        data = json.loads(doc.text)
-    except ValueError:
+    package = json_package(doc)
+    if package is None:
         return
-    if not isinstance(data, dict):
-        return
-    name = data.get("name")
-    subject = name if isinstance(name, str) and name else doc.subject_for_directory()
+    data, subject = package
     for key, predicate, document_type in (("version", "version", DEPENDENCIES),
                                           ("license", "license", LICENSE)):
         value = data.get(key)
